@@ -1,0 +1,35 @@
+# Two commands do all set-up on a fresh machine: `make run` serves, `make test` tests.
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.requirements.stamp
+MEMORY_HOST ?= 127.0.0.1
+MEMORY_PORT ?= 8000
+
+.PHONY: install migrate run test demo doctor
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+# Reinstalls only when requirements.txt changes.
+$(STAMP): requirements.txt | $(PY)
+	$(PY) -m pip install --disable-pip-version-check -q -r requirements.txt
+	touch $(STAMP)
+
+install: $(STAMP)
+
+migrate: install
+	$(PY) manage.py migrate --noinput -v 0
+
+run: migrate
+	$(PY) manage.py first_run --host $(MEMORY_HOST) --port $(MEMORY_PORT)
+	$(PY) -m uvicorn memoryproject.asgi:application --host $(MEMORY_HOST) --port $(MEMORY_PORT) --no-access-log
+
+test: install
+	$(PY) -m pytest
+
+demo: migrate
+	$(PY) manage.py load_demo
+
+doctor: migrate
+	$(PY) manage.py doctor

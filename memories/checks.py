@@ -1,0 +1,12 @@
+"""System checks: the SQLite features the server needs are present."""
+
+from django.core import checks
+
+
+@checks.register(checks.Tags.database)
+def sqlite_capabilities(app_configs, databases=None, **kwargs):
+    if not databases or "default" not in databases:
+        return []
+    from memoryproject.sqlite_backend.capabilities import probe
+
+    return [checks.Error(problem, id="memories.E001") for problem in probe().problems]

@@ -1,0 +1,192 @@
+"""The store: memories (identities), their append-only revisions, tags, and the audit trail.
+
+Revisions are never updated or deleted (database triggers enforce it, see migration
+0002); the one exception is erasure, which opens ``ErasureGate`` inside its own
+transaction and leaves an ``ErasureReceipt``.
+"""
+
+import datetime as dt
+
+from django.db import models
+from django.db.models import OuterRef, Q, Subquery
+
+
+class Kind(models.TextChoices):
+    FACT = "fact"
+    PREFERENCE = "preference"
+    DECISION = "decision"
+    SKILL = "skill"
+    NOTE = "note"
+    ARTIFACT = "artifact"
+    EVENT = "event"
+
+
+class State(models.TextChoices):
+    """Lifecycle of a memory's identity, kept by the services (never derived from the clock)."""
+
+    ACTIVE = "active"
+    FORGOTTEN = "forgotten"
+
+
+class Interface(models.TextChoices):
+    ADMIN = "admin"
+    API = "api"
+    MCP = "mcp"
+    CLI = "cli"
+
+
+class Tag(models.Model):
+    """A case-insensitive label: ``slug`` is the casefolded name and is what makes tags equal."""
+
+    name = models.CharField(max_length=64)
+    slug = models.CharField(max_length=64, unique=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self):
+        return self.name
+
+
+def _visibility_candidates(memory_ref, *, as_of: dt.datetime, valid_at: dt.datetime | None):
+    """Return the revisions of ``memory_ref`` that compete at (as_of, valid_at), the winner first.
+
+    This is the visibility rule (DESIGN.md section 3), written once: among revisions
+    known by ``as_of`` and not expired by then, whose valid interval holds
+    ``valid_at`` (a tombstone holds at every valid time), the newest by
+    (known_at, id) wins. A tombstone winner means the memory is not visible.
+    """
+    valid_at = as_of if valid_at is None else valid_at
+    return (
+        Revision.objects.filter(memory=memory_ref, known_at__lte=as_of)
+        .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=as_of))
+        .filter(
+            Q(tombstone=True)
+            | (Q(valid_from__lte=valid_at) & (Q(valid_to__isnull=True) | Q(valid_to__gt=valid_at)))
+        )
+        .order_by("-known_at", "-id")
+    )
+
+
+class MemoryQuerySet(models.QuerySet):
+    def visible(self, *, as_of: dt.datetime, valid_at: dt.datetime | None = None):
+        """Memories visible at (as_of, valid_at), annotated with ``visible_revision_id``."""
+        winners = _visibility_candidates(OuterRef("pk"), as_of=as_of, valid_at=valid_at)
+        return self.annotate(
+            visible_revision_id=Subquery(winners.values("id")[:1]),
+            winner_is_tombstone=Subquery(winners.values("tombstone")[:1]),
+        ).filter(visible_revision_id__isnull=False, winner_is_tombstone=False)
+
+
+class RevisionQuerySet(models.QuerySet):
+    def visible(self, *, as_of: dt.datetime, valid_at: dt.datetime | None = None):
+        """The one revision each memory shows at (as_of, valid_at); memories hidden there have none."""
+        winners = _visibility_candidates(OuterRef("memory_id"), as_of=as_of, valid_at=valid_at)
+        return self.filter(id=Subquery(winners.values("id")[:1]), tombstone=False)
+
+    def latest_known(self):
+        """Newest first by the order the visibility rule uses."""
+        return self.order_by("-known_at", "-id")
+
+
+class Memory(models.Model):
+    namespace = models.SlugField(max_length=64)
+    key = models.CharField(max_length=255)
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.NOTE)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.ACTIVE)
+    tags = models.ManyToManyField(Tag, related_name="memories", blank=True)
+    created_at = models.DateTimeField()
+
+    objects = MemoryQuerySet.as_manager()
+
+    class Meta:
+        verbose_name_plural = "memories"
+        constraints = [
+            models.UniqueConstraint(fields=["namespace", "key"], name="memory_key_unique_per_namespace"),
+        ]
+        indexes = [models.Index(fields=["namespace", "kind"], name="memory_namespace_kind")]
+
+    def __str__(self):
+        return f"{self.namespace}/{self.key}"
+
+
+class Revision(models.Model):
+    memory = models.ForeignKey(Memory, on_delete=models.PROTECT, related_name="revisions")
+    content = models.TextField(blank=True)
+    title = models.CharField(max_length=300, blank=True)
+    subject = models.CharField(max_length=300, blank=True)
+    predicate = models.CharField(max_length=300, blank=True)
+    object = models.CharField(max_length=300, blank=True)
+    source = models.CharField(max_length=500, blank=True)
+    content_hash = models.CharField(max_length=64)
+    known_at = models.DateTimeField()
+    valid_from = models.DateTimeField()
+    valid_to = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    tombstone = models.BooleanField(default=False)
+    hides = models.ForeignKey("self", on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    reason = models.CharField(max_length=500, blank=True)
+    author = models.CharField(max_length=200)
+    interface = models.CharField(max_length=8, choices=Interface.choices)
+    embedding_model = models.CharField(max_length=200, blank=True)
+
+    objects = RevisionQuerySet.as_manager()
+
+    class Meta:
+        indexes = [
+            # The visibility rule picks, per memory, the newest revision by (known_at, id).
+            models.Index(fields=["memory", "known_at", "id"], name="revision_memory_known"),
+            # Exact-duplicate detection looks revisions up by hash.
+            models.Index(fields=["content_hash"], name="revision_content_hash"),
+            # Purge finds expired rows without a scan.
+            models.Index(fields=["expires_at"], name="revision_expires", condition=Q(expires_at__isnull=False)),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(valid_to__isnull=True) | Q(valid_to__gt=models.F("valid_from")),
+                name="revision_valid_interval_not_empty",
+            ),
+            models.CheckConstraint(
+                condition=Q(tombstone=False) | Q(hides__isnull=False),
+                name="revision_tombstone_names_hidden_revision",
+            ),
+        ]
+
+    def __str__(self):
+        return f"revision {self.pk} of memory {self.memory_id}"
+
+
+class AuditEvent(models.Model):
+    """Who did what, through which interface. Holds ids and names, never memory text."""
+
+    at = models.DateTimeField(db_index=True)
+    actor = models.CharField(max_length=200)
+    interface = models.CharField(max_length=8, choices=Interface.choices)
+    action = models.CharField(max_length=32)
+    memory_id = models.BigIntegerField(null=True, blank=True, db_index=True)
+    detail = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+
+class ErasureReceipt(models.Model):
+    """Proof that a memory's text was destroyed: who, when, and the hashes of what was removed."""
+
+    erased_at = models.DateTimeField()
+    actor = models.CharField(max_length=200)
+    interface = models.CharField(max_length=8, choices=Interface.choices)
+    reason = models.CharField(max_length=500, blank=True)
+    memory_id = models.BigIntegerField()
+    namespace = models.CharField(max_length=64)
+    revision_ids = models.JSONField()
+    content_hashes = models.JSONField()
+
+    class Meta:
+        ordering = ["-erased_at", "-id"]
+
+
+class ErasureGate(models.Model):
+    """A row exists only inside an erasure transaction; the revision triggers let deletes through then."""
+
+    opened_at = models.DateTimeField()

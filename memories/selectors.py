@@ -1,0 +1,218 @@
+"""Reads that carry rules: visibility, the shape of prefetches, ordering and pagination."""
+
+import base64
+import datetime as dt
+import os
+
+from django.conf import settings
+from django.db import connection
+from django.db.models import Count, Prefetch
+from django.db.migrations.recorder import MigrationRecorder
+from django.utils import timezone
+
+from memories import validation
+from memories.exceptions import InvalidInput, NotFound
+from memories.models import Kind, Memory, Revision, State, Tag
+from memories.records import MemoryRecord, Page, RevisionRecord
+from memories.timeparse import parse_optional_instant
+
+LIST_LIMIT_MAX = 200
+LIST_STATES = ("active", "hidden", "forgotten", "all")
+
+
+def _not_found(memory_id) -> NotFound:
+    return NotFound(
+        f"Memory {memory_id} not found — it may have expired or been forgotten. "
+        "Use memory_list or memory_recall to find valid ids.",
+        field="id",
+    )
+
+
+def resolve_times(as_of=None, valid_at=None) -> tuple[dt.datetime, dt.datetime]:
+    """Parse a (as_of, valid_at) pair; as_of defaults to now and valid_at to as_of."""
+    as_of_time = parse_optional_instant(as_of, field="as_of") or timezone.now()
+    valid_time = parse_optional_instant(valid_at, field="valid_at") or as_of_time
+    return as_of_time, valid_time
+
+
+def _tag_prefetch():
+    return Prefetch("tags", queryset=Tag.objects.order_by("slug"))
+
+
+def _record(revision: Revision) -> MemoryRecord:
+    return MemoryRecord.from_revision(revision)
+
+
+def visible_revision(*, memory: Memory, as_of: dt.datetime, valid_at: dt.datetime | None = None) -> Revision | None:
+    """Return the revision ``memory`` shows at (as_of, valid_at), or None when it is hidden there."""
+    return Revision.objects.filter(memory=memory).visible(as_of=as_of, valid_at=valid_at).first()
+
+
+def latest_content_revision(memory: Memory) -> Revision | None:
+    """The newest revision that carries text (tombstones carry none), visible or not."""
+    return memory.revisions.filter(tombstone=False).latest_known().first()
+
+
+def memory_get(*, memory_id=None, namespace=None, key=None, as_of=None, valid_at=None) -> MemoryRecord:
+    """Return the memory as it was known at ``as_of`` for valid time ``valid_at`` (both default to now)."""
+    as_of_time, valid_time = resolve_times(as_of, valid_at)
+    memories = Memory.objects.all()
+    if memory_id is not None:
+        if isinstance(memory_id, bool) or not isinstance(memory_id, int) or memory_id < 1:
+            raise InvalidInput(f"id: {memory_id!r} is not a memory id (a positive integer).", field="id")
+        memories = memories.filter(pk=memory_id)
+        wanted = memory_id
+    elif namespace is not None and key is not None:
+        memories = memories.filter(namespace=validation.namespace(namespace), key=validation.key(key))
+        wanted = f"{namespace}/{key}"
+    else:
+        raise InvalidInput("Give an id, or a namespace and a key.", field="id")
+    revision = (
+        Revision.objects.filter(memory__in=memories)
+        .visible(as_of=as_of_time, valid_at=valid_time)
+        .select_related("memory")
+        .prefetch_related(Prefetch("memory__tags", queryset=Tag.objects.order_by("slug")))
+        .first()
+    )
+    if revision is None:
+        raise _not_found(wanted)
+    return _record(revision)
+
+
+def memory_history(*, memory_id: int, as_of=None) -> list[RevisionRecord]:
+    """Return every revision known by ``as_of`` (default now), tombstones included, oldest first."""
+    as_of_time, _ = resolve_times(as_of)
+    if not Memory.objects.filter(pk=memory_id).exists():
+        raise NotFound(f"Memory {memory_id} not found. Use memory_list or memory_recall to find valid ids.", field="id")
+    revisions = Revision.objects.filter(memory_id=memory_id, known_at__lte=as_of_time).order_by("known_at", "id")
+    return [RevisionRecord.from_model(revision) for revision in revisions]
+
+
+def _encode_cursor(memory_id: int) -> str:
+    return base64.urlsafe_b64encode(f"m:{memory_id}".encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> int:
+    try:
+        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        prefix, value = text.split(":", 1)
+        if prefix != "m":
+            raise ValueError
+        return int(value)
+    except (ValueError, UnicodeDecodeError):
+        raise InvalidInput("cursor: not a cursor this server gave out. Start again without one.", field="cursor")
+
+
+def memory_list(
+    *,
+    namespace: str | list[str] | None = None,
+    tags: list[str] | None = None,
+    kind: str | None = None,
+    state: str = "active",
+    limit: int = 50,
+    cursor: str | None = None,
+) -> Page:
+    """Return memories newest first, one page at a time.
+
+    ``state``: ``active`` (visible now), ``hidden`` (not forgotten, but not visible
+    now: TTL passed or outside its validity), ``forgotten``, or ``all``. Each item
+    shows its visible revision, or its newest revision with text when hidden.
+    """
+    if state not in LIST_STATES:
+        raise InvalidInput(f"state: {state!r} is not one of {', '.join(LIST_STATES)}.", field="state")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= LIST_LIMIT_MAX:
+        raise InvalidInput(f"limit: {limit!r} is out of range 1..{LIST_LIMIT_MAX}.", field="limit")
+    now = timezone.now()
+    memories = Memory.objects.all()
+    if namespace:
+        names = [namespace] if isinstance(namespace, str) else list(namespace)
+        memories = memories.filter(namespace__in=[validation.namespace(name) for name in names])
+    if kind:
+        memories = memories.filter(kind=validation.kind(kind))
+    for tag in validation.tags(tags):
+        memories = memories.filter(tags__slug=tag.casefold())
+    visible_now = Memory.objects.visible(as_of=now).values("pk")
+    if state == "active":
+        memories = memories.filter(pk__in=visible_now)
+    elif state == "hidden":
+        memories = memories.filter(state=State.ACTIVE).exclude(pk__in=visible_now)
+    elif state == "forgotten":
+        memories = memories.filter(state=State.FORGOTTEN)
+    if cursor:
+        memories = memories.filter(pk__lt=_decode_cursor(cursor))
+    page = list(memories.order_by("-pk").prefetch_related(_tag_prefetch())[: limit + 1])
+    more = len(page) > limit
+    page = page[:limit]
+    shown = {
+        revision.memory_id: revision
+        for revision in Revision.objects.filter(memory__in=page).visible(as_of=now)
+    }
+    items = []
+    for memory in page:
+        revision = shown.get(memory.pk) or latest_content_revision(memory)
+        revision.memory = memory
+        items.append(_record(revision))
+    return Page(items=items, next_cursor=_encode_cursor(page[-1].pk) if more and page else None)
+
+
+def visible_duplicate(*, namespace: str, content_hash: str, exclude_memory_id: int | None = None) -> Memory | None:
+    """Return a memory in ``namespace`` whose visible-now content has this hash, if any."""
+    revisions = Revision.objects.filter(memory__namespace=namespace, content_hash=content_hash, tombstone=False)
+    if exclude_memory_id is not None:
+        revisions = revisions.exclude(memory_id=exclude_memory_id)
+    candidates = revisions.values("memory_id").distinct()
+    return (
+        Memory.objects.filter(pk__in=candidates).visible(as_of=timezone.now()).order_by("pk").first()
+    )
+
+
+def database_size_bytes() -> int:
+    path = settings.DATABASES["default"]["NAME"]
+    return sum(os.path.getsize(f"{path}{suffix}") for suffix in ("", "-wal") if os.path.exists(f"{path}{suffix}"))
+
+
+def schema_version() -> dict:
+    applied = MigrationRecorder.Migration.objects.filter(app__in=("memories", "search")).order_by("-applied", "-id")
+    return {row.app: row.name for row in reversed(list(applied))}
+
+
+def search_mode() -> str:
+    """Hybrid when embeddings are configured, keyword otherwise (the search engine refines this)."""
+    return "keyword" if settings.MEMORY_EMBEDDER == "none" else "hybrid"
+
+
+def memory_stats(*, namespace: str | None = None) -> dict:
+    """Return totals, per-namespace counts, top tags, TTL count, database size, schema and search mode."""
+    now = timezone.now()
+    memories = Memory.objects.all()
+    if namespace:
+        memories = memories.filter(namespace=validation.namespace(namespace))
+    visible = memories.visible(as_of=now)
+    per_namespace = {
+        row["namespace"]: {"memories": row["total"], "visible": 0}
+        for row in memories.values("namespace").annotate(total=Count("pk")).order_by("namespace")
+    }
+    for row in visible.values("namespace").annotate(total=Count("pk")).order_by("namespace"):
+        per_namespace[row["namespace"]]["visible"] = row["total"]
+    visible_revisions = Revision.objects.filter(memory__in=memories.values("pk")).visible(as_of=now)
+    top_tags = (
+        Tag.objects.filter(memories__in=visible.values("pk"))
+        .annotate(uses=Count("memories"))
+        .order_by("-uses", "slug")[:10]
+    )
+    kinds = dict(visible.values_list("kind").annotate(total=Count("pk")).order_by("kind"))
+    return {
+        "memories": sum(entry["memories"] for entry in per_namespace.values()),
+        "visible": sum(entry["visible"] for entry in per_namespace.values()),
+        "forgotten": memories.filter(state=State.FORGOTTEN).count(),
+        "revisions": Revision.objects.filter(memory__in=memories.values("pk")).count(),
+        "with_ttl": visible_revisions.filter(expires_at__isnull=False).count(),
+        "kinds": {kind: kinds.get(kind, 0) for kind in Kind.values},
+        "namespaces": per_namespace,
+        "top_tags": [{"tag": tag.name, "count": tag.uses} for tag in top_tags],
+        "database_bytes": database_size_bytes(),
+        "database_path": str(settings.DATABASES["default"]["NAME"]),
+        "sqlite_version": connection.Database.sqlite_version,
+        "schema": schema_version(),
+        "search_mode": search_mode(),
+    }

@@ -1,0 +1,347 @@
+"""Writes to one memory: remember, revise, forget, restore, retag.
+
+Every function is keyword-only, runs in one transaction (BEGIN IMMEDIATE, see
+settings), records the actor and the interface, and raises domain errors from
+``memories.exceptions`` before writing anything.
+"""
+
+import datetime as dt
+import uuid
+
+from django.db import transaction
+from django.utils import timezone
+
+from memories import selectors, validation
+from memories.exceptions import Conflict, DuplicateContent, InvalidInput, NotFound
+from memories.models import AuditEvent, Interface, Kind, Memory, Revision, State, Tag
+from memories.records import ChangeResult, MemoryRecord, RememberResult
+from memories.timeparse import parse_optional_instant
+
+# The fields a revision carries forward from the one it revises.
+_CARRIED = ("content", "title", "subject", "predicate", "object", "source", "valid_from", "valid_to", "expires_at")
+
+
+def check_interface(interface: str) -> str:
+    if interface not in Interface.values:
+        raise InvalidInput(f"interface: {interface!r} is not one of {', '.join(Interface.values)}.")
+    return interface
+
+
+def audit(*, actor: str, interface: str, action: str, memory_id: int | None, at: dt.datetime, **detail) -> None:
+    AuditEvent.objects.create(at=at, actor=actor, interface=interface, action=action, memory_id=memory_id,
+                              detail=detail)
+
+
+def tag_objects(names: list[str]) -> list[Tag]:
+    """Return Tag rows for ``names``, creating the missing ones (first spelling wins)."""
+    tags = []
+    for name in names:
+        tag, _ = Tag.objects.get_or_create(slug=name.casefold(), defaults={"name": name})
+        tags.append(tag)
+    return tags
+
+
+def _duplicate_error(duplicate: Memory) -> DuplicateContent:
+    return DuplicateContent(
+        f"Memory {duplicate.pk} ({duplicate.namespace}/{duplicate.key}) already holds exactly this content. "
+        f"Update or tag memory {duplicate.pk} instead of duplicating it.",
+        memory_id=duplicate.pk,
+    )
+
+
+def _validity(valid_from, valid_to, *, default_from: dt.datetime) -> tuple[dt.datetime, dt.datetime | None]:
+    start = parse_optional_instant(valid_from, field="valid_from") or default_from
+    end = parse_optional_instant(valid_to, field="valid_to")
+    if end is not None and end <= start:
+        raise InvalidInput(
+            "valid_to must be later than valid_from (the interval is half-open: [valid_from, valid_to)).",
+            field="valid_to",
+        )
+    return start, end
+
+
+def _expiry(ttl_days: int, *, now: dt.datetime, keep: dt.datetime | None) -> dt.datetime | None:
+    if ttl_days == -1:
+        # A TTL that has already run out is not carried into a new revision.
+        return keep if keep is not None and keep > now else None
+    if ttl_days == 0:
+        return None
+    return now + dt.timedelta(days=ttl_days)
+
+
+def _record(memory: Memory, revision: Revision) -> MemoryRecord:
+    revision.memory = memory
+    return MemoryRecord.from_revision(revision, tags=[tag.name for tag in memory.tags.order_by("slug")])
+
+
+def _current(memory: Memory, now: dt.datetime) -> Revision | None:
+    """The revision a change builds on: the one visible now, else the newest with text."""
+    return selectors.visible_revision(memory=memory, as_of=now) or selectors.latest_content_revision(memory)
+
+
+def _get_memory(memory_id) -> Memory:
+    if isinstance(memory_id, bool) or not isinstance(memory_id, int) or memory_id < 1:
+        raise InvalidInput(f"id: {memory_id!r} is not a memory id (a positive integer).", field="id")
+    try:
+        return Memory.objects.get(pk=memory_id)
+    except Memory.DoesNotExist:
+        raise NotFound(
+            f"Memory {memory_id} not found. Use memory_list or memory_recall to find valid ids.", field="id"
+        ) from None
+
+
+def memory_remember(
+    *,
+    namespace: str,
+    content: str,
+    actor: str,
+    interface: str,
+    key: str | None = None,
+    title: str | None = None,
+    kind: str = Kind.NOTE,
+    tags: list[str] | None = None,
+    source: str | None = None,
+    ttl_days: int | None = None,
+    valid_from=None,
+    valid_to=None,
+    subject: str | None = None,
+    predicate: str | None = None,
+    object: str | None = None,
+    known_at: dt.datetime | None = None,
+) -> RememberResult:
+    """Store a memory, or return the one that already holds this exact content.
+
+    With a ``key`` that already exists in the namespace, this appends a revision
+    to that memory (and brings it back if it was forgotten). ``known_at`` is for
+    trusted historical imports only; everyone else gets the server clock.
+    """
+    check_interface(interface)
+    namespace = validation.namespace(namespace)
+    content = validation.content(content)
+    key = validation.key(key) if key is not None else None
+    title = validation.short_text(title, field="title", limit=validation.TITLE_MAX)
+    kind = validation.kind(kind)
+    tag_names = validation.tags(tags)
+    source = validation.short_text(source, field="source", limit=validation.SOURCE_MAX)
+    ttl = validation.ttl_days(ttl_days)
+    triple = validation.triple(subject, predicate, object)
+    now = known_at or timezone.now()
+    start, end = _validity(valid_from, valid_to, default_from=now)
+    digest = validation.content_hash(content)
+    fields = dict(content=content, title=title, subject=triple[0], predicate=triple[1], object=triple[2],
+                  source=source, valid_from=start, valid_to=end, expires_at=_expiry(ttl, now=now, keep=None))
+
+    with transaction.atomic():
+        existing = Memory.objects.filter(namespace=namespace, key=key).first() if key else None
+        if existing is not None:
+            return _remember_into(existing, fields, digest, kind, tag_names, now=now, actor=actor,
+                                  interface=interface)
+        duplicate = selectors.visible_duplicate(namespace=namespace, content_hash=digest)
+        if duplicate is not None:
+            added = _add_tags(duplicate, tag_names)
+            audit(actor=actor, interface=interface, action="deduplicate", memory_id=duplicate.pk, at=now,
+                  added_tags=added)
+            return RememberResult(memory=_record(duplicate, _current(duplicate, now)), created=False,
+                                  deduplicated=True)
+        memory = Memory.objects.create(namespace=namespace, key=key or uuid.uuid4().hex[:16], kind=kind,
+                                       created_at=now)
+        memory.tags.set(tag_objects(tag_names))
+        revision = Revision.objects.create(memory=memory, content_hash=digest, known_at=now, author=actor,
+                                           interface=interface, **fields)
+        audit(actor=actor, interface=interface, action="remember", memory_id=memory.pk, at=now,
+              revision_id=revision.pk)
+        return RememberResult(memory=_record(memory, revision), created=True)
+
+
+def _remember_into(memory, fields, digest, kind, tag_names, *, now, actor, interface) -> RememberResult:
+    """Remember under an existing key: a no-op when nothing changes, else a new revision."""
+    current = _current(memory, now)
+    added = _add_tags(memory, tag_names)
+    if memory.kind != kind:
+        memory.kind = kind
+        memory.save(update_fields=["kind"])
+    visible = selectors.visible_revision(memory=memory, as_of=now)
+    if (memory.state == State.ACTIVE and visible is not None
+            and all(getattr(visible, name) == value for name, value in fields.items()
+                    if name not in ("valid_from",))):
+        if added:
+            audit(actor=actor, interface=interface, action="retag", memory_id=memory.pk, at=now, added=added)
+        return RememberResult(memory=_record(memory, visible), created=False, deduplicated=True)
+    duplicate = selectors.visible_duplicate(namespace=memory.namespace, content_hash=digest,
+                                            exclude_memory_id=memory.pk)
+    if duplicate is not None:
+        raise _duplicate_error(duplicate)
+    revision = Revision.objects.create(memory=memory, content_hash=digest, known_at=now, author=actor,
+                                       interface=interface, **fields)
+    if memory.state != State.ACTIVE:
+        memory.state = State.ACTIVE
+        memory.save(update_fields=["state"])
+    audit(actor=actor, interface=interface, action="revise", memory_id=memory.pk, at=now,
+          revision_id=revision.pk, previous_revision_id=current.pk if current else None)
+    return RememberResult(memory=_record(memory, revision), created=False, revised=True)
+
+
+def _add_tags(memory: Memory, names: list[str]) -> list[str]:
+    have = set(memory.tags.values_list("slug", flat=True))
+    new = [name for name in names if name.casefold() not in have]
+    if len(have) + len(new) > validation.settings.MEMORY_MAX_TAGS:
+        raise InvalidInput(f"tags: memory {memory.pk} would have more than "
+                           f"{validation.settings.MEMORY_MAX_TAGS} tags.", field="tags")
+    if new:
+        memory.tags.add(*tag_objects(new))
+    return new
+
+
+def memory_revise(
+    *,
+    memory_id: int,
+    actor: str,
+    interface: str,
+    content: str | None = None,
+    title: str | None = None,
+    kind: str | None = None,
+    source: str | None = None,
+    ttl_days: int | None = -1,
+    valid_from=None,
+    valid_to=None,
+    subject: str | None = None,
+    predicate: str | None = None,
+    object: str | None = None,
+) -> ChangeResult:
+    """Append a revision that changes the given fields; the others carry over from the current one.
+
+    With ``valid_from``/``valid_to`` the revision is a bounded correction: it
+    overrides earlier values only inside that interval. ``ttl_days``: -1 keeps the
+    current expiry, 0 removes it, N expires N days from now.
+    """
+    check_interface(interface)
+    changes = {}
+    if content is not None:
+        changes["content"] = validation.content(content)
+    if title is not None:
+        changes["title"] = validation.short_text(title, field="title", limit=validation.TITLE_MAX)
+    if source is not None:
+        changes["source"] = validation.short_text(source, field="source", limit=validation.SOURCE_MAX)
+    if subject is not None or predicate is not None or object is not None:
+        changes.update(zip(("subject", "predicate", "object"), validation.triple(subject, predicate, object)))
+    kind = validation.kind(kind) if kind is not None else None
+    ttl = validation.ttl_days(ttl_days, allow_keep=True)
+    now = timezone.now()
+    start, end = _validity(valid_from, valid_to, default_from=now)
+
+    with transaction.atomic():
+        memory = _get_memory(memory_id)
+        if memory.state == State.FORGOTTEN:
+            raise Conflict(f"Memory {memory.pk} is forgotten. Restore it first, or remember the content anew.",
+                           field="id")
+        base = _current(memory, now)
+        fields = {name: getattr(base, name) for name in _CARRIED}
+        fields.update(changes)
+        fields["expires_at"] = _expiry(ttl, now=now, keep=base.expires_at)
+        bounded = valid_from is not None or valid_to is not None
+        fields["valid_from"], fields["valid_to"] = (start, end) if bounded else (now, base.valid_to if
+                                                                                  base.valid_to and
+                                                                                  base.valid_to > now else None)
+        kind_changed = kind is not None and kind != memory.kind
+        if kind_changed:
+            memory.kind = kind
+            memory.save(update_fields=["kind"])
+        unchanged = not bounded and all(fields[name] == getattr(base, name) for name in _CARRIED
+                                        if name not in ("valid_from", "valid_to"))
+        visible = selectors.visible_revision(memory=memory, as_of=now)
+        if unchanged and visible is not None:
+            if kind_changed:
+                audit(actor=actor, interface=interface, action="rekind", memory_id=memory.pk, at=now, kind=kind)
+            return ChangeResult(memory=_record(memory, visible), changed=kind_changed)
+        digest = validation.content_hash(fields["content"])
+        duplicate = selectors.visible_duplicate(namespace=memory.namespace, content_hash=digest,
+                                                exclude_memory_id=memory.pk)
+        if duplicate is not None and digest != base.content_hash:
+            raise _duplicate_error(duplicate)
+        revision = Revision.objects.create(memory=memory, content_hash=digest, known_at=now, author=actor,
+                                           interface=interface, **fields)
+        audit(actor=actor, interface=interface, action="revise", memory_id=memory.pk, at=now,
+              revision_id=revision.pk, previous_revision_id=base.pk, bounded=bounded)
+        shown = selectors.visible_revision(memory=memory, as_of=now) or revision
+        return ChangeResult(memory=_record(memory, shown), changed=True)
+
+
+def memory_forget(*, memory_id: int, actor: str, interface: str, reason: str | None = None) -> ChangeResult:
+    """Hide a memory from now on by appending a tombstone; history before it stays answerable.
+
+    Forgetting a forgotten memory changes nothing. A memory that is hidden for
+    another reason (its TTL passed, or it is outside its validity) cannot be
+    forgotten: there is nothing visible to hide.
+    """
+    check_interface(interface)
+    reason = validation.short_text(reason, field="reason", limit=validation.REASON_MAX)
+    now = timezone.now()
+    with transaction.atomic():
+        memory = _get_memory(memory_id)
+        last_text = selectors.latest_content_revision(memory)
+        if memory.state == State.FORGOTTEN:
+            return ChangeResult(memory=_record(memory, last_text), changed=False)
+        visible = selectors.visible_revision(memory=memory, as_of=now)
+        if visible is None:
+            raise Conflict(
+                f"Memory {memory.pk} is not visible now (its TTL passed or it is outside its validity "
+                "interval), so there is nothing to forget. Use memory_history to see its revisions.",
+                field="id",
+            )
+        Revision.objects.create(
+            memory=memory, tombstone=True, hides=visible, reason=reason, content="",
+            content_hash=validation.content_hash(""), known_at=now, valid_from=now, author=actor,
+            interface=interface,
+        )
+        memory.state = State.FORGOTTEN
+        memory.save(update_fields=["state"])
+        audit(actor=actor, interface=interface, action="forget", memory_id=memory.pk, at=now,
+              hidden_revision_id=visible.pk)
+        return ChangeResult(memory=_record(memory, visible), changed=True)
+
+
+def memory_restore(*, memory_id: int, actor: str, interface: str, reason: str | None = None) -> ChangeResult:
+    """Bring a forgotten memory back by re-asserting the revision its tombstone hid."""
+    check_interface(interface)
+    reason = validation.short_text(reason, field="reason", limit=validation.REASON_MAX)
+    now = timezone.now()
+    with transaction.atomic():
+        memory = _get_memory(memory_id)
+        if memory.state != State.FORGOTTEN:
+            return ChangeResult(memory=_record(memory, _current(memory, now)), changed=False)
+        tombstone = memory.revisions.filter(tombstone=True).latest_known().first()
+        hidden = tombstone.hides
+        duplicate = selectors.visible_duplicate(namespace=memory.namespace, content_hash=hidden.content_hash,
+                                                exclude_memory_id=memory.pk)
+        if duplicate is not None:
+            raise _duplicate_error(duplicate)
+        fields = {name: getattr(hidden, name) for name in _CARRIED}
+        fields["valid_from"] = min(fields["valid_from"], now)
+        revision = Revision.objects.create(memory=memory, content_hash=hidden.content_hash, known_at=now,
+                                           author=actor, interface=interface, reason=reason, **fields)
+        memory.state = State.ACTIVE
+        memory.save(update_fields=["state"])
+        audit(actor=actor, interface=interface, action="restore", memory_id=memory.pk, at=now,
+              revision_id=revision.pk)
+        shown = selectors.visible_revision(memory=memory, as_of=now) or revision
+        return ChangeResult(memory=_record(memory, shown), changed=True)
+
+
+def memory_retag(
+    *, memory_id: int, actor: str, interface: str, add: list[str] | None = None, remove: list[str] | None = None
+) -> ChangeResult:
+    """Add and remove tags (case-insensitive) on a memory; tags belong to its identity, not a revision."""
+    check_interface(interface)
+    add_names = validation.tags(add)
+    remove_slugs = {name.casefold() for name in validation.tags(remove)}
+    now = timezone.now()
+    with transaction.atomic():
+        memory = _get_memory(memory_id)
+        added = _add_tags(memory, [name for name in add_names if name.casefold() not in remove_slugs])
+        removed = list(memory.tags.filter(slug__in=remove_slugs).values_list("name", flat=True))
+        if removed:
+            memory.tags.remove(*memory.tags.filter(slug__in=remove_slugs))
+        if added or removed:
+            audit(actor=actor, interface=interface, action="retag", memory_id=memory.pk, at=now, added=added,
+                  removed=removed)
+        return ChangeResult(memory=_record(memory, _current(memory, now)), changed=bool(added or removed))

@@ -1,0 +1,133 @@
+"""Input rules for memory fields, shared by every write path (services and importers)."""
+
+import hashlib
+import re
+import unicodedata
+
+from django.conf import settings
+
+from memories.exceptions import InvalidInput, TooLarge
+from memories.models import Kind
+
+NAMESPACE_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+KEY_MAX = 255
+TITLE_MAX = 300
+SOURCE_MAX = 500
+TRIPLE_PART_MAX = 300
+TAG_MAX = 64
+TAG_RE = re.compile(r"[\w][\w.:/+-]*")
+REASON_MAX = 500
+TTL_DAYS_MAX = 36500
+
+
+def namespace(value) -> str:
+    if not isinstance(value, str) or not NAMESPACE_RE.fullmatch(value):
+        raise InvalidInput(
+            f"namespace: {value!r} is not a valid namespace. Use 1-64 lowercase letters, digits, '-' or '_', "
+            "starting with a letter or digit.",
+            field="namespace",
+        )
+    return value
+
+
+def key(value) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput("key: must be a non-empty string.", field="key")
+    value = value.strip()
+    if len(value) > KEY_MAX:
+        raise TooLarge(f"key: {len(value)} characters is over the limit of {KEY_MAX}.", field="key")
+    if any(unicodedata.category(ch) == "Cc" for ch in value):
+        raise InvalidInput("key: control characters are not allowed.", field="key")
+    return value
+
+
+def kind(value) -> str:
+    if value not in Kind.values:
+        raise InvalidInput(f"kind: {value!r} is not a kind. Use one of: {', '.join(Kind.values)}.", field="kind")
+    return value
+
+
+def content(value, *, field: str = "content") -> str:
+    """Return content with line endings unified and outer whitespace removed."""
+    if not isinstance(value, str):
+        raise InvalidInput(f"{field}: expected text, got {type(value).__name__}.", field=field)
+    value = value.replace("\r\n", "\n").replace("\r", "\n").strip()
+    if not value:
+        raise InvalidInput(f"{field}: must not be empty.", field=field)
+    if "\x00" in value:
+        raise InvalidInput(f"{field}: NUL characters are not allowed.", field=field)
+    limit = settings.MEMORY_MAX_CONTENT_BYTES
+    size = len(value.encode("utf-8", "surrogatepass"))
+    if size > limit:
+        raise TooLarge(
+            f"{field}: {size} bytes is over the limit of {limit} bytes. Split it into smaller memories.",
+            field=field,
+        )
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(f"{field}: contains characters that are not valid Unicode (lone surrogates).", field=field)
+    return value
+
+
+def short_text(value, *, field: str, limit: int) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise InvalidInput(f"{field}: expected text, got {type(value).__name__}.", field=field)
+    value = " ".join(value.split())
+    if len(value) > limit:
+        raise TooLarge(f"{field}: {len(value)} characters is over the limit of {limit}.", field=field)
+    return value
+
+
+def tags(values) -> list[str]:
+    """Return tag names in the order given, without case-insensitive repeats."""
+    if values is None:
+        return []
+    if isinstance(values, str) or not isinstance(values, (list, tuple, set, frozenset)):
+        raise InvalidInput("tags: expected a list of tag names.", field="tags")
+    result, seen = [], set()
+    for value in values:
+        if not isinstance(value, str) or not TAG_RE.fullmatch(value.strip()) or len(value.strip()) > TAG_MAX:
+            raise InvalidInput(
+                f"tags: {value!r} is not a valid tag. Use up to {TAG_MAX} letters, digits or . : / + - _ "
+                "without spaces.",
+                field="tags",
+            )
+        name = value.strip()
+        if name.casefold() not in seen:
+            seen.add(name.casefold())
+            result.append(name)
+    if len(result) > settings.MEMORY_MAX_TAGS:
+        raise TooLarge(f"tags: {len(result)} tags is over the limit of {settings.MEMORY_MAX_TAGS}.", field="tags")
+    return result
+
+
+def ttl_days(value, *, allow_keep: bool = False) -> int | None:
+    """Return a TTL in days; 0 means none, and -1 (only where allowed) keeps the current one."""
+    if value is None:
+        return -1 if allow_keep else 0
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInput(f"ttl_days: expected an integer, got {value!r}.", field="ttl_days")
+    low = -1 if allow_keep else 0
+    if not low <= value <= TTL_DAYS_MAX:
+        raise InvalidInput(f"ttl_days: {value} is out of range {low}..{TTL_DAYS_MAX}.", field="ttl_days")
+    return value
+
+
+def triple(subject, predicate, object_) -> tuple[str, str, str]:
+    parts = tuple(
+        short_text(value, field=name, limit=TRIPLE_PART_MAX)
+        for name, value in (("subject", subject), ("predicate", predicate), ("object", object_))
+    )
+    if any(parts) and not all(parts):
+        raise InvalidInput(
+            "subject, predicate and object go together: give all three or none.",
+            field=("subject", "predicate", "object")[parts.index("")],
+        )
+    return parts
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -1,0 +1,91 @@
+"""Strict readers for settings that come from environment variables.
+
+A bad value stops start-up with one line that names the variable and what it
+accepts: a server that silently falls back to a default on a typo is worse than
+one that refuses to start.
+"""
+
+import os
+import sys
+from pathlib import Path
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+class SettingError(SystemExit):
+    """Stop start-up with a one-line message (SystemExit prints it without a traceback)."""
+
+    def __init__(self, name: str, value: str, accepted: str):
+        super().__init__(f"Bad setting {name}={value!r}: expected {accepted}.")
+
+
+def _raw(name: str) -> str | None:
+    value = os.environ.get(name)
+    if value is None or value.strip() == "":
+        return None
+    return value.strip()
+
+
+def env_str(name: str, default: str = "") -> str:
+    value = _raw(name)
+    return default if value is None else value
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    value = _raw(name)
+    if value is None:
+        return default
+    if value.lower() in _TRUE:
+        return True
+    if value.lower() in _FALSE:
+        return False
+    raise SettingError(name, value, "one of 1/0, true/false, yes/no, on/off")
+
+
+def env_int(name: str, default: int, *, minimum: int | None = None, maximum: int | None = None) -> int:
+    value = _raw(name)
+    if value is None:
+        return default
+    bounds = f"an integer from {minimum if minimum is not None else '-inf'} to {maximum if maximum is not None else 'inf'}"
+    try:
+        number = int(value, 10)
+    except ValueError:
+        raise SettingError(name, value, bounds) from None
+    if (minimum is not None and number < minimum) or (maximum is not None and number > maximum):
+        raise SettingError(name, value, bounds)
+    return number
+
+
+def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    value = _raw(name)
+    if value is None:
+        return default
+    if value not in choices:
+        raise SettingError(name, value, "one of " + ", ".join(choices))
+    return value
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    value = _raw(name)
+    if value is None:
+        return list(default)
+    items = [item.strip() for item in value.split(",")]
+    if any(not item for item in items):
+        raise SettingError(name, value, "a comma-separated list without empty items")
+    return items
+
+
+def env_path(name: str, default: Path, *, base: Path) -> Path:
+    value = _raw(name)
+    path = default if value is None else Path(value).expanduser()
+    if not path.is_absolute():
+        path = base / path
+    if path.exists() and path.is_dir():
+        raise SettingError(name, str(value), "a file path, not a directory")
+    return path
+
+
+def fail(message: str) -> None:
+    """Stop start-up with one line (used for checks that are not about one variable)."""
+    sys.exit(message)

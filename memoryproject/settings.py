@@ -1,0 +1,149 @@
+"""Settings for the memory server, read from environment variables (see README, Configuration)."""
+
+import secrets
+from pathlib import Path
+
+from memoryproject.env import env_bool, env_choice, env_int, env_list, env_path, env_str, fail
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+DATA_DIR = Path(env_str("MEMORY_DATA_DIR", str(BASE_DIR / "data"))).expanduser()
+if not DATA_DIR.is_absolute():
+    DATA_DIR = BASE_DIR / DATA_DIR
+MEMORY_DB_PATH = env_path("MEMORY_DB_PATH", DATA_DIR / "memory.db", base=BASE_DIR)
+
+DEBUG = env_bool("MEMORY_DEBUG", False)
+
+
+def _secret_key() -> str:
+    """Return MEMORY_SECRET_KEY, or a generated key persisted under the data directory."""
+    given = env_str("MEMORY_SECRET_KEY")
+    if given:
+        if len(given) < 32:
+            fail("Bad setting MEMORY_SECRET_KEY: expected at least 32 characters.")
+        return given
+    path = DATA_DIR / "secret_key"
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        pass
+    DATA_DIR.mkdir(parents=True, exist_ok=True)
+    key = secrets.token_urlsafe(50)
+    # O_EXCL: two processes starting at once must not write two different keys.
+    try:
+        with open(path, "x") as handle:
+            handle.write(key)
+        path.chmod(0o600)
+    except FileExistsError:
+        return path.read_text().strip()
+    return key
+
+
+SECRET_KEY = _secret_key()
+
+ALLOWED_HOSTS = env_list("MEMORY_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = env_list("MEMORY_CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "memories",
+    "search",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    # Serves the admin's and dashboard's static files from the app server, so
+    # `make run` needs no web server in front (the server may run offline).
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "memoryproject.urls"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+WSGI_APPLICATION = "memoryproject.wsgi.application"
+ASGI_APPLICATION = "memoryproject.asgi.application"
+
+DATABASES = {
+    "default": {
+        "ENGINE": "memoryproject.sqlite_backend",
+        "NAME": MEMORY_DB_PATH,
+        "OPTIONS": {
+            # Every atomic() block starts with BEGIN IMMEDIATE: a read-then-write
+            # transaction takes the write lock up front, so two processes queue on
+            # busy_timeout instead of one failing with "database is locked".
+            "transaction_mode": "IMMEDIATE",
+            "timeout": env_int("MEMORY_DB_BUSY_TIMEOUT", 30, minimum=1, maximum=600),
+        },
+        "TEST": {"NAME": env_str("MEMORY_TEST_DB_PATH") or None},
+    }
+}
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = DATA_DIR / "static"
+# Without collectstatic, WhiteNoise finds files through the staticfiles finders.
+WHITENOISE_USE_FINDERS = True
+
+LOGIN_URL = "/admin/login/"
+
+# Limits of the store (README, Limits).
+MEMORY_MAX_CONTENT_BYTES = env_int("MEMORY_MAX_CONTENT_BYTES", 32 * 1024, minimum=256, maximum=1024 * 1024)
+MEMORY_MAX_TAGS = env_int("MEMORY_MAX_TAGS", 32, minimum=1, maximum=256)
+MEMORY_MAX_IMPORT_ITEMS = env_int("MEMORY_MAX_IMPORT_ITEMS", 100_000, minimum=1, maximum=10_000_000)
+MEMORY_DEFAULT_NAMESPACE = env_str("MEMORY_DEFAULT_NAMESPACE", "default")
+MEMORY_EMBEDDER = env_str("MEMORY_EMBEDDER", "minilm")
+MEMORY_TELEMETRY_DAYS = env_int("MEMORY_TELEMETRY_DAYS", 90, minimum=1, maximum=36500)
+MEMORY_LOG_LEVEL = env_choice("MEMORY_LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR"))
+
+REST_FRAMEWORK = {
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": MEMORY_LOG_LEVEL},
+}
+
+if not DEBUG:
+    SESSION_COOKIE_HTTPONLY = True
+    X_FRAME_OPTIONS = "DENY"
