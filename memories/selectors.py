@@ -166,8 +166,14 @@ def visible_duplicate(*, namespace: str, content_hash: str, exclude_memory_id: i
     )
 
 
+def database_path() -> str:
+    return str(connection.settings_dict["NAME"])
+
+
 def database_size_bytes() -> int:
-    path = settings.DATABASES["default"]["NAME"]
+    path = database_path()
+    if path.startswith(":memory:") or path.startswith("file:"):
+        return 0
     return sum(os.path.getsize(f"{path}{suffix}") for suffix in ("", "-wal") if os.path.exists(f"{path}{suffix}"))
 
 
@@ -211,7 +217,7 @@ def memory_stats(*, namespace: str | None = None) -> dict:
         "namespaces": per_namespace,
         "top_tags": [{"tag": tag.name, "count": tag.uses} for tag in top_tags],
         "database_bytes": database_size_bytes(),
-        "database_path": str(settings.DATABASES["default"]["NAME"]),
+        "database_path": database_path(),
         "sqlite_version": connection.Database.sqlite_version,
         "schema": schema_version(),
         "search_mode": search_mode(),

@@ -44,6 +44,8 @@ def parse_instant(value, *, field: str) -> dt.datetime:
             )
         micro = int(fraction.ljust(6, "0")) if fraction else 0
         return _build(field, value, year, month, day, hour, minute, second, micro, _zone(match.group(8), field, value))
+    if _DATETIME.fullmatch(text + "Z"):
+        raise InvalidInput(f"{field}: {value!r} has no timezone; add Z or an offset such as +02:00.", field=field)
     raise InvalidInput(f"{field}: {value!r} is not a date or a time with a timezone. {_HINT}", field=field)
 
 
