@@ -68,14 +68,24 @@ def _visibility_candidates(memory_ref, *, as_of: dt.datetime, valid_at: dt.datet
     )
 
 
+_SHOWN = Q(winning_revision_id__isnull=False, winner_is_tombstone=False)
+
+
 class MemoryQuerySet(models.QuerySet):
-    def visible(self, *, as_of: dt.datetime, valid_at: dt.datetime | None = None):
-        """Memories visible at (as_of, valid_at), annotated with ``visible_revision_id``."""
+    def _with_winner(self, *, as_of: dt.datetime, valid_at: dt.datetime | None):
         winners = _visibility_candidates(OuterRef("pk"), as_of=as_of, valid_at=valid_at)
         return self.annotate(
-            visible_revision_id=Subquery(winners.values("id")[:1]),
+            winning_revision_id=Subquery(winners.values("id")[:1]),
             winner_is_tombstone=Subquery(winners.values("tombstone")[:1]),
-        ).filter(visible_revision_id__isnull=False, winner_is_tombstone=False)
+        )
+
+    def visible(self, *, as_of: dt.datetime, valid_at: dt.datetime | None = None):
+        """Memories visible at (as_of, valid_at), annotated with ``winning_revision_id``."""
+        return self._with_winner(as_of=as_of, valid_at=valid_at).filter(_SHOWN)
+
+    def hidden(self, *, as_of: dt.datetime, valid_at: dt.datetime | None = None):
+        """Memories not visible at (as_of, valid_at): forgotten, expired, or outside their validity."""
+        return self._with_winner(as_of=as_of, valid_at=valid_at).exclude(_SHOWN)
 
 
 class RevisionQuerySet(models.QuerySet):

@@ -131,11 +131,10 @@ def memory_list(
         memories = memories.filter(kind=validation.kind(kind))
     for tag in validation.tags(tags):
         memories = memories.filter(tags__slug=tag.casefold())
-    visible_now = Memory.objects.visible(as_of=now).values("pk")
     if state == "active":
-        memories = memories.filter(pk__in=visible_now)
+        memories = memories.visible(as_of=now)
     elif state == "hidden":
-        memories = memories.filter(state=State.ACTIVE).exclude(pk__in=visible_now)
+        memories = memories.filter(state=State.ACTIVE).hidden(as_of=now)
     elif state == "forgotten":
         memories = memories.filter(state=State.FORGOTTEN)
     if cursor:
