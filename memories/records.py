@@ -188,8 +188,9 @@ class ImportReport:
     unchanged: int = 0
     duplicates: int = 0
     forgotten: int = 0
+    skipped: int = 0
     errors: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return {"created": self.created, "revised": self.revised, "unchanged": self.unchanged,
-                "duplicates": self.duplicates, "forgotten": self.forgotten}
+                "duplicates": self.duplicates, "forgotten": self.forgotten, "skipped": self.skipped}

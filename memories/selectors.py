@@ -155,14 +155,16 @@ def memory_list(
 
 
 def visible_duplicate(*, namespace: str, content_hash: str, exclude_memory_id: int | None = None) -> Memory | None:
-    """Return a memory in ``namespace`` whose visible-now content has this hash, if any."""
-    revisions = Revision.objects.filter(memory__namespace=namespace, content_hash=content_hash, tombstone=False)
+    """Return a memory in ``namespace`` whose visible-now revision has this hash, if any.
+
+    Only the revision a memory shows now counts: text it held in the past is not a duplicate.
+    """
+    # revision_content_hash narrows to the few rows with this hash before visibility is checked.
+    revisions = Revision.objects.filter(memory__namespace=namespace, content_hash=content_hash)
     if exclude_memory_id is not None:
         revisions = revisions.exclude(memory_id=exclude_memory_id)
-    candidates = revisions.values("memory_id").distinct()
-    return (
-        Memory.objects.filter(pk__in=candidates).visible(as_of=timezone.now()).order_by("pk").first()
-    )
+    shown = revisions.visible(as_of=timezone.now()).values("memory_id")
+    return Memory.objects.filter(pk__in=shown).order_by("pk").first()
 
 
 def database_path() -> str:

@@ -1,6 +1,8 @@
 """Settings for the memory server, read from environment variables (see README, Configuration)."""
 
+import os
 import secrets
+import time
 from pathlib import Path
 
 from memoryproject.env import env_bool, env_choice, env_int, env_list, env_path, env_str, fail
@@ -23,19 +25,21 @@ def _secret_key() -> str:
             fail("Bad setting MEMORY_SECRET_KEY: expected at least 32 characters.")
         return given
     path = DATA_DIR / "secret_key"
-    try:
-        return path.read_text().strip()
-    except FileNotFoundError:
-        pass
     DATA_DIR.mkdir(parents=True, exist_ok=True)
     key = secrets.token_urlsafe(50)
-    # O_EXCL: two processes starting at once must not write two different keys.
     try:
-        with open(path, "x") as handle:
-            handle.write(key)
-        path.chmod(0o600)
+        # O_EXCL: of two processes starting at once, one writes and both use its
+        # key; mode 0600 from the start, never readable by others even briefly.
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
-        return path.read_text().strip()
+        for _ in range(50):  # the writer may not have finished its one write yet
+            stored = path.read_text().strip()
+            if stored:
+                return stored
+            time.sleep(0.02)
+        fail(f"The secret key file {path} is empty: delete it to generate a new key, or set MEMORY_SECRET_KEY.")
+    with os.fdopen(descriptor, "w") as handle:
+        handle.write(key)
     return key
 
 

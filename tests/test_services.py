@@ -171,3 +171,11 @@ def test_unknown_ids_raise_not_found(db):
         services.memory_forget(memory_id=999, **ACTOR)
     with pytest.raises(InvalidInput):
         services.memory_revise(memory_id="1", content="x", **ACTOR)
+
+
+def test_text_a_memory_held_in_the_past_is_not_a_duplicate(remember):
+    first = remember("Text A.").memory
+    services.memory_revise(memory_id=first.id, content="Text B.", **ACTOR)
+    again = remember("Text A.")
+    assert again.created and again.memory.id != first.id
+    assert selectors.memory_get(memory_id=again.memory.id).content == "Text A."

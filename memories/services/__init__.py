@@ -1,5 +1,6 @@
 """The only write path. Admin, REST, MCP and commands call these; nothing else writes models."""
 
+from memories.services.erasure import database_vacuum, memory_erase, purge_expired
 from memories.services.lifecycle import (
     memory_forget,
     memory_remember,
@@ -7,8 +8,15 @@ from memories.services.lifecycle import (
     memory_retag,
     memory_revise,
 )
+from memories.services.transfer import markdown_import, memories_export, memories_import
 
 __all__ = [
+    "markdown_import",
+    "memories_export",
+    "memories_import",
+    "database_vacuum",
+    "memory_erase",
+    "purge_expired",
     "memory_forget",
     "memory_remember",
     "memory_restore",

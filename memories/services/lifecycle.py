@@ -49,7 +49,7 @@ def _duplicate_error(duplicate: Memory) -> DuplicateContent:
     )
 
 
-def _validity(valid_from, valid_to, *, default_from: dt.datetime) -> tuple[dt.datetime, dt.datetime | None]:
+def validity_interval(valid_from, valid_to, *, default_from: dt.datetime) -> tuple[dt.datetime, dt.datetime | None]:
     start = parse_optional_instant(valid_from, field="valid_from") or default_from
     end = parse_optional_instant(valid_to, field="valid_to")
     if end is not None and end <= start:
@@ -125,20 +125,22 @@ def memory_remember(
     source = validation.short_text(source, field="source", limit=validation.SOURCE_MAX)
     ttl = validation.ttl_days(ttl_days)
     triple = validation.triple(subject, predicate, object)
-    now = known_at or timezone.now()
-    start, end = _validity(valid_from, valid_to, default_from=now)
     digest = validation.content_hash(content)
-    fields = dict(content=content, title=title, subject=triple[0], predicate=triple[1], object=triple[2],
-                  source=source, valid_from=start, valid_to=end, expires_at=_expiry(ttl, now=now, keep=None))
 
     with transaction.atomic():
+        # The clock is read once the write lock is held: a writer that waited for
+        # the lock must not stamp its revision earlier than the ones it waited for.
+        now = known_at or timezone.now()
+        start, end = validity_interval(valid_from, valid_to, default_from=now)
+        fields = dict(content=content, title=title, subject=triple[0], predicate=triple[1], object=triple[2],
+                      source=source, valid_from=start, valid_to=end, expires_at=_expiry(ttl, now=now, keep=None))
         existing = Memory.objects.filter(namespace=namespace, key=key).first() if key else None
         if existing is not None:
             return _remember_into(existing, fields, digest, kind, tag_names, now=now, actor=actor,
                                   interface=interface)
         duplicate = selectors.visible_duplicate(namespace=namespace, content_hash=digest)
         if duplicate is not None:
-            added = _add_tags(duplicate, tag_names)
+            added = add_tags(duplicate, tag_names)
             audit(actor=actor, interface=interface, action="deduplicate", memory_id=duplicate.pk, at=now,
                   added_tags=added)
             return RememberResult(memory=_record(duplicate, _current(duplicate, now)), created=False,
@@ -156,7 +158,7 @@ def memory_remember(
 def _remember_into(memory, fields, digest, kind, tag_names, *, now, actor, interface) -> RememberResult:
     """Remember under an existing key: a no-op when nothing changes, else a new revision."""
     current = _current(memory, now)
-    added = _add_tags(memory, tag_names)
+    added = add_tags(memory, tag_names)
     if memory.kind != kind:
         memory.kind = kind
         memory.save(update_fields=["kind"])
@@ -181,7 +183,7 @@ def _remember_into(memory, fields, digest, kind, tag_names, *, now, actor, inter
     return RememberResult(memory=_record(memory, revision), created=False, revised=True)
 
 
-def _add_tags(memory: Memory, names: list[str]) -> list[str]:
+def add_tags(memory: Memory, names: list[str]) -> list[str]:
     have = set(memory.tags.values_list("slug", flat=True))
     new = [name for name in names if name.casefold() not in have]
     if len(have) + len(new) > validation.settings.MEMORY_MAX_TAGS:
@@ -226,10 +228,10 @@ def memory_revise(
         changes.update(zip(("subject", "predicate", "object"), validation.triple(subject, predicate, object)))
     kind = validation.kind(kind) if kind is not None else None
     ttl = validation.ttl_days(ttl_days, allow_keep=True)
-    now = timezone.now()
-    start, end = _validity(valid_from, valid_to, default_from=now)
 
     with transaction.atomic():
+        now = timezone.now()  # under the write lock, see memory_remember
+        start, end = validity_interval(valid_from, valid_to, default_from=now)
         memory = _get_memory(memory_id)
         if memory.state == State.FORGOTTEN:
             raise Conflict(f"Memory {memory.pk} is forgotten. Restore it first, or remember the content anew.",
@@ -275,8 +277,8 @@ def memory_forget(*, memory_id: int, actor: str, interface: str, reason: str | N
     """
     check_interface(interface)
     reason = validation.short_text(reason, field="reason", limit=validation.REASON_MAX)
-    now = timezone.now()
     with transaction.atomic():
+        now = timezone.now()  # under the write lock, see memory_remember
         memory = _get_memory(memory_id)
         last_text = selectors.latest_content_revision(memory)
         if memory.state == State.FORGOTTEN:
@@ -304,8 +306,8 @@ def memory_restore(*, memory_id: int, actor: str, interface: str, reason: str | 
     """Bring a forgotten memory back by re-asserting the revision its tombstone hid."""
     check_interface(interface)
     reason = validation.short_text(reason, field="reason", limit=validation.REASON_MAX)
-    now = timezone.now()
     with transaction.atomic():
+        now = timezone.now()  # under the write lock, see memory_remember
         memory = _get_memory(memory_id)
         if memory.state != State.FORGOTTEN:
             return ChangeResult(memory=_record(memory, _current(memory, now)), changed=False)
@@ -334,10 +336,10 @@ def memory_retag(
     check_interface(interface)
     add_names = validation.tags(add)
     remove_slugs = {name.casefold() for name in validation.tags(remove)}
-    now = timezone.now()
     with transaction.atomic():
+        now = timezone.now()  # under the write lock, see memory_remember
         memory = _get_memory(memory_id)
-        added = _add_tags(memory, [name for name in add_names if name.casefold() not in remove_slugs])
+        added = add_tags(memory, [name for name in add_names if name.casefold() not in remove_slugs])
         removed = list(memory.tags.filter(slug__in=remove_slugs).values_list("name", flat=True))
         if removed:
             memory.tags.remove(*memory.tags.filter(slug__in=remove_slugs))

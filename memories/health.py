@@ -1,0 +1,106 @@
+"""Health checks of the server's storage, shared by ``manage.py doctor`` and any status page.
+
+Each check returns a ``Check``; none raises, so one broken part (a missing table, an
+unreadable file) is reported next to the others instead of hiding them.
+"""
+
+import os
+import platform
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.migrations.executor import MigrationExecutor
+
+from memoryproject.sqlite_backend.capabilities import probe
+from search.indexing import index_drift
+
+PYTHON_MIN = (3, 11)
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def python_version() -> Check:
+    ok = sys.version_info[:2] >= PYTHON_MIN
+    detail = platform.python_version()
+    if not ok:
+        detail += f" (needs {PYTHON_MIN[0]}.{PYTHON_MIN[1]} or newer)"
+    return Check("python", ok, detail)
+
+
+def sqlite_features() -> list[Check]:
+    found = probe()
+    return [
+        Check("sqlite", True, found.sqlite_version),
+        Check("fts5", found.fts5, "available" if found.fts5 else "not compiled into SQLite"),
+        Check("trigram", found.trigram, "available" if found.trigram else "tokenizer missing (SQLite 3.34+)"),
+        Check("sqlite-vec", bool(found.sqlite_vec), found.sqlite_vec or "extension not loaded"),
+    ]
+
+
+def database_writable() -> Check:
+    connection = connections[DEFAULT_DB_ALIAS]
+    if connection.is_in_memory_db():
+        return Check("database writable", True, "in-memory database")
+    path = Path(connection.settings_dict["NAME"])
+    # WAL mode creates -wal and -shm files next to the database, so the folder must be writable too.
+    problems = [f"{where} {place} is not writable" for where, place in (("file", path), ("folder", path.parent))
+                if not os.access(place, os.W_OK)]
+    return Check("database writable", not problems, "; ".join(problems) or str(path))
+
+
+def integrity() -> Check:
+    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+        # Reads every page and index; slow on a big file, which is why only doctor runs it.
+        cursor.execute("PRAGMA integrity_check")
+        rows = [row[0] for row in cursor.fetchall()]
+    return Check("integrity", rows == ["ok"], "; ".join(rows[:5]))
+
+
+def schema_current() -> Check:
+    executor = MigrationExecutor(connections[DEFAULT_DB_ALIAS])
+    plan = executor.migration_plan(executor.loader.graph.leaf_nodes())
+    if not plan:
+        return Check("schema", True, "all migrations applied")
+    names = [f"{migration.app_label}.{migration.name}" for migration, _backwards in plan]
+    return Check("schema", False, f"{len(names)} unapplied migration(s), first {names[0]}; "
+                                  "run 'manage.py migrate'")
+
+
+def index_in_step() -> Check:
+    problems = index_drift()
+    return Check("index drift", not problems, " ".join(problems) or "FTS indexes match the revisions")
+
+
+def run_checks() -> list[Check]:
+    """Return every check, in the order an operator reads them: platform, file, schema, indexes."""
+    connection = connections[DEFAULT_DB_ALIAS]
+    path = Path(connection.settings_dict["NAME"])
+    if not connection.is_in_memory_db() and not path.exists():
+        # Connecting would create an empty file and hide the real problem.
+        return [python_version(), Check("database file", False, f"{path} does not exist; run 'manage.py migrate' "
+                                                                "(or 'make run') to create it")]
+    checks = []
+    for name, check in (
+        ("python", python_version),
+        ("sqlite", sqlite_features),
+        ("database writable", database_writable),
+        ("integrity", integrity),
+        ("schema", schema_current),
+        ("index drift", index_in_step),
+    ):
+        try:
+            result = check()
+        except Exception as error:  # noqa: BLE001 - a check that cannot run is a failed check
+            result = Check(name, False, f"could not run: {error}")
+        checks.extend(result if isinstance(result, list) else [result])
+    return checks

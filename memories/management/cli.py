@@ -1,0 +1,43 @@
+"""What the management commands share: the acting user's name and a progress line."""
+
+import getpass
+import os
+import sys
+import time
+
+from memories.records import ImportReport
+
+
+def cli_actor() -> str:
+    try:
+        return f"cli:{getpass.getuser()}"
+    except (KeyError, OSError):  # a uid with no name, as in some containers
+        return f"cli:uid-{os.getuid()}"
+
+
+class ProgressLine:
+    """``label: done/total`` redrawn in place on stderr, at most ten times a second; silent unless a terminal."""
+
+    def __init__(self, label: str, stream=None):
+        self.label = label
+        self.stream = stream or sys.stderr
+        self.enabled = self.stream.isatty()
+        self.shown_at = 0.0
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if not self.enabled or (now - self.shown_at < 0.1 and done != total):
+            return
+        self.shown_at = now
+        self.stream.write(f"\r{self.label}: {done}/{total}")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.enabled and self.shown_at:
+            self.stream.write("\r\x1b[K")  # erase the line, so the summary starts clean
+            self.stream.flush()
+
+
+def report_line(report: ImportReport, *, dry_run: bool) -> str:
+    counts = ", ".join(f"{value} {name}" for name, value in report.as_dict().items())
+    return f"Dry run, nothing written; would be: {counts}." if dry_run else f"Imported: {counts}."

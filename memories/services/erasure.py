@@ -1,0 +1,220 @@
+"""Removing text for good: erasing one memory, and purging revisions whose TTL has run out.
+
+These are the only writes that delete revisions. The append-only triggers (memories
+migration 0002) let a DELETE or UPDATE on memories_revision through only while a row
+exists in memories_erasuregate; ``_gate_open`` inserts that row and removes it again
+inside one transaction, so no other connection ever sees the gate open.
+
+Deleting a revision row also removes its terms from both FTS5 indexes (their
+AFTER DELETE triggers, with FTS5 secure-delete on), and the connection's
+``secure_delete`` pragma zeroes the freed pages.
+"""
+
+import contextlib
+import datetime as dt
+import logging
+from collections.abc import Callable
+
+from django.db import connection, transaction
+from django.db.models import Exists, OuterRef, Q
+from django.utils import timezone
+
+from memories import validation
+from memories.exceptions import InvalidInput, NotFound
+from memories.models import AuditEvent, ErasureGate, ErasureReceipt, Memory, Revision, Tag
+from memories.services.lifecycle import audit, check_interface
+from memories.timeparse import parse_optional_instant
+
+logger = logging.getLogger(__name__)
+
+PURGE_BATCH_SIZE = 500
+
+
+@contextlib.contextmanager
+def _gate_open():
+    """Let UPDATE and DELETE on revisions through, only inside this (nested) transaction."""
+    with transaction.atomic():
+        gate = ErasureGate.objects.create(opened_at=timezone.now())
+        yield
+        # On an exception the savepoint rolls back, and the gate row with it.
+        gate.delete()
+
+
+def _delete_revisions(revision_ids) -> int:
+    """Delete these revisions under the gate; tombstones go first, since ``hides`` protects what they hide.
+
+    The FTS triggers follow each row. Anything else keyed by revision id and holding
+    text or vectors (embeddings, once stored) must be deleted here too, so erase and
+    purge both reach it.
+    """
+    revision_ids = list(revision_ids)
+    with _gate_open():
+        tombstones, _ = Revision.objects.filter(pk__in=revision_ids, tombstone=True).delete()
+        others, _ = Revision.objects.filter(pk__in=revision_ids, tombstone=False).delete()
+    return tombstones + others
+
+
+def _truncate_wal() -> None:
+    """Copy the WAL into the database file and empty it, so the old pages holding erased text are gone.
+
+    Until a checkpoint, the pre-erasure pages still sit in the -wal file (and the
+    database file itself still holds them). TRUNCATE waits up to the busy timeout
+    for readers on older snapshots; if they outlast it the text stays until the next
+    checkpoint, so that is logged.
+    """
+    if connection.is_in_memory_db():
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        busy, _, _ = cursor.fetchone()
+    if busy:
+        logger.warning("After an erasure the WAL could not be emptied (a reader was busy); the erased text "
+                       "stays in the -wal file until the next checkpoint.")
+
+
+def database_vacuum() -> None:
+    """Rebuild the database file so the space that purged rows held goes back to the filesystem."""
+    with connection.cursor() as cursor:
+        # VACUUM cannot run inside a transaction; callers run it in autocommit, after the purge committed.
+        cursor.execute("VACUUM")
+    _truncate_wal()
+
+
+def _memory_to_erase(memory_id) -> Memory:
+    if isinstance(memory_id, bool) or not isinstance(memory_id, int) or memory_id < 1:
+        raise InvalidInput(f"id: {memory_id!r} is not a memory id (a positive integer).", field="id")
+    try:
+        return Memory.objects.get(pk=memory_id)
+    except Memory.DoesNotExist:
+        raise NotFound(
+            f"Memory {memory_id} not found, so there is nothing to erase (it may already have been erased "
+            "or purged; its erasure receipt says so). Use memory_list to find valid ids.",
+            field="id",
+        ) from None
+
+
+def memory_erase(*, memory_id: int, actor: str, interface: str, reason: str | None = None) -> ErasureReceipt:
+    """Destroy a memory and every revision of it, tombstones included, and return the receipt.
+
+    Unlike forget, nothing stays answerable, not even history: the rows, their FTS
+    entries and the memory's tag links are deleted. The receipt and the audit event
+    keep ids and content hashes, never text.
+    """
+    check_interface(interface)
+    reason = validation.short_text(reason, field="reason", limit=validation.REASON_MAX)
+    with transaction.atomic():
+        now = timezone.now()  # under the write lock, like every lifecycle write
+        memory = _memory_to_erase(memory_id)
+        revisions = list(memory.revisions.order_by("id").values_list("id", "content_hash"))
+        revision_ids = [revision_id for revision_id, _ in revisions]
+        _delete_revisions(revision_ids)
+        # Telemetry (recall events, injection reports) will name this memory's ids and
+        # may quote its text; once that model exists, delete its rows for the memory here.
+        tag_ids = list(memory.tags.values_list("pk", flat=True))
+        memory.delete()
+        # A tag can say as much as the text: drop the ones only this memory used,
+        # and the tag names earlier audit events recorded for it.
+        Tag.objects.filter(pk__in=tag_ids, memories__isnull=True).delete()
+        AuditEvent.objects.filter(memory_id=memory_id).update(detail={})
+        receipt = ErasureReceipt.objects.create(
+            erased_at=now, actor=actor, interface=interface, reason=reason, memory_id=memory_id,
+            namespace=memory.namespace, revision_ids=revision_ids,
+            content_hashes=[content_hash for _, content_hash in revisions],
+        )
+        audit(actor=actor, interface=interface, action="erase", memory_id=memory_id, at=now,
+              receipt_id=receipt.pk, revision_ids=revision_ids)
+        # robust: the erasure has committed by then; a busy checkpoint must not turn it into an error.
+        transaction.on_commit(_truncate_wal, robust=True)
+    return receipt
+
+
+def _purge_batch(expired_ids: list[int], *, now: dt.datetime) -> dict:
+    """Purge one batch of expired revisions, and the tombstones and memories they leave behind.
+
+    A tombstone cannot outlive the revision it hides (``hides`` is PROTECT). If the
+    memory still has older, unexpired text, dropping the tombstone would bring that
+    text back into view, so the tombstone is pointed at the newest such revision
+    instead: the memory stays forgotten, and restore brings back text that exists.
+    """
+    gone = set(expired_ids)
+    tombstones = list(
+        Revision.objects.filter(tombstone=True, hides_id__in=gone).exclude(pk__in=gone)
+        .only("id", "memory_id", "known_at")
+    )
+    repoint = {}
+    for tombstone in tombstones:
+        older_text = (
+            Revision.objects.filter(memory_id=tombstone.memory_id, tombstone=False, known_at__lte=tombstone.known_at)
+            .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
+            .exclude(pk__in=gone)
+            .latest_known()
+            .values_list("id", flat=True)
+            .first()
+        )
+        if older_text is None:
+            gone.add(tombstone.pk)
+        else:
+            repoint[tombstone.pk] = older_text
+    memory_ids = set(Revision.objects.filter(pk__in=gone).values_list("memory_id", flat=True))
+    if repoint:
+        with _gate_open():
+            for tombstone_id, revision_id in repoint.items():
+                Revision.objects.filter(pk=tombstone_id).update(hides_id=revision_id)
+    removed = _delete_revisions(gone)
+    emptied = list(
+        Memory.objects.filter(pk__in=memory_ids)
+        .filter(~Exists(Revision.objects.filter(memory=OuterRef("pk"))))
+        .order_by("pk").values_list("pk", flat=True)
+    )
+    Memory.objects.filter(pk__in=emptied).delete()
+    return {
+        "revisions": len(expired_ids),
+        "tombstones": removed - len(expired_ids),
+        "tombstones_repointed": len(repoint),
+        "memories": len(emptied),
+        "revision_ids": sorted(gone),
+        "memory_ids": emptied,
+    }
+
+
+def purge_expired(
+    *, actor: str, interface: str, now: dt.datetime | None = None, dry_run: bool = False,
+    batch_size: int = PURGE_BATCH_SIZE, progress: Callable[[int, int], None] | None = None,
+) -> dict:
+    """Delete revisions whose TTL ran out by ``now`` (default: the clock), and return the counts.
+
+    Also removed: tombstones of purged revisions, and memories left without
+    revisions. What is visible at ``now`` or later does not change; answers for
+    earlier ``as_of`` times lose the purged revisions. Batches go oldest expiry
+    first, each in its own transaction, so an interrupted purge is safe to re-run.
+    ``dry_run`` does the same work and rolls it back, so its counts are exact.
+    ``progress(done, total)`` is called after each batch, counting expired revisions.
+    """
+    check_interface(interface)
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise InvalidInput(f"batch_size: {batch_size!r} is not a positive integer.", field="batch_size")
+    now = parse_optional_instant(now, field="now") or timezone.now()
+    totals = {"revisions": 0, "tombstones": 0, "tombstones_repointed": 0, "memories": 0}
+    # The partial index revision_expires (expires_at, then rowid) serves both the range and
+    # the order; ordering by pk alone makes SQLite walk the whole table instead.
+    expired = Revision.objects.filter(expires_at__lte=now).order_by("expires_at", "pk")
+    total = expired.count() if progress else 0
+    with transaction.atomic() if dry_run else contextlib.nullcontext():
+        while True:
+            with transaction.atomic():
+                batch = list(expired.values_list("pk", flat=True)[:batch_size])
+                if not batch:
+                    break
+                counts = _purge_batch(batch, now=now)
+                audit(actor=actor, interface=interface, action="purge", memory_id=None, at=timezone.now(),
+                      expired_before=now.isoformat(), revision_ids=counts.pop("revision_ids"),
+                      memory_ids=counts.pop("memory_ids"), **counts)
+            for name, value in counts.items():
+                totals[name] += value
+            if progress:
+                progress(totals["revisions"], max(total, totals["revisions"]))
+        # Telemetry rows past MEMORY_TELEMETRY_DAYS belong to this purge too, once the
+        # telemetry model exists: delete them here and add their count to the totals.
+        if dry_run:
+            transaction.set_rollback(True)
+    return {**totals, "dry_run": dry_run}

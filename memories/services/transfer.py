@@ -1,0 +1,730 @@
+"""Moving memories in and out: JSON export and import, and folders of Markdown as chunked memories.
+
+The export is one JSON document (format ``memory-export``, version 1): a header and a
+``memories`` list, each memory with every revision known by the cutoff, oldest first.
+A tombstone names the revision it hides by its position in that list, so the document
+does not depend on the row ids of the database it came from.
+
+Imports check the whole batch before writing anything, then write it in one
+transaction: a bad item anywhere means nothing is written. A trusted import replays
+the revisions with their recorded times; an untrusted one remembers each memory's
+current text through ``memory_remember``, on the server clock.
+"""
+
+import dataclasses
+import datetime as dt
+import json
+import math
+import os
+import re
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Exists, OuterRef, Prefetch
+from django.utils import timezone
+
+from memories import selectors, validation
+from memories.exceptions import Conflict, DuplicateContent, InvalidInput, MemoryServiceError, TooLarge
+from memories.models import Kind, Memory, Revision, State, Tag
+from memories.records import ImportReport
+from memories.services.lifecycle import (
+    add_tags,
+    audit,
+    check_interface,
+    memory_forget,
+    memory_remember,
+    tag_objects,
+    validity_interval,
+)
+from memories.timeparse import format_instant, parse_optional_instant
+
+EXPORT_FORMAT = "memory-export"
+EXPORT_VERSION = 1
+EXPORT_BATCH_SIZE = 500
+# Enough to fix a file in one go without burying the first problem.
+PROBLEMS_SHOWN = 20
+
+MARKDOWN_CHUNK_MAX_CHARS = 1800
+MARKDOWN_FILE_MAX_BYTES = 2 * 1024 * 1024
+COLLECTION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+Progress = Callable[[int, int], None]
+
+_DOCUMENT_FIELDS = {"format", "version", "exported_at", "as_of", "namespace", "memories"}
+_MEMORY_FIELDS = {"namespace", "key", "kind", "tags", "state", "created_at", "revisions"}
+_TIME_FIELDS = ("known_at", "valid_from", "valid_to", "expires_at")
+_TEXT_FIELDS = ("title", "content", "subject", "predicate", "object", "source", "content_hash", "reason",
+                "author", "interface")
+_REVISION_FIELDS = {*_TIME_FIELDS, "tombstone", "hides", *_TEXT_FIELDS}
+# What makes two revisions the same assertion; content_hash stands for the content.
+_COMPARED_FIELDS = tuple(sorted({*_TIME_FIELDS, "tombstone", *_TEXT_FIELDS} - {"content"}))
+_AUTHOR_MAX = Revision._meta.get_field("author").max_length
+
+
+# Export ---------------------------------------------------------------------------------------------------------
+
+
+def memories_export(
+    *, namespace: str | None = None, as_of=None, batch_size: int = EXPORT_BATCH_SIZE, progress: Progress | None = None
+) -> Iterator[str]:
+    """Return the export document as an iterator of text chunks, reading ``batch_size`` memories at a time.
+
+    The arguments are checked at once, so a bad one raises before the caller opens
+    its output; rows are read only as the chunks are consumed, in primary-key order.
+    Revisions never change, so a cutoff in the past gives the same memories on every run.
+    """
+    if namespace is not None:
+        namespace = validation.namespace(namespace)
+    cutoff = parse_optional_instant(as_of, field="as_of") or timezone.now()
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise InvalidInput(f"batch_size: {batch_size!r} is not a positive integer.", field="batch_size")
+    memories = Memory.objects.filter(Exists(Revision.objects.filter(memory=OuterRef("pk"), known_at__lte=cutoff)))
+    if namespace is not None:
+        memories = memories.filter(namespace=namespace)
+    header = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "exported_at": format_instant(timezone.now()),
+              "as_of": format_instant(cutoff), "namespace": namespace}
+    return _export_chunks(memories, header=header, cutoff=cutoff, batch_size=batch_size, progress=progress)
+
+
+def _export_chunks(memories, *, header, cutoff, batch_size, progress) -> Iterator[str]:
+    total = memories.count() if progress else 0
+    revisions = Prefetch("revisions", queryset=Revision.objects.filter(known_at__lte=cutoff).order_by("known_at", "id"),
+                         to_attr="exported_revisions")
+    tags = Prefetch("tags", queryset=Tag.objects.order_by("slug"))
+    yield json.dumps(header, ensure_ascii=False)[:-1] + ', "memories": ['
+    done, after = 0, 0
+    while True:
+        # Keyset pagination: each batch is one indexed range scan, however deep into the table.
+        batch = list(memories.filter(pk__gt=after).order_by("pk").prefetch_related(tags, revisions)[:batch_size])
+        if not batch:
+            break
+        for memory in batch:
+            yield ("\n" if done == 0 else ",\n") + json.dumps(_memory_entry(memory), ensure_ascii=False)
+            done += 1
+        after = batch[-1].pk
+        if progress:
+            progress(done, total)
+    yield "\n]}\n"
+
+
+def _memory_entry(memory: Memory) -> dict:
+    revisions = memory.exported_revisions
+    position = {revision.pk: index for index, revision in enumerate(revisions)}
+    # The state at the cutoff, not today's: every change of state appends a revision.
+    state = State.FORGOTTEN if revisions[-1].tombstone else State.ACTIVE
+    return {
+        "namespace": memory.namespace,
+        "key": memory.key,
+        "kind": memory.kind,
+        "tags": [tag.name for tag in memory.tags.all()],
+        "state": state.value,
+        "created_at": format_instant(memory.created_at),
+        "revisions": [
+            {
+                **{name: format_instant(getattr(revision, name)) for name in _TIME_FIELDS},
+                "tombstone": revision.tombstone,
+                "hides": position.get(revision.hides_id),
+                **{name: getattr(revision, name) for name in _TEXT_FIELDS},
+            }
+            for revision in revisions
+        ],
+    }
+
+
+# Reading an import ----------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class _RevisionIn:
+    fields: dict  # Revision field values, as a trusted replay writes them
+    hides: int | None  # position of the hidden revision within the memory
+    given_valid_from: dt.datetime | None  # valid_from as written, before defaulting to known_at
+
+    @property
+    def tombstone(self) -> bool:
+        return self.fields["tombstone"]
+
+    def fingerprint(self) -> tuple:
+        return (*(self.fields[name] for name in _COMPARED_FIELDS), self.hides)
+
+
+@dataclasses.dataclass(frozen=True)
+class _MemoryIn:
+    path: str
+    namespace: str
+    key: str
+    kind: str
+    tags: list[str]
+    state: str
+    created_at: dt.datetime | None
+    revisions: list[_RevisionIn]
+
+
+class _Located(InvalidInput):
+    """An input error whose message already says where in the batch it is."""
+
+
+def _where(path: str, error: MemoryServiceError) -> tuple[str, str]:
+    """Return (message, field) with ``path`` put in front of the field the error names."""
+    field = f"{path}.{error.field}" if error.field else path
+    if error.field and error.message.startswith(f"{error.field}:"):
+        return f"{path}.{error.message}", field
+    return f"{field}: {error.message}", field
+
+
+@contextmanager
+def _at(path: str):
+    try:
+        yield
+    except _Located:
+        raise
+    except InvalidInput as error:
+        message, field = _where(path, error)
+        raise _Located(message, field=field) from None
+
+
+def _reject_unknown(raw: dict, allowed: set[str]) -> None:
+    for name in raw:
+        if name not in allowed:
+            raise InvalidInput(f"{name}: unknown field. Allowed: {', '.join(sorted(allowed))}.", field=str(name))
+
+
+def _parse_document(document) -> dict:
+    if isinstance(document, (bytes, bytearray)):
+        try:
+            document = bytes(document).decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise InvalidInput(f"document: not UTF-8 text (byte {error.start}).", field="document") from None
+    if isinstance(document, str):
+        try:
+            document = json.loads(document)
+        except json.JSONDecodeError as error:
+            raise InvalidInput(f"document: not valid JSON ({error.msg} at line {error.lineno}, "
+                               f"column {error.colno}).", field="document") from None
+    if not isinstance(document, dict) or not isinstance(document.get("memories"), list):
+        raise InvalidInput("document: expected a JSON object with a 'memories' list (the format export writes).",
+                           field="document")
+    _reject_unknown(document, _DOCUMENT_FIELDS)
+    if document.get("format", EXPORT_FORMAT) != EXPORT_FORMAT:
+        raise InvalidInput(f"format: {document['format']!r} is not {EXPORT_FORMAT!r}.", field="format")
+    if document.get("version", EXPORT_VERSION) != EXPORT_VERSION:
+        raise InvalidInput(f"version: {document['version']!r} is not a version this server reads "
+                           f"({EXPORT_VERSION}).", field="version")
+    for name in ("exported_at", "as_of"):
+        parse_optional_instant(document.get(name), field=name)
+    limit = settings.MEMORY_MAX_IMPORT_ITEMS
+    if len(document["memories"]) > limit:
+        raise TooLarge(f"memories: {len(document['memories'])} items is over the limit of {limit} per import "
+                       "(MEMORY_MAX_IMPORT_ITEMS). Split the file.", field="memories")
+    return document
+
+
+def _read_batch(document, *, trusted: bool, actor: str, interface: str, now: dt.datetime) -> list[_MemoryIn]:
+    """Check every item; return them all, or raise one error that lists the problems found."""
+    document = _parse_document(document)
+    items, problems, seen = [], [], {}
+    for index, raw in enumerate(document["memories"]):
+        path = f"memories[{index}]"
+        try:
+            item = _read_memory(path, raw, trusted=trusted, actor=actor, interface=interface, now=now)
+            identity = (item.namespace, item.key)
+            if identity in seen:
+                raise _Located(f"{path}.key: {item.key!r} is already used by {seen[identity]} in namespace "
+                               f"{item.namespace!r}; a key names one memory.", field=f"{path}.key")
+            seen[identity] = path
+            items.append(item)
+        except _Located as error:
+            problems.append(error)
+    if problems:
+        shown = "\n".join(error.message for error in problems[:PROBLEMS_SHOWN])
+        more = f"\n...and {len(problems) - PROBLEMS_SHOWN} more." if len(problems) > PROBLEMS_SHOWN else ""
+        raise InvalidInput(f"Nothing was imported: {len(problems)} problem(s) in the document.\n{shown}{more}",
+                           field=problems[0].field)
+    return items
+
+
+def _read_memory(path, raw, *, trusted, actor, interface, now) -> _MemoryIn:
+    with _at(path):
+        if not isinstance(raw, dict):
+            raise InvalidInput(f"expected an object, got {type(raw).__name__}.")
+        _reject_unknown(raw, _MEMORY_FIELDS)
+        namespace = validation.namespace(raw.get("namespace"))
+        key = validation.key(raw.get("key"))
+        kind = validation.kind(raw.get("kind", Kind.NOTE))
+        tags = validation.tags(raw.get("tags"))
+        created_at = parse_optional_instant(raw.get("created_at"), field="created_at")
+        revisions_raw = raw.get("revisions")
+        if not isinstance(revisions_raw, list) or not revisions_raw:
+            raise InvalidInput("revisions: expected a non-empty list of revisions, oldest first.", field="revisions")
+    revisions = []
+    for position, revision_raw in enumerate(revisions_raw):
+        with _at(f"{path}.revisions[{position}]"):
+            revision = _read_revision(revision_raw, earlier=revisions, trusted=trusted, actor=actor,
+                                      interface=interface, now=now)
+        revisions.append(revision)
+    with _at(path):
+        # Every change of state appends a revision, so the history decides the state.
+        state = State.FORGOTTEN.value if revisions[-1].tombstone else State.ACTIVE.value
+        if raw.get("state", state) != state:
+            raise InvalidInput(f"state: {raw['state']!r} contradicts the history, whose last revision "
+                               f"{'is' if revisions[-1].tombstone else 'is not'} a tombstone.", field="state")
+    return _MemoryIn(path=path, namespace=namespace, key=key, kind=kind, tags=tags, state=state,
+                     created_at=created_at or revisions[0].fields["known_at"], revisions=revisions)
+
+
+def _read_revision(raw, *, earlier: list[_RevisionIn], trusted, actor, interface, now) -> _RevisionIn:
+    if not isinstance(raw, dict):
+        raise InvalidInput(f"expected an object, got {type(raw).__name__}.")
+    _reject_unknown(raw, _REVISION_FIELDS)
+    tombstone = raw.get("tombstone", False)
+    if not isinstance(tombstone, bool):
+        raise InvalidInput(f"tombstone: expected true or false, got {tombstone!r}.", field="tombstone")
+    known_at = parse_optional_instant(raw.get("known_at"), field="known_at")
+    if trusted and known_at is None:
+        raise InvalidInput("known_at: required in a trusted import (when the revision was learned).",
+                           field="known_at")
+    if trusted and known_at > now:
+        raise InvalidInput(f"known_at: {format_instant(known_at)} is in the future.", field="known_at")
+    previous = earlier[-1].fields["known_at"] if earlier else None
+    if known_at is not None and previous is not None and known_at < previous:
+        raise InvalidInput(f"known_at: {format_instant(known_at)} is earlier than the revision before it; "
+                           "list revisions oldest first.", field="known_at")
+    if tombstone:
+        content = raw.get("content") or ""
+        if content != "":
+            raise InvalidInput("content: a tombstone carries no text.", field="content")
+        hides = raw.get("hides")
+        if not earlier:
+            raise InvalidInput("tombstone: the first revision of a memory cannot be a tombstone; there is "
+                               "nothing before it to hide.", field="tombstone")
+        if isinstance(hides, bool) or not isinstance(hides, int) or not 0 <= hides < len(earlier):
+            raise InvalidInput(f"hides: {hides!r} is not the position of an earlier revision of this memory "
+                               f"(0..{len(earlier) - 1}).", field="hides")
+        if earlier[hides].tombstone:
+            raise InvalidInput(f"hides: revision {hides} is itself a tombstone.", field="hides")
+    else:
+        content = validation.content(raw.get("content"))
+        hides = raw.get("hides")
+        if hides is not None:
+            raise InvalidInput("hides: only a tombstone hides a revision.", field="hides")
+    given_from = parse_optional_instant(raw.get("valid_from"), field="valid_from")
+    default_from = known_at or now
+    valid_from, valid_to = validity_interval(raw.get("valid_from"), raw.get("valid_to"), default_from=default_from)
+    digest = validation.content_hash(content)
+    if raw.get("content_hash") not in (None, digest):
+        raise InvalidInput("content_hash: does not match the content (the SHA-256 of its UTF-8 text).",
+                           field="content_hash")
+    subject, predicate, object_ = validation.triple(raw.get("subject"), raw.get("predicate"), raw.get("object"))
+    fields = dict(
+        content=content,
+        title=validation.short_text(raw.get("title"), field="title", limit=validation.TITLE_MAX),
+        subject=subject,
+        predicate=predicate,
+        object=object_,
+        source=validation.short_text(raw.get("source"), field="source", limit=validation.SOURCE_MAX),
+        reason=validation.short_text(raw.get("reason"), field="reason", limit=validation.REASON_MAX),
+        author=validation.short_text(raw.get("author"), field="author", limit=_AUTHOR_MAX) or actor,
+        interface=check_interface(raw.get("interface") or interface),
+        content_hash=digest,
+        known_at=known_at,
+        valid_from=valid_from,
+        valid_to=valid_to,
+        expires_at=parse_optional_instant(raw.get("expires_at"), field="expires_at"),
+        tombstone=tombstone,
+    )
+    return _RevisionIn(fields=fields, hides=hides, given_valid_from=given_from)
+
+
+# Writing an import ----------------------------------------------------------------------------------------------
+
+
+def memories_import(
+    *, document, actor: str, interface: str, trusted: bool, dry_run: bool = False, progress: Progress | None = None
+) -> ImportReport:
+    """Import an export document (parsed, or its JSON text) in one transaction; return what changed.
+
+    Every item is checked before anything is written. ``trusted`` replays each
+    revision with its recorded times, tombstones included (a restore from a trusted
+    export: admin only). Otherwise the server clock applies and only each memory's
+    current text is remembered, as any writer would; forgotten or expired memories
+    are skipped. Memories already present with the same history (trusted) or text
+    (untrusted), and text that another visible memory of the namespace holds, are
+    counted and left alone. ``dry_run`` does all of it and then rolls it back.
+    """
+    check_interface(interface)
+    if not isinstance(trusted, bool):
+        raise InvalidInput(f"trusted: expected true or false, got {trusted!r}.", field="trusted")
+    now = timezone.now()
+    items = _read_batch(document, trusted=trusted, actor=actor, interface=interface, now=now)
+    write = _replay if trusted else _remember_current
+    counts = Counter()
+    with transaction.atomic():
+        for done, item in enumerate(items, start=1):
+            try:
+                outcome = write(item, actor=actor, interface=interface, now=now)
+            except MemoryServiceError as error:
+                raise _relocated(error, item.path) from None
+            counts[outcome] += 1
+            if outcome in ("created", "revised") and item.state == State.FORGOTTEN and trusted:
+                counts["forgotten"] += 1
+            if progress:
+                progress(done, len(items))
+        report = ImportReport(**counts)
+        audit(actor=actor, interface=interface, action="import", memory_id=None, at=now, trusted=trusted,
+              **report.as_dict())
+        if dry_run:
+            transaction.set_rollback(True)
+    return report
+
+
+def _relocated(error: MemoryServiceError, path: str) -> MemoryServiceError:
+    """The same error, of the same class, saying which item it is about and that nothing was written."""
+    message, field = _where(path, error)
+    message = f"Nothing was imported: {message}"
+    if isinstance(error, DuplicateContent):
+        return DuplicateContent(message, memory_id=error.memory_id, field=field)
+    return type(error)(message, field=field)
+
+
+def _replay(item: _MemoryIn, *, actor, interface, now) -> str:
+    """Write ``item``'s revisions as they were recorded; extend a memory whose history they continue."""
+    memory = Memory.objects.filter(namespace=item.namespace, key=item.key).first()
+    if memory is None:
+        last = item.revisions[-1]
+        current = not last.tombstone and (last.fields["expires_at"] is None or last.fields["expires_at"] > now)
+        if current and selectors.visible_duplicate(namespace=item.namespace,
+                                                   content_hash=last.fields["content_hash"]) is not None:
+            return "duplicates"
+        memory = Memory.objects.create(namespace=item.namespace, key=item.key, kind=item.kind, state=item.state,
+                                       created_at=item.created_at)
+        memory.tags.set(tag_objects(item.tags))
+        written = _write_revisions(memory, item.revisions, written=[])
+        audit(actor=actor, interface=interface, action="import", memory_id=memory.pk, at=now, trusted=True,
+              revisions=len(written))
+        return "created"
+    existing = list(memory.revisions.order_by("known_at", "id"))
+    if len(existing) > len(item.revisions) or any(
+        stored != incoming.fingerprint() for stored, incoming in zip(_fingerprints(existing), item.revisions)
+    ):
+        raise Conflict(f"key: memory {memory.pk} ({memory.namespace}/{memory.key}) already exists with a different "
+                       "history. A trusted import only adds revisions after the ones a memory already has.",
+                       field="key")
+    add_tags(memory, item.tags)
+    if len(existing) == len(item.revisions):
+        return "unchanged"
+    written = _write_revisions(memory, item.revisions[len(existing):], written=existing)
+    memory.kind, memory.state = item.kind, item.state
+    memory.save(update_fields=["kind", "state"])
+    audit(actor=actor, interface=interface, action="import", memory_id=memory.pk, at=now, trusted=True,
+          revisions=len(written) - len(existing))
+    return "revised"
+
+
+def _fingerprints(history: list[Revision]) -> list[tuple]:
+    """The comparable form of stored revisions, matching ``_RevisionIn.fingerprint``."""
+    position = {revision.pk: index for index, revision in enumerate(history)}
+    return [(*(getattr(revision, name) for name in _COMPARED_FIELDS), position.get(revision.hides_id))
+            for revision in history]
+
+
+def _write_revisions(memory: Memory, revisions: list[_RevisionIn], *, written: list[Revision]) -> list[Revision]:
+    written = list(written)
+    for revision in revisions:
+        hidden = written[revision.hides] if revision.tombstone else None
+        written.append(Revision.objects.create(memory=memory, hides=hidden, **revision.fields))
+    return written
+
+
+def _remember_current(item: _MemoryIn, *, actor, interface, now) -> str:
+    """Remember the text ``item`` holds now, as a new assertion on the server clock."""
+    latest = item.revisions[-1]
+    expires_at = latest.fields["expires_at"]
+    if latest.tombstone or (expires_at is not None and expires_at <= now):
+        return "skipped"
+    # memory_remember takes a TTL in days; rounding up never hides the text before the source would.
+    ttl_days = None if expires_at is None else min(math.ceil((expires_at - now) / dt.timedelta(days=1)),
+                                                   validation.TTL_DAYS_MAX)
+    fields = latest.fields
+    try:
+        result = memory_remember(
+            namespace=item.namespace, key=item.key, content=fields["content"], title=fields["title"],
+            kind=item.kind, tags=item.tags, source=fields["source"], ttl_days=ttl_days,
+            valid_from=latest.given_valid_from, valid_to=fields["valid_to"], subject=fields["subject"],
+            predicate=fields["predicate"], object=fields["object"], actor=actor, interface=interface,
+        )
+    except DuplicateContent:
+        return "duplicates"
+    if result.created:
+        return "created"
+    if result.revised:
+        return "revised"
+    return "unchanged" if result.memory.key == item.key else "duplicates"
+
+
+# Markdown -------------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class _Chunk:
+    key: str
+    source: str
+    title: str
+    content: str
+
+
+def markdown_import(
+    *,
+    root: Path,
+    namespace: str,
+    collection: str,
+    actor: str,
+    interface: str,
+    tags: list[str] | None = None,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+) -> ImportReport:
+    """Import a folder of ``.md`` files as chunk memories keyed ``md:{collection}:{path}#{n}``; return what changed.
+
+    Hidden files and folders and symlinks are skipped. Every file is read and checked
+    before anything is written, then the import runs in one transaction: unchanged
+    chunks are left alone, changed ones get a revision, and chunks the folder no longer
+    has (a shorter or deleted file) are forgotten. ``dry_run`` rolls it all back.
+    """
+    check_interface(interface)
+    namespace = validation.namespace(namespace)
+    if not isinstance(collection, str) or not COLLECTION_RE.fullmatch(collection):
+        raise InvalidInput(f"collection: {collection!r} is not a collection name. Use 1-64 letters, digits, "
+                           "'.', '-' or '_', starting with a letter or digit.", field="collection")
+    tag_names = validation.tags(tags)
+    root = Path(root)
+    if not root.is_dir():
+        raise InvalidInput(f"root: {str(root)!r} is not a folder.", field="root")
+    prefix = f"md:{collection}:"
+    chunks = _markdown_chunks(root, prefix=prefix)
+    limit = settings.MEMORY_MAX_IMPORT_ITEMS
+    if len(chunks) > limit:
+        raise TooLarge(f"root: the folder makes {len(chunks)} chunks, over the limit of {limit} per import "
+                       "(MEMORY_MAX_IMPORT_ITEMS). Import its subfolders separately.", field="root")
+    counts = Counter()
+    with transaction.atomic():
+        # startswith is a case-insensitive LIKE in SQLite; the exact test is done here.
+        existing = {memory.key: memory for memory in Memory.objects.filter(namespace=namespace, key__startswith=prefix)
+                    if memory.key.startswith(prefix)}
+        wanted = {chunk.key for chunk in chunks}
+        # Surplus chunks go first, so their text is free for the chunks that take it over (a renamed file).
+        for key, memory in sorted(existing.items()):
+            if key not in wanted and memory.state == State.ACTIVE and _forget(memory.pk, actor, interface):
+                counts["forgotten"] += 1
+        owners = {memory.pk: key for key, memory in existing.items() if key in wanted}
+        _write_chunks(chunks, owners=owners, namespace=namespace, tags=tag_names, actor=actor, interface=interface,
+                      counts=counts, progress=progress)
+        report = ImportReport(**counts)
+        audit(actor=actor, interface=interface, action="import_markdown", memory_id=None, at=timezone.now(),
+              collection=collection, **report.as_dict())
+        if dry_run:
+            transaction.set_rollback(True)
+    return report
+
+
+def _forget(memory_id: int, actor: str, interface: str) -> bool:
+    try:
+        return memory_forget(memory_id=memory_id, actor=actor, interface=interface,
+                             reason="markdown import: the chunk is no longer in its file").changed
+    except Conflict:  # not visible now (its TTL passed): nothing to hide
+        return False
+
+
+def _write_chunks(chunks: list[_Chunk], *, owners: dict[int, str], namespace, tags, actor, interface, counts,
+                  progress) -> None:
+    """Remember every chunk, writing a chunk after any chunk of this import whose old text it takes.
+
+    Deleting a paragraph moves text from chunk n+1 to chunk n. Remembering chunk n
+    first would collide with chunk n+1, which still shows that text (the duplicate
+    rule), so the chunk that must change first goes first; two chunks that swap texts
+    are untied by forgetting one, which its own write then brings back.
+    """
+    by_key = {chunk.key: chunk for chunk in chunks}
+    status = dict.fromkeys(by_key, "pending")
+    done = 0
+    for start in by_key:
+        stack = [start] if status[start] == "pending" else []
+        while stack:
+            key = stack[-1]
+            status[key] = "writing"
+            chunk = by_key[key]
+            try:
+                result = memory_remember(namespace=namespace, key=key, content=chunk.content, title=chunk.title,
+                                         kind=Kind.NOTE, tags=tags, source=chunk.source, actor=actor,
+                                         interface=interface)
+                holder = None if result.memory.key == key else result.memory.id
+            except DuplicateContent as error:
+                result, holder = None, error.memory_id
+            if holder is not None:
+                blocker = owners.get(holder)
+                if blocker is not None and status[blocker] == "pending":
+                    stack.append(blocker)
+                    continue
+                if blocker is not None and status[blocker] == "writing":
+                    memory_forget(memory_id=holder, actor=actor, interface=interface,
+                                  reason="markdown import: the chunk's text moved to another chunk")
+                    continue
+                # The same text is already elsewhere: leave it there, and do not let this key keep stale text.
+                if result is None:
+                    _forget(Memory.objects.get(namespace=namespace, key=key).pk, actor, interface)
+                counts["duplicates"] += 1
+            elif result.created:
+                counts["created"] += 1
+            elif result.revised:
+                counts["revised"] += 1
+            else:
+                counts["unchanged"] += 1
+            status[key] = "done"
+            stack.pop()
+            done += 1
+            if progress:
+                progress(done, len(chunks))
+
+
+def _markdown_chunks(root: Path, *, prefix: str) -> list[_Chunk]:
+    """Read and chunk every Markdown file under ``root``, or raise one error naming every bad file."""
+    chunks, problems = [], []
+    for relpath, path in _markdown_files(root):
+        try:
+            text = _read_markdown(path, relpath)
+            blocks, heading = _blocks(text)
+            title = " ".join(heading.split())[: validation.TITLE_MAX] or Path(relpath).stem
+            source = validation.short_text(relpath, field="source", limit=validation.SOURCE_MAX)
+            for number, content in enumerate(_pack_blocks(blocks, MARKDOWN_CHUNK_MAX_CHARS), start=1):
+                key = validation.key(f"{prefix}{relpath}#{number}")
+                content = validation.content(content, field=f"chunk {number}")
+                chunks.append(_Chunk(key=key, source=source, title=title, content=content))
+        except InvalidInput as error:
+            problems.append(f"{relpath}: {error.message}")
+    if problems:
+        shown = "\n".join(problems[:PROBLEMS_SHOWN])
+        more = f"\n...and {len(problems) - PROBLEMS_SHOWN} more." if len(problems) > PROBLEMS_SHOWN else ""
+        raise InvalidInput(f"Nothing was imported: {len(problems)} file(s) could not be read.\n{shown}{more}",
+                           field="root")
+    return chunks
+
+
+def _markdown_files(root: Path) -> list[tuple[str, Path]]:
+    """Return (relative path, path) of the ``.md`` files under ``root``, sorted; no hidden entries, no symlinks."""
+    found, folders = [], [(root, "")]
+    while folders:
+        folder, relfolder = folders.pop()
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                # A symlink could lead outside the folder, or around in a loop.
+                if entry.name.startswith(".") or entry.is_symlink():
+                    continue
+                relpath = f"{relfolder}{entry.name}"
+                if entry.is_dir(follow_symlinks=False):
+                    folders.append((Path(entry.path), f"{relpath}/"))
+                elif entry.is_file(follow_symlinks=False) and entry.name.lower().endswith(".md"):
+                    found.append((relpath, Path(entry.path)))
+    return sorted(found)
+
+
+def _read_markdown(path: Path, relpath: str) -> str:
+    try:
+        relpath.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput("the file name is not valid UTF-8.") from None
+    try:
+        size = path.lstat().st_size
+        if size > MARKDOWN_FILE_MAX_BYTES:
+            raise TooLarge(f"{size} bytes is over the limit of {MARKDOWN_FILE_MAX_BYTES} bytes for one file.")
+        with path.open("rb") as handle:
+            data = handle.read(MARKDOWN_FILE_MAX_BYTES + 1)
+    except OSError as error:
+        raise InvalidInput(f"cannot be read ({error.strerror}).") from None
+    if len(data) > MARKDOWN_FILE_MAX_BYTES:  # it grew after the size check
+        raise TooLarge(f"over the limit of {MARKDOWN_FILE_MAX_BYTES} bytes for one file.")
+    nul = data.find(b"\x00")
+    if nul != -1:
+        raise InvalidInput(f"contains a NUL byte (at byte {nul}); is it a binary file?")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise InvalidInput(f"is not valid UTF-8 (byte {error.start}).") from None
+    return text.removeprefix("\ufeff")
+
+
+_FENCE_OPEN = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
+_FENCE_CLOSE = re.compile(r" {0,3}(`{3,}|~{3,})[ \t]*")
+_HEADING = re.compile(r" {0,3}#{1,6}(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*")
+
+
+def _blocks(text: str) -> tuple[list[str], str]:
+    """Split ``text`` at blank lines outside fenced code; return the blocks and the first heading's text."""
+    blocks, lines, fence, heading = [], [], None, ""
+    for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
+        if fence is not None:
+            lines.append(line)
+            closing = _FENCE_CLOSE.fullmatch(line)
+            if closing and closing.group(1)[0] == fence[0] and len(closing.group(1)) >= len(fence):
+                fence = None
+            continue
+        opening = _FENCE_OPEN.fullmatch(line)
+        # A backtick fence's info string cannot hold a backtick (CommonMark), so ```x``` is inline code.
+        if opening and not (opening.group(1)[0] == "`" and "`" in opening.group(2)):
+            fence = opening.group(1)
+            lines.append(line)
+            continue
+        if not line.strip():
+            if lines:
+                blocks.append("\n".join(lines))
+                lines = []
+            continue
+        if not heading and (match := _HEADING.fullmatch(line)):
+            heading = (match.group(1) or "").strip()
+        lines.append(line)
+    if lines:
+        blocks.append("\n".join(lines))
+    return blocks, heading
+
+
+def _pack_blocks(blocks: list[str], limit: int) -> list[str]:
+    """Pack blocks greedily into chunks of at most ``limit`` characters.
+
+    A block that fits is never split (so a fenced code block stays whole when it can);
+    a longer one is split at line boundaries, and a longer line at spaces.
+    """
+    pieces = []
+    for block in blocks:
+        pieces.extend([block] if len(block) <= limit else _split_block(block, limit))
+    return _pack([piece for piece in pieces if piece.strip()], "\n\n", limit)
+
+
+def _split_block(block: str, limit: int) -> list[str]:
+    lines = []
+    for line in block.split("\n"):
+        lines.extend([line] if len(line) <= limit else _split_line(line, limit))
+    return _pack(lines, "\n", limit)
+
+
+def _split_line(line: str, limit: int) -> list[str]:
+    words = []
+    for word in line.split(" "):
+        words.extend([word] if len(word) <= limit else [word[at:at + limit] for at in range(0, len(word), limit)])
+    return _pack(words, " ", limit)
+
+
+def _pack(parts: list[str], separator: str, limit: int) -> list[str]:
+    packed, current = [], None
+    for part in parts:
+        if current is None:
+            current = part
+        elif len(current) + len(separator) + len(part) <= limit:
+            current += separator + part
+        else:
+            packed.append(current)
+            current = part
+    if current is not None:
+        packed.append(current)
+    return packed

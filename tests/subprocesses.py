@@ -1,0 +1,102 @@
+"""Run the project as separate processes, each against its own data directory.
+
+Starting Django costs about a second per process, so the ``migrated_db`` fixture
+migrates one database per test module and ``instance`` gives every test a copy of it.
+Test modules import the fixtures they use.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def clean_env(data_dir: Path, **extra: str) -> dict:
+    """Return an environment for a child process: no MEMORY_* settings but the data paths and ``extra``."""
+    env = {name: value for name, value in os.environ.items() if not name.startswith("MEMORY_")}
+    env.update(
+        DJANGO_SETTINGS_MODULE="memoryproject.settings",
+        MEMORY_DATA_DIR=str(data_dir),
+        MEMORY_DB_PATH=str(data_dir / "memory.db"),
+        PYTHONUNBUFFERED="1",
+        **extra,
+    )
+    return env
+
+
+def manage(*args: str, env: dict, stdin: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "manage.py", *args], cwd=BASE_DIR, env=env, input=stdin,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def python(code: str, *args: str, env: dict, timeout: float = 60) -> subprocess.CompletedProcess:
+    """Run ``code`` in a fresh interpreter with Django set up (settings read from ``env``)."""
+    prelude = "import django; django.setup()\n"
+    return subprocess.run([sys.executable, "-c", prelude + code, *args], cwd=BASE_DIR, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@dataclass
+class Instance:
+    """One server's data directory with a migrated database, and the commands to drive it."""
+
+    data_dir: Path
+    env: dict
+
+    @property
+    def db_path(self) -> Path:
+        return self.data_dir / "memory.db"
+
+    def manage(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+        return manage(*args, env=self.env, stdin=stdin)
+
+    def run(self, code: str, *args: str) -> str:
+        """Run ``code`` in a fresh process with ``services`` imported (one start-up for many writes)."""
+        prelude = "from memories import services, selectors\nACTOR = {'actor': 'tester', 'interface': 'cli'}\n"
+        done = python(prelude + textwrap.dedent(code), *args, env=self.env)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    def memory(self, *args: str, stdin: str | None = None):
+        """Run ``manage.py memory ...`` that must succeed; return its JSON answer."""
+        done = self.manage("memory", *args, stdin=stdin)
+        assert done.returncode == 0, done.stderr
+        assert done.stderr == ""
+        return json.loads(done.stdout)
+
+    def memory_error(self, *args: str, stdin: str | None = None) -> dict:
+        """Run ``manage.py memory ...`` that must fail as documented; return its JSON error."""
+        done = self.manage("memory", *args, stdin=stdin)
+        assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
+        assert done.stdout == ""
+        lines = done.stderr.splitlines()
+        assert len(lines) == 1, done.stderr
+        error = json.loads(lines[0])["error"]
+        assert set(error) == {"code", "message", "field"}
+        return error
+
+
+@pytest.fixture(scope="module")
+def migrated_db(tmp_path_factory) -> Path:
+    data_dir = tmp_path_factory.mktemp("migrated")
+    done = manage("migrate", "--noinput", "-v", "0", env=clean_env(data_dir))
+    assert done.returncode == 0, done.stderr
+    # A clean exit checkpoints the WAL into the main file, so that one file is the whole database.
+    assert not (data_dir / "memory.db-wal").exists()
+    return data_dir / "memory.db"
+
+
+@pytest.fixture
+def instance(tmp_path, migrated_db) -> Instance:
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    shutil.copyfile(migrated_db, data_dir / "memory.db")
+    return Instance(data_dir=data_dir, env=clean_env(data_dir))

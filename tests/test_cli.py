@@ -1,0 +1,147 @@
+"""The ``memory`` command, run as people run it: a process, JSON on stdout, JSON errors and status 2."""
+
+import getpass
+
+import pytest
+
+from tests.subprocesses import instance, migrated_db  # noqa: F401  (fixtures)
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_memory_goes_through_remember_get_history_forget_and_restore(instance):
+    made = instance.memory("remember", "The deploy window is Tuesday 14:00 UTC.", "--namespace", "acme",
+                           "--key", "deploy-window", "--kind", "decision", "--tag", "Ops", "--tag", "release",
+                           "--title", "Deploy window", "--source", "standup")
+    assert made["created"] is True
+    assert (made["namespace"], made["key"], made["kind"]) == ("acme", "deploy-window", "decision")
+    assert made["tags"] == ["Ops", "release"]
+    memory_id = made["id"]
+
+    got = instance.memory("get", str(memory_id))
+    assert got["content"] == "The deploy window is Tuesday 14:00 UTC."
+    assert got["revision_id"] == made["revision_id"]
+    assert instance.memory("get", "--namespace", "acme", "--key", "deploy-window")["id"] == memory_id
+
+    revised = instance.memory("remember", "The deploy window is Thursday 14:00 UTC.", "--namespace", "acme",
+                              "--key", "deploy-window", "--kind", "decision")
+    assert (revised["id"], revised["revised"]) == (memory_id, True)
+    history = instance.memory("history", str(memory_id))
+    assert [revision["content"] for revision in history["revisions"]] == [
+        "The deploy window is Tuesday 14:00 UTC.",
+        "The deploy window is Thursday 14:00 UTC.",
+    ]
+    assert {(revision["author"], revision["interface"]) for revision in history["revisions"]} == {
+        (f"cli:{getpass.getuser()}", "cli")
+    }
+    # What was known when the first revision was written is still answerable.
+    before = instance.memory("get", str(memory_id), "--as-of", made["known_at"])
+    assert before["content"] == "The deploy window is Tuesday 14:00 UTC."
+
+    forgotten = instance.memory("forget", str(memory_id), "--reason", "superseded by the release calendar")
+    assert (forgotten["changed"], forgotten["state"]) == (True, "forgotten")
+    error = instance.memory_error("get", str(memory_id))
+    assert error["code"] == "not_found"
+    assert error["field"] == "id"
+    assert str(memory_id) in error["message"]
+    tombstone = instance.memory("history", str(memory_id))["revisions"][-1]
+    assert tombstone["tombstone"] is True
+    assert tombstone["reason"] == "superseded by the release calendar"
+
+    restored = instance.memory("restore", str(memory_id))
+    assert (restored["changed"], restored["state"]) == (True, "active")
+    assert instance.memory("get", str(memory_id))["content"] == "The deploy window is Thursday 14:00 UTC."
+
+
+def test_a_bad_date_exits_2_and_names_the_value(instance):
+    error = instance.memory_error("remember", "Budget approved.", "--valid-from", "2024-02-30")
+    assert error["code"] == "invalid"
+    assert error["field"] == "valid_from"
+    assert "'2024-02-30'" in error["message"]
+
+    error = instance.memory_error("get", "1", "--as-of", "yesterday")
+    assert error["field"] == "as_of"
+    assert "'yesterday'" in error["message"]
+
+
+def test_an_unknown_kind_is_refused_with_the_kinds_that_exist(instance):
+    error = instance.memory_error("remember", "Use tabs.", "--kind", "opinion")
+    assert (error["code"], error["field"]) == ("invalid", "kind")
+    assert "'opinion'" in error["message"]
+    assert "preference" in error["message"]
+    assert instance.memory("stats")["memories"] == 0
+
+
+def test_argument_mistakes_are_json_errors_with_status_2(instance):
+    error = instance.memory_error("remember", "Note.", "--ttl-days", "soon")
+    assert (error["code"], error["field"]) == ("invalid", "ttl_days")
+    assert "'soon'" in error["message"]
+
+    error = instance.memory_error("remember")
+    assert error["field"] == "content"
+
+    error = instance.memory_error("summon")
+    assert error["field"] == "command"
+
+    error = instance.memory_error("get", "1", "--colour", "blue")
+    assert "--colour" in error["message"]
+
+
+def test_list_pages_through_every_memory_with_the_cursor(instance):
+    instance.run("""
+        for number in range(5):
+            services.memory_remember(namespace="pages", content=f"Fact number {number}.", tags=["paged"], **ACTOR)
+        services.memory_remember(namespace="elsewhere", content="Other.", tags=["paged"], **ACTOR)
+    """)
+
+    seen, cursor, pages = [], None, 0
+    while True:
+        page = instance.memory("list", "--namespace", "pages", "--tag", "PAGED", "--limit", "2",
+                               *(["--cursor", cursor] if cursor else []))
+        pages += 1
+        assert len(page["items"]) <= 2
+        seen += [item["content"] for item in page["items"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert pages == 3
+    assert seen == [f"Fact number {number}." for number in reversed(range(5))]
+
+    error = instance.memory_error("list", "--cursor", "not-a-cursor")
+    assert error["field"] == "cursor"
+
+
+def test_stats_counts_memories_revisions_and_namespaces(instance):
+    kept = instance.memory("remember", "Kept.", "--namespace", "one", "--key", "kept", "--ttl-days", "7")
+    instance.memory("remember", "Kept, revised.", "--namespace", "one", "--key", "kept", "--ttl-days", "7")
+    gone = instance.memory("remember", "Gone.", "--namespace", "two", "--kind", "fact")
+    instance.memory("forget", str(gone["id"]))
+
+    stats = instance.memory("stats")
+    assert (stats["memories"], stats["visible"], stats["forgotten"], stats["revisions"]) == (2, 1, 1, 4)
+    assert stats["with_ttl"] == 1
+    assert stats["namespaces"] == {"one": {"memories": 1, "visible": 1}, "two": {"memories": 1, "visible": 0}}
+    assert stats["kinds"]["note"] == 1 and stats["kinds"]["fact"] == 0
+    assert stats["database_path"] == str(instance.db_path)
+    assert instance.memory("stats", "--namespace", "two")["memories"] == 1
+    assert kept["expires_at"] is not None
+
+
+def test_content_dash_is_read_from_stdin(instance):
+    text = "Line one of a long note.\nLine two — with non-ASCII: café, 東京.\n"
+    made = instance.memory("remember", "-", "--namespace", "piped", "--key", "from-stdin", stdin=text)
+    assert made["content"] == text.strip()
+    assert instance.memory("get", "--namespace", "piped", "--key", "from-stdin")["content"] == text.strip()
+
+    error = instance.memory_error("remember", "-", stdin="   \n")
+    assert (error["field"], error["code"]) == ("content", "invalid")
+
+
+def test_recall_says_plainly_when_the_search_engine_is_missing(instance):
+    import search
+
+    if hasattr(search, "recall"):
+        pytest.skip("the search engine is installed; its own tests cover recall")
+    error = instance.memory_error("recall", "deploy window")
+    assert error["code"] == "unavailable"
+    assert "search engine" in error["message"]

@@ -1,0 +1,105 @@
+import json
+from contextlib import closing
+
+import pytest
+from django.db import connection
+from django.db.migrations.recorder import MigrationRecorder
+
+from memories import health
+from memoryproject.sqlite_backend.base import Database
+from search.indexing import index_drift
+from tests.subprocesses import instance, migrated_db  # noqa: F401  (fixtures)
+
+CHECKS = ["python", "sqlite", "fts5", "trigram", "sqlite-vec", "database writable", "integrity", "schema",
+          "index drift"]
+
+
+def test_every_check_passes_on_a_healthy_store(remember):
+    remember("The build cache lives on the NAS.")
+
+    checks = health.run_checks()
+
+    assert [check.name for check in checks] == CHECKS
+    assert [check.name for check in checks if not check.ok] == []
+
+
+def test_index_drift_names_the_table_whose_trigger_was_dropped(remember):
+    remember("Indexed before the trigger went away.")
+    assert index_drift() == []
+    with connection.cursor() as cursor:
+        # DDL is transactional in SQLite: the test's own rollback restores the trigger.
+        cursor.execute("DROP TRIGGER search_fts_trigram_after_insert")
+
+    remember("Written while the trigram index was not listening.")
+
+    problems = index_drift()
+    assert problems and all(line.startswith("search_fts_trigram:") for line in problems)
+    assert any("trigger search_fts_trigram_after_insert is missing" in line for line in problems)
+    assert any("1 rows indexed but 2 revisions carry text" in line for line in problems)
+    assert any("does not match the revisions" in line for line in problems)
+    assert not health.index_in_step().ok
+
+
+def test_the_schema_check_fails_while_a_migration_is_unapplied(db):
+    MigrationRecorder.Migration.objects.filter(app="search", name="0001_fts_indexes").delete()
+
+    check = health.schema_current()
+
+    assert not check.ok
+    assert "search.0001_fts_indexes" in check.detail
+
+
+_SEED = """
+for content in ("Backups run nightly at two.", "The wiki moved to the new host."):
+    services.memory_remember(namespace="acme", content=content, **ACTOR)
+"""
+
+
+def _doctor(instance, *args, expect):
+    done = instance.manage("doctor", *args)
+    assert done.returncode == expect, done.stdout + done.stderr
+    return done
+
+
+@pytest.mark.slow
+def test_doctor_passes_on_a_healthy_migrated_database_file(instance):
+    instance.run(_SEED)
+
+    done = _doctor(instance, expect=0)
+    as_json = json.loads(_doctor(instance, "--json", expect=0).stdout)
+
+    lines = done.stdout.splitlines()
+    assert len(lines) == len(CHECKS) + 1
+    assert all(line.startswith("ok ") for line in lines[:-1])
+    assert lines[-1] == f"All {len(CHECKS)} checks passed."
+    assert as_json["ok"] is True
+    assert [check["name"] for check in as_json["checks"]] == CHECKS
+
+
+@pytest.mark.slow
+def test_doctor_exits_1_and_names_the_index_that_drifted(instance):
+    instance.run(_SEED)
+    with closing(Database.connect(instance.db_path, isolation_level=None)) as db:
+        # Take one revision out of one index behind the triggers' back.
+        db.execute("INSERT INTO search_fts_words(search_fts_words, rowid, title, content) "
+                   "SELECT 'delete', id, title, content FROM memories_revision ORDER BY id LIMIT 1")
+
+    done = _doctor(instance, expect=1)
+    as_json = json.loads(_doctor(instance, "--json", expect=1).stdout)
+
+    failed = [line for line in done.stdout.splitlines() if line.startswith("FAIL")]
+    assert len(failed) == 1 and "index drift" in failed[0] and "search_fts_words" in failed[0]
+    assert "search_fts_trigram" not in failed[0]
+    assert f"1 of {len(CHECKS)} checks failed: index drift." in done.stderr
+    assert as_json["ok"] is False
+    assert [check["name"] for check in as_json["checks"] if not check["ok"]] == ["index drift"]
+
+
+def test_doctor_reports_a_missing_database_without_creating_it(tmp_path):
+    from tests.subprocesses import clean_env, manage
+
+    done = manage("doctor", env=clean_env(tmp_path))
+
+    assert done.returncode == 1
+    assert "database file" in done.stdout and "does not exist" in done.stdout
+    assert not (tmp_path / "memory.db").exists()

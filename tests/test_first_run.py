@@ -1,0 +1,90 @@
+"""What `make run` and `make demo` do before serving: the first admin login, the URLs, the demo data."""
+
+import re
+import sqlite3
+from contextlib import closing
+
+import pytest
+
+from tests.subprocesses import instance, migrated_db  # noqa: F401  (fixtures)
+
+pytestmark = pytest.mark.slow
+
+URLS = [
+    "Admin:     http://127.0.0.1:8123/admin/",
+    "REST docs: http://127.0.0.1:8123/api/docs/",
+    "MCP:       http://127.0.0.1:8123/mcp",
+]
+CHECK_LOGIN = """
+    import sys
+    from django.contrib.auth import authenticate, get_user_model
+    user = authenticate(username=sys.argv[1], password=sys.argv[2])
+    print(get_user_model().objects.count(), user is not None and user.is_superuser)
+"""
+
+
+def first_run(instance) -> str:
+    done = instance.manage("first_run", "--host", "127.0.0.1", "--port", "8123")
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_first_run_creates_an_admin_on_an_empty_database_and_shows_the_password_once(instance):
+    first = first_run(instance)
+    second = first_run(instance)
+
+    passwords = re.findall(r"^\s+password: (\S+)$", first, re.MULTILINE)
+    assert len(passwords) == 1
+    assert re.search(r"^\s+username: admin$", first, re.MULTILINE)
+    assert instance.run(CHECK_LOGIN, "admin", passwords[0]).split() == ["1", "True"]
+    assert "password" not in second
+    assert passwords[0] not in second
+    for output in (first, second):
+        assert output.splitlines()[-3:] == URLS
+
+
+def test_first_run_leaves_a_database_with_a_login_alone(instance):
+    instance.run("""
+        from django.contrib.auth import get_user_model
+        get_user_model().objects.create_superuser(username="ops", email="", password="a long passphrase")
+    """)
+
+    output = first_run(instance)
+
+    assert "password" not in output
+    assert output.splitlines() == URLS
+    assert instance.run(CHECK_LOGIN, "ops", "a long passphrase").split() == ["1", "True"]
+
+
+def row_counts(db_path) -> dict[str, int]:
+    """Rows in every ordinary table of the database file, read with the stdlib's own SQLite."""
+    with closing(sqlite3.connect(db_path)) as db:
+        tables = [name for (name,) in db.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE 'CREATE VIRTUAL TABLE%'")]
+        return {table: db.execute(f'SELECT COUNT(*) FROM "{table}"').fetchone()[0] for table in tables}
+
+
+def test_load_demo_tells_its_stories_once_and_a_second_run_changes_nothing(instance):
+    first = instance.manage("load_demo")
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.splitlines() == [
+        "Demo namespace 'demo': 15 memories added, 0 already there. Try: manage.py memory list --namespace demo"
+    ]
+    after_first = row_counts(instance.db_path)
+
+    second = instance.manage("load_demo")
+    assert second.returncode == 0, second.stderr
+    assert "0 memories added, 15 already there" in second.stdout
+    assert row_counts(instance.db_path) == after_first
+
+    stats = instance.memory("stats", "--namespace", "demo")
+    # 15 first versions, one revision, one bounded correction and one tombstone.
+    assert (stats["memories"], stats["visible"], stats["forgotten"], stats["revisions"]) == (15, 14, 1, 18)
+    assert stats["with_ttl"] == 1
+    assert after_first["memories_revision"] == 18
+    lab = ("get", "--namespace", "demo", "--key", "demo-lab-address")
+    assert "Harbor Street" in instance.memory(*lab, "--valid-at", "2025-06-15")["content"]
+    assert "Mill Road, Tacoma" in instance.memory(*lab)["content"]
+    battery = ("get", "--namespace", "demo", "--key", "battery-supplier")
+    assert "Voltaic" in instance.memory(*battery, "--as-of", "2025-06-01")["content"]
+    assert "Helio Power" in instance.memory(*battery)["content"]

@@ -1,0 +1,58 @@
+"""Settings come from the environment, strictly: a bad value stops start-up with one clear line."""
+
+import stat
+
+import pytest
+
+from tests.subprocesses import clean_env, manage, python
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "accepted"),
+    [
+        ("MEMORY_DEBUG", "maybe", "one of 1/0, true/false, yes/no, on/off"),
+        ("MEMORY_DB_BUSY_TIMEOUT", "abc", "an integer from 1 to 600"),
+        ("MEMORY_MAX_CONTENT_BYTES", "10", "an integer from 256 to 1048576"),
+        ("MEMORY_LOG_LEVEL", "loud", "one of DEBUG, INFO, WARNING, ERROR"),
+    ],
+)
+def test_a_bad_value_stops_start_up_with_one_line_naming_it(tmp_path, name, value, accepted):
+    done = manage("check", env=clean_env(tmp_path, **{name: value}))
+
+    assert done.returncode != 0
+    assert done.stdout == ""
+    assert done.stderr.splitlines() == [f"Bad setting {name}={value!r}: expected {accepted}."]
+
+
+def test_the_secret_key_is_generated_once_kept_private_and_reused(tmp_path):
+    env = clean_env(tmp_path)
+    show_key = "from django.conf import settings; print(settings.SECRET_KEY)"
+    path = tmp_path / "secret_key"
+    assert not path.exists()
+
+    first = python(show_key, env=env)
+    second = python(show_key, env=env)
+
+    assert first.returncode == second.returncode == 0
+    key = path.read_text().strip()
+    assert len(key) >= 50
+    assert first.stdout.strip() == second.stdout.strip() == key
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_a_given_secret_key_is_used_and_nothing_is_written(tmp_path):
+    given = "k" * 40
+    done = python("from django.conf import settings; print(settings.SECRET_KEY)",
+                  env=clean_env(tmp_path, MEMORY_SECRET_KEY=given))
+
+    assert done.stdout.strip() == given
+    assert not (tmp_path / "secret_key").exists()
+
+
+def test_debug_is_off_unless_asked_for(tmp_path):
+    show_debug = "from django.conf import settings; print(settings.DEBUG)"
+
+    assert python(show_debug, env=clean_env(tmp_path)).stdout.strip() == "False"
+    assert python(show_debug, env=clean_env(tmp_path, MEMORY_DEBUG="yes")).stdout.strip() == "True"
