@@ -183,9 +183,22 @@ def schema_version() -> dict:
     return {row.app: row.name for row in reversed(list(applied))}
 
 
-def search_mode() -> str:
-    """Hybrid when embeddings are configured, keyword otherwise (the search engine refines this)."""
-    return "keyword" if settings.MEMORY_EMBEDDER == "none" else "hybrid"
+def search_mode() -> dict:
+    """How recall works here: the embedder configured, the one the stored vectors come from, and how many wait."""
+    from search import vectors
+
+    space = vectors.current_space()
+    stored = vectors.vector_count()
+    # Every revision with text has one document row (search_document), so the difference
+    # is what a backfill would embed, without the scan pending_count() makes.
+    documents = Revision.objects.filter(tombstone=False).count()
+    return {
+        "mode": "hybrid",
+        "embedder": settings.MEMORY_EMBEDDER,
+        "stored_vectors_from": space.embedder if space else None,
+        "vectors": stored,
+        "pending_vectors": max(documents - stored, 0),
+    }
 
 
 def memory_stats(*, namespace: str | None = None) -> dict:

@@ -57,6 +57,39 @@ def env_int(name: str, default: int, *, minimum: int | None = None, maximum: int
     return number
 
 
+def env_float(name: str, default: float, *, minimum: float, maximum: float) -> float:
+    value = _raw(name)
+    if value is None:
+        return default
+    accepted = f"a number from {minimum} to {maximum}"
+    try:
+        number = float(value)
+    except ValueError:
+        raise SettingError(name, value, accepted) from None
+    if not minimum <= number <= maximum:
+        raise SettingError(name, value, accepted)
+    return number
+
+
+def env_weights(name: str, default: dict[str, float], *, keys: tuple[str, ...]) -> dict[str, float]:
+    """Read ``key=number,key=number``; keys not given keep their defaults."""
+    value = _raw(name)
+    if value is None:
+        return dict(default)
+    accepted = "comma-separated key=number pairs with keys from " + ", ".join(keys) + " and numbers from 0 to 100"
+    weights = dict(default)
+    for item in value.split(","):
+        key, _, number = item.partition("=")
+        try:
+            weight = float(number)
+        except ValueError:
+            raise SettingError(name, value, accepted) from None
+        if key.strip() not in keys or not 0 <= weight <= 100:
+            raise SettingError(name, value, accepted)
+        weights[key.strip()] = weight
+    return weights
+
+
 def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
     value = _raw(name)
     if value is None:

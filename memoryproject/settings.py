@@ -5,7 +5,17 @@ import secrets
 import time
 from pathlib import Path
 
-from memoryproject.env import env_bool, env_choice, env_int, env_list, env_path, env_str, fail
+from memoryproject.env import (
+    env_bool,
+    env_choice,
+    env_float,
+    env_int,
+    env_list,
+    env_path,
+    env_str,
+    env_weights,
+    fail,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -132,7 +142,40 @@ MEMORY_MAX_CONTENT_BYTES = env_int("MEMORY_MAX_CONTENT_BYTES", 32 * 1024, minimu
 MEMORY_MAX_TAGS = env_int("MEMORY_MAX_TAGS", 32, minimum=1, maximum=256)
 MEMORY_MAX_IMPORT_ITEMS = env_int("MEMORY_MAX_IMPORT_ITEMS", 100_000, minimum=1, maximum=10_000_000)
 MEMORY_DEFAULT_NAMESPACE = env_str("MEMORY_DEFAULT_NAMESPACE", "default")
-MEMORY_EMBEDDER = env_str("MEMORY_EMBEDDER", "minilm")
+
+
+def _embedder() -> str:
+    """Return ``minilm``, ``hash``, or the absolute path of a local sentence-transformers model directory."""
+    value = env_str("MEMORY_EMBEDDER", "minilm")
+    if value in ("minilm", "hash"):
+        return value
+    path = Path(value).expanduser()
+    if not path.is_absolute():
+        path = BASE_DIR / path
+    # A model directory holds modules.json (sentence-transformers) or at least config.json
+    # (a plain transformers model, mean-pooled); anything else would only fail at the first write.
+    if not ((path / "modules.json").is_file() or (path / "config.json").is_file()):
+        fail(f"Bad setting MEMORY_EMBEDDER={value!r}: expected minilm, hash, or the directory of a local "
+             "sentence-transformers model.")
+    return str(path)
+
+
+# The model behind the vector channel (search/embeddings.py). The database records it;
+# switching to another needs `manage.py backfill --reembed`.
+MEMORY_EMBEDDER = _embedder()
+# Threads torch uses to embed: two collapse when the other core is busy (DESIGN.md section 7).
+MEMORY_TORCH_THREADS = env_int("MEMORY_TORCH_THREADS", 1, minimum=1, maximum=64)
+
+# Fusion (README, Retrieval): reciprocal rank fusion constant, per-channel weights, and
+# the cosine a hit found only by vectors must reach in hybrid mode.
+MEMORY_RRF_K = env_int("MEMORY_RRF_K", 60, minimum=1, maximum=1000)
+MEMORY_RRF_WEIGHTS = env_weights(
+    "MEMORY_RRF_WEIGHTS",
+    {"keyword": 1.0, "bigram": 1.0, "trigram": 0.5, "vector": 1.0},
+    keys=("keyword", "bigram", "trigram", "vector"),
+)
+MEMORY_COSINE_FLOOR = env_float("MEMORY_COSINE_FLOOR", 0.3, minimum=-1.0, maximum=1.0)
+
 MEMORY_TELEMETRY_DAYS = env_int("MEMORY_TELEMETRY_DAYS", 90, minimum=1, maximum=36500)
 MEMORY_LOG_LEVEL = env_choice("MEMORY_LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR"))
 

@@ -5,7 +5,17 @@ so they should never drift; ``index_drift`` is how an operator finds out when th
 did anyway (a trigger dropped by hand, a restore from a partial copy, a bug).
 """
 
+import logging
+import threading
+
+import numpy as np
 from django.db import DatabaseError, connection, transaction
+
+from memories.exceptions import Conflict
+from search import postings, vectors
+from search.embeddings import EmbedderUnavailable, get_embedder, revision_text
+
+logger = logging.getLogger(__name__)
 
 FTS_TABLES = ("search_fts_words", "search_fts_trigram")
 
@@ -53,3 +63,90 @@ def index_drift() -> list[str]:
             if indexed != with_text:
                 problems.append(f"{table}: {indexed} rows indexed but {with_text} revisions carry text.")
     return problems
+
+
+# Vectors embedded before a write took the lock, by (embedder, text); a write finds its
+# own there. Bounded: an entry a write never claimed (it failed validation) is dropped.
+_PREPARED_MAX = 256
+_prepared: dict[tuple[str, str], np.ndarray] = {}
+_prepared_lock = threading.Lock()
+
+
+def prepare(title: str, content: str) -> None:
+    """Embed a revision's text ahead of its write, so the write lock is held for the inserts only.
+
+    Embedding takes milliseconds (and loading the model, seconds); done under the
+    lock, it would make every other writer wait. Failing here costs nothing: the
+    write embeds for itself, or leaves the vector pending.
+    """
+    embedder = get_embedder()
+    if not embedder.available():
+        return
+    body = revision_text(title, content)
+    try:
+        vector = embedder.embed([body])[0]
+    except EmbedderUnavailable:
+        return
+    with _prepared_lock:
+        if len(_prepared) >= _PREPARED_MAX:
+            _prepared.pop(next(iter(_prepared)))
+        _prepared[(embedder.name, body)] = vector
+
+
+def index_revisions(revisions) -> None:
+    """Make new revisions searchable, inside the writer's transaction.
+
+    The FTS5 tables follow by trigger; this adds the engine's postings and, when the
+    embedding model is available and the stored vectors are its own, the vectors.
+    Otherwise the vectors stay pending for ``manage.py backfill`` and the write
+    still succeeds: keyword recall finds it at once, semantic recall after a backfill.
+    """
+    with_text = [revision for revision in revisions if not revision.tombstone]
+    if not with_text:
+        return
+    postings.add(postings.analyse([(revision.pk, revision.title, revision.content) for revision in with_text]))
+    embedder = get_embedder()
+    if not embedder.available():
+        logger.warning("Embedding model unavailable (%s); vectors left pending for 'manage.py backfill'.",
+                       embedder.load_error)
+        return
+    try:
+        vectors.ensure_space(embedder)
+    except Conflict:
+        logger.warning("Stored vectors belong to another embedder; run 'manage.py backfill --reembed'.")
+        return
+    bodies = [revision_text(revision.title, revision.content) for revision in with_text]
+    with _prepared_lock:
+        ready = [_prepared.pop((embedder.name, body), None) for body in bodies]
+    missing = [index for index, vector in enumerate(ready) if vector is None]
+    try:
+        if missing:
+            for start in range(0, len(missing), vectors.STORE_BATCH_SIZE):
+                batch = missing[start:start + vectors.STORE_BATCH_SIZE]
+                for index, vector in zip(batch, embedder.embed([bodies[index] for index in batch])):
+                    ready[index] = vector
+    except EmbedderUnavailable as error:
+        logger.warning("Embedding failed (%s); vectors left pending for 'manage.py backfill'.", error)
+        return
+    vectors.insert_vectors([revision.pk for revision in with_text], np.stack(ready), embedder=embedder)
+
+
+def unindex_revisions(revision_ids) -> None:
+    """Before revision rows are deleted (erase, purge): take their terms out of the packed postings.
+
+    Their FTS5 entries, tail postings, document rows and vectors follow the row
+    deletion by trigger; a term in a packed row is text, so it is removed here.
+    """
+    with connection.cursor() as cursor:
+        rows = []
+        ids = list(revision_ids)
+        for start in range(0, len(ids), 500):
+            chunk = ids[start:start + 500]
+            # Primary key lookups.
+            cursor.execute(
+                "SELECT id, title, content FROM memories_revision WHERE tombstone = 0 AND id IN (%s)"
+                % ",".join(["%s"] * len(chunk)),
+                chunk,
+            )
+            rows.extend(cursor.fetchall())
+    postings.remove(rows)

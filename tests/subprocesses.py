@@ -20,15 +20,19 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 
 
 def clean_env(data_dir: Path, **extra: str) -> dict:
-    """Return an environment for a child process: no MEMORY_* settings but the data paths and ``extra``."""
+    """Return an environment for a child process: no MEMORY_* settings but the data paths, the hash embedder
+    and ``extra`` (which may override them)."""
     env = {name: value for name, value in os.environ.items() if not name.startswith("MEMORY_")}
     env.update(
         DJANGO_SETTINGS_MODULE="memoryproject.settings",
         MEMORY_DATA_DIR=str(data_dir),
         MEMORY_DB_PATH=str(data_dir / "memory.db"),
+        # Child processes embed with the dependency-free embedder unless a test asks for
+        # the model: loading MiniLM costs seconds per process.
+        MEMORY_EMBEDDER="hash",
         PYTHONUNBUFFERED="1",
-        **extra,
     )
+    env.update(extra)
     return env
 
 

@@ -137,11 +137,14 @@ def test_content_dash_is_read_from_stdin(instance):
     assert (error["field"], error["code"]) == ("content", "invalid")
 
 
-def test_recall_says_plainly_when_the_search_engine_is_missing(instance):
-    import search
+def test_recall_finds_what_was_remembered_and_time_travels(instance):
+    first = instance.memory("remember", "The deploy window opens at 09:00", "--namespace", "ops", "--key", "window")
+    instance.memory("remember", "The deploy window opens at 11:00", "--namespace", "ops", "--key", "window")
 
-    if hasattr(search, "recall"):
-        pytest.skip("the search engine is installed; its own tests cover recall")
-    error = instance.memory_error("recall", "deploy window")
-    assert error["code"] == "unavailable"
-    assert "search engine" in error["message"]
+    now = instance.memory("recall", "deploy window", "--namespace", "ops", "--explain")
+    assert [hit["content"] for hit in now["hits"]] == ["The deploy window opens at 11:00"]
+    assert now["hits"][0]["explain"]["ranks"]["keyword"] == 1
+    before = instance.memory("recall", "deploy window", "--namespace", "ops", "--as-of", first["known_at"])
+    assert [hit["content"] for hit in before["hits"]] == ["The deploy window opens at 09:00"]
+    error = instance.memory_error("recall", "deploy", "--limit", "0")
+    assert error["field"] == "limit"

@@ -24,6 +24,7 @@ from memories.exceptions import InvalidInput, NotFound
 from memories.models import AuditEvent, ErasureGate, ErasureReceipt, Memory, Revision, Tag
 from memories.services.lifecycle import audit, check_interface
 from memories.timeparse import parse_optional_instant
+from search import indexing
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +49,7 @@ def _delete_revisions(revision_ids) -> int:
     purge both reach it.
     """
     revision_ids = list(revision_ids)
+    indexing.unindex_revisions(revision_ids)
     with _gate_open():
         tombstones, _ = Revision.objects.filter(pk__in=revision_ids, tombstone=True).delete()
         others, _ = Revision.objects.filter(pk__in=revision_ids, tombstone=False).delete()

@@ -16,6 +16,7 @@ from memories.exceptions import Conflict, DuplicateContent, InvalidInput, NotFou
 from memories.models import AuditEvent, Interface, Kind, Memory, Revision, State, Tag
 from memories.records import ChangeResult, MemoryRecord, RememberResult
 from memories.timeparse import parse_optional_instant
+from search import indexing
 
 # The fields a revision carries forward from the one it revises.
 _CARRIED = ("content", "title", "subject", "predicate", "object", "source", "valid_from", "valid_to", "expires_at")
@@ -67,6 +68,13 @@ def _expiry(ttl_days: int, *, now: dt.datetime, keep: dt.datetime | None) -> dt.
     if ttl_days == 0:
         return None
     return now + dt.timedelta(days=ttl_days)
+
+
+def append_revision(**fields) -> Revision:
+    """Write one revision and make it searchable, in the caller's transaction (the one way revisions are added)."""
+    revision = Revision.objects.create(**fields)
+    indexing.index_revisions([revision])
+    return revision
 
 
 def _record(memory: Memory, revision: Revision) -> MemoryRecord:
@@ -126,6 +134,7 @@ def memory_remember(
     ttl = validation.ttl_days(ttl_days)
     triple = validation.triple(subject, predicate, object)
     digest = validation.content_hash(content)
+    indexing.prepare(title, content)
 
     with transaction.atomic():
         # The clock is read once the write lock is held: a writer that waited for
@@ -148,7 +157,7 @@ def memory_remember(
         memory = Memory.objects.create(namespace=namespace, key=key or uuid.uuid4().hex[:16], kind=kind,
                                        created_at=now)
         memory.tags.set(tag_objects(tag_names))
-        revision = Revision.objects.create(memory=memory, content_hash=digest, known_at=now, author=actor,
+        revision = append_revision(memory=memory, content_hash=digest, known_at=now, author=actor,
                                            interface=interface, **fields)
         audit(actor=actor, interface=interface, action="remember", memory_id=memory.pk, at=now,
               revision_id=revision.pk)
@@ -173,7 +182,7 @@ def _remember_into(memory, fields, digest, kind, tag_names, *, now, actor, inter
                                             exclude_memory_id=memory.pk)
     if duplicate is not None:
         raise _duplicate_error(duplicate)
-    revision = Revision.objects.create(memory=memory, content_hash=digest, known_at=now, author=actor,
+    revision = append_revision(memory=memory, content_hash=digest, known_at=now, author=actor,
                                        interface=interface, **fields)
     if memory.state != State.ACTIVE:
         memory.state = State.ACTIVE
@@ -228,6 +237,8 @@ def memory_revise(
         changes.update(zip(("subject", "predicate", "object"), validation.triple(subject, predicate, object)))
     kind = validation.kind(kind) if kind is not None else None
     ttl = validation.ttl_days(ttl_days, allow_keep=True)
+    if "content" in changes or "title" in changes:
+        _prepare_revision(memory_id, changes)
 
     with transaction.atomic():
         now = timezone.now()  # under the write lock, see memory_remember
@@ -260,12 +271,20 @@ def memory_revise(
                                                 exclude_memory_id=memory.pk)
         if duplicate is not None and digest != base.content_hash:
             raise _duplicate_error(duplicate)
-        revision = Revision.objects.create(memory=memory, content_hash=digest, known_at=now, author=actor,
+        revision = append_revision(memory=memory, content_hash=digest, known_at=now, author=actor,
                                            interface=interface, **fields)
         audit(actor=actor, interface=interface, action="revise", memory_id=memory.pk, at=now,
               revision_id=revision.pk, previous_revision_id=base.pk, bounded=bounded)
         shown = selectors.visible_revision(memory=memory, as_of=now) or revision
         return ChangeResult(memory=_record(memory, shown), changed=True)
+
+
+def _prepare_revision(memory_id, changes: dict) -> None:
+    """Embed the revision a revise will write, from an unlocked read (a stale guess only costs a miss)."""
+    memory = Memory.objects.filter(pk=memory_id).first() if isinstance(memory_id, int) else None
+    base = _current(memory, timezone.now()) if memory is not None else None
+    if base is not None:
+        indexing.prepare(changes.get("title", base.title), changes.get("content", base.content))
 
 
 def memory_forget(*, memory_id: int, actor: str, interface: str, reason: str | None = None) -> ChangeResult:
@@ -290,7 +309,7 @@ def memory_forget(*, memory_id: int, actor: str, interface: str, reason: str | N
                 "interval), so there is nothing to forget. Use memory_history to see its revisions.",
                 field="id",
             )
-        Revision.objects.create(
+        append_revision(
             memory=memory, tombstone=True, hides=visible, reason=reason, content="",
             content_hash=validation.content_hash(""), known_at=now, valid_from=now, author=actor,
             interface=interface,
@@ -319,7 +338,7 @@ def memory_restore(*, memory_id: int, actor: str, interface: str, reason: str | 
             raise _duplicate_error(duplicate)
         fields = {name: getattr(hidden, name) for name in _CARRIED}
         fields["valid_from"] = min(fields["valid_from"], now)
-        revision = Revision.objects.create(memory=memory, content_hash=hidden.content_hash, known_at=now,
+        revision = append_revision(memory=memory, content_hash=hidden.content_hash, known_at=now,
                                            author=actor, interface=interface, reason=reason, **fields)
         memory.state = State.ACTIVE
         memory.save(update_fields=["state"])

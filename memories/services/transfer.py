@@ -33,6 +33,7 @@ from memories.models import Kind, Memory, Revision, State, Tag
 from memories.records import ImportReport
 from memories.services.lifecycle import (
     add_tags,
+    append_revision,
     audit,
     check_interface,
     memory_forget,
@@ -435,7 +436,7 @@ def _write_revisions(memory: Memory, revisions: list[_RevisionIn], *, written: l
     written = list(written)
     for revision in revisions:
         hidden = written[revision.hides] if revision.tombstone else None
-        written.append(Revision.objects.create(memory=memory, hides=hidden, **revision.fields))
+        written.append(append_revision(memory=memory, hides=hidden, **revision.fields))
     return written
 
 

@@ -17,12 +17,6 @@ _ARGUMENT = re.compile(r"argument (?:\S+/)?-*([\w-]+):")
 _REQUIRED = re.compile(r"the following arguments are required: -*([\w-]+)")
 
 
-class Unavailable(MemoryServiceError):
-    """A part of the server this command needs is not installed."""
-
-    code = "unavailable"
-
-
 def _usage_error(prog: str, message: str):
     """Raise argparse's complaint as InvalidInput, so it prints as JSON like every other error."""
     match = _ARGUMENT.match(message) or _REQUIRED.match(message)
@@ -173,12 +167,8 @@ class Command(BaseCommand):
 
     def _recall(self, options):
         # Imported here, so the other subcommands never pay for the search engine's start-up.
-        import search
+        from search.engine import recall
 
-        recall = getattr(search, "recall", None)
-        if recall is None:
-            raise Unavailable("The search engine is not installed yet, so recall cannot answer. "
-                              "Use 'memory list' or 'memory get' meanwhile.")
         return recall(query=options["query"], **_given(
             namespace=options["namespace"], tags=options["tags"], kinds=options["kinds"], limit=options["limit"],
             match=options["match"], mode=options["mode"], as_of=options["as_of"], valid_at=options["valid_at"],

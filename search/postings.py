@@ -1,0 +1,197 @@
+"""The engine's own postings: which revisions hold a term, and how often (see migration 0003).
+
+Writes go to a tail table; ``compact`` folds the tail into one packed row per term
+(ascending uint32 revision ids and uint16 counts) once it grows past a threshold,
+so reading a term costs one or two b-tree lookups and a ``numpy.frombuffer``.
+Revision ids only grow (revisions are append-only and writes are serialised), so
+folding a tail into a packed row is an append, never a merge.
+"""
+
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+from django.db import connection
+
+from search import text
+from search.embeddings import revision_text
+
+# Tail rows before a write folds them into the packed rows. Large enough that folding
+# (which rewrites each touched term's packed row) is rare; small enough that reading
+# a term's tail stays cheap.
+COMPACT_AFTER = 20_000
+# CJK bigram terms live in the same tables under a prefix no word can start with, so
+# no prefix range of a word ever reaches them.
+BIGRAM_PREFIX = "\x01"
+TF_MAX = np.iinfo(np.uint16).max
+
+
+@dataclass(frozen=True)
+class DocumentTerms:
+    revision_id: int
+    terms: dict[str, int]
+    ntok: int
+    nbigram: int
+
+
+def analyse(revisions: list[tuple[int, str, str]]) -> list[DocumentTerms]:
+    """Return the terms of each (revision id, title, content), tokenised exactly as FTS5 does."""
+    bodies = [revision_text(title, content) for _, title, content in revisions]
+    analysed = text.documents_terms(bodies)
+    result = []
+    for (revision_id, _, _), body, (terms, ntok) in zip(revisions, bodies, analysed):
+        bigrams = Counter(text.cjk_bigrams(body))
+        merged = dict(terms)
+        merged.update({BIGRAM_PREFIX + gram: count for gram, count in bigrams.items()})
+        result.append(DocumentTerms(revision_id, merged, ntok, sum(bigrams.values())))
+    return result
+
+
+def add(documents: list[DocumentTerms]) -> None:
+    """Record the postings of new revisions (inside the caller's write transaction)."""
+    if not documents:
+        return
+    rows = [(document.revision_id, term, min(count, TF_MAX)) for document in documents
+            for term, count in document.terms.items()]
+    with connection.cursor() as cursor:
+        # INTEGER PRIMARY KEY: one b-tree insert per revision.
+        cursor.executemany(
+            "INSERT INTO search_document (revision_id, ntok, nbigram) VALUES (%s, %s, %s)",
+            [(document.revision_id, document.ntok, document.nbigram) for document in documents],
+        )
+        # Primary key (term, revision_id): inserts land where reads look them up.
+        cursor.executemany("INSERT INTO search_posting_tail (revision_id, term, tf) VALUES (%s, %s, %s)", rows)
+        cursor.execute("UPDATE search_state SET tail_rows = tail_rows + %s WHERE id = 1 RETURNING tail_rows",
+                       [len(rows)])
+        tail_rows = cursor.fetchone()[0]
+    if tail_rows >= COMPACT_AFTER:
+        compact()
+
+
+def compact() -> int:
+    """Fold the tail into the packed rows; return how many terms were rewritten."""
+    with connection.cursor() as cursor:
+        # Primary key order: grouped by term, ids ascending within a term.
+        cursor.execute("SELECT term, revision_id, tf FROM search_posting_tail ORDER BY term, revision_id")
+        rows = cursor.fetchall()
+        if not rows:
+            return 0
+        terms = {}
+        for term, revision_id, tf in rows:
+            ids, tfs = terms.setdefault(term, ([], []))
+            ids.append(revision_id)
+            tfs.append(tf)
+        names = list(terms)
+        packed = {}
+        for start in range(0, len(names), 500):
+            chunk = names[start:start + 500]
+            # Primary key lookups, one per term.
+            cursor.execute(
+                "SELECT term, revision_ids, tfs FROM search_posting WHERE term IN (%s)" % ",".join(["%s"] * len(chunk)),
+                chunk,
+            )
+            packed.update({term: (ids, tfs) for term, ids, tfs in cursor.fetchall()})
+        updates = []
+        for term, (ids, tfs) in terms.items():
+            old_ids, old_tfs = packed.get(term, (b"", b""))
+            updates.append((term, old_ids + np.asarray(ids, dtype="<u4").tobytes(),
+                            old_tfs + np.asarray(tfs, dtype="<u2").tobytes()))
+        cursor.executemany(
+            "INSERT INTO search_posting (term, revision_ids, tfs) VALUES (%s, %s, %s) "
+            "ON CONFLICT (term) DO UPDATE SET revision_ids = excluded.revision_ids, tfs = excluded.tfs",
+            updates,
+        )
+        cursor.execute("DELETE FROM search_posting_tail")
+        cursor.execute("UPDATE search_state SET tail_rows = 0 WHERE id = 1")
+    return len(updates)
+
+
+def read(ranges: list[tuple[str, str | None]]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Return, per (low, high) term range, the revision ids and counts of every term in it.
+
+    ``high`` None means the single term ``low``; otherwise terms with low <= term < high
+    (a prefix). Ids can repeat within a range (one row per matching term).
+    """
+    result = []
+    with connection.cursor() as cursor:
+        for low, high in ranges:
+            if high is None:
+                # Primary key equality on both tables.
+                cursor.execute("SELECT revision_ids, tfs FROM search_posting WHERE term = %s", [low])
+                packed = cursor.fetchall()
+                cursor.execute("SELECT revision_id, tf FROM search_posting_tail WHERE term = %s", [low])
+            else:
+                # Primary key range scans: the prefix's terms are contiguous in both b-trees.
+                cursor.execute("SELECT revision_ids, tfs FROM search_posting WHERE term >= %s AND term < %s",
+                               [low, high])
+                packed = cursor.fetchall()
+                cursor.execute("SELECT revision_id, tf FROM search_posting_tail WHERE term >= %s AND term < %s",
+                               [low, high])
+            tail = cursor.fetchall()
+            ids = [np.frombuffer(blob, dtype="<u4") for blob, _ in packed]
+            tfs = [np.frombuffer(blob, dtype="<u2") for _, blob in packed]
+            if tail:
+                tail_array = np.asarray(tail, dtype=np.int64)
+                ids.append(tail_array[:, 0])
+                tfs.append(tail_array[:, 1])
+            if ids:
+                result.append((np.concatenate(ids).astype(np.int64), np.concatenate(tfs).astype(np.float64)))
+            else:
+                result.append((np.empty(0, np.int64), np.empty(0, np.float64)))
+    return result
+
+
+def remove(revisions: list[tuple[int, str, str]]) -> None:
+    """Take these revisions out of the packed rows, dropping terms no revision holds any more.
+
+    Only erasure and purge call this: a term is text, so a term that only erased
+    revisions held must leave the database with them. (Tail rows and document rows
+    go with the revision rows, by trigger.)
+    """
+    if not revisions:
+        return
+    gone = np.asarray([revision_id for revision_id, _, _ in revisions], dtype=np.int64)
+    terms = sorted({term for document in analyse(revisions) for term in document.terms})
+    with connection.cursor() as cursor:
+        for term in terms:
+            # Primary key lookup per term of the removed revisions.
+            cursor.execute("SELECT revision_ids, tfs FROM search_posting WHERE term = %s", [term])
+            row = cursor.fetchone()
+            if row is None:
+                continue
+            ids = np.frombuffer(row[0], dtype="<u4")
+            tfs = np.frombuffer(row[1], dtype="<u2")
+            keep = ~np.isin(ids, gone)
+            if keep.all():
+                continue
+            if keep.any():
+                cursor.execute("UPDATE search_posting SET revision_ids = %s, tfs = %s WHERE term = %s",
+                               [ids[keep].tobytes(), tfs[keep].tobytes(), term])
+            else:
+                cursor.execute("DELETE FROM search_posting WHERE term = %s", [term])
+
+
+def term_ranges(stem: str, prefix: str | None) -> list[tuple[str, str | None]]:
+    """The term ranges one query word matches: its exact stem, and every stem its light root begins.
+
+    Porter does not stem a word and its family alike ("deploy" -> "deploi" but
+    "deployment" -> "deploy"), so the exact stem and the root's prefix range are both
+    needed; when the stem already lies in the prefix range, the range alone is enough.
+    """
+    if not prefix:
+        return [(stem, None)]
+    high = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+    if prefix <= stem < high:
+        return [(prefix, high)]
+    return [(stem, None), (prefix, high)]
+
+
+def read_many(terms: list[list[tuple[str, str | None]]]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Return, per query term (a list of ranges), the ids and counts of all its ranges together."""
+    flat = read([item for ranges in terms for item in ranges])
+    result, start = [], 0
+    for ranges in terms:
+        parts = flat[start:start + len(ranges)]
+        start += len(ranges)
+        result.append((np.concatenate([ids for ids, _ in parts]), np.concatenate([tfs for _, tfs in parts])))
+    return result

@@ -1,0 +1,196 @@
+"""A per-process columnar copy of what the visibility rule reads, so recall resolves it in numpy.
+
+Rows are kept sorted by (memory, known_at, id): the rule's winner for a memory is
+then the last candidate row of its run. The copy follows the database cheaply:
+revisions are append-only, so new rows are found by polling for ids above the last
+one seen, and everything else a cached column depends on (a deleted revision, a
+memory moved or re-kinded) bumps ``search_state.generation`` by trigger, which makes
+the next query reload from scratch.
+
+This is the same rule as ``memories.models._visibility_candidates`` (the SQL form);
+the property tests check the two agree.
+"""
+
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+from django.db import connection
+
+OPEN = np.iinfo(np.int64).max  # valid_to / expires_at that never come
+
+# Times are stored by Django as 'YYYY-MM-DD HH:MM:SS[.ffffff]' (UTC); SQLite turns them
+# into exact integer microseconds (julianday would round through a double).
+_MICROS = "(unixepoch({col}) * 1000000 + CAST(substr({col}, 21, 6) || substr('000000', 1, 6 - length(substr({col}, 21, 6))) AS INTEGER))"
+
+
+def _micros(column: str, default: str | None = None) -> str:
+    expression = _MICROS.format(col=column)
+    if default is None:
+        return expression
+    return f"coalesce({expression}, {default})"
+
+
+_LOAD = f"""
+    SELECT r.id, r.memory_id, m.namespace, m.kind,
+           {_micros('r.known_at')}, {_micros('r.valid_from')},
+           {_micros('r.valid_to', str(OPEN))}, {_micros('r.expires_at', str(OPEN))},
+           r.tombstone, coalesce(d.ntok, 0), coalesce(d.nbigram, 0)
+    FROM memories_revision r
+    JOIN memories_memory m ON m.id = r.memory_id
+    LEFT JOIN search_document d ON d.revision_id = r.id
+    WHERE r.id > %s
+    ORDER BY r.id
+"""
+
+_COLUMNS = ("revision", "memory", "namespace", "kind", "known", "valid_from", "valid_to", "expires", "tombstone",
+            "ntok", "nbigram")
+
+
+@dataclass
+class Columns:
+    revision: np.ndarray  # int64
+    memory: np.ndarray  # int64
+    namespace: np.ndarray  # int32 code into Snapshot.namespaces
+    kind: np.ndarray  # int32 code into Snapshot.kinds
+    known: np.ndarray  # int64 microseconds
+    valid_from: np.ndarray
+    valid_to: np.ndarray
+    expires: np.ndarray
+    tombstone: np.ndarray  # bool
+    ntok: np.ndarray  # int64
+    nbigram: np.ndarray  # int64
+
+
+@dataclass(frozen=True)
+class View:
+    """One consistent state of the copy; refreshes build a new View, never change one."""
+
+    columns: Columns | None
+    position: np.ndarray  # revision id -> row, -1 when absent
+    namespaces: tuple[str, ...]
+    kinds: tuple[str, ...]
+    max_id: int
+    anchor: str | None  # "memory_id known_at" of the revision max_id, to notice reused ids
+
+    def visible_rows(self, *, as_of: int, valid_at: int, namespaces: list[str] | None = None,
+                     kinds: list[str] | None = None) -> np.ndarray:
+        """Return the rows of the revisions visible at (as_of, valid_at), one per memory, in row order."""
+        c = self.columns
+        if c is None:
+            return np.empty(0, dtype=np.int64)
+        candidate = (c.known <= as_of) & (c.expires > as_of) & (
+            c.tombstone | ((c.valid_from <= valid_at) & (valid_at < c.valid_to)))
+        if namespaces is not None:
+            # Namespace is a property of the memory, so filtering rows before the rule is the same as after.
+            candidate &= np.isin(c.namespace, [code for code, name in enumerate(self.namespaces) if name in namespaces])
+        rows = np.flatnonzero(candidate)
+        if len(rows) == 0:
+            return rows
+        memory = c.memory[rows]
+        last = np.ones(len(rows), dtype=bool)
+        last[:-1] = memory[1:] != memory[:-1]
+        winners = rows[last]
+        winners = winners[~c.tombstone[winners]]
+        if kinds is not None:
+            winners = winners[np.isin(c.kind[winners], [code for code, kind in enumerate(self.kinds) if kind in kinds])]
+        return winners
+
+
+_EMPTY = View(columns=None, position=np.full(1, -1, dtype=np.int64), namespaces=(), kinds=(), max_id=0, anchor=None)
+
+
+class Snapshot:
+    """The process-wide copy for one database; ``refresh`` is serialised, views are shared read-only."""
+
+    def __init__(self):
+        self.generation = -1
+        self.view = _EMPTY
+        self.lock = threading.Lock()
+
+    def refresh(self) -> View:
+        """Return a view of the database as the current connection sees it.
+
+        Inside a transaction the connection may see its own uncommitted rows; those
+        are added to a private view and never cached, since they may roll back.
+        """
+        with connection.cursor() as cursor:
+            # Primary-key lookups only: the one-row state table, the revisions' max rowid,
+            # and the row the cached view ends with (gone or different: ids were reused
+            # after a rollback, so the cache cannot be extended).
+            cursor.execute(
+                "SELECT generation, (SELECT max(id) FROM memories_revision), "
+                "(SELECT memory_id || ' ' || known_at FROM memories_revision WHERE id = %s) FROM search_state",
+                [self.view.max_id],
+            )
+            generation, max_id, anchor = cursor.fetchone()
+        max_id = max_id or 0
+        with self.lock:
+            view = self.view
+            if generation != self.generation or anchor != view.anchor:
+                view = _EMPTY
+            if max_id > view.max_id:
+                view = _extend(view, after=view.max_id)
+            if not connection.in_atomic_block:
+                self.view, self.generation = view, generation
+            return view
+
+
+def _codes(names: list[str], values) -> np.ndarray:
+    index = {name: code for code, name in enumerate(names)}
+    codes = np.empty(len(values), dtype=np.int32)
+    for row, value in enumerate(values):
+        if value not in index:
+            index[value] = len(names)
+            names.append(value)
+        codes[row] = index[value]
+    return codes
+
+
+def _extend(view: View, *, after: int) -> View:
+    """Return ``view`` plus the revisions with ids above ``after``, re-sorted."""
+    with connection.cursor() as cursor:
+        cursor.execute(_LOAD, [after])
+        rows = cursor.fetchall()
+        if not rows:
+            return view
+        # The same text the refresh check reads, so the two compare equal.
+        cursor.execute("SELECT memory_id || ' ' || known_at FROM memories_revision WHERE id = %s", [rows[-1][0]])
+        anchor = cursor.fetchone()[0]
+    fields = list(zip(*rows))
+    namespaces, kinds = list(view.namespaces), list(view.kinds)
+    new = Columns(
+        revision=np.asarray(fields[0], dtype=np.int64),
+        memory=np.asarray(fields[1], dtype=np.int64),
+        namespace=_codes(namespaces, fields[2]),
+        kind=_codes(kinds, fields[3]),
+        known=np.asarray(fields[4], dtype=np.int64),
+        valid_from=np.asarray(fields[5], dtype=np.int64),
+        valid_to=np.asarray(fields[6], dtype=np.int64),
+        expires=np.asarray(fields[7], dtype=np.int64),
+        tombstone=np.asarray(fields[8], dtype=bool),
+        ntok=np.asarray(fields[9], dtype=np.int64),
+        nbigram=np.asarray(fields[10], dtype=np.int64),
+    )
+    if view.columns is not None:
+        new = Columns(*(np.concatenate([getattr(view.columns, name), getattr(new, name)]) for name in _COLUMNS))
+    # Sort by (memory, known_at, id); np.lexsort takes the primary key last.
+    order = np.lexsort((new.revision, new.known, new.memory))
+    columns = Columns(*(getattr(new, name)[order] for name in _COLUMNS))
+    max_id = int(columns.revision.max())
+    position = np.full(max_id + 1, -1, dtype=np.int64)
+    position[columns.revision] = np.arange(len(columns.revision))
+    return View(columns=columns, position=position, namespaces=tuple(namespaces), kinds=tuple(kinds),
+                max_id=max_id, anchor=anchor)
+
+
+_snapshots: dict[str, Snapshot] = {}
+_snapshots_lock = threading.Lock()
+
+
+def current() -> View:
+    """The up-to-date view of the database the current connection points at."""
+    key = str(connection.settings_dict["NAME"])
+    with _snapshots_lock:
+        snapshot = _snapshots.setdefault(key, Snapshot())
+    return snapshot.refresh()

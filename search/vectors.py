@@ -1,0 +1,377 @@
+"""Stored vectors: one per revision with text, in a sqlite-vec vec0 table, all from one embedder.
+
+``search_embedding_space`` (migration 0002) records which embedder filled the
+``search_vectors`` table and its dimension; vectors of two models are never mixed,
+since their cosines mean nothing to each other. The vec0 table is created with the
+space, because its dimension is the embedder's. Its rowid is the revision id:
+revisions are immutable, so a stored vector never goes stale, and "pending" simply
+means "no vector row yet". Tombstones carry no text and get no vector.
+
+An AFTER DELETE trigger on memories_revision (created with the space) deletes a
+revision's vector, so erasure and purge reach vectors without knowing about them.
+sqlite-vec zeroes a deleted vector's slot in its chunk blob (since its PR #243; checked
+for the pinned 0.1.9 in tests/test_embeddings.py by scanning the database file), and the
+connection's ``secure_delete`` zeroes freed pages, so an erased memory leaves no vector
+behind once the WAL is checkpointed (erasure does that).
+
+This module is the only place that writes SQL for vectors.
+"""
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+from django.db import connection, transaction
+
+from memories.exceptions import Conflict
+from memories.models import Revision
+from search.embeddings import Embedder, get_embedder, revision_text
+
+STORE_BATCH_SIZE = 64
+# vec0 refuses k above 4096.
+KNN_MAX = 4096
+# SQLite allows 32766 parameters; lists of ids are sent in slices well under that.
+_IDS_PER_QUERY = 500
+_FETCH_ROWS = 4096
+
+
+@dataclass(frozen=True)
+class EmbeddingSpace:
+    """The embedder whose vectors the database holds.
+
+    ``generation`` grows with every change to the stored vectors (insert, delete,
+    switch), so a process that keeps a copy reloads only when it moved.
+    """
+
+    embedder: str
+    dim: int
+    created_at: str
+    generation: int
+
+    def holds(self, embedder: Embedder) -> bool:
+        return self.embedder == embedder.name and self.dim == embedder.dim
+
+
+class Neighbour(NamedTuple):
+    revision_id: int
+    cosine: float
+
+
+@dataclass(frozen=True)
+class BackfillBatch:
+    """One step of a backfill: the pending revisions it looked at, and how many got a vector."""
+
+    revision_ids: list[int]
+    embedded: int
+
+
+def current_space() -> EmbeddingSpace | None:
+    """Return the recorded embedding space, or None until vectors are first stored."""
+    with connection.cursor() as cursor:
+        # One row at most, found by its primary key.
+        cursor.execute("SELECT embedder, dim, created_at, generation FROM search_embedding_space WHERE id = 1")
+        row = cursor.fetchone()
+    return EmbeddingSpace(*row) if row else None
+
+
+def _stored_count(cursor) -> int:
+    # vec0 counts from its rowids shadow table (~40 ms at 100k vectors).
+    cursor.execute("SELECT count(*) FROM search_vectors")
+    return cursor.fetchone()[0]
+
+
+def vector_count() -> int:
+    """Return how many vectors are stored."""
+    if current_space() is None:
+        return 0
+    with connection.cursor() as cursor:
+        return _stored_count(cursor)
+
+
+def _create_space(cursor, embedder: Embedder, *, generation: int) -> EmbeddingSpace:
+    dim = int(embedder.dim)
+    # DDL takes no parameters; dim is an int. L2 distance (the default) is cheaper in vec0
+    # than cosine and ranks unit vectors the same way; vec0_knn converts it.
+    cursor.execute(f"CREATE VIRTUAL TABLE search_vectors USING vec0(embedding float[{dim:d}])")
+    cursor.execute(
+        """CREATE TRIGGER search_vectors_after_delete AFTER DELETE ON memories_revision
+           WHEN OLD.tombstone = 0
+           BEGIN
+               DELETE FROM search_vectors WHERE rowid = OLD.id;
+               UPDATE search_embedding_space SET generation = generation + 1 WHERE id = 1;
+           END"""
+    )
+    created_at = dt.datetime.now(dt.timezone.utc).isoformat()
+    cursor.execute(
+        "INSERT INTO search_embedding_space (id, embedder, dim, created_at, generation) VALUES (1, %s, %s, %s, %s)",
+        [embedder.name, dim, created_at, generation],
+    )
+    return EmbeddingSpace(embedder=embedder.name, dim=dim, created_at=created_at, generation=generation)
+
+
+def _drop_space(cursor) -> None:
+    # The trigger goes first: once the vec0 table is gone it would make revision deletes fail.
+    cursor.execute("DROP TRIGGER IF EXISTS search_vectors_after_delete")
+    cursor.execute("DROP TABLE IF EXISTS search_vectors")
+    cursor.execute("DELETE FROM search_embedding_space")
+
+
+def _mismatch(space: EmbeddingSpace, embedder: Embedder) -> Conflict:
+    return Conflict(
+        f"The database holds vectors from the embedder {space.embedder} ({space.dim} dimensions), but "
+        f"MEMORY_EMBEDDER selects {embedder.name} ({embedder.dim} dimensions); vectors of two models cannot be "
+        f"mixed. Run `manage.py backfill --reembed` to re-embed every revision with {embedder.name}, or set "
+        "MEMORY_EMBEDDER back."
+    )
+
+
+def check_space(embedder: Embedder) -> None:
+    """Raise Conflict when the database holds vectors of an embedder other than ``embedder``; write nothing."""
+    space = current_space()
+    if space is not None and not space.holds(embedder) and vector_count():
+        raise _mismatch(space, embedder)
+
+
+def ensure_space(embedder: Embedder) -> EmbeddingSpace:
+    """Return the space for ``embedder``, creating it on first use; raise Conflict if it holds another model's vectors.
+
+    An empty space of another embedder is switched without asking: there is nothing to mix.
+    """
+    space = current_space()
+    if space is not None and space.holds(embedder):
+        return space
+    with transaction.atomic(), connection.cursor() as cursor:
+        # Read again under the write lock: another process may have created or switched it meanwhile.
+        space = current_space()
+        if space is None:
+            return _create_space(cursor, embedder, generation=0)
+        if space.holds(embedder):
+            return space
+        if _stored_count(cursor):
+            raise _mismatch(space, embedder)
+        _drop_space(cursor)
+        return _create_space(cursor, embedder, generation=space.generation + 1)
+
+
+def reset_space(embedder: Embedder) -> EmbeddingSpace:
+    """Drop every stored vector and start an empty space for ``embedder`` (``backfill --reembed``)."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        previous = current_space()
+        _drop_space(cursor)
+        return _create_space(cursor, embedder, generation=previous.generation + 1 if previous else 0)
+
+
+def _slices(items: list, size: int):
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+def _ids_with_vectors(cursor, revision_ids: list[int]) -> set[int]:
+    found = set()
+    for chunk in _slices(revision_ids, _IDS_PER_QUERY):
+        placeholders = ", ".join(["%s"] * len(chunk))
+        # CROSS JOIN keeps memories_revision outside: its primary key takes the IN list, then
+        # one vec0 rowid lookup per id (vec0 itself answers `rowid IN (...)` with a full scan).
+        cursor.execute(
+            "SELECT r.id FROM memories_revision r CROSS JOIN search_vectors v ON v.rowid = r.id "
+            f"WHERE r.id IN ({placeholders})",
+            chunk,
+        )
+        found.update(row[0] for row in cursor.fetchall())
+    return found
+
+
+def insert_vectors(revision_ids: Sequence[int], vectors: np.ndarray, *, embedder: Embedder) -> int:
+    """Store precomputed vectors from ``embedder`` for these revisions; return how many were added.
+
+    Revisions that already have a vector keep it (revisions are immutable, so it is
+    the same one); ids of tombstones or of revisions that no longer exist store
+    nothing. Runs in one transaction (the caller's, when there is one). Raises
+    Conflict when the database holds another embedder's vectors.
+    """
+    revision_ids = [int(revision_id) for revision_id in revision_ids]
+    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+    if vectors.shape != (len(revision_ids), embedder.dim):
+        raise ValueError(f"Expected {len(revision_ids)} vectors of {embedder.dim} dimensions, got {vectors.shape}.")
+    if not revision_ids:
+        return 0
+    with transaction.atomic(), connection.cursor() as cursor:
+        ensure_space(embedder)
+        skip = _ids_with_vectors(cursor, revision_ids)
+        rows = []
+        for revision_id, vector in zip(revision_ids, vectors):
+            if revision_id not in skip:
+                skip.add(revision_id)  # the first of repeated ids wins
+                rows.append((vector.tobytes(), revision_id))
+        if not rows:
+            return 0
+        # The SELECT finds each revision by primary key, so a tombstone or a missing id inserts no row.
+        cursor.executemany(
+            "INSERT INTO search_vectors (rowid, embedding) "
+            "SELECT id, %s FROM memories_revision WHERE id = %s AND tombstone = 0",
+            rows,
+        )
+        added = cursor.rowcount
+        if added:
+            # One row, by primary key.
+            cursor.execute("UPDATE search_embedding_space SET generation = generation + %s WHERE id = 1", [added])
+    return added
+
+
+def store_vectors(revision_ids: Sequence[int], texts: Sequence[str], *, embedder: Embedder | None = None,
+                  batch_size: int = STORE_BATCH_SIZE) -> int:
+    """Embed ``texts`` (see ``revision_text``) in batches, store them for ``revision_ids``; return how many were added.
+
+    Embedding runs outside any transaction this function opens, so when the caller
+    holds none, the write lock is taken only for the inserts of each batch.
+    """
+    embedder = embedder or get_embedder()
+    revision_ids, texts = list(revision_ids), list(texts)
+    if len(revision_ids) != len(texts):
+        raise ValueError(f"Got {len(revision_ids)} revision ids but {len(texts)} texts.")
+    added = 0
+    for start in range(0, len(texts), batch_size):
+        vectors = embedder.embed(texts[start:start + batch_size])
+        added += insert_vectors(revision_ids[start:start + batch_size], vectors, embedder=embedder)
+    return added
+
+
+def pending_revision_ids(*, after_id: int = 0, limit: int = 1000) -> list[int]:
+    """Return ids of revisions with text but no vector, above ``after_id``, in id order."""
+    with connection.cursor() as cursor:
+        if current_space() is None:
+            # Primary-key range in id order; nothing has a vector yet.
+            cursor.execute(
+                "SELECT id FROM memories_revision WHERE id > %s AND tombstone = 0 ORDER BY id LIMIT %s",
+                [after_id, limit],
+            )
+        else:
+            # Primary-key range in id order; NOT EXISTS is one vec0 rowid lookup per revision (~8 µs),
+            # so resuming from ``after_id`` costs only the rows past it.
+            cursor.execute(
+                "SELECT r.id FROM memories_revision r WHERE r.id > %s AND r.tombstone = 0 "
+                "AND NOT EXISTS (SELECT 1 FROM search_vectors v WHERE v.rowid = r.id) ORDER BY r.id LIMIT %s",
+                [after_id, limit],
+            )
+        return [row[0] for row in cursor.fetchall()]
+
+
+def pending_count(*, reembed: bool = False) -> int:
+    """Return how many revisions a backfill would embed: those without a vector, or with ``reembed`` all with text."""
+    with connection.cursor() as cursor:
+        if reembed or current_space() is None:
+            # A full scan of memories_revision (tombstone has no index); backfill and doctor only.
+            cursor.execute("SELECT count(*) FROM memories_revision WHERE tombstone = 0")
+        else:
+            # A full scan with one vec0 rowid lookup per revision: ~0.8 s at 100k.
+            cursor.execute(
+                "SELECT count(*) FROM memories_revision r WHERE r.tombstone = 0 "
+                "AND NOT EXISTS (SELECT 1 FROM search_vectors v WHERE v.rowid = r.id)"
+            )
+        return cursor.fetchone()[0]
+
+
+def backfill_batch(*, after_id: int, limit: int, embedder: Embedder | None = None) -> BackfillBatch:
+    """Embed and store the next ``limit`` pending revisions above ``after_id``.
+
+    The texts are read and embedded without a transaction; only the insert takes the
+    write lock, so a running server keeps writing during a long backfill. A revision
+    erased in between is skipped.
+    """
+    embedder = embedder or get_embedder()
+    revision_ids = pending_revision_ids(after_id=after_id, limit=limit)
+    if not revision_ids:
+        return BackfillBatch(revision_ids=[], embedded=0)
+    texts = {
+        revision_id: revision_text(title, content)
+        for revision_id, title, content in Revision.objects.filter(pk__in=revision_ids)
+        .values_list("id", "title", "content")
+    }
+    present = [revision_id for revision_id in revision_ids if revision_id in texts]
+    vectors = embedder.embed([texts[revision_id] for revision_id in present])
+    embedded = insert_vectors(present, vectors, embedder=embedder)
+    return BackfillBatch(revision_ids=revision_ids, embedded=embedded)
+
+
+def load_matrix(*, after_id: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Return (revision ids as int64, vectors as a float32 (n, dim) matrix) above ``after_id``, in id order.
+
+    For an in-process exact cosine scan (``matrix @ query``). To keep a copy current,
+    read ``current_space().generation`` before loading: if later the generation grew
+    by exactly the number of vectors a load past the last id returns, appending them
+    is enough; otherwise (an erasure, a backfill, a switch) reload from 0.
+    """
+    ids, blocks = [], []
+    if current_space() is None:
+        return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
+    with connection.cursor() as cursor:
+        # CROSS JOIN keeps memories_revision outside: its primary key gives the id range in
+        # order, then one vec0 rowid lookup per revision. A full load is a scan either way
+        # (~1 s at 100k); a poll past a recent id touches only the new rows.
+        cursor.execute(
+            "SELECT r.id, v.embedding FROM memories_revision r CROSS JOIN search_vectors v ON v.rowid = r.id "
+            "WHERE r.id > %s ORDER BY r.id",
+            [after_id],
+        )
+        while rows := cursor.fetchmany(_FETCH_ROWS):
+            ids.extend(row[0] for row in rows)
+            blocks.append(np.frombuffer(b"".join(row[1] for row in rows), dtype=np.float32)
+                          .reshape(len(rows), -1))
+    if not blocks:
+        space = current_space()
+        return np.zeros(0, dtype=np.int64), np.zeros((0, space.dim if space else 0), dtype=np.float32)
+    return np.array(ids, dtype=np.int64), np.concatenate(blocks)
+
+
+def vec0_knn(query_vector: np.ndarray, *, k: int) -> list[Neighbour]:
+    """Return the ``k`` stored vectors nearest to ``query_vector`` by sqlite-vec, best first, with their cosines.
+
+    For processes without a copy of the matrix, and as the benchmark's floor. It
+    sees every stored vector: visibility and namespaces are the caller's to apply.
+    """
+    if not 1 <= k <= KNN_MAX:
+        raise ValueError(f"k must be from 1 to {KNN_MAX}, got {k}.")
+    space = current_space()
+    if space is None:
+        return []
+    query = np.ascontiguousarray(query_vector, dtype=np.float32).reshape(-1)
+    if query.shape != (space.dim,):
+        raise ValueError(f"The query vector has {query.shape[0]} dimensions; the stored ones have {space.dim}.")
+    with connection.cursor() as cursor:
+        # vec0's KNN: a brute-force scan of every chunk, cost linear in rows and growing with k.
+        cursor.execute(
+            "SELECT rowid, distance FROM search_vectors WHERE embedding MATCH %s AND k = %s ORDER BY distance",
+            [query.tobytes(), k],
+        )
+        # For unit vectors |a - b|^2 = 2 - 2 cos(a, b).
+        return [Neighbour(revision_id, 1.0 - distance * distance / 2.0) for revision_id, distance in cursor.fetchall()]
+
+
+def vector_drift() -> list[str]:
+    """Return one line per problem with the stored vectors (for ``doctor``); empty when they are sound."""
+    space = current_space()
+    if space is None:
+        return []
+    problems = []
+    with connection.cursor() as cursor:
+        # sqlite_master is small; no index needed.
+        cursor.execute("SELECT name FROM sqlite_master WHERE name IN (%s, %s)",
+                       ["search_vectors", "search_vectors_after_delete"])
+        present = {row[0] for row in cursor.fetchall()}
+        if "search_vectors" not in present:
+            return [f"The vector table search_vectors is missing though the space records {space.embedder}; "
+                    "run `manage.py backfill --reembed`."]
+        if "search_vectors_after_delete" not in present:
+            problems.append("The trigger search_vectors_after_delete is missing, so erased revisions keep their "
+                            "vectors; run `manage.py backfill --reembed` to rebuild the vector table.")
+        # A scan of vec0's rowids with one primary-key lookup in memories_revision each.
+        cursor.execute(
+            "SELECT count(*) FROM search_vectors v WHERE NOT EXISTS "
+            "(SELECT 1 FROM memories_revision r WHERE r.id = v.rowid AND r.tombstone = 0)"
+        )
+        stray = cursor.fetchone()[0]
+    if stray:
+        problems.append(f"{stray} vector(s) belong to no revision with text; run `manage.py backfill --reembed`.")
+    return problems
