@@ -1,0 +1,189 @@
+"""recall's behaviour: query cleanup, match modes, channels, point-in-time answers, filters, hostile input."""
+
+import datetime as dt
+
+import pytest
+
+from memories import services
+from memories.exceptions import InvalidInput
+from memories.selectors import memory_history
+from search.engine import Unavailable, recall
+
+ACTOR = {"actor": "tester", "interface": "cli"}
+MICRO = dt.timedelta(microseconds=1)
+
+
+def contents(result):
+    return [hit.memory.content for hit in result.hits]
+
+
+@pytest.fixture
+def corpus(remember):
+    made = {}
+    for key, content in {
+        "deploy": "We deploy on Tuesdays after the standup.",
+        "deployment": "The deployment to Kubernetes failed on Friday.",
+        "theme": "Alice prefers dark-mode in every editor.",
+        "acme": "ACME signed the contract in March.",
+        "cjk": "坐标系统使用 WGS84。",
+        "lunch": "Lunch is at noon in the big room.",
+    }.items():
+        made[key] = remember(content, key=key).memory
+    return made
+
+
+def test_a_word_finds_its_family_by_light_root(corpus):
+    assert set(contents(recall(query="deploys", mode="keyword"))) == {
+        "We deploy on Tuesdays after the standup.", "The deployment to Kubernetes failed on Friday."}
+    assert contents(recall(query="kube", mode="keyword")) == ["The deployment to Kubernetes failed on Friday."]
+
+
+def test_punctuation_and_filler_words_are_cleaned_from_questions(corpus):
+    result = recall(query="What did we decide about dark-mode?", mode="keyword")
+    assert result.terms == ["decide", "dark", "mode"]  # what, did, we, about: filler
+    assert contents(result) == ["Alice prefers dark-mode in every editor."]
+    result = recall(query="dark-mode?", mode="keyword")
+    assert result.hits[0].snippet == "Alice prefers [dark]-[mode] in every editor."
+    assert result.hits[0].matched_terms == ["dark", "mode"]
+    possessive = recall(query="ACME's contract?", mode="keyword")
+    assert possessive.terms == ["acme", "contract"] and contents(possessive) == ["ACME signed the contract in March."]
+    spanish = recall(query="¿Cuándo es el lunch?", mode="keyword")
+    assert spanish.terms == ["lunch"]
+
+
+def test_a_query_of_only_filler_keeps_its_words(corpus):
+    assert recall(query="what is it", mode="keyword").terms == ["what", "is", "it"]
+
+
+def test_auto_falls_back_to_any_term_with_a_note_and_all_does_not(corpus):
+    auto = recall(query="contract deploy", mode="keyword")
+    assert auto.match_mode == "any" and "partial" in auto.note
+    # More matched terms first: nothing matches both, so each hit matched one.
+    assert {hit.memory.key for hit in auto.hits} == {"acme", "deploy", "deployment"}
+    strict = recall(query="contract deploy", mode="keyword", match="all")
+    assert strict.hits == [] and strict.hint
+    both = recall(query="deploy Kubernetes", mode="keyword", match="any")
+    assert both.hits[0].memory.key == "deployment" and both.hits[0].matched_terms == ["deploy", "kubernetes"]
+
+
+def test_two_character_cjk_words_are_found_by_bigrams(corpus):
+    result = recall(query="坐标", mode="keyword", explain=True)
+    assert contents(result) == ["坐标系统使用 WGS84。"]
+    assert result.hits[0].explain["ranks"]["bigram"] == 1
+
+
+def test_substrings_the_keyword_channel_misses_are_found_by_trigrams(remember):
+    remember("Ticket INC-20417 tracks the outage.")
+    result = recall(query="20417", mode="keyword", explain=True)
+    assert len(result.hits) == 1 and "INC-20417" in result.hits[0].memory.content
+    partial = recall(query="utag", mode="keyword", explain=True)  # inside "outage"
+    assert partial.hits and partial.hits[0].explain["ranks"].get("trigram") == 1
+
+
+@pytest.mark.parametrize("query", ['"', '""', "*", "AND", "OR NOT", "NEAR(", "NEAR(a b)", "col:", "content:deploy",
+                                   "'", "deploy\"", "(", ")", "^", "deploy*", "-", "\x00", "a" * 300])
+def test_hostile_queries_are_searched_as_text_and_never_raise(corpus, query):
+    for mode in ("keyword", "hybrid"):
+        result = recall(query=query, mode=mode)
+        assert isinstance(result.hits, list)
+        assert result.hits or result.hint
+
+
+def test_bad_arguments_name_the_field(db):
+    for arguments, field in [
+        ({"query": ""}, "query"), ({"query": "   "}, "query"), ({"query": 5}, "query"),
+        ({"query": "x" * 2001}, "query"), ({"query": "x", "limit": 0}, "limit"), ({"query": "x", "limit": 101}, "limit"),
+        ({"query": "x", "limit": "8"}, "limit"), ({"query": "x", "match": "some"}, "match"),
+        ({"query": "x", "mode": "fuzzy"}, "mode"), ({"query": "x", "as_of": "yesterday"}, "as_of"),
+        ({"query": "x", "valid_at": "2024-01-01T00:00:00"}, "valid_at"), ({"query": "x", "namespace": "Bad NS"},
+                                                                         "namespace"),
+        ({"query": "x", "kinds": ["opinion"]}, "kind"), ({"query": "x", "tags": ["a b"]}, "tags"),
+        ({"query": "x", "explain": "yes"}, "explain"),
+    ]:
+        with pytest.raises(InvalidInput) as caught:
+            recall(**arguments)
+        assert caught.value.field == field, arguments
+
+
+def test_recall_answers_as_of_a_moment_and_about_a_valid_time(remember):
+    first = remember("The on-call phone is with Dana.", key="oncall").memory
+    services.memory_revise(memory_id=first.id, content="The on-call phone is with Priya.", **ACTOR)
+    assert contents(recall(query="on-call phone", mode="keyword")) == ["The on-call phone is with Priya."]
+    assert contents(recall(query="on-call phone", mode="keyword", as_of=first.known_at)) == [
+        "The on-call phone is with Dana."]
+    second_known = memory_history(memory_id=first.id)[-1].known_at
+    assert contents(recall(query="on-call phone", mode="keyword", valid_at=second_known - MICRO)) == [
+        "The on-call phone is with Dana."]
+    assert recall(query="on-call phone", mode="keyword", as_of=first.known_at - MICRO).hits == []
+
+
+def test_forgotten_and_expired_memories_are_not_recalled_but_their_past_is(remember):
+    learned = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=10)
+    expiring = remember("Build 42 is broken on main.", ttl_days=2, known_at=learned).memory
+    forgotten = remember("The wifi password is hunter2.").memory
+    services.memory_forget(memory_id=forgotten.id, **ACTOR)
+    assert recall(query="build broken", mode="keyword").hits == []
+    assert contents(recall(query="build broken", mode="keyword", as_of=expiring.expires_at - MICRO)) == [
+        "Build 42 is broken on main."]
+    assert recall(query="build broken", mode="keyword", as_of=expiring.expires_at).hits == []
+    assert recall(query="wifi password", mode="keyword").hits == []
+    assert contents(recall(query="wifi password", mode="keyword", as_of=forgotten.known_at)) == [
+        "The wifi password is hunter2."]
+
+
+def test_another_namespace_cannot_move_a_score(remember):
+    remember("Rotate the database credentials monthly.", namespace="team-a")
+    remember("Credentials live in the vault.", namespace="team-a")
+    before = recall(query="credentials", namespace="team-a", mode="keyword", explain=True)
+    for number in range(20):
+        remember(f"Credentials note {number} of another team.", namespace="team-b")
+    after = recall(query="credentials", namespace="team-a", mode="keyword", explain=True)
+    assert [(hit.memory.id, hit.explain["bm25"]) for hit in after.hits] == [
+        (hit.memory.id, hit.explain["bm25"]) for hit in before.hits]
+    both = recall(query="credentials", namespace=["team-a", "team-b"], mode="keyword", limit=100)
+    assert len(both.hits) == 22
+
+
+def test_tags_and_kinds_filter_the_hits_but_not_the_statistics(remember):
+    remember("Use pnpm for the web app.", tags=["web"], kind="decision")
+    remember("Use poetry for the API.", tags=["api"], kind="decision")
+    remember("Use pnpm workspaces.", tags=["web"], kind="note")
+    assert set(contents(recall(query="use", tags=["WEB"], mode="keyword"))) == {
+        "Use pnpm for the web app.", "Use pnpm workspaces."}
+    assert contents(recall(query="pnpm", kinds=["note"], mode="keyword")) == ["Use pnpm workspaces."]
+    assert recall(query="pnpm", kinds="decision", tags=["api"], mode="keyword").hits == []
+
+
+def test_explain_shows_where_a_score_came_from(corpus):
+    hit = recall(query="deploy Tuesdays", mode="keyword", explain=True).hits[0]
+    assert hit.memory.key == "deploy"
+    assert hit.explain["bm25"] > 0 and hit.explain["ranks"]["keyword"] == 1
+    assert hit.explain["revision_id"] == hit.memory.revision_id
+    assert hit.explain["content_hash"] == hit.memory.content_hash
+    assert hit.age in ("just now", "1 minute ago") or hit.age.endswith("ago")
+    data = recall(query="deploy", mode="keyword").as_dict()
+    assert set(data) >= {"query", "terms", "match_mode", "hits"}
+    assert set(data["hits"][0]) >= {"id", "key", "namespace", "kind", "title", "content", "tags", "revision_id",
+                                    "known_at", "valid_from", "valid_to", "expires_at", "source", "content_hash",
+                                    "score", "snippet", "matched_terms", "age"}
+    assert "explain" not in data["hits"][0]
+
+
+def test_meaning_is_found_without_shared_words(db, minilm, remember):
+    remember("We host all our repositories on GitHub.")
+    remember("The office cat is called Miso.")
+    remember("Invoices are paid within thirty days.")
+    semantic = recall(query="where is our source code kept", mode="semantic", explain=True)
+    assert semantic.hits[0].memory.content == "We host all our repositories on GitHub."
+    hybrid = recall(query="where is our source code kept", mode="hybrid", explain=True)
+    assert hybrid.hits[0].memory.content == "We host all our repositories on GitHub."
+    assert hybrid.hits[0].explain["cosine"] > 0.3
+
+
+def test_without_the_model_hybrid_falls_back_to_keywords_and_semantic_says_why(db, settings, tmp_path, remember):
+    remember("Deploys happen on Tuesdays.")
+    settings.MEMORY_EMBEDDER = str(tmp_path / "no-model")
+    result = recall(query="deploys")
+    assert contents(result) == ["Deploys happen on Tuesdays."] and "unavailable" in result.note
+    with pytest.raises(Unavailable):
+        recall(query="deploys", mode="semantic")
