@@ -200,3 +200,40 @@ class ErasureGate(models.Model):
     """A row exists only inside an erasure transaction; the revision triggers let deletes through then."""
 
     opened_at = models.DateTimeField()
+
+
+class Scope(models.TextChoices):
+    READ = "read"
+    WRITE = "write"
+    ADMIN = "admin"
+
+
+class ApiKey(models.Model):
+    """A bearer credential for the REST and MCP interfaces.
+
+    Only the SHA-256 of the key is stored; the key itself is shown once, at creation.
+    ``prefix`` is public (it is part of the key) and finds the row; the secret part is
+    then checked against ``secret_hash`` in constant time. ``namespaces`` null means
+    every namespace. The rules that use these fields live in ``memories.access``.
+    """
+
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16, unique=True)
+    secret_hash = models.CharField(max_length=64)
+    scopes = models.JSONField()
+    namespaces = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    created_by = models.CharField(max_length=200)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "API key"
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self):
+        return f"{self.name} ({self.prefix})"
+
+    @property
+    def is_revoked(self) -> bool:
+        return self.revoked_at is not None

@@ -163,6 +163,10 @@ def visible_duplicate(*, namespace: str, content_hash: str, exclude_memory_id: i
     revisions = Revision.objects.filter(memory__namespace=namespace, content_hash=content_hash)
     if exclude_memory_id is not None:
         revisions = revisions.exclude(memory_id=exclude_memory_id)
+    # Most writes carry new text: no row has the hash, and saying so is a far cheaper query to
+    # build than the visibility one (~0.5 ms against ~3.5 ms of ORM per write; write_costs.py).
+    if not revisions.exists():
+        return None
     shown = revisions.visible(as_of=timezone.now()).values("memory_id")
     return Memory.objects.filter(pk__in=shown).order_by("pk").first()
 

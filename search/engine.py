@@ -7,12 +7,19 @@ count, average length and document frequencies. So a recall at any point returns
 what a fresh store holding only the revisions visible there would return, with the
 same scores; nothing written later, and no other tenant's text, can move a rank.
 
-Channels, fused by reciprocal rank fusion:
+Channels:
 - ``keyword``: BM25 (FTS5's formula and tokeniser) over the engine's postings;
 - ``bigram``: BM25 over CJK character bigrams, for two-character words;
 - ``trigram``: substring matches through the FTS5 trigram index, for words the
   keyword channel could not find (identifiers, partial words, unspaced scripts);
 - ``vector``: exact cosine between the query's embedding and each visible revision's.
+
+Hybrid recall fuses them by score, not by rank (``_fuse``): each channel's score is
+brought to a scale that means the same in every query (BM25 as a share of the best
+score the query could reach, cosine as itself plus a bonus near the best cosine), the
+weighted sum is taken, and a memory then gains a share of the best score among its
+neighbours in the namespace, so the answer next to a matching question is found.
+``benchmarks/fusion_sweep.py`` measured the alternatives (RRF among them).
 """
 
 import datetime as dt
@@ -39,8 +46,25 @@ K1 = 1.2
 B = 0.75
 QUERY_MAX_CHARS = 2000
 LIMIT_MAX = 100
-# How deep each channel's ranking goes into the fusion; deeper ranks add < 1/(k+200).
+# How deep each channel's own ranking goes (keyword and semantic modes, and the ranks
+# that explain shows); hybrid fusion scores every candidate, whatever its rank.
 CHANNEL_DEPTH = 200
+# Hybrid fusion (see _Scorer and _fuse; settings.py has the fusion settings and the
+# measurements, benchmarks/fusion_sweep.py makes them). A keyword score is BM25 over the
+# query's ceiling times the matched share of the query's idf to this power, so a hit that
+# matches one word of four counts for less than its BM25 alone says (without it:
+# recall-dev 36/40, LoCoMo tuning R@10 0.769; with it 39/40, 0.777; power 1: 39/40, 0.770).
+COVERAGE_POWER = 0.5
+# The vector score is (1 - share) * cosine + share * exp((cosine - best cosine) / width):
+# the best semantic match, and those within a few hundredths of it, gain up to ``share``.
+# Among a few varied facts the right one stands clear and wins; among many similar chat
+# turns the best cosines crowd together and the bonus spreads thin (without it: recall-dev
+# 36/40, LoCoMo 0.788; share 0.3: 39/40 but one top-1 ahead by 1%; 0.5: 39/40, 0.773).
+TOP_MATCH_SHARE = 0.4
+TOP_MATCH_WIDTH = 0.03
+# Neighbours on each side (same namespace, memory order) whose score lends context
+# (LoCoMo tuning R@10: 1 each side 0.743, 2 0.777, 3 0.769).
+CONTEXT_REACH = 2
 MATCH_MODES = ("auto", "all", "any")
 MODES = ("hybrid", "keyword", "semantic")
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
@@ -115,6 +139,26 @@ def _competition_ranks(ordered_scores: np.ndarray) -> np.ndarray:
         changes[1:] = np.any(ordered_scores[1:] != ordered_scores[:-1], axis=1)
     starts = np.flatnonzero(changes)
     return (starts + 1)[np.cumsum(changes) - 1]
+
+
+def _top_order(keys: tuple[np.ndarray, ...], depth: int) -> np.ndarray:
+    """Return ``np.lexsort(keys)[:depth]`` (primary key last) without sorting every row.
+
+    A partition on each key in turn keeps the rows that can be among the first ``depth``
+    (those tied at the cut go on to the next key); only they are sorted. An "any" query
+    matching 100k rows then sorts a few hundred (lexsort of 100k rows: ~20 ms).
+    """
+    candidates = np.sort(_top_candidates(keys, depth, np.arange(len(keys[0]))))
+    return candidates[np.lexsort(tuple(key[candidates] for key in keys))][:depth]
+
+
+def _top_candidates(keys, depth: int, rows: np.ndarray) -> np.ndarray:
+    if len(rows) <= depth or not keys:
+        return rows
+    values = keys[-1][rows]
+    cut = np.partition(values, depth - 1)[depth - 1]
+    below = rows[values < cut]
+    return np.concatenate([below, _top_candidates(keys[:-1], depth - len(below), rows[values == cut])])
 
 
 def _micros(moment: dt.datetime) -> int:
@@ -209,9 +253,10 @@ def recall(
                                                        floor=settings.MEMORY_COSINE_FLOOR)
             if not len(channels["vector"].rows):
                 del channels["vector"]
-    ranked_rows, fused = _fuse(channels, limit=limit, memory=view.columns.memory if view.columns else None)
+    ranked_rows, fused, context = _fuse(channels, search=search, cosines=cosines, limit=limit,
+                                        hybrid=mode == "hybrid")
     hits = _hits(view, ranked_rows, fused, channels=channels, search=search, cosines=cosines, explain=explain,
-                 as_of=as_of_time)
+                 as_of=as_of_time, context=context)
     hint = None
     if not hits:
         hint = _hint(cleaned, visible_count=len(visible), mode=mode)
@@ -236,54 +281,77 @@ class _Search:
         size = len(eligible)
         self.bm25 = np.zeros(size, dtype=np.float64)
         self.bigram = np.zeros(size, dtype=np.float64)
+        self.trigram = np.zeros(size, dtype=np.float64)
         self.matched = np.zeros((len(terms), size), dtype=bool)
+        # For fusion: per row, the idf of the query terms it matched; per query, the idf of all
+        # its terms (each BM25 channel's ceiling is (K1 + 1) times it).
+        self.matched_idf = np.zeros(size, dtype=np.float64)
+        self.bigram_matched_idf = np.zeros(size, dtype=np.float64)
+        self.idf_total = self.bigram_idf_total = 0.0
+        self.keyword_rows = np.zeros(size, dtype=bool)  # rows the keyword channel holds, at any depth
 
     def _rows_and_tfs(self, ids: np.ndarray, tfs: np.ndarray, in_set: np.ndarray):
         """Map posting revision ids to rows of the view, keep those in ``in_set``, and sum counts per row."""
-        ids_ok = ids[ids <= self.view.max_id]
-        tfs = tfs[ids <= self.view.max_id]
-        rows = self.view.position[ids_ok]
+        if len(ids) and ids.max() > self.view.max_id:  # written after this view was taken
+            ids_ok = ids <= self.view.max_id
+            ids, tfs = ids[ids_ok], tfs[ids_ok]
+        rows = self.view.position[ids]
         keep = rows >= 0
-        rows, tfs = rows[keep], tfs[keep]
-        keep = in_set[rows]
+        keep &= in_set[rows]  # a -1 row reads the last element; the mask above has already said no
         rows, tfs = rows[keep], tfs[keep]
         if len(rows) == 0:
             return rows, tfs
-        unique, inverse = np.unique(rows, return_inverse=True)
-        if len(unique) != len(rows):  # a prefix matched several terms of one revision
-            tfs = np.bincount(inverse, weights=tfs, minlength=len(unique))
-        else:
-            tfs = tfs[np.argsort(rows, kind="stable")]
-        return unique, tfs
+        if len(rows) * 64 < len(in_set):
+            unique, inverse = np.unique(rows, return_inverse=True)
+            if len(unique) != len(rows):  # a prefix matched several terms of one revision
+                tfs = np.bincount(inverse, weights=tfs, minlength=len(unique))
+            else:
+                tfs = tfs[np.argsort(rows, kind="stable")]
+            return unique, tfs
+        # A common term: summing counts into a dense array costs O(rows of the view), where
+        # np.unique would sort (at 130k rows, ~0.4 ms against ~5 ms for 100k matches).
+        dense = np.bincount(rows, weights=tfs, minlength=len(in_set))
+        unique = np.flatnonzero(dense)
+        return unique, dense[unique]
 
-    def _bm25(self, scores, lengths_column, ranges_per_term, *, record_matches: bool):
-        """Add each term's BM25 contribution to ``scores`` (in query order, as FTS5 sums them)."""
+    def _bm25(self, scores, matched_idf, lengths_column, ranges_per_term, *, record_matches: bool) -> float:
+        """Add each term's BM25 contribution to ``scores`` (in query order, as FTS5 sums them).
+
+        Also add each term's idf to ``matched_idf`` for the rows it matched, and return the
+        idf of all the terms: a term no visible row holds counts too, with the formula's idf
+        for no hits (the query asked for it; that nothing has it makes every hit partial).
+        """
         visible_set = np.zeros(len(self.eligible), dtype=bool)
         visible_set[self.visible] = True
         n_docs = len(self.visible)
         if n_docs == 0:
-            return
+            return 0.0
         lengths = lengths_column.astype(np.float64)
         avgdl = float(lengths[self.visible].sum()) / n_docs
         if avgdl == 0:
-            return
+            return 0.0
+        total = 0.0
         for index, term_postings in enumerate(postings.read_many(ranges_per_term)):
             ids, tfs = term_postings
             rows, tf = self._rows_and_tfs(ids, tfs, visible_set)
             hits = len(rows)
-            if hits == 0:
-                continue
             idf = math.log((n_docs - hits + 0.5) / (hits + 0.5))
             if idf <= 0.0:
                 idf = 1e-6
+            total += idf
+            if hits == 0:
+                continue
             scores[rows] += idf * (tf * (K1 + 1.0)) / (tf + K1 * (1.0 - B + B * lengths[rows] / avgdl))
+            matched_idf[rows] += idf
             if record_matches:
                 self.matched[index, rows] = True
+        return total
 
     def keyword_channels(self) -> dict[str, _Channel]:
         view = self.view
         self.ranges = [postings.term_ranges(token.stem, token.prefix) for token in self.terms]
-        self._bm25(self.bm25, view.columns.ntok, self.ranges, record_matches=True)
+        self.idf_total = self._bm25(self.bm25, self.matched_idf, view.columns.ntok, self.ranges,
+                                    record_matches=True)
         channels = {}
         counts = self.matched.sum(axis=0)
         found_all = (counts == len(self.terms)) & self.eligible
@@ -296,29 +364,30 @@ class _Search:
                 self.note = ("No memory matches every term; these match some of them (hits are partial). "
                              "Use fewer or different words for exact matches.")
         keep = found_all if self.match_used == "all" else found_any
+        self.keyword_rows = keep
         rows = np.flatnonzero(keep)
         if len(rows):
             if self.match_used == "any":
                 # More matched terms first, then BM25, then the most recently learned.
                 keys = np.stack([counts[rows].astype(np.float64), self.bm25[rows],
                                  view.columns.known[rows].astype(np.float64)], axis=1)
-                order = np.lexsort((view.columns.memory[rows], -keys[:, 2], -keys[:, 1], -keys[:, 0]))
+                order = _top_order((view.columns.memory[rows], -keys[:, 2], -keys[:, 1], -keys[:, 0]), CHANNEL_DEPTH)
                 rows = rows[order][:CHANNEL_DEPTH]
                 channels["keyword"] = _Channel(rows=rows, scores=keys[order][:CHANNEL_DEPTH])
             else:
-                order = np.lexsort((view.columns.memory[rows], -self.bm25[rows]))
+                order = _top_order((view.columns.memory[rows], -self.bm25[rows]), CHANNEL_DEPTH)
                 rows = rows[order][:CHANNEL_DEPTH]
                 channels["keyword"] = _Channel(rows=rows, scores=self.bm25[rows])
         # Two-character CJK words: BM25 over character bigrams.
         grams = text.cjk_bigrams(" ".join(token.raw for token in self.terms))
         if grams:
             self.bigram_terms = list(dict.fromkeys(grams))
-            self._bm25(self.bigram, view.columns.nbigram,
-                       [[(postings.BIGRAM_PREFIX + gram, None)] for gram in self.bigram_terms],
-                       record_matches=False)
+            self.bigram_idf_total = self._bm25(
+                self.bigram, self.bigram_matched_idf, view.columns.nbigram,
+                [[(postings.BIGRAM_PREFIX + gram, None)] for gram in self.bigram_terms], record_matches=False)
             rows = np.flatnonzero((self.bigram > 0) & self.eligible)
             if len(rows):
-                order = np.lexsort((view.columns.memory[rows], -self.bigram[rows]))
+                order = _top_order((view.columns.memory[rows], -self.bigram[rows]), CHANNEL_DEPTH)
                 rows = rows[order][:CHANNEL_DEPTH]
                 channels["bigram"] = _Channel(rows=rows, scores=self.bigram[rows])
         # Substrings, for the words the keyword channel found nowhere visible.
@@ -326,9 +395,11 @@ class _Search:
                    if len(token.raw) >= 3 and not (self.matched[index] & self.eligible).any()]
         if missing:
             trigram = self._trigram(missing)
+            # As a share of the query's terms, so it scales like the keyword score.
+            self.trigram = np.where(self.eligible, trigram, 0.0) / len(self.terms)
             rows = np.flatnonzero((trigram > 0) & self.eligible)
             if len(rows):
-                order = np.lexsort((view.columns.memory[rows], -trigram[rows]))
+                order = _top_order((view.columns.memory[rows], -trigram[rows]), CHANNEL_DEPTH)
                 rows = rows[order][:CHANNEL_DEPTH]
                 channels["trigram"] = _Channel(rows=rows, scores=trigram[rows])
         return channels
@@ -348,16 +419,21 @@ class _Search:
                 found[np.unique(rows)] += 1.0
         return found
 
-    def vector_channel(self, cosines: np.ndarray, *, floor_for_new: bool, floor: float) -> _Channel:
-        rows = np.flatnonzero(self.eligible & ~np.isnan(cosines))
-        scores = cosines[rows]
-        if floor_for_new:
+    def found_by_words(self) -> np.ndarray:
+        """Per row, whether any query word (or CJK bigram) matched it."""
+        return self.matched.any(axis=0) | (self.bigram > 0)
+
+    def vector_candidates(self, cosines: np.ndarray, *, floor: float | None) -> np.ndarray:
+        """The eligible rows with a vector; with a floor, those close enough to mean something or found by words."""
+        keep = self.eligible & ~np.isnan(cosines)
+        if floor is not None:
             # A hit that only the vectors found must be close enough to mean something.
-            found_by_words = np.zeros(len(self.eligible), dtype=bool)
-            found_by_words[self.matched.any(axis=0)] = True
-            found_by_words[self.bigram > 0] = True
-            keep = found_by_words[rows] | (scores >= floor)
-            rows, scores = rows[keep], scores[keep]
+            keep &= self.found_by_words() | (np.nan_to_num(cosines, nan=-2.0) >= floor)
+        return keep
+
+    def vector_channel(self, cosines: np.ndarray, *, floor_for_new: bool, floor: float) -> _Channel:
+        rows = np.flatnonzero(self.vector_candidates(cosines, floor=floor if floor_for_new else None))
+        scores = cosines[rows]
         if len(rows) > CHANNEL_DEPTH:
             top = np.argpartition(-scores, CHANNEL_DEPTH - 1)[:CHANNEL_DEPTH]
             rows, scores = rows[top], scores[top]
@@ -374,6 +450,8 @@ class _VectorCopy:
         self.embedder = None
         self.ids = np.zeros(0, dtype=np.int64)
         self.matrix = np.zeros((0, 0), dtype=np.float32)
+        # ``ids`` and ``matrix`` are the first rows of these; the rest is room to append into.
+        self.id_room, self.matrix_room = self.ids, self.matrix
 
     def current(self, space):
         with self.lock:
@@ -385,14 +463,36 @@ class _VectorCopy:
                 else:
                     new_ids, new_matrix = vectors.load_matrix(after_id=after)
                     grown = space.generation - (self.generation or 0)
-                    if grown == len(new_ids):
+                    if grown == len(new_ids) and not connection.in_atomic_block:
+                        ids, matrix = self._append(new_ids, new_matrix)
+                    elif grown == len(new_ids):  # may roll back: a private copy, never the shared room
                         ids, matrix = np.concatenate([ids, new_ids]), np.concatenate([matrix, new_matrix])
                     else:  # something else changed (an erasure, a backfill): start over
                         ids, matrix = vectors.load_matrix(after_id=0)
                 if not connection.in_atomic_block:
+                    if ids.base is not self.id_room:  # loaded afresh: it is its own room
+                        self.id_room, self.matrix_room = ids, matrix
                     self.ids, self.matrix, self.generation, self.embedder = ids, matrix, space.generation, \
                         space.embedder
             return ids, matrix
+
+    def _append(self, new_ids, new_matrix):
+        """Return the rows plus new ones, written into the room past them (growing it by an eighth when full).
+
+        Concatenating copied the whole matrix on every write (~200 MB at 130k rows). Views
+        handed out earlier cover only rows before the room, so writing there changes none.
+        """
+        count, added = len(self.ids), len(new_ids)
+        if count + added > len(self.id_room) or self.matrix_room.shape[1] != new_matrix.shape[1]:
+            capacity = count + added + max(4096, count // 8)
+            id_room = np.empty(capacity, dtype=np.int64)
+            matrix_room = np.empty((capacity, new_matrix.shape[1]), dtype=np.float32)
+            if count:
+                id_room[:count], matrix_room[:count] = self.ids, self.matrix
+            self.id_room, self.matrix_room = id_room, matrix_room
+        self.id_room[count:count + added] = new_ids
+        self.matrix_room[count:count + added] = new_matrix
+        return self.id_room[:count + added], self.matrix_room[:count + added]
 
 
 _vector_copies: dict[str, _VectorCopy] = {}
@@ -429,24 +529,182 @@ def _cosines(view, query: str) -> np.ndarray | None:
     return cosines
 
 
-def _fuse(channels: dict[str, _Channel], *, limit: int, memory) -> tuple[np.ndarray, np.ndarray]:
-    """Return the best ``limit`` rows and their fused scores: RRF, ties broken by memory id."""
+class _Scorer:
+    """The fusion score of every row: each channel's score, weighted by MEMORY_FUSION_WEIGHTS, summed.
+
+    Channel scores run from 0 to about 1 on a scale that means the same in any query.
+    keyword, bigram: BM25 over its ceiling ((K1 + 1) times the idf of every query term,
+    the most a row could reach), times the share of that idf the row matched to
+    COVERAGE_POWER; trigram: the share of query words found as substrings; vector: the
+    cosine (floored at 0), plus a bonus for lying near the best cosine (TOP_MATCH_*). A
+    row a channel does not hold scores 0 there. Every statistic is over visible rows.
+    """
+
+    def __init__(self, channels, *, search: "_Search", cosines):
+        self.search = search
+        self.cosines = cosines
+        self.weights = settings.MEMORY_FUSION_WEIGHTS
+        self.names = [name for name in channels
+                      if name not in ("keyword", "bigram") or (search.idf_total if name == "keyword"
+                                                              else search.bigram_idf_total) > 0]
+        if "vector" in self.names:
+            self.best_cosine = float(np.max(np.where(search.eligible, cosines, -np.inf), initial=-1.0,
+                                            where=~np.isnan(cosines)))
+        self._all = None
+
+    def channel(self, name: str, rows: np.ndarray) -> np.ndarray:
+        """The channel's score at ``rows``."""
+        search = self.search
+        if name == "keyword":
+            share = search.matched_idf[rows] / search.idf_total
+            return np.where(search.keyword_rows[rows],
+                            search.bm25[rows] / ((K1 + 1.0) * search.idf_total) * share ** COVERAGE_POWER, 0.0)
+        if name == "bigram":
+            share = search.bigram_matched_idf[rows] / search.bigram_idf_total
+            return np.where(search.eligible[rows], search.bigram[rows] / ((K1 + 1.0) * search.bigram_idf_total)
+                            * share ** COVERAGE_POWER, 0.0)
+        if name == "trigram":
+            return search.trigram[rows]
+        return self.vector(self.cosines[rows], usable=search.eligible[rows])
+
+    def vector(self, cosine: np.ndarray, *, usable) -> np.ndarray:
+        usable = usable & ~np.isnan(cosine)
+        cosine = np.where(usable, cosine, 0.0)
+        near_best = np.exp(np.minimum(cosine - self.best_cosine, 0.0) / TOP_MATCH_WIDTH)
+        return np.where(usable, (1.0 - TOP_MATCH_SHARE) * np.maximum(cosine, 0.0) + TOP_MATCH_SHARE * near_best, 0.0)
+
+    def fused(self, rows: np.ndarray) -> np.ndarray:
+        """The weighted sum at ``rows``, from one pass over every row (contiguous arrays beat gathers here)."""
+        if self._all is None:
+            search = self.search
+            total = np.zeros(len(search.eligible))
+            for name in self.names:
+                if name == "vector":
+                    total += self.weights[name] * self.vector(self.cosines, usable=search.eligible)
+                elif name == "trigram":
+                    total += self.weights[name] * search.trigram
+                else:
+                    held = np.flatnonzero(search.keyword_rows if name == "keyword" else search.bigram > 0)
+                    total[held] += self.weights[name] * self.channel(name, held)
+            self._all = total
+        return self._all[rows]
+
+
+class _Neighbours:
+    """Neighbours of rows: eligible rows (one per visible memory) of the same namespace, in memory order.
+
+    Memory order is the order memories were first remembered, so a conversation stored
+    turn by turn keeps its turns in sequence.
+    """
+
+    def __init__(self, view, eligible: np.ndarray):
+        sequence = np.flatnonzero(eligible)  # row order is memory order
+        codes = view.columns.namespace[sequence]
+        self.single = not (len(codes) and np.any(codes != codes[0]))
+        if not self.single:
+            # Group by namespace, keeping memory order inside each (a radix sort for small codes).
+            key = codes.astype(np.uint16) if int(codes.max()) < 1 << 16 else codes
+            order = np.argsort(key, kind="stable")
+            sequence, codes = sequence[order], codes[order]
+            self.where = np.full(len(eligible), -1, dtype=np.int64)
+            self.where[sequence] = np.arange(len(sequence))
+        self.sequence, self.codes = sequence, codes
+
+    def around(self, rows: np.ndarray) -> list[np.ndarray]:
+        """For each distance 1..CONTEXT_REACH and side, the row that far from each of ``rows`` (-1 if none)."""
+        # One namespace: the sequence is sorted rows, so a binary search finds each row.
+        at = np.searchsorted(self.sequence, rows) if self.single else self.where[rows]
+        size = len(self.sequence)
+        found = []
+        for distance in range(1, CONTEXT_REACH + 1):
+            for step in (-distance, distance):
+                other = at + step
+                inside = (other >= 0) & (other < size)
+                other = np.where(inside, other, 0)
+                same = inside if self.single else inside & (self.codes[other] == self.codes[at])
+                found.append(np.where(same, self.sequence[other], -1))
+        return found
+
+
+def _fuse(channels: dict[str, _Channel], *, search: "_Search", cosines, limit: int,
+          hybrid: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Return the best ``limit`` rows, their scores, and (hybrid) the context part of each score.
+
+    One channel outside hybrid mode keeps its own order (which may rest on more than one
+    key), scored by its channel score. Otherwise every candidate (a row some channel
+    holds, at any depth) scores its fused score (``_Scorer``), plus in hybrid mode
+    MEMORY_FUSION_CONTEXT times the best fused score among its CONTEXT_REACH neighbours
+    on each side; ties go to the lower memory id.
+    """
     if not channels:
-        return np.empty(0, dtype=np.int64), np.empty(0)
-    k = settings.MEMORY_RRF_K
-    if len(channels) == 1:
-        # One ranking: keep its order (which may rest on more than one key), score it as RRF would.
+        return np.empty(0, dtype=np.int64), np.empty(0), None
+    scorer = _Scorer(channels, search=search, cosines=cosines)
+    memory = search.view.columns.memory
+    if len(channels) == 1 and not hybrid:
         name, channel = next(iter(channels.items()))
-        return channel.rows[:limit], settings.MEMORY_RRF_WEIGHTS[name] / (k + channel.ranks[:limit])
-    fused: dict[int, float] = {}
-    for name, channel in channels.items():
-        weight = settings.MEMORY_RRF_WEIGHTS[name]
-        for row, rank in zip(channel.rows.tolist(), channel.ranks.tolist()):
-            fused[row] = fused.get(row, 0.0) + weight / (k + rank)
-    rows = np.fromiter(fused, dtype=np.int64, count=len(fused))
-    scores = np.fromiter(fused.values(), dtype=np.float64, count=len(fused))
-    order = np.lexsort((memory[rows], -scores))[:limit]
-    return rows[order], scores[order]
+        rows = channel.rows[:limit]
+        return rows, scorer.channel(name, rows) if name in scorer.names else np.zeros(len(rows)), None
+    candidates = np.zeros(len(search.eligible), dtype=bool)
+    for name in channels:
+        if name == "keyword":
+            candidates |= search.keyword_rows
+        elif name == "vector":
+            candidates |= search.vector_candidates(cosines, floor=settings.MEMORY_COSINE_FLOOR if hybrid else None)
+        else:
+            candidates |= (search.bigram if name == "bigram" else search.trigram) > 0
+    rows = np.flatnonzero(candidates & search.eligible)
+    fused = scorer.fused(rows)
+    weight = settings.MEMORY_FUSION_CONTEXT if hybrid else 0.0
+    if not weight:
+        top = _best(rows, fused, memory, limit)
+        return rows[top], fused[top], None
+    # Only rows that can reach the top need their context, the costly part at 100k rows.
+    # The first ``limit`` rows by fused score give a lower bound on the final limit-th
+    # score. A row none of whose neighbours scores ``bound`` or more gains less than
+    # weight * bound, so it needs a fused score of at least (1 - weight) * bound; the
+    # rows next to one that does are scored exactly. (Rows outside the candidates hold
+    # only a vector score below the floor's, ``outside``; if that could reach ``bound``,
+    # every candidate is scored.)
+    neighbours = _Neighbours(search.view, search.eligible)
+    first = _best(rows, fused, memory, limit)
+    if len(first) == limit:
+        bound = float(np.min(fused[first] + weight * _context(scorer, neighbours, rows[first])))
+        outside = 0.0
+        if "vector" in scorer.names:
+            at_floor = scorer.vector(np.array([settings.MEMORY_COSINE_FLOOR]), usable=np.ones(1, dtype=bool))
+            outside = scorer.weights["vector"] * float(at_floor[0])
+        if bound > outside:
+            sources = rows[fused >= bound]
+            near = np.zeros(len(search.eligible), dtype=bool)
+            for found in neighbours.around(sources):
+                near[found[found >= 0]] = True
+            keep = (fused >= (1.0 - weight) * bound) | near[rows]
+            rows, fused = rows[keep], fused[keep]
+    context = np.zeros(len(search.eligible))
+    context[rows] = weight * _context(scorer, neighbours, rows)
+    total = fused + context[rows]
+    top = _best(rows, total, memory, limit)
+    return rows[top], total[top], context
+
+
+def _context(scorer: _Scorer, neighbours: _Neighbours, rows: np.ndarray) -> np.ndarray:
+    """Per row, the best fused score among its neighbours (0 without any)."""
+    best = np.zeros(len(rows))
+    for found in neighbours.around(rows):
+        present = found >= 0
+        if present.any():
+            best[present] = np.maximum(best[present], scorer.fused(found[present]))
+    return best
+
+
+def _best(rows: np.ndarray, scores: np.ndarray, memory: np.ndarray, limit: int) -> np.ndarray:
+    """Positions of the best ``limit`` of ``rows`` by score, ties to the lower memory id, best first."""
+    if len(rows) > limit:  # sort only the rows tied with or above the limit-th score
+        cut = np.partition(scores, len(scores) - limit)[len(scores) - limit]
+        within = np.flatnonzero(scores >= cut)
+    else:
+        within = np.arange(len(rows))
+    return within[np.lexsort((memory[rows[within]], -scores[within]))][:limit]
 
 
 def _age(known_at: dt.datetime, now: dt.datetime) -> str:
@@ -459,7 +717,7 @@ def _age(known_at: dt.datetime, now: dt.datetime) -> str:
     return "just now"
 
 
-def _hits(view, rows, fused, *, channels, search, cosines, explain, as_of) -> list[Hit]:
+def _hits(view, rows, fused, *, channels, search, cosines, explain, as_of, context) -> list[Hit]:
     if len(rows) == 0:
         return []
     revision_ids = view.columns.revision[rows].tolist()
@@ -484,6 +742,8 @@ def _hits(view, rows, fused, *, channels, search, cosines, explain, as_of) -> li
                 "bm25": float(search.bm25[row]) if search.bm25[row] else None,
                 "bigram_bm25": float(search.bigram[row]) if search.bigram[row] else None,
                 "cosine": None if cosines is None or np.isnan(cosines[row]) else float(cosines[row]),
+                # Hybrid: the part of the score lent by neighbouring memories (MEMORY_FUSION_CONTEXT).
+                "context": None if context is None else float(context[row]),
                 "known_at": format_instant(revision.known_at),
                 "valid_from": format_instant(revision.valid_from),
                 "valid_to": format_instant(revision.valid_to),

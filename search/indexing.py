@@ -7,6 +7,8 @@ did anyway (a trigger dropped by hand, a restore from a partial copy, a bug).
 
 import logging
 import threading
+from contextlib import contextmanager
+from types import SimpleNamespace
 
 import numpy as np
 from django.db import DatabaseError, connection, transaction
@@ -77,8 +79,11 @@ def prepare(title: str, content: str) -> None:
 
     Embedding takes milliseconds (and loading the model, seconds); done under the
     lock, it would make every other writer wait. Failing here costs nothing: the
-    write embeds for itself, or leaves the vector pending.
+    write embeds for itself, or leaves the vector pending. Inside ``batched`` it does
+    nothing: the batch embeds all its texts together at the end.
     """
+    if getattr(_batch, "ids", None) is not None:
+        return
     embedder = get_embedder()
     if not embedder.available():
         return
@@ -93,6 +98,64 @@ def prepare(title: str, content: str) -> None:
         _prepared[(embedder.name, body)] = vector
 
 
+# Texts per embedding call when indexing many revisions: sentence-transformers sorts each
+# call's texts by length, so larger calls pad less; this bounds the memory one call takes.
+EMBED_CHUNK = 512
+# Revision ids looked up per query when a batch is re-read (SQLite allows 32766 parameters).
+_IDS_PER_QUERY = 500
+
+_batch = threading.local()
+
+
+@contextmanager
+def batched():
+    """Index the revisions written inside this block together when it ends, in the same transaction.
+
+    For imports: tokenizing, postings and embedding cost far less per revision in one
+    large call than one revision at a time. Use it inside the transaction that writes
+    the revisions; their postings and vectors appear when the block ends, so nothing
+    inside the block may read them back (the duplicate and visibility rules read
+    revision rows only). A nested block leaves the indexing to the outermost one; after
+    an exception, or with the transaction marked for rollback (a dry run), nothing is
+    indexed, since it would be undone anyway.
+    """
+    if getattr(_batch, "ids", None) is not None:
+        yield
+        return
+    _batch.ids = []
+    try:
+        yield
+        ids = _batch.ids
+    finally:
+        _batch.ids = None
+    if connection.in_atomic_block and connection.get_rollback():
+        return  # marked to roll back (a dry run): indexing would only be undone
+    _index_stored(ids)
+
+
+def _index_stored(revision_ids: list[int]) -> None:
+    """Index the revisions with these ids as the database holds them now.
+
+    Re-reading, rather than trusting the objects written, keeps the batch exact when a
+    savepoint inside it rolled back: a revision written there is gone (or its id was
+    given to a later revision, which is then indexed once, with its own text).
+    """
+    ids = sorted(set(revision_ids))
+    rows = []
+    with connection.cursor() as cursor:
+        for start in range(0, len(ids), _IDS_PER_QUERY):
+            chunk = ids[start:start + _IDS_PER_QUERY]
+            # Primary key lookups.
+            cursor.execute(
+                "SELECT id, title, content, tombstone FROM memories_revision WHERE id IN (%s) ORDER BY id"
+                % ",".join(["%s"] * len(chunk)),
+                chunk,
+            )
+            rows.extend(cursor.fetchall())
+    index_revisions([SimpleNamespace(pk=pk, title=title, content=content, tombstone=bool(tombstone))
+                     for pk, title, content, tombstone in rows])
+
+
 def index_revisions(revisions) -> None:
     """Make new revisions searchable, inside the writer's transaction.
 
@@ -100,7 +163,12 @@ def index_revisions(revisions) -> None:
     embedding model is available and the stored vectors are its own, the vectors.
     Otherwise the vectors stay pending for ``manage.py backfill`` and the write
     still succeeds: keyword recall finds it at once, semantic recall after a backfill.
+    Inside ``batched`` the revisions are only noted, and indexed when the block ends.
     """
+    pending = getattr(_batch, "ids", None)
+    if pending is not None:
+        pending.extend(revision.pk for revision in revisions)
+        return
     with_text = [revision for revision in revisions if not revision.tombstone]
     if not with_text:
         return
@@ -121,8 +189,8 @@ def index_revisions(revisions) -> None:
     missing = [index for index, vector in enumerate(ready) if vector is None]
     try:
         if missing:
-            for start in range(0, len(missing), vectors.STORE_BATCH_SIZE):
-                batch = missing[start:start + vectors.STORE_BATCH_SIZE]
+            for start in range(0, len(missing), EMBED_CHUNK):
+                batch = missing[start:start + EMBED_CHUNK]
                 for index, vector in zip(batch, embedder.embed([bodies[index] for index in batch])):
                     ready[index] = vector
     except EmbedderUnavailable as error:

@@ -59,6 +59,11 @@ def add(documents: list[DocumentTerms]) -> None:
             "INSERT INTO search_document (revision_id, ntok, nbigram) VALUES (%s, %s, %s)",
             [(document.revision_id, document.ntok, document.nbigram) for document in documents],
         )
+        if len(rows) >= COMPACT_AFTER:
+            # A batch (an import) this large would be folded at once: fold it straight into the
+            # packed rows with the tail, instead of writing it to the tail and reading it back.
+            _fold(cursor, rows)
+            return
         # Primary key (term, revision_id): inserts land where reads look them up.
         cursor.executemany("INSERT INTO search_posting_tail (revision_id, term, tf) VALUES (%s, %s, %s)", rows)
         cursor.execute("UPDATE search_state SET tail_rows = tail_rows + %s WHERE id = 1 RETURNING tail_rows",
@@ -71,36 +76,50 @@ def add(documents: list[DocumentTerms]) -> None:
 def compact() -> int:
     """Fold the tail into the packed rows; return how many terms were rewritten."""
     with connection.cursor() as cursor:
-        # Primary key order: grouped by term, ids ascending within a term.
-        cursor.execute("SELECT term, revision_id, tf FROM search_posting_tail ORDER BY term, revision_id")
-        rows = cursor.fetchall()
-        if not rows:
-            return 0
-        terms = {}
-        for term, revision_id, tf in rows:
-            ids, tfs = terms.setdefault(term, ([], []))
-            ids.append(revision_id)
-            tfs.append(tf)
-        names = list(terms)
-        packed = {}
-        for start in range(0, len(names), 500):
-            chunk = names[start:start + 500]
-            # Primary key lookups, one per term.
-            cursor.execute(
-                "SELECT term, revision_ids, tfs FROM search_posting WHERE term IN (%s)" % ",".join(["%s"] * len(chunk)),
-                chunk,
-            )
-            packed.update({term: (ids, tfs) for term, ids, tfs in cursor.fetchall()})
-        updates = []
-        for term, (ids, tfs) in terms.items():
-            old_ids, old_tfs = packed.get(term, (b"", b""))
-            updates.append((term, old_ids + np.asarray(ids, dtype="<u4").tobytes(),
-                            old_tfs + np.asarray(tfs, dtype="<u2").tobytes()))
-        cursor.executemany(
-            "INSERT INTO search_posting (term, revision_ids, tfs) VALUES (%s, %s, %s) "
-            "ON CONFLICT (term) DO UPDATE SET revision_ids = excluded.revision_ids, tfs = excluded.tfs",
-            updates,
+        return _fold(cursor, [])
+
+
+def _fold(cursor, new_rows: list[tuple[int, str, int]]) -> int:
+    """Append the tail's postings, then ``new_rows`` (revision id, term, tf), to the packed rows; empty the tail."""
+    # Primary key order: grouped by term, ids ascending within a term.
+    cursor.execute("SELECT revision_id, term, tf FROM search_posting_tail ORDER BY term, revision_id")
+    tail = cursor.fetchall()
+    if not tail and not new_rows:
+        return 0
+    # Tail ids are all below new ids (revisions only grow), so tail first, then new, stays ascending.
+    terms: dict[str, tuple[list, list]] = {}
+    for rows in (tail, new_rows):
+        for revision_id, term, tf in rows:
+            entry = terms.get(term)
+            if entry is None:
+                entry = terms[term] = ([], [])
+            entry[0].append(revision_id)
+            entry[1].append(tf)
+    names = list(terms)
+    packed = {}
+    for start in range(0, len(names), 500):
+        chunk = names[start:start + 500]
+        # Primary key lookups, one per term.
+        cursor.execute(
+            "SELECT term, revision_ids, tfs FROM search_posting WHERE term IN (%s)" % ",".join(["%s"] * len(chunk)),
+            chunk,
         )
+        packed.update({term: (ids, tfs) for term, ids, tfs in cursor.fetchall()})
+    updates = []
+    for term, (ids, tfs) in terms.items():
+        ids = np.asarray(ids, dtype="<u4")
+        tfs = np.asarray(tfs, dtype="<u2")
+        if len(ids) > 1 and np.any(ids[1:] <= ids[:-1]):  # new rows not given in id order
+            order = np.argsort(ids, kind="stable")
+            ids, tfs = ids[order], tfs[order]
+        old_ids, old_tfs = packed.get(term, (b"", b""))
+        updates.append((term, old_ids + ids.tobytes(), old_tfs + tfs.tobytes()))
+    cursor.executemany(
+        "INSERT INTO search_posting (term, revision_ids, tfs) VALUES (%s, %s, %s) "
+        "ON CONFLICT (term) DO UPDATE SET revision_ids = excluded.revision_ids, tfs = excluded.tfs",
+        updates,
+    )
+    if tail:
         cursor.execute("DELETE FROM search_posting_tail")
         cursor.execute("UPDATE search_state SET tail_rows = 0 WHERE id = 1")
     return len(updates)

@@ -5,12 +5,17 @@ migrates one database per test module and ``instance`` gives every test a copy o
 Test modules import the fixtures they use.
 """
 
+import contextlib
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import textwrap
+import time
+import urllib.error
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,6 +93,70 @@ class Instance:
         return error
 
 
+    def create_api_keys(self, **specs: dict) -> dict[str, str]:
+        """Create API keys in one process and return their plaintexts by name.
+
+        Each spec: ``scopes`` (default read and write), ``namespaces`` (default all), ``revoked``.
+        """
+        created = self.run("""
+            import json, sys
+            from memories.services.keys import api_key_create, api_key_revoke
+            tokens = {}
+            for name, spec in json.loads(sys.argv[1]).items():
+                key, tokens[name] = api_key_create(name=name, scopes=spec.get("scopes", ["read", "write"]),
+                                                   namespaces=spec.get("namespaces"), **ACTOR)
+                if spec.get("revoked"):
+                    api_key_revoke(prefix=key.prefix, **ACTOR)
+            print(json.dumps(tokens))
+        """, json.dumps(specs))
+        return json.loads(created)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@contextlib.contextmanager
+def serve(env: dict, *, timeout: float = 30):
+    """Run the server as `make run` does (uvicorn on loopback, a free port); yield its base URL.
+
+    Its output goes to ``server.log`` in the data directory (a pipe nobody reads would
+    block the server once full).
+    """
+    port = free_port()
+    log_path = Path(env["MEMORY_DATA_DIR"]) / "server.log"
+    log = log_path.open("w")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "memoryproject.asgi:application", "--host", "127.0.0.1",
+         "--port", str(port), "--no-access-log"],
+        cwd=BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            assert process.poll() is None, log_path.read_text()
+            try:
+                with urllib.request.urlopen(f"{base}/admin/login/", timeout=5) as response:
+                    if response.status == 200:
+                        break
+            except (urllib.error.URLError, ConnectionError):
+                pass
+            assert time.monotonic() < deadline, f"the server did not answer within {timeout} seconds"
+            time.sleep(0.1)
+        yield base
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+
+
 @pytest.fixture(scope="module")
 def migrated_db(tmp_path_factory) -> Path:
     data_dir = tmp_path_factory.mktemp("migrated")
@@ -102,5 +171,13 @@ def migrated_db(tmp_path_factory) -> Path:
 def instance(tmp_path, migrated_db) -> Instance:
     data_dir = tmp_path / "data"
     data_dir.mkdir()
+    shutil.copyfile(migrated_db, data_dir / "memory.db")
+    return Instance(data_dir=data_dir, env=clean_env(data_dir))
+
+
+@pytest.fixture(scope="module")
+def module_instance(tmp_path_factory, migrated_db) -> Instance:
+    """One instance for a whole module, for a server that every test of the module talks to."""
+    data_dir = tmp_path_factory.mktemp("instance")
     shutil.copyfile(migrated_db, data_dir / "memory.db")
     return Instance(data_dir=data_dir, env=clean_env(data_dir))

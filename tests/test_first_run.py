@@ -1,4 +1,4 @@
-"""What `make run` and `make demo` do before serving: the first admin login, the URLs, the demo data."""
+"""What `make run` and `make demo` do before serving: the first admin login and API key, the URLs, the demo data."""
 
 import re
 import sqlite3
@@ -29,7 +29,16 @@ def first_run(instance) -> str:
     return done.stdout
 
 
-def test_first_run_creates_an_admin_on_an_empty_database_and_shows_the_password_once(instance):
+CHECK_KEY = """
+    import sys
+    from memories.services.keys import api_key_authenticate
+    from memories.models import ApiKey
+    caller = api_key_authenticate(sys.argv[1], interface="mcp")
+    print(ApiKey.objects.count(), ",".join(sorted(caller.scopes)), caller.namespaces)
+"""
+
+
+def test_first_run_creates_an_admin_and_an_api_key_on_an_empty_database_and_shows_them_once(instance):
     first = first_run(instance)
     second = first_run(instance)
 
@@ -37,13 +46,17 @@ def test_first_run_creates_an_admin_on_an_empty_database_and_shows_the_password_
     assert len(passwords) == 1
     assert re.search(r"^\s+username: admin$", first, re.MULTILINE)
     assert instance.run(CHECK_LOGIN, "admin", passwords[0]).split() == ["1", "True"]
-    assert "password" not in second
-    assert passwords[0] not in second
+    keys = re.findall(r"^\s+key: (mem_\S+)$", first, re.MULTILINE)
+    assert len(keys) == 1
+    assert instance.run(CHECK_KEY, keys[0]).split() == ["1", "read,write", "None"]
+    assert "password" not in second and "key" not in second
+    assert passwords[0] not in second and keys[0] not in second
     for output in (first, second):
         assert output.splitlines()[-3:] == URLS
+    assert second.splitlines() == URLS
 
 
-def test_first_run_leaves_a_database_with_a_login_alone(instance):
+def test_first_run_leaves_a_database_with_a_login_alone_and_says_how_to_make_a_key(instance):
     instance.run("""
         from django.contrib.auth import get_user_model
         get_user_model().objects.create_superuser(username="ops", email="", password="a long passphrase")
@@ -52,7 +65,8 @@ def test_first_run_leaves_a_database_with_a_login_alone(instance):
     output = first_run(instance)
 
     assert "password" not in output
-    assert output.splitlines() == URLS
+    assert output.splitlines() == [
+        "No API key yet: create one with 'manage.py create_api_key --name NAME'.", *URLS]
     assert instance.run(CHECK_LOGIN, "ops", "a long passphrase").split() == ["1", "True"]
 
 

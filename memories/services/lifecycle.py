@@ -156,7 +156,8 @@ def memory_remember(
                                   deduplicated=True)
         memory = Memory.objects.create(namespace=namespace, key=key or uuid.uuid4().hex[:16], kind=kind,
                                        created_at=now)
-        memory.tags.set(tag_objects(tag_names))
+        if tag_names:  # a new memory has no tags: set([]) would only query that
+            memory.tags.set(tag_objects(tag_names))
         revision = append_revision(memory=memory, content_hash=digest, known_at=now, author=actor,
                                            interface=interface, **fields)
         audit(actor=actor, interface=interface, action="remember", memory_id=memory.pk, at=now,

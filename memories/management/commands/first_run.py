@@ -3,9 +3,14 @@ import secrets
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
+from memories.management.cli import cli_actor
+from memories.models import ApiKey
+from memories.services.keys import api_key_create
+
 
 class Command(BaseCommand):
-    help = "On an empty database, create an admin login and print it once; always print the URLs."
+    help = ("On an empty database, create an admin login and a first API key and print them once; "
+            "always print the URLs.")
 
     def add_arguments(self, parser):
         parser.add_argument("--host", default="127.0.0.1")
@@ -15,11 +20,21 @@ class Command(BaseCommand):
     def handle(self, *args, host, port, username, **options):
         base = f"http://{host}:{port}"
         users = get_user_model()
+        empty = not users.objects.exists() and not ApiKey.objects.exists()
         if not users.objects.exists():
             password = secrets.token_urlsafe(18)
             users.objects.create_superuser(username=username, email="", password=password)
             self.stdout.write(self.style.SUCCESS("Created the first admin login (shown only this once):"))
             self.stdout.write(f"  username: {username}\n  password: {password}")
+        if empty:
+            _, token = api_key_create(name="first key", scopes=["read", "write"], namespaces=None,
+                                      actor=cli_actor(), interface="cli")
+            self.stdout.write(self.style.SUCCESS(
+                "Created the first API key (read, write; all namespaces), shown only this once:"))
+            self.stdout.write(f"  key: {token}")
+            self.stdout.write("  use it as 'Authorization: Bearer <key>' (README, MCP)")
+        elif not ApiKey.objects.exists():
+            self.stdout.write("No API key yet: create one with 'manage.py create_api_key --name NAME'.")
         self.stdout.write(f"Admin:     {base}/admin/")
         self.stdout.write(f"REST docs: {base}/api/docs/")
         self.stdout.write(f"MCP:       {base}/mcp")

@@ -1,0 +1,382 @@
+"""Latency of recall, remember and bulk import at 1k / 10k / 100k memories, beside the raw floors.
+
+    .venv/bin/python benchmarks/latency.py --sizes 1000,10000,100000 --embedder minilm \
+        --output benchmarks/results/latency-minilm.json
+
+Per size, in one fresh SQLite file with one namespace:
+
+1. a seeded two-year history (``history.make_history``: later revisions, bounded
+   corrections, tombstones, TTLs; natural-looking Zipfian text, 100-300 characters) is
+   written by ``history.bulk_load`` (plain INSERTs, then ``search.indexing.index_revisions``
+   per batch of 5,000 memories). Stored vectors come from the hash embedder, or with
+   ``--embedder minilm`` from MiniLM itself up to ``--real-embed-max`` memories. Above
+   that, loading 100k with MiniLM would take ~20 minutes of embedding, so the hash
+   vectors are stored and the embedding space is relabelled as MiniLM's: queries and
+   writes then embed with the real model through the engine's own code, and every
+   timing is real, but cosines between a MiniLM query and hash vectors mean nothing
+   (only the timings of such a run are meaningful). The JSON records which was done.
+2. recall is timed for each query in keyword, semantic and hybrid mode, now and as of a
+   year back, beside the floors measured on the same data in the same loop: a bare FTS5
+   ``MATCH ... ORDER BY rank LIMIT 10`` on ``search_fts_words`` (the query's words
+   quoted and joined by OR, and by AND) and a bare sqlite-vec KNN
+   (``search.vectors.vec0_knn``, k=10, query vector precomputed). Hybrid is also timed
+   with the query vector precomputed, and the query embedding alone, so its share shows.
+3. remember: single writes through ``memory_remember`` with the configured embedder,
+   each followed by a keyword and a hybrid recall (the read-after-write case, which pays
+   for refreshing the per-process caches).
+4. bulk import: ``memories_import`` (trusted, the path ``manage.py import_memories``
+   takes) of ``--import-size`` new memories, in memories per second.
+
+Over HTTP is not measured: no REST API exists yet (memoryproject/urls.py routes only
+``admin/``), so the JSON says so.
+"""
+
+import argparse
+import datetime as dt
+import gc
+import os
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import harness  # noqa: E402
+
+TARGETS_100K = {
+    "hybrid_now_incl_embedding_p50_ms": 20.0,
+    "hybrid_now_incl_embedding_p95_ms": 35.0,
+    "keyword_now_p95_ms": 5.0,
+    "hybrid_historical_p95_ms": 50.0,
+    "remember_with_embedding_p50_ms": 20.0,
+    "bulk_import_minilm_per_s": 300.0,
+    "bulk_import_hash_per_s": 3000.0,
+}
+MINILM_NAME = "all-MiniLM-L6-v2"
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="1000,10000,100000")
+    parser.add_argument("--embedder", choices=("hash", "minilm"), default="hash")
+    parser.add_argument("--queries", type=int, default=200, help="queries per size")
+    parser.add_argument("--writes", type=int, default=100, help="single remembers per size")
+    parser.add_argument("--import-size", type=int, default=2000, help="memories per bulk import")
+    parser.add_argument("--real-embed-max", type=int, default=10_000,
+                        help="with --embedder minilm, sizes up to this store real MiniLM vectors")
+    parser.add_argument("--load-batch", type=int, default=5000, help="memories per bulk-load transaction")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--db-dir", default=None, help="where the benchmark databases go (default: a temp dir)")
+    parser.add_argument("--keep-db", action="store_true")
+    parser.add_argument("--blas-threads", type=int, default=None,
+                        help="set OPENBLAS_NUM_THREADS for the measuring process (default: leave numpy's default)")
+    parser.add_argument("--label", default=None, help="what code was measured, saved with the results")
+    parser.add_argument("--output", default=None)
+    return parser.parse_args()
+
+
+def make_queries(corpus, memories, count, rng):
+    """Queries as an agent asks them: 2-4 words from a stored memory's text (70%) or from the vocabulary (30%)."""
+    from search.text import _filler_words
+
+    filler = _filler_words()
+    texts = [revision.content for memory in memories for revision in memory.revisions if not revision.tombstone]
+    queries = []
+    while len(queries) < count:
+        size = rng.randint(2, 4)
+        if rng.random() < 0.7:
+            words = [word for word in corpus.query_words(rng.choice(texts), size + 3) if word not in filler][:size]
+        else:
+            words = []
+            while len(words) < size:
+                word = corpus.word().lower()
+                if word not in filler and word not in words:
+                    words.append(word)
+        if len(words) >= 2:
+            queries.append(" ".join(words))
+    return queries
+
+
+def fts5_floor(cursor, words, joiner):
+    from search.text import fts5_quote
+
+    query = joiner.join(fts5_quote(word) for word in words)
+    # The bare floor: FTS5's own ranking over every row it holds, no visibility, no fusion.
+    cursor.execute("SELECT rowid FROM search_fts_words WHERE search_fts_words MATCH %s ORDER BY rank LIMIT 10",
+                   [query])
+    return cursor.fetchall()
+
+
+def ratio(value, floor):
+    return round(value / floor, 2) if floor else None
+
+
+def run_size(size, args, corpus_seed):
+    from corpus import Corpus
+    from history import bulk_load, import_document, make_history
+
+    db_dir = Path(args.db_dir) if args.db_dir else Path(tempfile.mkdtemp(prefix="memory-latency-"))
+    db_path = db_dir / f"latency-{size}.db"
+    real_vectors = args.embedder == "minilm" and size <= args.real_embed_max
+    load_embedder = "minilm" if real_vectors else "hash"
+    harness.setup(db_path, embedder=load_embedder)
+
+    from django.conf import settings
+    from django.db import connection
+    from django.utils import timezone
+
+    from memories.services import memories_import, memory_remember
+    from search import engine, postings, snapshot, text, vectors
+    from search.embeddings import get_embedder
+
+    result = {"size": size, "load_average_at_start": os.getloadavg()}
+    rng = random.Random(args.seed * 1000 + size)
+    corpus = Corpus(corpus_seed)
+    now = timezone.now()
+    memories = make_history(corpus, size, now=now, namespace="bench")
+    revision_count = sum(len(memory.revisions) for memory in memories)
+
+    start = time.perf_counter()
+    bulk_load(memories, batch=args.load_batch,
+              progress=lambda done, total: print(f"  loaded {done}/{total} memories "
+                                                 f"({time.perf_counter() - start:.0f} s)", flush=True))
+    load_seconds = time.perf_counter() - start
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM search_posting_tail")
+        tail_rows = cursor.fetchone()[0]
+        cursor.execute("SELECT count(*), sum(length(revision_ids)) FROM search_posting")
+        terms, posting_bytes = cursor.fetchone()
+    result["corpus"] = {
+        "memories": size, "revisions": revision_count,
+        "tombstones": sum(revision.tombstone for memory in memories for revision in memory.revisions),
+        "with_ttl": sum(memory.revisions[0].expires_at is not None for memory in memories),
+        "bounded_corrections": sum(revision.valid_to is not None for memory in memories
+                                   for revision in memory.revisions),
+        "namespaces": 1, "terms": terms, "packed_posting_ids": (posting_bytes or 0) // 4, "tail_rows": tail_rows,
+        "database_mb": round(sum(path.stat().st_size for path in db_dir.glob(f"{db_path.name}*")) / 2**20, 1),
+    }
+    result["load"] = {
+        "how": f"history.bulk_load: plain INSERTs + search.indexing.index_revisions per {args.load_batch:,} "
+               "memories (not the import service; see bulk_import for that)",
+        "stored_vectors": "MiniLM (real)" if real_vectors else "hash embedder (hash-v1)",
+        "seconds": round(load_seconds, 1),
+        "revisions_per_s": round(revision_count / load_seconds, 1),
+    }
+    if args.embedder == "minilm" and not real_vectors:
+        with connection.cursor() as cursor:
+            # Relabel: the engine then embeds queries and writes with the real model (see the module docstring).
+            cursor.execute("UPDATE search_embedding_space SET embedder = %s WHERE id = 1", [MINILM_NAME])
+        result["load"]["relabelled_as"] = MINILM_NAME
+        result["load"]["note"] = ("stored vectors are hash-embedder vectors relabelled as MiniLM's; queries and "
+                                  "writes embed with real MiniLM, so timings are real but cosines are meaningless")
+    settings.MEMORY_EMBEDDER = args.embedder
+    embedder = get_embedder()
+    embedder.embed_query("warm up the model")
+
+    # Cold start: the first recall loads the snapshot, the vector matrix, and the snapshot's sorted times.
+    rss_before = harness.current_rss_mb()
+    _, snapshot_seconds = harness.timed(snapshot.current)
+    _, first_seconds = harness.timed(engine.recall, query="warm up", mode="semantic")
+    copy = engine._vector_copies[str(connection.settings_dict["NAME"])]
+    result["cold"] = {"snapshot_load_ms": round(snapshot_seconds * 1000, 1),
+                      "first_semantic_recall_ms (loads the vector matrix)": round(first_seconds * 1000, 1),
+                      "rss_growth_mb": round(harness.current_rss_mb() - rss_before, 1),
+                      "vector_matrix_mb": round(copy.matrix.nbytes / 2**20, 1),
+                      "snapshot_columns_mb": round(sum(getattr(snapshot.current().columns, name).nbytes
+                                                       for name in snapshot._COLUMNS) / 2**20, 1)}
+
+    queries = make_queries(corpus, memories, args.queries, rng)
+    historical = now - dt.timedelta(days=365)
+    names = ("floor_fts5_or", "floor_fts5_and", "floor_vec0_knn", "floor_numpy_matrix_scan", "query_embedding",
+             "keyword_now", "semantic_now", "hybrid_now", "hybrid_now_excl_embedding",
+             "keyword_historical", "semantic_historical", "hybrid_historical", "hybrid_historical_excl_embedding")
+    samples = {name: [] for name in names}
+    hits = {"keyword_now": 0, "hybrid_now": 0, "keyword_historical": 0}
+    postings_per_query = []
+    for query in queries:  # warm-up pass, not recorded; counts the postings each query reads
+        engine.recall(query=query, mode="hybrid", limit=10)
+        terms_ranges = [postings.term_ranges(token.stem, token.prefix) for token in text.clean_query(query).terms]
+        postings_per_query.append(sum(len(ids) for ids, _ in postings.read_many(terms_ranges)))
+    gc.collect()
+    with connection.cursor() as cursor:
+        for query in queries:
+            words = query.split()
+            samples["floor_fts5_or"].append(harness.measured(fts5_floor, cursor, words, " OR ")[1:])
+            samples["floor_fts5_and"].append(harness.measured(fts5_floor, cursor, words, " ")[1:])
+            vector, *times = harness.measured(embedder.embed_query, query)
+            samples["query_embedding"].append(times)
+            samples["floor_vec0_knn"].append(harness.measured(vectors.vec0_knn, vector, k=10)[1:])
+            samples["floor_numpy_matrix_scan"].append(harness.measured(copy.matrix.__matmul__, vector)[1:])
+            for label, as_of in (("now", None), ("historical", historical)):
+                for mode in ("keyword", "semantic", "hybrid"):
+                    answer, *times = harness.measured(engine.recall, query=query, mode=mode, limit=10, as_of=as_of)
+                    samples[f"{mode}_{label}"].append(times)
+                    if f"{mode}_{label}" in hits and answer.hits:
+                        hits[f"{mode}_{label}"] += 1
+                # The same hybrid recall with the query vector precomputed (a cache the engine does not have).
+                embedder.embed_query = lambda text, vector=vector: vector
+                try:
+                    samples[f"hybrid_{label}_excl_embedding"].append(
+                        harness.measured(engine.recall, query=query, mode="hybrid", limit=10, as_of=as_of)[1:])
+                finally:
+                    del embedder.embed_query
+    recall = {name: harness.summary(values) for name, values in samples.items()}
+    floor_or, floor_and, floor_knn = (recall[name]["p50_ms"] for name in
+                                      ("floor_fts5_or", "floor_fts5_and", "floor_vec0_knn"))
+    for name, stats in recall.items():
+        if name.startswith(("keyword", "hybrid")):
+            stats["p50_over_fts5_or_floor"] = ratio(stats["p50_ms"], floor_or)
+            stats["p50_over_fts5_and_floor"] = ratio(stats["p50_ms"], floor_and)
+        if name.startswith(("semantic", "hybrid")):
+            stats["p50_over_vec0_floor"] = ratio(stats["p50_ms"], floor_knn)
+            stats["p50_over_vec0_plus_embedding"] = ratio(stats["p50_ms"],
+                                                          floor_knn + recall["query_embedding"]["p50_ms"])
+    result["recall"] = recall
+    ordered = sorted(postings_per_query)
+    result["queries"] = {"count": len(queries), "examples": queries[:8], "limit": 10, "match": "auto",
+                         "historical_as_of": "now - 365 days",
+                         "postings_read_per_query": {"p50": ordered[len(ordered) // 2],
+                                                     "p95": ordered[int(len(ordered) * 0.95)]},
+                         "share_with_hits": {name: round(count / len(queries), 3) for name, count in hits.items()}}
+    result["stages_cpu_ms_per_recall"] = {mode: stage_costs(engine, queries[:50], mode=mode)
+                                          for mode in ("keyword", "hybrid")}
+
+    # Single writes, each followed by recalls that must see it (the per-process caches refresh).
+    write_samples = {"remember": [], "keyword_after_write": [], "hybrid_after_write": []}
+    for number in range(args.writes):
+        content = corpus.text()
+        write_samples["remember"].append(harness.measured(
+            memory_remember, namespace="bench", content=content, key=f"w{number}", actor="bench", interface="cli")[1:])
+        query = " ".join(corpus.query_words(content, 3))
+        write_samples["keyword_after_write"].append(
+            harness.measured(engine.recall, query=query, mode="keyword", limit=10)[1:])
+        memory_remember(namespace="bench", content=corpus.text(), key=f"v{number}", actor="bench", interface="cli")
+        write_samples["hybrid_after_write"].append(
+            harness.measured(engine.recall, query=query, mode="hybrid", limit=10)[1:])
+    result["writes"] = {name: harness.summary(values) for name, values in write_samples.items()}
+    result["writes"]["embedder"] = embedder.name
+    # What folding the postings tail costs here (a write triggers it every COMPACT_AFTER tail rows).
+    from django.db import transaction
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM search_posting_tail")
+        tail_rows = cursor.fetchone()[0]
+    with transaction.atomic():
+        terms_rewritten, wall, cpu = harness.measured(postings.compact)
+    result["writes"]["compaction"] = {"tail_rows": tail_rows, "terms_rewritten": terms_rewritten,
+                                      "ms": round(wall * 1000, 1), "cpu_ms": round(cpu * 1000, 1),
+                                      "compact_after_rows": postings.COMPACT_AFTER}
+
+    # Bulk import through the service (trusted: recorded times, revisions and tombstones replayed).
+    extra = make_history(corpus, args.import_size, now=now, namespace="bench", key_prefix="import-")
+    document = import_document(extra)
+    extra_revisions = sum(len(memory.revisions) for memory in extra)
+    report, wall, cpu = harness.measured(memories_import, document=document, actor="bench", interface="cli",
+                                         trusted=True)
+    result["bulk_import"] = {
+        "path": "memories.services.memories_import(trusted=True)", "embedder": embedder.name,
+        "memories": args.import_size, "revisions": extra_revisions, "seconds": round(wall, 2),
+        "cpu_seconds": round(cpu, 2), "memories_per_s": round(args.import_size / wall, 1),
+        "revisions_per_s": round(extra_revisions / wall, 1), "report": report.as_dict(),
+    }
+    result["load_average_at_end"] = os.getloadavg()
+    result["process"] = {"peak_rss_mb": harness.peak_rss_mb(), "rss_mb": harness.current_rss_mb()}
+    from django.db import connections
+
+    connections.close_all()
+    if not args.keep_db:
+        for path in db_dir.glob(f"{db_path.name}*"):
+            path.unlink()
+    return result
+
+
+def stage_costs(engine, queries, *, mode):
+    """CPU ms per recall spent in each stage of the engine, over ``queries`` (wrapped, so a separate pass)."""
+    from search import snapshot, text
+
+    spent, originals = {}, []
+
+    def wrap(owner, name, label):
+        function = getattr(owner, name)
+
+        def timed_stage(*args, **kwargs):
+            started = time.process_time()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                spent[label] = spent.get(label, 0.0) + time.process_time() - started
+
+        originals.append((owner, name, function))
+        setattr(owner, name, timed_stage)
+
+    for owner, name, label in ((engine, "recall", "total"), (text, "clean_query", "query cleanup"),
+                               (snapshot, "current", "snapshot refresh"),
+                               (snapshot.View, "visible_rows", "visibility"),
+                               (engine._Search, "keyword_channels", "keyword channels (BM25 over postings)"),
+                               (engine, "_cosines", "cosines (query embedding + matrix scan)"),
+                               (engine._Search, "vector_channel", "vector channel"),
+                               (engine, "_fuse", "fusion"), (engine, "_hits", "hits (rows, snippets)")):
+        if hasattr(owner, name):
+            wrap(owner, name, label)
+    try:
+        for query in queries:
+            engine.recall(query=query, mode=mode, limit=10)
+    finally:
+        for owner, name, function in originals:
+            setattr(owner, name, function)
+    return {label: round(seconds * 1000 / len(queries), 3) for label, seconds in spent.items()}
+
+
+def main():
+    args = parse_args()
+    if args.blas_threads is not None:
+        # Read by OpenBLAS when numpy is first imported, which happens after this.
+        os.environ["OPENBLAS_NUM_THREADS"] = str(args.blas_threads)
+    sizes = [int(size) for size in args.sizes.split(",")]
+    if len(sizes) > 1:
+        # One process per size, so no cache or model state leaks between sizes (and Django is set up once each).
+        import json
+        import subprocess
+
+        results = []
+        for size in sizes:
+            with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as handle:
+                part = handle.name
+            command = [sys.executable, __file__, "--sizes", str(size), "--output", part,
+                       *[item for name in ("embedder", "queries", "writes", "import_size", "real_embed_max", "seed",
+                                           "db_dir") if getattr(args, name) is not None
+                         for item in (f"--{name.replace('_', '-')}", str(getattr(args, name)))],
+                       *(["--keep-db"] if args.keep_db else [])]
+            subprocess.run(command, check=True)
+            results.append(json.loads(Path(part).read_text()))
+            Path(part).unlink()
+        output = combine(results, args)
+    else:
+        print(f"size {sizes[0]}", flush=True)
+        output = {"sizes": [run_size(sizes[0], args, corpus_seed=args.seed)]}
+        output = combine(output["sizes"], args)
+    path = harness.save(output, args.output or f"benchmarks/results/latency-{args.embedder}.json")
+    print(f"saved {path}")
+
+
+def combine(sizes, args):
+    from harness import environment
+
+    return {
+        "benchmark": "latency",
+        "command": " ".join(sys.argv),
+        "label": args.label,
+        "embedder": args.embedder,
+        "seed": args.seed,
+        "environment": environment(),
+        "blas_threads": args.blas_threads or "numpy default (OpenBLAS: one per core)",
+        "http": "not measured: no REST API exists yet (memoryproject/urls.py routes only admin/)",
+        "targets_at_100k": TARGETS_100K,
+        "sizes": [size for part in sizes for size in (part.get("sizes") or [part])],
+    }
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,33 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from mcp_api.server import current_caller, server
+from memories import validation
+from memories.access import Caller
+from memories.exceptions import MemoryServiceError
+from memories.management.cli import cli_actor
+from memories.models import Interface, Scope
+from search.embeddings import get_embedder
+
+
+class Command(BaseCommand):
+    help = "Serve the memory tools over MCP stdio for one namespace, for clients that launch a command."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--namespace", required=True, help="the namespace the tools read and write")
+        parser.add_argument("--read-only", action="store_true", help="offer only the reading tools")
+
+    def handle(self, *args, namespace: str, read_only: bool, **options):
+        # No API key here: whoever can start this command can open the database file anyway.
+        # The namespace and scopes still go through the same Caller rules as a key's.
+        try:
+            namespace = validation.namespace(namespace)
+        except MemoryServiceError as error:
+            raise CommandError(error.message) from None
+        # Load the embedding model before the first request, not under the first write's lock.
+        get_embedder().available()
+        scopes = {Scope.READ.value} if read_only else {Scope.READ.value, Scope.WRITE.value}
+        actor = "stdio:" + cli_actor().split(":", 1)[1]
+        current_caller.set(Caller(actor=actor, interface=Interface.MCP.value, scopes=frozenset(scopes),
+                                  namespaces=(namespace,)))
+        # stdout is the protocol channel from here on; logs go to stderr.
+        server.run(transport="stdio")

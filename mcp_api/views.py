@@ -1,0 +1,88 @@
+"""``/mcp``: stateless Streamable HTTP, authenticated with an API key on every request."""
+
+from django.conf import settings
+from django.http import HttpResponse
+from django.utils.decorators import method_decorator
+from django.views.decorators.csrf import csrf_exempt
+from mcp_server.views import MCPServerStreamableHttpView
+from rest_framework.negotiation import BaseContentNegotiation
+
+from mcp_api import transport
+from mcp_api.server import current_caller, server
+from memories.access import AuthenticationFailed
+from memories.services.keys import api_key_authenticate
+
+
+class _AnyAccept(BaseContentNegotiation):
+    """Leave Accept to the MCP transport: DRF's own negotiation answers 406 to ``text/event-stream``."""
+
+    def select_parser(self, request, parsers):
+        return parsers[0] if parsers else None
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        return renderers[0], renderers[0].media_type
+
+
+def _refusal(status: int, code: int, message: str, **headers) -> HttpResponse:
+    response = HttpResponse(transport.jsonrpc_error(code, message), status=status, content_type="application/json")
+    for name, value in headers.items():
+        response[name.replace("_", "-")] = value
+    return response
+
+
+def _bearer_token(request) -> str | None:
+    scheme, _, token = request.META.get("HTTP_AUTHORIZATION", "").partition(" ")
+    return (token.strip() or None) if scheme.lower() == "bearer" else None
+
+
+@method_decorator(csrf_exempt, name="dispatch")
+class MemoryMCPView(MCPServerStreamableHttpView):
+    """POST only: the server is stateless, so there is no GET event stream and no session to DELETE."""
+
+    mcp_server = server
+    http_method_names = ["post"]
+    authentication_classes = []
+    permission_classes = []
+    content_negotiation_class = _AnyAccept
+
+    def http_method_not_allowed(self, request, *args, **kwargs):
+        return _refusal(405, transport.INVALID_REQUEST,
+                        f"{request.method} is not supported here: this MCP server is stateless, send JSON-RPC "
+                        "messages with POST.", Allow="POST")
+
+    def post(self, request, *args, **kwargs):
+        token = _bearer_token(request)
+        if token is None:
+            return _refusal(401, transport.UNAUTHORIZED, "Missing API key: send 'Authorization: Bearer <key>'.",
+                            WWW_Authenticate='Bearer realm="memory"')
+        try:
+            caller = api_key_authenticate(token, interface="mcp")
+        except AuthenticationFailed as error:
+            return _refusal(401, transport.UNAUTHORIZED, error.message,
+                            WWW_Authenticate='Bearer realm="memory", error="invalid_token"')
+
+        # BodyLimit refuses these under ASGI before Django reads them; this covers WSGI and tests.
+        limit = settings.MEMORY_MCP_MAX_BODY_BYTES
+        declared = request.META.get("CONTENT_LENGTH") or "0"
+        if (declared.isdigit() and int(declared) > limit) or len(request.body) > limit:
+            return _refusal(413, transport.INVALID_REQUEST, transport.too_large_message(limit))
+        if request.content_type != "application/json":
+            return _refusal(415, transport.INVALID_REQUEST, "Content-Type must be application/json.")
+        try:
+            message = transport.parse_strict_json(request.body)
+        except ValueError as error:
+            return _refusal(400, transport.PARSE_ERROR, f"Parse error: {error}.")
+        problem = transport.message_problem(message)
+        if problem is not None:
+            code, reason = problem
+            if code == transport.METHOD_NOT_FOUND:
+                # A well-formed request for a method this server lacks gets a JSON-RPC answer to its id.
+                return HttpResponse(transport.jsonrpc_error(code, reason, message["id"]),
+                                    content_type="application/json")
+            return _refusal(400, code, f"Invalid request: {reason}.")
+
+        reset = current_caller.set(caller)
+        try:
+            return self.mcp_server.handle_django_request(request)
+        finally:
+            current_caller.reset(reset)

@@ -1,0 +1,126 @@
+"""Who is calling, and what they may touch: the one place scopes and namespace allow-lists are enforced.
+
+Every interface that acts for an API key (MCP now, REST later) turns the key into a
+``Caller`` once per request and asks it before each call into the services:
+``require`` for scopes, ``namespaces_to_read`` / ``namespace_to_write`` /
+``namespace_to_count`` for namespaces, and ``check_memory`` for memory ids.
+
+Existence does not leak: a memory in a namespace the caller may not use is reported
+exactly like a memory that does not exist, and a namespace outside the allow-list is
+refused with the same words whether or not anything is stored in it.
+"""
+
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from memories import validation
+from memories.exceptions import InvalidInput, MemoryServiceError, NotFound
+from memories.models import Memory, Scope
+
+
+class AuthenticationFailed(MemoryServiceError):
+    """No credential, or one that is unknown, malformed or revoked."""
+
+    code = "unauthenticated"
+
+
+class PermissionDenied(MemoryServiceError):
+    """The caller is known but its scopes or namespaces do not allow this."""
+
+    code = "forbidden"
+
+
+def _hidden_memory(memory_id) -> NotFound:
+    # Word for word what the selectors say about a memory that does not exist (selectors._not_found).
+    return NotFound(
+        f"Memory {memory_id} not found — it may have expired or been forgotten. "
+        "Use memory_list or memory_recall to find valid ids.",
+        field="id",
+    )
+
+
+@dataclass(frozen=True)
+class Caller:
+    """An authenticated principal: the actor name services record, its interface, scopes and namespaces.
+
+    ``namespaces`` is None for a caller that may use every namespace.
+    """
+
+    actor: str
+    interface: str
+    scopes: frozenset[str]
+    namespaces: tuple[str, ...] | None = None
+
+    @property
+    def credit(self) -> dict:
+        """The ``actor`` and ``interface`` keyword arguments every service takes."""
+        return {"actor": self.actor, "interface": self.interface}
+
+    def has(self, scope: str) -> bool:
+        # admin is a superset: an operator's key can do everything a read/write key can.
+        return scope in self.scopes or Scope.ADMIN in self.scopes
+
+    def require(self, scope: str) -> None:
+        scope = str(scope)  # Scope.WRITE reads as 'write'
+        if not self.has(scope):
+            held = ", ".join(sorted(self.scopes)) or "none"
+            raise PermissionDenied(
+                f"This needs the {scope!r} scope, and this API key has only: {held}. "
+                f"Ask the operator for a key with the {scope!r} scope.",
+            )
+
+    def may_use(self, namespace: str) -> bool:
+        return self.namespaces is None or namespace in self.namespaces
+
+    def _allowed(self, namespace) -> str:
+        name = validation.namespace(namespace)
+        if not self.may_use(name):
+            raise PermissionDenied(
+                f"namespace: {name!r} is not available to this API key; it may use "
+                f"{', '.join(self.namespaces)}.",
+                field="namespace",
+            )
+        return name
+
+    def namespaces_to_read(self, requested=None) -> list[str] | None:
+        """Return the namespaces a read may search: those requested, else all the caller may use (None = all)."""
+        if requested is None or requested == "" or requested == []:
+            return None if self.namespaces is None else list(self.namespaces)
+        names = [requested] if isinstance(requested, str) else requested
+        if not isinstance(names, (list, tuple)):
+            raise InvalidInput("namespace: expected a name or a list of names.", field="namespace")
+        return [self._allowed(name) for name in names]
+
+    def namespace_to_write(self, requested=None) -> str:
+        """Return the namespace a write (or a lookup by key) goes to: the one requested, else the default.
+
+        The default is the first namespace of the allow-list, or MEMORY_DEFAULT_NAMESPACE
+        for a caller that may use every namespace.
+        """
+        if requested is None or requested == "":
+            return self.namespaces[0] if self.namespaces else settings.MEMORY_DEFAULT_NAMESPACE
+        return self._allowed(requested)
+
+    def namespace_to_count(self, requested=None) -> str | None:
+        """Return the one namespace statistics may cover (None = all), refusing to total several hidden ones."""
+        if requested is not None and requested != "":
+            return self._allowed(requested)
+        if self.namespaces is None:
+            return None
+        if len(self.namespaces) == 1:
+            return self.namespaces[0]
+        raise InvalidInput(
+            f"namespace: this API key may use several namespaces ({', '.join(self.namespaces)}); name one.",
+            field="namespace",
+        )
+
+    def check_memory(self, memory_id) -> None:
+        """Refuse a memory id outside the caller's namespaces exactly as a missing one is refused."""
+        if self.namespaces is None:
+            return  # nothing to enforce; the service reports missing ids itself
+        if isinstance(memory_id, bool) or not isinstance(memory_id, int) or memory_id < 1:
+            raise InvalidInput(f"id: {memory_id!r} is not a memory id (a positive integer).", field="id")
+        namespace = Memory.objects.filter(pk=memory_id).values_list("namespace", flat=True).first()
+        if namespace is None or not self.may_use(namespace):
+            raise _hidden_memory(memory_id)

@@ -1,0 +1,122 @@
+"""API keys: create (the key is shown once), revoke, and authenticate a presented key.
+
+A key reads ``mem_<prefix>_<secret>``. The prefix (8 hex digits) is stored as is and
+finds the row; only the SHA-256 of the whole key is kept. The secret carries 256 bits
+of randomness, so an unsalted fast hash is enough: nobody can guess their way back to
+a key from its hash, and checking a request costs one hash.
+"""
+
+import datetime as dt
+import hashlib
+import hmac
+import secrets
+
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from memories import validation
+from memories.access import AuthenticationFailed, Caller
+from memories.exceptions import InvalidInput, NotFound
+from memories.models import ApiKey, Scope
+from memories.services.lifecycle import audit, check_interface
+
+KEY_PREFIX = "mem"
+NAME_MAX = 100
+# last_used_at is a hint for people, not an audit trail: at most one write a minute per key
+# keeps a busy agent from turning every read into a write under SQLite's single write lock.
+LAST_USED_RESOLUTION = dt.timedelta(minutes=1)
+# Compared against when the prefix is unknown, so that case costs the same hash and compare.
+_NO_KEY_HASH = "0" * 64
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def _scopes(values) -> list[str]:
+    if isinstance(values, str) or not isinstance(values, (list, tuple, set, frozenset)) or not values:
+        raise InvalidInput(f"scopes: give one or more of {', '.join(Scope.values)}.", field="scopes")
+    unknown = [value for value in values if value not in Scope.values]
+    if unknown:
+        raise InvalidInput(f"scopes: {unknown[0]!r} is not a scope. Use {', '.join(Scope.values)}.",
+                           field="scopes")
+    return [scope for scope in Scope.values if scope in values]
+
+
+def _namespaces(values) -> list[str] | None:
+    if values is None:
+        return None
+    if isinstance(values, str) or not isinstance(values, (list, tuple)) or not values:
+        raise InvalidInput("namespaces: give a non-empty list of namespaces, or none for all.", field="namespaces")
+    names = []
+    for value in values:
+        name = validation.namespace(value)
+        if name not in names:
+            names.append(name)
+    return names
+
+
+def api_key_create(*, name: str, scopes, namespaces=None, actor: str, interface: str) -> tuple[ApiKey, str]:
+    """Create a key and return it with its plaintext, which is not stored and cannot be shown again."""
+    check_interface(interface)
+    name = validation.short_text(name, field="name", limit=NAME_MAX)
+    if not name:
+        raise InvalidInput("name: give the key a name that says who or what uses it.", field="name")
+    scope_list = _scopes(scopes)
+    namespace_list = _namespaces(namespaces)
+    for _ in range(5):
+        prefix = secrets.token_hex(4)
+        token = f"{KEY_PREFIX}_{prefix}_{secrets.token_urlsafe(32)}"
+        try:
+            with transaction.atomic():
+                now = timezone.now()
+                key = ApiKey.objects.create(name=name, prefix=prefix, secret_hash=_digest(token), scopes=scope_list,
+                                            namespaces=namespace_list, created_at=now, created_by=actor)
+                audit(actor=actor, interface=interface, action="api_key_create", memory_id=None, at=now,
+                      prefix=prefix, name=name, scopes=scope_list, namespaces=namespace_list)
+            return key, token
+        except IntegrityError:  # two keys drew the same 32-bit prefix; draw again
+            continue
+    raise RuntimeError("could not draw an unused API key prefix")
+
+
+def api_key_revoke(*, prefix: str, actor: str, interface: str) -> ApiKey:
+    """Revoke the key with this prefix from now on; revoking a revoked key changes nothing."""
+    check_interface(interface)
+    with transaction.atomic():
+        key = ApiKey.objects.filter(prefix=prefix).first() if isinstance(prefix, str) else None
+        if key is None:
+            raise NotFound(f"No API key has the prefix {prefix!r}.", field="prefix")
+        if key.revoked_at is None:
+            key.revoked_at = timezone.now()
+            key.save(update_fields=["revoked_at"])
+            audit(actor=actor, interface=interface, action="api_key_revoke", memory_id=None, at=key.revoked_at,
+                  prefix=key.prefix, name=key.name)
+        return key
+
+
+def api_key_authenticate(token, *, interface: str) -> Caller:
+    """Return the Caller a presented key stands for, or raise AuthenticationFailed.
+
+    Every call reads the key's row, so a revocation takes effect on the next request.
+    """
+    check_interface(interface)
+    invalid = AuthenticationFailed("The API key is not valid. Check it was copied whole, or create a new one.")
+    parts = token.split("_", 2) if isinstance(token, str) else []
+    if len(parts) != 3 or parts[0] != KEY_PREFIX or not parts[1] or not parts[2]:
+        raise invalid
+    key = ApiKey.objects.filter(prefix=parts[1]).first()
+    if not hmac.compare_digest(_digest(token), key.secret_hash if key is not None else _NO_KEY_HASH) or key is None:
+        raise invalid
+    if key.revoked_at is not None:
+        raise AuthenticationFailed("This API key was revoked. Ask the operator for a new one.")
+    now = timezone.now()
+    if key.last_used_at is None or now - key.last_used_at >= LAST_USED_RESOLUTION:
+        # The condition is repeated in the UPDATE so that of two requests racing here only one writes.
+        stale = now - LAST_USED_RESOLUTION
+        ApiKey.objects.filter(Q(last_used_at__isnull=True) | Q(last_used_at__lte=stale), pk=key.pk).update(
+            last_used_at=now)
+    return Caller(actor=f"key:{key.prefix}", interface=interface, scopes=frozenset(key.scopes),
+                  namespaces=tuple(key.namespaces) if key.namespaces is not None else None)
+

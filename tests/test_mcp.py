@@ -1,0 +1,498 @@
+"""The MCP endpoint as agents meet it: the official client against a real uvicorn server, and over stdio."""
+
+import json
+import re
+import socket
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+from django.db import OperationalError
+from mcp import types
+
+from mcp_api.server import MemoryToolError
+from mcp_api.tools import tool
+from memories.exceptions import NotFound
+
+from tests.mcp_client import ToolFailed, http_client, stdio_client_for
+from tests.subprocesses import migrated_db, module_instance, serve  # noqa: F401  (fixtures)
+
+pytestmark = pytest.mark.slow
+
+TOOLS = {
+    # name: (readOnlyHint, destructiveHint, idempotentHint)
+    "memory_remember": (False, False, False),
+    "memory_recall": (True, False, True),
+    "memory_get": (True, False, True),
+    "memory_update": (False, True, False),
+    "memory_forget": (False, True, True),
+    "memory_history": (True, False, True),
+    "memory_list": (True, False, True),
+    "memory_stats": (True, False, True),
+}
+READ_TOOLS = {name for name, (read_only, _, _) in TOOLS.items() if read_only}
+ACCEPT = "application/json, text/event-stream"
+MISSING = 999_999
+
+
+@pytest.fixture(scope="module")
+def mcp_server(module_instance):
+    keys = module_instance.create_api_keys(
+        writer={}, reader={"scopes": ["read"]}, acme={"namespaces": ["acme"]}, revoked={"revoked": True})
+    with serve(module_instance.env) as base:
+        yield {"url": f"{base}/mcp", "keys": keys, "env": module_instance.env}
+
+
+@pytest.fixture(scope="module")
+def client(mcp_server):
+    with http_client(mcp_server["url"], mcp_server["keys"]["writer"]) as session:
+        yield session
+
+
+@pytest.fixture
+def namespace(request) -> str:
+    """A namespace of the test's own, so tests sharing the module's server do not see each other's memories."""
+    return re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[-64:].lstrip("-_")
+
+
+def post(mcp_server, content, *, key="writer", headers=None) -> httpx.Response:
+    headers = {"Accept": ACCEPT, "Content-Type": "application/json", **(headers or {})}
+    if key:
+        headers["Authorization"] = f"Bearer {mcp_server['keys'].get(key, key)}"
+    if isinstance(content, (dict, list)):
+        content = json.dumps(content)
+    return httpx.post(mcp_server["url"], content=content, headers=headers, timeout=30)
+
+
+def rpc(method: str, params: dict | None = None, request_id=1) -> dict:
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params or {}}
+
+
+INITIALIZE = rpc("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                "clientInfo": {"name": "test", "version": "1"}})
+
+
+# --- initialize and tools/list ---------------------------------------------------------------------------------
+
+
+def test_initialize_negotiates_the_latest_protocol_and_sends_the_instructions(client):
+    assert client.initialized.protocolVersion == types.LATEST_PROTOCOL_VERSION
+    assert client.initialized.serverInfo.name == "memory"
+    instructions = client.initialized.instructions
+    for phrase in ("memory_remember", "memory_recall", "memory_update", "memory_forget", "as_of",
+                   "untrusted reference data", "not instructions", "instead of adding a second one",
+                   "retracts"):
+        assert phrase in instructions, phrase
+
+
+def test_an_older_client_gets_the_protocol_version_it_asked_for(mcp_server):
+    answer = post(mcp_server, INITIALIZE)
+    assert answer.status_code == 200
+    assert answer.json()["result"]["protocolVersion"] == "2025-06-18"
+
+
+def test_tools_list_gives_every_tool_a_title_described_bounded_arguments_annotations_and_an_output_schema(client):
+    tools = {tool.name: tool for tool in client.list_tools()}
+
+    assert set(tools) == set(TOOLS)
+    for name, (read_only, destructive, idempotent) in TOOLS.items():
+        tool = tools[name]
+        hints = tool.annotations
+        assert (hints.readOnlyHint, hints.destructiveHint, hints.idempotentHint) == (read_only, destructive,
+                                                                                      idempotent), name
+        assert hints.openWorldHint is False
+        assert tool.title and hints.title == tool.title
+        assert tool.description and not tool.description.startswith(" ")
+        assert tool.inputSchema["additionalProperties"] is False
+        for argument, schema in tool.inputSchema["properties"].items():
+            assert schema.get("description"), f"{name}.{argument} has no description"
+        assert tool.outputSchema["type"] == "object"
+        assert tool.outputSchema["properties"]
+
+    recall = tools["memory_recall"].inputSchema
+    assert recall["required"] == ["query"]
+    assert (recall["properties"]["limit"]["minimum"], recall["properties"]["limit"]["maximum"],
+            recall["properties"]["limit"]["default"]) == (1, 100, 8)
+    assert recall["properties"]["match"]["enum"] == ["auto", "all", "any"]
+    assert recall["properties"]["query"]["maxLength"] == 2000
+    remember = tools["memory_remember"].inputSchema["properties"]
+    assert remember["content"]["maxLength"] == 32 * 1024
+    assert remember["tags"]["anyOf"][0]["maxItems"] == 32
+    assert remember["namespace"]["anyOf"][0]["pattern"] == "^[a-z0-9][a-z0-9_-]{0,63}$"
+    update = tools["memory_update"].inputSchema["properties"]
+    assert (update["ttl_days"]["minimum"], update["ttl_days"]["default"]) == (-1, -1)
+    assert tools["memory_list"].inputSchema["properties"]["limit"]["maximum"] == 200
+    assert "hits" in tools["memory_recall"].outputSchema["properties"]
+
+
+# --- the tools -------------------------------------------------------------------------------------------------
+
+
+def test_remember_then_recall_finds_the_memory_and_remembering_it_again_stores_nothing(client, namespace):
+    stored = client.call("memory_remember", {
+        "content": "Deploys to production go out on Tuesdays after the standup.", "namespace": namespace,
+        "title": "Deploy day", "kind": "decision", "tags": ["ops", "Deploys"], "source": "team wiki"})
+    client.call("memory_remember", {"content": "The office plants are watered on Fridays.", "namespace": namespace})
+
+    assert (stored["created"], stored["deduplicated"], stored["namespace"], stored["kind"]) == (
+        True, False, namespace, "decision")
+    assert stored["tags"] == ["Deploys", "ops"]
+
+    recalled = client.call("memory_recall", {"query": "when do deploys go out", "namespace": namespace,
+                                             "explain": True})
+    top = recalled["hits"][0]
+    assert (top["id"], top["revision_id"], top["title"]) == (stored["id"], stored["revision_id"], "Deploy day")
+    assert top["content"] == stored["content"] and top["score"] > 0 and "deploys" in top["matched_terms"]
+    assert top["explain"] and client.call("memory_recall", {"query": "deploys",
+                                                            "namespace": namespace})["hits"][0]["explain"] is None
+    assert recalled["query"] == "when do deploys go out" and recalled["as_of"] > stored["known_at"]
+
+    again = client.call("memory_remember", {"content": stored["content"], "namespace": namespace, "tags": ["tuesday"]})
+    assert (again["id"], again["created"], again["deduplicated"]) == (stored["id"], False, True)
+    assert again["tags"] == ["Deploys", "ops", "tuesday"]
+
+
+def test_recall_as_of_a_time_before_a_revision_returns_the_old_text(mcp_server, client, namespace):
+    first = client.call("memory_remember", {"content": "The staging database runs Postgres 14.", "key": "staging-db",
+                                            "namespace": namespace})
+    client.call("memory_remember", {"content": "Staging is reset every night at midnight.", "namespace": namespace})
+    updated = client.call("memory_update", {"id": first["id"], "content": "The staging database runs Postgres 16."})
+    assert updated["changed"] and updated["revision_id"] != first["revision_id"]
+
+    query = {"query": "staging database postgres", "namespace": namespace}
+    then = client.call("memory_recall", {**query, "as_of": first["known_at"]})
+    now = client.call("memory_recall", query)
+
+    assert (then["hits"][0]["content"], then["hits"][0]["revision_id"]) == (first["content"], first["revision_id"])
+    assert then["as_of"] == first["known_at"]
+    assert now["hits"][0]["content"] == "The staging database runs Postgres 16."
+    assert client.call("memory_get", {"id": first["id"], "as_of": first["known_at"]})["content"] == first["content"]
+    assert client.call("memory_get", {"key": "staging-db", "namespace": namespace})["content"].endswith("16.")
+    history = client.call("memory_history", {"id": first["id"]})["revisions"]
+    assert [revision["content"] for revision in history] == [first["content"], updated["content"]]
+    prefix = mcp_server["keys"]["writer"].split("_")[1]
+    assert [(revision["author"], revision["interface"]) for revision in history] == [(f"key:{prefix}", "mcp")] * 2
+
+
+def test_every_tool_answers_good_arguments(client, namespace):
+    older = client.call("memory_remember", {"content": "Invoices are paid within 30 days.", "namespace": namespace,
+                                            "tags": ["finance"], "ttl_days": 30, "subject": "invoices",
+                                            "predicate": "paid within", "object": "30 days"})
+    newer = client.call("memory_remember", {"content": "Expense reports are due on the 5th.", "key": "expenses",
+                                            "namespace": namespace, "kind": "fact",
+                                            "valid_from": "2024-01-01", "valid_to": "2099-01-01T00:00:00Z"})
+    assert older["expires_at"] is not None and older["subject"] == "invoices"
+    assert (newer["valid_from"], newer["valid_to"]) == ("2024-01-01T00:00:00.000000Z", "2099-01-01T00:00:00.000000Z")
+
+    page = client.call("memory_list", {"namespace": namespace, "limit": 1})
+    assert [item["id"] for item in page["items"]] == [newer["id"]] and page["next_cursor"]
+    rest = client.call("memory_list", {"namespace": namespace, "limit": 1, "cursor": page["next_cursor"]})
+    assert [item["id"] for item in rest["items"]] == [older["id"]] and rest["next_cursor"] is None
+    assert [item["id"] for item in client.call("memory_list", {"namespace": namespace, "tags": ["FINANCE"]})[
+        "items"]] == [older["id"]]
+    assert [item["id"] for item in client.call("memory_list", {"namespace": namespace, "kind": "fact"})[
+        "items"]] == [newer["id"]]
+
+    retagged = client.call("memory_update", {"id": older["id"], "add_tags": ["billing"], "remove_tags": ["finance"],
+                                             "title": "Invoices", "ttl_days": 0})
+    assert (retagged["tags"], retagged["title"], retagged["expires_at"], retagged["changed"]) == (
+        ["billing"], "Invoices", None, True)
+    only_tags = client.call("memory_update", {"id": older["id"], "add_tags": ["billing"]})
+    assert only_tags["changed"] is False
+
+    stats = client.call("memory_stats", {"namespace": namespace})
+    assert (stats["memories"], stats["visible"], stats["revisions"], stats["kinds"]["fact"]) == (2, 2, 3, 1)
+    assert stats["namespaces"] == {namespace: {"memories": 2, "visible": 2}}
+    assert stats["embedder"] == "hash" and "database_path" not in stats
+
+    forgotten = client.call("memory_forget", {"id": older["id"], "reason": "the user retracted it"})
+    assert (forgotten["changed"], forgotten["state"]) == (True, "forgotten")
+    assert client.call("memory_forget", {"id": older["id"]})["changed"] is False
+    assert "not found" in client.error("memory_get", {"id": older["id"]})
+    tombstone = client.call("memory_history", {"id": older["id"]})["revisions"][-1]
+    assert (tombstone["tombstone"], tombstone["reason"]) == (True, "the user retracted it")
+    assert client.call("memory_stats", {"namespace": namespace})["forgotten"] == 1
+    assert client.call("memory_recall", {"query": "invoices paid", "namespace": namespace,
+                                         "mode": "keyword"})["hits"] == []
+
+
+BAD_CALLS = [
+    ("memory_remember", {}, "content: required"),
+    ("memory_remember", {"content": 5}, "content: Input should be a valid string (got 5)"),
+    ("memory_remember", {"content": "   "}, "content: must not be empty"),
+    ("memory_remember", {"content": "x" * (32 * 1024 + 1)}, "content: String should have at most 32768 characters"),
+    ("memory_remember", {"content": "é" * 20000}, "content: 40000 bytes is over the limit of 32768 bytes"),
+    ("memory_remember", {"content": "x", "namespace": "Not A Slug"}, "namespace: String should match pattern"),
+    ("memory_remember", {"content": "x", "kind": "opinion"}, "kind: Input should be 'fact'"),
+    ("memory_remember", {"content": "x", "ttl_days": -1}, "ttl_days: Input should be greater than or equal to 0"),
+    ("memory_remember", {"content": "x", "ttl_days": "7"}, "ttl_days: Input should be a valid integer"),
+    ("memory_remember", {"content": "x", "tags": "ops"}, "tags: Input should be a valid list"),
+    ("memory_remember", {"content": "x", "tags": ["has space"]}, "tags: 'has space' is not a valid tag"),
+    ("memory_remember", {"content": "x", "valid_from": "yesterday"}, "valid_from: 'yesterday' is not a date"),
+    ("memory_remember", {"content": "x", "valid_from": "2025-01-01T10:00:00"}, "valid_from: '2025-01-01T10:00:00' "
+                                                                               "has no timezone"),
+    ("memory_remember", {"content": "x", "valid_from": "2025-02-01", "valid_to": "2025-01-01"},
+     "valid_to must be later than valid_from"),
+    ("memory_remember", {"content": "x", "subject": "a"}, "give all three or none"),
+    ("memory_remember", {"content": "x", "colour": "red"}, "Unknown argument for memory_remember: colour. "
+                                                           "It accepts: content, namespace, key"),
+    ("memory_recall", {"query": ""}, "query: String should have at least 1 character"),
+    ("memory_recall", {"query": "x", "limit": 500}, "limit: Input should be less than or equal to 100 (got 500)"),
+    ("memory_recall", {"query": "x", "limit": 0}, "limit: Input should be greater than or equal to 1"),
+    ("memory_recall", {"query": "x", "limit": 2.5}, "limit: Input should be a valid integer"),
+    ("memory_recall", {"query": "x", "match": "some"}, "match: Input should be 'auto', 'all' or 'any'"),
+    ("memory_recall", {"query": "x", "mode": "fuzzy"}, "mode: Input should be 'hybrid', 'keyword' or 'semantic'"),
+    ("memory_recall", {"query": "x", "explain": "yes"}, "explain: Input should be a valid boolean"),
+    ("memory_recall", {"query": "x", "as_of": "2025-13-01"}, "as_of: '2025-13-01' is not a real date"),
+    ("memory_recall", {"query": "x", "kinds": ["opinion"]}, "kinds: Input should be 'fact'"),
+    ("memory_recall", {"query": "x", "namespace": ["ok", "Bad!"]}, "namespace: "),
+    ("memory_recall", {"query": "x", "kind": "fact"}, "Unknown argument for memory_recall: kind"),
+    ("memory_get", {}, "Give either id, or key (with namespace), but not both."),
+    ("memory_get", {"id": 1, "key": "k"}, "Give either id, or key (with namespace), but not both."),
+    ("memory_get", {"id": 0}, "id: Input should be greater than or equal to 1"),
+    ("memory_get", {"id": True}, "id: Input should be a valid integer"),
+    ("memory_get", {"id": MISSING}, f"Memory {MISSING} not found — it may have expired or been forgotten. "
+                                    "Use memory_list or memory_recall to find valid ids."),
+    ("memory_get", {"key": "no-such-key", "namespace": "nowhere"}, "Memory nowhere/no-such-key not found"),
+    ("memory_update", {"content": "x"}, "id: required"),
+    ("memory_update", {"id": MISSING, "content": "x"}, f"Memory {MISSING} not found"),
+    ("memory_update", {"id": 1, "ttl_days": -2}, "ttl_days: Input should be greater than or equal to -1"),
+    ("memory_update", {"id": 1, "tags": ["x"]}, "Unknown argument for memory_update: tags"),
+    ("memory_forget", {"id": "abc"}, "id: Input should be a valid integer (got 'abc')"),
+    ("memory_forget", {"id": MISSING}, f"Memory {MISSING} not found"),
+    ("memory_forget", {"id": 1, "reason": "r" * 501}, "reason: String should have at most 500 characters"),
+    ("memory_history", {"id": MISSING}, f"Memory {MISSING} not found"),
+    ("memory_history", {"id": 1, "as_of": "soon"}, "as_of: 'soon' is not a date"),
+    ("memory_list", {"limit": 0}, "limit: Input should be greater than or equal to 1"),
+    ("memory_list", {"cursor": "garbage"}, "cursor: not a cursor this server gave out"),
+    ("memory_list", {"kind": "opinion"}, "kind: Input should be 'fact'"),
+    ("memory_stats", {"namespace": "UPPER"}, "namespace: String should match pattern"),
+    ("no_such_tool", {}, "Unknown tool: no_such_tool"),
+]
+
+
+@pytest.mark.parametrize(("tool", "arguments", "expected"), BAD_CALLS,
+                         ids=[f"{tool}-{'-'.join(arguments) or 'none'}" for tool, arguments, _ in BAD_CALLS])
+def test_bad_arguments_are_refused_as_tool_errors_naming_the_argument(client, tool, arguments, expected):
+    assert expected in client.error(tool, arguments)
+
+
+def test_domain_refusals_reach_the_model_as_actionable_messages(client, namespace):
+    first = client.call("memory_remember", {"content": "Lunch is at noon.", "namespace": namespace})
+    second = client.call("memory_remember", {"content": "Lunch is at one.", "namespace": namespace})
+
+    duplicate = client.error("memory_update", {"id": second["id"], "content": "Lunch is at noon."})
+    assert f"Memory {first['id']} ({namespace}/{first['key']}) already holds exactly this content" in duplicate
+    assert "Nothing to update" in client.error("memory_update", {"id": first["id"]})
+    client.call("memory_forget", {"id": first["id"]})
+    assert "is forgotten. Restore it first" in client.error("memory_update", {"id": first["id"], "title": "t"})
+    # The refused update wrote nothing.
+    assert client.call("memory_get", {"id": second["id"]})["revision_id"] == second["revision_id"]
+
+
+def test_the_error_mapping_passes_domain_messages_and_hides_everything_else(caplog):
+    @tool(title="Probe", scope="read", read_only=True)
+    def probe(self, error):
+        raise error
+
+    with pytest.raises(MemoryToolError) as domain:
+        probe(None, NotFound("Memory 5 not found. Use memory_list.", field="id"))
+    with pytest.raises(MemoryToolError) as internal:
+        probe(None, OperationalError("near \"SELECT\": syntax error"))
+
+    assert str(domain.value) == "Memory 5 not found. Use memory_list."
+    assert str(internal.value) == ("probe failed because of an internal error (logged on the server). Try again; "
+                                   "if it keeps failing, tell the operator.")
+    assert internal.value.__cause__ is None and internal.value.__suppress_context__
+    assert "SELECT" in caplog.text and "Traceback" in caplog.text  # the operator's log has the details
+    assert probe.tool_spec.annotations.readOnlyHint is True
+
+
+# --- authentication and access ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("authorization", "message"), [
+    (None, "Missing API key"),
+    ("Bearer", "Missing API key"),
+    ("Basic dXNlcjpwYXNz", "Missing API key"),
+    ("Bearer not-a-key", "The API key is not valid"),
+    ("Bearer mem_00000000_" + "A" * 43, "The API key is not valid"),
+])
+def test_requests_without_a_valid_key_are_refused_with_401(mcp_server, authorization, message):
+    answer = post(mcp_server, INITIALIZE, key=None,
+                  headers={"Authorization": authorization} if authorization else None)
+    assert answer.status_code == 401
+    assert answer.headers["WWW-Authenticate"].startswith('Bearer realm="memory"')
+    assert answer.json()["error"]["code"] == -32001 and message in answer.json()["error"]["message"]
+
+
+def test_a_valid_key_with_a_wrong_secret_and_a_revoked_key_are_refused(mcp_server):
+    writer = mcp_server["keys"]["writer"]
+    tampered = writer[:-1] + ("A" if writer[-1] != "A" else "B")
+    assert post(mcp_server, INITIALIZE, key=tampered).status_code == 401
+    revoked = post(mcp_server, INITIALIZE, key="revoked")
+    assert revoked.status_code == 401
+    assert "revoked" in revoked.json()["error"]["message"]
+
+
+def test_the_official_client_cannot_connect_without_a_key(mcp_server):
+    with pytest.raises(Exception) as raised:
+        with http_client(mcp_server["url"], None):
+            pass
+    errors = [raised.value]
+    while errors and not isinstance(errors[0], httpx.HTTPStatusError):
+        error = errors.pop(0)
+        errors.extend(getattr(error, "exceptions", ()))
+    assert errors and errors[0].response.status_code == 401
+
+
+def test_a_read_only_key_lists_and_runs_only_the_reading_tools(mcp_server, client, namespace):
+    stored = client.call("memory_remember", {"content": "The wiki lives at wiki.example.", "namespace": namespace})
+    with http_client(mcp_server["url"], mcp_server["keys"]["reader"]) as reader:
+        assert {tool.name for tool in reader.list_tools()} == READ_TOOLS
+        for name, arguments in [("memory_remember", {"content": "sneaky", "namespace": namespace}),
+                                ("memory_update", {"id": stored["id"], "content": "changed"}),
+                                ("memory_forget", {"id": stored["id"]})]:
+            refused = reader.error(name, arguments)
+            assert refused.startswith("This needs the 'write' scope, and this API key has only: read.")
+        assert reader.call("memory_get", {"id": stored["id"]})["revision_id"] == stored["revision_id"]
+        assert reader.call("memory_recall", {"query": "wiki", "namespace": namespace})["hits"][0]["id"] == stored["id"]
+    assert client.call("memory_stats", {"namespace": namespace})["revisions"] == 1
+
+
+def test_a_key_for_one_namespace_can_neither_see_nor_write_another(mcp_server, client, namespace):
+    theirs = client.call("memory_remember", {"content": "Project Falcon launches in May.", "namespace": namespace,
+                                             "key": "falcon"})
+    with http_client(mcp_server["url"], mcp_server["keys"]["acme"]) as acme:
+        ours = acme.call("memory_remember", {"content": "Project Heron launches in June."})
+        assert ours["namespace"] == "acme"
+
+        recalled = acme.call("memory_recall", {"query": "project launches"})
+        assert [hit["id"] for hit in recalled["hits"]] == [ours["id"]]
+        # Naming a namespace outside the key's list gets the same answer whether or not it holds anything.
+        for name in ("memory_recall", "memory_list", "memory_stats"):
+            arguments = {"query": "launches"} if name == "memory_recall" else {}
+            refused = acme.error(name, {**arguments, "namespace": namespace})
+            assert refused == acme.error(name, {**arguments, "namespace": "empty-namespace"}).replace(
+                "empty-namespace", namespace)
+            assert f"namespace: '{namespace}' is not available to this API key; it may use acme." == refused
+        assert "not available" in acme.error("memory_remember", {"content": "x", "namespace": namespace})
+        assert "not available" in acme.error("memory_get", {"key": "falcon", "namespace": namespace})
+        # An id in another namespace is refused exactly like an id that does not exist.
+        for name, arguments in [("memory_get", {}), ("memory_history", {}), ("memory_forget", {}),
+                                ("memory_update", {"content": "Falcon is cancelled."})]:
+            hidden = acme.error(name, {"id": theirs["id"], **arguments})
+            missing = acme.error(name, {"id": MISSING, **arguments})
+            assert hidden == missing.replace(str(MISSING), str(theirs["id"])), name
+
+        assert {item["namespace"] for item in acme.call("memory_list", {})["items"]} == {"acme"}
+        assert set(acme.call("memory_stats", {})["namespaces"]) == {"acme"}
+    assert client.call("memory_get", {"id": theirs["id"]})["revision_id"] == theirs["revision_id"]
+
+
+# --- the HTTP transport ----------------------------------------------------------------------------------------
+
+
+HOSTILE_REQUESTS = {
+    "malformed-json": ('{"jsonrpc": "2.0", "id": 1, "method": ', {}, 400, -32700, "Parse error: Expecting value"),
+    "duplicate-keys": ('{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "method": "tools/call"}', {}, 400,
+                       -32700, "duplicate key 'method'"),
+    "nested-duplicate-keys": (json.dumps(rpc("tools/call"))[:-1] + ', "params": {"name": "a", "name": "b"}}', {},
+                              400, -32700, "duplicate key"),
+    "nan": ('{"jsonrpc": "2.0", "id": NaN, "method": "ping"}', {}, 400, -32700, "NaN is not JSON"),
+    "not-utf8": (b'{"jsonrpc": "2.0", "id": 1, "method": "\xff"}', {}, 400, -32700, "not UTF-8"),
+    "deeply-nested": ("[" * 100_000 + "]" * 100_000, {}, 400, -32700, "nested too deeply"),
+    "empty-body": ("", {}, 400, -32700, "Parse error"),
+    "batch": (json.dumps([rpc("ping")]), {}, 400, -32600, "batches are not supported"),
+    "not-json-rpc": (json.dumps({"hello": "world"}), {}, 400, -32602, "Validation error"),
+    "unknown-method": (json.dumps(rpc("memories/delete_everything", request_id=7)), {}, 200, -32601,
+                       "Method not found: 'memories/delete_everything'"),
+    "tools-call-without-a-name": (json.dumps(rpc("tools/call", {"arguments": {}})), {}, 200, -32602,
+                                  "Invalid request parameters"),
+    "form-content-type": (json.dumps(rpc("ping")), {"Content-Type": "application/x-www-form-urlencoded"}, 415,
+                          -32600, "Content-Type must be application/json"),
+}
+
+
+@pytest.mark.parametrize("case", HOSTILE_REQUESTS)
+def test_hostile_requests_get_a_protocol_error_and_the_server_keeps_serving(mcp_server, case):
+    body, headers, status, code, message = HOSTILE_REQUESTS[case]
+    answer = post(mcp_server, body, headers=headers)
+
+    assert answer.status_code == status, answer.text
+    error = answer.json()["error"]
+    assert error["code"] == code and message in error["message"], error
+    if case == "unknown-method":
+        assert answer.json()["id"] == 7
+    assert post(mcp_server, rpc("ping", request_id=2)).json() == {"jsonrpc": "2.0", "id": 2, "result": {}}
+
+
+def test_bodies_over_the_limit_are_refused_before_they_are_read(mcp_server, client):
+    limit = 1024 * 1024
+    big = json.dumps(rpc("tools/call", {"name": "memory_remember", "arguments": {"content": "x" * limit}}))
+
+    declared = post(mcp_server, big)
+    assert declared.status_code == 413
+    assert declared.json()["error"]["message"].startswith(f"Request body over the limit of {limit} bytes")
+
+    def chunks():  # no Content-Length: the body is cut off once it passes the limit
+        for start in range(0, len(big), 64 * 1024):
+            yield big[start:start + 64 * 1024].encode()
+
+    streamed = httpx.post(mcp_server["url"], content=chunks(), timeout=30, headers={
+        "Accept": ACCEPT, "Content-Type": "application/json",
+        "Authorization": f"Bearer {mcp_server['keys']['writer']}"})
+    assert streamed.status_code == 413
+    # Unauthenticated, oversized requests are refused the same way, before anything else.
+    assert post(mcp_server, big, key=None).status_code == 413
+    # Just under the limit is accepted (and refused by the content limit, as a tool error).
+    fits = post(mcp_server, rpc("tools/call", {"name": "memory_remember", "arguments": {"content": "x" * 40_000}}))
+    assert fits.status_code == 200 and fits.json()["result"]["isError"] is True
+    assert client.call("memory_stats", {"namespace": "default"}) is not None
+
+
+def test_a_declared_oversized_body_is_refused_without_waiting_for_it(mcp_server):
+    url = urlsplit(mcp_server["url"])
+    with socket.create_connection((url.hostname, url.port), timeout=5) as connection:
+        # Headers only: a server that waited for the 100 MB it was promised would time out here.
+        connection.sendall(f"POST {url.path} HTTP/1.1\r\nHost: {url.netloc}\r\nContent-Type: application/json\r\n"
+                           f"Content-Length: 100000000\r\n\r\n{{".encode())
+        answer = connection.recv(4096).decode()
+    assert answer.startswith("HTTP/1.1 413 ")
+
+
+@pytest.mark.parametrize("method", ["GET", "DELETE", "PUT", "OPTIONS"])
+def test_methods_other_than_post_answer_405(mcp_server, method):
+    answer = httpx.request(method, mcp_server["url"], headers={
+        "Accept": "text/event-stream", "Authorization": f"Bearer {mcp_server['keys']['writer']}"}, timeout=10)
+    assert answer.status_code == 405
+    assert answer.headers["Allow"] == "POST"
+    assert answer.json()["error"]["code"] == -32600
+
+
+# --- stdio -----------------------------------------------------------------------------------------------------
+
+
+def test_stdio_serves_the_same_tools_for_one_namespace(mcp_server, client):
+    with stdio_client_for("mcp_stdio", "--namespace", "stdio-notes", env=mcp_server["env"]) as stdio:
+        assert stdio.initialized.protocolVersion == types.LATEST_PROTOCOL_VERSION
+        assert stdio.initialized.instructions == client.initialized.instructions
+        listed = {tool.name: tool for tool in stdio.list_tools()}
+        assert listed == {tool.name: tool for tool in client.list_tools()}
+
+        stored = stdio.call("memory_remember", {"content": "Standups move to 9:30 from March.", "tags": ["team"]})
+        assert stored["namespace"] == "stdio-notes"
+        assert stdio.call("memory_recall", {"query": "standups"})["hits"][0]["id"] == stored["id"]
+        assert "not available" in stdio.error("memory_recall", {"query": "x", "namespace": "default"})
+        author = stdio.call("memory_history", {"id": stored["id"]})["revisions"][0]["author"]
+        assert author.startswith("stdio:")
+        with pytest.raises(ToolFailed, match="Unknown argument"):
+            stdio.call("memory_stats", {"verbose": True})
+    # The same database as the HTTP server's.
+    assert client.call("memory_get", {"id": stored["id"]})["content"] == stored["content"]
+
+
+def test_stdio_read_only_offers_only_the_reading_tools(mcp_server):
+    with stdio_client_for("mcp_stdio", "--namespace", "stdio-notes", "--read-only", env=mcp_server["env"]) as stdio:
+        assert {tool.name for tool in stdio.list_tools()} == READ_TOOLS
+        assert "needs the 'write' scope" in stdio.error("memory_remember", {"content": "x"})

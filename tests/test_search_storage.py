@@ -1,0 +1,132 @@
+"""The engine's storage side: batched indexing, the snapshot's incremental refresh and caches, the vector copy.
+
+These are shortcuts taken for speed (benchmarks/latency.py, write_costs.py); each test
+checks that a shortcut gives what the plain way would.
+"""
+
+import datetime as dt
+
+import numpy as np
+import pytest
+from django.db import connection, transaction
+
+from memories import validation
+from memories.models import Memory
+from memories.services.lifecycle import append_revision
+from search import engine, indexing, postings, snapshot, vectors
+from search.engine import recall
+
+T0 = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
+DAY = dt.timedelta(days=1)
+
+
+def write(memory, content, known, **fields):
+    return append_revision(memory=memory, content=content, content_hash=validation.content_hash(content),
+                           known_at=known, valid_from=fields.pop("valid_from", known), author="test",
+                           interface="cli", **fields)
+
+
+def new_memory(key, namespace="acme"):
+    return Memory.objects.create(namespace=namespace, key=key, created_at=T0)
+
+
+def columns_of(view):
+    return {name: getattr(view.columns, name).tolist() for name in snapshot._COLUMNS}
+
+
+def test_a_batch_indexes_what_survived_its_savepoints_with_the_text_stored(db):
+    with transaction.atomic(), indexing.batched():
+        memory = new_memory("m")
+        with pytest.raises(RuntimeError), transaction.atomic():
+            write(memory, "apple orchard", T0)
+            raise RuntimeError  # the savepoint rolls back; its revision id may be given out again
+        kept = write(memory, "banana plantation", T0 + DAY)
+        # Nothing is indexed until the block ends.
+        assert postings.read([("banana", None)])[0][0].tolist() == []
+    assert postings.read([("appl", None)])[0][0].tolist() == []
+    assert postings.read([("banana", None)])[0][0].tolist() == [kept.pk]
+    assert [hit.memory.id for hit in recall(query="banana", mode="keyword").hits] == [memory.pk]
+    assert recall(query="apple", mode="keyword").hits == []
+    assert vectors.vector_count() == 1
+
+
+def test_a_batch_marked_for_rollback_indexes_nothing(db):
+    with transaction.atomic():
+        with indexing.batched():
+            write(new_memory("m"), "cherry", T0)
+            transaction.set_rollback(True)
+    assert postings.read([("cherri", None)])[0][0].tolist() == []
+
+
+def test_a_large_batch_folds_straight_into_the_packed_postings(db, monkeypatch):
+    monkeypatch.setattr(postings, "COMPACT_AFTER", 3)
+    with transaction.atomic():
+        small = write(new_memory("a"), "delta", T0)  # one tail row
+        with indexing.batched():
+            first = write(new_memory("b"), "delta echo", T0)
+            second = write(new_memory("c"), "delta foxtrot golf", T0)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM search_posting_tail")
+        assert cursor.fetchone()[0] == 0
+    ids, tfs = postings.read([("delta", None)])[0]
+    assert ids.tolist() == [small.pk, first.pk, second.pk]
+    assert tfs.tolist() == [1.0, 1.0, 1.0]
+
+
+def test_a_snapshot_extended_by_later_writes_equals_a_fresh_load(db):
+    one, two = new_memory("one"), new_memory("two")
+    write(one, "first text", T0 + 5 * DAY)
+    write(two, "second text", T0 + 3 * DAY)
+    before = snapshot._extend(snapshot._EMPTY, after=0)
+    before.visible_rows(as_of=0, valid_at=0)  # computes the sorted times the extension then merges into
+    # Later revisions of known memories, a new memory: each goes after its memory's rows.
+    write(one, "first text again", T0 + 9 * DAY)
+    write(new_memory("three"), "third text", T0 + DAY)
+    extended = snapshot._extend(before, after=before.max_id)
+    fresh = snapshot._extend(snapshot._EMPTY, after=0)
+    assert columns_of(extended) == columns_of(fresh)
+    assert extended.position.tolist() == fresh.position.tolist()
+    for name in snapshot._EVENT_COLUMNS:
+        assert getattr(extended.events[0], name).tolist() == sorted(getattr(fresh.columns, name).tolist())
+    # A trusted import can add a revision learned before one already held: that re-sorts.
+    write(two, "second text, older news", T0 + 2 * DAY)
+    assert columns_of(snapshot._extend(extended, after=extended.max_id)) == \
+        columns_of(snapshot._extend(snapshot._EMPTY, after=0))
+
+
+def test_cached_visible_rows_follow_the_clock_without_a_write(db):
+    memory = new_memory("m")
+    write(memory, "ephemeral note", T0, expires_at=T0 + 10 * DAY)
+    write(memory, "a correction for three days", T0 + 20 * DAY, valid_from=T0 + 2 * DAY, valid_to=T0 + 5 * DAY)
+    view = snapshot._extend(snapshot._EMPTY, after=0)
+
+    def visible(as_of, valid_at=None):
+        return view.visible_rows(as_of=engine._micros(as_of), valid_at=engine._micros(valid_at or as_of)).tolist()
+
+    assert visible(T0 + DAY) == [0]
+    assert visible(T0 + 10 * DAY) == []  # the TTL ends visibility at the instant
+    assert visible(T0 + 2 * DAY) == [0]
+    assert visible(T0 - DAY) == []
+    assert visible(T0 + 30 * DAY, T0 + 3 * DAY) == [1]
+    assert visible(T0 + 30 * DAY, T0 + 5 * DAY) == []
+    assert visible(T0 + 19 * DAY, T0 + 3 * DAY) == []
+    assert [hit.memory.id for hit in recall(query="ephemeral", mode="keyword", as_of="2024-01-05").hits] == \
+        [memory.pk]
+    assert recall(query="ephemeral", mode="keyword", as_of="2024-01-12").hits == []
+
+
+def test_the_vector_copy_appends_in_place_without_changing_what_it_handed_out():
+    copy = engine._VectorCopy()
+    rng = np.random.default_rng(0)
+    ids, matrix = np.arange(1, 4), rng.random((3, 8), dtype=np.float32)
+    copy.ids, copy.matrix = ids, matrix
+    copy.id_room, copy.matrix_room = ids, matrix
+    handed_out = []
+    for start in range(4, 5000, 7):
+        new_ids, new_rows = np.arange(start, start + 7), rng.random((7, 8), dtype=np.float32)
+        ids, matrix = np.concatenate([ids, new_ids]), np.concatenate([matrix, new_rows])
+        copy.ids, copy.matrix = copy._append(new_ids, new_rows)
+        handed_out.append((copy.ids, copy.matrix, copy.ids.copy(), copy.matrix.copy()))
+        assert copy.ids.tolist() == ids.tolist()
+        assert np.array_equal(copy.matrix, matrix)
+    assert all(np.array_equal(a, b) and np.array_equal(c, d) for a, c, b, d in handed_out)
