@@ -7,7 +7,9 @@ outputs of the shape ``recall`` hands it: BM25 for the rows some query word matc
 a cosine for every row, one namespace or eight. Two mixes: "broad" (5% of rows match a
 word, ~16% have a cosine over the floor, like a query against varied notes) and "chat"
 (77% match a word, the speaker's name, and ~70% are over the floor, as measured on
-LoCoMo's turns). ``latency.py`` measures whole recalls; this isolates the fusion step.
+LoCoMo's turns). ``latency.py`` measures whole recalls; this isolates the fusion step,
+beside the step it replaced (RRF over each channel's top 200, given those rankings, which
+``recall`` builds either way).
 """
 
 import argparse
@@ -39,7 +41,8 @@ def synthetic(size: int, namespaces: int, mix: str, seed: int = 0):
     search = types.SimpleNamespace(
         view=view, eligible=np.ones(size, dtype=bool), matched=matched, bm25=(matched * idf[:, None]).sum(axis=0),
         matched_idf=(matched * idf[:, None]).sum(axis=0), idf_total=float(idf.sum()), keyword_rows=matched.any(axis=0),
-        bigram=np.zeros(size), bigram_matched_idf=np.zeros(size), bigram_idf_total=0.0, trigram=np.zeros(size))
+        bigram=np.zeros(size), bigram_matched_idf=np.zeros(size), bigram_idf_total=0.0, trigram=np.zeros(size),
+        _vector_candidates=None)
     search.found_by_words = lambda: engine._Search.found_by_words(search)
     search.vector_candidates = lambda cosines, floor: engine._Search.vector_candidates(search, cosines, floor=floor)
     cosines = np.clip(rng.normal(mean_cosine, 0.1, size), -1, 1)
@@ -47,11 +50,11 @@ def synthetic(size: int, namespaces: int, mix: str, seed: int = 0):
     return channels, search, cosines
 
 
-def rank_fusion(channels, search, cosines, limit):
-    """The fusion this replaced, for comparison: RRF k=60 over each channel's top 200."""
+def rank_fusion_inputs(search, cosines):
+    """Each channel's top 200 rows, best first, as ``recall`` builds them in both versions (not timed)."""
     from django.conf import settings
 
-    depth, k = 200, 60
+    depth = 200
     memory = search.view.columns.memory
     rows_kw = np.flatnonzero(search.keyword_rows)
     rows_kw = rows_kw[np.lexsort((memory[rows_kw], -search.bm25[rows_kw]))][:depth]
@@ -59,8 +62,13 @@ def rank_fusion(channels, search, cosines, limit):
     if len(rows_vec) > depth:
         rows_vec = rows_vec[np.argpartition(-cosines[rows_vec], depth - 1)[:depth]]
     rows_vec = rows_vec[np.lexsort((memory[rows_vec], -cosines[rows_vec]))]
+    return rows_kw, rows_vec
+
+
+def rank_fusion(ranked, memory, limit, k=60):
+    """The fusion step this replaced, for comparison: RRF over each channel's top 200."""
     fused = {}
-    for rows in (rows_kw, rows_vec):
+    for rows in ranked:
         for rank, row in enumerate(rows.tolist(), start=1):
             fused[row] = fused.get(row, 0.0) + 1.0 / (k + rank)
     rows = np.fromiter(fused, dtype=np.int64, count=len(fused))
@@ -100,7 +108,9 @@ def main() -> None:
                 channels, search, cosines = synthetic(size, namespaces, mix)
                 fusion = timed(lambda: engine._fuse(channels, search=search, cosines=cosines, limit=10, hybrid=True),
                                args.repeats)
-                rrf = timed(lambda: rank_fusion(channels, search, cosines, 10), args.repeats)
+                # Built by recall's vector channel before either fusion runs (not timed).
+                ranked = rank_fusion_inputs(search, cosines)
+                rrf = timed(lambda: rank_fusion(ranked, search.view.columns.memory, 10), args.repeats)
                 rows.append({"rows": size, "namespaces": namespaces, "mix": mix, "fusion": fusion,
                              "previous_rrf": rrf})
                 print(f"{size:>7} rows, {namespaces} namespace(s), {mix:5}: fusion p50 {fusion['p50_ms']:.2f} ms "

@@ -112,13 +112,23 @@ def store_costs(memories, chunk_size: int) -> dict:
     finally:
         stages.restore()
     total_wall, total_cpu = time.perf_counter() - wall, time.process_time() - cpu
+    # What the chunk size does to reads: a KNN (the latency floor) and a full load of the matrix.
+    from search.embeddings import get_embedder
+
+    knn = []
+    for query in ("database cluster migrate", "alice budget review", "slow kafka queue", "tokyo incident"):
+        vector = get_embedder().embed_query(query)
+        for _ in range(3):
+            knn.append(harness.measured(vectors.vec0_knn, vector, k=10)[2])
+    _, _, load_cpu = harness.measured(vectors.load_matrix)
     per = stages.per(revisions)
     per["revision + memory INSERTs with FTS5 triggers (the rest)"] = {
         "wall_us": round((total_wall - sum(stages.wall.values())) * 1e6 / revisions, 1),
         "cpu_us": round((total_cpu - sum(stages.cpu.values())) * 1e6 / revisions, 1)}
     return {"vec0_chunk_size": chunk_size, "memories": len(memories), "revisions": revisions,
             "total_wall_s": round(total_wall, 2), "revisions_per_s": round(revisions / total_wall, 1),
-            "per_revision": per}
+            "per_revision": per, "vec0_knn_k10_cpu_ms_median": round(sorted(knn)[len(knn) // 2] * 1000, 2),
+            "load_matrix_cpu_ms": round(load_cpu * 1000, 1)}
 
 
 def remember_costs(corpus, count: int) -> dict:

@@ -253,8 +253,8 @@ def _merged(old: Columns, new: Columns) -> Columns:
 
     The usual write adds revisions that sort last within their memory (a new memory, or
     a revision learned after the memory's others): each goes right after its memory's
-    run, and inserting there costs a copy of the columns, not a sort (at 130k rows,
-    ~2 ms against ~20 ms). Anything else (a trusted import of older history) re-sorts.
+    run, and inserting there costs a copy of the columns, not a sort (135k rows: ~2 ms
+    against 37 ms; storage_micro.py). Anything else (a trusted import of older history) re-sorts.
     """
     at = np.searchsorted(old.memory, new.memory, side="right")
     before = np.maximum(at - 1, 0)

@@ -6,9 +6,9 @@ from search import text
 
 WORD = re.compile(r"[^\W_]+")
 WINDOW_CHARS = 240
-# Word -> stem, for the words of hits shown lately. Tokenizing a hit's words through the
-# scratch FTS5 table cost ~0.5 ms per hit, most of a keyword recall; the mapping never
-# changes, and a hit's words are mostly ones seen before. Cleared when full (cheaper than an LRU).
+# Word -> stem, for the words of hits shown lately. Tokenizing every hit's words through the
+# scratch FTS5 table took 2.2 ms for 10 hits, 0.5 ms with this cache (storage_micro.py); the
+# mapping never changes, and a hit's words are mostly ones seen before. Cleared when full.
 _STEMS_MAX = 100_000
 _stems: dict[str, str] = {}
 

@@ -97,9 +97,9 @@ def _create_space(cursor, embedder: Embedder, *, generation: int) -> EmbeddingSp
     # DDL takes no parameters; dim is an int. L2 distance (the default) is cheaper in vec0
     # than cosine and ranks unit vectors the same way; vec0_knn converts it.
     # vec0 keeps vectors in chunk blobs and each insert writes into one through SQLite's
-    # overflow-page chain, so its cost grows with the chunk: at the default 1,024 rows
-    # (1.5 MB of 384-d floats) an insert took ~145 µs in a 20k-memory load, at 128 rows
-    # ~38 µs, with KNN and full loads no slower (benchmarks/write_costs.py).
+    # overflow-page chain, so its cost grows with the chunk: loading 20k memories, an insert
+    # took 114 µs of CPU at the default 1,024 rows (1.5 MB of 384-d floats), 27 µs at 128
+    # (benchmarks/write_costs.py); KNN and full loads were no slower.
     cursor.execute(f"CREATE VIRTUAL TABLE search_vectors USING vec0(embedding float[{dim:d}], "
                    f"chunk_size={VEC0_CHUNK_SIZE:d})")
     cursor.execute(
