@@ -20,9 +20,9 @@ from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from memories import validation
-from memories.exceptions import InvalidInput, NotFound
+from memories.exceptions import InvalidInput
 from memories.models import AuditEvent, ErasureGate, ErasureReceipt, Memory, Revision, Tag
-from memories.services.lifecycle import audit, check_interface
+from memories.services.lifecycle import audit, check_interface, get_memory
 from memories.timeparse import parse_optional_instant
 from search import indexing
 
@@ -82,19 +82,6 @@ def database_vacuum() -> None:
     _truncate_wal()
 
 
-def _memory_to_erase(memory_id) -> Memory:
-    if isinstance(memory_id, bool) or not isinstance(memory_id, int) or memory_id < 1:
-        raise InvalidInput(f"id: {memory_id!r} is not a memory id (a positive integer).", field="id")
-    try:
-        return Memory.objects.get(pk=memory_id)
-    except Memory.DoesNotExist:
-        raise NotFound(
-            f"Memory {memory_id} not found, so there is nothing to erase (it may already have been erased "
-            "or purged; its erasure receipt says so). Use memory_list to find valid ids.",
-            field="id",
-        ) from None
-
-
 def memory_erase(*, memory_id: int, actor: str, interface: str, reason: str | None = None) -> ErasureReceipt:
     """Destroy a memory and every revision of it, tombstones included, and return the receipt.
 
@@ -106,7 +93,7 @@ def memory_erase(*, memory_id: int, actor: str, interface: str, reason: str | No
     reason = validation.short_text(reason, field="reason", limit=validation.REASON_MAX)
     with transaction.atomic():
         now = timezone.now()  # under the write lock, like every lifecycle write
-        memory = _memory_to_erase(memory_id)
+        memory = get_memory(memory_id)
         revisions = list(memory.revisions.order_by("id").values_list("id", "content_hash"))
         revision_ids = [revision_id for revision_id, _ in revisions]
         _delete_revisions(revision_ids)

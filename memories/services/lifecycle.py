@@ -87,7 +87,8 @@ def _current(memory: Memory, now: dt.datetime) -> Revision | None:
     return selectors.visible_revision(memory=memory, as_of=now) or selectors.latest_content_revision(memory)
 
 
-def _get_memory(memory_id) -> Memory:
+def get_memory(memory_id) -> Memory:
+    """Return the memory with this id, or raise InvalidInput / NotFound naming it (every write starts here)."""
     if isinstance(memory_id, bool) or not isinstance(memory_id, int) or memory_id < 1:
         raise InvalidInput(f"id: {memory_id!r} is not a memory id (a positive integer).", field="id")
     try:
@@ -244,7 +245,7 @@ def memory_revise(
     with transaction.atomic():
         now = timezone.now()  # under the write lock, see memory_remember
         start, end = validity_interval(valid_from, valid_to, default_from=now)
-        memory = _get_memory(memory_id)
+        memory = get_memory(memory_id)
         if memory.state == State.FORGOTTEN:
             raise Conflict(f"Memory {memory.pk} is forgotten. Restore it first, or remember the content anew.",
                            field="id")
@@ -299,7 +300,7 @@ def memory_forget(*, memory_id: int, actor: str, interface: str, reason: str | N
     reason = validation.short_text(reason, field="reason", limit=validation.REASON_MAX)
     with transaction.atomic():
         now = timezone.now()  # under the write lock, see memory_remember
-        memory = _get_memory(memory_id)
+        memory = get_memory(memory_id)
         last_text = selectors.latest_content_revision(memory)
         if memory.state == State.FORGOTTEN:
             return ChangeResult(memory=_record(memory, last_text), changed=False)
@@ -328,7 +329,7 @@ def memory_restore(*, memory_id: int, actor: str, interface: str, reason: str | 
     reason = validation.short_text(reason, field="reason", limit=validation.REASON_MAX)
     with transaction.atomic():
         now = timezone.now()  # under the write lock, see memory_remember
-        memory = _get_memory(memory_id)
+        memory = get_memory(memory_id)
         if memory.state != State.FORGOTTEN:
             return ChangeResult(memory=_record(memory, _current(memory, now)), changed=False)
         tombstone = memory.revisions.filter(tombstone=True).latest_known().first()
@@ -358,7 +359,7 @@ def memory_retag(
     remove_slugs = {name.casefold() for name in validation.tags(remove)}
     with transaction.atomic():
         now = timezone.now()  # under the write lock, see memory_remember
-        memory = _get_memory(memory_id)
+        memory = get_memory(memory_id)
         added = add_tags(memory, [name for name in add_names if name.casefold() not in remove_slugs])
         removed = list(memory.tags.filter(slug__in=remove_slugs).values_list("name", flat=True))
         if removed:
