@@ -27,8 +27,8 @@ Per size, in one fresh SQLite file with one namespace:
 4. bulk import: ``memories_import`` (trusted, the path ``manage.py import_memories``
    takes) of ``--import-size`` new memories, in memories per second.
 
-Over HTTP is not measured: no REST API exists yet (memoryproject/urls.py routes only
-``admin/``), so the JSON says so.
+Over HTTP is not measured: no REST API exists yet (the MCP endpoint is not what the
+issue's HTTP target is about), so the JSON says so.
 """
 
 import argparse
@@ -372,7 +372,7 @@ def combine(sizes, args):
         "seed": args.seed,
         "environment": environment(),
         "blas_threads": args.blas_threads or "numpy default (OpenBLAS: one per core)",
-        "http": "not measured: no REST API exists yet (memoryproject/urls.py routes only admin/)",
+        "http": "not measured: no REST API exists yet (the issue's HTTP target is for it; /mcp was not measured)",
         "targets_at_100k": TARGETS_100K,
         "sizes": [size for part in sizes for size in (part.get("sizes") or [part])],
     }

@@ -339,7 +339,9 @@ def main():
             "write_seconds": round(write_seconds, 2),
         },
         "queries": {
-            "count": n, "words_per_query": "1-3, each present in the visible rows searched (half the queries: all from one visible row)",
+            "count": n,
+            "words_per_query": "1-3, each present in the visible rows searched "
+                               "(half the queries: all from one visible row)",
             "valid_at_differs_from_as_of": "about 35%", "ground_truth_match_mode": modes,
             "visible_rows_median": int(np.median(visible_sizes)), "top": TOP,
         },
@@ -359,7 +361,8 @@ def main():
     }
     path = harness.save(output, args.output)
     for name in approaches:
-        print(f"{name:32s} top5 differs {100 * differs[name] / n:6.2f}%   scores differ {100 * score_mismatch[name] / n:6.2f}%")
+        print(f"{name:32s} top5 differs {100 * differs[name] / n:6.2f}%   "
+              f"scores differ {100 * score_mismatch[name] / n:6.2f}%")
     print(f"this_store max relative bm25 difference {worst_relative:.3g}; saved {path}")
     if differs["this_store"] or score_mismatch["this_store"] or mode_differs:
         sys.exit(1)

@@ -68,7 +68,8 @@ def sqlite_costs(texts: list[str]) -> dict:
     from search.text import sqlite3
 
     results = {}
-    for label, tokenizer in (("plain row", None), ("row + FTS5 porter unicode61", "porter unicode61 remove_diacritics 2"),
+    for label, tokenizer in (("plain row", None),
+                             ("row + FTS5 porter unicode61", "porter unicode61 remove_diacritics 2"),
                              ("row + FTS5 trigram", "trigram")):
         path = Path(tempfile.mkdtemp(prefix="memory-sqlite-")) / "costs.db"
         db = sqlite3.connect(path, isolation_level=None)
@@ -85,7 +86,8 @@ def sqlite_costs(texts: list[str]) -> dict:
         wall, cpu = time.perf_counter(), time.process_time()
         for start in range(0, len(texts), 5000):
             db.execute("BEGIN")
-            db.executemany("INSERT INTO r (title, content) VALUES ('', ?)", [(text,) for text in texts[start:start + 5000]])
+            db.executemany("INSERT INTO r (title, content) VALUES ('', ?)",
+                           [(text,) for text in texts[start:start + 5000]])
             db.execute("COMMIT")
         results[label] = {"wall_us": round((time.perf_counter() - wall) * 1e6 / len(texts), 1),
                           "cpu_us": round((time.process_time() - cpu) * 1e6 / len(texts), 1)}
@@ -206,7 +208,8 @@ def minilm_costs(texts: list[str]) -> dict:
             wall = time.perf_counter()
             for start in range(0, len(chunk), batch):
                 embedder.embed(chunk[start:start + batch])
-            results[f"{threads} thread(s), {batch} texts per call"] = round(len(chunk) / (time.perf_counter() - wall), 1)
+            seconds = time.perf_counter() - wall
+            results[f"{threads} thread(s), {batch} texts per call"] = round(len(chunk) / seconds, 1)
     torch.set_num_threads(1)
     return {"texts_per_s": results, "text_chars": "100-300 (corpus.Corpus)"}
 
