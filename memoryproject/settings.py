@@ -66,9 +66,13 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "drf_spectacular",
     "memories",
     "search",
     "mcp_api",
+    "telemetry",
+    "api",
+    "dashboard",
 ]
 
 MIDDLEWARE = [

@@ -1,9 +1,11 @@
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
 
 from mcp_api.views import MemoryMCPView
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("mcp", MemoryMCPView.as_view(), name="mcp"),
+    path("api/", include("api.urls")),
+    path("", include("dashboard.urls")),
 ]

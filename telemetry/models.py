@@ -1,0 +1,59 @@
+"""Injection telemetry: what the hooks recalled for prompts, and what harnesses report they injected.
+
+Rows hold ids, names, the query and counts, never memory text. They expire after
+``MEMORY_TELEMETRY_DAYS`` (``manage.py purge`` deletes them), and erasing a memory
+removes the rows that name it (``memories.services.erasure``).
+"""
+
+from django.db import models
+
+
+class HookRecall(models.Model):
+    """One ``hooks/recall/`` answer: a block offered to a harness for a prompt."""
+
+    at = models.DateTimeField(db_index=True)
+    actor = models.CharField(max_length=200)
+    harness = models.CharField(max_length=64, blank=True)
+    hook = models.CharField(max_length=64, blank=True)
+    namespaces = models.JSONField(null=True, blank=True)
+    query = models.TextField()
+    hits = models.PositiveIntegerField()
+    characters = models.PositiveIntegerField()
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+
+class Injection(models.Model):
+    """A harness's report (``hooks/report/``) that a block was actually put into a prompt."""
+
+    at = models.DateTimeField(db_index=True)
+    actor = models.CharField(max_length=200)
+    harness = models.CharField(max_length=64)
+    hook = models.CharField(max_length=64)
+    session = models.CharField(max_length=200, blank=True)
+    query = models.TextField(blank=True)
+    characters = models.PositiveIntegerField()
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    @property
+    def tokens_estimate(self) -> int:
+        """A rough token count (about 4 characters a token for English text)."""
+        return (self.characters + 3) // 4
+
+
+class InjectedMemory(models.Model):
+    """One memory revision carried by an injection.
+
+    Plain ids, not foreign keys: telemetry must never block an erase or a purge, and a
+    report may name a memory that has since gone (it is then shown as gone).
+    """
+
+    injection = models.ForeignKey(Injection, on_delete=models.CASCADE, related_name="items")
+    memory_id = models.BigIntegerField(db_index=True)
+    revision_id = models.BigIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["injection_id", "id"]
