@@ -35,10 +35,19 @@ class MemoryOut(BaseModel):
     object: str | None = None
 
 
+class NearTwinOut(BaseModel):
+    memory_id: int = Field(description="The other memory of the namespace that says nearly the same.")
+    revision_id: int
+    cosine: float = Field(description="Cosine of the two texts' embeddings (1 = same meaning).")
+
+
 class RememberOut(MemoryOut):
     created: bool = Field(description="A new memory was stored.")
     deduplicated: bool = Field(description="Nothing new was stored: this memory already held the content.")
     revised: bool = Field(description="A new revision was added to the memory under the given key.")
+    near_twin: NearTwinOut | None = Field(
+        None, description="Present when another memory says nearly the same: the write went ahead; consider "
+                          "memory_update on the twin instead, or memory_forget one of them.")
 
 
 class ChangeOut(MemoryOut):

@@ -155,10 +155,15 @@ class RememberResult:
     created: bool
     deduplicated: bool = False
     revised: bool = False
+    # The closest other memory of the namespace when it is a near duplicate (search.duplicates.NearTwin).
+    near_twin: object = None
 
     def as_dict(self) -> dict:
-        return {**self.memory.as_dict(), "created": self.created, "deduplicated": self.deduplicated,
+        data = {**self.memory.as_dict(), "created": self.created, "deduplicated": self.deduplicated,
                 "revised": self.revised}
+        if self.near_twin is not None:
+            data["near_twin"] = self.near_twin.as_dict()
+        return data
 
 
 @dataclass(frozen=True)

@@ -192,6 +192,10 @@ MEMORY_FUSION_WEIGHTS = env_weights(
 MEMORY_FUSION_CONTEXT = env_float("MEMORY_FUSION_CONTEXT", 0.5, minimum=0.0, maximum=1.0)
 MEMORY_COSINE_FLOOR = env_float("MEMORY_COSINE_FLOOR", 0.2, minimum=-1.0, maximum=1.0)
 
+# A write whose text has a cosine of at least this with a visible memory of its namespace
+# reports that memory as its near twin (search/duplicates.py; README, Retrieval). Above 1: off.
+MEMORY_NEAR_DUPLICATE_COSINE = env_float("MEMORY_NEAR_DUPLICATE_COSINE", 0.9, minimum=0.0, maximum=1.01)
+
 MEMORY_TELEMETRY_DAYS = env_int("MEMORY_TELEMETRY_DAYS", 90, minimum=1, maximum=36500)
 MEMORY_LOG_LEVEL = env_choice("MEMORY_LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR"))
 

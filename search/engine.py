@@ -161,7 +161,7 @@ def _top_candidates(keys, depth: int, rows: np.ndarray) -> np.ndarray:
     return np.concatenate([below, _top_candidates(keys[:-1], depth - len(below), rows[values == cut])])
 
 
-def _micros(moment: dt.datetime) -> int:
+def to_micros(moment: dt.datetime) -> int:
     return (moment - _EPOCH) // _MICRO
 
 
@@ -225,7 +225,8 @@ def recall(
     view = snapshot.current()
     # BM25 statistics come from every visible row of the namespaces searched; kinds and
     # tags only choose which of them may be returned.
-    visible = view.visible_rows(as_of=_micros(as_of_time), valid_at=_micros(valid_time), namespaces=namespaces)
+    visible = view.visible_rows(as_of=to_micros(as_of_time), valid_at=to_micros(valid_time),
+                                namespaces=namespaces)
     eligible = np.zeros(len(view.columns.revision) if view.columns is not None else 0, dtype=bool)
     eligible[visible] = True
     if kind_names is not None and view.columns is not None:
@@ -507,6 +508,17 @@ _vector_copies_lock = threading.Lock()
 
 def _cosines(view, query: str) -> np.ndarray | None:
     """Cosine of the query with each row's revision (NaN where a revision has no vector yet)."""
+    return cosines_with(view, lambda embedder: embedder.embed_query(query))
+
+
+def cosines_with(view, vector_of) -> np.ndarray | None:
+    """Cosine of one vector with each row's revision (NaN where a revision has no vector yet).
+
+    ``vector_of(embedder)`` gives the vector, unit length, in the configured embedder's
+    space; it is called only when there are stored vectors to compare with. None when
+    nothing has been embedded yet. Raises Unavailable when the model cannot load or the
+    stored vectors come from another model.
+    """
     embedder = get_embedder()
     if not embedder.available():
         raise Unavailable(f"the embedding model cannot load: {embedder.load_error}")
@@ -524,7 +536,7 @@ def _cosines(view, query: str) -> np.ndarray | None:
     if len(ids) == 0:
         return cosines
     try:
-        query_vector = embedder.embed_query(query)
+        query_vector = vector_of(embedder)
     except EmbedderUnavailable as error:
         raise Unavailable(str(error)) from None
     scores = matrix @ query_vector

@@ -98,6 +98,14 @@ def prepare(title: str, content: str) -> None:
         _prepared[(embedder.name, body)] = vector
 
 
+def text_vector(embedder, title: str, content: str) -> np.ndarray:
+    """The vector a revision with this text gets: the one ``prepare`` made for its write, else a new one."""
+    body = revision_text(title, content)
+    with _prepared_lock:
+        vector = _prepared.get((embedder.name, body))
+    return vector if vector is not None else embedder.embed([body])[0]
+
+
 # Texts per embedding call when indexing many revisions: sentence-transformers sorts each
 # call's texts by length, so larger calls pad less; this bounds the memory one call takes.
 EMBED_CHUNK = 512
@@ -131,6 +139,11 @@ def batched():
     if connection.in_atomic_block and connection.get_rollback():
         return  # marked to roll back (a dry run): indexing would only be undone
     _index_stored(ids)
+
+
+def in_batch() -> bool:
+    """True inside ``batched``: an import, where per-write work that reads the indexes is skipped."""
+    return getattr(_batch, "ids", None) is not None
 
 
 def _index_stored(revision_ids: list[int]) -> None:

@@ -5,6 +5,7 @@ settings), records the actor and the interface, and raises domain errors from
 ``memories.exceptions`` before writing anything.
 """
 
+import dataclasses
 import datetime as dt
 import uuid
 
@@ -16,7 +17,7 @@ from memories.exceptions import Conflict, DuplicateContent, InvalidInput, NotFou
 from memories.models import AuditEvent, Interface, Kind, Memory, Revision, State, Tag
 from memories.records import ChangeResult, MemoryRecord, RememberResult
 from memories.timeparse import parse_optional_instant
-from search import indexing
+from search import duplicates, indexing
 
 # The fields a revision carries forward from the one it revises.
 _CARRIED = ("content", "title", "subject", "predicate", "object", "source", "valid_from", "valid_to", "expires_at")
@@ -136,6 +137,14 @@ def memory_remember(
     triple = validation.triple(subject, predicate, object)
     digest = validation.content_hash(content)
     indexing.prepare(title, content)
+    near_twin = None
+    if known_at is None and not indexing.in_batch():
+        # Before the write lock, like the embedding: a scan of the namespace's vectors. Advice
+        # only (the write goes ahead), so a twin written meanwhile can be missed. Imports skip it.
+        keyed = None
+        if key:
+            keyed = Memory.objects.filter(namespace=namespace, key=key).values_list("pk", flat=True).first()
+        near_twin = duplicates.find_near_twin(content, namespace=namespace, title=title, exclude_memory_id=keyed)
 
     with transaction.atomic():
         # The clock is read once the write lock is held: a writer that waited for
@@ -146,8 +155,11 @@ def memory_remember(
                       source=source, valid_from=start, valid_to=end, expires_at=_expiry(ttl, now=now, keep=None))
         existing = Memory.objects.filter(namespace=namespace, key=key).first() if key else None
         if existing is not None:
-            return _remember_into(existing, fields, digest, kind, tag_names, now=now, actor=actor,
-                                  interface=interface)
+            result = _remember_into(existing, fields, digest, kind, tag_names, now=now, actor=actor,
+                                    interface=interface)
+            if result.revised and near_twin is not None and near_twin.memory_id != existing.pk:
+                result = dataclasses.replace(result, near_twin=near_twin)
+            return result
         duplicate = selectors.visible_duplicate(namespace=namespace, content_hash=digest)
         if duplicate is not None:
             added = add_tags(duplicate, tag_names)
@@ -162,8 +174,8 @@ def memory_remember(
         revision = append_revision(memory=memory, content_hash=digest, known_at=now, author=actor,
                                            interface=interface, **fields)
         audit(actor=actor, interface=interface, action="remember", memory_id=memory.pk, at=now,
-              revision_id=revision.pk)
-        return RememberResult(memory=_record(memory, revision), created=True)
+              revision_id=revision.pk, **({"near_twin": near_twin.as_dict()} if near_twin else {}))
+        return RememberResult(memory=_record(memory, revision), created=True, near_twin=near_twin)
 
 
 def _remember_into(memory, fields, digest, kind, tag_names, *, now, actor, interface) -> RememberResult:

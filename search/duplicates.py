@@ -1,0 +1,73 @@
+"""Near-duplicate detection on write: the visible memory of a namespace whose meaning is closest to new text.
+
+Exact duplicates are the store's own rule (same content hash, ``selectors.visible_duplicate``)
+and are never written twice. Near duplicates are written, and the write reports its
+near twin so the caller can decide (update the twin instead, or forget one of them):
+an agent that remembers "The deploy runs on Fridays" after "Deploys run every Friday"
+learns it may be repeating itself. The threshold, ``MEMORY_NEAR_DUPLICATE_COSINE``, is a
+cosine between revision vectors (README, Retrieval).
+"""
+
+import datetime as dt
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+from django.conf import settings
+from django.utils import timezone
+
+from search import engine, indexing, snapshot
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class NearTwin:
+    """The visible memory closest in meaning to a text, and how close (cosine of their vectors)."""
+
+    memory_id: int
+    revision_id: int
+    cosine: float
+
+    def as_dict(self) -> dict:
+        return {"memory_id": self.memory_id, "revision_id": self.revision_id, "cosine": round(self.cosine, 4)}
+
+
+def find_near_twin(content: str, *, namespace: str, title: str = "", exclude_memory_id: int | None = None,
+                   threshold: float | None = None, at: dt.datetime | None = None) -> NearTwin | None:
+    """Return the memory visible now in ``namespace`` whose current revision is nearest to this text.
+
+    Only a twin at or above ``threshold`` (default MEMORY_NEAR_DUPLICATE_COSINE) counts;
+    a threshold above 1 turns detection off. Returns None too when no vectors exist
+    yet or the embedding model is unavailable: detection is advice, and a write never
+    fails for want of it. Ties go to the lower memory id.
+    """
+    threshold = settings.MEMORY_NEAR_DUPLICATE_COSINE if threshold is None else threshold
+    if threshold > 1.0:
+        return None
+    view = snapshot.current()
+    if view.columns is None:
+        return None
+    now = engine.to_micros(at or timezone.now())
+    rows = view.visible_rows(as_of=now, valid_at=now, namespaces=[namespace])
+    if exclude_memory_id is not None and len(rows):
+        rows = rows[view.columns.memory[rows] != exclude_memory_id]
+    if not len(rows):
+        return None
+    try:
+        cosines = engine.cosines_with(view, lambda embedder: indexing.text_vector(embedder, title, content))
+    except engine.Unavailable as error:
+        logger.info("Near-duplicate check skipped: %s", error.message)
+        return None
+    if cosines is None:
+        return None
+    scores = cosines[rows]
+    known = ~np.isnan(scores)
+    rows, scores = rows[known], scores[known]
+    close = scores >= threshold
+    if not close.any():
+        return None
+    rows, scores = rows[close], scores[close]
+    best = np.lexsort((view.columns.memory[rows], -scores))[0]
+    return NearTwin(memory_id=int(view.columns.memory[rows[best]]), revision_id=int(view.columns.revision[rows[best]]),
+                    cosine=float(scores[best]))
