@@ -43,6 +43,62 @@ def _record(revision: Revision) -> MemoryRecord:
     return MemoryRecord.from_revision(revision)
 
 
+# The columns records_for_revisions reads, in MemoryRecord's order after the ids.
+_RECORD_SQL = """
+    SELECT r.id, m.id, m.key, m.namespace, m.kind, m.state, r.title, r.content, r.known_at, r.valid_from,
+           r.valid_to, r.expires_at, r.source, r.content_hash, r.subject, r.predicate, r.object, r.author,
+           m.created_at
+    FROM memories_revision r JOIN memories_memory m ON m.id = r.memory_id
+    WHERE r.id IN ({marks})"""
+# Tag names per memory in slug order, as the ORM's records list them.
+_TAGS_SQL = """
+    SELECT mt.memory_id, t.name FROM memories_memory_tags mt JOIN memories_tag t ON t.id = mt.tag_id
+    WHERE mt.memory_id IN ({marks}) ORDER BY mt.memory_id, t.slug"""
+_IDS_PER_QUERY = 500
+
+
+def _instant(value) -> dt.datetime | None:
+    # Django's SQLite backend keeps UTC as 'YYYY-MM-DD HH:MM:SS[.ffffff]' text, and its
+    # converters hand a raw cursor naive datetimes for datetime columns.
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = dt.datetime.fromisoformat(value)
+    return value.replace(tzinfo=dt.timezone.utc)
+
+
+def records_for_revisions(revision_ids: list[int]) -> dict[int, MemoryRecord]:
+    """The records of these revisions (with their memories' tags), by revision id; missing ids are left out.
+
+    Two plain queries: search answers build ten or a hundred records per request, and
+    building them through querysets cost 2.9 ms of a 4.4 ms keyword recall (10k memories).
+    """
+    records, rows = {}, []
+    with connection.cursor() as cursor:
+        for start in range(0, len(revision_ids), _IDS_PER_QUERY):
+            chunk = revision_ids[start:start + _IDS_PER_QUERY]
+            # Primary-key lookups, each joined to its memory by primary key.
+            cursor.execute(_RECORD_SQL.format(marks=",".join(["%s"] * len(chunk))), chunk)
+            rows.extend(cursor.fetchall())
+        tags: dict[int, list[str]] = {}
+        memory_ids = sorted({row[1] for row in rows})
+        for start in range(0, len(memory_ids), _IDS_PER_QUERY):
+            chunk = memory_ids[start:start + _IDS_PER_QUERY]
+            # The m2m table's (memory_id, tag_id) unique index serves the IN; tags are few per memory.
+            cursor.execute(_TAGS_SQL.format(marks=",".join(["%s"] * len(chunk))), chunk)
+            for memory_id, name in cursor.fetchall():
+                tags.setdefault(memory_id, []).append(name)
+    for (revision_id, memory_id, key, namespace, kind, state, title, content, known_at, valid_from, valid_to,
+         expires_at, source, content_hash, subject, predicate, object_, author, created_at) in rows:
+        records[revision_id] = MemoryRecord(
+            id=memory_id, key=key, namespace=namespace, kind=kind, state=state, title=title, content=content,
+            tags=tags.get(memory_id, []), revision_id=revision_id, known_at=_instant(known_at),
+            valid_from=_instant(valid_from), valid_to=_instant(valid_to), expires_at=_instant(expires_at),
+            source=source, content_hash=content_hash, subject=subject, predicate=predicate, object=object_,
+            author=author, created_at=_instant(created_at))
+    return records
+
+
 def visible_revision(*, memory: Memory, as_of: dt.datetime, valid_at: dt.datetime | None = None) -> Revision | None:
     """Return the revision ``memory`` shows at (as_of, valid_at), or None when it is hidden there."""
     return Revision.objects.filter(memory=memory).visible(as_of=as_of, valid_at=valid_at).first()

@@ -30,12 +30,11 @@ from dataclasses import dataclass, field
 import numpy as np
 from django.conf import settings
 from django.db import connection
-from django.db.models import Prefetch
 from django.utils import timezone
 
-from memories import validation
+from memories import selectors, validation
 from memories.exceptions import InvalidInput, MemoryServiceError
-from memories.models import Kind, Revision, Tag
+from memories.models import Tag
 from memories.records import MemoryRecord
 from memories.timeparse import format_instant, parse_optional_instant
 from search import postings, snapshot, snippets, text, vectors
@@ -739,16 +738,11 @@ def _hits(view, rows, fused, *, channels, search, cosines, explain, as_of, conte
     if len(rows) == 0:
         return []
     revision_ids = view.columns.revision[rows].tolist()
-    revisions = {
-        revision.pk: revision
-        for revision in Revision.objects.filter(pk__in=revision_ids).select_related("memory").prefetch_related(
-            Prefetch("memory__tags", queryset=Tag.objects.order_by("slug")))
-    }
+    records = selectors.records_for_revisions(revision_ids)
     ranks = {name: dict(zip(channel.rows.tolist(), channel.ranks.tolist())) for name, channel in channels.items()}
     hits = []
     for row, revision_id, score in zip(rows.tolist(), revision_ids, fused.tolist()):
-        revision = revisions[revision_id]
-        record = MemoryRecord.from_revision(revision)
+        record = records[revision_id]
         matched = [token.raw for index, token in enumerate(search.terms)
                    if search.matched[index, row] or (search.bigram[row] and text.has_cjk(token.raw))]
         body = snippets.highlight(record.content, search.terms)
@@ -762,15 +756,15 @@ def _hits(view, rows, fused, *, channels, search, cosines, explain, as_of, conte
                 "cosine": None if cosines is None or np.isnan(cosines[row]) else float(cosines[row]),
                 # Hybrid: the part of the score lent by neighbouring memories (MEMORY_FUSION_CONTEXT).
                 "context": None if context is None else float(context[row]),
-                "known_at": format_instant(revision.known_at),
-                "valid_from": format_instant(revision.valid_from),
-                "valid_to": format_instant(revision.valid_to),
-                "source": revision.source,
-                "content_hash": revision.content_hash,
-                "author": revision.author,
+                "known_at": format_instant(record.known_at),
+                "valid_from": format_instant(record.valid_from),
+                "valid_to": format_instant(record.valid_to),
+                "source": record.source,
+                "content_hash": record.content_hash,
+                "author": record.author,
             }
         hits.append(Hit(memory=record, score=score, snippet=body, matched_terms=matched,
-                        age=_age(revision.known_at, as_of), explain=details))
+                        age=_age(record.known_at, as_of), explain=details))
     return hits
 
 

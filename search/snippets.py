@@ -13,10 +13,6 @@ _STEMS_MAX = 100_000
 _stems: dict[str, str] = {}
 
 
-def _matches(stem: str, terms) -> bool:
-    return any(stem == term.stem or (term.prefix and stem.startswith(term.prefix)) for term in terms)
-
-
 def highlight(content: str, terms) -> str:
     """Return about WINDOW_CHARS of ``content`` around its first matched word, matched words bracketed.
 
@@ -35,9 +31,12 @@ def highlight(content: str, terms) -> str:
         for word, (counts, _) in zip(unseen, text.documents_terms(unseen)):
             # A word FTS5 splits differently (rare: it is a run of letters and digits) is compared folded.
             stems[word] = next(iter(counts)) if len(counts) == 1 else word.casefold()
-    # Each distinct stem is tested once, not once per occurrence.
+    # Each distinct stem is tested once, not once per occurrence: the same stem, or a stem
+    # that starts with a term's light root.
     word_stems = [stems[match.group(0)] for match in words]
-    hit_stems = {stem for stem in set(word_stems) if _matches(stem, terms)}
+    exact = {term.stem for term in terms}
+    prefixes = tuple(term.prefix for term in terms if term.prefix)
+    hit_stems = {stem for stem in set(word_stems) if stem in exact or stem.startswith(prefixes)}
     hits = [match for match, stem in zip(words, word_stems) if stem in hit_stems]
     if not hits:
         return _cut(content, 0)

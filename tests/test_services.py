@@ -6,6 +6,7 @@ from django.test import override_settings
 from memories import selectors, services
 from memories.exceptions import Conflict, DuplicateContent, InvalidInput, NotFound, TooLarge
 from memories.models import AuditEvent, Memory, Revision, Tag
+from memories.records import MemoryRecord
 
 ACTOR = {"actor": "tester", "interface": "cli"}
 
@@ -179,3 +180,16 @@ def test_text_a_memory_held_in_the_past_is_not_a_duplicate(remember):
     again = remember("Text A.")
     assert again.created and again.memory.id != first.id
     assert selectors.memory_get(memory_id=again.memory.id).content == "Text A."
+
+
+def test_records_read_in_bulk_equal_the_ones_the_orm_builds(remember, actor):
+    plain = remember("Plain memory without extras.").memory
+    rich = remember("Rich memory with every field.", key="rich", title="Rich", kind="decision", tags=["Zeta", "alpha"],
+                    source="notes.md", ttl_days=3, valid_from="2024-01-01", valid_to="2030-01-01T12:00:00.250000Z",
+                    subject="team", predicate="uses", object="Django").memory
+    later = services.memory_revise(memory_id=rich.id, content="Rich memory, revised.", **actor).memory
+    revisions = Revision.objects.filter(pk__in=[plain.revision_id, rich.revision_id, later.revision_id])
+    expected = {revision.pk: MemoryRecord.from_revision(revision) for revision in revisions}
+    assert selectors.records_for_revisions([plain.revision_id, rich.revision_id, later.revision_id, 10**9]) == expected
+    assert expected[rich.revision_id].tags == ["alpha", "Zeta"]
+    assert expected[rich.revision_id].expires_at is not None
