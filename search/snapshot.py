@@ -103,6 +103,7 @@ class View:
     anchor: str | None  # "memory_id known_at" of the revision max_id, to notice reused ids
     events: list = field(default_factory=list, compare=False, repr=False)  # [Events], filled on first use
     cache: dict = field(default_factory=dict, compare=False, repr=False)
+    stats: dict = field(default_factory=dict, compare=False, repr=False)  # see visible_stats
     lock: threading.Lock = field(default_factory=threading.Lock, compare=False, repr=False)
 
     def visible_rows(self, *, as_of: int, valid_at: int, namespaces: list[str] | None = None,
@@ -139,6 +140,29 @@ class View:
                     del self.cache[next(iter(self.cache))]
                 self.cache[key] = winners
         return winners
+
+    def visible_stats(self, winners: np.ndarray, column: str) -> tuple[np.ndarray, np.ndarray, float]:
+        """For rows ``winners`` (an answer of visible_rows): a mask of them, ``column`` as float64, its mean over them.
+
+        BM25 needs these for every term of every query; they depend only on the
+        visible set, which repeats between writes, so they are kept with it (keyed by
+        the array's identity, which the entry holds so it cannot be reused).
+        """
+        key = (id(winners), column)
+        entry = self.stats.get(key)
+        if entry is None or entry[0] is not winners:
+            lengths = getattr(self.columns, column).astype(np.float64)
+            mask = np.zeros(len(lengths), dtype=bool)
+            mask[winners] = True
+            mean = float(lengths[winners].sum()) / len(winners) if len(winners) else 0.0
+            for array in (mask, lengths):
+                array.flags.writeable = False
+            entry = (winners, mask, lengths, mean)
+            with self.lock:
+                if len(self.stats) >= 2 * _VISIBLE_CACHE_SIZE:
+                    del self.stats[next(iter(self.stats))]
+                self.stats[key] = entry
+        return entry[1], entry[2], entry[3]
 
     def _visible_rows(self, *, as_of, valid_at, namespaces, kinds) -> np.ndarray:
         c = self.columns

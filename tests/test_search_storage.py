@@ -101,7 +101,7 @@ def test_cached_visible_rows_follow_the_clock_without_a_write(db):
     view = snapshot._extend(snapshot._EMPTY, after=0)
 
     def visible(as_of, valid_at=None):
-        return view.visible_rows(as_of=engine._micros(as_of), valid_at=engine._micros(valid_at or as_of)).tolist()
+        return view.visible_rows(as_of=engine.to_micros(as_of), valid_at=engine.to_micros(valid_at or as_of)).tolist()
 
     assert visible(T0 + DAY) == [0]
     assert visible(T0 + 10 * DAY) == []  # the TTL ends visibility at the instant
