@@ -87,23 +87,27 @@ def prepare(title: str, content: str) -> None:
     embedder = get_embedder()
     if not embedder.available():
         return
-    body = revision_text(title, content)
     try:
-        vector = embedder.embed([body])[0]
+        text_vector(embedder, title, content)
     except EmbedderUnavailable:
         return
-    with _prepared_lock:
-        if len(_prepared) >= _PREPARED_MAX:
-            _prepared.pop(next(iter(_prepared)))
-        _prepared[(embedder.name, body)] = vector
 
 
 def text_vector(embedder, title: str, content: str) -> np.ndarray:
-    """The vector a revision with this text gets: the one ``prepare`` made for its write, else a new one."""
-    body = revision_text(title, content)
+    """The vector a revision with this text gets, kept for its write: embedded once however often asked.
+
+    Raises EmbedderUnavailable when the model fails.
+    """
+    key = (embedder.name, revision_text(title, content))
     with _prepared_lock:
-        vector = _prepared.get((embedder.name, body))
-    return vector if vector is not None else embedder.embed([body])[0]
+        vector = _prepared.get(key)
+    if vector is None:
+        vector = embedder.embed([key[1]])[0]
+        with _prepared_lock:
+            if len(_prepared) >= _PREPARED_MAX:
+                _prepared.pop(next(iter(_prepared)))
+            _prepared[key] = vector
+    return vector
 
 
 # Texts per embedding call when indexing many revisions: sentence-transformers sorts each

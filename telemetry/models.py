@@ -8,6 +8,11 @@ removes the rows that name it (``memories.services.erasure``).
 from django.db import models
 
 
+def estimate_tokens(characters: int) -> int:
+    """Return a rough token count for this many characters (about 4 a token in English text)."""
+    return (characters + 3) // 4
+
+
 class HookRecall(models.Model):
     """One ``hooks/recall/`` answer: a block offered to a harness for a prompt."""
 
@@ -15,6 +20,7 @@ class HookRecall(models.Model):
     actor = models.CharField(max_length=200)
     harness = models.CharField(max_length=64, blank=True)
     hook = models.CharField(max_length=64, blank=True)
+    session = models.CharField(max_length=200, blank=True)
     namespaces = models.JSONField(null=True, blank=True)
     query = models.TextField()
     hits = models.PositiveIntegerField()
@@ -40,8 +46,7 @@ class Injection(models.Model):
 
     @property
     def tokens_estimate(self) -> int:
-        """A rough token count (about 4 characters a token for English text)."""
-        return (self.characters + 3) // 4
+        return estimate_tokens(self.characters)
 
 
 class InjectedMemory(models.Model):
@@ -57,3 +62,23 @@ class InjectedMemory(models.Model):
 
     class Meta:
         ordering = ["injection_id", "id"]
+
+
+class RefusedIngest(models.Model):
+    """A ``hooks/ingest/`` call refused because its text looked like a prompt injection.
+
+    Only the pattern's name and the text's length are kept: the text itself is what
+    was refused, so storing it here would store it after all.
+    """
+
+    at = models.DateTimeField(db_index=True)
+    actor = models.CharField(max_length=200)
+    harness = models.CharField(max_length=64, blank=True)
+    hook = models.CharField(max_length=64, blank=True)
+    session = models.CharField(max_length=200, blank=True)
+    namespace = models.CharField(max_length=64)
+    pattern = models.CharField(max_length=64)
+    characters = models.PositiveIntegerField()
+
+    class Meta:
+        ordering = ["-at", "-id"]

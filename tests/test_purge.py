@@ -31,7 +31,8 @@ def test_purge_removes_expired_revisions_and_keeps_unexpired_ones(expired, remem
 
     counts = services.purge_expired(**actor)
 
-    assert counts == {"revisions": 1, "tombstones": 0, "tombstones_repointed": 0, "memories": 1, "dry_run": False}
+    assert counts == {"revisions": 1, "tombstones": 0, "tombstones_repointed": 0, "memories": 1, "telemetry": 0,
+                      "dry_run": False}
     assert not Memory.objects.filter(pk=expired).exists()
     assert not Memory.tags.through.objects.filter(memory_id=expired).exists()
     assert _contents(lasting) == ["The office opens at nine."]
@@ -68,7 +69,8 @@ def test_dry_run_removes_nothing_and_counts_what_a_purge_would(expired, remember
 
     counts = services.purge_expired(dry_run=True, **actor)
 
-    assert counts == {"revisions": 1, "tombstones": 0, "tombstones_repointed": 0, "memories": 1, "dry_run": True}
+    assert counts == {"revisions": 1, "tombstones": 0, "tombstones_repointed": 0, "memories": 1, "telemetry": 0,
+                      "dry_run": True}
     assert Revision.objects.count() == revisions
     assert AuditEvent.objects.count() == events
     assert Memory.objects.filter(pk=expired).exists()

@@ -15,6 +15,7 @@ import datetime as dt
 import logging
 from collections.abc import Callable
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
@@ -25,6 +26,7 @@ from memories.models import AuditEvent, ErasureGate, ErasureReceipt, Memory, Rev
 from memories.services.lifecycle import audit, check_interface, get_memory
 from memories.timeparse import parse_optional_instant
 from search import indexing
+from telemetry.models import HookRecall, InjectedMemory, Injection, RefusedIngest
 
 logger = logging.getLogger(__name__)
 
@@ -97,8 +99,8 @@ def memory_erase(*, memory_id: int, actor: str, interface: str, reason: str | No
         revisions = list(memory.revisions.order_by("id").values_list("id", "content_hash"))
         revision_ids = [revision_id for revision_id, _ in revisions]
         _delete_revisions(revision_ids)
-        # Telemetry (recall events, injection reports) will name this memory's ids and
-        # may quote its text; once that model exists, delete its rows for the memory here.
+        # Injection reports name the memory; the report itself (harness, size) stays.
+        InjectedMemory.objects.filter(memory_id=memory_id).delete()
         tag_ids = list(memory.tags.values_list("pk", flat=True))
         memory.delete()
         # A tag can say as much as the text: drop the ones only this memory used,
@@ -166,15 +168,31 @@ def _purge_batch(expired_ids: list[int], *, now: dt.datetime) -> dict:
     }
 
 
+def _purge_telemetry(cutoff: dt.datetime, *, actor: str, interface: str) -> int:
+    """Delete the telemetry rows (hook recalls, injections, refused ingests) older than ``cutoff``; count them."""
+    with transaction.atomic():
+        # Each model's index on ``at`` serves the range; an injection's items go with it (CASCADE).
+        counts = {}
+        for model in (HookRecall, Injection, RefusedIngest):
+            _, by_model = model.objects.filter(at__lt=cutoff).delete()
+            counts[model._meta.model_name] = by_model.get(model._meta.label, 0)
+        removed = sum(counts.values())
+        if removed:
+            audit(actor=actor, interface=interface, action="purge_telemetry", memory_id=None, at=timezone.now(),
+                  older_than=cutoff.isoformat(), **counts)
+    return removed
+
+
 def purge_expired(
     *, actor: str, interface: str, now: dt.datetime | None = None, dry_run: bool = False,
     batch_size: int = PURGE_BATCH_SIZE, progress: Callable[[int, int], None] | None = None,
 ) -> dict:
     """Delete revisions whose TTL ran out by ``now`` (default: the clock), and return the counts.
 
-    Also removed: tombstones of purged revisions, and memories left without
-    revisions. What is visible at ``now`` or later does not change; answers for
-    earlier ``as_of`` times lose the purged revisions. Batches go oldest expiry
+    Also removed: tombstones of purged revisions, memories left without revisions, and
+    telemetry rows more than MEMORY_TELEMETRY_DAYS older than ``now`` (``telemetry``).
+    What is visible at ``now`` or later does not change; answers for earlier ``as_of``
+    times lose the purged revisions. Batches go oldest expiry
     first, each in its own transaction, so an interrupted purge is safe to re-run.
     ``dry_run`` does the same work and rolls it back, so its counts are exact.
     ``progress(done, total)`` is called after each batch, counting expired revisions.
@@ -183,7 +201,7 @@ def purge_expired(
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InvalidInput(f"batch_size: {batch_size!r} is not a positive integer.", field="batch_size")
     now = parse_optional_instant(now, field="now") or timezone.now()
-    totals = {"revisions": 0, "tombstones": 0, "tombstones_repointed": 0, "memories": 0}
+    totals = {"revisions": 0, "tombstones": 0, "tombstones_repointed": 0, "memories": 0, "telemetry": 0}
     # The partial index revision_expires (expires_at, then rowid) serves both the range and
     # the order; ordering by pk alone makes SQLite walk the whole table instead.
     expired = Revision.objects.filter(expires_at__lte=now).order_by("expires_at", "pk")
@@ -202,8 +220,8 @@ def purge_expired(
                 totals[name] += value
             if progress:
                 progress(totals["revisions"], max(total, totals["revisions"]))
-        # Telemetry rows past MEMORY_TELEMETRY_DAYS belong to this purge too, once the
-        # telemetry model exists: delete them here and add their count to the totals.
+        totals["telemetry"] = _purge_telemetry(now - dt.timedelta(days=settings.MEMORY_TELEMETRY_DAYS),
+                                               actor=actor, interface=interface)
         if dry_run:
             transaction.set_rollback(True)
     return {**totals, "dry_run": dry_run}

@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from memories import services
@@ -7,7 +8,8 @@ from memories.services.erasure import PURGE_BATCH_SIZE
 
 
 class Command(BaseCommand):
-    help = "Delete revisions whose TTL has run out, the tombstones and memories they leave, then compact the file."
+    help = ("Delete revisions whose TTL has run out, the tombstones and memories they leave, and old telemetry, "
+            "then compact the file.")
 
     def add_arguments(self, parser):
         parser.add_argument("--dry-run", action="store_true", help="Count what would be removed; change nothing.")
@@ -23,7 +25,8 @@ class Command(BaseCommand):
             raise CommandError(error.message) from error
         finally:
             progress.close()
-        removed = counts["revisions"] + counts["tombstones"] + counts["memories"]
+        # Telemetry rows hold prompts (the queries): their pages are worth compacting away too.
+        removed = counts["revisions"] + counts["tombstones"] + counts["memories"] + counts["telemetry"]
         if removed and not dry_run:
             services.database_vacuum()
         verb = "Would purge" if dry_run else "Purged"
@@ -31,4 +34,7 @@ class Command(BaseCommand):
                    f"{counts['memories']} emptied memory(ies)")
         if counts["tombstones_repointed"]:
             summary += f"; {counts['tombstones_repointed']} tombstone(s) now hide older text instead"
+        if counts["telemetry"]:
+            summary += (f"; {counts['telemetry']} telemetry row(s) older than "
+                        f"{settings.MEMORY_TELEMETRY_DAYS} days")
         self.stdout.write(summary + ("; file compacted." if removed and not dry_run else "."))
