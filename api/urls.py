@@ -1,1 +1,29 @@
-urlpatterns = []
+"""The REST API under /api/: versioned endpoints, the OpenAPI schema and the docs page."""
+
+from django.urls import path, re_path
+from drf_spectacular.views import SpectacularAPIView
+
+from api import views
+from api.docs import docs
+from api.exceptions import not_found
+
+app_name = "api"
+
+urlpatterns = [
+    path("v1/memories/", views.MemoryListView.as_view(), name="memories"),
+    path("v1/memories/<int:id>/", views.MemoryDetailView.as_view(), name="memory"),
+    path("v1/memories/<int:id>/history/", views.MemoryHistoryView.as_view(), name="memory-history"),
+    path("v1/memories/<int:id>/restore/", views.MemoryRestoreView.as_view(), name="memory-restore"),
+    path("v1/recall/", views.RecallView.as_view(), name="recall"),
+    path("v1/export/", views.ExportView.as_view(), name="export"),
+    path("v1/import/", views.ImportView.as_view(), name="import"),
+    path("v1/stats/", views.StatsView.as_view(), name="stats"),
+    path("v1/health/", views.HealthView.as_view(), name="health"),
+    path("v1/hooks/recall/", views.HookRecallView.as_view(), name="hooks-recall"),
+    path("v1/hooks/ingest/", views.HookIngestView.as_view(), name="hooks-ingest"),
+    path("v1/hooks/report/", views.HookReportView.as_view(), name="hooks-report"),
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("docs/", docs, name="docs"),
+    # Last: any other path under /api/ is a 404 in the API's error shape, not Django's HTML page.
+    re_path(r"^", not_found),
+]

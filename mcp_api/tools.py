@@ -10,7 +10,6 @@ import logging
 from typing import Annotated, Literal
 
 from django.conf import settings
-from django.db import transaction
 from mcp.types import ToolAnnotations
 from mcp_server.djangomcp import MCPToolset
 from pydantic import Field
@@ -194,22 +193,10 @@ class MemoryTools(MCPToolset):
         and tags are added or removed. Use this instead of remembering a second, conflicting memory."""
         caller = self._caller()
         caller.check_memory(id)
-        revise = dict(content=content, title=title, source=source, valid_from=valid_from, valid_to=valid_to)
-        revise = {name: value for name, value in revise.items() if value is not None}
-        retag = bool(add_tags or remove_tags)
-        if not revise and not retag and ttl_days == -1:
-            raise InvalidInput("Nothing to update: give content, title, source, tags to add or remove, ttl_days, "
-                               "or a validity interval.", field="id")
-        # One transaction, so that a refused retag does not leave the revision behind.
-        with transaction.atomic():
-            changed = False
-            if revise or ttl_days != -1:
-                result = services.memory_revise(memory_id=id, ttl_days=ttl_days, **revise, **caller.credit)
-                changed = result.changed
-            if retag:
-                result = services.memory_retag(memory_id=id, add=add_tags, remove=remove_tags, **caller.credit)
-                changed = changed or result.changed
-        return ChangeOut.model_validate({**result.as_dict(), "changed": changed})
+        result = services.memory_update(memory_id=id, content=content, title=title, source=source, ttl_days=ttl_days,
+                                        valid_from=valid_from, valid_to=valid_to, add_tags=add_tags,
+                                        remove_tags=remove_tags, **caller.credit)
+        return ChangeOut.model_validate(result.as_dict())
 
     @tool(title="Forget a memory", scope=Scope.WRITE, read_only=False, destructive=True, idempotent=True)
     def memory_forget(

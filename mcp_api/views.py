@@ -11,6 +11,7 @@ from mcp_api import transport
 from mcp_api.server import current_caller, server
 from memories.access import AuthenticationFailed
 from memories.services.keys import api_key_authenticate
+from memoryproject.jsontext import parse_strict_json
 
 
 class _AnyAccept(BaseContentNegotiation):
@@ -69,7 +70,7 @@ class MemoryMCPView(MCPServerStreamableHttpView):
         if request.content_type != "application/json":
             return _refusal(415, transport.INVALID_REQUEST, "Content-Type must be application/json.")
         try:
-            message = transport.parse_strict_json(request.body)
+            message = parse_strict_json(request.body)
         except ValueError as error:
             return _refusal(400, transport.PARSE_ERROR, f"Parse error: {error}.")
         problem = transport.message_problem(message)

@@ -9,10 +9,18 @@ django_application = get_asgi_application()
 
 from django.conf import settings  # noqa: E402
 
-from mcp_api.transport import BodyLimit  # noqa: E402
+from api.parsers import too_large_refusal  # noqa: E402
+from mcp_api.transport import too_large_refusal as mcp_too_large_refusal  # noqa: E402
+from memoryproject.bodylimit import BodyLimit, Limit  # noqa: E402
 
-# Oversized MCP requests are refused here, before Django spools their bodies (README, MCP).
-application = BodyLimit(django_application, path="/mcp", limit=settings.MEMORY_MCP_MAX_BODY_BYTES)
+# Oversized requests are refused here, before Django spools their bodies (README: MCP, REST API).
+application = BodyLimit(django_application, [
+    Limit("/mcp", settings.MEMORY_MCP_MAX_BODY_BYTES, mcp_too_large_refusal),
+    Limit("/api", settings.MEMORY_API_MAX_BODY_BYTES,
+          lambda limit: too_large_refusal(limit, "MEMORY_API_MAX_BODY_BYTES")),
+    Limit("/api/v1/import", settings.MEMORY_API_MAX_IMPORT_BYTES,
+          lambda limit: too_large_refusal(limit, "MEMORY_API_MAX_IMPORT_BYTES")),
+])
 
 # Load the embedding model now, not under the first write's lock (a few seconds).
 from search.embeddings import get_embedder  # noqa: E402

@@ -136,8 +136,9 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = DATA_DIR / "static"
-# Without collectstatic, WhiteNoise finds files through the staticfiles finders.
+# No collectstatic step: WhiteNoise serves the files where the staticfiles finders find them
+# (static/ and the apps'), so there is no STATIC_ROOT for it to look in (and warn about).
+STATIC_ROOT = None
 WHITENOISE_USE_FINDERS = True
 
 LOGIN_URL = "/admin/login/"
@@ -197,11 +198,43 @@ MEMORY_COSINE_FLOOR = env_float("MEMORY_COSINE_FLOOR", 0.2, minimum=-1.0, maximu
 MEMORY_NEAR_DUPLICATE_COSINE = env_float("MEMORY_NEAR_DUPLICATE_COSINE", 0.9, minimum=0.0, maximum=1.01)
 
 MEMORY_TELEMETRY_DAYS = env_int("MEMORY_TELEMETRY_DAYS", 90, minimum=1, maximum=36500)
+# Hooks (README, Hooks and telemetry): the size of a recalled block in characters, when the
+# caller names none and at most, and how long captured text lives unless the caller says.
+MEMORY_HOOK_BUDGET_MAX = env_int("MEMORY_HOOK_BUDGET_MAX", 16_000, minimum=300, maximum=200_000)
+MEMORY_HOOK_BUDGET = env_int("MEMORY_HOOK_BUDGET", min(4000, MEMORY_HOOK_BUDGET_MAX), minimum=300,
+                             maximum=MEMORY_HOOK_BUDGET_MAX)
+MEMORY_HOOK_TTL_DAYS = env_int("MEMORY_HOOK_TTL_DAYS", 30, minimum=0, maximum=36500)
 MEMORY_LOG_LEVEL = env_choice("MEMORY_LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR"))
 
 REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    # The REST views set their own authentication, permissions, parser, throttle and error
+    # handler (api.views.ApiView), so the defaults here reach no other view (/mcp is one too).
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
+
+# The OpenAPI schema at /api/schema/ and the docs page at /api/docs/ (api/docs.py).
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Memory server REST API",
+    "DESCRIPTION": "Durable, point-in-time memory for agents. Send an API key as 'Authorization: Bearer <key>'. "
+                   'Errors: {"error": {"code", "message", "field"}}.',
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_AUTHENTICATION": [],
+    "SCHEMA_PATH_PREFIX": "/api/v1",
+    "PREPROCESSING_HOOKS": ["api.schema.only_rest_api"],
+    "ENUM_NAME_OVERRIDES": {"KindEnum": "memories.models.Kind"},
+}
+
+# REST API limits (README, REST API). A request body over this many bytes is refused with 413
+# before it is parsed; imports take whole export files and have their own limit.
+MEMORY_API_MAX_BODY_BYTES = env_int("MEMORY_API_MAX_BODY_BYTES", 1024 * 1024, minimum=64 * 1024,
+                                    maximum=64 * 1024 * 1024)
+MEMORY_API_MAX_IMPORT_BYTES = env_int("MEMORY_API_MAX_IMPORT_BYTES", 64 * 1024 * 1024, minimum=64 * 1024,
+                                      maximum=1024 * 1024 * 1024)
+# Requests a minute per API key (api/throttling.py), reads and writes counted apart; 0: no limit.
+MEMORY_API_READS_PER_MINUTE = env_int("MEMORY_API_READS_PER_MINUTE", 600, minimum=0, maximum=1_000_000)
+MEMORY_API_WRITES_PER_MINUTE = env_int("MEMORY_API_WRITES_PER_MINUTE", 120, minimum=0, maximum=1_000_000)
 
 LOGGING = {
     "version": 1,

@@ -53,6 +53,8 @@ class Embedder(abc.ABC):
 
     #: Recorded in the database with ``dim``; vectors of different names never mix.
     name: str
+    #: Where it computes: every embedder here runs on the CPU (models load with device="cpu").
+    device: str = "cpu"
 
     @property
     @abc.abstractmethod

@@ -1,12 +1,13 @@
-"""One contract, every interface: the same scenarios run through the service layer and through MCP.
+"""One contract, every interface: the same scenarios run through the service layer, MCP and REST.
 
 Each scenario is written once against a small driver and run once per interface, with
-the same expectations, so the interfaces cannot drift apart. REST joins by adding a
-driver. Every driver works in a namespace of its own test.
+the same expectations, so the interfaces cannot drift apart. MCP and REST talk to one
+real server. Every driver works in a namespace of its own test.
 """
 
 import re
 
+import httpx
 import pytest
 
 from memories import selectors, services
@@ -98,18 +99,72 @@ class McpDriver:
         return self._call("memory_recall", {"query": query, "namespace": self.namespace, **options})
 
 
+class RestDriver:
+    """The REST API, over HTTP against a real server."""
+
+    def __init__(self, client: httpx.Client, namespace: str):
+        self.client = client
+        self.namespace = namespace
+
+    def _send(self, method, path, **options) -> dict:
+        response = self.client.request(method, f"/api/v1/{path}", **options)
+        body = response.json()
+        if response.status_code >= 400:
+            assert set(body) == {"error"}, body
+            raise Refused(body["error"]["message"])
+        return body
+
+    @staticmethod
+    def _given(fields: dict) -> dict:
+        return {name: value for name, value in fields.items() if value is not None}
+
+    def remember(self, content, **fields) -> dict:
+        return self._send("POST", "memories/", json={"content": content, "namespace": self.namespace, **fields})
+
+    def get(self, memory_id, **times) -> dict:
+        return self._send("GET", f"memories/{memory_id}/", params=times)
+
+    def update(self, memory_id, **fields) -> dict:
+        return self._send("PATCH", f"memories/{memory_id}/", json=fields)
+
+    def forget(self, memory_id, reason=None) -> dict:
+        return self._send("DELETE", f"memories/{memory_id}/", params=self._given({"reason": reason}))
+
+    def history(self, memory_id) -> list[dict]:
+        return self._send("GET", f"memories/{memory_id}/history/")["revisions"]
+
+    def recall(self, query, **options) -> dict:
+        return self._send("POST", "recall/", json={"query": query, "namespace": self.namespace, **options})
+
+
 @pytest.fixture(scope="module")
-def mcp_session(module_instance):
+def live_server(module_instance):
     token = module_instance.create_api_keys(contract={})["contract"]
-    with serve(module_instance.env) as base, http_client(f"{base}/mcp", token) as client:
+    with serve(module_instance.env) as base:
+        yield base, token
+
+
+@pytest.fixture(scope="module")
+def mcp_session(live_server):
+    base, token = live_server
+    with http_client(f"{base}/mcp", token) as client:
         yield client
 
 
-@pytest.fixture(params=["service", "mcp"])
+@pytest.fixture(scope="module")
+def rest_session(live_server):
+    base, token = live_server
+    with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=30) as client:
+        yield client
+
+
+@pytest.fixture(params=["service", "mcp", "rest"])
 def interface(request):
     namespace = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[-64:].lstrip("-_")
     if request.param == "service":
         return ServiceDriver(namespace)
+    if request.param == "rest":
+        return RestDriver(request.getfixturevalue("rest_session"), namespace)
     return McpDriver(request.getfixturevalue("mcp_session"), namespace)
 
 

@@ -380,3 +380,41 @@ def memory_retag(
             audit(actor=actor, interface=interface, action="retag", memory_id=memory.pk, at=now, added=added,
                   removed=removed)
         return ChangeResult(memory=_record(memory, _current(memory, now)), changed=bool(added or removed))
+
+
+def memory_update(
+    *,
+    memory_id: int,
+    actor: str,
+    interface: str,
+    content: str | None = None,
+    title: str | None = None,
+    source: str | None = None,
+    ttl_days: int | None = -1,
+    valid_from=None,
+    valid_to=None,
+    add_tags: list[str] | None = None,
+    remove_tags: list[str] | None = None,
+) -> ChangeResult:
+    """Revise the given fields and add or remove tags, in one transaction: the update agents and scripts make.
+
+    Fields left None carry over; ``ttl_days`` -1 keeps the expiry (see memory_revise).
+    Asking for no change at all is refused, so a caller learns its request was empty.
+    A refused retag leaves no revision behind.
+    """
+    revise = dict(content=content, title=title, source=source, valid_from=valid_from, valid_to=valid_to)
+    revise = {name: value for name, value in revise.items() if value is not None}
+    retag = bool(add_tags or remove_tags)
+    if not revise and not retag and ttl_days == -1:
+        raise InvalidInput("Nothing to update: give content, title, source, tags to add or remove, ttl_days, "
+                           "or a validity interval.", field="id")
+    with transaction.atomic():
+        changed = False
+        if revise or ttl_days != -1:
+            result = memory_revise(memory_id=memory_id, ttl_days=ttl_days, actor=actor, interface=interface, **revise)
+            changed = result.changed
+        if retag:
+            result = memory_retag(memory_id=memory_id, add=add_tags, remove=remove_tags, actor=actor,
+                                  interface=interface)
+            changed = changed or result.changed
+    return ChangeResult(memory=result.memory, changed=changed)
