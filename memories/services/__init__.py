@@ -1,5 +1,6 @@
 """The only write path. Admin, REST, MCP and commands call these; nothing else writes models."""
 
+from memories.services.curation import memory_move
 from memories.services.erasure import database_vacuum, memory_erase, purge_expired
 from memories.services.lifecycle import (
     memory_forget,
@@ -7,6 +8,7 @@ from memories.services.lifecycle import (
     memory_restore,
     memory_retag,
     memory_revise,
+    memory_update,
 )
 from memories.services.transfer import markdown_import, memories_export, memories_import
 
@@ -18,8 +20,10 @@ __all__ = [
     "memory_erase",
     "purge_expired",
     "memory_forget",
+    "memory_move",
     "memory_remember",
     "memory_restore",
     "memory_retag",
     "memory_revise",
+    "memory_update",
 ]

@@ -65,28 +65,46 @@ _REVISION_FIELDS = {*_TIME_FIELDS, "tombstone", "hides", *_TEXT_FIELDS}
 # What makes two revisions the same assertion; content_hash stands for the content.
 _COMPARED_FIELDS = tuple(sorted({*_TIME_FIELDS, "tombstone", *_TEXT_FIELDS} - {"content"}))
 _AUTHOR_MAX = Revision._meta.get_field("author").max_length
+# Ids in one hand-picked export: a page or a few of the admin's list, never the whole store.
+EXPORT_SELECTED_MAX = 10_000
 
 
 # Export ---------------------------------------------------------------------------------------------------------
 
 
+def _memory_ids(values) -> list[int]:
+    if isinstance(values, (str, bytes)) or not isinstance(values, (list, tuple, set, frozenset)):
+        raise InvalidInput("memory_ids: expected a list of memory ids.", field="memory_ids")
+    if any(isinstance(value, bool) or not isinstance(value, int) or value < 1 for value in values):
+        raise InvalidInput("memory_ids: every id must be a positive integer.", field="memory_ids")
+    if len(values) > EXPORT_SELECTED_MAX:
+        raise InvalidInput(f"memory_ids: {len(values)} ids is over the limit of {EXPORT_SELECTED_MAX}; export a "
+                           "namespace instead.", field="memory_ids")
+    return sorted(set(values))
+
+
 def memories_export(
-    *, namespace: str | None = None, as_of=None, batch_size: int = EXPORT_BATCH_SIZE, progress: Progress | None = None
+    *, namespace: str | None = None, memory_ids=None, as_of=None, batch_size: int = EXPORT_BATCH_SIZE,
+    progress: Progress | None = None,
 ) -> Iterator[str]:
     """Return the export document as an iterator of text chunks, reading ``batch_size`` memories at a time.
 
+    ``namespace`` and ``memory_ids`` (a hand-picked set, as the admin exports) narrow it.
     The arguments are checked at once, so a bad one raises before the caller opens
     its output; rows are read only as the chunks are consumed, in primary-key order.
     Revisions never change, so a cutoff in the past gives the same memories on every run.
     """
     if namespace is not None:
         namespace = validation.namespace(namespace)
+    ids = _memory_ids(memory_ids) if memory_ids is not None else None
     cutoff = parse_optional_instant(as_of, field="as_of") or timezone.now()
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InvalidInput(f"batch_size: {batch_size!r} is not a positive integer.", field="batch_size")
     memories = Memory.objects.filter(Exists(Revision.objects.filter(memory=OuterRef("pk"), known_at__lte=cutoff)))
     if namespace is not None:
         memories = memories.filter(namespace=namespace)
+    if ids is not None:
+        memories = memories.filter(pk__in=ids)
     header = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "exported_at": format_instant(timezone.now()),
               "as_of": format_instant(cutoff), "namespace": namespace}
     return _export_chunks(memories, header=header, cutoff=cutoff, batch_size=batch_size, progress=progress)

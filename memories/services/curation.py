@@ -1,0 +1,58 @@
+"""Curation writes the admin needs beyond the lifecycle: moving a memory to another namespace.
+
+Keyword-only, atomic, and recording the actor and interface, like every service.
+"""
+
+from django.db import transaction
+from django.utils import timezone
+
+from memories import selectors, validation
+from memories.exceptions import Conflict, DuplicateContent
+from memories.models import Memory
+from memories.records import ChangeResult, MemoryRecord
+from memories.services.lifecycle import audit, check_interface, get_memory
+
+def _shown(memory: Memory, now) -> MemoryRecord:
+    revision = selectors.visible_revision(memory=memory, as_of=now) or selectors.latest_content_revision(memory)
+    revision.memory = memory
+    return MemoryRecord.from_revision(revision, tags=[tag.name for tag in memory.tags.order_by("slug")])
+
+
+def memory_move(*, memory_id: int, namespace: str, actor: str, interface: str) -> ChangeResult:
+    """Move a memory, with its whole history and tags, to another namespace.
+
+    Refused when the target namespace already has a memory with the same key, or
+    one whose visible text is exactly the text this memory shows now: a namespace
+    never holds two visible copies of the same content. Moving to the namespace it
+    is in changes nothing.
+    """
+    check_interface(interface)
+    namespace = validation.namespace(namespace)
+    with transaction.atomic():
+        now = timezone.now()  # under the write lock, like every lifecycle write
+        memory = get_memory(memory_id)
+        if memory.namespace == namespace:
+            return ChangeResult(memory=_shown(memory, now), changed=False)
+        clash = Memory.objects.filter(namespace=namespace, key=memory.key).values_list("pk", flat=True).first()
+        if clash is not None:
+            raise Conflict(
+                f"Memory {memory.pk} cannot move to {namespace!r}: memory {clash} there already has the key "
+                f"{memory.key!r}. Erase or move that memory first, or pick another namespace.",
+                field="namespace",
+            )
+        visible = selectors.visible_revision(memory=memory, as_of=now)
+        if visible is not None:
+            twin = selectors.visible_duplicate(namespace=namespace, content_hash=visible.content_hash)
+            if twin is not None:
+                raise DuplicateContent(
+                    f"Memory {memory.pk} cannot move to {namespace!r}: memory {twin.pk} ({twin.namespace}/{twin.key}) "
+                    f"already holds exactly this content there. Forget or erase one of the two first.",
+                    memory_id=twin.pk, field="namespace",
+                )
+        moved_from = memory.namespace
+        # The search snapshot notices the change through its trigger on memories_memory.namespace.
+        memory.namespace = namespace
+        memory.save(update_fields=["namespace"])
+        audit(actor=actor, interface=interface, action="move", memory_id=memory.pk, at=now,
+              from_namespace=moved_from, to_namespace=namespace)
+        return ChangeResult(memory=_shown(memory, now), changed=True)

@@ -1,0 +1,81 @@
+"""Telemetry in the admin: read-only, since rows record what happened and only purge and erase remove them."""
+
+from django.contrib import admin
+from django.db.models import Count
+from django.utils.text import Truncator
+
+from memories.admin import ReadOnlyAdmin
+from telemetry.models import HookRecall, InjectedMemory, Injection, RefusedIngest
+
+QUERY_CHARS = 80
+
+
+def _short(text: str) -> str:
+    return Truncator(" ".join(text.split())).chars(QUERY_CHARS)
+
+
+@admin.register(HookRecall)
+class HookRecallAdmin(ReadOnlyAdmin):
+    list_display = ("at", "harness", "hook", "actor", "session", "short_query", "hits", "characters")
+    list_filter = ("harness", "hook")
+    search_fields = ("query", "session", "actor")
+    date_hierarchy = "at"
+
+    @admin.display(description="query")
+    def short_query(self, row):
+        return _short(row.query)
+
+
+class InjectedMemoryInline(admin.TabularInline):
+    model = InjectedMemory
+    fields = ("memory_id", "revision_id")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Injection)
+class InjectionAdmin(ReadOnlyAdmin):
+    list_display = ("at", "harness", "hook", "actor", "session", "short_query", "characters", "tokens", "memories")
+    list_filter = ("harness", "hook")
+    search_fields = ("query", "session", "actor")
+    date_hierarchy = "at"
+    inlines = (InjectedMemoryInline,)
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(memory_count=Count("items"))
+
+    @admin.display(description="query")
+    def short_query(self, row):
+        return _short(row.query)
+
+    @admin.display(description="tokens (about)", ordering="characters")
+    def tokens(self, row):
+        return row.tokens_estimate
+
+    @admin.display(description="memories", ordering="memory_count")
+    def memories(self, row):
+        return row.memory_count
+
+
+@admin.register(InjectedMemory)
+class InjectedMemoryAdmin(ReadOnlyAdmin):
+    list_display = ("injection", "memory_id", "revision_id")
+    list_select_related = ("injection",)
+    search_fields = ("=memory_id",)
+
+
+@admin.register(RefusedIngest)
+class RefusedIngestAdmin(ReadOnlyAdmin):
+    list_display = ("at", "harness", "hook", "actor", "namespace", "pattern", "characters")
+    list_filter = ("pattern", "harness", "namespace")
+    date_hierarchy = "at"
