@@ -1,0 +1,227 @@
+"""Charts as inline SVG, drawn on the server: they need no JavaScript, no CDN and no canvas.
+
+Every piece of text that reaches the markup goes through ``format_html`` (escaped);
+numbers are formatted by this module. Colours come from the stylesheet
+(``static/dashboard/dashboard.css``) through the ``series-N`` classes.
+"""
+
+import datetime as dt
+import math
+from dataclasses import dataclass
+
+from django.utils.html import format_html
+from django.utils.safestring import SafeString, mark_safe
+
+# Room around the plot for the axis labels and the title, in SVG user units.
+_LEFT, _RIGHT, _TOP, _BOTTOM = 56, 16, 36, 44
+_SERIES_CLASSES = 4
+_STEPS = 4
+# Wider bars than this read as areas, not bars.
+_BAR_MAX = 36
+
+
+@dataclass(frozen=True)
+class Series:
+    name: str
+    values: list[float]
+
+
+def axis_step(peak: float, *, steps: int = 4) -> float:
+    """Return the gap between gridlines: a whole 1, 2 or 5 times a power of ten, ``steps`` of which reach ``peak``.
+
+    The charts count things, so a step is never a fraction (no gridline at 1.5 events).
+    """
+    wanted = max(peak / steps, 1)
+    power = 10 ** math.floor(math.log10(wanted))
+    for multiple in (1, 2, 5, 10):
+        if multiple * power >= wanted:
+            return multiple * power
+    return 10 * power  # not reached: 10 * power >= wanted always
+
+
+def _svg(template: str, *args) -> SafeString:
+    """Return ``format_html`` of ``args`` with float coordinates written to a tenth of a unit."""
+    return format_html(template, *(f"{arg:.1f}" if isinstance(arg, float) else arg for arg in args))
+
+
+def _number(value: float) -> str:
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.1f}"
+
+
+def _frame(*, width: int, height: int, title: str, body, description: str) -> SafeString:
+    return _svg(
+        '<svg class="chart" viewBox="0 0 {} {}" width="{}" height="{}" role="img" aria-label="{}" '
+        'xmlns="http://www.w3.org/2000/svg"><title>{}</title><desc>{}</desc>'
+        '<text class="chart-title" x="{}" y="20">{}</text>{}</svg>',
+        width, height, width, height, title, title, description, _LEFT, title, body,
+    )
+
+
+def _y_axis(*, top: float, plot_height: float, width: int, step: float, label: str) -> SafeString:
+    ticks = []
+    for index in range(_STEPS + 1):
+        value = step * index
+        y = top + plot_height - plot_height * index / _STEPS
+        ticks.append(_svg(
+            '<line class="grid" x1="{}" y1="{}" x2="{}" y2="{}"/>'
+            '<text class="tick" x="{}" y="{}" text-anchor="end">{}</text>',
+            _LEFT, y, width - _RIGHT, y, _LEFT - 6, y + 4, _number(value),
+        ))
+    middle = top + plot_height / 2
+    return _svg(
+        '{}<text class="axis-label" x="14" y="{}" transform="rotate(-90 14 {})" '
+        'text-anchor="middle">{}</text>',
+        mark_safe("".join(ticks)), middle, middle, label,
+    )
+
+
+def bar_chart(*, title: str, labels: list[str], series: list[Series], x_label: str, y_label: str,
+              width: int = 720, height: int = 260) -> SafeString:
+    """Return a grouped bar chart: one group per label, one bar per series, with axes, legend and title."""
+    plot_width = width - _LEFT - _RIGHT
+    plot_height = height - _TOP - _BOTTOM
+    top = _TOP
+    peak = max((value for entry in series for value in entry.values), default=0)
+    step = axis_step(peak, steps=_STEPS)
+    ceiling = step * _STEPS
+    parts = [_y_axis(top=top, plot_height=plot_height, width=width, step=step, label=y_label)]
+    baseline = top + plot_height
+    groups = max(len(labels), 1)
+    slot = plot_width / groups
+    bar_width = min(max(slot * 0.8 / max(len(series), 1), 1), _BAR_MAX)
+    # The bars of a group sit in the middle of its slot.
+    group_offset = (slot - bar_width * len(series)) / 2
+    for group, label in enumerate(labels):
+        for index, entry in enumerate(series):
+            value = entry.values[group]
+            if value <= 0:
+                continue
+            bar_height = max(plot_height * value / ceiling, 1)
+            x = _LEFT + slot * group + group_offset + bar_width * index
+            parts.append(_svg(
+                '<rect class="bar series-{}" x="{}" y="{}" width="{}" height="{}">'
+                '<title>{}: {} {}</title></rect>',
+                index % _SERIES_CLASSES, x, baseline - bar_height, bar_width, bar_height, label, _number(value),
+                entry.name,
+            ))
+    # About eight labels fit under the axis; the others are named by their bar's tooltip.
+    every = max(1, math.ceil(len(labels) / 8))
+    for group, label in enumerate(labels):
+        if group % every == 0:
+            parts.append(_svg('<text class="tick" x="{}" y="{}" text-anchor="middle">{}</text>',
+                                     _LEFT + slot * (group + 0.5), baseline + 16, label))
+    parts.append(_svg('<line class="axis" x1="{}" y1="{}" x2="{}" y2="{}"/>',
+                             _LEFT, baseline, width - _RIGHT, baseline))
+    parts.append(_svg('<text class="axis-label" x="{}" y="{}" text-anchor="middle">{}</text>',
+                             _LEFT + plot_width / 2, height - 6, x_label))
+    if not labels or peak <= 0:
+        parts.append(_svg('<text class="empty" x="{}" y="{}" text-anchor="middle">{}</text>',
+                                 _LEFT + plot_width / 2, top + plot_height / 2, "No data yet"))
+    parts.append(_legend(series, x=width - _RIGHT))
+    description = "; ".join(
+        f"{entry.name}: " + ", ".join(f"{label} {_number(value)}" for label, value in zip(labels, entry.values))
+        for entry in series
+    )
+    return _frame(width=width, height=height, title=title, body=mark_safe("".join(parts)), description=description)
+
+
+def _legend(series: list[Series], *, x: float) -> SafeString:
+    if len(series) < 2:
+        return mark_safe("")
+    entries = []
+    for index, entry in enumerate(reversed(series)):
+        position = len(series) - 1 - index
+        right = x - index * 110
+        entries.append(_svg(
+            '<rect class="swatch series-{}" x="{}" y="10" width="10" height="10"/>'
+            '<text class="legend" x="{}" y="19">{}</text>',
+            position % _SERIES_CLASSES, right - 100, right - 86, entry.name,
+        ))
+    return mark_safe("".join(entries))
+
+
+@dataclass(frozen=True)
+class Lane:
+    """One row of a timeline: a bar from ``start`` to ``end`` (None: still open) and a mark at ``at``."""
+
+    label: str
+    start: dt.datetime | None
+    end: dt.datetime | None
+    at: dt.datetime
+    tombstone: bool = False
+    note: str = ""
+
+
+def _time_label(moment: dt.datetime, span: dt.timedelta) -> str:
+    if span <= dt.timedelta(days=2):
+        return moment.strftime("%m-%d %H:%M")
+    return moment.strftime("%Y-%m-%d")
+
+
+def timeline_chart(*, title: str, lanes: list[Lane], now: dt.datetime, width: int = 900) -> SafeString:
+    """Return lanes on a shared time axis: validity intervals as bars, the moment each was learned as a dot.
+
+    A tombstone has no validity of its own: it is a red mark from the moment it was learned on.
+    """
+    lane_height = 28
+    height = _TOP + lane_height * max(len(lanes), 1) + _BOTTOM
+    left = 150
+    plot_width = width - left - _RIGHT
+    moments = [now] + [lane.at for lane in lanes] + [lane.start for lane in lanes if lane.start] + [
+        lane.end for lane in lanes if lane.end]
+    first, last = min(moments), max(moments)
+    span = last - first or dt.timedelta(minutes=1)
+    # A little room either side so that a dot on the edge is whole.
+    first, last = first - span * 0.02, last + span * 0.02
+    span = last - first
+
+    def x_of(moment: dt.datetime) -> float:
+        return left + plot_width * ((moment - first) / span)
+
+    parts = []
+    for index in range(_STEPS + 1):
+        moment = first + span * index / _STEPS
+        x = x_of(moment)
+        # The end labels align inwards so that they are not cut at the edges.
+        anchor = "start" if index == 0 else "end" if index == _STEPS else "middle"
+        parts.append(_svg(
+            '<line class="grid" x1="{}" y1="{}" x2="{}" y2="{}"/>'
+            '<text class="tick" x="{}" y="{}" text-anchor="{}">{}</text>',
+            x, _TOP, x, height - _BOTTOM, x, height - _BOTTOM + 16, anchor, _time_label(moment, span),
+        ))
+    now_x = x_of(now)
+    parts.append(_svg(
+        '<line class="now" x1="{}" y1="{}" x2="{}" y2="{}"/>'
+        '<text class="tick now-label" x="{}" y="{}" text-anchor="middle">now</text>',
+        now_x, _TOP - 4, now_x, height - _BOTTOM, now_x, _TOP - 6,
+    ))
+    for row, lane in enumerate(lanes):
+        y = _TOP + row * lane_height
+        middle = y + lane_height / 2
+        parts.append(_svg('<text class="lane-label" x="{}" y="{}" text-anchor="end">{}</text>',
+                                 left - 8, middle + 4, lane.label))
+        if lane.tombstone:
+            x = x_of(lane.at)
+            parts.append(_svg(
+                '<rect class="tombstone" x="{}" y="{}" width="{}" height="{}">'
+                '<title>{}</title></rect>',
+                x, y + 6, max(x_of(last) - x, 2), lane_height - 12, lane.note,
+            ))
+        elif lane.start is not None:
+            start = x_of(lane.start)
+            end = x_of(lane.end) if lane.end else x_of(last)
+            parts.append(_svg(
+                '<rect class="validity{}" x="{}" y="{}" width="{}" height="{}">'
+                '<title>{}</title></rect>',
+                "" if lane.end else " open", start, y + 6, max(end - start, 2), lane_height - 12, lane.note,
+            ))
+        parts.append(_svg('<circle class="known{}" cx="{}" cy="{}" r="5"><title>{}</title></circle>',
+                                 " tombstone-mark" if lane.tombstone else "", x_of(lane.at), middle, lane.note))
+    parts.append(_svg('<line class="axis" x1="{}" y1="{}" x2="{}" y2="{}"/>',
+                             left, height - _BOTTOM, width - _RIGHT, height - _BOTTOM))
+    parts.append(_svg(
+        '<text class="axis-label" x="{}" y="{}" text-anchor="middle">time (UTC): bar = valid interval, '
+        'dot = when it was learned (known_at)</text>', left + plot_width / 2, height - 6))
+    description = "; ".join(lane.note for lane in lanes)
+    return _frame(width=width, height=height, title=title, body=mark_safe("".join(parts)), description=description)
+

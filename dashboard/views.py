@@ -1,0 +1,124 @@
+"""Dashboard pages: overview, time travel, a memory's timeline, telemetry. Staff only, rendered on the server."""
+
+from django.contrib.admin.views.decorators import staff_member_required
+from django.http import Http404
+from django.shortcuts import render
+from django.utils import timezone
+
+from dashboard import activity
+from dashboard.charts import Lane, Series, bar_chart, timeline_chart
+from dashboard.forms import TimeTravelForm
+from memories import selectors
+from memories.exceptions import MemoryServiceError, NotFound
+from memories.models import Memory
+from memories.timeparse import format_instant
+from search.engine import recall
+from search.indexing import index_drift
+from telemetry import selectors as telemetry_selectors
+
+RECALL_LIMIT = 20
+# The telemetry page's chart over time: (series name, DayActivity field).
+OVER_TIME = [("recalls", "recalls"), ("injections", "injections"), ("refused ingests", "refused_ingests")]
+
+
+@staff_member_required
+def overview(request):
+    now = timezone.now()
+    stats = selectors.memory_stats()
+    series = activity.memory_activity(today=now.date())
+    chart = bar_chart(title=f"Memories added and forgotten, per {series.unit}", labels=series.labels,
+                      series=series.series, x_label=f"{series.unit} (UTC)", y_label="memories")
+    return render(request, "dashboard/overview.html", {
+        "stats": stats,
+        "namespace_kinds": activity.namespace_kind_totals(now=now),
+        "activity_chart": chart,
+        "expiring": activity.expiring_soon(now=now),
+        "expiring_days": activity.EXPIRING_DAYS,
+        "drift": index_drift(),
+        "now": now,
+    })
+
+
+@staff_member_required
+def time_travel(request):
+    form = TimeTravelForm(request.GET or None)
+    result, error = None, None
+    if form.is_bound and form.is_valid() and form.cleaned_data["query"]:
+        data = form.cleaned_data
+        try:
+            result = recall(query=data["query"], namespace=data["namespace"] or None, mode=data["mode"],
+                            as_of=data["as_of"], valid_at=data["valid_at"], limit=RECALL_LIMIT, explain=True)
+        except MemoryServiceError as exc:
+            # Errors name their field; unknown fields (or none) are shown above the form.
+            if exc.field in form.fields:
+                form.add_error(exc.field, exc.message)
+            else:
+                error = exc.message
+    namespaces = Memory.objects.values_list("namespace", flat=True).distinct().order_by("namespace")
+    status = 400 if form.errors or error else 200
+    return render(request, "dashboard/time_travel.html", {
+        "form": form, "result": result, "error": error, "namespaces": list(namespaces),
+        "as_of": format_instant(result.as_of) if result else None,
+        "valid_at": format_instant(result.valid_at) if result else None,
+    }, status=status)
+
+
+def _lane(revision) -> Lane:
+    known = format_instant(revision.known_at)
+    if revision.tombstone:
+        note = f"revision {revision.id}: forgotten at {known} (hides revision {revision.hides})"
+        if revision.reason:
+            note += f": {revision.reason}"
+        return Lane(label=f"rev {revision.id} (forgotten)", start=None, end=None, at=revision.known_at,
+                    tombstone=True, note=note)
+    until = format_instant(revision.valid_to) or "open"
+    return Lane(label=f"rev {revision.id}", start=revision.valid_from, end=revision.valid_to, at=revision.known_at,
+                note=f"revision {revision.id}: known {known}; valid {format_instant(revision.valid_from)} to {until}")
+
+
+@staff_member_required
+def timeline(request, memory_id: int):
+    now = timezone.now()
+    try:
+        revisions = selectors.memory_history(memory_id=memory_id)
+    except NotFound as exc:
+        raise Http404(exc.message) from None
+    memory = Memory.objects.prefetch_related("tags").get(pk=memory_id)
+    shown = selectors.visible_revision(memory=memory, as_of=now)
+    chart = timeline_chart(title=f"Revisions of memory {memory.pk} ({memory.namespace}/{memory.key})",
+                           lanes=[_lane(revision) for revision in revisions], now=now)
+    return render(request, "dashboard/timeline.html", {
+        "memory": memory, "revisions": list(reversed(revisions)), "chart": chart,
+        "shown_id": shown.pk if shown else None, "now": now,
+    })
+
+
+@staff_member_required
+def telemetry(request):
+    today = timezone.now().date()
+    days = telemetry_selectors.activity_per_day(days=None, today=today)
+    series = activity.time_series({name: {row.day: getattr(row, field) for row in days}
+                                   for name, field in OVER_TIME}, today=today)
+    hooks = telemetry_selectors.activity_per_hook()
+    # A short title: the legend names the three series on the same line.
+    over_time = bar_chart(title=f"Hook events, per {series.unit}", labels=series.labels, series=series.series,
+                          x_label=f"{series.unit} (UTC)", y_label="events")
+    by_hook = bar_chart(title="Characters offered and injected, per harness and hook",
+                        labels=[f"{row.harness or '—'} / {row.hook or '—'}" for row in hooks],
+                        series=[Series("offered by recall", [row.recall_characters for row in hooks]),
+                                Series("injected", [row.characters for row in hooks])],
+                        x_label="harness / hook", y_label="characters")
+    top = telemetry_selectors.most_injected_memories()
+    latest = telemetry_selectors.latest_injections()
+    labels = activity.memory_labels({row.memory_id for row in top}
+                                    | {memory_id for injection in latest for memory_id in injection.memory_ids})
+    return render(request, "dashboard/telemetry.html", {
+        "totals": telemetry_selectors.telemetry_totals(), "hooks": hooks, "over_time_chart": over_time,
+        "by_hook_chart": by_hook,
+        "most_injected": [{"memory_id": row.memory_id, "injections": row.injections, **labels[row.memory_id]}
+                          for row in top],
+        "latest": [{"injection": injection,
+                    "items": [{"memory_id": memory_id, "revision_id": revision_id, **labels[memory_id]}
+                              for memory_id, revision_id in zip(injection.memory_ids, injection.revision_ids)]}
+                   for injection in latest],
+    })
