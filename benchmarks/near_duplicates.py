@@ -16,7 +16,6 @@ given and never copied.
 """
 
 import argparse
-import itertools
 import json
 import sys
 from pathlib import Path
