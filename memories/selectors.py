@@ -6,15 +6,15 @@ import os
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Count, Prefetch
 from django.db.migrations.recorder import MigrationRecorder
+from django.db.models import Count, Prefetch
 from django.utils import timezone
 
 from memories import validation
 from memories.exceptions import InvalidInput, NotFound
 from memories.models import Kind, Memory, Revision, State, Tag
 from memories.records import MemoryRecord, Page, RevisionRecord
-from memories.timeparse import parse_optional_instant
+from memories.timeparse import parse_optional_instant, stored_instant
 
 LIST_LIMIT_MAX = 200
 LIST_STATES = ("active", "hidden", "forgotten", "all")
@@ -57,16 +57,6 @@ _TAGS_SQL = """
 _IDS_PER_QUERY = 500
 
 
-def _instant(value) -> dt.datetime | None:
-    # Django's SQLite backend keeps UTC as 'YYYY-MM-DD HH:MM:SS[.ffffff]' text, and its
-    # converters hand a raw cursor naive datetimes for datetime columns.
-    if value is None:
-        return None
-    if isinstance(value, str):
-        value = dt.datetime.fromisoformat(value)
-    return value.replace(tzinfo=dt.timezone.utc)
-
-
 def records_for_revisions(revision_ids: list[int]) -> dict[int, MemoryRecord]:
     """The records of these revisions (with their memories' tags), by revision id; missing ids are left out.
 
@@ -92,10 +82,11 @@ def records_for_revisions(revision_ids: list[int]) -> dict[int, MemoryRecord]:
          expires_at, source, content_hash, subject, predicate, object_, author, created_at) in rows:
         records[revision_id] = MemoryRecord(
             id=memory_id, key=key, namespace=namespace, kind=kind, state=state, title=title, content=content,
-            tags=tags.get(memory_id, []), revision_id=revision_id, known_at=_instant(known_at),
-            valid_from=_instant(valid_from), valid_to=_instant(valid_to), expires_at=_instant(expires_at),
+            tags=tags.get(memory_id, []), revision_id=revision_id, known_at=stored_instant(known_at),
+            valid_from=stored_instant(valid_from), valid_to=stored_instant(valid_to),
+            expires_at=stored_instant(expires_at),
             source=source, content_hash=content_hash, subject=subject, predicate=predicate, object=object_,
-            author=author, created_at=_instant(created_at))
+            author=author, created_at=stored_instant(created_at))
     return records
 
 

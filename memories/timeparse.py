@@ -62,6 +62,15 @@ def format_instant(value: dt.datetime | None) -> str | None:
     return value.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
+def stored_instant(value) -> dt.datetime | None:
+    """A datetime column as a raw cursor returns it (naive UTC, or its text), made aware; None stays None."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = dt.datetime.fromisoformat(value)
+    return value.replace(tzinfo=dt.timezone.utc) if value.tzinfo is None else value
+
+
 def _zone(text: str, field: str, value: str) -> dt.tzinfo:
     if text in ("Z", "z"):
         return UTC

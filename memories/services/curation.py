@@ -12,6 +12,7 @@ from memories.models import Memory
 from memories.records import ChangeResult, MemoryRecord
 from memories.services.lifecycle import audit, check_interface, get_memory
 
+
 def _shown(memory: Memory, now) -> MemoryRecord:
     revision = selectors.visible_revision(memory=memory, as_of=now) or selectors.latest_content_revision(memory)
     revision.memory = memory

@@ -9,9 +9,10 @@ a key from its hash, and checking a request costs one hash.
 import datetime as dt
 import hashlib
 import hmac
+import json
 import secrets
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -20,6 +21,7 @@ from memories.access import AuthenticationFailed, Caller
 from memories.exceptions import InvalidInput, NotFound
 from memories.models import ApiKey, Scope
 from memories.services.lifecycle import audit, check_interface
+from memories.timeparse import stored_instant
 
 KEY_PREFIX = "mem"
 NAME_MAX = 100
@@ -106,17 +108,23 @@ def api_key_authenticate(token, *, interface: str) -> Caller:
     parts = token.split("_", 2) if isinstance(token, str) else []
     if len(parts) != 3 or parts[0] != KEY_PREFIX or not parts[1] or not parts[2]:
         raise invalid
-    key = ApiKey.objects.filter(prefix=parts[1]).first()
-    if not hmac.compare_digest(_digest(token), key.secret_hash if key is not None else _NO_KEY_HASH) or key is None:
+    # One primary-key-like lookup on the unique prefix, without the ORM: every request pays for it.
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT id, secret_hash, scopes, namespaces, last_used_at, revoked_at FROM memories_apikey "
+                       "WHERE prefix = %s", [parts[1]])
+        row = cursor.fetchone()
+    if not hmac.compare_digest(_digest(token), row[1] if row is not None else _NO_KEY_HASH) or row is None:
         raise invalid
-    if key.revoked_at is not None:
+    key_id, _, scopes, namespaces, last_used_at, revoked_at = row
+    if revoked_at is not None:
         raise AuthenticationFailed("This API key was revoked. Ask the operator for a new one.")
     now = timezone.now()
-    if key.last_used_at is None or now - key.last_used_at >= LAST_USED_RESOLUTION:
+    if last_used_at is None or now - stored_instant(last_used_at) >= LAST_USED_RESOLUTION:
         # The condition is repeated in the UPDATE so that of two requests racing here only one writes.
         stale = now - LAST_USED_RESOLUTION
-        ApiKey.objects.filter(Q(last_used_at__isnull=True) | Q(last_used_at__lte=stale), pk=key.pk).update(
+        ApiKey.objects.filter(Q(last_used_at__isnull=True) | Q(last_used_at__lte=stale), pk=key_id).update(
             last_used_at=now)
-    return Caller(actor=f"key:{key.prefix}", interface=interface, scopes=frozenset(key.scopes),
-                  namespaces=tuple(key.namespaces) if key.namespaces is not None else None)
+    namespaces = json.loads(namespaces) if namespaces is not None else None
+    return Caller(actor=f"key:{parts[1]}", interface=interface, scopes=frozenset(json.loads(scopes)),
+                  namespaces=tuple(namespaces) if namespaces is not None else None)
 
