@@ -6,8 +6,8 @@
 
 Runs the real ``search.engine.recall`` for every variant, changing only the fusion:
 settings through ``override_settings``, the engine's fusion constants by patching them,
-and the rank-fusion baselines by swapping ``_fuse`` for the reciprocal rank fusion the
-engine used before (kept here, for comparison only). The store is the LoCoMo store of
+and the rank-fusion baselines through MEMORY_FUSION=rrf (the engine's reciprocal rank
+fusion, kept selectable). The store is the LoCoMo store of
 ``benchmarks/locomo.py`` (``--db``, loaded on first use), with the recall-dev facts
 added under their own namespace: BM25 statistics, the best cosine and neighbours are
 all per namespace, so each data set scores as in a store of its own.
@@ -23,70 +23,42 @@ import time
 from contextlib import ExitStack
 from unittest import mock
 
-import numpy as np
-
 import locomo
 import recall_dev
 from store import RESULTS, fusion_settings, save
 
-def _rrf_fuse(k: int, *, context: float = 0.0):
-    """The engine's former fusion: weighted reciprocal rank fusion over each channel's top ranks."""
-    from django.conf import settings
-
-    from search import engine
-
-    weights = settings.MEMORY_FUSION_WEIGHTS
-
-    def fuse(channels, *, search, cosines, limit, hybrid):
-        if not channels:
-            return np.empty(0, dtype=np.int64), np.empty(0), None
-        memory = search.view.columns.memory
-        fused = np.zeros(len(search.eligible))
-        held = np.zeros(len(search.eligible), dtype=bool)
-        for name, channel in channels.items():
-            fused[channel.rows] += weights[name] / (k + channel.ranks)
-            held[channel.rows] = True
-        rows = np.flatnonzero(held)
-        if context:  # each held row gains the share of its best neighbour's RRF score
-            best = np.zeros(len(rows))
-            for found in engine._Neighbours(search.view, search.eligible).around(rows):
-                best = np.maximum(best, np.where(found >= 0, fused[np.maximum(found, 0)], 0.0))
-            fused[rows] += context * best
-        order = np.lexsort((memory[rows], -fused[rows]))[:limit]
-        return rows[order], fused[rows][order], None
-
-    return fuse
-
-
-# name -> (settings, engine constants, replacement fusion factory or None, what it shows)
+# name -> (settings, engine constants, what it shows)
 RRF_WEIGHTS = {"keyword": 1.0, "bigram": 1.0, "trigram": 0.5, "vector": 1.0}
+# MEMORY_FUSION=rrf without neighbour context unless a variant adds it.
+RRF = {"MEMORY_FUSION": "rrf", "MEMORY_RRF_K": 60, "MEMORY_FUSION_CONTEXT": 0.0}
 ABLATIONS = {
-    "chosen": ({}, {}, None, "the defaults"),
-    "rrf-k60-equal": ({"MEMORY_FUSION_WEIGHTS": RRF_WEIGHTS, "MEMORY_COSINE_FLOOR": 0.3}, {}, lambda: _rrf_fuse(60),
+    "chosen": ({}, {}, "the defaults"),
+    "rrf-k60-equal": ({**RRF, "MEMORY_FUSION_WEIGHTS": RRF_WEIGHTS, "MEMORY_COSINE_FLOOR": 0.3}, {},
                       "the previous default: RRF k=60, equal weights, floor 0.3"),
-    "rrf-k20-1:0.5": ({"MEMORY_FUSION_WEIGHTS": {**RRF_WEIGHTS, "vector": 0.5}, "MEMORY_COSINE_FLOOR": 0.3}, {},
-                      lambda: _rrf_fuse(20), "RRF k=20, keyword 1 : vector 0.5 (the best RRF in the LoCoMo README)"),
-    "rrf-k60-context": ({"MEMORY_FUSION_WEIGHTS": RRF_WEIGHTS, "MEMORY_COSINE_FLOOR": 0.2}, {},
-                        lambda: _rrf_fuse(60, context=0.5), "RRF k=60 plus the same neighbour context (0.5)"),
-    "no-context": ({"MEMORY_FUSION_CONTEXT": 0.0}, {}, None, "scores without neighbour context"),
-    "context-reach-1": ({}, {"CONTEXT_REACH": 1}, None, "context from the adjacent memory only"),
-    "no-coverage": ({}, {"COVERAGE_POWER": 0.0}, None, "BM25 share without the matched-idf factor"),
-    "no-top-bonus": ({}, {"TOP_MATCH_SHARE": 0.0}, None, "vector score = cosine alone"),
+    "rrf-k20-1:0.5": ({**RRF, "MEMORY_RRF_K": 20, "MEMORY_FUSION_WEIGHTS": {**RRF_WEIGHTS, "vector": 0.5},
+                       "MEMORY_COSINE_FLOOR": 0.3}, {},
+                      "RRF k=20, keyword 1 : vector 0.5 (the best RRF in the LoCoMo README)"),
+    "rrf-k60-context": ({**RRF, "MEMORY_FUSION_CONTEXT": 0.5, "MEMORY_FUSION_WEIGHTS": RRF_WEIGHTS,
+                         "MEMORY_COSINE_FLOOR": 0.2}, {}, "RRF k=60 plus the same neighbour context (0.5)"),
+    "no-context": ({"MEMORY_FUSION_CONTEXT": 0.0}, {}, "scores without neighbour context"),
+    "context-reach-1": ({}, {"CONTEXT_REACH": 1}, "context from the adjacent memory only"),
+    "no-coverage": ({}, {"COVERAGE_POWER": 0.0}, "BM25 share without the matched-idf factor"),
+    "no-top-bonus": ({}, {"TOP_MATCH_SHARE": 0.0}, "vector score = cosine alone"),
 }
 SENSITIVITY = {
-    "context-0.3": ({"MEMORY_FUSION_CONTEXT": 0.3}, {}, None, "less context"),
-    "context-0.7": ({"MEMORY_FUSION_CONTEXT": 0.7}, {}, None, "more context"),
-    "context-reach-3": ({}, {"CONTEXT_REACH": 3}, None, "context from three memories each side"),
-    "coverage-1": ({}, {"COVERAGE_POWER": 1.0}, None, "matched-idf share to the power 1"),
-    "top-bonus-0.3": ({}, {"TOP_MATCH_SHARE": 0.3}, None, "a smaller bonus near the best cosine"),
-    "top-bonus-0.5": ({}, {"TOP_MATCH_SHARE": 0.5}, None, "a larger bonus near the best cosine"),
-    "top-width-0.05": ({}, {"TOP_MATCH_WIDTH": 0.05}, None, "a wider bonus near the best cosine"),
+    "context-0.3": ({"MEMORY_FUSION_CONTEXT": 0.3}, {}, "less context"),
+    "context-0.7": ({"MEMORY_FUSION_CONTEXT": 0.7}, {}, "more context"),
+    "context-reach-3": ({}, {"CONTEXT_REACH": 3}, "context from three memories each side"),
+    "coverage-1": ({}, {"COVERAGE_POWER": 1.0}, "matched-idf share to the power 1"),
+    "top-bonus-0.3": ({}, {"TOP_MATCH_SHARE": 0.3}, "a smaller bonus near the best cosine"),
+    "top-bonus-0.5": ({}, {"TOP_MATCH_SHARE": 0.5}, "a larger bonus near the best cosine"),
+    "top-width-0.05": ({}, {"TOP_MATCH_WIDTH": 0.05}, "a wider bonus near the best cosine"),
     "weights-0.7:0.3": ({"MEMORY_FUSION_WEIGHTS": {"keyword": 0.7, "bigram": 0.7, "trigram": 0.35, "vector": 0.3}},
-                        {}, None, "more weight on vectors"),
+                        {}, "more weight on vectors"),
     "weights-0.9:0.1": ({"MEMORY_FUSION_WEIGHTS": {"keyword": 0.9, "bigram": 0.9, "trigram": 0.45, "vector": 0.1}},
-                        {}, None, "less weight on vectors"),
-    "floor-0.1": ({"MEMORY_COSINE_FLOOR": 0.1}, {}, None, "a lower cosine floor"),
-    "floor-0.3": ({"MEMORY_COSINE_FLOOR": 0.3}, {}, None, "the previous cosine floor"),
+                        {}, "less weight on vectors"),
+    "floor-0.1": ({"MEMORY_COSINE_FLOOR": 0.1}, {}, "a lower cosine floor"),
+    "floor-0.3": ({"MEMORY_COSINE_FLOOR": 0.3}, {}, "the previous cosine floor"),
 }
 VARIANTS = {**ABLATIONS, **SENSITIVITY}
 GROUPS = {"ablations": ABLATIONS, "sensitivity": SENSITIVITY}
@@ -113,13 +85,11 @@ def run_variant(name, samples, keys, rd_queries) -> dict:
 
     from search import engine
 
-    overrides, constants, replacement, _ = VARIANTS[name]
+    overrides, constants, _ = VARIANTS[name]
     with ExitStack() as stack:
         stack.enter_context(override_settings(**overrides))
         for constant, value in constants.items():
             stack.enter_context(mock.patch.object(engine, constant, value))
-        if replacement is not None:
-            stack.enter_context(mock.patch.object(engine, "_fuse", replacement()))
         rd = recall_dev.evaluate(rd_queries, modes=("hybrid",))["hybrid"]
         lc = locomo.evaluate(samples, keys, modes=("hybrid",))["hybrid"]
     return {"recall_dev_top1": rd["top1"], "recall_dev_smallest_top1_margin": rd["smallest_top1_margin"],
@@ -167,7 +137,7 @@ def main() -> None:
         "recall_dev": args.recall_dev,
         "settings": fusion_settings(),
         "chosen_on": "recall-dev top-1 and the LoCoMo tuning split; held-out shown, not used to choose",
-        "variants": {name: {"what": VARIANTS[name][3], "settings": VARIANTS[name][0], "constants": VARIANTS[name][1],
+        "variants": {name: {"what": VARIANTS[name][2], "settings": VARIANTS[name][0], "constants": VARIANTS[name][1],
                             **results[name]} for name in variants},
     }, output)
 

@@ -190,6 +190,10 @@ MEMORY_FUSION_WEIGHTS = env_weights(
     {"keyword": 0.8, "bigram": 0.8, "trigram": 0.4, "vector": 0.2},
     keys=("keyword", "bigram", "trigram", "vector"),
 )
+# The fusion method: the weighted sum above (chosen by measurement), or reciprocal rank fusion
+# (each channel adds weight / (MEMORY_RRF_K + rank); the RRF rows above), kept selectable.
+MEMORY_FUSION = env_choice("MEMORY_FUSION", "weighted", ("weighted", "rrf"))
+MEMORY_RRF_K = env_int("MEMORY_RRF_K", 60, minimum=1, maximum=1000)
 MEMORY_FUSION_CONTEXT = env_float("MEMORY_FUSION_CONTEXT", 0.5, minimum=0.0, maximum=1.0)
 MEMORY_COSINE_FLOOR = env_float("MEMORY_COSINE_FLOOR", 0.2, minimum=-1.0, maximum=1.0)
 

@@ -642,6 +642,35 @@ class _Neighbours:
         return found
 
 
+def _rrf(channels: dict[str, _Channel], *, search: "_Search", limit: int,
+         hybrid: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Reciprocal rank fusion (MEMORY_FUSION=rrf): each channel adds weight / (MEMORY_RRF_K + rank).
+
+    Ranks are the channels' competition ranks (ties share one), over the CHANNEL_DEPTH rows
+    each channel holds; in hybrid mode a row also gains MEMORY_FUSION_CONTEXT times the
+    best such score among its CONTEXT_REACH neighbours on each side. Not the default:
+    it ranks below the weighted fusion on both benchmark sets (README, Retrieval).
+    """
+    weights, k = settings.MEMORY_FUSION_WEIGHTS, settings.MEMORY_RRF_K
+    fused = np.zeros(len(search.eligible))
+    held = np.zeros(len(search.eligible), dtype=bool)
+    for name, channel in channels.items():
+        fused[channel.rows] += weights[name] / (k + channel.ranks)
+        held[channel.rows] = True
+    rows = np.flatnonzero(held)
+    weight = settings.MEMORY_FUSION_CONTEXT if hybrid else 0.0
+    context = None
+    if weight:
+        best = np.zeros(len(rows))
+        for found in _Neighbours(search.view, search.eligible).around(rows):
+            best = np.maximum(best, np.where(found >= 0, fused[np.maximum(found, 0)], 0.0))
+        context = np.zeros(len(search.eligible))
+        context[rows] = weight * best
+        fused[rows] += context[rows]
+    order = np.lexsort((search.view.columns.memory[rows], -fused[rows]))[:limit]
+    return rows[order], fused[rows][order], context
+
+
 def _fuse(channels: dict[str, _Channel], *, search: "_Search", cosines, limit: int,
           hybrid: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Return the best ``limit`` rows, their scores, and (hybrid) the context part of each score.
@@ -654,6 +683,8 @@ def _fuse(channels: dict[str, _Channel], *, search: "_Search", cosines, limit: i
     """
     if not channels:
         return np.empty(0, dtype=np.int64), np.empty(0), None
+    if settings.MEMORY_FUSION == "rrf":
+        return _rrf(channels, search=search, limit=limit, hybrid=hybrid)
     scorer = _Scorer(channels, search=search, cosines=cosines)
     memory = search.view.columns.memory
     if len(channels) == 1 and not hybrid:

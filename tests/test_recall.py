@@ -187,3 +187,25 @@ def test_without_the_model_hybrid_falls_back_to_keywords_and_semantic_says_why(d
     assert contents(result) == ["Deploys happen on Tuesdays."] and "unavailable" in result.note
     with pytest.raises(Unavailable):
         recall(query="deploys", mode="semantic")
+
+
+def test_rrf_fusion_scores_each_hit_by_its_channel_ranks(corpus, settings):
+    settings.MEMORY_FUSION = "rrf"
+    settings.MEMORY_RRF_K = 10
+    settings.MEMORY_FUSION_CONTEXT = 0.0
+    weights = settings.MEMORY_FUSION_WEIGHTS
+    result = recall(query="deploy kubernetes", mode="hybrid", match="any", explain=True)
+    assert result.hits
+    for hit in result.hits:
+        expected = sum(weights[name] / (10 + rank) for name, rank in hit.explain["ranks"].items() if rank is not None)
+        assert hit.score == pytest.approx(expected, rel=1e-12)
+    assert [hit.score for hit in result.hits] == sorted((hit.score for hit in result.hits), reverse=True)
+    # The memory both words find ranks first in the keyword channel, and so first here.
+    assert result.hits[0].memory.content == "The deployment to Kubernetes failed on Friday."
+
+
+def test_rrf_fusion_with_neighbour_context_reports_the_context(corpus, settings):
+    settings.MEMORY_FUSION = "rrf"
+    settings.MEMORY_FUSION_CONTEXT = 0.5
+    result = recall(query="deploy", mode="hybrid", explain=True)
+    assert result.hits and all(hit.explain["context"] is not None for hit in result.hits)

@@ -16,6 +16,8 @@ pytestmark = pytest.mark.slow
         ("MEMORY_DB_BUSY_TIMEOUT", "abc", "an integer from 1 to 600"),
         ("MEMORY_MAX_CONTENT_BYTES", "10", "an integer from 256 to 1048576"),
         ("MEMORY_LOG_LEVEL", "loud", "one of DEBUG, INFO, WARNING, ERROR"),
+        ("MEMORY_FUSION", "borda", "one of weighted, rrf"),
+        ("MEMORY_API_MAX_BODY_BYTES", "12", "an integer from 65536 to 67108864"),
     ],
 )
 def test_a_bad_value_stops_start_up_with_one_line_naming_it(tmp_path, name, value, accepted):
