@@ -27,8 +27,12 @@ Per size, in one fresh SQLite file with one namespace:
 4. bulk import: ``memories_import`` (trusted, the path ``manage.py import_memories``
    takes) of ``--import-size`` new memories, in memories per second.
 
-Over HTTP is not measured: no REST API exists yet (the MCP endpoint is not what the
-issue's HTTP target is about), so the JSON says so.
+5. over HTTP: the server as ``make run`` starts it (uvicorn, one worker) on the same file,
+   with an admin-scope API key and throttling off; one keep-alive connection from this
+   process. Keyword and hybrid recall (``POST /api/v1/recall/``) and remember
+   (``POST /api/v1/memories/``) are timed, each beside the same call in-process in the
+   same loop (alternating), and the difference of the p50s is the HTTP cost (target:
+   at most 5 ms). Client and server share the two cores.
 """
 
 import argparse
@@ -53,6 +57,7 @@ TARGETS_100K = {
     "remember_with_embedding_p50_ms": 20.0,
     "bulk_import_minilm_per_s": 300.0,
     "bulk_import_hash_per_s": 3000.0,
+    "http_minus_in_process_p50_ms": 5.0,
 }
 MINILM_NAME = "all-MiniLM-L6-v2"
 
@@ -64,6 +69,7 @@ def parse_args():
     parser.add_argument("--queries", type=int, default=200, help="queries per size")
     parser.add_argument("--writes", type=int, default=100, help="single remembers per size")
     parser.add_argument("--import-size", type=int, default=2000, help="memories per bulk import")
+    parser.add_argument("--http-queries", type=int, default=100, help="queries (and writes, at most) over HTTP")
     parser.add_argument("--real-embed-max", type=int, default=10_000,
                         help="with --embedder minilm, sizes up to this store real MiniLM vectors")
     parser.add_argument("--load-batch", type=int, default=5000, help="memories per bulk-load transaction")
@@ -269,6 +275,8 @@ def run_size(size, args, corpus_seed):
                                       "ms": round(wall * 1000, 1), "cpu_ms": round(cpu * 1000, 1),
                                       "compact_after_rows": postings.COMPACT_AFTER}
 
+    result["http"] = http_latency(db_path, args, queries[:args.http_queries], corpus)
+
     # Bulk import through the service (trusted: recorded times, revisions and tombstones replayed).
     extra = make_history(corpus, args.import_size, now=now, namespace="bench", key_prefix="import-")
     document = import_document(extra)
@@ -289,6 +297,69 @@ def run_size(size, args, corpus_seed):
     if not args.keep_db:
         for path in db_dir.glob(f"{db_path.name}*"):
             path.unlink()
+    return result
+
+
+def http_latency(db_path: Path, args, queries: list[str], corpus) -> dict:
+    """Recall and remember over the REST API beside the same calls in-process (see the module docstring)."""
+    import http.client
+    import json
+    import socket
+    from urllib.parse import urlsplit
+
+    from django.db import connection
+
+    from memories.services import memory_remember
+    from memories.services.keys import api_key_create
+    from search import engine
+    from tests.subprocesses import clean_env, serve
+
+    _, key = api_key_create(name="latency benchmark", scopes=["read", "write", "admin"], actor="bench",
+                            interface="cli")
+    connection.close()  # the server process writes too; this one reopens on its next query
+    env = clean_env(db_path.parent, MEMORY_DB_PATH=str(db_path), MEMORY_EMBEDDER=args.embedder,
+                    MEMORY_API_READS_PER_MINUTE="0", MEMORY_API_WRITES_PER_MINUTE="0", MEMORY_LOG_LEVEL="ERROR")
+    samples = {name: [] for name in ("keyword_in_process", "keyword_http", "hybrid_in_process", "hybrid_http",
+                                     "remember_in_process", "remember_http")}
+    with serve(env, timeout=300) as base:
+        url = urlsplit(base)
+        client = http.client.HTTPConnection(url.hostname, url.port, timeout=60)
+        client.connect()
+        # As urllib3 and httpx do: http.client sends headers and body in two writes, and Nagle's
+        # algorithm would hold the second until the server's delayed ACK (40 ms on Linux).
+        client.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+
+        def post(path: str, body: dict) -> dict:
+            client.request("POST", path, body=json.dumps(body), headers=headers)
+            response = client.getresponse()
+            payload = json.loads(response.read())
+            if response.status >= 300:
+                raise RuntimeError(f"{path} answered {response.status}: {payload}")
+            return payload
+
+        for query in queries:  # warm-up: the server loads its snapshot and vector matrix
+            post("/api/v1/recall/", {"query": query, "mode": "hybrid", "limit": 10})
+        for query in queries:
+            for mode in ("keyword", "hybrid"):
+                samples[f"{mode}_in_process"].append(
+                    harness.measured(engine.recall, query=query, mode=mode, limit=10)[1:])
+                samples[f"{mode}_http"].append(harness.measured(
+                    post, "/api/v1/recall/", {"query": query, "mode": mode, "limit": 10})[1:])
+        for number in range(min(args.writes, len(queries))):
+            samples["remember_in_process"].append(harness.measured(
+                memory_remember, namespace="bench", content=corpus.text(), key=f"hp{number}", actor="bench",
+                interface="cli")[1:])
+            samples["remember_http"].append(harness.measured(
+                post, "/api/v1/memories/", {"namespace": "bench", "content": corpus.text(), "key": f"hh{number}"})[1:])
+        client.close()
+    result = {"how": "uvicorn memoryproject.asgi:application (one worker) on the same file; one keep-alive "
+                     "connection; each HTTP call alternates with the same call in-process",
+              **{name: harness.summary(values) for name, values in samples.items()}}
+    for name in ("keyword", "hybrid", "remember"):
+        # Wall time only: the server's CPU is spent in another process.
+        result[f"{name}_http_minus_in_process_p50_ms"] = round(
+            result[f"{name}_http"]["p50_ms"] - result[f"{name}_in_process"]["p50_ms"], 3)
     return result
 
 
@@ -345,8 +416,8 @@ def main():
             with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as handle:
                 part = handle.name
             command = [sys.executable, __file__, "--sizes", str(size), "--output", part,
-                       *[item for name in ("embedder", "queries", "writes", "import_size", "real_embed_max", "seed",
-                                           "db_dir") if getattr(args, name) is not None
+                       *[item for name in ("embedder", "queries", "writes", "import_size", "http_queries",
+                                           "real_embed_max", "seed", "db_dir") if getattr(args, name) is not None
                          for item in (f"--{name.replace('_', '-')}", str(getattr(args, name)))],
                        *(["--keep-db"] if args.keep_db else [])]
             subprocess.run(command, check=True)
@@ -372,7 +443,6 @@ def combine(sizes, args):
         "seed": args.seed,
         "environment": environment(),
         "blas_threads": args.blas_threads or "numpy default (OpenBLAS: one per core)",
-        "http": "not measured: no REST API exists yet (the issue's HTTP target is for it; /mcp was not measured)",
         "targets_at_100k": TARGETS_100K,
         "sizes": [size for part in sizes for size in (part.get("sizes") or [part])],
     }
