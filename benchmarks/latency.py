@@ -261,6 +261,17 @@ def run_size(size, args, corpus_seed):
         memory_remember(namespace="bench", content=corpus.text(), key=f"v{number}", actor="bench", interface="cli")
         write_samples["hybrid_after_write"].append(
             harness.measured(engine.recall, query=query, mode="hybrid", limit=10)[1:])
+    # The same single writes without the near-duplicate check (a scan of the namespace's vectors).
+    write_samples["remember_without_near_duplicate_check"] = []
+    threshold = settings.MEMORY_NEAR_DUPLICATE_COSINE
+    settings.MEMORY_NEAR_DUPLICATE_COSINE = 1.01  # above 1: off
+    try:
+        for number in range(args.writes):
+            write_samples["remember_without_near_duplicate_check"].append(harness.measured(
+                memory_remember, namespace="bench", content=corpus.text(), key=f"n{number}", actor="bench",
+                interface="cli")[1:])
+    finally:
+        settings.MEMORY_NEAR_DUPLICATE_COSINE = threshold
     result["writes"] = {name: harness.summary(values) for name, values in write_samples.items()}
     result["writes"]["embedder"] = embedder.name
     # What folding the postings tail costs here (a write triggers it every COMPACT_AFTER tail rows).

@@ -11,6 +11,7 @@ from tests.subprocesses import instance, migrated_db  # noqa: F401  (fixtures)
 pytestmark = pytest.mark.slow
 
 URLS = [
+    "Dashboard: http://127.0.0.1:8123/",
     "Admin:     http://127.0.0.1:8123/admin/",
     "REST docs: http://127.0.0.1:8123/api/docs/",
     "MCP:       http://127.0.0.1:8123/mcp",
@@ -52,7 +53,7 @@ def test_first_run_creates_an_admin_and_an_api_key_on_an_empty_database_and_show
     assert "password" not in second and "key" not in second
     assert passwords[0] not in second and keys[0] not in second
     for output in (first, second):
-        assert output.splitlines()[-3:] == URLS
+        assert output.splitlines()[-len(URLS):] == URLS
     assert second.splitlines() == URLS
 
 

@@ -32,9 +32,10 @@ class Command(BaseCommand):
             self.stdout.write(self.style.SUCCESS(
                 "Created the first API key (read, write; all namespaces), shown only this once:"))
             self.stdout.write(f"  key: {token}")
-            self.stdout.write("  use it as 'Authorization: Bearer <key>' (README, MCP)")
+            self.stdout.write("  use it as 'Authorization: Bearer <key>' (README: MCP, REST API)")
         elif not ApiKey.objects.exists():
             self.stdout.write("No API key yet: create one with 'manage.py create_api_key --name NAME'.")
+        self.stdout.write(f"Dashboard: {base}/")
         self.stdout.write(f"Admin:     {base}/admin/")
         self.stdout.write(f"REST docs: {base}/api/docs/")
         self.stdout.write(f"MCP:       {base}/mcp")
