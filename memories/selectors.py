@@ -218,6 +218,33 @@ def visible_duplicate(*, namespace: str, content_hash: str, exclude_memory_id: i
     return Memory.objects.filter(pk__in=shown).order_by("pk").first()
 
 
+# Hashes per query in visible_duplicates: well under SQLite's 999 parameters.
+_HASHES_PER_QUERY = 500
+
+
+def visible_duplicates(*, namespace: str, content_hashes) -> dict[str, int]:
+    """visible_duplicate for many hashes at once: {hash: id of the first memory showing it now}.
+
+    Hashes no visible-now revision of ``namespace`` carries are left out. Two queries per
+    500 hashes at most: which memories of the namespace have a revision with one of them,
+    then the visibility rule for those few memories.
+    """
+    hashes, found = sorted(set(content_hashes)), {}
+    now = timezone.now()
+    for start in range(0, len(hashes), _HASHES_PER_QUERY):
+        # By hash alone: with the namespace in the WHERE clause SQLite walks every memory of
+        # the namespace instead of the revision_content_hash index (21 ms per 500 at 10k memories).
+        stored = Revision.objects.filter(content_hash__in=hashes[start:start + _HASHES_PER_QUERY])
+        memory_ids = {memory_id for memory_id, memory_namespace in stored.values_list("memory_id", "memory__namespace")
+                      if memory_namespace == namespace}
+        if not memory_ids:
+            continue
+        shown = stored.filter(memory_id__in=sorted(memory_ids)).visible(as_of=now)
+        for content_hash, memory_id in shown.values_list("content_hash", "memory_id"):
+            found[content_hash] = min(memory_id, found.get(content_hash, memory_id))
+    return found
+
+
 def database_path() -> str:
     return str(connection.settings_dict["NAME"])
 

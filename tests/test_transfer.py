@@ -406,6 +406,133 @@ def test_a_dry_run_counts_what_would_change_and_writes_nothing(remember):
     assert rows() == before
 
 
+# New memories in a trusted import are written in bulk (transfer._NewMemories); these check it
+# writes what writing them one at a time wrote: rows, tags, audit events, indexes, outcomes.
+
+
+def indexed_rows() -> dict:
+    from search import vectors
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM search_fts_words_docsize")
+        words = cursor.fetchone()[0]
+    return {"fts": words, "vectors": vectors.vector_count()}
+
+
+def test_a_trusted_restore_writes_every_row_and_makes_every_revision_searchable(remember, actor):
+    from search import engine, indexing
+
+    with transaction.atomic():
+        build_history(remember, actor)
+        for number in range(30):  # more memories than the tag and revision rows of one item
+            remember(f"Plain imported fact {number} about zebras.", key=f"plain{number}", tags=["Bulk", "zoo"])
+        text = "".join(services.memories_export())
+        transaction.set_rollback(True)
+    original = json.loads(text)["memories"]
+
+    report = import_(text, trusted=True)
+
+    assert report.as_dict() == {"created": 34, "revised": 0, "unchanged": 0, "duplicates": 0, "forgotten": 1,
+                                "skipped": 0}
+    # Memories, revisions, tombstones (by position), tags and states come back as exported.
+    assert export()["memories"] == original
+    assert sorted(Tag.objects.values_list("slug", "name")) == [("bulk", "Bulk"), ("org", "org"),
+                                                               ("people", "People"), ("tooling", "tooling"),
+                                                               ("zoo", "zoo")]
+    tombstone = Revision.objects.get(tombstone=True, memory__key="window")
+    assert tombstone.hides.memory_id == tombstone.memory_id and not tombstone.hides.tombstone
+    # One "import" event per memory created, naming it and its revision count, and the overall one.
+    events = AuditEvent.objects.filter(action="import")
+    per_memory = {event.memory_id: event.detail for event in events.exclude(memory_id=None)}
+    assert per_memory == {memory.pk: {"trusted": True, "revisions": memory.revisions.count()}
+                          for memory in Memory.objects.all()}
+    assert events.get(memory_id=None).detail["created"] == 34
+    # Indexed: full-text rows and vectors for every revision with text, and recall finds the text.
+    with_text = Revision.objects.filter(tombstone=False).count()
+    assert indexed_rows() == {"fts": with_text, "vectors": with_text}
+    assert indexing.index_drift() == []
+    keyword = engine.recall(query="zebras", mode="keyword", limit=50)
+    assert {hit.memory.key for hit in keyword.hits} == {f"plain{number}" for number in range(30)}
+    semantic = engine.recall(query="Plain imported fact 7 about zebras.", mode="semantic", limit=1)
+    assert semantic.hits[0].memory.key == "plain7"
+
+
+def test_duplicates_within_one_trusted_document_count_as_written_one_at_a_time(db):
+    old, new = "2024-01-01T00:00:00Z", "2024-02-01T00:00:00Z"
+    batch = document(
+        item("first", revision("Shared text.", old), tags=["Twin"]),
+        item("copy", revision("Shared text.", new), tags=["twin", "other"]),  # first shows it now
+        item("elsewhere", revision("Shared text.", new), namespace="other"),  # another namespace
+        item("revised", revision("Earlier text.", old), revision("Later text.", new)),
+        item("earlier", revision("Earlier text.", new)),  # "revised" no longer shows it
+        item("later", revision("Later text.", new)),  # "revised" shows it
+        item("gone", revision("Forgotten text.", old), revision("", new, tombstone=True, hides=0)),
+        item("after-gone", revision("Forgotten text.", new)),
+        item("expired", revision("Expired text.", old, expires_at="2024-01-15T00:00:00Z")),
+        item("after-expired", revision("Expired text.", new)),
+        item("expired-copy", revision("Shared text.", old, expires_at="2024-01-15T00:00:00Z")),  # not current
+    )
+
+    report = import_(batch, trusted=True)
+
+    assert report.as_dict() == {"created": 9, "revised": 0, "unchanged": 0, "duplicates": 2, "forgotten": 1,
+                                "skipped": 0}
+    assert not Memory.objects.filter(key__in=["copy", "later"]).exists()
+    assert set(Memory.objects.values_list("key", flat=True)) == {
+        "first", "elsewhere", "revised", "earlier", "gone", "after-gone", "expired", "after-expired",
+        "expired-copy"}
+    # A duplicate's tags are not created, as one at a time: "other" only came with "copy".
+    assert sorted(Tag.objects.values_list("name", flat=True)) == ["Twin"]
+    assert AuditEvent.objects.filter(action="import").exclude(memory_id=None).count() == 9
+
+
+def test_an_existing_memory_revised_earlier_in_the_document_is_seen_by_the_new_ones_after_it(db):
+    import_(document(item("kept", revision("Version one.", "2024-01-01T00:00:00Z"))), trusted=True)
+    batch = document(
+        item("new-before", revision("Version two.", "2024-01-05T00:00:00Z")),  # nothing shows it yet
+        item("kept", revision("Version one.", "2024-01-01T00:00:00Z"),
+             revision("Version three.", "2024-01-10T00:00:00Z")),
+        item("new-after", revision("Version three.", "2024-01-20T00:00:00Z")),  # "kept" shows it now
+    )
+
+    report = import_(batch, trusted=True)
+
+    assert (report.created, report.revised, report.duplicates) == (1, 1, 1)
+    assert set(Memory.objects.values_list("key", flat=True)) == {"kept", "new-before"}
+
+
+def test_new_memories_are_written_with_a_number_of_queries_that_does_not_grow_with_them(db):
+    def queries(count, prefix):
+        batch = document(*(item(f"{prefix}{n}", revision(f"Fact {prefix} {n}.", "2024-01-01T00:00:00Z"),
+                                revision(f"Fact {prefix} {n}, revised.", "2024-02-01T00:00:00Z"))
+                           for n in range(count)))
+        with CaptureQueriesContext(connection) as captured:
+            assert import_(batch, trusted=True).created == count
+        return len(captured)
+
+    few, many = queries(3, "a"), queries(120, "b")
+    # Multi-row INSERTs of at most 999 parameters: 120 revisions of 18 columns take 3 statements
+    # where 3 take one, at each of the 2 positions in the histories (one at a time: 734 queries).
+    assert many <= few + 2 * 2
+    assert Revision.objects.count() == 2 * 123
+
+
+def test_a_trusted_dry_run_of_new_memories_counts_them_and_writes_and_indexes_nothing(remember):
+    remember("Already here.", key="here")
+    before, indexed = rows(), indexed_rows()
+    batch = document(item("one", revision("One.", "2024-01-01T00:00:00Z")),
+                     item("copy", revision("Already here.", "2024-01-01T00:00:00Z")),
+                     item("two", revision("Two.", "2024-01-01T00:00:00Z"),
+                          revision("", "2024-02-01T00:00:00Z", tombstone=True, hides=0)))
+
+    report = import_(batch, trusted=True, dry_run=True)
+
+    assert report.as_dict() == {"created": 2, "revised": 0, "unchanged": 0, "duplicates": 1, "forgotten": 1,
+                                "skipped": 0}
+    assert (rows(), indexed_rows()) == (before, indexed)
+    assert import_(batch, trusted=True) == report
+
+
 
 @pytest.mark.slow
 def test_the_export_and_import_commands_copy_a_store_into_an_empty_one(instance, migrated_db, tmp_path):

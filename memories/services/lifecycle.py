@@ -30,8 +30,15 @@ def check_interface(interface: str) -> str:
 
 
 def audit(*, actor: str, interface: str, action: str, memory_id: int | None, at: dt.datetime, **detail) -> None:
-    AuditEvent.objects.create(at=at, actor=actor, interface=interface, action=action, memory_id=memory_id,
-                              detail=detail)
+    audit_many(actor=actor, interface=interface, action=action, at=at, events=[(memory_id, detail)])
+
+
+def audit_many(*, actor: str, interface: str, action: str, at: dt.datetime,
+               events: list[tuple[int | None, dict]]) -> None:
+    """Record one audit event per (memory id, detail) pair, in one multi-row INSERT (bulk imports)."""
+    AuditEvent.objects.bulk_create([
+        AuditEvent(at=at, actor=actor, interface=interface, action=action, memory_id=memory_id, detail=detail)
+        for memory_id, detail in events])
 
 
 def tag_objects(names: list[str]) -> list[Tag]:
@@ -71,11 +78,21 @@ def _expiry(ttl_days: int, *, now: dt.datetime, keep: dt.datetime | None) -> dt.
     return now + dt.timedelta(days=ttl_days)
 
 
+def append_revisions(revisions: list[dict]) -> list[Revision]:
+    """Write revisions and make them searchable, in the caller's transaction (the one way revisions are added).
+
+    Each dict holds one revision's fields. The rows go in with multi-row INSERTs, and the
+    objects come back with their ids (SQLite's RETURNING), in the order given. A tombstone's
+    ``hides`` must be a revision written before this call: ids are given by the insert.
+    """
+    written = Revision.objects.bulk_create([Revision(**fields) for fields in revisions])
+    indexing.index_revisions(written)
+    return written
+
+
 def append_revision(**fields) -> Revision:
-    """Write one revision and make it searchable, in the caller's transaction (the one way revisions are added)."""
-    revision = Revision.objects.create(**fields)
-    indexing.index_revisions([revision])
-    return revision
+    """Write one revision and make it searchable (see append_revisions)."""
+    return append_revisions([fields])[0]
 
 
 def _record(memory: Memory, revision: Revision) -> MemoryRecord:

@@ -8,7 +8,9 @@ does not depend on the row ids of the database it came from.
 Imports check the whole batch before writing anything, then write it in one
 transaction: a bad item anywhere means nothing is written. A trusted import replays
 the revisions with their recorded times; an untrusted one remembers each memory's
-current text through ``memory_remember``, on the server clock.
+current text through ``memory_remember``, on the server clock. The new memories of a
+trusted import (a restore, a migration) are written in bulk, a chunk at a time, with
+the outcome of writing them one by one.
 """
 
 import dataclasses
@@ -34,7 +36,9 @@ from memories.records import ImportReport
 from memories.services.lifecycle import (
     add_tags,
     append_revision,
+    append_revisions,
     audit,
+    audit_many,
     check_interface,
     memory_forget,
     memory_remember,
@@ -348,7 +352,8 @@ def _read_revision(raw, *, earlier: list[_RevisionIn], trusted, actor, interface
         source=validation.short_text(raw.get("source"), field="source", limit=validation.SOURCE_MAX),
         reason=validation.short_text(raw.get("reason"), field="reason", limit=validation.REASON_MAX),
         author=validation.short_text(raw.get("author"), field="author", limit=_AUTHOR_MAX) or actor,
-        interface=check_interface(raw.get("interface") or interface),
+        # The import's own interface was checked once, before the batch was read.
+        interface=check_interface(raw["interface"]) if raw.get("interface") else interface,
         content_hash=digest,
         known_at=known_at,
         valid_from=valid_from,
@@ -380,15 +385,11 @@ def memories_import(
         raise InvalidInput(f"trusted: expected true or false, got {trusted!r}.", field="trusted")
     now = timezone.now()
     items = _read_batch(document, trusted=trusted, actor=actor, interface=interface, now=now)
-    write = _replay if trusted else _remember_current
+    write = _replayed if trusted else _remembered
     counts = Counter()
     # Indexed in one batch at the end of the transaction: far cheaper than per revision.
     with transaction.atomic(), indexing.batched():
-        for done, item in enumerate(items, start=1):
-            try:
-                outcome = write(item, actor=actor, interface=interface, now=now)
-            except MemoryServiceError as error:
-                raise _relocated(error, item.path) from None
+        for done, (item, outcome) in enumerate(write(items, actor=actor, interface=interface, now=now), start=1):
             counts[outcome] += 1
             if outcome in ("created", "revised") and item.state == State.FORGOTTEN and trusted:
                 counts["forgotten"] += 1
@@ -411,23 +412,161 @@ def _relocated(error: MemoryServiceError, path: str) -> MemoryServiceError:
     return type(error)(message, field=field)
 
 
+def _guarded(write, item: _MemoryIn, **context) -> str:
+    """``write(item)``'s outcome; a domain error comes out naming the item."""
+    try:
+        return write(item, **context)
+    except MemoryServiceError as error:
+        raise _relocated(error, item.path) from None
+
+
+def _remembered(items: list[_MemoryIn], **context) -> Iterator[tuple[_MemoryIn, str]]:
+    """Remember each item's current text in order, yielding it with its outcome (an untrusted import)."""
+    for item in items:
+        yield item, _guarded(_remember_current, item, **context)
+
+
+# New memories written per bulk write: one duplicate query per namespace and a few
+# multi-row INSERTs per table for the lot, instead of a dozen statements per memory.
+IMPORT_CHUNK = 500
+
+
+def _replayed(items: list[_MemoryIn], *, actor, interface, now) -> Iterator[tuple[_MemoryIn, str]]:
+    """Replay ``items`` in order, yielding each with its outcome.
+
+    A memory that already exists goes through ``_replay``, one at a time. New ones (a
+    restore, a migration: most of a trusted import) are written in bulk by ``_NewMemories``,
+    which gives the same rows and outcomes as ``_replay`` would.
+    """
+    existing = _existing_keys(items)
+    new = _NewMemories(actor=actor, interface=interface, now=now)
+    for item in items:
+        if (item.namespace, item.key) in existing:
+            yield from new.flush()  # the items before it are written first, as in document order
+            yield item, _guarded(_replay, item, actor=actor, interface=interface, now=now)
+            continue
+        if new.could_duplicate(item):
+            # An earlier new memory of the batch may show this text: write them, so the check sees them.
+            yield from new.flush()
+        new.add(item)
+        if len(new) >= IMPORT_CHUNK:
+            yield from new.flush()
+    yield from new.flush()
+
+
+def _existing_keys(items: list[_MemoryIn]) -> set[tuple[str, str]]:
+    """The (namespace, key) pairs of ``items`` that already name a memory."""
+    keys: dict[str, list[str]] = {}
+    for item in items:
+        keys.setdefault(item.namespace, []).append(item.key)
+    found = set()
+    for namespace, names in keys.items():
+        for start in range(0, len(names), IMPORT_CHUNK):
+            # The (namespace, key) unique index serves the IN.
+            chunk = Memory.objects.filter(namespace=namespace, key__in=names[start:start + IMPORT_CHUNK])
+            found.update((namespace, key) for key in chunk.values_list("key", flat=True))
+    return found
+
+
+def _current_hash(item: _MemoryIn, now: dt.datetime) -> str | None:
+    """The hash of the text ``item`` would show now, when its last revision is current; else None."""
+    last = item.revisions[-1]
+    current = not last.tombstone and (last.fields["expires_at"] is None or last.fields["expires_at"] > now)
+    return last.fields["content_hash"] if current else None
+
+
+class _NewMemories:
+    """New memories of a trusted import, written together: what ``_replay`` does for one, in bulk.
+
+    Outcomes are those of writing the items one by one in order. The duplicate rule needs
+    care: an item whose text an earlier pending item carries (in any revision) could be a
+    duplicate of it, so the pending items are written before such an item is added
+    (``could_duplicate``); every other item's duplicates can only be rows already stored.
+    """
+
+    def __init__(self, *, actor, interface, now):
+        self.actor, self.interface, self.now = actor, interface, now
+        self.items: list[_MemoryIn] = []
+        self.hashes: set[tuple[str, str]] = set()  # (namespace, hash) of every text revision pending
+        self.tags: dict[str, Tag] = {}  # by slug, across the whole import
+
+    def __len__(self):
+        return len(self.items)
+
+    def could_duplicate(self, item: _MemoryIn) -> bool:
+        digest = _current_hash(item, self.now)
+        return digest is not None and (item.namespace, digest) in self.hashes
+
+    def add(self, item: _MemoryIn) -> None:
+        self.items.append(item)
+        self.hashes.update((item.namespace, revision.fields["content_hash"]) for revision in item.revisions
+                           if not revision.tombstone)
+
+    def flush(self) -> Iterator[tuple[_MemoryIn, str]]:
+        items, self.items, self.hashes = self.items, [], set()
+        if not items:
+            return
+        duplicate = self._duplicates(items)
+        self._write([item for item in items if item.path not in duplicate])
+        for item in items:
+            yield item, "duplicates" if item.path in duplicate else "created"
+
+    def _duplicates(self, items: list[_MemoryIn]) -> set[str]:
+        """Paths of the items whose current text a visible memory of their namespace shows now."""
+        wanted: dict[str, dict[str, list[str]]] = {}
+        for item in items:
+            digest = _current_hash(item, self.now)
+            if digest is not None:
+                wanted.setdefault(item.namespace, {}).setdefault(digest, []).append(item.path)
+        paths = set()
+        for namespace, by_hash in wanted.items():
+            for digest in selectors.visible_duplicates(namespace=namespace, content_hashes=by_hash):
+                paths.update(by_hash[digest])
+        return paths
+
+    def _write(self, items: list[_MemoryIn]) -> None:
+        if not items:
+            return
+        memories = Memory.objects.bulk_create([
+            Memory(namespace=item.namespace, key=item.key, kind=item.kind, state=item.state,
+                   created_at=item.created_at) for item in items])
+        self._tag(items, memories)
+        # Position by position, so a tombstone's hidden revision (an earlier one) already has its id.
+        written: list[list[Revision]] = [[] for _ in items]
+        for position in range(max(len(item.revisions) for item in items)):
+            owners = [number for number, item in enumerate(items) if position < len(item.revisions)]
+            fields = []
+            for number in owners:
+                revision = items[number].revisions[position]
+                hidden = written[number][revision.hides] if revision.tombstone else None
+                fields.append(dict(memory=memories[number], hides=hidden, **revision.fields))
+            for number, stored in zip(owners, append_revisions(fields), strict=True):
+                written[number].append(stored)
+        # One "import" event per memory, with the detail _replay's audit() call gives a revised one.
+        audit_many(actor=self.actor, interface=self.interface, action="import", at=self.now, events=[
+            (memory.pk, {"trusted": True, "revisions": len(item.revisions)})
+            for item, memory in zip(items, memories, strict=True)])
+
+    def _tag(self, items: list[_MemoryIn], memories: list[Memory]) -> None:
+        # Each new slug with its first spelling in document order, which wins as it does one item at a time.
+        spelled: dict[str, str] = {}
+        for item in items:
+            for name in item.tags:
+                spelled.setdefault(name.casefold(), name)
+        missing = [name for slug, name in spelled.items() if slug not in self.tags]
+        for tag in tag_objects(missing) if missing else []:
+            self.tags[tag.slug] = tag
+        through = Memory.tags.through
+        through.objects.bulk_create([through(memory_id=memory.pk, tag_id=self.tags[name.casefold()].pk)
+                                     for item, memory in zip(items, memories, strict=True) for name in item.tags])
+
+
 def _replay(item: _MemoryIn, *, actor, interface, now) -> str:
-    """Write ``item``'s revisions as they were recorded; extend a memory whose history they continue."""
-    memory = Memory.objects.filter(namespace=item.namespace, key=item.key).first()
-    if memory is None:
-        last = item.revisions[-1]
-        current = not last.tombstone and (last.fields["expires_at"] is None or last.fields["expires_at"] > now)
-        if current and selectors.visible_duplicate(namespace=item.namespace,
-                                                   content_hash=last.fields["content_hash"]) is not None:
-            return "duplicates"
-        memory = Memory.objects.create(namespace=item.namespace, key=item.key, kind=item.kind, state=item.state,
-                                       created_at=item.created_at)
-        if item.tags:  # a new memory has no tags: set([]) would only query that
-            memory.tags.set(tag_objects(item.tags))
-        written = _write_revisions(memory, item.revisions, written=[])
-        audit(actor=actor, interface=interface, action="import", memory_id=memory.pk, at=now, trusted=True,
-              revisions=len(written))
-        return "created"
+    """Write ``item``'s revisions as they were recorded; extend a memory whose history they continue.
+
+    New memories are written by ``_NewMemories``: only a memory that exists comes here.
+    """
+    memory = Memory.objects.get(namespace=item.namespace, key=item.key)
     existing = list(memory.revisions.order_by("known_at", "id"))
     if len(existing) > len(item.revisions) or any(
         stored != incoming.fingerprint() for stored, incoming in zip(_fingerprints(existing), item.revisions)
