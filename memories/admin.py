@@ -39,8 +39,8 @@ def admin_actor(request) -> str:
     return f"user:{request.user.username}"
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """Rows people may look at but never add, change or delete from the admin."""
+class ReadOnlyMixin:
+    """For admins and inlines of rows people may look at but never add, change or delete from the admin."""
 
     def has_add_permission(self, request, obj=None):
         return False
@@ -50,6 +50,10 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+class ReadOnlyAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    """Rows people may look at but never add, change or delete from the admin."""
 
 
 # Memories ---------------------------------------------------------------------------------------------------------

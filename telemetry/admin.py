@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.db.models import Count
 from django.utils.text import Truncator
 
-from memories.admin import ReadOnlyAdmin
+from memories.admin import ReadOnlyAdmin, ReadOnlyMixin
 from telemetry.models import HookRecall, InjectedMemory, Injection, RefusedIngest
 
 QUERY_CHARS = 80
@@ -26,21 +26,12 @@ class HookRecallAdmin(ReadOnlyAdmin):
         return _short(row.query)
 
 
-class InjectedMemoryInline(admin.TabularInline):
+class InjectedMemoryInline(ReadOnlyMixin, admin.TabularInline):
     model = InjectedMemory
     fields = ("memory_id", "revision_id")
     readonly_fields = fields
     extra = 0
     can_delete = False
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(Injection)
