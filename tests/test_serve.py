@@ -36,3 +36,14 @@ def test_the_server_answers_the_admin_login_and_serves_its_static_files(server):
     assert b"--body-bg" in body
 
     assert get(f"{server}/static/admin/css/no-such-file.css")[0] == 404
+
+
+@pytest.mark.django_db
+def test_static_files_are_served_the_same_way_without_asgi(client):
+    # Django's test client runs the middleware chain synchronously, as a WSGI server would.
+    response = client.get("/static/dashboard/dashboard.css")
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/css")
+    assert b"".join(response.streaming_content)
+    assert client.get("/static/dashboard/no-such-file.css").status_code == 404
+    assert client.get("/api/v1/health/").status_code == 200  # other requests pass through
