@@ -199,8 +199,10 @@ def hook_ingest(
             record = _refresh(twin.memory_id, ttl_days=ttl_days, caller=caller)
             return IngestResult(status="refreshed", memory_id=record.id, revision_id=record.revision_id,
                                 namespace=record.namespace, cosine=twin.cosine, expires_at=record.expires_at)
+    # No near twin was found above (or the text is an exact duplicate): no need to look again.
     result = services.memory_remember(namespace=namespace, content=content, kind=kind, title=title or None,
-                                      tags=tags, source=source or None, ttl_days=ttl_days, **caller.credit)
+                                      tags=tags, source=source or None, ttl_days=ttl_days,
+                                      look_for_near_twin=False, **caller.credit)
     record = result.memory
     if result.deduplicated:
         record = _refresh(record.id, ttl_days=ttl_days, caller=caller)

@@ -10,6 +10,7 @@ from memories import selectors
 from memories.access import Caller, PermissionDenied
 from memories.exceptions import InvalidInput, TooLarge
 from memories.models import AuditEvent, Memory, Revision
+from search import duplicates
 from telemetry.models import RefusedIngest
 from telemetry.services import InjectionSuspected, hook_ingest
 
@@ -105,6 +106,17 @@ def test_unrelated_text_is_stored_beside_what_is_held(acme, remember):
     result = hook_ingest(caller=acme, text="The office coffee machine is on the third floor.")
 
     assert result.status == "created" and Memory.objects.count() == 2
+
+
+def test_new_text_is_compared_with_the_namespaces_vectors_once(acme, remember, monkeypatch):
+    remember(NOTE)
+    scans = []
+    real = duplicates.find_near_twin
+    monkeypatch.setattr(duplicates, "find_near_twin", lambda *args, **kwargs: scans.append(1) or real(*args, **kwargs))
+
+    result = hook_ingest(caller=acme, text="The office coffee machine is on the third floor.")
+
+    assert result.status == "created" and len(scans) == 1
 
 
 @pytest.mark.parametrize("text, pattern", [

@@ -135,6 +135,7 @@ def memory_remember(
     predicate: str | None = None,
     object: str | None = None,
     known_at: dt.datetime | None = None,
+    look_for_near_twin: bool = True,
 ) -> RememberResult:
     """Store a memory, or return the one that already holds this exact content.
 
@@ -155,7 +156,9 @@ def memory_remember(
     digest = validation.content_hash(content)
     indexing.prepare(title, content)
     near_twin = None
-    if known_at is None and not indexing.in_batch():
+    # A caller that has just looked (hooks' ingest, which refreshes a twin instead of writing)
+    # passes look_for_near_twin=False, so the namespace's vectors are scanned once.
+    if look_for_near_twin and known_at is None and not indexing.in_batch():
         # Before the write lock, like the embedding: a scan of the namespace's vectors. Advice
         # only (the write goes ahead), so a twin written meanwhile can be missed. Imports skip it.
         keyed = None
