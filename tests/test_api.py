@@ -11,6 +11,7 @@ import memoryproject
 from api.exceptions import handler
 from memories.models import Memory
 from memories.services.keys import api_key_create, api_key_revoke
+from tests.helpers import error_of
 
 pytestmark = pytest.mark.django_db
 
@@ -55,14 +56,6 @@ def api(keys):
         return made
 
     return client
-
-
-def error_of(response, status: int) -> dict:
-    assert response.status_code == status, (response.status_code, response.content)
-    body = response.json()
-    assert set(body) == {"error"}
-    assert {"code", "message"} <= set(body["error"]) <= {"code", "message", "field", "memory_id"}
-    return body["error"]
 
 
 def remember(client, content, **fields) -> dict:

@@ -7,6 +7,7 @@ from memories.models import Memory
 from memories.services.keys import api_key_create
 from telemetry.models import HookRecall, InjectedMemory, Injection, RefusedIngest
 from telemetry.wrapper import CLOSE, OPEN, PREAMBLE
+from tests.helpers import error_of
 
 pytestmark = pytest.mark.django_db
 
@@ -30,12 +31,6 @@ def api(db):
         return made
 
     return client
-
-
-def error_of(response, status: int) -> dict:
-    assert response.status_code == status, (response.status_code, response.content)
-    assert set(response.json()) == {"error"}
-    return response.json()["error"]
 
 
 def ingest(client, text, **fields):

@@ -5,20 +5,17 @@ import re
 
 import pytest
 
-from memories.access import Caller, PermissionDenied
+from memories.access import PermissionDenied
 from memories.exceptions import InvalidInput
 from search import engine
 from telemetry import wrapper
 from telemetry.models import HookRecall
 from telemetry.reading import read
 from telemetry.services import hook_recall
+from tests.helpers import key_caller as caller
 
 # In a reading of the block, anything that could be the wrapper's tag name.
 TAG_NAME = re.compile(r"memory[\W_]*context")
-
-
-def caller(*namespaces, scopes=("read", "write")) -> Caller:
-    return Caller(actor="key:hooks", interface="api", scopes=frozenset(scopes), namespaces=namespaces or None)
 
 
 @pytest.fixture

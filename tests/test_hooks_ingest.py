@@ -7,20 +7,17 @@ import pytest
 from django.utils import timezone
 
 from memories import selectors
-from memories.access import Caller, PermissionDenied
+from memories.access import PermissionDenied
 from memories.exceptions import InvalidInput, TooLarge
 from memories.models import AuditEvent, Memory, Revision
 from search import duplicates
 from telemetry.models import RefusedIngest
 from telemetry.services import InjectionSuspected, hook_ingest
+from tests.helpers import key_caller as caller
 
 NOTE = "The deploy pipeline runs the smoke tests before the canary release every Friday."
 # Reworded slightly: the hash embedder (tests) gives these two a cosine of about 0.92.
 NEAR_NOTE = "the deploy pipeline runs smoke tests before the canary release each Friday."
-
-
-def caller(*namespaces, scopes=("read", "write")) -> Caller:
-    return Caller(actor="key:hooks", interface="api", scopes=frozenset(scopes), namespaces=namespaces or None)
 
 
 @pytest.fixture

@@ -1,16 +1,17 @@
 """hooks/report: a harness records that a block was injected; bad reports are refused whole, and a report
 cannot name (or probe for) memories outside the caller's namespaces."""
 
+import functools
+
 import pytest
 
-from memories.access import Caller, PermissionDenied
+from memories.access import PermissionDenied
 from memories.exceptions import InvalidInput, NotFound, TooLarge
 from telemetry.models import InjectedMemory, Injection
 from telemetry.services import hook_recall, hook_report
+from tests.helpers import key_caller
 
-
-def caller(*namespaces, scopes=("read",)) -> Caller:
-    return Caller(actor="key:hooks", interface="api", scopes=frozenset(scopes), namespaces=namespaces or None)
+caller = functools.partial(key_caller, scopes=("read",))
 
 
 @pytest.fixture

@@ -1,0 +1,17 @@
+"""Small helpers several test modules share."""
+
+from memories.access import Caller
+
+
+def key_caller(*namespaces: str, scopes=("read", "write"), interface: str = "api") -> Caller:
+    """The Caller an API key with these scopes stands for; no namespaces means every namespace."""
+    return Caller(actor="key:hooks", interface=interface, scopes=frozenset(scopes), namespaces=namespaces or None)
+
+
+def error_of(response, status: int) -> dict:
+    """The ``error`` object of a REST error response, after checking its status and its one shape."""
+    assert response.status_code == status, (response.status_code, response.content)
+    body = response.json()
+    assert set(body) == {"error"}
+    assert {"code", "message"} <= set(body["error"]) <= {"code", "message", "field", "memory_id"}
+    return body["error"]
