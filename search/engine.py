@@ -226,18 +226,21 @@ def recall(
     # tags only choose which of them may be returned.
     visible = view.visible_rows(as_of=to_micros(as_of_time), valid_at=to_micros(valid_time),
                                 namespaces=namespaces)
-    eligible = np.zeros(len(view.columns.revision) if view.columns is not None else 0, dtype=bool)
-    eligible[visible] = True
-    if kind_names is not None and view.columns is not None:
-        eligible &= np.isin(view.columns.kind, [code for code, name in enumerate(view.kinds) if name in kind_names])
-    if tag_names and view.columns is not None:
-        eligible &= np.isin(view.columns.memory, _tagged_memories(tag_names))
+    size = len(view.columns.revision) if view.columns is not None else 0
+    # The visible set's own mask (shared, read-only; one slot longer than the rows), unless
+    # kinds or tags narrow it.
+    eligible = view.visible_stats(visible, "ntok")[0][:size] if size else np.zeros(0, dtype=bool)
+    if kind_names is not None and size:
+        eligible = eligible & np.isin(view.columns.kind,
+                                      [code for code, name in enumerate(view.kinds) if name in kind_names])
+    if tag_names and size:
+        eligible = eligible & np.isin(view.columns.memory, _tagged_memories(tag_names))
 
     search = _Search(view=view, visible=visible, eligible=eligible, terms=cleaned.terms, match=match)
     channels: dict[str, _Channel] = {}
     note = None
     if mode != "semantic" and cleaned.terms:
-        channels.update(search.keyword_channels())
+        channels.update(search.keyword_channels(every_row=mode == "hybrid"))
         note = search.note
     vector_note = None
     cosines = None
@@ -255,6 +258,8 @@ def recall(
                 del channels["vector"]
     ranked_rows, fused, context = _fuse(channels, search=search, cosines=cosines, limit=limit,
                                         hybrid=mode == "hybrid")
+    if explain:
+        search.ensure_scored(ranked_rows)
     hits = _hits(view, ranked_rows, fused, channels=channels, search=search, cosines=cosines, explain=explain,
                  as_of=as_of_time, context=context)
     hint = None
@@ -265,6 +270,23 @@ def recall(
         as_of=as_of_time, valid_at=valid_time, hits=hits,
         note=" ".join(part for part in (note, vector_note) if part) or None, hint=hint,
     )
+
+
+_zeros_lock = threading.Lock()
+_zeros_shared: dict = {}
+
+
+def _zeros(size: int, dtype=np.float64) -> np.ndarray:
+    """A read-only array of ``size`` zeros, shared (grown when a larger one is asked for)."""
+    shared = _zeros_shared.get(dtype)
+    if shared is None or len(shared) < size:
+        with _zeros_lock:
+            shared = _zeros_shared.get(dtype)
+            if shared is None or len(shared) < size:
+                shared = np.zeros(size + size // 8, dtype=dtype)
+                shared.flags.writeable = False
+                _zeros_shared[dtype] = shared
+    return shared[:size]
 
 
 class _Search:
@@ -280,80 +302,92 @@ class _Search:
         self.note = None
         size = len(eligible)
         self.bm25 = np.zeros(size, dtype=np.float64)
-        self.bigram = np.zeros(size, dtype=np.float64)
-        self.trigram = np.zeros(size, dtype=np.float64)
+        # Most queries have no CJK bigrams and no missing words: those channels read one
+        # shared, read-only array of zeros until a channel runs and gets its own.
+        nothing = _zeros(size)
+        self.bigram = self.trigram = self.bigram_matched_idf = nothing
         self.matched = np.zeros((len(terms), size), dtype=bool)
-        self.match_counts = np.zeros(size, dtype=np.int64)  # per row, how many terms it matched
+        self.match_counts = _zeros(size, np.uint16)  # per row, how many terms it matched (keyword_channels)
+        self._found = []  # per term: (rows, counts, idf), see _term_rows
+        self._scored = None  # rows whose BM25 is computed, when not every matched row's is
         # For fusion: per row, the idf of the query terms it matched; per query, the idf of all
         # its terms (each BM25 channel's ceiling is (K1 + 1) times it).
         self.matched_idf = np.zeros(size, dtype=np.float64)
-        self.bigram_matched_idf = np.zeros(size, dtype=np.float64)
         self.idf_total = self.bigram_idf_total = 0.0
-        self.keyword_rows = np.zeros(size, dtype=bool)  # rows the keyword channel holds, at any depth
+        self.keyword_rows = _zeros(size, bool)  # rows the keyword channel holds, at any depth
         self._vector_candidates = None  # (cosines, floor, rows): the vector channel and the fusion both ask
 
-    def _rows_and_tfs(self, ids: np.ndarray, tfs: np.ndarray, in_set: np.ndarray):
-        """Map posting revision ids to rows of the view, keep those in ``in_set``, and sum counts per row."""
-        if len(ids) and ids.max() > self.view.max_id:  # written after this view was taken
-            ids_ok = ids <= self.view.max_id
-            ids, tfs = ids[ids_ok], tfs[ids_ok]
-        rows = self.view.position[ids]
-        keep = rows >= 0
-        keep &= in_set[rows]  # a -1 row reads the last element; the mask above has already said no
-        rows, tfs = rows[keep], tfs[keep]
-        if len(rows) == 0:
-            return rows, tfs
-        if len(rows) * 64 < len(in_set):
-            unique, inverse = np.unique(rows, return_inverse=True)
-            if len(unique) != len(rows):  # a prefix matched several terms of one revision
-                tfs = np.bincount(inverse, weights=tfs, minlength=len(unique))
-            else:
-                tfs = tfs[np.argsort(rows, kind="stable")]
-            return unique, tfs
-        # A common term: summing counts into a dense array costs O(rows of the view), where
-        # np.unique sorts (100k matches in 135k rows: 1.2 ms against 15 ms; storage_micro.py).
-        dense = np.bincount(rows, weights=tfs, minlength=len(in_set))
-        unique = np.flatnonzero(dense != 0)  # nonzero() over bools is several times faster than over floats
-        return unique, dense[unique]
+    def _term_rows(self, column: str, ranges_per_term, *, record_matches: bool):
+        """Per query term, the visible rows holding it, their counts and the term's idf; and the idf of all terms.
 
-    def _bm25(self, scores, matched_idf, column: str, ranges_per_term, *, record_matches: bool) -> float:
-        """Add each term's BM25 contribution to ``scores`` (in query order, as FTS5 sums them).
-
-        ``column`` names the document lengths (ntok or nbigram). Also add each term's idf
-        to ``matched_idf`` for the rows it matched, and return the idf of all the terms: a
-        term no visible row holds counts too, with the formula's idf for no hits (the query
-        asked for it; that nothing has it makes every hit partial).
+        ``column`` names the document lengths (ntok or nbigram) the terms are counted
+        against. A term no visible row holds counts too, with the formula's idf for no
+        hits (the query asked for it; that nothing has it makes every hit partial).
         """
         n_docs = len(self.visible)
-        if n_docs == 0:
-            return 0.0
-        visible_set, lengths, avgdl = self.view.visible_stats(self.visible, column)
-        if avgdl == 0:
-            return 0.0
-        total = 0.0
-        for index, term_postings in enumerate(postings.read_many(ranges_per_term)):
-            ids, tfs = term_postings
-            rows, tf = self._rows_and_tfs(ids, tfs, visible_set)
+        if n_docs == 0 or self.view.visible_stats(self.visible, column)[2] == 0:
+            return [], 0.0
+        view = self.view
+        visible_set = view.visible_stats(self.visible, column)[0]
+        found, total = [], 0.0
+        for index, (ids, tfs) in enumerate(postings.read_terms(ranges_per_term, max_id=view.max_id)):
+            # Each id appears once per term; an id the view lacks maps past the last row, where the mask is False.
+            rows = view.position[ids]
+            keep = visible_set[rows]
+            rows, tf = rows[keep], tfs[keep]
             hits = len(rows)
             idf = math.log((n_docs - hits + 0.5) / (hits + 0.5))
             if idf <= 0.0:
                 idf = 1e-6
             total += idf
-            if hits == 0:
-                continue
-            scores[rows] += idf * (tf * (K1 + 1.0)) / (tf + K1 * (1.0 - B + B * lengths[rows] / avgdl))
-            matched_idf[rows] += idf
-            if record_matches:
+            found.append((rows, tf, idf))
+            if record_matches and hits:
                 self.matched[index, rows] = True
-                self.match_counts[rows] += 1
-        return total
+        return found, total
 
-    def keyword_channels(self) -> dict[str, _Channel]:
+    def _score(self, scores, matched_idf, column: str, found, only: np.ndarray | None = None) -> None:
+        """Add each term's BM25 contribution to ``scores`` (in query order, as FTS5 sums them), and its idf to ``matched_idf``.
+
+        Every row a term holds, or with ``only`` (distinct rows) just those: a query whose
+        hits must hold every term need not score the rows that hold one.
+        """
+        if not found:
+            return
+        view = self.view
+        lengths, avgdl = view.visible_stats(self.visible, column)[1:]
+        # FTS5's length normalisation, k1 * (1 - b + b * D / avgdl), per row: it depends only on
+        # the visible set, so it is computed once per set (the same operations, so the same bits).
+        norm = view.visible_memo(self.visible, ("bm25 norm", column, K1, B),
+                                 lambda: K1 * (1.0 - B + B * lengths / avgdl))
+        if only is not None:
+            counts = postings.scratch_arrays(len(scores))[0]
+        for rows, tf, idf in found:
+            if only is not None:
+                # The term's count at each of ``only`` (0 where it is absent), through a dense scratch array.
+                try:
+                    counts[rows] = tf
+                    tf = counts[only]
+                finally:
+                    counts[rows] = 0.0  # clean for the next user
+                held = tf > 0
+                rows, tf = only[held], tf[held]
+            if len(rows):
+                scores[rows] += idf * ((tf * (K1 + 1.0)) / (tf + norm[rows]))
+                matched_idf[rows] += idf
+
+    def keyword_channels(self, *, every_row: bool) -> dict[str, _Channel]:
+        """The keyword, bigram and trigram channels; ``every_row``: score every row the keyword channel holds.
+
+        Without it, rows that cannot reach the channel's CHANNEL_DEPTH places keep no BM25
+        until ``ensure_scored`` asks (fusion over several channels does).
+        """
         view = self.view
         self.ranges = [postings.term_ranges(token.stem, token.prefix) for token in self.terms]
-        self.idf_total = self._bm25(self.bm25, self.matched_idf, "ntok", self.ranges, record_matches=True)
+        self._found, self.idf_total = self._term_rows("ntok", self.ranges, record_matches=True)
+        counts = self.match_counts = np.zeros(len(self.eligible), dtype=np.uint16)
+        for matched in self.matched:
+            counts += matched
         channels = {}
-        counts = self.match_counts
         found_all = (counts == len(self.terms)) & self.eligible
         found_any = (counts > 0) & self.eligible
         if self.match == "auto":
@@ -366,6 +400,25 @@ class _Search:
         keep = found_all if self.match_used == "all" else found_any
         self.keyword_rows = keep
         rows = np.flatnonzero(keep)
+        if self.match_used == "all":
+            # Only rows holding every term are keyword hits: score just them (see ensure_scored).
+            self._score(self.bm25, self.matched_idf, "ntok", self._found, only=rows)
+            self._scored = keep
+        elif every_row:
+            self._score(self.bm25, self.matched_idf, "ntok", self._found)
+        else:
+            # "any" ranks by matched terms first: rows below the fewest matched terms that still
+            # fill CHANNEL_DEPTH places cannot reach the channel, so they need no score yet.
+            matched_rows = counts[rows]
+            reaching = np.cumsum(np.bincount(matched_rows)[::-1])[::-1]  # [c]: rows matching c or more terms
+            fewest = int(np.flatnonzero(reaching >= CHANNEL_DEPTH)[-1]) if len(rows) >= CHANNEL_DEPTH else 0
+            if fewest > 1:
+                rows = rows[matched_rows >= fewest]
+                self._score(self.bm25, self.matched_idf, "ntok", self._found, only=rows)
+                self._scored = np.zeros(len(keep), dtype=bool)
+                self._scored[rows] = True
+            else:
+                self._score(self.bm25, self.matched_idf, "ntok", self._found)
         if len(rows):
             if self.match_used == "any":
                 # More matched terms first, then BM25, then the most recently learned.
@@ -382,9 +435,11 @@ class _Search:
         grams = text.cjk_bigrams(" ".join(token.raw for token in self.terms))
         if grams:
             self.bigram_terms = list(dict.fromkeys(grams))
-            self.bigram_idf_total = self._bm25(
-                self.bigram, self.bigram_matched_idf, "nbigram",
-                [[(postings.BIGRAM_PREFIX + gram, None)] for gram in self.bigram_terms], record_matches=False)
+            self.bigram, self.bigram_matched_idf = np.zeros(len(self.eligible)), np.zeros(len(self.eligible))
+            found, self.bigram_idf_total = self._term_rows(
+                "nbigram", [[(postings.BIGRAM_PREFIX + gram, None)] for gram in self.bigram_terms],
+                record_matches=False)
+            self._score(self.bigram, self.bigram_matched_idf, "nbigram", found)
             rows = np.flatnonzero((self.bigram > 0) & self.eligible)
             if len(rows):
                 order = _top_order((view.columns.memory[rows], -self.bigram[rows]), CHANNEL_DEPTH)
@@ -415,13 +470,31 @@ class _Search:
                 ids = np.fromiter((row[0] for row in cursor.fetchall()), dtype=np.int64)
                 ids = ids[ids <= self.view.max_id]
                 rows = self.view.position[ids]
-                rows = rows[rows >= 0]
+                rows = rows[rows < len(found)]  # the position of an id the view lacks is the row count
                 found[np.unique(rows)] += 1.0
         return found
 
+    def ensure_scored(self, rows: np.ndarray | None = None) -> None:
+        """Complete the BM25 of ``rows`` (default: every row the keyword channel holds) that hold query terms.
+
+        Only rows that can rank are scored at first (see keyword_channels); explain and a
+        fusion over several channels need the rest.
+        """
+        if self._scored is None:
+            return
+        if rows is None:
+            rows = np.flatnonzero(self.keyword_rows)
+        missing = rows[~self._scored[rows] & (self.match_counts[rows] > 0)]
+        if len(missing):
+            missing = np.unique(missing)
+            self._score(self.bm25, self.matched_idf, "ntok", self._found, only=missing)
+            scored = self._scored.copy()
+            scored[missing] = True
+            self._scored = scored
+
     def found_by_words(self) -> np.ndarray:
         """Per row, whether any query word (or CJK bigram) matched it."""
-        return self.matched.any(axis=0) | (self.bigram > 0)
+        return (self.match_counts > 0) | (self.bigram > 0)
 
     def vector_candidates(self, cosines: np.ndarray, *, floor: float | None) -> np.ndarray:
         """The eligible rows with a vector; with a floor, those close enough to mean something or found by words."""
@@ -540,7 +613,7 @@ def cosines_with(view, vector_of) -> np.ndarray | None:
     scores = matrix @ query_vector
     ids_ok = ids <= view.max_id
     rows = view.position[ids[ids_ok]]
-    keep = rows >= 0
+    keep = rows < len(cosines)  # the position of an id the view lacks is the row count
     cosines[rows[keep]] = scores[ids_ok][keep].astype(np.float64)
     return cosines
 
@@ -685,12 +758,14 @@ def _fuse(channels: dict[str, _Channel], *, search: "_Search", cosines, limit: i
         return np.empty(0, dtype=np.int64), np.empty(0), None
     if settings.MEMORY_FUSION == "rrf":
         return _rrf(channels, search=search, limit=limit, hybrid=hybrid)
-    scorer = _Scorer(channels, search=search, cosines=cosines)
     memory = search.view.columns.memory
     if len(channels) == 1 and not hybrid:
         name, channel = next(iter(channels.items()))
         rows = channel.rows[:limit]
+        scorer = _Scorer(channels, search=search, cosines=cosines)
         return rows, scorer.channel(name, rows) if name in scorer.names else np.zeros(len(rows)), None
+    search.ensure_scored()  # every keyword row takes part in the fused scores
+    scorer = _Scorer(channels, search=search, cosines=cosines)
     candidates = np.zeros(len(search.eligible), dtype=bool)
     for name in channels:
         if name == "keyword":

@@ -7,6 +7,7 @@ Revision ids only grow (revisions are append-only and writes are serialised), so
 folding a tail into a packed row is an append, never a merge.
 """
 
+import threading
 from collections import Counter
 from dataclasses import dataclass
 
@@ -125,41 +126,6 @@ def _fold(cursor, new_rows: list[tuple[int, str, int]]) -> int:
     return len(updates)
 
 
-def read(ranges: list[tuple[str, str | None]]) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Return, per (low, high) term range, the revision ids and counts of every term in it.
-
-    ``high`` None means the single term ``low``; otherwise terms with low <= term < high
-    (a prefix). Ids can repeat within a range (one row per matching term).
-    """
-    result = []
-    with connection.cursor() as cursor:
-        for low, high in ranges:
-            if high is None:
-                # Primary key equality on both tables.
-                cursor.execute("SELECT revision_ids, tfs FROM search_posting WHERE term = %s", [low])
-                packed = cursor.fetchall()
-                cursor.execute("SELECT revision_id, tf FROM search_posting_tail WHERE term = %s", [low])
-            else:
-                # Primary key range scans: the prefix's terms are contiguous in both b-trees.
-                cursor.execute("SELECT revision_ids, tfs FROM search_posting WHERE term >= %s AND term < %s",
-                               [low, high])
-                packed = cursor.fetchall()
-                cursor.execute("SELECT revision_id, tf FROM search_posting_tail WHERE term >= %s AND term < %s",
-                               [low, high])
-            tail = cursor.fetchall()
-            ids = [np.frombuffer(blob, dtype="<u4") for blob, _ in packed]
-            tfs = [np.frombuffer(blob, dtype="<u2") for _, blob in packed]
-            if tail:
-                tail_array = np.asarray(tail, dtype=np.int64)
-                ids.append(tail_array[:, 0])
-                tfs.append(tail_array[:, 1])
-            if ids:
-                result.append((np.concatenate(ids).astype(np.int64), np.concatenate(tfs).astype(np.float64)))
-            else:
-                result.append((np.empty(0, np.int64), np.empty(0, np.float64)))
-    return result
-
-
 def remove(revisions: list[tuple[int, str, str]]) -> None:
     """Take these revisions out of the packed rows, dropping terms no revision holds any more.
 
@@ -205,12 +171,109 @@ def term_ranges(stem: str, prefix: str | None) -> list[tuple[str, str | None]]:
     return [(stem, None), (prefix, high)]
 
 
-def read_many(terms: list[list[tuple[str, str | None]]]) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Return, per query term (a list of ranges), the ids and counts of all its ranges together."""
-    flat = read([item for ranges in terms for item in ranges])
+def read_terms(terms: list[list[tuple[str, str | None]]], *, max_id: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per query term (a list of ranges): each revision id up to ``max_id`` holding it, once, and its count.
+
+    A revision that holds several terms of the ranges (a prefix matching "deploy" and
+    "deployment") appears once, with the counts summed, as FTS5 counts a prefix query's
+    instances. Ids are int64 (not sorted); counts are exact integers, as uint16 or float64.
+    """
+    flat = _read_parts([item for ranges in terms for item in ranges], max_id=max_id)
     result, start = [], 0
     for ranges in terms:
-        parts = flat[start:start + len(ranges)]
+        parts = [part for found in flat[start:start + len(ranges)] for part in found]
         start += len(ranges)
-        result.append((np.concatenate([ids for ids, _ in parts]), np.concatenate([tfs for _, tfs in parts])))
+        result.append(_union(parts, max_id=max_id))
     return result
+
+
+def _read_parts(ranges: list[tuple[str, str | None]], *, max_id: int) -> list[list[tuple[np.ndarray, np.ndarray]]]:
+    """Per range, its postings as parts whose ids are distinct and ascending within each part, all <= max_id.
+
+    One statement reads every range from both tables (a query's few ranges cost one
+    round trip through the driver instead of two each).
+    """
+    selects, params = [], []
+    for index, (low, high) in enumerate(ranges):
+        # Primary key equality, or a primary key range scan (a prefix's terms are contiguous), on both tables.
+        where, values = ("term = %s", [low]) if high is None else ("term >= %s AND term < %s", [low, high])
+        selects.append(f"SELECT {index}, revision_ids, tfs FROM search_posting WHERE {where}")
+        selects.append(f"SELECT {index}, revision_id, tf FROM search_posting_tail WHERE {where}")
+        params += values * 2
+    result = [[] for _ in ranges]
+    tails: list[list[tuple[int, int]]] = [[] for _ in ranges]
+    if ranges:
+        with connection.cursor() as cursor:
+            cursor.execute(" UNION ALL ".join(selects), params)
+            rows = cursor.fetchall()
+        for index, ids, tfs in rows:
+            if isinstance(ids, int):  # a tail row: one revision id and its count
+                tails[index].append((ids, tfs))
+                continue
+            ids = np.frombuffer(ids, dtype="<u4")  # one term's ids, ascending
+            end = int(np.searchsorted(ids, max_id, side="right"))  # later ids: written after the caller's view
+            if end:
+                result[index].append((ids[:end].astype(np.int64), np.frombuffer(tfs, dtype="<u2")[:end]))
+    for parts, tail in zip(result, tails):
+        if tail:
+            array = np.asarray(tail, dtype=np.int64)
+            array = array[array[:, 0] <= max_id]
+            if len(array):
+                # Ascending, and a revision holding several terms of the range once, its counts summed.
+                ids, inverse = np.unique(array[:, 0], return_inverse=True)
+                parts.append((ids, np.bincount(inverse, weights=array[:, 1], minlength=len(ids))))
+    return result
+
+
+_scratch = threading.local()
+
+
+def _union(parts: list[tuple[np.ndarray, np.ndarray]], *, max_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ids of all ``parts`` once each, with their counts summed (each part's ids distinct and ascending).
+
+    The usual prefix range is one common term and a few rare ones: the rare ids are looked
+    up in the common term's by binary search. Parts of similar size are summed into a
+    dense array per id instead (135k ids: 0.6 ms where sorting 70k ids costs 1.2 ms).
+    """
+    if not parts:
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
+    if len(parts) == 1:
+        return parts[0]
+    parts = sorted(parts, key=lambda part: len(part[0]), reverse=True)
+    base_ids, base_tfs = parts[0]
+    rest = sum(len(ids) for ids, _ in parts[1:])
+    if rest * 4 <= len(base_ids):
+        ids = np.concatenate([ids for ids, _ in parts[1:]])
+        tfs = np.concatenate([tfs for _, tfs in parts[1:]])
+        if len(parts) > 2:
+            ids, inverse = np.unique(ids, return_inverse=True)
+            tfs = np.bincount(inverse, weights=tfs, minlength=len(ids))
+        at = np.minimum(np.searchsorted(base_ids, ids), len(base_ids) - 1)
+        found = base_ids[at] == ids
+        base_tfs = base_tfs.astype(np.float64)  # a copy, wide enough for sums
+        base_tfs[at[found]] += tfs[found]  # ids are distinct, so each slot is added to once
+        new = ~found
+        return np.concatenate([base_ids, ids[new]]), np.concatenate([base_tfs, tfs[new]])
+    counts, seen = scratch_arrays(max_id + 1)
+    try:
+        for ids, tfs in parts:
+            counts[ids] += tfs
+            seen[ids] = True
+        ids = np.flatnonzero(seen)  # over bools: several times faster than over floats
+        return ids, counts[ids]
+    finally:  # leave the scratch clean for the next call, whatever happened
+        touched = np.flatnonzero(seen)
+        counts[touched] = 0.0
+        seen[touched] = False
+
+
+def scratch_arrays(size: int) -> tuple[np.ndarray, np.ndarray]:
+    """This thread's zeroed (float64 counts, bool seen) arrays of at least ``size`` slots.
+
+    Whoever writes into them sets the slots it used back to zero (False) before returning.
+    """
+    counts = getattr(_scratch, "counts", None)
+    if counts is None or len(counts) < size:
+        room = size + size // 8 + 1024
+        _scratch.counts, _scratch.seen = np.zeros(room, dtype=np.float64), np.zeros(room, dtype=bool)
+    return _scratch.counts, _scratch.seen

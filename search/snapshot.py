@@ -96,14 +96,16 @@ class View:
     """One consistent state of the copy; refreshes build a new View, never change one."""
 
     columns: Columns | None
-    position: np.ndarray  # revision id -> row, -1 when absent
+    # Revision id -> row; absent ids map to the row count, one past the last row, so a mask
+    # with one extra False slot (visible_stats) reads them as not visible without a test.
+    position: np.ndarray
     namespaces: tuple[str, ...]
     kinds: tuple[str, ...]
     max_id: int
     anchor: str | None  # "memory_id known_at" of the revision max_id, to notice reused ids
     events: list = field(default_factory=list, compare=False, repr=False)  # [Events], filled on first use
     cache: dict = field(default_factory=dict, compare=False, repr=False)
-    stats: dict = field(default_factory=dict, compare=False, repr=False)  # see visible_stats
+    stats: dict = field(default_factory=dict, compare=False, repr=False)  # see visible_memo
     lock: threading.Lock = field(default_factory=threading.Lock, compare=False, repr=False)
 
     def visible_rows(self, *, as_of: int, valid_at: int, namespaces: list[str] | None = None,
@@ -144,25 +146,38 @@ class View:
     def visible_stats(self, winners: np.ndarray, column: str) -> tuple[np.ndarray, np.ndarray, float]:
         """For rows ``winners`` (an answer of visible_rows): a mask of them, ``column`` as float64, its mean over them.
 
-        BM25 needs these for every term of every query; they depend only on the
-        visible set, which repeats between writes, so they are kept with it (keyed by
-        the array's identity, which the entry holds so it cannot be reused).
+        The mask has one more slot than there are rows, always False, where ``position``
+        sends absent ids. BM25 needs these for every term of every query; they depend
+        only on the visible set, which repeats between writes, so they are kept with it.
         """
-        key = (id(winners), column)
-        entry = self.stats.get(key)
-        if entry is None or entry[0] is not winners:
+        def make():
             lengths = getattr(self.columns, column).astype(np.float64)
-            mask = np.zeros(len(lengths), dtype=bool)
+            mask = np.zeros(len(lengths) + 1, dtype=bool)
             mask[winners] = True
             mean = float(lengths[winners].sum()) / len(winners) if len(winners) else 0.0
-            for array in (mask, lengths):
-                array.flags.writeable = False
-            entry = (winners, mask, lengths, mean)
+            return mask, lengths, mean
+
+        return self.visible_memo(winners, ("stats", column), make)
+
+    def visible_memo(self, winners: np.ndarray, name, make):
+        """``make()``, computed once per visible set ``winners`` (an answer of visible_rows) and ``name``.
+
+        Keyed by the array's identity, which the entry holds so it cannot be reused.
+        Arrays in the answer are made read-only: every recall of that set shares them.
+        """
+        key = (id(winners), name)
+        entry = self.stats.get(key)
+        if entry is None or entry[0] is not winners:
+            value = make()
+            for item in value if isinstance(value, tuple) else (value,):
+                if isinstance(item, np.ndarray):
+                    item.flags.writeable = False
+            entry = (winners, value)
             with self.lock:
-                if len(self.stats) >= 2 * _VISIBLE_CACHE_SIZE:
+                if len(self.stats) >= 4 * _VISIBLE_CACHE_SIZE:
                     del self.stats[next(iter(self.stats))]
                 self.stats[key] = entry
-        return entry[1], entry[2], entry[3]
+        return entry[1]
 
     def _visible_rows(self, *, as_of, valid_at, namespaces, kinds) -> np.ndarray:
         c = self.columns
@@ -184,7 +199,7 @@ class View:
         return winners
 
 
-_EMPTY = View(columns=None, position=np.full(1, -1, dtype=np.int64), namespaces=(), kinds=(), max_id=0, anchor=None)
+_EMPTY = View(columns=None, position=np.zeros(1, dtype=np.int64), namespaces=(), kinds=(), max_id=0, anchor=None)
 
 
 class Snapshot:
@@ -264,7 +279,7 @@ def _extend(view: View, *, after: int) -> View:
     new = Columns(*(getattr(new, name)[order] for name in _COLUMNS))
     columns = _merged(view.columns, new) if view.columns is not None else new
     max_id = int(columns.revision.max())
-    position = np.full(max_id + 1, -1, dtype=np.int64)
+    position = np.full(max_id + 1, len(columns.revision), dtype=np.int64)
     position[columns.revision] = np.arange(len(columns.revision))
     # A write adds a few rows: merging their times into the sorted ones beats sorting afresh.
     events = [view.events[0].plus(new)] if view.events else []

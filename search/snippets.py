@@ -19,36 +19,40 @@ def highlight(content: str, terms) -> str:
     A word matches a query term the way the keyword channel does: same porter stem, or
     a stem that starts with the term's light root.
     """
-    words = list(WORD.finditer(content))
-    if not terms or not words:
+    if not terms:
+        return _cut(content, 0)
+    distinct = dict.fromkeys(WORD.findall(content))
+    if not distinct:
         return _cut(content, 0)
     stems = _stems
-    unseen = [word for word in dict.fromkeys(match.group(0) for match in words) if word not in stems]
+    unseen = [word for word in distinct if word not in stems]
     if unseen:
         if len(stems) + len(unseen) > _STEMS_MAX:
             stems.clear()
+            unseen = list(distinct)  # this content's words seen before went with the rest
         # One batch through FTS5's own tokenizer gives every new word's stem.
         for word, (counts, _) in zip(unseen, text.documents_terms(unseen)):
             # A word FTS5 splits differently (rare: it is a run of letters and digits) is compared folded.
             stems[word] = next(iter(counts)) if len(counts) == 1 else word.casefold()
-    # Each distinct stem is tested once, not once per occurrence: the same stem, or a stem
+    # Each distinct word is tested once, not once per occurrence: the same stem, or a stem
     # that starts with a term's light root.
-    word_stems = [stems[match.group(0)] for match in words]
     exact = {term.stem for term in terms}
     prefixes = tuple(term.prefix for term in terms if term.prefix)
-    hit_stems = {stem for stem in set(word_stems) if stem in exact or stem.startswith(prefixes)}
-    hits = [match for match, stem in zip(words, word_stems) if stem in hit_stems]
-    if not hits:
+    hit_words = {word for word in distinct if (stem := stems[word]) in exact
+                 or (prefixes and stem.startswith(prefixes))}
+    if not hit_words:
         return _cut(content, 0)
-    start = max(0, hits[0].start() - WINDOW_CHARS // 3)
+    first = next(match for match in WORD.finditer(content) if match.group(0) in hit_words)
+    start = max(0, first.start() - WINDOW_CHARS // 3)
     # Start at a word boundary so the window does not open mid-word.
     if start:
         following = WORD.search(content, start)
         start = following.start() if following else start
     end = min(len(content), start + WINDOW_CHARS)
     pieces, position = [], start
-    for match in hits:
-        if match.start() < start or match.end() > end:
+    # Words wholly inside the window (one cut at its end is left as it is).
+    for match in WORD.finditer(content, start, end):
+        if match.group(0) not in hit_words or (match.end() == end < len(content) and WORD.match(content, end)):
             continue
         pieces.append(content[position:match.start()])
         pieces.append(f"[{match.group(0)}]")

@@ -169,6 +169,41 @@ def test_explain_shows_where_a_score_came_from(corpus):
     assert "explain" not in data["hits"][0]
 
 
+def test_explain_shows_the_bm25_of_a_hybrid_hit_holding_only_some_words(corpus):
+    # "all" scores only rows holding every word; a hit the vectors bring that holds one word
+    # still shows its BM25, the same number an "any" query gives it.
+    hybrid = recall(query="deploy Tuesdays", mode="hybrid", limit=10, explain=True)
+    partial = {hit.memory.key: hit.explain["bm25"] for hit in hybrid.hits}
+    assert hybrid.match_mode == "all" and "deployment" in partial
+    anyway = recall(query="deploy Tuesdays", mode="keyword", match="any", limit=10, explain=True)
+    assert {hit.memory.key: hit.explain["bm25"] for hit in anyway.hits} == {
+        key: score for key, score in partial.items() if score is not None}
+    assert partial["deployment"] is not None
+
+
+def test_a_snippet_brackets_whole_words_only_even_where_its_window_cuts_one(db):
+    from search import snippets
+    from search.text import clean_query
+
+    # The window is 240 characters from the start; "deployment" straddles its end so that
+    # the cut leaves "deploy", itself a matching word elsewhere: it must not be bracketed.
+    head = "We deploy daily. "
+    content = head + "x" * (snippets.WINDOW_CHARS - len(head) - len("deploy") - 1) + " deployment and more"
+    snippet = snippets.highlight(content, clean_query("deploy").terms)
+    assert snippet.startswith("We [deploy] daily.") and snippet.endswith(" deploy…")
+    assert snippets.highlight("nothing here", clean_query("deploy").terms) == "nothing here"
+
+
+def test_a_snippet_is_right_when_its_word_cache_fills_up_mid_content(db, monkeypatch):
+    from search import snippets
+    from search.text import clean_query
+
+    terms = clean_query("deploy").terms
+    assert snippets.highlight("we deploy", terms) == "we [deploy]"  # "we" and "deploy" are now cached
+    monkeypatch.setattr(snippets, "_STEMS_MAX", len(snippets._stems))  # full: one new word empties it
+    assert snippets.highlight("we deploy often", terms) == "we [deploy] often"
+
+
 def test_meaning_is_found_without_shared_words(db, minilm, remember):
     remember("We host all our repositories on GitHub.")
     remember("The office cat is called Miso.")

@@ -115,4 +115,15 @@ def test_keyword_scores_equal_fts5_on_a_fresh_table_of_the_visible_rows(db, memo
             key = {hit.memory.id: (-len(hit.matched_terms), -hit.explain["bm25"], -hit.memory.known_at.timestamp(),
                                    hit.memory.id) for hit in result.hits}
             assert [hit.memory.id for hit in result.hits] == sorted(key, key=key.get)
+            # "all" scores only the rows holding every word, by the same formula: the same scores and order.
+            result = recall(query=" ".join(query["words"]), namespace=query["namespaces"], mode="keyword",
+                            match="all", limit=100, as_of=as_of, valid_at=valid_at, explain=True)
+            everything = {memory_id: score for memory_id, (score, count) in expected.items()
+                          if count == len(query["words"])}
+            got = {hit.memory.id: hit.explain["bm25"] for hit in result.hits}
+            assert set(got) == set(everything)
+            for memory_id, score in everything.items():
+                assert abs(got[memory_id] - score) <= 1e-9 * abs(score)
+            key = {hit.memory.id: (-hit.explain["bm25"], hit.memory.id) for hit in result.hits}
+            assert [hit.memory.id for hit in result.hits] == sorted(key, key=key.get)
         transaction.set_rollback(True)

@@ -30,6 +30,11 @@ def new_memory(key, namespace="acme"):
     return Memory.objects.create(namespace=namespace, key=key, created_at=T0)
 
 
+def posted(term):
+    """The revision ids and counts the postings hold for one term (every id, whatever was written after)."""
+    return postings.read_terms([[(term, None)]], max_id=2**31)[0]
+
+
 def columns_of(view):
     return {name: getattr(view.columns, name).tolist() for name in snapshot._COLUMNS}
 
@@ -42,9 +47,9 @@ def test_a_batch_indexes_what_survived_its_savepoints_with_the_text_stored(db):
             raise RuntimeError  # the savepoint rolls back; its revision id may be given out again
         kept = write(memory, "banana plantation", T0 + DAY)
         # Nothing is indexed until the block ends.
-        assert postings.read([("banana", None)])[0][0].tolist() == []
-    assert postings.read([("appl", None)])[0][0].tolist() == []
-    assert postings.read([("banana", None)])[0][0].tolist() == [kept.pk]
+        assert posted("banana")[0].tolist() == []
+    assert posted("appl")[0].tolist() == []
+    assert posted("banana")[0].tolist() == [kept.pk]
     assert [hit.memory.id for hit in recall(query="banana", mode="keyword").hits] == [memory.pk]
     assert recall(query="apple", mode="keyword").hits == []
     assert vectors.vector_count() == 1
@@ -55,7 +60,7 @@ def test_a_batch_marked_for_rollback_indexes_nothing(db):
         with indexing.batched():
             write(new_memory("m"), "cherry", T0)
             transaction.set_rollback(True)
-    assert postings.read([("cherri", None)])[0][0].tolist() == []
+    assert posted("cherri")[0].tolist() == []
 
 
 def test_a_large_batch_folds_straight_into_the_packed_postings(db, monkeypatch):
@@ -68,9 +73,43 @@ def test_a_large_batch_folds_straight_into_the_packed_postings(db, monkeypatch):
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM search_posting_tail")
         assert cursor.fetchone()[0] == 0
-    ids, tfs = postings.read([("delta", None)])[0]
+    ids, tfs = posted("delta")
     assert ids.tolist() == [small.pk, first.pk, second.pk]
     assert tfs.tolist() == [1.0, 1.0, 1.0]
+
+
+@pytest.mark.parametrize("sizes", [(400, 30, 20, 5), (300, 250), (50, 40, 30), (60, 3), (0, 7), (9,)])
+def test_the_union_of_a_prefix_s_terms_counts_each_revision_once_with_its_counts_summed(sizes):
+    # Both ways of merging (binary search into the largest term, a dense scratch array) must
+    # give what summing by hand gives; the scratch must come back clean for the next call.
+    rng = np.random.default_rng(sum(sizes))
+    parts, expected = [], {}
+    for size in sizes:
+        ids = np.sort(rng.choice(1000, size, replace=False)).astype(np.int64)
+        tfs = rng.integers(1, 5, size).astype(np.float64)
+        parts.append((ids, tfs))
+        for revision_id, tf in zip(ids.tolist(), tfs.tolist()):
+            expected[revision_id] = expected.get(revision_id, 0.0) + tf
+    for _ in range(2):
+        ids, tfs = postings._union(list(parts), max_id=999)
+        assert len(set(ids.tolist())) == len(ids)
+        assert dict(zip(ids.tolist(), tfs.tolist())) == expected
+    counts, seen = postings.scratch_arrays(1000)
+    assert not counts.any() and not seen.any()
+
+
+def test_a_prefix_counts_a_revision_once_across_its_terms_packed_and_tail(db, monkeypatch):
+    monkeypatch.setattr(postings, "COMPACT_AFTER", 10_000)
+    memory = new_memory("m")
+    old = write(memory, "deploy deployment deployments", T0)
+    postings.compact()  # the first revision's terms are packed, the later ones sit in the tail
+    new = write(new_memory("n"), "deployment deploys deployed", T0 + DAY)
+    later = write(new_memory("o"), "deployment", T0 + 2 * DAY)
+    ranges = postings.term_ranges("deploi", "deploy")  # the query word "deploy": its stem and its root
+    ids, tfs = postings.read_terms([ranges], max_id=new.pk)[0]
+    assert sorted(zip(ids.tolist(), tfs.tolist())) == [(old.pk, 3.0), (new.pk, 3.0)]  # later: after max_id
+    ids, _ = postings.read_terms([ranges], max_id=later.pk)[0]
+    assert sorted(ids.tolist()) == [old.pk, new.pk, later.pk]
 
 
 def test_a_snapshot_extended_by_later_writes_equals_a_fresh_load(db):
