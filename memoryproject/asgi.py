@@ -2,12 +2,17 @@
 
 import os
 
-from django.core.asgi import get_asgi_application
+from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryproject.settings")
-django_application = get_asgi_application()
 
 from django.conf import settings  # noqa: E402
+
+from memoryproject.wsgibridge import WsgiBridge  # noqa: E402
+
+# Every view is synchronous: one thread hop per request instead of Django's ASGI handler's
+# hop per middleware hook (memoryproject/wsgibridge.py).
+django_application = WsgiBridge(get_wsgi_application(), threads=settings.MEMORY_SERVER_THREADS)
 
 from api.parsers import too_large_refusal  # noqa: E402
 from mcp_api.transport import too_large_refusal as mcp_too_large_refusal  # noqa: E402

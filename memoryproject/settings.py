@@ -119,6 +119,10 @@ DATABASES = {
             "transaction_mode": "IMMEDIATE",
             "timeout": env_int("MEMORY_DB_BUSY_TIMEOUT", 30, minimum=1, maximum=600),
         },
+        # Each server thread keeps its connection (memoryproject/wsgibridge.py): opening one
+        # and loading sqlite-vec costs more than most requests. Checked before reuse.
+        "CONN_MAX_AGE": None,
+        "CONN_HEALTH_CHECKS": True,
         "TEST": {"NAME": env_str("MEMORY_TEST_DB_PATH") or None},
     }
 }
@@ -236,6 +240,9 @@ MEMORY_API_MAX_BODY_BYTES = env_int("MEMORY_API_MAX_BODY_BYTES", 1024 * 1024, mi
                                     maximum=64 * 1024 * 1024)
 MEMORY_API_MAX_IMPORT_BYTES = env_int("MEMORY_API_MAX_IMPORT_BYTES", 64 * 1024 * 1024, minimum=64 * 1024,
                                       maximum=1024 * 1024 * 1024)
+# Threads of the server process that run requests (memoryproject/wsgibridge.py): this many
+# requests are handled at once, each thread with its own database connection.
+MEMORY_SERVER_THREADS = env_int("MEMORY_SERVER_THREADS", 8, minimum=1, maximum=64)
 # Requests a minute per API key (api/throttling.py), reads and writes counted apart; 0: no limit.
 MEMORY_API_READS_PER_MINUTE = env_int("MEMORY_API_READS_PER_MINUTE", 600, minimum=0, maximum=1_000_000)
 MEMORY_API_WRITES_PER_MINUTE = env_int("MEMORY_API_WRITES_PER_MINUTE", 120, minimum=0, maximum=1_000_000)
