@@ -8,8 +8,6 @@ return the record's ``as_dict()``. Errors take their shape in ``api.exceptions``
 
 import time
 
-from asgiref.sync import sync_to_async
-from django.core.handlers.asgi import ASGIRequest
 from django.db import DatabaseError
 from django.http import StreamingHttpResponse
 from django.urls import reverse
@@ -211,14 +209,6 @@ class RecallView(ApiView):
         return self._recall(self.body(s.RecallRequest))
 
 
-async def _chunks_async(chunks):
-    # Under ASGI, Django would read a sync iterator whole before sending; this hands over one chunk at
-    # a time, each read in the request's own thread (its database connection).
-    step = sync_to_async(next, thread_sensitive=True)
-    while (chunk := await step(chunks, None)) is not None:
-        yield chunk
-
-
 class ExportView(ApiView):
     @extend_schema(summary="Export", operation_id="export", parameters=[s.ExportQuery],
                    responses={200: s.ExportDocument, **errors()},
@@ -230,8 +220,7 @@ class ExportView(ApiView):
         namespace = self.caller.namespace_to_count(args.get("namespace"))
         # Checks its arguments at once; the rows are read as the response is sent.
         chunks = services.memories_export(namespace=namespace, as_of=args.get("as_of"))
-        stream = _chunks_async(chunks) if isinstance(request._request, ASGIRequest) else chunks
-        response = StreamingHttpResponse(stream, content_type="application/json")
+        response = StreamingHttpResponse(chunks, content_type="application/json")
         response["Content-Disposition"] = f'attachment; filename="memories-{namespace or "all"}.json"'
         return response
 

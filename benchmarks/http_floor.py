@@ -10,8 +10,9 @@ one keep-alive connection (TCP_NODELAY, as urllib3 and httpx set it) sends each 
 server process's CPU time per request (from /proc, user + system), which does not depend
 on what else the machine runs. The kinds go from no Django view at all to a keyword
 recall: a static file (WhiteNoise), a 404 under /api/ (URL resolution, the JSON error),
-health (no key, one query), and keyword recall by GET and POST (key check, serializer,
-the engine). The same recall in-process is timed too, so the difference is the door's cost.
+health (no key, one query), keyword recall by GET and POST (key check, serializer, the
+engine), and the same recall as an MCP tools/call. The same recall in-process is timed
+too, so the difference is the door's cost.
 """
 
 import argparse
@@ -65,6 +66,10 @@ def main():
         "health": ("GET", "/api/v1/health/", None),
         "keyword recall, GET": ("GET", "/api/v1/recall/?query=deploy+database&mode=keyword&limit=10", None),
         "keyword recall, POST": ("POST", "/api/v1/recall/", query),
+        # The same recall as an MCP tool call (one JSON-RPC POST; the endpoint keeps no session).
+        "keyword recall, MCP tools/call": ("POST", "/mcp", {
+            "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "memory_recall", "arguments": query}}),
     }
     results = {}
     with serve(env, timeout=120) as base:
@@ -73,7 +78,8 @@ def main():
         client = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
         client.connect()
         client.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+        headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json",
+                   "Accept": "application/json, text/event-stream"}
 
         def call(method, path, body):
             client.request(method, path, body=json.dumps(body) if body is not None else None, headers=headers)

@@ -15,6 +15,7 @@ import logging
 from dataclasses import dataclass
 
 from mcp.server.fastmcp.exceptions import ToolError
+from mcp import types
 from mcp.types import ToolAnnotations
 from mcp_server.djangomcp import DjangoMCP
 from pydantic import ValidationError
@@ -128,7 +129,7 @@ class MemoryMCP(DjangoMCP):
                 f"It accepts: {', '.join(accepted)}."
             )
         try:
-            return await super().call_tool(name, arguments)
+            result = await super().call_tool(name, arguments)
         except ToolError as error:
             cause = error.__cause__
             if isinstance(cause, MemoryToolError):
@@ -138,6 +139,14 @@ class MemoryMCP(DjangoMCP):
             logger.error("MCP tool %s failed", name, exc_info=error)
             raise MemoryToolError(f"{name} failed because of an internal error (logged on the server). "
                                   "Try again; if it keeps failing, tell the operator.") from error
+        if isinstance(result, tuple):
+            # (text, structured): the structured part is the dump of the tool's pydantic model, whose
+            # schema is the outputSchema, so it conforms by construction. Handed over as a finished
+            # result, the SDK does not validate it again with jsonschema, which rechecked the schema
+            # itself on every call: ~70% of the server's CPU for a recall (py-spy), 31 -> 10 ms a call.
+            content, structured = result
+            return types.CallToolResult(content=list(content), structuredContent=structured, isError=False)
+        return result
 
 
 server = MemoryMCP(name="memory", instructions=INSTRUCTIONS)

@@ -39,8 +39,7 @@ def test_the_server_answers_the_admin_login_and_serves_its_static_files(server):
 
 
 @pytest.mark.django_db
-def test_static_files_are_served_the_same_way_without_asgi(client):
-    # Django's test client runs the middleware chain synchronously, as a WSGI server would.
+def test_static_files_are_served_by_the_middleware_in_process(client):
     response = client.get("/static/dashboard/dashboard.css")
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/css")
