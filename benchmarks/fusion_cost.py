@@ -42,7 +42,8 @@ def synthetic(size: int, namespaces: int, mix: str, seed: int = 0):
         view=view, eligible=np.ones(size, dtype=bool), matched=matched, bm25=(matched * idf[:, None]).sum(axis=0),
         matched_idf=(matched * idf[:, None]).sum(axis=0), idf_total=float(idf.sum()), keyword_rows=matched.any(axis=0),
         bigram=np.zeros(size), bigram_matched_idf=np.zeros(size), bigram_idf_total=0.0, trigram=np.zeros(size),
-        _vector_candidates=None)
+        match_counts=matched.sum(axis=0, dtype=np.uint16), _vector_candidates=None,
+        ensure_scored=lambda rows=None: None)  # every row's BM25 is given here
     search.found_by_words = lambda: engine._Search.found_by_words(search)
     search.vector_candidates = lambda cosines, floor: engine._Search.vector_candidates(search, cosines, floor=floor)
     cosines = np.clip(rng.normal(mean_cosine, 0.1, size), -1, 1)

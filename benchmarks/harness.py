@@ -20,6 +20,8 @@ RESULTS = ROOT / "benchmarks" / "results"
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+import memoryproject  # noqa: E402,F401  (the server's process settings, OpenBLAS's among them, before numpy loads)
+
 
 def setup(db_path: Path, *, embedder: str = "hash", fresh: bool = True) -> None:
     """Point Django at ``db_path`` (deleted first when ``fresh``), migrate it, and return."""

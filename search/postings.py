@@ -183,7 +183,7 @@ def read_terms(terms: list[list[tuple[str, str | None]]], *, max_id: int) -> lis
     for ranges in terms:
         parts = [part for found in flat[start:start + len(ranges)] for part in found]
         start += len(ranges)
-        result.append(_union(parts, max_id=max_id))
+        result.append(_union(parts))
     return result
 
 
@@ -228,7 +228,7 @@ def _read_parts(ranges: list[tuple[str, str | None]], *, max_id: int) -> list[li
 _scratch = threading.local()
 
 
-def _union(parts: list[tuple[np.ndarray, np.ndarray]], *, max_id: int) -> tuple[np.ndarray, np.ndarray]:
+def _union(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
     """The ids of all ``parts`` once each, with their counts summed (each part's ids distinct and ascending).
 
     The usual prefix range is one common term and a few rare ones: the rare ids are looked
@@ -254,7 +254,7 @@ def _union(parts: list[tuple[np.ndarray, np.ndarray]], *, max_id: int) -> tuple[
         base_tfs[at[found]] += tfs[found]  # ids are distinct, so each slot is added to once
         new = ~found
         return np.concatenate([base_ids, ids[new]]), np.concatenate([base_tfs, tfs[new]])
-    counts, seen = scratch_arrays(max_id + 1)
+    counts, seen = scratch_arrays(max(int(ids[-1]) for ids, _ in parts) + 1)  # each part ascending
     try:
         for ids, tfs in parts:
             counts[ids] += tfs

@@ -91,7 +91,7 @@ def test_the_union_of_a_prefix_s_terms_counts_each_revision_once_with_its_counts
         for revision_id, tf in zip(ids.tolist(), tfs.tolist()):
             expected[revision_id] = expected.get(revision_id, 0.0) + tf
     for _ in range(2):
-        ids, tfs = postings._union(list(parts), max_id=999)
+        ids, tfs = postings._union(list(parts))
         assert len(set(ids.tolist())) == len(ids)
         assert dict(zip(ids.tolist(), tfs.tolist())) == expected
     counts, seen = postings.scratch_arrays(1000)
