@@ -204,7 +204,8 @@ def run_size(size, args, corpus_seed):
     for query in queries:  # warm-up pass, not recorded; counts the postings each query reads
         engine.recall(query=query, mode="hybrid", limit=10)
         terms_ranges = [postings.term_ranges(token.stem, token.prefix) for token in text.clean_query(query).terms]
-        postings_per_query.append(sum(len(ids) for ids, _ in postings.read_terms(terms_ranges, max_id=snapshot.current().max_id)))
+        read = postings.read_terms(terms_ranges, max_id=snapshot.current().max_id)
+        postings_per_query.append(sum(len(ids) for ids, _ in read))
     gc.collect()
     with connection.cursor() as cursor:
         for query in queries:

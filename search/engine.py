@@ -324,11 +324,13 @@ class _Search:
         against. A term no visible row holds counts too, with the formula's idf for no
         hits (the query asked for it; that nothing has it makes every hit partial).
         """
-        n_docs = len(self.visible)
-        if n_docs == 0 or self.view.visible_stats(self.visible, column)[2] == 0:
-            return [], 0.0
         view = self.view
-        visible_set = view.visible_stats(self.visible, column)[0]
+        n_docs = len(self.visible)
+        if n_docs == 0:
+            return [], 0.0
+        visible_set, _, avgdl = view.visible_stats(self.visible, column)
+        if avgdl == 0:
+            return [], 0.0
         found, total = [], 0.0
         for index, (ids, tfs) in enumerate(postings.read_terms(ranges_per_term, max_id=view.max_id)):
             # Each id appears once per term; an id the view lacks maps past the last row, where the mask is False.
@@ -346,7 +348,7 @@ class _Search:
         return found, total
 
     def _score(self, scores, matched_idf, column: str, found, only: np.ndarray | None = None) -> None:
-        """Add each term's BM25 contribution to ``scores`` (in query order, as FTS5 sums them), and its idf to ``matched_idf``.
+        """Add each term's BM25 to ``scores`` (in query order, as FTS5 sums them) and its idf to ``matched_idf``.
 
         Every row a term holds, or with ``only`` (distinct rows) just those: a query whose
         hits must hold every term need not score the rows that hold one.
