@@ -6,7 +6,7 @@ gives each request a new thread, hence a new SQLite connection with sqlite-vec l
 Every view here is synchronous, so this adapter hands each request whole to Django's
 WSGI handler on a small pool of long-lived threads: one hop in, one back per response
 chunk, and each thread keeps its database connection (``CONN_MAX_AGE``). Measured in
-``benchmarks/http_floor.py`` (README, Performance).
+``benchmarks/http_floor.py`` (README, Benchmarks).
 
 Bodies are read before the view runs (``memoryproject.bodylimit`` refuses oversized
 ones first); streamed responses go out chunk by chunk; the response is always closed,

@@ -229,7 +229,7 @@ def recall(
     size = len(view.columns.revision) if view.columns is not None else 0
     # The visible set's own mask (shared, read-only; one slot longer than the rows), unless
     # kinds or tags narrow it.
-    eligible = view.visible_stats(visible, "ntok")[0][:size] if size else np.zeros(0, dtype=bool)
+    eligible = view.visible_mask(visible)[:size] if size else np.zeros(0, dtype=bool)
     if kind_names is not None and size:
         eligible = eligible & np.isin(view.columns.kind,
                                       [code for code, name in enumerate(view.kinds) if name in kind_names])

@@ -152,12 +152,19 @@ class View:
         """
         def make():
             lengths = getattr(self.columns, column).astype(np.float64)
-            mask = np.zeros(len(lengths) + 1, dtype=bool)
-            mask[winners] = True
             mean = float(lengths[winners].sum()) / len(winners) if len(winners) else 0.0
-            return mask, lengths, mean
+            return self.visible_mask(winners), lengths, mean
 
         return self.visible_memo(winners, ("stats", column), make)
+
+    def visible_mask(self, winners: np.ndarray) -> np.ndarray:
+        """A read-only mask of rows ``winners``, one slot longer than the rows (always False; see ``position``)."""
+        def make():
+            mask = np.zeros(len(self.columns.revision) + 1, dtype=bool)
+            mask[winners] = True
+            return mask
+
+        return self.visible_memo(winners, "mask", make)
 
     def visible_memo(self, winners: np.ndarray, name, make):
         """``make()``, computed once per visible set ``winners`` (an answer of visible_rows) and ``name``.
