@@ -8,13 +8,22 @@ WSGI handler on a small pool of long-lived threads: one hop in, one back per res
 chunk, and each thread keeps its database connection (``CONN_MAX_AGE``). Measured in
 ``benchmarks/http_floor.py`` (README, Benchmarks).
 
+The pool hands a request to the thread that went idle last (``LastIdlePool``), so one
+client's requests in a row run on one thread. A thread's SQLite connection keeps its
+page cache only while no other connection writes; threads taken in turn, as
+``ThreadPoolExecutor``'s are, each found theirs stale after the others' writes, which
+cost a remember over HTTP about 5 ms at 100k memories (README, Benchmarks).
+
 Bodies are read before the view runs (``memoryproject.bodylimit`` refuses oversized
 ones first); streamed responses go out chunk by chunk; the response is always closed,
 which is what fires Django's ``request_finished``.
 """
 
 import asyncio
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from collections import deque
+from concurrent.futures import Future
+from queue import SimpleQueue
 from tempfile import SpooledTemporaryFile
 
 from asgiref.wsgi import WsgiToAsgiInstance
@@ -23,12 +32,68 @@ from asgiref.wsgi import WsgiToAsgiInstance
 _IN_MEMORY_BYTES = 1 << 20
 
 
+class LastIdlePool:
+    """Up to ``threads`` daemon threads, started as needed; work goes to the thread idle most recently.
+
+    A thread is back among the idle before the future of its work completes, so work
+    submitted once the previous work's future is done runs on that same thread. Work
+    that finds every thread busy waits in order of arrival.
+    """
+
+    def __init__(self, threads: int, *, name: str):
+        if threads < 1:
+            raise ValueError(f"a pool needs at least one thread, not {threads}")
+        self.threads, self.name = threads, name
+        self._lock = threading.Lock()
+        self._idle: list[SimpleQueue] = []  # each idle thread's inbox; the last went idle last
+        self._waiting: deque = deque()
+        self._started = 0
+
+    def submit(self, function, *args) -> Future:
+        future = Future()
+        work = (future, function, args)
+        with self._lock:
+            if self._idle:
+                inbox = self._idle.pop()
+            elif self._started < self.threads:
+                self._started += 1
+                inbox = SimpleQueue()
+                threading.Thread(target=self._run, args=(inbox,), name=f"{self.name}_{self._started}",
+                                 daemon=True).start()
+            else:
+                self._waiting.append(work)
+                return future
+        inbox.put(work)
+        return future
+
+    def _run(self, inbox: SimpleQueue) -> None:
+        work = inbox.get()
+        while True:
+            future, function, args = work
+            outcome, failure = None, None
+            if future.set_running_or_notify_cancel():
+                try:
+                    outcome = function(*args)
+                except BaseException as error:  # handed to whoever awaits the future
+                    failure = error
+            with self._lock:
+                following = self._waiting.popleft() if self._waiting else None
+                if following is None:
+                    self._idle.append(inbox)
+            if failure is not None:
+                future.set_exception(failure)
+                failure = None  # no reference cycle through the traceback
+            elif not future.cancelled():
+                future.set_result(outcome)
+            work = following if following is not None else inbox.get()
+
+
 class WsgiBridge:
     """An ASGI application running a WSGI application on ``threads`` long-lived threads."""
 
     def __init__(self, wsgi_application, *, threads: int):
         self.wsgi_application = wsgi_application
-        self.executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="django")
+        self.pool = LastIdlePool(threads, name="django")
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -44,10 +109,17 @@ class WsgiBridge:
                     break
             body.seek(0)
             loop = asyncio.get_running_loop()
-            await loop.run_in_executor(self.executor, self._respond, scope, body, send, loop)
+            if await asyncio.wrap_future(self.pool.submit(self._respond, scope, body, send, loop)):
+                # The last message goes out once the thread is idle again: the client's next
+                # request then finds it, warm connection and all.
+                await send({"type": "http.response.body", "body": b""})
 
-    def _respond(self, scope, body, send, loop) -> None:
-        """Run the WSGI application in this pool thread and pass its response to ``send`` on the loop."""
+    def _respond(self, scope, body, send, loop) -> bool:
+        """Run the WSGI application in this pool thread and pass its response to ``send`` on the loop.
+
+        Every message but the last is sent from here; True when the caller is to send the
+        last (the end of the response body).
+        """
 
         def deliver(message):
             asyncio.run_coroutine_threadsafe(send(message), loop).result()
@@ -72,7 +144,7 @@ class WsgiBridge:
             deliver({"type": "http.response.start", "status": 400,
                      "headers": [(b"content-type", b"text/plain; charset=utf-8")]})
             deliver({"type": "http.response.body", "body": f"Bad request: {error}".encode()})
-            return
+            return False
         response = self.wsgi_application(environ, start_response)
         try:
             for chunk in response:
@@ -84,8 +156,8 @@ class WsgiBridge:
             if not head.get("sent"):
                 deliver(head["start"])
                 head["sent"] = True
-            deliver({"type": "http.response.body", "body": b""})
         finally:
             close = getattr(response, "close", None)
             if close is not None:
                 close()  # Django's request_finished: database connections, file handles
+        return True

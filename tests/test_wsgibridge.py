@@ -6,10 +6,11 @@ test_serve.py, test_api_server.py and the browser tests).
 
 import asyncio
 import threading
+from concurrent.futures import wait
 
 import pytest
 
-from memoryproject.wsgibridge import WsgiBridge
+from memoryproject.wsgibridge import LastIdlePool, WsgiBridge
 
 SCOPE = {"type": "http", "http_version": "1.1", "method": "GET", "path": "/p", "raw_path": b"/p",
          "query_string": b"q=1", "root_path": "", "scheme": "http", "server": ("127.0.0.1", 8000),
@@ -108,3 +109,91 @@ def test_a_client_gone_before_its_body_arrived_runs_nothing():
 def test_only_http_is_served():
     with pytest.raises(ValueError, match="HTTP only"):
         run(lambda environ, start_response: [], scope={"type": "lifespan"})
+
+
+def test_requests_one_after_another_run_on_one_thread():
+    # Each pool thread keeps its own database connection, whose cache another connection's write
+    # makes stale: a client's requests in a row must find the same one, even after a burst
+    # of requests at once has started several threads.
+    threads, burst = [], threading.Barrier(4)
+
+    def app(environ, start_response):
+        if environ["QUERY_STRING"] == "burst":
+            burst.wait(5)
+        threads.append(threading.current_thread().name)
+        start_response("200 OK", [])
+        return [b"ok"]
+
+    async def request(bridge, query):
+        incoming, sent = [{"type": "http.request", "body": b"", "more_body": False}], []
+
+        async def receive():
+            return incoming.pop(0)
+
+        async def send(message):
+            sent.append(message)
+
+        await bridge({**SCOPE, "query_string": query}, receive, send)
+        assert [message.get("body") for message in sent[1:]] == [b"ok", b""]
+
+    async def burst_then_a_row(bridge):
+        await asyncio.gather(*(request(bridge, b"burst") for _ in range(4)))
+        for _ in range(20):
+            await request(bridge, b"row")
+
+    asyncio.run(burst_then_a_row(WsgiBridge(app, threads=8)))
+    assert len(set(threads[:4])) == 4
+    assert len(set(threads[4:])) == 1
+
+
+def test_the_pool_starts_threads_up_to_its_limit_then_queues_work_in_order():
+    pool = LastIdlePool(2, name="t")
+    release, started, order = threading.Event(), threading.Semaphore(0), []
+
+    def blocked(number):
+        order.append(number)
+        started.release()
+        release.wait(5)
+        return threading.current_thread().name
+
+    first = [pool.submit(blocked, number) for number in (1, 2)]
+    assert started.acquire(timeout=5) and started.acquire(timeout=5)  # both threads are busy
+    third = pool.submit(blocked, 3)
+    assert not started.acquire(timeout=0.2) and not third.running()  # no third thread: it waits
+    release.set()
+    assert {future.result(timeout=5) for future in (*first, third)} == {"t_1", "t_2"}
+
+    single, release = LastIdlePool(1, name="s"), threading.Event()
+    order.clear()
+    queued = [single.submit(blocked, number) for number in range(5)]
+    release.set()
+    wait(queued, timeout=5)
+    assert order == [0, 1, 2, 3, 4]
+
+
+def test_the_pool_hands_work_to_the_thread_idle_most_recently_and_passes_failures_on():
+    pool = LastIdlePool(3, name="t")
+    hold = threading.Event()
+    busy = [pool.submit(hold.wait, 5) for _ in range(3)]  # three threads started
+    hold.set()
+    wait(busy, timeout=5)
+    last = pool.submit(lambda: threading.current_thread().name).result(timeout=5)
+    assert [pool.submit(lambda: threading.current_thread().name).result(timeout=5) for _ in range(5)] == [last] * 5
+
+    def fails():
+        raise KeyError("no such thing")
+
+    with pytest.raises(KeyError, match="no such thing"):
+        pool.submit(fails).result(timeout=5)
+    assert pool.submit(lambda: 42).result(timeout=5) == 42  # the thread lives on
+
+
+def test_queued_work_cancelled_before_it_starts_never_runs():
+    pool = LastIdlePool(1, name="t")
+    hold, ran = threading.Event(), []
+    running = pool.submit(hold.wait, 5)
+    queued = pool.submit(ran.append, 1)
+    assert queued.cancel()
+    hold.set()
+    assert running.result(timeout=5) and pool.submit(lambda: 7).result(timeout=5) == 7
+    assert ran == [] and queued.cancelled()
