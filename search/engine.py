@@ -613,10 +613,17 @@ def cosines_with(view, vector_of) -> np.ndarray | None:
     except EmbedderUnavailable as error:
         raise Unavailable(str(error)) from None
     scores = matrix @ query_vector
-    ids_ok = ids <= view.max_id
-    rows = view.position[ids[ids_ok]]
-    keep = rows < len(cosines)  # the position of an id the view lacks is the row count
-    cosines[rows[keep]] = scores[ids_ok][keep].astype(np.float64)
+
+    def placement():
+        at = np.flatnonzero(ids <= view.max_id)
+        rows = view.position[ids[at]]
+        keep = rows < len(cosines)  # the position of an id the view lacks is the row count
+        return at[keep], rows[keep]
+
+    # Where each stored vector's score goes depends only on the view and the stored ids,
+    # which stay the same objects between writes: worked out once (0.8 ms at 100k).
+    sources, rows = view.visible_memo(ids, "vector rows", placement)
+    cosines[rows] = scores[sources]  # float32 to float64, exactly
     return cosines
 
 

@@ -169,7 +169,9 @@ class View:
     def visible_memo(self, winners: np.ndarray, name, make):
         """``make()``, computed once per visible set ``winners`` (an answer of visible_rows) and ``name``.
 
-        Keyed by the array's identity, which the entry holds so it cannot be reused.
+        Any array that is never changed in place can key an entry the same way (the
+        engine keys by the stored vectors' ids). Keyed by the array's identity, which the
+        entry holds so it cannot be reused.
         Arrays in the answer are made read-only: every recall of that set shares them.
         """
         key = (id(winners), name)
