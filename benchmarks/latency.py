@@ -21,6 +21,9 @@ Per size, in one fresh SQLite file with one namespace:
    quoted and joined by OR, and by AND) and a bare sqlite-vec KNN
    (``search.vectors.vec0_knn``, k=10, query vector precomputed). Hybrid is also timed
    with the query vector precomputed, and the query embedding alone, so its share shows.
+   In that loop every recall follows a scan of the whole vector matrix, which leaves the
+   CPU caches cold; keyword recall is timed once more query after query
+   (``keyword_now_back_to_back``), so what the interleaving costs shows.
 3. remember: single writes through ``memory_remember`` with the configured embedder,
    each followed by a keyword and a hybrid recall (the read-after-write case, which pays
    for refreshing the per-process caches).
@@ -229,6 +232,10 @@ def run_size(size, args, corpus_seed):
                         harness.measured(engine.recall, query=query, mode="hybrid", limit=10, as_of=as_of)[1:])
                 finally:
                     del embedder.embed_query
+    # Keyword recall again, query after query with nothing between: above, each one follows a
+    # scan of the whole vector matrix (200 MB at 100k), which leaves the CPU caches cold.
+    samples["keyword_now_back_to_back"] = [harness.measured(engine.recall, query=query, mode="keyword", limit=10)[1:]
+                                           for query in queries]
     recall = {name: harness.summary(values) for name, values in samples.items()}
     floor_or, floor_and, floor_knn = (recall[name]["p50_ms"] for name in
                                       ("floor_fts5_or", "floor_fts5_and", "floor_vec0_knn"))

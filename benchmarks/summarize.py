@@ -11,6 +11,7 @@ from pathlib import Path
 
 ROWS = [
     ("keyword now", "keyword_now"),
+    ("keyword now, query after query", "keyword_now_back_to_back"),
     ("keyword historical", "keyword_historical"),
     ("semantic now", "semantic_now"),
     ("hybrid now", "hybrid_now"),
