@@ -38,6 +38,22 @@ def test_index_drift_names_the_table_whose_trigger_was_dropped(remember):
     assert any("1 rows indexed but 2 revisions carry text" in line for line in problems)
     assert any("does not match the revisions" in line for line in problems)
     assert not health.index_in_step().ok
+    # Without FTS5's full check (the dashboard's), the trigger and the counts still show it.
+    quick = index_drift(full=False)
+    assert [line for line in problems if "does not match the revisions" not in line] == quick
+
+
+def test_the_full_check_finds_an_index_whose_rows_add_up_but_whose_text_differs(remember):
+    remember("The original text the index was built from.")
+    with connection.cursor() as cursor:
+        # Swap the indexed text behind FTS5's back: same row count, triggers intact.
+        cursor.execute("DROP TRIGGER memories_revision_no_update")
+        cursor.execute("DROP TRIGGER search_revision_updated")
+        cursor.execute("UPDATE memories_revision SET content = 'Something else entirely now.'")
+
+    assert index_drift(full=False) == []
+    problems = index_drift()
+    assert any(line.startswith("search_fts_words: the index does not match") for line in problems)
 
 
 def test_the_schema_check_fails_while_a_migration_is_unapplied(db):
