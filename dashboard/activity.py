@@ -12,10 +12,9 @@ import datetime as dt
 from dataclasses import dataclass
 
 from django.db.models import Count
-from django.db.models.functions import TruncDate
 
 from dashboard.charts import Series
-from memories.models import Memory, Revision
+from memories.models import Memory, Revision, UtcDay
 
 # A chart shows at least this many days, so a new store's first day is not one lone bar.
 MIN_DAYS = 14
@@ -28,7 +27,7 @@ EXPIRING_SHOWN = 50
 
 def per_day(queryset, field: str) -> dict[dt.date, int]:
     """Return {day: rows} for the rows of ``queryset``, grouped by the UTC day of ``field``."""
-    rows = queryset.annotate(day=TruncDate(field)).values("day").annotate(total=Count("pk")).order_by("day")
+    rows = queryset.annotate(day=UtcDay(field)).values("day").annotate(total=Count("pk")).order_by("day")
     return {row["day"]: row["total"] for row in rows}
 
 

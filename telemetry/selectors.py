@@ -8,10 +8,10 @@ None reads everything telemetry still holds (``MEMORY_TELEMETRY_DAYS``).
 import datetime as dt
 
 from django.db.models import Count, Sum
-from django.db.models.functions import TruncDate
 from django.utils import timezone
 
 from memories.exceptions import InvalidInput
+from memories.models import UtcDay
 from telemetry.models import HookRecall, InjectedMemory, Injection, RefusedIngest, estimate_tokens
 from telemetry.records import (
     DayActivity,
@@ -66,7 +66,7 @@ def activity_per_day(*, days: int | None = 30, today: dt.date | None = None) -> 
     since = _since(days, today=today)
 
     def by_day(model, **sums):
-        rows = (_recent(model, since).annotate(day=TruncDate("at")).values("day")
+        rows = (_recent(model, since).annotate(day=UtcDay("at")).values("day")
                 .annotate(n=Count("pk"), **{name: Sum(field) for name, field in sums.items()}).order_by("day"))
         return {row["day"]: row for row in rows}
 
