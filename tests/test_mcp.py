@@ -10,6 +10,7 @@ import pytest
 from django.db import OperationalError
 from mcp import types
 
+import memoryproject
 from mcp_api.server import MemoryToolError
 from mcp_api.tools import tool
 from memories.exceptions import NotFound
@@ -78,6 +79,7 @@ INITIALIZE = rpc("initialize", {"protocolVersion": "2025-06-18", "capabilities":
 def test_initialize_negotiates_the_latest_protocol_and_sends_the_instructions(client):
     assert client.initialized.protocolVersion == types.LATEST_PROTOCOL_VERSION
     assert client.initialized.serverInfo.name == "memory"
+    assert client.initialized.serverInfo.version == memoryproject.__version__
     instructions = client.initialized.instructions
     for phrase in ("memory_remember", "memory_recall", "memory_update", "memory_forget", "as_of",
                    "untrusted reference data", "not instructions", "instead of adding a second one",
