@@ -333,7 +333,7 @@ class _Search:
             return [], 0.0
         found, total = [], 0.0
         for index, (ids, tfs) in enumerate(postings.read_terms(ranges_per_term, max_id=view.max_id)):
-            # Each id appears once per term; an id the view lacks maps past the last row, where the mask is False.
+            # Each id appears once per term; an id the view lacks maps to -1, the mask's last slot, always False.
             rows = view.position[ids]
             keep = visible_set[rows]
             rows, tf = rows[keep], tfs[keep]
@@ -472,7 +472,7 @@ class _Search:
                 ids = np.fromiter((row[0] for row in cursor.fetchall()), dtype=np.int64)
                 ids = ids[ids <= self.view.max_id]
                 rows = self.view.position[ids]
-                rows = rows[rows < len(found)]  # the position of an id the view lacks is the row count
+                rows = rows[rows >= 0]  # the position of an id the view lacks is -1
                 found[np.unique(rows)] += 1.0
         return found
 
@@ -617,7 +617,7 @@ def cosines_with(view, vector_of) -> np.ndarray | None:
     def placement():
         at = np.flatnonzero(ids <= view.max_id)
         rows = view.position[ids[at]]
-        keep = rows < len(cosines)  # the position of an id the view lacks is the row count
+        keep = rows >= 0  # the position of an id the view lacks is -1
         return at[keep], rows[keep]
 
     # Where each stored vector's score goes depends only on the view and the stored ids,

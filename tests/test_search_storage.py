@@ -133,6 +133,58 @@ def test_a_snapshot_extended_by_later_writes_equals_a_fresh_load(db):
         columns_of(snapshot._extend(snapshot._EMPTY, after=0))
 
 
+def same_as_a_fresh_load(view):
+    fresh = snapshot._extend(snapshot._EMPTY, after=0)
+    assert columns_of(view) == columns_of(fresh)
+    assert view.position.tolist() == fresh.position.tolist()
+    for name in snapshot._EVENT_COLUMNS:
+        assert getattr(view.events[0], name).tolist() == sorted(getattr(fresh.columns, name).tolist())
+
+
+def frozen(view):
+    return (columns_of(view), view.position.tolist(),
+            [getattr(view.events[0], name).tolist() for name in snapshot._EVENT_COLUMNS])
+
+
+def test_views_that_grow_into_a_shared_room_stay_exact_and_never_change_an_earlier_view(db):
+    first = new_memory("first")
+    write(first, "first text", T0)
+    base = snapshot._extend(snapshot._EMPTY, after=0, shared=True)
+    base.visible_rows(as_of=0, valid_at=0)  # the sorted times, which the room carries too
+    seen = [(base, frozen(base))]
+    view = base
+    # New memories append (the first into a new room, the next into the same one); a
+    # later revision of the last memory appends too; an expiry earlier than the open
+    # ones held is merged into the times; an older memory's new revision re-sorts.
+    steps = [lambda: write(new_memory("second"), "second text", T0 + DAY),
+             lambda: write(new_memory("third"), "third text", T0 + 2 * DAY),
+             lambda: write(Memory.objects.get(key="third"), "third text again", T0 + 3 * DAY),
+             lambda: write(new_memory("fourth"), "fourth text", T0 + 4 * DAY, expires_at=T0 + 9 * DAY),
+             lambda: write(new_memory("fifth"), "fifth text", T0 + 5 * DAY),
+             lambda: write(first, "first text, revised", T0 + 6 * DAY),
+             lambda: write(new_memory("sixth"), "sixth text", T0 + 7 * DAY)]
+    rooms = []
+    for step in steps:
+        step()
+        view = snapshot._extend(view, after=view.max_id, shared=True)
+        same_as_a_fresh_load(view)
+        rooms.append(view.room)
+        for earlier, arrays in seen:
+            assert frozen(earlier) == arrays
+        seen.append((view, frozen(view)))
+    assert rooms[0] is not None and rooms[1] is rooms[0] and rooms[2] is rooms[0]  # grown in place
+    assert rooms[5] is None  # the re-sorted view copies, and has no room until the next append
+    # Two views grown from the same one: the second finds the room taken and copies.
+    write(new_memory("seventh"), "seventh text", T0 + 8 * DAY)
+    left = snapshot._extend(view, after=view.max_id, shared=True)
+    right = snapshot._extend(view, after=view.max_id, shared=True)
+    assert right.room is not left.room
+    assert frozen(left) == frozen(right)
+    same_as_a_fresh_load(right)
+    for earlier, arrays in seen:
+        assert frozen(earlier) == arrays
+
+
 def test_cached_visible_rows_follow_the_clock_without_a_write(db):
     memory = new_memory("m")
     write(memory, "ephemeral note", T0, expires_at=T0 + 10 * DAY)
