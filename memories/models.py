@@ -16,7 +16,7 @@ class UtcDay(models.Func):
 
     Instants are stored as UTC text, so this is TruncDate's answer under the UTC time
     zone the project runs in; Django's TruncDate calls a Python function per row on
-    SQLite instead (0.9 s for the dashboard overview's charts at 100k memories).
+    SQLite instead: the dashboard overview at 100k memories took 1.6 s with it, 1.1 s with this.
     """
 
     function = "date"

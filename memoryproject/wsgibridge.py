@@ -9,10 +9,11 @@ chunk, and each thread keeps its database connection (``CONN_MAX_AGE``). Measure
 ``benchmarks/http_floor.py`` (README, Benchmarks).
 
 The pool hands a request to the thread that went idle last (``LastIdlePool``), so one
-client's requests in a row run on one thread. A thread's SQLite connection keeps its
-page cache only while no other connection writes; threads taken in turn, as
-``ThreadPoolExecutor``'s are, each found theirs stale after the others' writes, which
-cost a remember over HTTP about 5 ms at 100k memories (README, Benchmarks).
+client's requests in a row run on one thread. With threads taken in turn, as
+``ThreadPoolExecutor`` takes them, a remember over HTTP at 100k memories cost 3 to 5 ms
+more (README, Benchmarks); one thread, or the one idle last, does not pay it. The likely
+cause, inferred rather than measured: a SQLite connection's page cache goes stale when
+another connection writes, and in turn each thread's connection had missed the others' writes.
 
 Bodies are read before the view runs (``memoryproject.bodylimit`` refuses oversized
 ones first); streamed responses go out chunk by chunk; the response is always closed,

@@ -319,7 +319,8 @@ class _Room:
     Each view holds prefixes of these arrays. Only a view whose arrays end where the
     room's used part ends may grow into it (``takes``), and growing writes past every
     prefix handed out, so no view ever sees its arrays change. Copying the columns on
-    each write cost ~6 ms at 135k rows (np.insert of 11 columns and 4 sorted times).
+    each write cost about 6 ms at 135k rows under a line profiler (np.insert of 11 columns
+    and 4 sorted times, and the positions rebuilt).
     """
 
     def __init__(self, view: View, added: int, max_id: int):
