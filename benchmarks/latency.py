@@ -137,7 +137,7 @@ def run_size(size, args, corpus_seed):
     from django.utils import timezone
 
     from memories.services import memories_import, memory_remember
-    from search import engine, postings, snapshot, text, vectors
+    from search import cosines, engine, postings, snapshot, text, vectors
     from search.embeddings import get_embedder
 
     result = {"size": size, "load_average_at_start": os.getloadavg()}
@@ -188,11 +188,12 @@ def run_size(size, args, corpus_seed):
     rss_before = harness.current_rss_mb()
     _, snapshot_seconds = harness.timed(snapshot.current)
     _, first_seconds = harness.timed(engine.recall, query="warm up", mode="semantic")
-    copy = engine._vector_copies[str(connection.settings_dict["NAME"])]
+    stored = cosines._vector_copies[str(connection.settings_dict["NAME"])].stored
     result["cold"] = {"snapshot_load_ms": round(snapshot_seconds * 1000, 1),
                       "first_semantic_recall_ms (loads the vector matrix)": round(first_seconds * 1000, 1),
                       "rss_growth_mb": round(harness.current_rss_mb() - rss_before, 1),
-                      "vector_matrix_mb": round(copy.matrix.nbytes / 2**20, 1),
+                      "vector_matrix_mb": round(stored.matrix.nbytes / 2**20, 1),
+                      "int8_copy_mb": round(sum(column.nbytes for column in stored[2:]) / 2**20, 1),
                       "snapshot_columns_mb": round(sum(getattr(snapshot.current().columns, name).nbytes
                                                        for name in snapshot._COLUMNS) / 2**20, 1)}
 

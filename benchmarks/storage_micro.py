@@ -53,7 +53,7 @@ def main():
     import tempfile
 
     harness.setup(Path(tempfile.mkdtemp(prefix="memory-micro-")) / "micro.db", embedder="hash")
-    from search import engine, snapshot, snippets, text
+    from search import cosines, engine, snapshot, snippets, text
 
     rng = np.random.default_rng(0)
     results = {}
@@ -117,13 +117,13 @@ def main():
     # The vector copy after one write: 131k x 384 float32 plus one row.
     matrix = rng.random((131_000, 384), dtype=np.float32)
     ids = np.arange(131_000)
-    copy = engine._VectorCopy()
-    copy.ids, copy.matrix, copy.id_room, copy.matrix_room = ids, matrix, ids, matrix
-    copy.ids, copy.matrix = copy._append(np.array([131_000]), matrix[:1])  # grows the room once
+    copy = cosines._VectorCopy()
+    copy.stored = copy.room = cosines.quantize(ids, matrix)
+    copy.stored = copy._append(cosines.quantize(np.array([131_000]), matrix[:1]))  # grows the room once
     row = matrix[:1]
 
     def append():
-        copy.ids, copy.matrix = copy._append(np.array([len(copy.ids)]), row)
+        copy.stored = copy._append(cosines.quantize(np.array([len(copy.stored.ids)]), row))
 
     results["vector_copy_after_one_write (131k x 384)"] = pair(
         lambda: (np.concatenate([ids, [0]]), np.concatenate([matrix, row])), append, repeat=7)

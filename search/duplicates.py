@@ -16,7 +16,7 @@ import numpy as np
 from django.conf import settings
 from django.utils import timezone
 
-from search import engine, indexing, snapshot
+from search import cosines, engine, indexing, snapshot
 
 logger = logging.getLogger(__name__)
 
@@ -55,19 +55,15 @@ def find_near_twin(content: str, *, namespace: str, title: str = "", exclude_mem
     if not len(rows):
         return None
     try:
-        cosines = engine.cosines_with(view, lambda embedder: indexing.text_vector(embedder, title, content))
-    except engine.Unavailable as error:
+        text_cosines = cosines.cosines_with(view, lambda embedder: indexing.text_vector(embedder, title, content))
+    except cosines.Unavailable as error:
         logger.info("Near-duplicate check skipped: %s", error.message)
         return None
-    if cosines is None:
+    if text_cosines is None:
         return None
-    scores = cosines[rows]
-    known = ~np.isnan(scores)
-    rows, scores = rows[known], scores[known]
-    close = scores >= threshold
-    if not close.any():
+    rows, scores = text_cosines.at_least(threshold, rows)
+    if not len(rows):
         return None
-    rows, scores = rows[close], scores[close]
     best = np.lexsort((view.columns.memory[rows], -scores))[0]
     return NearTwin(memory_id=int(view.columns.memory[rows[best]]), revision_id=int(view.columns.revision[rows[best]]),
                     cosine=float(scores[best]))

@@ -167,6 +167,24 @@ _models: dict[str, object] = {}
 _models_lock = threading.Lock()
 
 
+_torch_lock = threading.Lock()
+_torch_ready = False
+
+
+def configured_torch():
+    """Import torch with this process's thread count (MEMORY_TORCH_THREADS) set, the first time."""
+    global _torch_ready
+    import torch
+
+    if not _torch_ready:
+        with _torch_lock:
+            if not _torch_ready:
+                # Two threads collapse when the other core is busy (DESIGN.md section 7).
+                torch.set_num_threads(settings.MEMORY_TORCH_THREADS)
+                _torch_ready = True
+    return torch
+
+
 def _load_sentence_transformer(model_dir: Path):
     key = str(model_dir)
     model = _models.get(key)
@@ -179,12 +197,10 @@ def _load_sentence_transformer(model_dir: Path):
             # and local_files_only covers a client imported earlier.
             os.environ["HF_HUB_OFFLINE"] = "1"
             os.environ["TRANSFORMERS_OFFLINE"] = "1"
-            import torch
+            configured_torch()
             from sentence_transformers import SentenceTransformer
             from transformers.utils import logging as transformers_logging
 
-            # Two threads collapse when the other core is busy (DESIGN.md section 7).
-            torch.set_num_threads(settings.MEMORY_TORCH_THREADS)
             transformers_logging.disable_progress_bar()
             model = SentenceTransformer(key, device="cpu", local_files_only=True)
             model.eval()

@@ -33,12 +33,12 @@ from django.db import connection
 from django.utils import timezone
 
 from memories import selectors, validation
-from memories.exceptions import InvalidInput, MemoryServiceError
+from memories.exceptions import InvalidInput
 from memories.models import Tag
 from memories.records import MemoryRecord
 from memories.timeparse import format_instant, parse_optional_instant
-from search import postings, snapshot, snippets, text, vectors
-from search.embeddings import EmbedderUnavailable, get_embedder
+from search import postings, snapshot, snippets, text
+from search.cosines import Cosines, Unavailable, cosines_with
 
 # FTS5's bm25() constants.
 K1 = 1.2
@@ -68,12 +68,6 @@ MATCH_MODES = ("auto", "all", "any")
 MODES = ("hybrid", "keyword", "semantic")
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 _MICRO = dt.timedelta(microseconds=1)
-
-
-class Unavailable(MemoryServiceError):
-    """A part of the engine the request needs cannot run here (for example, no embedding model)."""
-
-    code = "unavailable"
 
 
 @dataclass(frozen=True)
@@ -498,133 +492,30 @@ class _Search:
         """Per row, whether any query word (or CJK bigram) matched it."""
         return (self.match_counts > 0) | (self.bigram > 0)
 
-    def vector_candidates(self, cosines: np.ndarray, *, floor: float | None) -> np.ndarray:
+    def vector_candidates(self, cosines: Cosines, *, floor: float | None) -> np.ndarray:
         """The eligible rows with a vector; with a floor, those close enough to mean something or found by words."""
         cached = self._vector_candidates
         if cached is not None and cached[0] is cosines and cached[1] == floor:
             return cached[2]
-        keep = self.eligible & ~np.isnan(cosines)
+        keep = self.eligible & cosines.has_vector
         if floor is not None:
             # A hit that only the vectors found must be close enough to mean something.
-            keep &= self.found_by_words() | (np.nan_to_num(cosines, nan=-2.0) >= floor)
+            keep &= self.found_by_words() | (np.nan_to_num(cosines.dense(), nan=-2.0) >= floor)
         self._vector_candidates = (cosines, floor, keep)
         return keep
 
-    def vector_channel(self, cosines: np.ndarray, *, floor_for_new: bool, floor: float) -> _Channel:
-        rows = np.flatnonzero(self.vector_candidates(cosines, floor=floor if floor_for_new else None))
-        scores = cosines[rows]
-        if len(rows) > CHANNEL_DEPTH:
-            top = np.argpartition(-scores, CHANNEL_DEPTH - 1)[:CHANNEL_DEPTH]
-            rows, scores = rows[top], scores[top]
-        order = np.lexsort((self.view.columns.memory[rows], -scores))
-        return _Channel(rows=rows[order], scores=scores[order])
+    def vector_channel(self, cosines: Cosines, *, floor_for_new: bool, floor: float) -> _Channel:
+        """The CHANNEL_DEPTH candidates with the highest cosines, best first (ties: lower memory id)."""
+        if floor_for_new:
+            rows = cosines.top(CHANNEL_DEPTH, self.vector_candidates(cosines, floor=floor))
+        else:  # every eligible row with a vector: the int8 bounds can narrow the search (search/cosines.py)
+            rows = cosines.top(CHANNEL_DEPTH, self.eligible)
+        return _Channel(rows=rows, scores=cosines.at(rows))
 
 
-class _VectorCopy:
-    """The stored vectors of one database, as a matrix in this process, refreshed like the snapshot."""
-
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.generation = None
-        self.embedder = None
-        self.ids = np.zeros(0, dtype=np.int64)
-        self.matrix = np.zeros((0, 0), dtype=np.float32)
-        # ``ids`` and ``matrix`` are the first rows of these; the rest is room to append into.
-        self.id_room, self.matrix_room = self.ids, self.matrix
-
-    def current(self, space):
-        with self.lock:
-            ids, matrix = self.ids, self.matrix
-            if space.generation != self.generation or space.embedder != self.embedder:
-                after = int(ids[-1]) if len(ids) and space.embedder == self.embedder else 0
-                if after == 0:
-                    ids, matrix = vectors.load_matrix(after_id=0)
-                else:
-                    new_ids, new_matrix = vectors.load_matrix(after_id=after)
-                    grown = space.generation - (self.generation or 0)
-                    if grown == len(new_ids) and not connection.in_atomic_block:
-                        ids, matrix = self._append(new_ids, new_matrix)
-                    elif grown == len(new_ids):  # may roll back: a private copy, never the shared room
-                        ids, matrix = np.concatenate([ids, new_ids]), np.concatenate([matrix, new_matrix])
-                    else:  # something else changed (an erasure, a backfill): start over
-                        ids, matrix = vectors.load_matrix(after_id=0)
-                if not connection.in_atomic_block:
-                    if ids.base is not self.id_room:  # loaded afresh: it is its own room
-                        self.id_room, self.matrix_room = ids, matrix
-                    self.ids, self.matrix, self.generation, self.embedder = ids, matrix, space.generation, \
-                        space.embedder
-            return ids, matrix
-
-    def _append(self, new_ids, new_matrix):
-        """Return the rows plus new ones, written into the room past them (growing it by an eighth when full).
-
-        Concatenating copied the whole matrix on every write (190 MB at 131k rows, 56 ms;
-        storage_micro.py). Views handed out earlier cover only rows before the room, so
-        writing there changes none.
-        """
-        count, added = len(self.ids), len(new_ids)
-        if count + added > len(self.id_room) or self.matrix_room.shape[1] != new_matrix.shape[1]:
-            capacity = count + added + max(4096, count // 8)
-            id_room = np.empty(capacity, dtype=np.int64)
-            matrix_room = np.empty((capacity, new_matrix.shape[1]), dtype=np.float32)
-            if count:
-                id_room[:count], matrix_room[:count] = self.ids, self.matrix
-            self.id_room, self.matrix_room = id_room, matrix_room
-        self.id_room[count:count + added] = new_ids
-        self.matrix_room[count:count + added] = new_matrix
-        return self.id_room[:count + added], self.matrix_room[:count + added]
-
-
-_vector_copies: dict[str, _VectorCopy] = {}
-_vector_copies_lock = threading.Lock()
-
-
-def _cosines(view, query: str) -> np.ndarray | None:
-    """Cosine of the query with each row's revision (NaN where a revision has no vector yet)."""
+def _cosines(view, query: str) -> Cosines | None:
+    """Cosines of the query with each row's revision."""
     return cosines_with(view, lambda embedder: embedder.embed_query(query))
-
-
-def cosines_with(view, vector_of) -> np.ndarray | None:
-    """Cosine of one vector with each row's revision (NaN where a revision has no vector yet).
-
-    ``vector_of(embedder)`` gives the vector, unit length, in the configured embedder's
-    space; it is called only when there are stored vectors to compare with. None when
-    nothing has been embedded yet. Raises Unavailable when the model cannot load or the
-    stored vectors come from another model.
-    """
-    embedder = get_embedder()
-    if not embedder.available():
-        raise Unavailable(f"the embedding model cannot load: {embedder.load_error}")
-    space = vectors.current_space()
-    if space is None or view.columns is None:
-        return None
-    if not space.holds(embedder):
-        raise Unavailable(f"the stored vectors come from {space.embedder}, not the configured {embedder.name}; "
-                          "run 'manage.py backfill --reembed'")
-    key = str(connection.settings_dict["NAME"])
-    with _vector_copies_lock:
-        copy = _vector_copies.setdefault(key, _VectorCopy())
-    ids, matrix = copy.current(space)
-    cosines = np.full(len(view.columns.revision), np.nan, dtype=np.float64)
-    if len(ids) == 0:
-        return cosines
-    try:
-        query_vector = vector_of(embedder)
-    except EmbedderUnavailable as error:
-        raise Unavailable(str(error)) from None
-    scores = matrix @ query_vector
-
-    def placement():
-        at = np.flatnonzero(ids <= view.max_id)
-        rows = view.position[ids[at]]
-        keep = rows >= 0  # the position of an id the view lacks is -1
-        return at[keep], rows[keep]
-
-    # Where each stored vector's score goes depends only on the view and the stored ids,
-    # which stay the same objects between writes: worked out once (about 0.6 ms a recall at 100k).
-    sources, rows = view.visible_memo(ids, "vector rows", placement)
-    cosines[rows] = scores[sources]  # float32 to float64, exactly
-    return cosines
 
 
 class _Scorer:
@@ -646,8 +537,7 @@ class _Scorer:
                       if name not in ("keyword", "bigram") or (search.idf_total if name == "keyword"
                                                               else search.bigram_idf_total) > 0]
         if "vector" in self.names:
-            self.best_cosine = float(np.max(np.where(search.eligible, cosines, -np.inf), initial=-1.0,
-                                            where=~np.isnan(cosines)))
+            self.best_cosine = cosines.best(search.eligible)
         self._all = None
 
     def channel(self, name: str, rows: np.ndarray) -> np.ndarray:
@@ -663,7 +553,7 @@ class _Scorer:
                             * share ** COVERAGE_POWER, 0.0)
         if name == "trigram":
             return search.trigram[rows]
-        return self.vector(self.cosines[rows], usable=search.eligible[rows])
+        return self.vector(self.cosines.at(rows), usable=search.eligible[rows])
 
     def vector(self, cosine: np.ndarray, *, usable) -> np.ndarray:
         usable = usable & ~np.isnan(cosine)
@@ -678,7 +568,7 @@ class _Scorer:
             total = np.zeros(len(search.eligible))
             for name in self.names:
                 if name == "vector":
-                    total += self.weights[name] * self.vector(self.cosines, usable=search.eligible)
+                    total += self.weights[name] * self.vector(self.cosines.dense(), usable=search.eligible)
                 elif name == "trigram":
                     total += self.weights[name] * search.trigram
                 else:
@@ -854,8 +744,9 @@ def _hits(view, rows, fused, *, channels, search, cosines, explain, as_of, conte
     revision_ids = view.columns.revision[rows].tolist()
     records = selectors.records_for_revisions(revision_ids)
     ranks = {name: dict(zip(channel.rows.tolist(), channel.ranks.tolist())) for name, channel in channels.items()}
+    hit_cosines = cosines.at(rows).tolist() if cosines is not None else [math.nan] * len(rows)
     hits = []
-    for row, revision_id, score in zip(rows.tolist(), revision_ids, fused.tolist()):
+    for row, revision_id, score, cosine in zip(rows.tolist(), revision_ids, fused.tolist(), hit_cosines):
         record = records[revision_id]
         matched = [token.raw for index, token in enumerate(search.terms)
                    if search.matched[index, row] or (search.bigram[row] and text.has_cjk(token.raw))]
@@ -867,7 +758,7 @@ def _hits(view, rows, fused, *, channels, search, cosines, explain, as_of, conte
                 "ranks": {name: channel_ranks.get(row) for name, channel_ranks in ranks.items()},
                 "bm25": float(search.bm25[row]) if search.bm25[row] else None,
                 "bigram_bm25": float(search.bigram[row]) if search.bigram[row] else None,
-                "cosine": None if cosines is None or np.isnan(cosines[row]) else float(cosines[row]),
+                "cosine": None if math.isnan(cosine) else cosine,
                 # Hybrid: the part of the score lent by neighbouring memories (MEMORY_FUSION_CONTEXT).
                 "context": None if context is None else float(context[row]),
                 "known_at": format_instant(record.known_at),

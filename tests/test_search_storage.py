@@ -13,7 +13,7 @@ from django.db import connection, transaction
 from memories import validation
 from memories.models import Memory
 from memories.services.lifecycle import append_revision
-from search import engine, indexing, postings, snapshot, vectors
+from search import cosines, engine, indexing, postings, snapshot, vectors
 from search.engine import recall
 
 T0 = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
@@ -207,17 +207,18 @@ def test_cached_visible_rows_follow_the_clock_without_a_write(db):
 
 
 def test_the_vector_copy_appends_in_place_without_changing_what_it_handed_out():
-    copy = engine._VectorCopy()
+    copy = cosines._VectorCopy()
     rng = np.random.default_rng(0)
     ids, matrix = np.arange(1, 4), rng.random((3, 8), dtype=np.float32)
-    copy.ids, copy.matrix = ids, matrix
-    copy.id_room, copy.matrix_room = ids, matrix
+    copy.stored = copy.room = cosines.quantize(ids, matrix)
     handed_out = []
     for start in range(4, 5000, 7):
         new_ids, new_rows = np.arange(start, start + 7), rng.random((7, 8), dtype=np.float32)
         ids, matrix = np.concatenate([ids, new_ids]), np.concatenate([matrix, new_rows])
-        copy.ids, copy.matrix = copy._append(new_ids, new_rows)
-        handed_out.append((copy.ids, copy.matrix, copy.ids.copy(), copy.matrix.copy()))
-        assert copy.ids.tolist() == ids.tolist()
-        assert np.array_equal(copy.matrix, matrix)
-    assert all(np.array_equal(a, b) and np.array_equal(c, d) for a, c, b, d in handed_out)
+        copy.stored = copy._append(cosines.quantize(new_ids, new_rows))
+        handed_out.append((copy.stored, [column.copy() for column in copy.stored]))
+        assert copy.stored.ids.tolist() == ids.tolist()
+        assert np.array_equal(copy.stored.matrix, matrix)
+        # The int8 copy grows with the rows: the same as quantizing them all at once.
+        assert all(np.array_equal(got, want) for got, want in zip(copy.stored, cosines.quantize(ids, matrix)))
+    assert all(np.array_equal(column, kept) for stored, columns in handed_out for column, kept in zip(stored, columns))

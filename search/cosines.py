@@ -1,0 +1,317 @@
+"""The cosine of a query vector with every stored vector a view can see: exact wherever it is used.
+
+Each process keeps the database's vectors as a float32 matrix (``_VectorCopy``,
+refreshed like the snapshot) and beside it an int8 copy: every row divided by its own
+scale (its largest component over 127) and rounded. On a large store
+(``QUANTIZED_MIN_ROWS``) a ``Cosines`` scans the int8 copy, a quarter of the bytes,
+and has for every row an approximate cosine with a proven bound on its error; the
+float32 cosine is then computed only for the rows whose bounds leave an answer open:
+the best rows of a semantic recall, the rows near a near-duplicate threshold. Those
+answers are the ones a full float32 scan gives. Hybrid recall, which scores every
+row, still asks for the full scan (``dense``).
+
+The bound. A stored row v has codes w and scale s, the query q has codes u and scale
+t, and u.w is an exact integer (int8 products summed in int32). Since
+q.v - t s (u.w) = q.(v - s w) + (q - t u).(s w), Cauchy-Schwarz gives
+
+    |q.v - t s (u.w)| <= |q| |v - s w| + |q - t u| |s w|
+
+and the float32 dot product the exact path computes is within d 2^-24 |q| |v| of q.v
+(the classic rounding bound for a sum of d products), which is added twice over as
+a margin.
+"""
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
+
+import numpy as np
+from django.db import connection
+
+from memories.exceptions import MemoryServiceError
+from search import vectors
+from search.embeddings import EmbedderUnavailable, configured_torch, get_embedder
+
+# Below this many stored vectors a float32 scan is as quick as the int8 scan plus its
+# bookkeeping (at 10k rows it takes ~1 ms).
+QUANTIZED_MIN_ROWS = 32_768
+# Above this many, the int8 scan is split between the calling thread and one helper.
+_SPLIT_MIN_ROWS = 65_536
+# Rows quantized per step, to bound the float64 temporaries when a large store loads.
+_QUANTIZE_CHUNK = 16_384
+
+
+class Unavailable(MemoryServiceError):
+    """A part of the engine the request needs cannot run here (for example, no embedding model)."""
+
+    code = "unavailable"
+
+
+class Stored(NamedTuple):
+    """One database's vectors as this process holds them, in revision-id order."""
+
+    ids: np.ndarray  # int64 revision ids
+    matrix: np.ndarray  # float32 (n, dim): unit rows, the model's output
+    codes: np.ndarray  # int8 (n, dim): each row over its scale, rounded
+    scale: np.ndarray  # float64: the row's largest |component| / 127 (1 for an all-zero row)
+    error: np.ndarray  # float64: |row - scale * codes| plus the float32 rounding margin
+    size: np.ndarray  # float64: |scale * codes|
+
+
+def _empty(dim: int) -> Stored:
+    return Stored(np.zeros(0, dtype=np.int64), np.zeros((0, dim), dtype=np.float32),
+                  np.zeros((0, dim), dtype=np.int8), np.zeros(0), np.zeros(0), np.zeros(0))
+
+
+def _quantize_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Return (codes, scale, error, size) of float rows (see ``Stored``)."""
+    exact = rows.astype(np.float64)
+    scale = np.max(np.abs(exact), axis=1, initial=0.0) / 127.0
+    scale[scale == 0] = 1.0  # an all-zero row: zero codes, no error
+    codes = np.rint(exact / scale[:, None])
+    rounded = codes * scale[:, None]
+    margin = 2.0 * rows.shape[1] * 2.0 ** -24 * np.linalg.norm(exact, axis=1)
+    error = np.linalg.norm(exact - rounded, axis=1) + margin
+    return codes.astype(np.int8), scale, error, np.linalg.norm(rounded, axis=1)
+
+
+def quantize(ids: np.ndarray, matrix: np.ndarray) -> Stored:
+    """Return ``Stored`` for these ids and float32 rows, quantizing a chunk at a time."""
+    if len(ids) == 0:
+        return _empty(matrix.shape[1])
+    parts = [_quantize_rows(matrix[start:start + _QUANTIZE_CHUNK])
+             for start in range(0, len(ids), _QUANTIZE_CHUNK)]
+    return Stored(ids, matrix, *(np.concatenate(column) for column in zip(*parts)))
+
+
+class _VectorCopy:
+    """The stored vectors of one database, in this process, refreshed like the snapshot."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.generation = None
+        self.embedder = None
+        self.stored = _empty(0)
+        # ``stored`` holds the first rows of these arrays; the rest is room to append into.
+        self.room = self.stored
+
+    def current(self, space) -> Stored:
+        with self.lock:
+            stored = self.stored
+            if space.generation != self.generation or space.embedder != self.embedder:
+                after = int(stored.ids[-1]) if len(stored.ids) and space.embedder == self.embedder else 0
+                if after == 0:
+                    stored = quantize(*vectors.load_matrix(after_id=0))
+                else:
+                    new = quantize(*vectors.load_matrix(after_id=after))
+                    grown = space.generation - (self.generation or 0)
+                    if grown == len(new.ids) and not connection.in_atomic_block:
+                        stored = self._append(new)
+                    elif grown == len(new.ids):  # may roll back: a private copy, never the shared room
+                        stored = Stored(*(np.concatenate([old, added]) for old, added in zip(stored, new)))
+                    else:  # something else changed (an erasure, a backfill): start over
+                        stored = quantize(*vectors.load_matrix(after_id=0))
+                if not connection.in_atomic_block:
+                    if stored.ids.base is not self.room.ids:  # loaded afresh: it is its own room
+                        self.room = stored
+                    self.stored, self.generation, self.embedder = stored, space.generation, space.embedder
+            return stored
+
+    def _append(self, new: Stored) -> Stored:
+        """Return the rows plus new ones, written into the room past them (growing it by an eighth when full).
+
+        Concatenating copied the whole matrix on every write (190 MB at 131k rows, 56 ms;
+        storage_micro.py). Views handed out earlier cover only rows before the room, so
+        writing there changes none.
+        """
+        count, added = len(self.stored.ids), len(new.ids)
+        if count + added > len(self.room.ids) or self.room.matrix.shape[1:] != new.matrix.shape[1:]:
+            capacity = count + added + max(4096, count // 8)
+            self.room = Stored(*(np.empty((capacity,) + column.shape[1:], dtype=column.dtype) for column in new))
+            for room, old in zip(self.room, self.stored):
+                room[:count] = old
+        for room, column in zip(self.room, new):
+            room[count:count + added] = column
+        return Stored(*(room[:count + added] for room in self.room))
+
+
+_vector_copies: dict[str, _VectorCopy] = {}
+_vector_copies_lock = threading.Lock()
+_scan_helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="int8-scan")
+_int8_scan_failed: str | None = None
+
+
+def _integer_dots(codes: np.ndarray, query_codes: np.ndarray) -> np.ndarray | None:
+    """Return codes @ query_codes as exact int32 (torch's int8 matrix product); None if it cannot run here."""
+    global _int8_scan_failed
+    if _int8_scan_failed is not None:
+        return None
+    try:
+        torch = configured_torch()
+        query = torch.from_numpy(query_codes.reshape(1, -1))
+
+        def dots(part):
+            return torch._int_mm(query, torch.from_numpy(part).t())[0].numpy()
+
+        if len(codes) < _SPLIT_MIN_ROWS:
+            return dots(codes)
+        half = len(codes) // 2
+        other = _scan_helper.submit(dots, codes[half:])
+        return np.concatenate([dots(codes[:half]), other.result()])
+    except Exception as error:  # an older or stripped torch: the float32 scan still answers exactly
+        _int8_scan_failed = f"{type(error).__name__}: {error}"
+        return None
+
+
+def bounds(stored: Stored, query: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per stored row, a lower and an upper bound on its float32 cosine with ``query``, from the int8 scan.
+
+    None when the int8 product cannot run in this process. See the module for the bound.
+    """
+    exact = query.astype(np.float64)
+    scale = float(np.max(np.abs(exact), initial=0.0)) / 127.0 or 1.0
+    codes = np.rint(exact / scale)
+    dots = _integer_dots(stored.codes, codes.astype(np.int8))
+    if dots is None:
+        return None
+    approximate = dots * (stored.scale * scale)
+    slack = float(np.linalg.norm(exact)) * stored.error
+    slack += float(np.linalg.norm(exact - codes * scale)) * stored.size
+    return approximate - slack, approximate + slack
+
+
+class Cosines:
+    """The cosine of one query vector with each row of a view (NaN where a revision has no vector yet).
+
+    Exact values are computed once per row and kept, so every part of one recall sees
+    the same number for a row.
+    """
+
+    def __init__(self, view, stored: Stored, query: np.ndarray):
+        self.view = view
+        self._stored = stored
+        self._query = query
+        size = len(view.columns.revision)
+
+        def placement():
+            at = np.flatnonzero(stored.ids <= view.max_id)
+            rows = view.position[stored.ids[at]]
+            keep = rows >= 0  # the position of an id the view lacks is -1
+            sources, rows = at[keep], rows[keep]
+            source_of_row = np.full(size, -1, dtype=np.int64)
+            source_of_row[rows] = sources
+            return sources, rows, source_of_row, source_of_row >= 0
+
+        # Where each stored vector's cosine lands depends only on the view and the stored ids,
+        # which stay the same objects between writes: worked out once (about 0.6 ms a recall at 100k).
+        self._sources, self._rows, self._source_of_row, self.has_vector = view.visible_memo(
+            stored.ids, "vector rows", placement)
+        self._values = np.full(size, np.nan)
+        self._known = np.zeros(size, dtype=bool)
+        self._dense = False
+        self._quantized = 0 < len(stored.ids) and len(stored.ids) >= QUANTIZED_MIN_ROWS
+        self._upper = None
+        self._best = None  # (eligible, its best cosine), from the last ``top``
+
+    def _bounded(self) -> bool:
+        """Whether answers may come from the int8 bounds (scanned on first use), not one full float32 scan."""
+        if self._dense or not self._quantized:
+            return False
+        if self._upper is None:
+            found = bounds(self._stored, self._query)
+            if found is None:
+                self._quantized = False
+                return False
+            self._lower, self._upper = found
+        return True
+
+    def dense(self) -> np.ndarray:
+        """Every row's cosine, from one float32 scan of all stored vectors (read-only)."""
+        if not self._dense:
+            scores = self._stored.matrix @ self._query
+            values = np.full(len(self._values), np.nan)
+            values[self._rows] = scores[self._sources]  # float32 to float64, exactly
+            values[self._known] = self._values[self._known]  # rows already answered keep their value
+            values.flags.writeable = False
+            self._values, self._dense = values, True
+        return self._values
+
+    def at(self, rows: np.ndarray) -> np.ndarray:
+        """The cosines of these rows."""
+        if not self._dense:
+            missing = rows[~self._known[rows] & self.has_vector[rows]]
+            if len(missing):
+                self._values[missing] = self._stored.matrix[self._source_of_row[missing]] @ self._query
+                self._known[missing] = True
+        return self._values[rows]
+
+    def _open(self, rows: np.ndarray, least: float) -> np.ndarray:
+        """Those of ``rows`` (all with a vector) whose cosine may be ``least`` or more."""
+        return rows[self._upper[self._source_of_row[rows]] >= least]
+
+    def top(self, count: int, eligible: np.ndarray) -> np.ndarray:
+        """The eligible rows with a vector and the ``count`` highest cosines, best first (ties: lower memory id)."""
+        rows = np.flatnonzero(eligible & self.has_vector)
+        if len(rows) > count and self._bounded():
+            lower = self._lower[self._source_of_row[rows]]
+            # ``count`` rows reach at least this, so no row whose upper bound is below it is among the best.
+            least = np.partition(lower, len(lower) - count)[len(lower) - count]
+            rows = self._open(rows, least)
+        scores = self.at(rows)
+        if len(rows) > count:
+            # Every row tied with the count-th best stays, so the memory-id tie-break decides among them.
+            cut = np.partition(scores, len(scores) - count)[len(scores) - count]
+            keep = scores >= cut
+            rows, scores = rows[keep], scores[keep]
+        order = np.lexsort((self.view.columns.memory[rows], -scores))[:count]
+        self._best = (eligible, float(scores[order[0]]) if len(order) else -1.0)
+        return rows[order]
+
+    def best(self, eligible: np.ndarray) -> float:
+        """The highest cosine among the eligible rows with a vector (-1 when there is none)."""
+        if self._best is not None and self._best[0] is eligible:
+            return self._best[1]
+        if self._dense:
+            values = self._values
+            return float(np.max(np.where(eligible, values, -np.inf), initial=-1.0, where=self.has_vector))
+        self.top(1, eligible)
+        return self._best[1]
+
+    def at_least(self, least: float, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Those of ``rows`` whose cosine is ``least`` or more, and their cosines."""
+        rows = rows[self.has_vector[rows]]
+        if self._bounded():
+            rows = self._open(rows, least)
+        scores = self.at(rows)
+        keep = scores >= least
+        return rows[keep], scores[keep]
+
+
+def cosines_with(view, vector_of) -> Cosines | None:
+    """The cosines of one vector with the view's rows.
+
+    ``vector_of(embedder)`` gives the vector, unit length, in the configured embedder's
+    space; it is called only when there are stored vectors to compare with. None when
+    nothing has been embedded yet. Raises Unavailable when the model cannot load or the
+    stored vectors come from another model.
+    """
+    embedder = get_embedder()
+    if not embedder.available():
+        raise Unavailable(f"the embedding model cannot load: {embedder.load_error}")
+    space = vectors.current_space()
+    if space is None or view.columns is None:
+        return None
+    if not space.holds(embedder):
+        raise Unavailable(f"the stored vectors come from {space.embedder}, not the configured {embedder.name}; "
+                          "run 'manage.py backfill --reembed'")
+    key = str(connection.settings_dict["NAME"])
+    with _vector_copies_lock:
+        copy = _vector_copies.setdefault(key, _VectorCopy())
+    stored = copy.current(space)
+    if len(stored.ids) == 0:
+        return Cosines(view, stored, np.zeros(stored.matrix.shape[1], dtype=np.float32))
+    try:
+        query_vector = vector_of(embedder)
+    except EmbedderUnavailable as error:
+        raise Unavailable(str(error)) from None
+    return Cosines(view, stored, np.asarray(query_vector, dtype=np.float32))
