@@ -88,8 +88,9 @@ def test_semantic_recall_through_the_bounds_equals_the_full_scan(store, monkeypa
     assert not spent
     monkeypatch.setattr(cosines, "QUANTIZED_MIN_ROWS", 1)
     bounded = [answers(**query) for query in queries]
-    # Hybrid recall scores every row, so it takes the full scan; as of 2020 nothing is visible.
-    assert len(spent) == 4
+    # Hybrid recall scores every row, so it takes the full scan; as of 2020 nothing is visible,
+    # and the ~110 rows tagged blue are fewer than the channel's 200, so all are computed.
+    assert len(spent) == 3
     assert sum(len(hits) for hits in full) > 150
     for got, want in zip(bounded, full):
         assert [hit[0] for hit in got] == [hit[0] for hit in want]
