@@ -23,6 +23,7 @@ neighbours in the namespace, so the answer next to a matching question is found.
 """
 
 import datetime as dt
+import functools
 import math
 import threading
 from dataclasses import dataclass, field
@@ -120,6 +121,23 @@ class _Channel:
 
     def __post_init__(self):
         self.ranks = _competition_ranks(self.scores)
+
+
+class _DeferredChannel:
+    """A channel worked out only when something reads it (explain's ranks, RRF): hybrid fusion does not."""
+
+    def __init__(self, make):
+        self._make = make
+        self._channel = None
+
+    def _get(self) -> _Channel:
+        if self._channel is None:
+            self._channel = self._make()
+        return self._channel
+
+    rows = property(lambda self: self._get().rows)
+    scores = property(lambda self: self._get().scores)
+    ranks = property(lambda self: self._get().ranks)
 
 
 def _competition_ranks(ordered_scores: np.ndarray) -> np.ndarray:
@@ -246,10 +264,9 @@ def recall(
                 raise
             vector_note = f"Semantic search is unavailable ({error.message}); these are keyword results."
         if cosines is not None:
-            channels["vector"] = search.vector_channel(cosines, floor_for_new=mode == "hybrid",
-                                                       floor=settings.MEMORY_COSINE_FLOOR)
-            if not len(channels["vector"].rows):
-                del channels["vector"]
+            vector = search.vector_channel(cosines, floor_for_new=mode == "hybrid", floor=settings.MEMORY_COSINE_FLOOR)
+            if vector is not None:
+                channels["vector"] = vector
     ranked_rows, fused, context = _fuse(channels, search=search, cosines=cosines, limit=limit,
                                         hybrid=mode == "hybrid")
     if explain:
@@ -504,13 +521,33 @@ class _Search:
         self._vector_candidates = (cosines, floor, keep)
         return keep
 
-    def vector_channel(self, cosines: Cosines, *, floor_for_new: bool, floor: float) -> _Channel:
-        """The CHANNEL_DEPTH candidates with the highest cosines, best first (ties: lower memory id)."""
-        if floor_for_new:
-            rows = cosines.top(CHANNEL_DEPTH, self.vector_candidates(cosines, floor=floor))
-        else:  # every eligible row with a vector: the int8 bounds can narrow the search (search/cosines.py)
+    def vector_channel(self, cosines: Cosines, *, floor_for_new: bool,
+                       floor: float) -> _Channel | _DeferredChannel | None:
+        """The CHANNEL_DEPTH candidates with the highest cosines, best first (ties: lower memory id); None if none.
+
+        Every eligible row with a vector is a candidate; with ``floor_for_new`` (hybrid),
+        one no word found must reach ``floor``. There the fusion scores candidates
+        itself, so the channel is worked out only if read, and only whether it has a
+        row is settled now: from the int8 bounds (search/cosines.py) where they decide.
+        """
+        if not floor_for_new:  # the int8 bounds can narrow the search
             rows = cosines.top(CHANNEL_DEPTH, self.eligible)
-        return _Channel(rows=rows, scores=cosines.at(rows))
+            return _Channel(rows=rows, scores=cosines.at(rows)) if len(rows) else None
+
+        def channel():
+            rows = cosines.top(CHANNEL_DEPTH, self.vector_candidates(cosines, floor=floor))
+            return _Channel(rows=rows, scores=cosines.at(rows))
+
+        if not cosines.bounded():
+            found = channel()
+            return found if len(found.rows) else None
+        if (self.eligible & cosines.has_vector & self.found_by_words()).any():
+            return _DeferredChannel(channel)
+        rows = cosines.reaching(floor, self.eligible)
+        # A lower bound at the floor settles it; otherwise only the rows near the floor are computed.
+        if len(rows) and ((cosines.bounds_at(rows)[0] >= floor).any() or (cosines.at(rows) >= floor).any()):
+            return _DeferredChannel(channel)
+        return None
 
 
 def _cosines(view, query: str) -> Cosines | None:
@@ -538,7 +575,12 @@ class _Scorer:
                                                               else search.bigram_idf_total) > 0]
         if "vector" in self.names:
             self.best_cosine = cosines.best(search.eligible)
-        self._all = None
+        self._words = self._all = None
+
+    @functools.cached_property
+    def per_row(self) -> bool:
+        """Whether rows are scored one by one (cosines computed only where asked), not all at once from a full scan."""
+        return "vector" in self.names and self.cosines.bounded()
 
     def channel(self, name: str, rows: np.ndarray) -> np.ndarray:
         """The channel's score at ``rows``."""
@@ -561,21 +603,39 @@ class _Scorer:
         near_best = np.exp(np.minimum(cosine - self.best_cosine, 0.0) / TOP_MATCH_WIDTH)
         return np.where(usable, (1.0 - TOP_MATCH_SHARE) * np.maximum(cosine, 0.0) + TOP_MATCH_SHARE * near_best, 0.0)
 
-    def fused(self, rows: np.ndarray) -> np.ndarray:
-        """The weighted sum at ``rows``, from one pass over every row (contiguous arrays beat gathers here)."""
-        if self._all is None:
+    def _word_sum(self) -> np.ndarray:
+        """The weighted sum of every channel but the vectors' (the last added), over every row."""
+        if self._words is None:
             search = self.search
             total = np.zeros(len(search.eligible))
             for name in self.names:
-                if name == "vector":
-                    total += self.weights[name] * self.vector(self.cosines.dense(), usable=search.eligible)
-                elif name == "trigram":
+                if name == "trigram":
                     total += self.weights[name] * search.trigram
-                else:
+                elif name != "vector":
                     held = np.flatnonzero(search.keyword_rows if name == "keyword" else search.bigram > 0)
                     total[held] += self.weights[name] * self.channel(name, held)
-            self._all = total
+            self._words = total
+        return self._words
+
+    def fused(self, rows: np.ndarray) -> np.ndarray:
+        """The weighted sum at ``rows`` (without ``per_row``, from one pass over every row: contiguous arrays beat gathers)."""
+        if "vector" not in self.names:
+            return self._word_sum()[rows]
+        weight, usable = self.weights["vector"], self.search.eligible
+        if self.per_row:
+            return self._word_sum()[rows] + weight * self.vector(self.cosines.at(rows), usable=usable[rows])
+        if self._all is None:
+            self._all = self._word_sum() + weight * self.vector(self.cosines.dense(), usable=usable)
         return self._all[rows]
+
+    def fused_bounds(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """A lower and an upper bound on the weighted sum at ``rows``, from the cosines' bounds (``per_row`` only).
+
+        The vector score never falls as the cosine grows, so the cosine's bounds bound it.
+        """
+        lower, upper = self.cosines.bounds_at(rows)
+        words, weight, usable = self._word_sum()[rows], self.weights["vector"], self.search.eligible[rows]
+        return words + weight * self.vector(lower, usable=usable), words + weight * self.vector(upper, usable=usable)
 
 
 class _Neighbours:
@@ -665,6 +725,8 @@ def _fuse(channels: dict[str, _Channel], *, search: "_Search", cosines, limit: i
         return rows, scorer.channel(name, rows) if name in scorer.names else np.zeros(len(rows)), None
     search.ensure_scored()  # every keyword row takes part in the fused scores
     scorer = _Scorer(channels, search=search, cosines=cosines)
+    if hybrid and scorer.per_row:
+        return _fuse_bounded(channels, search=search, scorer=scorer, limit=limit)
     candidates = np.zeros(len(search.eligible), dtype=bool)
     for name in channels:
         if name == "keyword":
@@ -689,7 +751,7 @@ def _fuse(channels: dict[str, _Channel], *, search: "_Search", cosines, limit: i
     neighbours = _Neighbours(search.view, search.eligible)
     first = _best(rows, fused, memory, limit)
     if len(first) == limit:
-        bound = float(np.min(fused[first] + weight * _context(scorer, neighbours, rows[first])))
+        bound = float(np.min(fused[first] + weight * _context(scorer.fused, neighbours, rows[first])))
         outside = 0.0
         if "vector" in scorer.names:
             at_floor = scorer.vector(np.array([settings.MEMORY_COSINE_FLOOR]), usable=np.ones(1, dtype=bool))
@@ -702,19 +764,80 @@ def _fuse(channels: dict[str, _Channel], *, search: "_Search", cosines, limit: i
             keep = (fused >= (1.0 - weight) * bound) | near[rows]
             rows, fused = rows[keep], fused[keep]
     context = np.zeros(len(search.eligible))
-    context[rows] = weight * _context(scorer, neighbours, rows)
+    context[rows] = weight * _context(scorer.fused, neighbours, rows)
     total = fused + context[rows]
     top = _best(rows, total, memory, limit)
     return rows[top], total[top], context
 
 
-def _context(scorer: _Scorer, neighbours: _Neighbours, rows: np.ndarray) -> np.ndarray:
-    """Per row, the best fused score among its neighbours (0 without any)."""
+def _fuse_bounded(channels, *, search: "_Search", scorer: _Scorer,
+                  limit: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """``_fuse`` in hybrid mode from the cosines' int8 bounds: the same answer, exact cosines only where needed.
+
+    Candidates are the rows a word channel found and those whose cosine may reach the
+    floor. From bounds on every candidate's fused score, the ``limit`` surest rows give
+    a lower bound on the final limit-th score; only rows whose upper bound can reach
+    it (and, for context, their neighbours) get exact cosines, and only those rows are
+    ranked exactly, as ``_fuse`` ranks them. The argument is ``_fuse``'s with bounds in
+    place of scores.
+    """
+    cosines, eligible, memory = scorer.cosines, search.eligible, search.view.columns.memory
+    floor, weight = settings.MEMORY_COSINE_FLOOR, settings.MEMORY_FUSION_CONTEXT
+    words = np.zeros(len(eligible), dtype=bool)
+    for name in channels:
+        if name == "keyword":
+            words |= search.keyword_rows
+        elif name in ("bigram", "trigram"):
+            words |= (search.bigram if name == "bigram" else search.trigram) > 0
+    words |= search.found_by_words() & cosines.has_vector  # a vector candidate whatever its cosine
+    words &= eligible
+    candidates = words.copy()
+    candidates[cosines.reaching(floor, eligible)] = True
+    rows = np.flatnonzero(candidates)
+    lower, upper = scorer.fused_bounds(rows)
+    # Sure candidates: found by words, or with a cosine surely at the floor.
+    sure = np.flatnonzero(words[rows] | (cosines.bounds_at(rows)[0] >= floor))
+    neighbours = _Neighbours(search.view, eligible)
+    first = sure[_best(rows[sure], lower[sure], memory, limit)]
+    if len(first) == limit:
+        bound = lower[first]
+        if weight:
+            bound = bound + weight * _context(lambda found: scorer.fused_bounds(found)[0], neighbours, rows[first])
+        bound = float(np.min(bound))
+        if not weight:
+            rows = rows[upper >= bound]
+        else:
+            if bound > scorer.weights["vector"] * float(scorer.vector(np.array([floor]), usable=np.ones(1, bool))[0]):
+                # A row outside ``rows`` (no word, a cosine below the floor) scores below that, so below
+                # bound: a row none of whose neighbours reaches bound needs (1 - weight) * bound itself.
+                near = np.zeros(len(eligible), dtype=bool)
+                for found in neighbours.around(rows[upper >= bound]):
+                    near[found[found >= 0]] = True
+                keep = (upper >= (1.0 - weight) * bound) | near[rows]
+                rows, upper = rows[keep], upper[keep]
+            # Then each remaining row's whole score, context included, bounded from above.
+            upper = upper + weight * _context(lambda found: scorer.fused_bounds(found)[1], neighbours, rows)
+            rows = rows[upper >= bound]
+    # Exact from here on: which rows are candidates, their fused scores and their context.
+    rows = rows[words[rows] | (np.nan_to_num(cosines.at(rows), nan=-2.0) >= floor)]
+    fused = scorer.fused(rows)
+    if not weight:
+        top = _best(rows, fused, memory, limit)
+        return rows[top], fused[top], None
+    context = np.zeros(len(eligible))
+    context[rows] = weight * _context(scorer.fused, neighbours, rows)
+    total = fused + context[rows]
+    top = _best(rows, total, memory, limit)
+    return rows[top], total[top], context
+
+
+def _context(score, neighbours: _Neighbours, rows: np.ndarray) -> np.ndarray:
+    """Per row, the best ``score(rows)`` (a fused score, or a bound on it) among its neighbours (0 without any)."""
     best = np.zeros(len(rows))
     for found in neighbours.around(rows):
         present = found >= 0
         if present.any():
-            best[present] = np.maximum(best[present], scorer.fused(found[present]))
+            best[present] = np.maximum(best[present], score(found[present]))
     return best
 
 
@@ -743,7 +866,8 @@ def _hits(view, rows, fused, *, channels, search, cosines, explain, as_of, conte
         return []
     revision_ids = view.columns.revision[rows].tolist()
     records = selectors.records_for_revisions(revision_ids)
-    ranks = {name: dict(zip(channel.rows.tolist(), channel.ranks.tolist())) for name, channel in channels.items()}
+    ranks = {name: dict(zip(channel.rows.tolist(), channel.ranks.tolist()))
+             for name, channel in channels.items()} if explain else {}
     hit_cosines = cosines.at(rows).tolist() if cosines is not None else [math.nan] * len(rows)
     hits = []
     for row, revision_id, score, cosine in zip(rows.tolist(), revision_ids, fused.tolist(), hit_cosines):
