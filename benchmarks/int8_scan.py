@@ -3,7 +3,8 @@
     .venv/bin/python benchmarks/int8_scan.py --output benchmarks/results/int8_scan.json
 
 For each size, random unit vectors of 384 dimensions stand in for the stored matrix
-and 30 random queries are timed (wall time, median; both scans use two threads):
+and 30 random queries are timed (wall time, median; the three ways in turn for each
+query, so they meet the same cache states; both scans use two threads):
 
 - ``float32_scan``: ``matrix @ query``, what every recall did before;
 - ``int8_bounds``: the int8 product plus the per-row bounds (``cosines.bounds``);
@@ -13,6 +14,13 @@ and 30 random queries are timed (wall time, median; both scans use two threads):
 
 Random vectors are the hard case for the bounds' usefulness as far as spread goes (their
 cosines crowd near 0); recall on real stores is measured in latency.py.
+
+Runs vary with the machine's shared memory bandwidth: at 135k rows the saved run has the
+int8 bounds at 7.4 ms against 10.3 ms for the float32 scan, and the run after it had 10.4
+against 9.9; with no float32 scans in between, the int8 bounds took 5.4-5.7 ms against
+9.2 (a scratch run). Below 32k rows the int8 path gains nothing (at 16k: 0.67 against
+0.51 ms), hence ``cosines.QUANTIZED_MIN_ROWS``. What recall gains is measured end to end
+(latency.py; README, issue 3's notes).
 """
 
 import argparse
@@ -33,13 +41,15 @@ DIM = 384
 QUERIES = 30
 
 
-def wall_ms(function, queries):
-    samples = []
+def wall_ms(functions: dict, queries) -> dict:
+    """Median wall time of each function over the queries, taken in turn per query (so they share cache states)."""
+    samples = {name: [] for name in functions}
     for query in queries:
-        started = time.perf_counter()
-        function(query)
-        samples.append(time.perf_counter() - started)
-    return round(statistics.median(samples) * 1000, 3)
+        for name, function in functions.items():
+            started = time.perf_counter()
+            function(query)
+            samples[name].append(time.perf_counter() - started)
+    return {name: round(statistics.median(values) * 1000, 3) for name, values in samples.items()}
 
 
 def main():
@@ -77,9 +87,9 @@ def main():
             matrix @ query
             cosines.bounds(stored, query)
         results[str(size)] = {
-            "float32_scan_ms": wall_ms(lambda query: matrix @ query, queries),
-            "int8_bounds_ms": wall_ms(lambda query: cosines.bounds(stored, query), queries),
-            "int8_top200_ms": wall_ms(top200, queries),
+            **wall_ms({"float32_scan_ms": lambda query: matrix @ query,
+                       "int8_bounds_ms": lambda query: cosines.bounds(stored, query),
+                       "int8_top200_ms": top200}, queries),
             "rows_computed_in_float32_median": int(np.median(computed)),
             "int8_copy_mb": round(sum(column.nbytes for column in stored[2:]) / 2**20, 1),
             "float32_matrix_mb": round(matrix.nbytes / 2**20, 1),

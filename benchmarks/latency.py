@@ -18,8 +18,10 @@ Per size, in one fresh SQLite file with one namespace:
 2. recall is timed for each query in keyword, semantic and hybrid mode, now and as of a
    year back, beside the floors measured on the same data in the same loop: a bare FTS5
    ``MATCH ... ORDER BY rank LIMIT 10`` on ``search_fts_words`` (the query's words
-   quoted and joined by OR, and by AND) and a bare sqlite-vec KNN
-   (``search.vectors.vec0_knn``, k=10, query vector precomputed). Hybrid is also timed
+   quoted and joined by OR, and by AND), a bare sqlite-vec KNN
+   (``search.vectors.vec0_knn``, k=10, query vector precomputed), numpy's scan of the
+   float32 matrix and the int8 scan with its error bounds (``search.cosines.bounds``,
+   which recall uses from 32,768 vectors up). Hybrid is also timed
    with the query vector precomputed, and the query embedding alone, so its share shows.
    In that loop every recall follows a scan of the whole vector matrix, which leaves the
    CPU caches cold; keyword recall is timed once more query after query
@@ -199,7 +201,8 @@ def run_size(size, args, corpus_seed):
 
     queries = make_queries(corpus, memories, args.queries, rng)
     historical = now - dt.timedelta(days=365)
-    names = ("floor_fts5_or", "floor_fts5_and", "floor_vec0_knn", "floor_numpy_matrix_scan", "query_embedding",
+    names = ("floor_fts5_or", "floor_fts5_and", "floor_vec0_knn", "floor_numpy_matrix_scan", "floor_int8_bounds",
+             "query_embedding",
              "keyword_now", "semantic_now", "hybrid_now", "hybrid_now_excl_embedding",
              "keyword_historical", "semantic_historical", "hybrid_historical", "hybrid_historical_excl_embedding")
     samples = {name: [] for name in names}
@@ -219,7 +222,8 @@ def run_size(size, args, corpus_seed):
             vector, *times = harness.measured(embedder.embed_query, query)
             samples["query_embedding"].append(times)
             samples["floor_vec0_knn"].append(harness.measured(vectors.vec0_knn, vector, k=10)[1:])
-            samples["floor_numpy_matrix_scan"].append(harness.measured(copy.matrix.__matmul__, vector)[1:])
+            samples["floor_numpy_matrix_scan"].append(harness.measured(stored.matrix.__matmul__, vector)[1:])
+            samples["floor_int8_bounds"].append(harness.measured(cosines.bounds, stored, vector)[1:])
             for label, as_of in (("now", None), ("historical", historical)):
                 for mode in ("keyword", "semantic", "hybrid"):
                     answer, *times = harness.measured(engine.recall, query=query, mode=mode, limit=10, as_of=as_of)

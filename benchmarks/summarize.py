@@ -22,6 +22,7 @@ ROWS = [
     ("floor: FTS5 MATCH (AND) ORDER BY rank LIMIT 10", "floor_fts5_and"),
     ("floor: sqlite-vec KNN k=10", "floor_vec0_knn"),
     ("floor: numpy matrix @ query (all vectors)", "floor_numpy_matrix_scan"),
+    ("floor: int8 scan with error bounds (all vectors)", "floor_int8_bounds"),
 ]
 
 
