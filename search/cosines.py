@@ -283,7 +283,7 @@ class Cosines:
     def bounds_at(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """A lower and an upper bound on these rows' cosines (the cosine itself where computed; NaN without a vector).
 
-        Only while ``bounded()``.
+        Only once ``bounded()`` has returned True (the bounds stay valid after a full scan).
         """
         sources = self._source_of_row[rows]
         lower, upper = self._lower[sources], self._upper[sources]
@@ -294,7 +294,7 @@ class Cosines:
         return lower, upper
 
     def reaching(self, least: float, eligible: np.ndarray) -> np.ndarray:
-        """The eligible rows with a vector whose cosine may be ``least`` or more. Only while ``bounded()``."""
+        """The eligible rows with a vector whose cosine may be ``least`` or more (once ``bounded()`` was True)."""
         rows = self._row_of_source[np.flatnonzero(self._upper >= least)]
         rows = rows[rows >= 0]
         return rows[eligible[rows]]
