@@ -628,12 +628,13 @@ class _Scorer:
             self._all = self._word_sum() + weight * self.vector(self.cosines.dense(), usable=usable)
         return self._all[rows]
 
-    def fused_bounds(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def fused_bounds(self, rows: np.ndarray, cosine_bounds=None) -> tuple[np.ndarray, np.ndarray]:
         """A lower and an upper bound on the weighted sum at ``rows``, from the cosines' bounds (``per_row`` only).
 
         The vector score never falls as the cosine grows, so the cosine's bounds bound it.
+        ``cosine_bounds``: the rows' ``bounds_at``, when the caller has them already.
         """
-        lower, upper = self.cosines.bounds_at(rows)
+        lower, upper = cosine_bounds or self.cosines.bounds_at(rows)
         words, weight, usable = self._word_sum()[rows], self.weights["vector"], self.search.eligible[rows]
         return words + weight * self.vector(lower, usable=usable), words + weight * self.vector(upper, usable=usable)
 
@@ -794,9 +795,10 @@ def _fuse_bounded(channels, *, search: "_Search", scorer: _Scorer,
     candidates = words.copy()
     candidates[cosines.reaching(floor, eligible)] = True
     rows = np.flatnonzero(candidates)
-    lower, upper = scorer.fused_bounds(rows)
+    cosine_bounds = cosines.bounds_at(rows)
+    lower, upper = scorer.fused_bounds(rows, cosine_bounds)
     # Sure candidates: found by words, or with a cosine surely at the floor.
-    sure = np.flatnonzero(words[rows] | (cosines.bounds_at(rows)[0] >= floor))
+    sure = np.flatnonzero(words[rows] | (cosine_bounds[0] >= floor))
     neighbours = _Neighbours(search.view, eligible)
     first = sure[_best(rows[sure], lower[sure], memory, limit)]
     if len(first) == limit:
