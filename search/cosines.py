@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import numpy as np
+from django.conf import settings
 from django.db import connection
 
 from memories.exceptions import MemoryServiceError
@@ -39,7 +40,8 @@ from search.embeddings import EmbedderUnavailable, configured_torch, get_embedde
 # bookkeeping (benchmarks/int8_scan.py: at 16k rows 0.51 ms against 0.67 for the int8
 # top 200, at 32k 1.8 against 1.5).
 QUANTIZED_MIN_ROWS = 32_768
-# Above this many, the int8 scan is split between the calling thread and one helper.
+# Above this many, the int8 scan is split between the calling thread and one helper
+# (with one torch thread, MEMORY_TORCH_THREADS; with more, torch's own threads split it).
 _SPLIT_MIN_ROWS = 65_536
 # Once a recall has asked for the cosines of more rows than one in this many, one full
 # scan computes the rest (a gathered row cost ~4 times a scanned one with BLAS: 0.29 us
@@ -158,13 +160,11 @@ def _integer_dots(codes: np.ndarray, query_codes: np.ndarray) -> np.ndarray | No
     if _int8_scan_failed is not None:
         return None
     try:
-        torch = configured_torch()
-        query = torch.from_numpy(query_codes.reshape(1, -1))
-
         def dots(part):
-            return torch._int_mm(query, torch.from_numpy(part).t())[0].numpy()
+            torch = configured_torch()  # in the thread that runs the product (see configured_torch)
+            return torch._int_mm(torch.from_numpy(query_codes.reshape(1, -1)), torch.from_numpy(part).t())[0].numpy()
 
-        if len(codes) < _SPLIT_MIN_ROWS:
+        if len(codes) < _SPLIT_MIN_ROWS or settings.MEMORY_TORCH_THREADS > 1:  # more threads: torch splits it
             return dots(codes)
         half = len(codes) // 2
         other = _scan_helper.submit(dots, codes[half:])

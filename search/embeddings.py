@@ -167,21 +167,25 @@ _models: dict[str, object] = {}
 _models_lock = threading.Lock()
 
 
-_torch_lock = threading.Lock()
-_torch_ready = False
+_torch_threads = threading.local()
 
 
 def configured_torch():
-    """Import torch with this process's thread count (MEMORY_TORCH_THREADS) set, the first time."""
-    global _torch_ready
+    """Import torch with this process's thread count (MEMORY_TORCH_THREADS) set for the calling thread.
+
+    OpenMP keeps the count per thread, and torch sets a new thread's only when one of its
+    own parallel loops runs there first. The int8 product (cosines) is not one: on a
+    thread that had run nothing else it used every core, and its OpenMP worker then spun
+    ~3 ms after each product, taking a core from whatever ran next (at 129k vectors the
+    int8 scan took p50 3.4 / p95 7.4 ms, 2.6 / 3.4 with this). So each thread that uses
+    torch comes through here.
+    """
     import torch
 
-    if not _torch_ready:
-        with _torch_lock:
-            if not _torch_ready:
-                # Two threads collapse when the other core is busy (DESIGN.md section 7).
-                torch.set_num_threads(settings.MEMORY_TORCH_THREADS)
-                _torch_ready = True
+    if not getattr(_torch_threads, "ready", False):
+        # Two threads collapse when the other core is busy (DESIGN.md section 7).
+        torch.set_num_threads(settings.MEMORY_TORCH_THREADS)
+        _torch_threads.ready = True
     return torch
 
 

@@ -1,7 +1,10 @@
 """The int8 scan: its bounds hold, and answers taken through them are the full float32 scan's."""
 
+import ctypes
 import json
 import random
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -50,6 +53,23 @@ def test_the_split_int8_product_is_exact():
     codes = rng.integers(-127, 128, (cosines._SPLIT_MIN_ROWS + 1001, 384), dtype=np.int8)
     query = rng.integers(-127, 128, 384, dtype=np.int8)
     assert np.array_equal(cosines._integer_dots(codes, query), codes.astype(np.int64) @ query.astype(np.int64))
+
+
+def test_the_int8_product_runs_each_thread_on_the_configured_torch_threads(monkeypatch, settings):
+    """OpenMP's thread count is per thread; torch leaves a new thread's at every core unless told."""
+    library = Path(torch.__file__).parent / "lib" / "libgomp.so.1"
+    if not library.exists():
+        pytest.skip("this torch build does not ship libgomp")
+    max_threads = ctypes.CDLL(str(library)).omp_get_max_threads
+    settings.MEMORY_TORCH_THREADS = 1
+    fresh = ThreadPoolExecutor(max_workers=1)  # the split's helper, as a server's first recall finds it
+    monkeypatch.setattr(cosines, "_scan_helper", fresh)
+    try:
+        codes = np.ones((cosines._SPLIT_MIN_ROWS + 1, 8), dtype=np.int8)
+        assert cosines._integer_dots(codes, np.ones(8, dtype=np.int8)).tolist() == [8] * len(codes)
+        assert fresh.submit(max_threads).result() == 1
+    finally:
+        fresh.shutdown()
 
 
 @pytest.fixture(params=["varied", "crowded"])
