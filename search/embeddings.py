@@ -271,6 +271,7 @@ class SentenceTransformerEmbedder(Embedder):
         model = self._load()
         if model is None:
             raise EmbedderUnavailable(f"The embedder {self.name} cannot be loaded: {self._error}")
+        configured_torch()  # this thread's torch thread count (writes and backfills may run on any thread)
         return model.encode(texts, batch_size=ENCODE_BATCH_SIZE, normalize_embeddings=True,
                             convert_to_numpy=True, show_progress_bar=False)
 
@@ -302,11 +303,10 @@ class MiniLMEmbedder(SentenceTransformerEmbedder):
         # A query is one text: calling the modules (transformer, mean pooling, normalize)
         # directly skips encode()'s sorting and batching, 1.4 of ~12 ms here, with the same
         # output bits. Only for this model, whose modules and lack of prompts are known.
-        import torch
-
         model = self._load()
         if model is None:
             raise EmbedderUnavailable(f"The embedder {self.name} cannot be loaded: {self._error}")
+        torch = configured_torch()  # this thread's torch thread count (requests run on any thread)
         with torch.inference_mode():
             vector = model(model.preprocess(texts))["sentence_embedding"]
             return torch.nn.functional.normalize(vector, dim=1).numpy()
