@@ -13,6 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from memories import selectors, validation
+from memories.inserts import insert_all
 from memories.exceptions import Conflict, DuplicateContent, InvalidInput, NotFound
 from memories.models import AuditEvent, Interface, Kind, Memory, Revision, State, Tag
 from memories.records import ChangeResult, MemoryRecord, RememberResult
@@ -36,9 +37,8 @@ def audit(*, actor: str, interface: str, action: str, memory_id: int | None, at:
 def audit_many(*, actor: str, interface: str, action: str, at: dt.datetime,
                events: list[tuple[int | None, dict]]) -> None:
     """Record one audit event per (memory id, detail) pair, in one multi-row INSERT (bulk imports)."""
-    AuditEvent.objects.bulk_create([
-        AuditEvent(at=at, actor=actor, interface=interface, action=action, memory_id=memory_id, detail=detail)
-        for memory_id, detail in events])
+    insert_all([AuditEvent(at=at, actor=actor, interface=interface, action=action, memory_id=memory_id, detail=detail)
+                for memory_id, detail in events])
 
 
 def tag_objects(names: list[str]) -> list[Tag]:
@@ -85,7 +85,7 @@ def append_revisions(revisions: list[dict]) -> list[Revision]:
     objects come back with their ids (SQLite's RETURNING), in the order given. A tombstone's
     ``hides`` must be a revision written before this call: ids are given by the insert.
     """
-    written = Revision.objects.bulk_create([Revision(**fields) for fields in revisions])
+    written = insert_all([Revision(**fields) for fields in revisions])
     indexing.index_revisions(written)
     return written
 

@@ -30,6 +30,7 @@ from django.db.models import Exists, OuterRef, Prefetch
 from django.utils import timezone
 
 from memories import selectors, validation
+from memories.inserts import insert_all
 from memories.exceptions import Conflict, DuplicateContent, InvalidInput, MemoryServiceError, TooLarge
 from memories.models import Kind, Memory, Revision, State, Tag
 from memories.records import ImportReport
@@ -527,7 +528,7 @@ class _NewMemories:
     def _write(self, items: list[_MemoryIn]) -> None:
         if not items:
             return
-        memories = Memory.objects.bulk_create([
+        memories = insert_all([
             Memory(namespace=item.namespace, key=item.key, kind=item.kind, state=item.state,
                    created_at=item.created_at) for item in items])
         self._tag(items, memories)
@@ -557,8 +558,8 @@ class _NewMemories:
         for tag in tag_objects(missing) if missing else []:
             self.tags[tag.slug] = tag
         through = Memory.tags.through
-        through.objects.bulk_create([through(memory_id=memory.pk, tag_id=self.tags[name.casefold()].pk)
-                                     for item, memory in zip(items, memories, strict=True) for name in item.tags])
+        insert_all([through(memory_id=memory.pk, tag_id=self.tags[name.casefold()].pk)
+                    for item, memory in zip(items, memories, strict=True) for name in item.tags])
 
 
 def _replay(item: _MemoryIn, *, actor, interface, now) -> str:
