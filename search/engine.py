@@ -38,7 +38,7 @@ from memories.exceptions import InvalidInput
 from memories.models import Tag
 from memories.records import MemoryRecord
 from memories.timeparse import format_instant, parse_optional_instant
-from search import postings, snapshot, snippets, text
+from search import arrays, postings, snapshot, snippets, text
 from search.cosines import Cosines, Unavailable, cosines_with
 
 # FTS5's bm25() constants.
@@ -347,7 +347,7 @@ class _Search:
             # Each id appears once per term; an id the view lacks maps to -1, the mask's last slot, always False.
             rows = view.position[ids]
             keep = visible_set[rows]
-            rows, tf = rows[keep], tfs[keep]
+            rows, tf = arrays.select(keep, rows, tfs)
             hits = len(rows)
             idf = math.log((n_docs - hits + 0.5) / (hits + 0.5))
             if idf <= 0.0:

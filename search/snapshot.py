@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from django.db import connection
 
+from search import arrays
+
 OPEN = np.iinfo(np.int64).max  # valid_to / expires_at that never come
 
 # Times are stored by Django as 'YYYY-MM-DD HH:MM:SS[.ffffff]' (UTC); SQLite turns them
@@ -202,7 +204,7 @@ class View:
         memory = c.memory[rows]
         last = np.ones(len(rows), dtype=bool)
         last[:-1] = memory[1:] != memory[:-1]
-        winners = rows[last]
+        (winners,) = arrays.select(last, rows)  # about one row in four is an older revision
         winners = winners[~c.tombstone[winners]]
         if kinds is not None:
             winners = winners[np.isin(c.kind[winners], [code for code, kind in enumerate(self.kinds) if kind in kinds])]

@@ -13,7 +13,7 @@ from django.db import connection, transaction
 from memories import validation
 from memories.models import Memory
 from memories.services.lifecycle import append_revision
-from search import cosines, engine, indexing, postings, snapshot, vectors
+from search import arrays, cosines, engine, indexing, postings, snapshot, vectors
 from search.engine import recall
 
 T0 = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
@@ -222,3 +222,13 @@ def test_the_vector_copy_appends_in_place_without_changing_what_it_handed_out():
         # The int8 copy grows with the rows: the same as quantizing them all at once.
         assert all(np.array_equal(got, want) for got, want in zip(copy.stored, cosines.quantize(ids, matrix)))
     assert all(np.array_equal(column, kept) for stored, columns in handed_out for column, kept in zip(stored, columns))
+
+
+def test_select_takes_what_boolean_indexing_takes():
+    rng = np.random.default_rng(3)
+    for size, share in ((0, 0.5), (1, 1.0), (1000, 0.0), (1000, 0.77), (40_000, 0.5)):
+        mask = rng.random(size) < share
+        ids, matrix = rng.integers(0, 10**9, size), rng.standard_normal((size, 3))
+        picked_ids, picked_rows = arrays.select(mask, ids, matrix)
+        assert np.array_equal(picked_ids, ids[mask]) and picked_ids.dtype == ids.dtype
+        assert np.array_equal(picked_rows, matrix[mask]) and picked_rows.shape == (mask.sum(), 3)
