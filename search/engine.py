@@ -327,6 +327,7 @@ class _Search:
         self.idf_total = self.bigram_idf_total = 0.0
         self.keyword_rows = _zeros(size, bool)  # rows the keyword channel holds, at any depth
         self._vector_candidates = None  # (cosines, floor, rows): the vector channel and the fusion both ask
+        self._found_by_words = None  # (match_counts, bigram, found): the vector channel and the fusion both ask
 
     def _term_rows(self, column: str, ranges_per_term, *, record_matches: bool):
         """Per query term, the visible rows holding it, their counts and the term's idf; and the idf of all terms.
@@ -506,8 +507,13 @@ class _Search:
             self._scored = scored
 
     def found_by_words(self) -> np.ndarray:
-        """Per row, whether any query word (or CJK bigram) matched it."""
-        return (self.match_counts > 0) | (self.bigram > 0)
+        """Per row, whether any query word (or CJK bigram) matched it (once keyword_channels has run)."""
+        found = self._found_by_words
+        if found is None or found[0] is not self.match_counts or found[1] is not self.bigram:
+            words = (self.match_counts > 0) | (self.bigram > 0)
+            words.flags.writeable = False  # shared by every caller
+            found = self._found_by_words = (self.match_counts, self.bigram, words)
+        return found[2]
 
     def vector_candidates(self, cosines: Cosines, *, floor: float | None) -> np.ndarray:
         """The eligible rows with a vector; with a floor, those close enough to mean something or found by words."""
