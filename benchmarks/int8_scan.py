@@ -15,11 +15,11 @@ query, so they meet the same cache states; both scans use two threads):
 Random vectors are the hard case for the bounds' usefulness as far as spread goes (their
 cosines crowd near 0); recall on real stores is measured in latency.py.
 
-Runs vary with the machine's shared memory bandwidth: at 135k rows the saved run has the
-int8 bounds at 7.4 ms against 10.3 ms for the float32 scan, and the run after it had 10.4
-against 9.9; with no float32 scans in between, the int8 bounds took 5.4-5.7 ms against
-9.2 (a scratch run). Below 32k rows the int8 path gains nothing (at 16k: 0.67 against
-0.51 ms), hence ``cosines.QUANTIZED_MIN_ROWS``. What recall gains is measured end to end
+Runs vary with the machine's shared memory bandwidth: at 135k rows the saved run (12710d2)
+has the int8 bounds at 6.8 ms against 7.7 ms for the float32 scan; earlier runs had 7.4
+against 10.3 and 10.4 against 9.9; with no float32 scans in between, the int8 bounds took
+4.9 ms at 129k vectors (latency.py). Below 32k rows the int8 path gains nothing (at 16k:
+0.65 against 0.46 ms for the top 200), hence ``cosines.QUANTIZED_MIN_ROWS``. What recall gains is measured end to end
 (latency.py; README, issue 3's notes).
 """
 
