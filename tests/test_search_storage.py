@@ -13,7 +13,8 @@ from django.db import connection, transaction
 from memories import validation
 from memories.models import Memory
 from memories.services.lifecycle import append_revision
-from search import arrays, cosines, engine, indexing, postings, snapshot, vectors
+from search import cosines, engine, indexing, postings, snapshot, vectors
+from search.arrays import select
 from search.engine import recall
 
 T0 = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
@@ -229,6 +230,6 @@ def test_select_takes_what_boolean_indexing_takes():
     for size, share in ((0, 0.5), (1, 1.0), (1000, 0.0), (1000, 0.77), (40_000, 0.5)):
         mask = rng.random(size) < share
         ids, matrix = rng.integers(0, 10**9, size), rng.standard_normal((size, 3))
-        picked_ids, picked_rows = arrays.select(mask, ids, matrix)
+        picked_ids, picked_rows = select(mask, ids, matrix)
         assert np.array_equal(picked_ids, ids[mask]) and picked_ids.dtype == ids.dtype
         assert np.array_equal(picked_rows, matrix[mask]) and picked_rows.shape == (mask.sum(), 3)

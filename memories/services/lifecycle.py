@@ -13,8 +13,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from memories import selectors, validation
-from memories.inserts import insert_all
 from memories.exceptions import Conflict, DuplicateContent, InvalidInput, NotFound
+from memories.inserts import insert_all
 from memories.models import AuditEvent, Interface, Kind, Memory, Revision, State, Tag
 from memories.records import ChangeResult, MemoryRecord, RememberResult
 from memories.timeparse import parse_optional_instant

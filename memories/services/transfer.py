@@ -30,8 +30,8 @@ from django.db.models import Exists, OuterRef, Prefetch
 from django.utils import timezone
 
 from memories import selectors, validation
-from memories.inserts import insert_all
 from memories.exceptions import Conflict, DuplicateContent, InvalidInput, MemoryServiceError, TooLarge
+from memories.inserts import insert_all
 from memories.models import Kind, Memory, Revision, State, Tag
 from memories.records import ImportReport
 from memories.services.lifecycle import (
