@@ -629,7 +629,7 @@ class _Scorer:
             return self._word_sum()[rows]
         weight, usable = self.weights["vector"], self.search.eligible
         if self.per_row:
-            return self._word_sum()[rows] + weight * self.vector(self.cosines.at(rows), usable=usable[rows])
+            return self._with_cosines(rows, self.cosines.at(rows))
         if self._all is None:
             self._all = self._word_sum() + weight * self.vector(self.cosines.dense(), usable=usable)
         return self._all[rows]
@@ -641,8 +641,16 @@ class _Scorer:
         ``cosine_bounds``: the rows' ``bounds_at``, when the caller has them already.
         """
         lower, upper = cosine_bounds or self.cosines.bounds_at(rows)
-        words, weight, usable = self._word_sum()[rows], self.weights["vector"], self.search.eligible[rows]
-        return words + weight * self.vector(lower, usable=usable), words + weight * self.vector(upper, usable=usable)
+        return self._with_cosines(rows, lower), self._with_cosines(rows, upper)
+
+    def fused_bound(self, rows: np.ndarray, side: int) -> np.ndarray:
+        """``fused_bounds(rows)[side]`` (0: lower, 1: upper), without working out the other one."""
+        return self._with_cosines(rows, self.cosines.bounds_at(rows)[side])
+
+    def _with_cosines(self, rows: np.ndarray, cosines: np.ndarray) -> np.ndarray:
+        """The weighted sum at ``rows`` with the vector channel scored at ``cosines`` (one per row)."""
+        usable = self.search.eligible[rows]
+        return self._word_sum()[rows] + self.weights["vector"] * self.vector(cosines, usable=usable)
 
 
 class _Neighbours:
@@ -810,7 +818,7 @@ def _fuse_bounded(channels, *, search: "_Search", scorer: _Scorer,
     if len(first) == limit:
         bound = lower[first]
         if weight:
-            bound = bound + weight * _context(lambda found: scorer.fused_bounds(found)[0], neighbours, rows[first])
+            bound = bound + weight * _context(lambda found: scorer.fused_bound(found, 0), neighbours, rows[first])
         bound = float(np.min(bound))
         if not weight:
             rows = rows[upper >= bound]
@@ -824,7 +832,7 @@ def _fuse_bounded(channels, *, search: "_Search", scorer: _Scorer,
                 keep = (upper >= (1.0 - weight) * bound) | near[rows]
                 rows, upper = rows[keep], upper[keep]
             # Then each remaining row's whole score, context included, bounded from above.
-            upper = upper + weight * _context(lambda found: scorer.fused_bounds(found)[1], neighbours, rows)
+            upper = upper + weight * _context(lambda found: scorer.fused_bound(found, 1), neighbours, rows)
             rows = rows[upper >= bound]
     # Exact from here on: which rows are candidates, their fused scores and their context.
     rows = rows[words[rows] | (np.nan_to_num(cosines.at(rows), nan=-2.0) >= floor)]
