@@ -327,7 +327,7 @@ class _Search:
         self.idf_total = self.bigram_idf_total = 0.0
         self.keyword_rows = _zeros(size, bool)  # rows the keyword channel holds, at any depth
         self._vector_candidates = None  # (cosines, floor, rows): the vector channel and the fusion both ask
-        self._found_by_words = None  # (match_counts, bigram, found): the vector channel and the fusion both ask
+        self._found_by_words = None  # the vector channel and the fusion both ask (see found_by_words)
 
     def _term_rows(self, column: str, ranges_per_term, *, record_matches: bool):
         """Per query term, the visible rows holding it, their counts and the term's idf; and the idf of all terms.
@@ -471,6 +471,7 @@ class _Search:
                 order = _top_order((view.columns.memory[rows], -trigram[rows]), CHANNEL_DEPTH)
                 rows = rows[order][:CHANNEL_DEPTH]
                 channels["trigram"] = _Channel(rows=rows, scores=trigram[rows])
+        self._found_by_words = None  # the word matches just changed
         return channels
 
     def _trigram(self, words: list[str]) -> np.ndarray:
@@ -508,12 +509,11 @@ class _Search:
 
     def found_by_words(self) -> np.ndarray:
         """Per row, whether any query word (or CJK bigram) matched it (once keyword_channels has run)."""
-        found = self._found_by_words
-        if found is None or found[0] is not self.match_counts or found[1] is not self.bigram:
+        if self._found_by_words is None:
             words = (self.match_counts > 0) | (self.bigram > 0)
             words.flags.writeable = False  # shared by every caller
-            found = self._found_by_words = (self.match_counts, self.bigram, words)
-        return found[2]
+            self._found_by_words = words
+        return self._found_by_words
 
     def vector_candidates(self, cosines: Cosines, *, floor: float | None) -> np.ndarray:
         """The eligible rows with a vector; with a floor, those close enough to mean something or found by words."""
@@ -629,7 +629,7 @@ class _Scorer:
             return self._word_sum()[rows]
         weight, usable = self.weights["vector"], self.search.eligible
         if self.per_row:
-            return self._with_cosines(rows, self.cosines.at(rows))
+            return self._with_cosines(rows, self.cosines.at(rows))[0]
         if self._all is None:
             self._all = self._word_sum() + weight * self.vector(self.cosines.dense(), usable=usable)
         return self._all[rows]
@@ -640,17 +640,16 @@ class _Scorer:
         The vector score never falls as the cosine grows, so the cosine's bounds bound it.
         ``cosine_bounds``: the rows' ``bounds_at``, when the caller has them already.
         """
-        lower, upper = cosine_bounds or self.cosines.bounds_at(rows)
-        return self._with_cosines(rows, lower), self._with_cosines(rows, upper)
+        return self._with_cosines(rows, *(cosine_bounds or self.cosines.bounds_at(rows)))
 
     def fused_bound(self, rows: np.ndarray, side: int) -> np.ndarray:
         """``fused_bounds(rows)[side]`` (0: lower, 1: upper), without working out the other one."""
-        return self._with_cosines(rows, self.cosines.bounds_at(rows)[side])
+        return self._with_cosines(rows, self.cosines.bounds_at(rows)[side])[0]
 
-    def _with_cosines(self, rows: np.ndarray, cosines: np.ndarray) -> np.ndarray:
-        """The weighted sum at ``rows`` with the vector channel scored at ``cosines`` (one per row)."""
-        usable = self.search.eligible[rows]
-        return self._word_sum()[rows] + self.weights["vector"] * self.vector(cosines, usable=usable)
+    def _with_cosines(self, rows: np.ndarray, *cosines: np.ndarray) -> tuple[np.ndarray, ...]:
+        """For each of ``cosines`` (one per row), the weighted sum at ``rows`` with the vectors scored at it."""
+        words, usable, weight = self._word_sum()[rows], self.search.eligible[rows], self.weights["vector"]
+        return tuple(words + weight * self.vector(values, usable=usable) for values in cosines)
 
 
 class _Neighbours:
