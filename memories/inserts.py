@@ -13,7 +13,8 @@ alternating runs each time).
 
 from django.db import DEFAULT_DB_ALIAS, connections, models
 
-# SQLite's default limit on parameters in one statement (SQLITE_MAX_VARIABLE_NUMBER) since 3.32.
+# SQLite's default limit on parameters in one statement (SQLITE_MAX_VARIABLE_NUMBER) since 3.32;
+# a build may allow more, none built with the default allows fewer.
 _MAX_PARAMETERS = 32_766
 # Field classes whose value SQLite stores as given (after the services have checked its type).
 _AS_GIVEN = (models.CharField, models.SlugField, models.TextField, models.BooleanField, models.IntegerField,

@@ -107,3 +107,13 @@ def test_insert_all_refuses_what_it_cannot_write_as_bulk_create_would():
         insert_all([saved])
     with pytest.raises(ValueError, match="new objects of one model"):
         insert_all([Memory(namespace="acme", key="x", created_at=saved.created_at), Tag(slug="a", name="a")])
+
+
+@pytest.mark.django_db
+def test_insert_all_fills_a_statement_to_sqlites_default_parameter_limit():
+    # 6,553 memories of 5 columns make 32,765 parameters (SQLite's default limit is 32,766; this
+    # build may allow more): one full statement, then the rest.
+    made = insert_all([Memory(namespace="acme", key=f"k{number}", created_at=dt.datetime(2025, 1, 1, tzinfo=UTC))
+                       for number in range(7000)])
+    assert len({memory.pk for memory in made}) == 7000
+    assert Memory.objects.get(pk=made[6552].pk).key == "k6552" and Memory.objects.get(pk=made[6553].pk).key == "k6553"
