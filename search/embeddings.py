@@ -189,6 +189,26 @@ def configured_torch():
     return torch
 
 
+def _transpose_linear_weights(model) -> None:
+    """Store each linear layer's weight transposed in memory (same shape, same values, column-major).
+
+    A linear layer multiplies by its weight's transpose. Stored row-major (as loaded),
+    that transpose is a strided view, and MKL's product then runs slower on the few rows
+    of one query: here a 10-token MiniLM query took 10.5 ms, 9.1 with this (the 36
+    products of one pass 8.6 -> 6.1 ms with the weights read from memory each time);
+    batches of 32 texts ran as fast as before. The outputs differ from the row-major
+    products' by rounding only (at most 1.5e-7 in a unit vector).
+    """
+    import torch
+
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, torch.nn.Linear):
+                weight = module.weight
+                module.weight = torch.nn.Parameter(weight.detach().t().contiguous().t(),
+                                                   requires_grad=weight.requires_grad)
+
+
 def _load_sentence_transformer(model_dir: Path):
     key = str(model_dir)
     model = _models.get(key)
@@ -208,6 +228,7 @@ def _load_sentence_transformer(model_dir: Path):
             transformers_logging.disable_progress_bar()
             model = SentenceTransformer(key, device="cpu", local_files_only=True)
             model.eval()
+            _transpose_linear_weights(model)
             _models[key] = model
     return model
 
@@ -296,6 +317,7 @@ class MiniLMEmbedder(SentenceTransformerEmbedder):
             missing = None
         super().__init__(model_dir, name="all-MiniLM-L6-v2", dim=384)
         self._error = missing
+        self._traced: _TracedPipeline | bool | None = None  # False: it cannot be built here
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         if len(texts) != 1:
@@ -307,9 +329,105 @@ class MiniLMEmbedder(SentenceTransformerEmbedder):
         if model is None:
             raise EmbedderUnavailable(f"The embedder {self.name} cannot be loaded: {self._error}")
         torch = configured_torch()  # this thread's torch thread count (requests run on any thread)
+        features = model.preprocess(texts)
+        traced = self._traced_pipeline(model)
         with torch.inference_mode():
-            vector = model(model.preprocess(texts))["sentence_embedding"]
-            return torch.nn.functional.normalize(vector, dim=1).numpy()
+            if traced is not None and traced.takes(features):
+                return traced(features).numpy()
+            return _pipeline(torch, model, features).numpy()
+
+    def _traced_pipeline(self, model) -> "_TracedPipeline | None":
+        """The one-text pipeline traced with TorchScript, built on first use; None where it cannot be."""
+        if self._traced is None:
+            with self._lock:
+                if self._traced is None:
+                    self._traced = _TracedPipeline.build(model) or False
+        return self._traced or None
+
+
+def _pipeline(torch, model, features):
+    """The model's modules (transformer, mean pooling, normalize) on one text's features: a (1, dim) tensor."""
+    return torch.nn.functional.normalize(model(features)["sentence_embedding"], dim=1)
+
+
+class _TracedPipeline:
+    """``_pipeline`` traced and frozen with TorchScript: the same numbers, the whole pass outside the GIL.
+
+    Run from Python, each of the ~300 operations of a pass releases the GIL and takes it
+    back, so a query embedded on a helper thread beside the recall's keyword channels
+    (cosines.QueryVector) crawled: 14 ms against 8.5 alone. The traced graph runs in C++
+    from one call, and with fewer Python steps it is quicker alone too (6.9 ms against
+    8.8 for 5-13 tokens, one thread). Traced on one text, so only for one text without
+    padding (the mask then is all ones, the branches the trace fixed hold); checked
+    against the modules on probes of other lengths, and not used if it differs or
+    cannot be built (torch 2.13 still traces, but marks TorchScript deprecated).
+    """
+
+    PROBES = ("a", "What did we decide about the release schedule for the mobile app last week?",
+              " ".join(f"line {number} of a long note that the tokenizer cuts at the model's limit"
+                       for number in range(60)))
+
+    def __init__(self, module, keys: tuple[str, ...], fixed: dict):
+        self.module, self.keys, self.fixed = module, keys, fixed
+
+    @classmethod
+    def build(cls, model) -> "_TracedPipeline | None":
+        import warnings
+
+        from transformers.utils import logging as transformers_logging
+
+        torch = configured_torch()
+        try:
+            features = model.preprocess(["trace the pipeline on this text"])
+            keys = tuple(key for key, value in features.items() if isinstance(value, torch.Tensor))
+            fixed = {key: value for key, value in features.items() if key not in keys}
+
+            class Pipeline(torch.nn.Module):
+                # The model's modules in order, as SentenceTransformer.forward runs them (with
+                # no keyword arguments); tracing the model itself reads its deprecated properties.
+                def __init__(self):
+                    super().__init__()
+                    self.steps = torch.nn.ModuleList(model.children())
+
+                def forward(self, *tensors):
+                    features = {**dict(zip(keys, tensors)), **fixed}
+                    for step in self.steps:
+                        features = step(features)
+                    return torch.nn.functional.normalize(features["sentence_embedding"], dim=1)
+
+            verbosity = transformers_logging.get_verbosity()
+            try:
+                # Quiet: deprecation, the tracer's notes on the branches it fixed, and transformers'
+                # notes on the attributes freezing reads.
+                transformers_logging.set_verbosity_error()
+                with warnings.catch_warnings(), torch.no_grad():
+                    warnings.simplefilter("ignore")
+                    module = torch.jit.freeze(torch.jit.trace(Pipeline().eval(), tuple(features[key] for key in keys),
+                                                              check_trace=False))
+            finally:
+                transformers_logging.set_verbosity(verbosity)
+            traced = cls(module, keys, fixed)
+            with torch.inference_mode():
+                for probe in cls.PROBES:
+                    features = model.preprocess([probe])
+                    if not traced.takes(features):
+                        raise ValueError(f"the features of {probe[:20]!r} differ in kind from the traced text's")
+                    difference = float((traced(features) - _pipeline(torch, model, features)).abs().max())
+                    if not difference <= 1e-6:
+                        raise ValueError(f"the traced pipeline differs from the model by {difference:.3g}")
+        except Exception as error:  # any failure: the modules themselves still answer
+            logger.info("Queries are embedded without TorchScript (%s: %s).", type(error).__name__, error)
+            return None
+        return traced
+
+    def takes(self, features: dict) -> bool:
+        """Whether ``features`` are one text's, of the kinds traced."""
+        return (set(features) == set(self.keys) | set(self.fixed)
+                and all(features[key] == value for key, value in self.fixed.items())
+                and features[self.keys[0]].shape[0] == 1)
+
+    def __call__(self, features: dict):
+        return self.module(*(features[key] for key in self.keys))
 
 
 class PathEmbedder(SentenceTransformerEmbedder):

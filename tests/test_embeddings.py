@@ -8,6 +8,7 @@ import json
 
 import numpy as np
 import pytest
+import torch
 from django.core.management import CommandError, call_command
 
 from memories import services
@@ -19,6 +20,8 @@ from search.embeddings import (
     HashEmbedder,
     MiniLMEmbedder,
     PathEmbedder,
+    _pipeline,
+    _TracedPipeline,
     get_embedder,
     minilm_model_dir,
     revision_text,
@@ -87,6 +90,54 @@ def test_a_query_embeds_like_the_same_text_in_a_batch(minilm):
 
     np.testing.assert_allclose(minilm.embed_query("Releases ship every Tuesday"), batch[0], atol=1e-6)
     assert minilm.embed([]).shape == (0, 384)
+
+
+def test_a_query_runs_through_the_traced_pipeline_with_the_models_numbers(minilm):
+    model = minilm._load()
+    traced = minilm._traced_pipeline(model)
+    assert isinstance(traced, _TracedPipeline) and isinstance(traced.module, torch.jit.ScriptModule)
+    # Lengths other than the traced text's, up to the model's limit (the last is cut there).
+    for text in ["Ok", "坐标系统使用 WGS84, und die Straße ist gesperrt.", "release notes " * 300]:
+        features = model.preprocess([text])
+        assert traced.takes(features)
+        with torch.inference_mode():
+            modules = _pipeline(torch, model, features).numpy()[0]
+            np.testing.assert_allclose(traced(features).numpy()[0], modules, rtol=0, atol=1e-6)
+        np.testing.assert_array_equal(minilm.embed_query(text), traced(features).numpy()[0])
+    assert not traced.takes(model.preprocess(["two texts", "padded to one length"]))
+
+
+def test_queries_go_through_the_modules_when_the_trace_fails_or_differs(minilm, monkeypatch):
+    expected = minilm.embed_query("Releases ship every Tuesday")
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("TorchScript is gone")
+
+    monkeypatch.setattr(torch.jit, "trace", broken)
+    untraced = MiniLMEmbedder()
+    np.testing.assert_allclose(untraced.embed_query("Releases ship every Tuesday"), expected, rtol=0, atol=1e-6)
+    assert untraced._traced is False
+    monkeypatch.undo()
+
+    call = _TracedPipeline.__call__
+    monkeypatch.setattr(_TracedPipeline, "__call__", lambda self, features: call(self, features) + 1e-4)
+    drifted = MiniLMEmbedder()
+    np.testing.assert_allclose(drifted.embed_query("Releases ship every Tuesday"), expected, rtol=0, atol=1e-6)
+    assert drifted._traced is False
+
+
+def test_linear_weights_are_held_transposed_with_the_files_values(minilm):
+    from safetensors.torch import load_file
+
+    model = minilm._load()
+    stored = load_file(str(minilm_model_dir() / "model.safetensors"))
+    linears = {name: module for name, module in model[0].auto_model.named_modules()
+               if isinstance(module, torch.nn.Linear)}
+    assert len(linears) == 37  # six layers of six, and the pooler
+    for name, module in linears.items():
+        assert module.weight.t().is_contiguous()  # what the product reads
+        weight = stored.get(f"{name}.weight", stored.get(f"bert.{name}.weight"))
+        assert torch.equal(module.weight, weight)
 
 
 def test_a_model_directory_is_named_after_itself_and_gives_the_models_dimension(minilm):
