@@ -152,6 +152,10 @@ _vector_copies: dict[str, _VectorCopy] = {}
 _vector_copies_lock = threading.Lock()
 _scan_helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="int8-scan")
 _int8_scan_failed: str | None = None
+# Query embeddings run here while the recall that asked goes on (``QueryVector``); one
+# per concurrent recall, up to this many (more wait for a free one).
+_QUERY_HELPERS = 8
+_query_helpers = ThreadPoolExecutor(max_workers=_QUERY_HELPERS, thread_name_prefix="query-vector")
 
 
 def _integer_dots(codes: np.ndarray, query_codes: np.ndarray) -> np.ndarray | None:
@@ -371,3 +375,29 @@ def cosines_with(view, vector_of) -> Cosines | None:
     except EmbedderUnavailable as error:
         raise Unavailable(str(error)) from None
     return Cosines(view, stored, np.asarray(query_vector, dtype=np.float32))
+
+
+class QueryVector:
+    """A vector worked out on a helper thread while the caller goes on; ``cosines`` then waits for it.
+
+    Embedding a query is most of a hybrid recall's time (MiniLM: ~9 ms of ~23 at 100k
+    rows, one torch thread) and torch runs it outside the GIL, so the recall's keyword
+    channels run beside it on another core. Started only when ``cosines_with`` would
+    call ``vector_of`` (a loaded model and stored vectors of its space); otherwise
+    ``cosines`` answers (or raises) as ``cosines_with`` does. A failure in ``vector_of``
+    is raised by ``cosines``, as ``cosines_with`` would raise it.
+    """
+
+    def __init__(self, vector_of):
+        self._vector_of = vector_of
+        self._vector = None
+        embedder = get_embedder()
+        if embedder.available():
+            space = vectors.current_space()
+            if space is not None and space.holds(embedder):
+                self._vector = _query_helpers.submit(vector_of, embedder)
+
+    def cosines(self, view) -> Cosines | None:
+        """``cosines_with(view, vector_of)``, with the vector from the helper when it was started."""
+        vector = self._vector
+        return cosines_with(view, self._vector_of if vector is None else lambda embedder: vector.result())

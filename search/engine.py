@@ -39,7 +39,7 @@ from memories.models import Tag
 from memories.records import MemoryRecord
 from memories.timeparse import format_instant, parse_optional_instant
 from search import arrays, postings, snapshot, snippets, text
-from search.cosines import Cosines, Unavailable, cosines_with
+from search.cosines import Cosines, QueryVector, Unavailable
 
 # FTS5's bm25() constants.
 K1 = 1.2
@@ -232,6 +232,8 @@ def recall(
     as_of_time = parse_optional_instant(as_of, field="as_of") or timezone.now()
     valid_time = parse_optional_instant(valid_at, field="valid_at") or as_of_time
     cleaned = text.clean_query(query)
+    # The query's vector is worked out on another thread while the keyword channels run.
+    query_vector = QueryVector(lambda embedder: embedder.embed_query(query)) if mode != "keyword" else None
 
     view = snapshot.current()
     # BM25 statistics come from every visible row of the namespaces searched; kinds and
@@ -258,7 +260,7 @@ def recall(
     cosines = None
     if mode != "keyword":
         try:
-            cosines = _cosines(view, query)
+            cosines = query_vector.cosines(view)
         except Unavailable as error:
             if mode == "semantic":
                 raise
@@ -554,11 +556,6 @@ class _Search:
         if len(rows) and ((cosines.bounds_at(rows)[0] >= floor).any() or (cosines.at(rows) >= floor).any()):
             return _DeferredChannel(channel)
         return None
-
-
-def _cosines(view, query: str) -> Cosines | None:
-    """Cosines of the query with each row's revision."""
-    return cosines_with(view, lambda embedder: embedder.embed_query(query))
 
 
 class _Scorer:

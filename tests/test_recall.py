@@ -1,12 +1,14 @@
 """recall's behaviour: query cleanup, match modes, channels, point-in-time answers, filters, hostile input."""
 
 import datetime as dt
+import threading
 
 import pytest
 
 from memories import services
 from memories.exceptions import InvalidInput
 from memories.selectors import memory_history
+from search.embeddings import EmbedderUnavailable, get_embedder
 from search.engine import Unavailable, recall
 
 ACTOR = {"actor": "tester", "interface": "cli"}
@@ -221,6 +223,33 @@ def test_without_the_model_hybrid_falls_back_to_keywords_and_semantic_says_why(d
     result = recall(query="deploys")
     assert contents(result) == ["Deploys happen on Tuesdays."] and "unavailable" in result.note
     with pytest.raises(Unavailable):
+        recall(query="deploys", mode="semantic")
+
+
+def test_the_query_is_embedded_on_a_helper_thread_whose_failure_reads_as_before(db, settings, remember,
+                                                                               monkeypatch):
+    settings.MEMORY_EMBEDDER = "hash"
+    remember("Deploys happen on Tuesdays.")
+    embedder = get_embedder()
+    embed_query, threads = embedder.embed_query, []
+
+    def watched(text):
+        threads.append(threading.current_thread().name)
+        return embed_query(text)
+
+    monkeypatch.setattr(embedder, "embed_query", watched)
+    assert contents(recall(query="deploys", explain=True)) == ["Deploys happen on Tuesdays."]
+    assert len(threads) == 1 and threads[0].startswith("query-vector")
+    recall(query="deploys", mode="keyword")
+    assert len(threads) == 1  # keyword recalls embed nothing
+
+    def out_of_memory(text):
+        raise EmbedderUnavailable("the model ran out of memory")
+
+    monkeypatch.setattr(embedder, "embed_query", out_of_memory)
+    result = recall(query="deploys")
+    assert contents(result) == ["Deploys happen on Tuesdays."] and "ran out of memory" in result.note
+    with pytest.raises(Unavailable, match="ran out of memory"):
         recall(query="deploys", mode="semantic")
 
 
