@@ -25,6 +25,7 @@ a margin.
 """
 
 import threading
+from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
@@ -152,10 +153,10 @@ _vector_copies: dict[str, _VectorCopy] = {}
 _vector_copies_lock = threading.Lock()
 _scan_helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="int8-scan")
 _int8_scan_failed: str | None = None
-# Query embeddings run here while the recall that asked goes on (``QueryVector``); one
-# per concurrent recall, up to this many (more wait for a free one).
-_QUERY_HELPERS = 8
-_query_helpers = ThreadPoolExecutor(max_workers=_QUERY_HELPERS, thread_name_prefix="query-vector")
+# Embeddings run here while the recall or write that asked goes on (``PendingVector``);
+# one per concurrent request, up to this many (more wait for a free one).
+_VECTOR_HELPERS = 8
+_vector_helpers = ThreadPoolExecutor(max_workers=_VECTOR_HELPERS, thread_name_prefix="pending-vector")
 
 
 def _integer_dots(codes: np.ndarray, query_codes: np.ndarray) -> np.ndarray | None:
@@ -214,6 +215,27 @@ def bounds(stored: Stored, query: np.ndarray) -> tuple[np.ndarray, np.ndarray] |
     return approximate - slack, approximate + slack
 
 
+def _placement(view, stored: Stored) -> tuple[np.ndarray, ...]:
+    """Where each stored vector's cosine lands in the view's rows (see Cosines.__init__).
+
+    It depends only on the view and the stored ids, which stay the same objects between
+    writes: worked out once per view (2.0 ms at 100k, line profile of the near-duplicate
+    check after writes).
+    """
+    def placement():
+        at = np.flatnonzero(stored.ids <= view.max_id)
+        rows = view.position[stored.ids[at]]
+        keep = rows >= 0  # the position of an id the view lacks is -1
+        sources, rows = at[keep], rows[keep]
+        source_of_row = np.full(len(view.columns.revision), -1, dtype=np.int64)
+        source_of_row[rows] = sources
+        row_of_source = np.full(len(stored.ids), -1, dtype=np.int64)
+        row_of_source[sources] = rows
+        return sources, rows, source_of_row, row_of_source, source_of_row >= 0
+
+    return view.visible_memo(stored.ids, "vector rows", placement)
+
+
 class Cosines:
     """The cosine of one query vector with each row of a view (NaN where a revision has no vector yet).
 
@@ -227,22 +249,8 @@ class Cosines:
         self._query = query
         size = len(view.columns.revision)
 
-        def placement():
-            at = np.flatnonzero(stored.ids <= view.max_id)
-            rows = view.position[stored.ids[at]]
-            keep = rows >= 0  # the position of an id the view lacks is -1
-            sources, rows = at[keep], rows[keep]
-            source_of_row = np.full(size, -1, dtype=np.int64)
-            source_of_row[rows] = sources
-            row_of_source = np.full(len(stored.ids), -1, dtype=np.int64)
-            row_of_source[sources] = rows
-            return sources, rows, source_of_row, row_of_source, source_of_row >= 0
-
-        # Where each stored vector's cosine lands depends only on the view and the stored ids,
-        # which stay the same objects between writes: worked out once per view (2.0 ms at 100k,
-        # line profile of the near-duplicate check after writes).
-        self._sources, self._rows, self._source_of_row, self._row_of_source, self.has_vector = view.visible_memo(
-            stored.ids, "vector rows", placement)
+        self._sources, self._rows, self._source_of_row, self._row_of_source, self.has_vector = _placement(
+            view, stored)
         self._values = np.full(size, np.nan)
         self._known = np.zeros(size, dtype=bool)
         self._gathered = 0  # rows computed one by one so far
@@ -370,6 +378,7 @@ def cosines_with(view, vector_of) -> Cosines | None:
     stored = copy.current(space)
     if len(stored.ids) == 0:
         return Cosines(view, stored, np.zeros(stored.matrix.shape[1], dtype=np.float32))
+    _placement(view, stored)  # needs no vector: done while a PendingVector's helper embeds
     try:
         query_vector = vector_of(embedder)
     except EmbedderUnavailable as error:
@@ -377,15 +386,17 @@ def cosines_with(view, vector_of) -> Cosines | None:
     return Cosines(view, stored, np.asarray(query_vector, dtype=np.float32))
 
 
-class QueryVector:
+class PendingVector:
     """A vector worked out on a helper thread while the caller goes on; ``cosines`` then waits for it.
 
-    Embedding a query is most of a hybrid recall's time (MiniLM: ~9 ms of ~23 at 100k
-    rows, one torch thread) and torch runs it outside the GIL, so the recall's keyword
-    channels run beside it on another core. Started only when ``cosines_with`` would
-    call ``vector_of`` (a loaded model and stored vectors of its space); otherwise
-    ``cosines`` answers (or raises) as ``cosines_with`` does. A failure in ``vector_of``
-    is raised by ``cosines``, as ``cosines_with`` would raise it.
+    Embedding is most of a hybrid recall's time (MiniLM: a 10-token query ~7 ms of ~22
+    at 100k rows) and of a remember's (~13 ms for a 40-token text, of ~28), and torch
+    runs it outside the GIL (embeddings._TracedPipeline), so the recall's keyword
+    channels, or the write's near-duplicate check, work on another core meanwhile.
+    Started only when ``cosines_with`` would call ``vector_of`` (a loaded model and
+    stored vectors of its space); otherwise ``cosines`` answers (or raises) as
+    ``cosines_with`` does. A failure in ``vector_of`` is raised by ``cosines``, as
+    ``cosines_with`` would raise it.
     """
 
     def __init__(self, vector_of):
@@ -395,7 +406,12 @@ class QueryVector:
         if embedder.available():
             space = vectors.current_space()
             if space is not None and space.holds(embedder):
-                self._vector = _query_helpers.submit(vector_of, embedder)
+                self._vector = _vector_helpers.submit(vector_of, embedder)
+
+    def wait(self) -> None:
+        """Wait until the helper is done, if one was started (a failure is left for whoever uses the vector)."""
+        if self._vector is not None:
+            futures.wait([self._vector])
 
     def cosines(self, view) -> Cosines | None:
         """``cosines_with(view, vector_of)``, with the vector from the helper when it was started."""

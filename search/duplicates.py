@@ -34,13 +34,15 @@ class NearTwin:
 
 
 def find_near_twin(content: str, *, namespace: str, title: str = "", exclude_memory_id: int | None = None,
-                   threshold: float | None = None, at: dt.datetime | None = None) -> NearTwin | None:
+                   threshold: float | None = None, at: dt.datetime | None = None,
+                   vector: cosines.PendingVector | None = None) -> NearTwin | None:
     """Return the memory visible now in ``namespace`` whose current revision is nearest to this text.
 
     Only a twin at or above ``threshold`` (default MEMORY_NEAR_DUPLICATE_COSINE) counts;
     a threshold above 1 turns detection off. Returns None too when no vectors exist
     yet or the embedding model is unavailable: detection is advice, and a write never
-    fails for want of it. Ties go to the lower memory id.
+    fails for want of it. Ties go to the lower memory id. ``vector``: the text's
+    embedding already under way (``indexing.embed_ahead``).
     """
     threshold = settings.MEMORY_NEAR_DUPLICATE_COSINE if threshold is None else threshold
     if threshold > 1.0:
@@ -55,7 +57,10 @@ def find_near_twin(content: str, *, namespace: str, title: str = "", exclude_mem
     if not len(rows):
         return None
     try:
-        text_cosines = cosines.cosines_with(view, lambda embedder: indexing.text_vector(embedder, title, content))
+        if vector is not None:
+            text_cosines = vector.cosines(view)
+        else:
+            text_cosines = cosines.cosines_with(view, lambda embedder: indexing.text_vector(embedder, title, content))
     except cosines.Unavailable as error:
         logger.info("Near-duplicate check skipped: %s", error.message)
         return None

@@ -39,7 +39,7 @@ from memories.models import Tag
 from memories.records import MemoryRecord
 from memories.timeparse import format_instant, parse_optional_instant
 from search import arrays, postings, snapshot, snippets, text
-from search.cosines import Cosines, QueryVector, Unavailable
+from search.cosines import Cosines, PendingVector, Unavailable
 
 # FTS5's bm25() constants.
 K1 = 1.2
@@ -233,7 +233,7 @@ def recall(
     valid_time = parse_optional_instant(valid_at, field="valid_at") or as_of_time
     cleaned = text.clean_query(query)
     # The query's vector is worked out on another thread while the keyword channels run.
-    query_vector = QueryVector(lambda embedder: embedder.embed_query(query)) if mode != "keyword" else None
+    query_vector = PendingVector(lambda embedder: embedder.embed_query(query)) if mode != "keyword" else None
 
     view = snapshot.current()
     # BM25 statistics come from every visible row of the namespaces searched; kinds and

@@ -1,11 +1,15 @@
 """Near-duplicate detection on write: the write goes ahead and reports the namespace's closest memory."""
 
 import json
+import threading
 
+import numpy as np
 import pytest
 
 from memories import services
+from search import vectors
 from search.duplicates import find_near_twin
+from search.embeddings import get_embedder, revision_text
 
 ACTOR = {"actor": "tester", "interface": "cli"}
 DEPLOY = "The deploy runs every Friday at noon from the release branch."
@@ -21,6 +25,25 @@ def test_a_near_duplicate_is_written_and_names_its_twin(remember):
     assert 0.9 <= second.near_twin.cosine < 1.0
     assert second.as_dict()["near_twin"] == {"memory_id": first.id, "revision_id": first.revision_id,
                                              "cosine": round(second.near_twin.cosine, 4)}
+
+
+def test_the_text_is_embedded_once_on_a_helper_for_both_the_check_and_the_write(remember, monkeypatch):
+    first = remember(DEPLOY).memory
+    embedder = get_embedder()
+    embed, calls = embedder.embed, []
+
+    def watched(texts):
+        calls.append((list(texts), threading.current_thread().name))
+        return embed(texts)
+
+    monkeypatch.setattr(embedder, "embed", watched)
+    second = remember(REWORDED)
+    assert second.near_twin.memory_id == first.id
+    assert len(calls) == 1 and calls[0][0] == [revision_text(None, REWORDED)]
+    assert calls[0][1].startswith("pending-vector")
+    ids, matrix = vectors.load_matrix()
+    stored = matrix[list(ids).index(second.memory.revision_id)]
+    np.testing.assert_array_equal(stored, embed([revision_text(None, REWORDED)])[0])
 
 
 def test_unrelated_text_has_no_twin(remember):

@@ -239,7 +239,7 @@ def test_the_query_is_embedded_on_a_helper_thread_whose_failure_reads_as_before(
 
     monkeypatch.setattr(embedder, "embed_query", watched)
     assert contents(recall(query="deploys", explain=True)) == ["Deploys happen on Tuesdays."]
-    assert len(threads) == 1 and threads[0].startswith("query-vector")
+    assert len(threads) == 1 and threads[0].startswith("pending-vector")
     recall(query="deploys", mode="keyword")
     assert len(threads) == 1  # keyword recalls embed nothing
 

@@ -154,7 +154,7 @@ def memory_remember(
     ttl = validation.ttl_days(ttl_days)
     triple = validation.triple(subject, predicate, object)
     digest = validation.content_hash(content)
-    indexing.prepare(title, content)
+    ahead = indexing.embed_ahead(title, content)
     near_twin = None
     # A caller that has just looked (hooks' ingest, which refreshes a twin instead of writing)
     # passes look_for_near_twin=False, so the namespace's vectors are scanned once.
@@ -164,7 +164,9 @@ def memory_remember(
         keyed = None
         if key:
             keyed = Memory.objects.filter(namespace=namespace, key=key).values_list("pk", flat=True).first()
-        near_twin = duplicates.find_near_twin(content, namespace=namespace, title=title, exclude_memory_id=keyed)
+        near_twin = duplicates.find_near_twin(content, namespace=namespace, title=title, exclude_memory_id=keyed,
+                                              vector=ahead)
+    indexing.prepare(title, content, ahead=ahead)
 
     with transaction.atomic():
         # The clock is read once the write lock is held: a writer that waited for
