@@ -397,7 +397,12 @@ def http_latency(db_path: Path, args, queries: list[str], corpus) -> dict:
 
 
 def stage_costs(engine, queries, *, mode):
-    """CPU ms per recall spent in each stage of the engine, over ``queries`` (wrapped, so a separate pass)."""
+    """CPU ms per recall spent in each stage of the engine, over ``queries`` (wrapped, so a separate pass).
+
+    Process CPU: a stage counts what helper threads spend while it runs. In hybrid mode
+    the query is embedded on a helper thread (cosines.PendingVector) beside the keyword
+    channels, so those count part of the embedding, and the wait for the vector the rest.
+    """
     from search import snapshot, text
 
     spent, originals = {}, []
@@ -419,7 +424,7 @@ def stage_costs(engine, queries, *, mode):
                                (snapshot, "current", "snapshot refresh"),
                                (snapshot.View, "visible_rows", "visibility"),
                                (engine._Search, "keyword_channels", "keyword channels (BM25 over postings)"),
-                               (engine, "_cosines", "cosines (query embedding + matrix scan)"),
+                               (engine.PendingVector, "cosines", "query vector (waits for the embedding)"),
                                (engine._Search, "vector_channel", "vector channel"),
                                (engine, "_fuse", "fusion"), (engine, "_hits", "hits (rows, snippets)")):
         if hasattr(owner, name):
