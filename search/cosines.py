@@ -393,17 +393,17 @@ class PendingVector:
     at 100k rows) and of a remember's (~13 ms for a 40-token text, of ~28), and torch
     runs it outside the GIL (embeddings._TracedPipeline), so the recall's keyword
     channels, or the write's near-duplicate check, work on another core meanwhile.
-    Started only when ``cosines_with`` would call ``vector_of`` (a loaded model and
-    stored vectors of its space); otherwise ``cosines`` answers (or raises) as
-    ``cosines_with`` does. A failure in ``vector_of`` is raised by ``cosines``, as
-    ``cosines_with`` would raise it.
+    Started only for an embedder that ``embeds_beside`` and when ``cosines_with`` would
+    call ``vector_of`` (a loaded model and stored vectors of its space); otherwise
+    ``cosines`` answers (or raises) as ``cosines_with`` does, on the caller's thread. A
+    failure in ``vector_of`` is raised by ``cosines``, as ``cosines_with`` would raise it.
     """
 
     def __init__(self, vector_of):
         self._vector_of = vector_of
         self._vector = None
         embedder = get_embedder()
-        if embedder.available():
+        if embedder.available() and embedder.embeds_beside:
             space = vectors.current_space()
             if space is not None and space.holds(embedder):
                 self._vector = _vector_helpers.submit(vector_of, embedder)

@@ -57,6 +57,16 @@ class Embedder(abc.ABC):
     device: str = "cpu"
 
     @property
+    def embeds_beside(self) -> bool:
+        """Whether one text embeds mostly outside the GIL, so a helper thread can embed it while the caller works.
+
+        Otherwise (numpy-bound hashing, a model run from Python operation by operation) a
+        helper would only trade the GIL back and forth: cosines.PendingVector then embeds
+        on the caller's thread.
+        """
+        return False
+
+    @property
     @abc.abstractmethod
     def dim(self) -> int: ...
 
@@ -335,6 +345,10 @@ class MiniLMEmbedder(SentenceTransformerEmbedder):
             if traced is not None and traced.takes(features):
                 return traced(features).numpy()
             return _pipeline(torch, model, features).numpy()
+
+    @property
+    def embeds_beside(self) -> bool:
+        return self._traced is not False  # until the first text tries it, the trace is expected to build
 
     def _traced_pipeline(self, model) -> "_TracedPipeline | None":
         """The one-text pipeline traced with TorchScript, built on first use; None where it cannot be."""

@@ -105,6 +105,7 @@ def test_a_query_runs_through_the_traced_pipeline_with_the_models_numbers(minilm
             np.testing.assert_allclose(traced(features).numpy()[0], modules, rtol=0, atol=1e-6)
         np.testing.assert_array_equal(minilm.embed_query(text), traced(features).numpy()[0])
     assert not traced.takes(model.preprocess(["two texts", "padded to one length"]))
+    assert minilm.embeds_beside and not HashEmbedder().embeds_beside
 
 
 def test_queries_go_through_the_modules_when_the_trace_fails_or_differs(minilm, monkeypatch):
@@ -116,7 +117,7 @@ def test_queries_go_through_the_modules_when_the_trace_fails_or_differs(minilm, 
     monkeypatch.setattr(torch.jit, "trace", broken)
     untraced = MiniLMEmbedder()
     np.testing.assert_allclose(untraced.embed_query("Releases ship every Tuesday"), expected, rtol=0, atol=1e-6)
-    assert untraced._traced is False
+    assert untraced._traced is False and not untraced.embeds_beside  # run from Python: no helper thread
     monkeypatch.undo()
 
     call = _TracedPipeline.__call__

@@ -30,6 +30,7 @@ def test_a_near_duplicate_is_written_and_names_its_twin(remember):
 def test_the_text_is_embedded_once_on_a_helper_for_both_the_check_and_the_write(remember, monkeypatch):
     first = remember(DEPLOY).memory
     embedder = get_embedder()
+    monkeypatch.setattr(type(embedder), "embeds_beside", True)  # as MiniLM's traced pipeline does
     embed, calls = embedder.embed, []
 
     def watched(texts):
