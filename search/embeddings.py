@@ -369,7 +369,7 @@ class _TracedPipeline:
 
     Run from Python, each of the ~300 operations of a pass releases the GIL and takes it
     back, so a query embedded on a helper thread beside the recall's keyword channels
-    (cosines.QueryVector) crawled: 14 ms against 8.5 alone. The traced graph runs in C++
+    (cosines.PendingVector) crawled: 14 ms against 8.5 alone. The traced graph runs in C++
     from one call, and with fewer Python steps it is quicker alone too (6.9 ms against
     8.8 for 5-13 tokens, one thread). Traced on one text, so only for one text without
     padding (the mask then is all ones, the branches the trace fixed hold); checked
