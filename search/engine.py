@@ -232,7 +232,7 @@ def recall(
     as_of_time = parse_optional_instant(as_of, field="as_of") or timezone.now()
     valid_time = parse_optional_instant(valid_at, field="valid_at") or as_of_time
     cleaned = text.clean_query(query)
-    # The query's vector is worked out on another thread while the keyword channels run.
+    # The query's vector is worked out on another thread while the keyword channels run (PendingVector says when).
     query_vector = PendingVector(lambda embedder: embedder.embed_query(query)) if mode != "keyword" else None
 
     view = snapshot.current()

@@ -84,7 +84,9 @@ def embed_ahead(title: str, content: str) -> cosines.PendingVector | None:
     """Start embedding a revision's text on a helper thread (``prepare`` then waits for it); None in ``batched``.
 
     The write's near-duplicate check works out what it needs without the vector
-    meanwhile, and takes its cosines from this (``duplicates.find_near_twin``).
+    meanwhile, and takes its cosines from this (``duplicates.find_near_twin``). Where
+    the embedder does not embed beside the caller (cosines.PendingVector), nothing
+    starts, and ``prepare`` embeds as it always did.
     """
     if getattr(_batch, "ids", None) is not None:
         return None
