@@ -27,12 +27,7 @@ application = BodyLimit(django_application, [
           lambda limit: too_large_refusal(limit, "MEMORY_API_MAX_IMPORT_BYTES")),
 ])
 
-# Load the embedding model now, not under the first write's lock (a few seconds), and embed
-# one text: for MiniLM that builds the traced one-text pipeline (~0.3 s) before the first query.
-from search.embeddings import EmbedderUnavailable, get_embedder  # noqa: E402
+# Load the embedding model now, not under the first write's lock (a few seconds).
+from search.embeddings import warm_up  # noqa: E402
 
-if get_embedder().available():
-    try:
-        get_embedder().embed_query("warm up")
-    except EmbedderUnavailable:
-        pass  # the first write or semantic recall reports it
+warm_up()

@@ -474,3 +474,18 @@ def get_embedder() -> Embedder:
             if embedder is None:
                 embedder = _embedders[choice] = _build(choice)
     return embedder
+
+
+def warm_up() -> None:
+    """Load the configured embedder and embed one text, so a server's first request waits for neither.
+
+    Loading MiniLM takes a few seconds (under the first write's lock, otherwise), and
+    its first one-text embedding builds the traced pipeline (~0.3 s). A model that
+    cannot load is reported by the first write or semantic recall, not here.
+    """
+    embedder = get_embedder()
+    if embedder.available():
+        try:
+            embedder.embed_query("warm up")
+        except EmbedderUnavailable:
+            pass

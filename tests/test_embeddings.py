@@ -25,6 +25,7 @@ from search.embeddings import (
     get_embedder,
     minilm_model_dir,
     revision_text,
+    warm_up,
 )
 from search.management.commands.backfill import progress_text
 from tests.subprocesses import clean_env, instance, manage, migrated_db, python  # noqa: F401  (fixtures)
@@ -125,6 +126,15 @@ def test_queries_go_through_the_modules_when_the_trace_fails_or_differs(minilm, 
     drifted = MiniLMEmbedder()
     np.testing.assert_allclose(drifted.embed_query("Releases ship every Tuesday"), expected, rtol=0, atol=1e-6)
     assert drifted._traced is False
+
+
+def test_warming_up_builds_the_traced_pipeline_and_never_raises(settings, tmp_path):
+    settings.MEMORY_EMBEDDER = "minilm"
+    warm_up()
+    assert isinstance(get_embedder()._traced, _TracedPipeline)
+    settings.MEMORY_EMBEDDER = str(tmp_path / "no-model-here")
+    warm_up()  # reported by the first write or semantic recall instead
+    assert not get_embedder().available()
 
 
 def test_linear_weights_are_held_transposed_with_the_files_values(minilm):

@@ -6,7 +6,7 @@ from memories.access import Caller
 from memories.exceptions import MemoryServiceError
 from memories.management.cli import cli_actor
 from memories.models import Interface, Scope
-from search.embeddings import get_embedder
+from search.embeddings import warm_up
 
 
 class Command(BaseCommand):
@@ -24,7 +24,7 @@ class Command(BaseCommand):
         except MemoryServiceError as error:
             raise CommandError(error.message) from None
         # Load the embedding model before the first request, not under the first write's lock.
-        get_embedder().available()
+        warm_up()
         scopes = {Scope.READ.value} if read_only else {Scope.READ.value, Scope.WRITE.value}
         actor = "stdio:" + cli_actor().split(":", 1)[1]
         current_caller.set(Caller(actor=actor, interface=Interface.MCP.value, scopes=frozenset(scopes),
