@@ -24,6 +24,7 @@ and the float32 dot product the exact path computes is within d 2^-24 |q| |v| of
 a margin.
 """
 
+import os
 import threading
 from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
@@ -151,12 +152,22 @@ class _VectorCopy:
 
 _vector_copies: dict[str, _VectorCopy] = {}
 _vector_copies_lock = threading.Lock()
-_scan_helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="int8-scan")
 _int8_scan_failed: str | None = None
-# Embeddings run here while the recall or write that asked goes on (``PendingVector``);
-# one per concurrent request, up to this many (more wait for a free one).
+# Embeddings run on the pending-vector helpers while the recall or write that asked goes
+# on (``PendingVector``); one per concurrent request, up to this many (more wait for one).
 _VECTOR_HELPERS = 8
-_vector_helpers = ThreadPoolExecutor(max_workers=_VECTOR_HELPERS, thread_name_prefix="pending-vector")
+
+
+def _start_helpers() -> None:
+    """The helper threads' pools: at import, and again in a forked child, whose copies of them have no threads."""
+    global _scan_helper, _vector_helpers
+    _scan_helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="int8-scan")
+    _vector_helpers = ThreadPoolExecutor(max_workers=_VECTOR_HELPERS, thread_name_prefix="pending-vector")
+
+
+_start_helpers()
+# A pool copied by fork counts its parent's threads as its own, so work given to it would never run.
+os.register_at_fork(after_in_child=_start_helpers)
 
 
 def _integer_dots(codes: np.ndarray, query_codes: np.ndarray) -> np.ndarray | None:

@@ -2,6 +2,7 @@
 
 import ctypes
 import json
+import os
 import random
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -70,6 +71,21 @@ def test_the_int8_product_runs_each_thread_on_the_configured_torch_threads(monke
         assert fresh.submit(max_threads).result() == 1
     finally:
         fresh.shutdown()
+
+
+def test_a_forked_child_gets_helper_threads_that_run_its_work():
+    assert cosines._scan_helper.submit(int).result() == 0  # the parent's pools have their threads
+    assert cosines._vector_helpers.submit(int).result() == 0
+    child = os.fork()
+    if child == 0:  # the child reports through its exit status only
+        try:
+            ran = (cosines._scan_helper.submit(lambda: 7).result(timeout=10) == 7
+                   and cosines._vector_helpers.submit(lambda: 8).result(timeout=10) == 8)
+        except BaseException:
+            ran = False
+        os._exit(0 if ran else 1)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
 
 
 @pytest.fixture(params=["varied", "crowded"])
