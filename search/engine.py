@@ -250,7 +250,8 @@ def recall(
     if tag_names and size:
         eligible = eligible & np.isin(view.columns.memory, _tagged_memories(tag_names))
 
-    search = _Search(view=view, visible=visible, eligible=eligible, terms=cleaned.terms, match=match)
+    search = _Search(view=view, visible=visible, eligible=eligible, terms=cleaned.terms, match=match,
+                     narrowed=kind_names is not None or bool(tag_names))
     channels: dict[str, _Channel] = {}
     note = None
     if mode != "semantic" and cleaned.terms:
@@ -305,10 +306,11 @@ def _zeros(size: int, dtype=np.float64) -> np.ndarray:
 class _Search:
     """The keyword side of one recall: BM25 per term over the visible rows, and match-mode filtering."""
 
-    def __init__(self, *, view, visible, eligible, terms, match):
+    def __init__(self, *, view, visible, eligible, terms, match, narrowed=False):
         self.view = view
         self.visible = visible
         self.eligible = eligible
+        self.narrowed = narrowed  # kinds or tags chose among the visible rows (else eligible is visible's mask)
         self.terms = terms
         self.match = match
         self.match_used = match
@@ -509,6 +511,12 @@ class _Search:
             scored[missing] = True
             self._scored = scored
 
+    def neighbours(self) -> "_Neighbours":
+        """The eligible rows' neighbours (hybrid context); kept with the visible set unless kinds or tags narrow it."""
+        if self.narrowed:
+            return _Neighbours(self.view, self.eligible)
+        return self.view.visible_memo(self.visible, "neighbours", lambda: _Neighbours(self.view, self.eligible))
+
     def found_by_words(self) -> np.ndarray:
         """Per row, whether any query word (or CJK bigram) matched it (once keyword_channels has run)."""
         if self._found_by_words is None:
@@ -667,7 +675,7 @@ class _Neighbours:
             sequence, codes = sequence[order], codes[order]
             self.where = np.full(len(eligible), -1, dtype=np.int64)
             self.where[sequence] = np.arange(len(sequence))
-        self.sequence, self.codes = sequence, codes
+        self.sequence, self.codes = sequence, None if self.single else codes  # kept per visible set: only what is read
 
     def around(self, rows: np.ndarray) -> list[np.ndarray]:
         """For each distance 1..CONTEXT_REACH and side, the row that far from each of ``rows`` (-1 if none)."""
@@ -705,7 +713,7 @@ def _rrf(channels: dict[str, _Channel], *, search: "_Search", limit: int,
     context = None
     if weight:
         best = np.zeros(len(rows))
-        for found in _Neighbours(search.view, search.eligible).around(rows):
+        for found in search.neighbours().around(rows):
             best = np.maximum(best, np.where(found >= 0, fused[np.maximum(found, 0)], 0.0))
         context = np.zeros(len(search.eligible))
         context[rows] = weight * best
@@ -759,7 +767,7 @@ def _fuse(channels: dict[str, _Channel], *, search: "_Search", cosines, limit: i
     # rows next to one that does are scored exactly. (Rows outside the candidates hold
     # only a vector score below the floor's, ``outside``; if that could reach ``bound``,
     # every candidate is scored.)
-    neighbours = _Neighbours(search.view, search.eligible)
+    neighbours = search.neighbours()
     first = _best(rows, fused, memory, limit)
     if len(first) == limit:
         bound = float(np.min(fused[first] + weight * _context(scorer.fused, neighbours, rows[first])))
@@ -809,7 +817,7 @@ def _fuse_bounded(channels, *, search: "_Search", scorer: _Scorer,
     lower, upper = scorer.fused_bounds(rows, cosine_bounds)
     # Sure candidates: found by words, or with a cosine surely at the floor.
     sure = np.flatnonzero(words[rows] | (cosine_bounds[0] >= floor))
-    neighbours = _Neighbours(search.view, eligible)
+    neighbours = search.neighbours()
     first = sure[_best(rows[sure], lower[sure], memory, limit)]
     if len(first) == limit:
         bound = lower[first]

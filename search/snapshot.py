@@ -66,6 +66,9 @@ class Columns:
 
 # Visible sets kept per view: "now" and a few points in the past, per namespace choice.
 _VISIBLE_CACHE_SIZE = 16
+# visible_memo entries per visible set: its mask, the statistics of ntok and nbigram, BM25's
+# length norms, the engine's neighbours, and one for the vectors' placement per view.
+_MEMOS_PER_SET = 6
 
 
 @dataclass
@@ -186,7 +189,7 @@ class View:
                     item.flags.writeable = False
             entry = (winners, value)
             with self.lock:
-                if len(self.stats) >= 4 * _VISIBLE_CACHE_SIZE:
+                if len(self.stats) >= _MEMOS_PER_SET * _VISIBLE_CACHE_SIZE:
                     del self.stats[next(iter(self.stats))]
                 self.stats[key] = entry
         return entry[1]

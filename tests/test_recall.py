@@ -3,11 +3,14 @@
 import datetime as dt
 import threading
 
+import numpy as np
 import pytest
+from django.utils import timezone
 
 from memories import services
 from memories.exceptions import InvalidInput
 from memories.selectors import memory_history
+from search import engine, snapshot
 from search.embeddings import EmbedderUnavailable, get_embedder
 from search.engine import Unavailable, recall
 
@@ -154,6 +157,41 @@ def test_tags_and_kinds_filter_the_hits_but_not_the_statistics(remember):
         "Use pnpm for the web app.", "Use pnpm workspaces."}
     assert contents(recall(query="pnpm", kinds=["note"], mode="keyword")) == ["Use pnpm workspaces."]
     assert recall(query="pnpm", kinds="decision", tags=["api"], mode="keyword").hits == []
+
+
+def test_a_narrowed_recall_takes_its_context_from_its_eligible_neighbours_only(remember):
+    remember("Use pnpm for the web app.", kind="decision")
+    remember("pnpm, pnpm workspaces and the pnpm lockfile.", kind="note")
+    remember("Use poetry for the API.", kind="decision")
+
+    def context(**filters):
+        hits = recall(query="pnpm", mode="hybrid", explain=True, **filters).hits
+        return {hit.memory.content: hit.explain["context"] for hit in hits}
+
+    narrowed = context(kinds=["decision"])
+    whole = context()
+    assert narrowed == context(kinds=["decision"])  # the note is no neighbour here
+    assert whole["Use pnpm for the web app."] > narrowed["Use pnpm for the web app."]
+
+
+def test_neighbours_are_kept_with_the_visible_set_unless_kinds_or_tags_narrow_it(remember):
+    for content, kind in [("Use pnpm.", "decision"), ("pnpm workspaces.", "note"), ("Use poetry.", "decision")]:
+        remember(content, kind=kind)
+    view = snapshot.current()
+    now = engine.to_micros(timezone.now())
+    visible = view.visible_rows(as_of=now, valid_at=now)
+    every = view.visible_mask(visible)[:len(view.columns.revision)]
+
+    def neighbours(eligible, narrowed):
+        return engine._Search(view=view, visible=visible, eligible=eligible, terms=[], match="auto",
+                              narrowed=narrowed).neighbours()
+
+    whole = neighbours(every, False)
+    assert neighbours(every, False) is whole  # one per visible set
+    decisions = every & (view.columns.kind == view.kinds.index("decision"))
+    narrowed = neighbours(decisions, True)
+    assert narrowed is not whole and narrowed.sequence.tolist() == np.flatnonzero(decisions).tolist()
+    assert whole.sequence.tolist() == np.flatnonzero(every).tolist() and neighbours(every, False) is whole
 
 
 def test_explain_shows_where_a_score_came_from(corpus):
