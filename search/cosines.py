@@ -366,18 +366,20 @@ class Cosines:
         return rows[keep], scores[keep]
 
 
-def cosines_with(view, vector_of) -> Cosines | None:
+def cosines_with(view, vector_of, *, space: vectors.EmbeddingSpace | None = None) -> Cosines | None:
     """The cosines of one vector with the view's rows.
 
     ``vector_of(embedder)`` gives the vector, unit length, in the configured embedder's
     space; it is called only when there are stored vectors to compare with. None when
     nothing has been embedded yet. Raises Unavailable when the model cannot load or the
-    stored vectors come from another model.
+    stored vectors come from another model. ``space``: the recorded embedding space, when
+    the caller has just read it.
     """
     embedder = get_embedder()
     if not embedder.available():
         raise Unavailable(f"the embedding model cannot load: {embedder.load_error}")
-    space = vectors.current_space()
+    if space is None:
+        space = vectors.current_space()
     if space is None or view.columns is None:
         return None
     if not space.holds(embedder):
@@ -412,12 +414,13 @@ class PendingVector:
 
     def __init__(self, vector_of):
         self._vector_of = vector_of
-        self._vector = None
+        self._vector = self._space = None
         embedder = get_embedder()
         if embedder.available() and embedder.embeds_beside:
             space = vectors.current_space()
             if space is not None and space.holds(embedder):
                 self._vector = _vector_helpers.submit(vector_of, embedder)
+                self._space = space  # read once: cosines_with need not ask again
 
     def wait(self) -> None:
         """Wait until the helper is done, if one was started (a failure is left for whoever uses the vector)."""
@@ -427,4 +430,6 @@ class PendingVector:
     def cosines(self, view) -> Cosines | None:
         """``cosines_with(view, vector_of)``, with the vector from the helper when it was started."""
         vector = self._vector
-        return cosines_with(view, self._vector_of if vector is None else lambda embedder: vector.result())
+        if vector is None:
+            return cosines_with(view, self._vector_of)
+        return cosines_with(view, lambda embedder: vector.result(), space=self._space)

@@ -66,9 +66,9 @@ class Columns:
 
 # Visible sets kept per view: "now" and a few points in the past, per namespace choice.
 _VISIBLE_CACHE_SIZE = 16
-# visible_memo entries per visible set: its mask, the statistics of ntok and nbigram, BM25's
-# length norms, the engine's neighbours, and one for the vectors' placement per view.
-_MEMOS_PER_SET = 6
+# visible_memo entries per visible set, at most: its mask, the statistics and BM25 length norms
+# of ntok and of nbigram, the engine's neighbours; and one per view for the vectors' placement.
+_MEMOS_PER_SET = 7
 
 
 @dataclass
