@@ -367,7 +367,7 @@ def _pipeline(torch, model, features):
 class _TracedPipeline:
     """``_pipeline`` traced and frozen with TorchScript: the same numbers, the whole pass outside the GIL.
 
-    Run from Python, each of the ~300 operations of a pass releases the GIL and takes it
+    Run from Python, each operation of a pass releases the GIL and takes it
     back, so a query embedded on a helper thread beside the recall's keyword channels
     (cosines.PendingVector) crawled: 14 ms against 8.5 alone. The traced graph runs in C++
     from one call, and with fewer Python steps it is quicker alone too (6.9 ms against
