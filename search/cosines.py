@@ -111,25 +111,36 @@ class _VectorCopy:
         self.room = self.stored
 
     def current(self, space) -> Stored:
+        """The stored vectors as of ``space`` (the recorded space the caller read) or later."""
         with self.lock:
             stored = self.stored
-            if space.generation != self.generation or space.embedder != self.embedder:
-                after = int(stored.ids[-1]) if len(stored.ids) and space.embedder == self.embedder else 0
-                if after == 0:
-                    stored = quantize(*vectors.load_matrix(after_id=0))
-                else:
-                    new = quantize(*vectors.load_matrix(after_id=after))
-                    grown = space.generation - (self.generation or 0)
-                    if grown == len(new.ids) and not connection.in_atomic_block:
-                        stored = self._append(new)
-                    elif grown == len(new.ids):  # may roll back: a private copy, never the shared room
-                        stored = Stored(*(np.concatenate([old, added]) for old, added in zip(stored, new)))
-                    else:  # something else changed (an erasure, a backfill): start over
-                        stored = quantize(*vectors.load_matrix(after_id=0))
+            if space.embedder == self.embedder and self.generation is not None:
+                if space.generation <= self.generation:
+                    # Generations only grow. A caller that read the space before another
+                    # thread brought this copy further (a recall that was embedding meanwhile)
+                    # is served by it: the newer rows have ids its view lacks (``_placement``).
+                    return stored
+                after = int(stored.ids[-1]) if len(stored.ids) else 0
+            else:
+                after = None
+            # The space as the rows' own statement read it: compared with the caller's, a write
+            # landing in between looked like an erasure and reloaded every row (~1 s at 130k).
+            state, ids, matrix = vectors.load_vectors(after_id=after or 0)
+            if after is not None and state == (self.generation + len(ids), self.embedder):
+                new = quantize(ids, matrix)
                 if not connection.in_atomic_block:
-                    if stored.ids.base is not self.room.ids:  # loaded afresh: it is its own room
-                        self.room = stored
-                    self.stored, self.generation, self.embedder = stored, space.generation, space.embedder
+                    stored = self._append(new)
+                else:  # may roll back: a private copy, never the shared room
+                    stored = Stored(*(np.concatenate([old, added]) for old, added in zip(stored, new)))
+            else:  # first use, or something else changed (an erasure, a backfill, a switch): start over
+                if after:
+                    state, ids, matrix = vectors.load_vectors(after_id=0)
+                stored = quantize(ids, matrix)
+            if not connection.in_atomic_block:
+                if stored.ids.base is not self.room.ids:  # loaded afresh: it is its own room
+                    self.room = stored
+                self.stored = stored
+                self.generation, self.embedder = state or (None, None)
             return stored
 
     def _append(self, new: Stored) -> Stored:

@@ -231,19 +231,22 @@ class Snapshot:
         Inside a transaction the connection may see its own uncommitted rows; those
         are added to a private view and never cached, since they may roll back.
         """
-        with connection.cursor() as cursor:
-            # Primary-key lookups only: the one-row state table, the revisions' max rowid,
-            # and the row the cached view ends with (gone or different: ids were reused
-            # after a rollback, so the cache cannot be extended).
-            cursor.execute(
-                "SELECT generation, (SELECT max(id) FROM memories_revision), "
-                "(SELECT memory_id || ' ' || known_at FROM memories_revision WHERE id = %s) FROM search_state",
-                [self.view.max_id],
-            )
-            generation, max_id, anchor = cursor.fetchone()
-        max_id = max_id or 0
         with self.lock:
+            # Under the lock: the anchor must be read for the view it is compared with. Read
+            # before it, another thread's refresh could replace the view meanwhile, and the
+            # stale anchor then sent this one to reload every row (a second at 100k rows).
             view = self.view
+            with connection.cursor() as cursor:
+                # Primary-key lookups only: the one-row state table, the revisions' max rowid,
+                # and the row the cached view ends with (gone or different: ids were reused
+                # after a rollback, so the cache cannot be extended).
+                cursor.execute(
+                    "SELECT generation, (SELECT max(id) FROM memories_revision), "
+                    "(SELECT memory_id || ' ' || known_at FROM memories_revision WHERE id = %s) FROM search_state",
+                    [view.max_id],
+                )
+                generation, max_id, anchor = cursor.fetchone()
+            max_id = max_id or 0
             if generation != self.generation or anchor != view.anchor:
                 view = _EMPTY
             if max_id > view.max_id:

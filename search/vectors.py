@@ -305,31 +305,48 @@ def backfill_batch(*, after_id: int, limit: int, embedder: Embedder | None = Non
 def load_matrix(*, after_id: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Return (revision ids as int64, vectors as a float32 (n, dim) matrix) above ``after_id``, in id order.
 
-    For an in-process exact cosine scan (``matrix @ query``). To keep a copy current,
-    read ``current_space().generation`` before loading: if later the generation grew
-    by exactly the number of vectors a load past the last id returns, appending them
-    is enough; otherwise (an erasure, a backfill, a switch) reload from 0.
+    For an in-process exact cosine scan (``matrix @ query``); to keep a copy current,
+    use ``load_vectors``, which says which generation the rows are.
     """
-    ids, blocks = [], []
+    _, ids, matrix = load_vectors(after_id=after_id)
+    return ids, matrix
+
+
+def load_vectors(*, after_id: int = 0) -> tuple[tuple[int, str] | None, np.ndarray, np.ndarray]:
+    """Return ((the space's generation, embedder), revision ids, float32 vectors) above ``after_id``, in id order.
+
+    The space is read by the statement that reads the rows, so they are one state of
+    the database: if it grew past a copy's by exactly the number of rows a
+    load past the copy's last id returns, appending them is enough; otherwise (an
+    erasure, a backfill, a switch) reload from 0. Read by a statement of its own, a
+    write landing in between would make the two disagree and cost a full reload.
+    None (and no rows) when no vectors have been stored yet.
+    """
+    ids, blocks, state = [], [], None
     if current_space() is None:
-        return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
+        return None, np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
     with connection.cursor() as cursor:
         # CROSS JOIN keeps memories_revision outside: its primary key gives the id range in
         # order, then one vec0 rowid lookup per revision. A full load is a scan either way
-        # (~1 s at 100k); a poll past a recent id touches only the new rows.
+        # (~0.6 s at 130k); a poll past a recent id touches only the new rows. The scalar
+        # subqueries are evaluated once each, by primary key.
         cursor.execute(
-            "SELECT r.id, v.embedding FROM memories_revision r CROSS JOIN search_vectors v ON v.rowid = r.id "
-            "WHERE r.id > %s ORDER BY r.id",
+            "SELECT r.id, v.embedding, (SELECT generation FROM search_embedding_space WHERE id = 1), "
+            "(SELECT embedder FROM search_embedding_space WHERE id = 1) "
+            "FROM memories_revision r CROSS JOIN search_vectors v ON v.rowid = r.id WHERE r.id > %s ORDER BY r.id",
             [after_id],
         )
         while rows := cursor.fetchmany(_FETCH_ROWS):
+            state = rows[0][2:]
             ids.extend(row[0] for row in rows)
             blocks.append(np.frombuffer(b"".join(row[1] for row in rows), dtype=np.float32)
                           .reshape(len(rows), -1))
     if not blocks:
+        # No rows to read it with: read it now (a write landing in between costs a reload).
         space = current_space()
-        return np.zeros(0, dtype=np.int64), np.zeros((0, space.dim if space else 0), dtype=np.float32)
-    return np.array(ids, dtype=np.int64), np.concatenate(blocks)
+        return ((space.generation, space.embedder) if space else None,
+                np.zeros(0, dtype=np.int64), np.zeros((0, space.dim if space else 0), dtype=np.float32))
+    return state, np.array(ids, dtype=np.int64), np.concatenate(blocks)
 
 
 def vec0_knn(query_vector: np.ndarray, *, k: int) -> list[Neighbour]:

@@ -5,6 +5,7 @@ checks that a shortcut gives what the plain way would.
 """
 
 import datetime as dt
+import json
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ from memories.services.lifecycle import append_revision
 from search import cosines, engine, indexing, postings, snapshot, vectors
 from search.arrays import select
 from search.engine import recall
+from tests.subprocesses import instance, migrated_db  # noqa: F401  (fixtures)
 
 T0 = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
 DAY = dt.timedelta(days=1)
@@ -233,3 +235,76 @@ def test_select_takes_what_boolean_indexing_takes():
         picked_ids, picked_rows = select(mask, ids, matrix)
         assert np.array_equal(picked_ids, ids[mask]) and picked_ids.dtype == ids.dtype
         assert np.array_equal(picked_rows, matrix[mask]) and picked_rows.shape == (mask.sum(), 3)
+
+
+# Both caches are shared by a process's threads and only kept outside transactions, so
+# these run in a process of their own against a committed database.
+_RACES = """
+import json
+from django.db import connection
+from search import cosines, snapshot, vectors
+
+def write(number):
+    services.memory_remember(namespace="acme", content=f"Note {number} about the deploy.", look_for_near_twin=False,
+                             **ACTOR)
+
+def counted(module, name, calls):
+    real = getattr(module, name)
+    setattr(module, name, lambda *args, **kwargs: calls.append(kwargs.get("after_id", kwargs.get("after")))
+            or real(*args, **kwargs))
+
+for number in range(3):
+    write(number)
+cosines.cosines_with(snapshot.current(), lambda embedder: embedder.embed_query("deploy"))
+copy = cosines._vector_copies[str(connection.settings_dict["NAME"])]
+loads = []
+counted(vectors, "load_vectors", loads)
+stale = vectors.current_space()
+write(3)
+fresh = vectors.current_space()
+write(4)  # lands between a caller's read of the space and the copy's load
+grown = copy.current(fresh).ids.tolist()
+again = copy.current(stale).ids.tolist()  # read before the copy moved on
+loaded = list(loads)
+
+# A refresh whose lock is taken just after another thread's refresh brought the view further.
+snapshot.current()
+write(5)
+shared = snapshot._snapshots[str(connection.settings_dict["NAME"])]
+real_lock = shared.lock
+
+class Meddling:
+    meddle = True
+
+    def __enter__(self):
+        if Meddling.meddle:
+            Meddling.meddle = False
+            snapshot.current()  # the other thread's refresh, done where this one waits for the lock
+        return real_lock.__enter__()
+
+    def __exit__(self, *exc):
+        return real_lock.__exit__(*exc)
+
+extends = []
+counted(snapshot, "_extend", extends)
+shared.lock = Meddling()
+view = snapshot.current()
+print(json.dumps({"loads": loaded, "grown": grown, "again": again, "stored": vectors.load_matrix()[0].tolist(),
+                  "extends": extends, "view": sorted(view.columns.revision.tolist()),
+                  "revisions": sorted(selectors.Revision.objects.values_list("id", flat=True))}))
+"""
+
+
+@pytest.mark.slow
+def test_refreshes_racing_other_threads_extend_the_caches_instead_of_reloading_them(instance):
+    instance.env["MEMORY_EMBEDDER"] = "hash"
+    seen = json.loads(instance.run(_RACES))
+    last_of_first_three = seen["stored"][2]
+    # One load past the copy's last row, reading both new vectors with the space's generation
+    # (not a reload from 0, which a write landing between the two reads used to cause).
+    assert seen["loads"] == [last_of_first_three]
+    assert seen["grown"] == seen["stored"][:5] and seen["again"] == seen["grown"]
+    # The view grew by the one new row once, by the refresh that came first; the late one
+    # found it current (its check, read before the lock, used to send it to a full reload).
+    assert seen["extends"] == [seen["view"][-2]]
+    assert seen["view"] == seen["revisions"]
