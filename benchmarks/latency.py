@@ -75,6 +75,8 @@ def parse_args():
     parser.add_argument("--embedder", choices=("hash", "minilm"), default="hash")
     parser.add_argument("--queries", type=int, default=200, help="queries per size")
     parser.add_argument("--writes", type=int, default=100, help="single remembers per size")
+    parser.add_argument("--writers", type=int, default=4, help="writer threads in the concurrent section")
+    parser.add_argument("--readers", type=int, default=2, help="hybrid-recall threads in the concurrent section")
     parser.add_argument("--import-size", type=int, default=2000, help="memories per bulk import")
     parser.add_argument("--http-queries", type=int, default=100, help="queries (and writes, at most) over HTTP")
     parser.add_argument("--real-embed-max", type=int, default=10_000,
@@ -308,6 +310,7 @@ def run_size(size, args, corpus_seed):
                                       "ms": round(wall * 1000, 1), "cpu_ms": round(cpu * 1000, 1),
                                       "compact_after_rows": postings.COMPACT_AFTER}
 
+    result["concurrent"] = concurrent_latency(args, corpus, queries)
     result["http"] = http_latency(db_path, args, queries[:args.http_queries], corpus)
 
     # Bulk import through the service (trusted: recorded times, revisions and tombstones replayed).
@@ -331,6 +334,75 @@ def run_size(size, args, corpus_seed):
         for path in db_dir.glob(f"{db_path.name}*"):
             path.unlink()
     return result
+
+
+def concurrent_latency(args, corpus, queries: list[str]) -> dict:
+    """Writers and readers at once in one process, as a server's threads are: throughput, latency, reloads.
+
+    ``--writers`` threads each remember ``--writes`` / 4 new memories (near-duplicate
+    check on) while ``--readers`` threads each run that many hybrid recalls, all
+    released together. Every thread has its own database connection. Counted: how
+    often a per-process cache was rebuilt from scratch (the snapshot from row 0, the
+    vector copy from vector 0): with nothing erased, never should be.
+    """
+    import threading
+
+    from django.db import connection
+
+    from memories.services import memory_remember
+    from search import engine, snapshot, vectors
+
+    per_thread = max(1, args.writes // 4)
+    reloads = {"snapshot_from_row_0": 0, "vector_copy_from_vector_0": 0}
+    real_extend, real_load = snapshot._extend, vectors.load_vectors
+
+    def extend(view, *, after, shared=False):
+        reloads["snapshot_from_row_0"] += after == 0
+        return real_extend(view, after=after, shared=shared)
+
+    def load(*, after_id=0):
+        reloads["vector_copy_from_vector_0"] += after_id == 0
+        return real_load(after_id=after_id)
+
+    texts = [[corpus.text() for _ in range(per_thread)] for _ in range(args.writers)]
+    times = {"remember": [], "hybrid_recall": []}
+    failures = []
+    start = threading.Barrier(args.writers + args.readers)
+
+    def run(kind, calls):
+        try:
+            start.wait()
+            for call in calls:
+                times[kind].append(harness.timed(call)[1])
+        except Exception as error:  # reported, not raised: the other threads still finish
+            failures.append(f"{kind}: {type(error).__name__}: {error}")
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=("remember", [
+        lambda text=text: memory_remember(namespace="bench", content=text, actor="bench", interface="cli")
+        for text in batch])) for batch in texts]
+    threads += [threading.Thread(target=run, args=("hybrid_recall", [
+        lambda query=query: engine.recall(query=query, mode="hybrid", limit=10)
+        for query in queries[reader::args.readers][:per_thread]])) for reader in range(args.readers)]
+    snapshot._extend, vectors.load_vectors = extend, load
+    try:
+        began = time.perf_counter()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        wall = time.perf_counter() - began
+    finally:
+        snapshot._extend, vectors.load_vectors = real_extend, real_load
+    return {
+        "writers": args.writers, "readers": args.readers, "calls_per_thread": per_thread,
+        "seconds": round(wall, 2),
+        "remembers_per_s": round(len(times["remember"]) / wall, 1),
+        "recalls_per_s": round(len(times["hybrid_recall"]) / wall, 1),
+        **{name: harness.summary_ms(values) for name, values in times.items()},
+        "full_reloads": reloads, "failures": failures,
+    }
 
 
 def http_latency(db_path: Path, args, queries: list[str], corpus) -> dict:
@@ -454,7 +526,7 @@ def main():
             with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as handle:
                 part = handle.name
             command = [sys.executable, __file__, "--sizes", str(size), "--output", part,
-                       *[item for name in ("embedder", "queries", "writes", "import_size", "http_queries",
+                       *[item for name in ("embedder", "queries", "writes", "writers", "readers", "import_size", "http_queries",
                                            "real_embed_max", "seed", "db_dir") if getattr(args, name) is not None
                          for item in (f"--{name.replace('_', '-')}", str(getattr(args, name)))],
                        *(["--keep-db"] if args.keep_db else [])]
