@@ -762,26 +762,14 @@ def _fuse(channels: dict[str, _Channel], *, search: "_Search", cosines, limit: i
         return rows[top], fused[top], None
     # Only rows that can reach the top need their context, the costly part at 100k rows.
     # The first ``limit`` rows by fused score give a lower bound on the final limit-th
-    # score. A row none of whose neighbours scores ``bound`` or more gains less than
-    # weight * bound, so it needs a fused score of at least (1 - weight) * bound; the
-    # rows next to one that does are scored exactly. (Rows outside the candidates hold
-    # only a vector score below the floor's, ``outside``; if that could reach ``bound``,
-    # every candidate is scored.)
+    # score, and ``_may_reach`` drops the rows that cannot reach it.
     neighbours = search.neighbours()
     first = _best(rows, fused, memory, limit)
     if len(first) == limit:
         bound = float(np.min(fused[first] + weight * _context(scorer.fused, neighbours, rows[first])))
-        outside = 0.0
-        if "vector" in scorer.names:
-            at_floor = scorer.vector(np.array([settings.MEMORY_COSINE_FLOOR]), usable=np.ones(1, dtype=bool))
-            outside = scorer.weights["vector"] * float(at_floor[0])
-        if bound > outside:
-            sources = rows[fused >= bound]
-            near = np.zeros(len(search.eligible), dtype=bool)
-            for found in neighbours.around(sources):
-                near[found[found >= 0]] = True
-            keep = (fused >= (1.0 - weight) * bound) | near[rows]
-            rows, fused = rows[keep], fused[keep]
+        keep = _may_reach(rows, fused, bound, outside=_outside(scorer), weight=weight, neighbours=neighbours,
+                          size=len(search.eligible))
+        rows, fused = rows[keep], fused[keep]
     context = np.zeros(len(search.eligible))
     context[rows] = weight * _context(scorer.fused, neighbours, rows)
     total = fused + context[rows]
@@ -827,14 +815,9 @@ def _fuse_bounded(channels, *, search: "_Search", scorer: _Scorer,
         if not weight:
             rows = rows[upper >= bound]
         else:
-            if bound > scorer.weights["vector"] * float(scorer.vector(np.array([floor]), usable=np.ones(1, bool))[0]):
-                # A row outside ``rows`` (no word, a cosine below the floor) scores below that, so below
-                # bound: a row none of whose neighbours reaches bound needs (1 - weight) * bound itself.
-                near = np.zeros(len(eligible), dtype=bool)
-                for found in neighbours.around(rows[upper >= bound]):
-                    near[found[found >= 0]] = True
-                keep = (upper >= (1.0 - weight) * bound) | near[rows]
-                rows, upper = rows[keep], upper[keep]
+            keep = _may_reach(rows, upper, bound, outside=_outside(scorer), weight=weight, neighbours=neighbours,
+                              size=len(eligible))
+            rows, upper = rows[keep], upper[keep]
             # Then each remaining row's whole score, context included, bounded from above.
             upper = upper + weight * _context(lambda found: scorer.fused_bound(found, 1), neighbours, rows)
             rows = rows[upper >= bound]
@@ -849,6 +832,30 @@ def _fuse_bounded(channels, *, search: "_Search", scorer: _Scorer,
     total = fused + context[rows]
     top = _best(rows, total, memory, limit)
     return rows[top], total[top], context
+
+
+def _outside(scorer: _Scorer) -> float:
+    """The most a row no candidate list holds (no word found, a cosine below the floor) can score."""
+    if "vector" not in scorer.names:
+        return 0.0
+    at_floor = scorer.vector(np.array([settings.MEMORY_COSINE_FLOOR]), usable=np.ones(1, dtype=bool))
+    return scorer.weights["vector"] * float(at_floor[0])
+
+
+def _may_reach(rows: np.ndarray, scores: np.ndarray, bound: float, *, outside: float, weight: float,
+               neighbours: _Neighbours, size: int) -> np.ndarray:
+    """Which of the candidate ``rows`` may reach ``bound`` once their context is added (a mask over ``rows``).
+
+    ``scores``: each row's fused score, or an upper bound on it. A row's context is
+    ``weight`` times its best neighbour's score. A neighbour among the candidates that
+    reaches ``bound`` marks its neighbours as near; every other neighbour scores below
+    ``bound`` or at most ``outside`` (``_outside``). So a row that is not near gains less
+    than weight * max(bound, outside), and needs the rest of ``bound`` itself.
+    """
+    near = np.zeros(size, dtype=bool)
+    for found in neighbours.around(rows[scores >= bound]):
+        near[found[found >= 0]] = True
+    return (scores >= bound - weight * max(bound, outside)) | near[rows]
 
 
 def _context(score, neighbours: _Neighbours, rows: np.ndarray) -> np.ndarray:

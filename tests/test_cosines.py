@@ -4,6 +4,7 @@ import ctypes
 import json
 import os
 import random
+import types
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 import torch
 
 from memories import services
-from search import cosines
+from search import cosines, engine
 from search.duplicates import find_near_twin
 from search.engine import recall
 
@@ -164,6 +165,52 @@ def test_recall_through_the_bounds_equals_the_full_scan(store, monkeypatch, sett
     assert sum(len(hits) for hits in full) > 1000
     # The same memories in the same order with the same scores, to the last bit.
     assert bounded == full
+
+
+@pytest.mark.parametrize("vector_weight, floor", [(None, None), (3.0, 0.6)],
+                         ids=["defaults", "heavy-vectors-high-floor"])
+@pytest.mark.parametrize("quantized_from", [1, 10**9], ids=["int8-bounds", "full-scan"])
+def test_hybrid_recall_that_skips_rows_unable_to_reach_the_top_equals_scoring_every_candidate(
+        store, monkeypatch, settings, vector_weight, floor, quantized_from):
+    if vector_weight:  # rows below the floor, which no list holds, may then lend more than the limit-th row scores
+        settings.MEMORY_FUSION_WEIGHTS = {**settings.MEMORY_FUSION_WEIGHTS, "vector": vector_weight}
+        settings.MEMORY_COSINE_FLOOR = floor
+    monkeypatch.setattr(cosines, "QUANTIZED_MIN_ROWS", quantized_from)
+    queries = [query for query in random_queries(60, seed=5) if query["mode"] == "hybrid"]
+    kept, skipped = [], []
+    real_may_reach = engine._may_reach
+
+    def counted(rows, *args, **kwargs):
+        keep = real_may_reach(rows, *args, **kwargs)
+        kept.append(len(rows)), skipped.append(int((~keep).sum()))
+        return keep
+
+    monkeypatch.setattr(engine, "_may_reach", counted)
+    pruned = [answers(explain=True, **query) for query in queries]
+    monkeypatch.setattr(engine, "_may_reach", lambda rows, *args, **kwargs: np.ones(len(rows), dtype=bool))
+    every = [answers(explain=True, **query) for query in queries]
+    assert pruned == every
+    assert sum(skipped) > sum(kept) // 10  # the skipping was put to the test
+
+
+def test_a_row_is_skipped_only_when_no_neighbour_can_lift_it_to_the_bound():
+    """``_may_reach`` against the most each row could score: its own score plus the best its neighbours lend."""
+    rng = np.random.default_rng(11)
+    for trial in range(300):
+        size, weight = int(rng.integers(5, 60)), float(rng.choice([0.25, 0.5, 1.0]))
+        eligible = rng.random(size) < 0.9
+        view = types.SimpleNamespace(columns=types.SimpleNamespace(namespace=rng.integers(0, 2, size)))
+        neighbours = engine._Neighbours(view, eligible)
+        rows = np.flatnonzero(eligible & (rng.random(size) < 0.6))  # the candidates
+        scores = rng.random(len(rows))
+        bound, outside = float(rng.random()), float(rng.random() * 1.5)  # outside may pass the bound
+        keep = engine._may_reach(rows, scores, bound, outside=outside, weight=weight, neighbours=neighbours,
+                                 size=size)
+        score_of = dict(zip(rows.tolist(), scores.tolist()))
+        lent = np.zeros(len(rows))
+        for found in neighbours.around(rows):
+            lent = np.maximum(lent, [0.0 if other < 0 else score_of.get(other, outside) for other in found.tolist()])
+        assert not np.any(~keep & (scores + weight * lent >= bound)), trial
 
 
 def test_near_twins_through_the_bounds_equal_the_full_scan(store, monkeypatch):
