@@ -24,11 +24,13 @@ def highlight(content: str, terms) -> str:
     distinct = dict.fromkeys(WORD.findall(content))
     if not distinct:
         return _cut(content, 0)
+    global _stems
     stems = _stems
     unseen = [word for word in distinct if word not in stems]
     if unseen:
         if len(stems) + len(unseen) > _STEMS_MAX:
-            stems.clear()
+            # A new mapping, not the old one cleared: another thread may be reading that one.
+            stems = _stems = {}
             unseen = list(distinct)  # this content's words seen before went with the rest
         # One batch through FTS5's own tokenizer gives every new word's stem.
         for word, (counts, _) in zip(unseen, text.documents_terms(unseen)):

@@ -244,6 +244,19 @@ def test_a_snippet_is_right_when_its_word_cache_fills_up_mid_content(db, monkeyp
     assert snippets.highlight("we deploy often", terms) == "we [deploy] often"
 
 
+def test_a_full_word_cache_is_replaced_not_emptied_under_a_thread_reading_it(db, monkeypatch):
+    from search import snippets
+    from search.text import clean_query
+
+    terms = clean_query("deploy").terms
+    snippets.highlight("we deploy", terms)
+    held = snippets._stems  # what another thread's highlight may be reading right now
+    words = dict(held)
+    monkeypatch.setattr(snippets, "_STEMS_MAX", len(held))
+    assert snippets.highlight("they deploy nightly", terms) == "they [deploy] nightly"
+    assert held == words and snippets._stems is not held
+
+
 def test_meaning_is_found_without_shared_words(db, minilm, remember):
     remember("We host all our repositories on GitHub.")
     remember("The office cat is called Miso.")
