@@ -34,7 +34,11 @@ Per size, in one fresh SQLite file with one namespace:
 4. bulk import: ``memories_import`` (trusted, the path ``manage.py import_memories``
    takes) of ``--import-size`` new memories, in memories per second.
 
-5. over HTTP: the server as ``make run`` starts it (uvicorn, one worker) on the same file,
+5. concurrent: ``--writers`` threads remembering and ``--readers`` threads recalling
+   (hybrid) at once, each with its own connection, as a server's request threads are:
+   calls per second, latency, and how often a per-process cache was rebuilt from
+   scratch (never, with nothing erased).
+6. over HTTP: the server as ``make run`` starts it (uvicorn, one worker) on the same file,
    with an admin-scope API key and throttling off; one keep-alive connection from this
    process. Keyword and hybrid recall (``POST /api/v1/recall/``) and remember
    (``POST /api/v1/memories/``) are timed, each beside the same call in-process in the
