@@ -1,4 +1,4 @@
-"""Several processes writing one SQLite file at once: nothing lost, nothing locked, history in order."""
+"""Processes, or one process's threads, using one SQLite file at once: nothing lost, nothing locked, in order."""
 
 import json
 import subprocess
@@ -120,3 +120,72 @@ def test_writers_revising_one_memory_leave_one_strictly_ordered_history(instance
         assert mine == [f"{name} revision {number}." for number in range(count)]
     shown = instance.memory("get", str(shared_id))
     assert shown["revision_id"] == revisions[-1]["id"]
+
+
+# Threads of one process, as a server's request threads are: each has its own connection
+# and all share the per-process copies (snapshot, vectors).
+THREADS = """
+import json, threading
+from django.db import connection
+from search import engine, snapshot, vectors
+
+for number in range(20):
+    services.memory_remember(namespace="race", content=f"Seed note {number} about the nightly backup.", **ACTOR)
+engine.recall(query="nightly backup", namespace="race", mode="hybrid")  # the copies, loaded once
+reloads, failures, found = [], [], []
+real_extend, real_load = snapshot._extend, vectors.load_vectors
+
+def extend(view, *, after, shared=False):
+    if after == 0:
+        reloads.append("snapshot")
+    return real_extend(view, after=after, shared=shared)
+
+def load(*, after_id=0):
+    if after_id == 0:
+        reloads.append("vectors")
+    return real_load(after_id=after_id)
+
+snapshot._extend, vectors.load_vectors = extend, load
+start = threading.Barrier(6)
+
+def writer(name):
+    try:
+        start.wait()
+        for number in range(15):
+            services.memory_remember(namespace="race", content=f"{name} wrote entry {number} on the rota.", **ACTOR)
+    except Exception as error:
+        failures.append(repr(error))
+    finally:
+        connection.close()
+
+def reader():
+    try:
+        start.wait()
+        for number in range(15):
+            found.append(len(engine.recall(query="entry rota", namespace="race", mode="hybrid", limit=5).hits))
+    except Exception as error:
+        failures.append(repr(error))
+    finally:
+        connection.close()
+
+threads = [threading.Thread(target=writer, args=(name,)) for name in ("alpha", "bravo", "charlie", "delta")]
+threads += [threading.Thread(target=reader) for _ in range(2)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+hits = {hit.memory.content for hit in engine.recall(query="wrote entry rota", namespace="race", mode="keyword",
+                                                     limit=100).hits}
+print(json.dumps({"failures": failures, "reloads": reloads, "found": found, "hits": sorted(hits)}))
+"""
+
+
+def test_threads_writing_and_recalling_at_once_share_the_copies_without_reloading_them(instance):
+    instance.env["MEMORY_EMBEDDER"] = "hash"
+    seen = json.loads(instance.run(THREADS))
+    assert seen["failures"] == []
+    assert seen["reloads"] == []  # each copy grew by what was written; none started over from row 0
+    assert len(seen["found"]) == 30
+    expected = {f"{name} wrote entry {number} on the rota." for name in ("alpha", "bravo", "charlie", "delta")
+                for number in range(15)}
+    assert set(seen["hits"]) == expected
