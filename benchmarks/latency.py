@@ -530,8 +530,9 @@ def main():
             with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as handle:
                 part = handle.name
             command = [sys.executable, __file__, "--sizes", str(size), "--output", part,
-                       *[item for name in ("embedder", "queries", "writes", "writers", "readers", "import_size", "http_queries",
-                                           "real_embed_max", "seed", "db_dir") if getattr(args, name) is not None
+                       *[item for name in ("embedder", "queries", "writes", "writers", "readers", "import_size",
+                                           "http_queries", "real_embed_max", "seed", "db_dir")
+                         if getattr(args, name) is not None
                          for item in (f"--{name.replace('_', '-')}", str(getattr(args, name)))],
                        *(["--keep-db"] if args.keep_db else [])]
             subprocess.run(command, check=True)

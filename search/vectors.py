@@ -329,7 +329,8 @@ def load_vectors(*, after_id: int = 0) -> tuple[tuple[int, str] | None, np.ndarr
         # CROSS JOIN keeps memories_revision outside: its primary key gives the id range in
         # order, then one vec0 rowid lookup per revision. A full load is a scan either way
         # (~0.6 s at 130k); a poll past a recent id touches only the new rows. The scalar
-        # subqueries are evaluated once each, by primary key.
+        # subqueries are evaluated once each, by primary key; copying their values into every
+        # row made a full load of 129k vectors 585 ms against 515 without them.
         cursor.execute(
             "SELECT r.id, v.embedding, (SELECT generation FROM search_embedding_space WHERE id = 1), "
             "(SELECT embedder FROM search_embedding_space WHERE id = 1) "
