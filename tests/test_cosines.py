@@ -50,11 +50,41 @@ def test_the_int8_bounds_hold_every_float32_cosine_and_stay_tight(dim):
     assert np.median(widths) < (0.05 if dim == 384 else 0.1)
 
 
-def test_the_split_int8_product_is_exact():
+@pytest.mark.parametrize("rows", [1000, cosines._SPLIT_MIN_ROWS + 1001], ids=["one-thread", "split-rows"])
+def test_the_int8_product_of_head_and_tail_is_exact(rows):
     rng = np.random.default_rng(1)
-    codes = rng.integers(-127, 128, (cosines._SPLIT_MIN_ROWS + 1001, 384), dtype=np.int8)
+    codes = rng.integers(-127, 128, (rows, 384), dtype=np.int8)
     query = rng.integers(-127, 128, 384, dtype=np.int8)
-    assert np.array_equal(cosines._integer_dots(codes, query), codes.astype(np.int64) @ query.astype(np.int64))
+    want = codes.astype(np.int64) @ query.astype(np.int64)
+    head, tail = np.ascontiguousarray(codes[:, :128]), np.ascontiguousarray(codes[:, 128:])
+    assert np.array_equal(cosines._integer_dots([(codes, query)]), want)
+    assert np.array_equal(cosines._integer_dots([(head, query[:128]), (tail, query[128:])]), want)
+    # torch's product of a single column returns memory it never wrote: such a part is refused.
+    assert cosines._integer_dots([(np.ascontiguousarray(codes[:, :1]), query[:1])]) is None
+    assert cosines._int8_scan_failed is None
+
+
+@pytest.mark.parametrize("dim", [8, 48, 384])
+def test_the_head_bound_holds_every_float32_cosine_and_rules_out_most_rows(dim):
+    rng = np.random.default_rng(dim + 1)
+    matrix = random_rows(rng, 5000, dim)
+    stored = cosines.quantize(np.arange(1, 5001), matrix)
+    assert stored.head.shape[1] + stored.tail.shape[1] == dim
+    open_share = []
+    for number, query in enumerate(random_rows(rng, 30, dim)):
+        if number % 3 == 0:  # a near twin of a stored row, so some cosines come close to the bound
+            query = matrix[number] + rng.standard_normal(dim).astype(np.float32) * 0.05
+            query = (query / (np.linalg.norm(query) or 1)).astype(np.float32)
+        upper = cosines.head_upper(stored, query)
+        lower, full_upper = cosines.bounds(stored, query)
+        exact = (matrix @ query).astype(np.float64)
+        assert np.all(exact <= upper)
+        some = rng.choice(5000, 50, replace=False)
+        assert np.all(matrix[some] @ query <= upper[some])
+        assert np.all(full_upper <= upper + 1e-12)  # the full bounds are never looser
+        open_share.append(np.mean(upper >= 0.9))
+    if dim == 384:  # useful, not merely true: random directions rarely come near 0.9 on a third of the components
+        assert np.median(open_share) < 0.2
 
 
 def test_the_int8_product_runs_each_thread_on_the_configured_torch_threads(monkeypatch, settings):
@@ -68,7 +98,7 @@ def test_the_int8_product_runs_each_thread_on_the_configured_torch_threads(monke
     monkeypatch.setattr(cosines, "_scan_helper", fresh)
     try:
         codes = np.ones((cosines._SPLIT_MIN_ROWS + 1, 8), dtype=np.int8)
-        assert cosines._integer_dots(codes, np.ones(8, dtype=np.int8)).tolist() == [8] * len(codes)
+        assert cosines._integer_dots([(codes, np.ones(8, dtype=np.int8))]).tolist() == [8] * len(codes)
         assert fresh.submit(max_threads).result() == 1
     finally:
         fresh.shutdown()
@@ -213,15 +243,25 @@ def test_a_row_is_skipped_only_when_no_neighbour_can_lift_it_to_the_bound():
         assert not np.any(~keep & (scores + weight * lent >= bound)), trial
 
 
-def test_near_twins_through_the_bounds_equal_the_full_scan(store, monkeypatch):
+@pytest.mark.parametrize("gather_share", [1, 8], ids=["never-full-scan", "full-scan-when-many"])
+def test_near_twins_through_the_bounds_equal_the_full_scan(store, monkeypatch, gather_share):
     texts = [item["revisions"][0]["content"] for item in store[:40]]
+    monkeypatch.setattr(cosines, "_GATHER_SHARE", gather_share)
+    heads, scans = [], []
+    real_head_upper, real_bounds = cosines.head_upper, cosines.bounds
+    monkeypatch.setattr(cosines, "head_upper", lambda *args: heads.append(1) or real_head_upper(*args))
+    monkeypatch.setattr(cosines, "bounds", lambda *args: scans.append(1) or real_bounds(*args))
     found = {}
     for least in (1, 10**9):
         monkeypatch.setattr(cosines, "QUANTIZED_MIN_ROWS", least)
         found[least] = [find_near_twin(text + " extra", namespace=namespace, threshold=threshold)
-                        for text in texts for namespace in ("alpha", "beta") for threshold in (0.5, 0.8)]
+                        for text in texts for namespace in ("alpha", "beta") for threshold in (0.5, 0.8, 0.9, 0.95)]
     assert found[1] == found[10**9]
-    assert sum(twin is not None for twin in found[1]) > 20
+    assert sum(twin is not None and twin.cosine >= 0.9 for twin in found[1]) > 10
+    assert sum(twin is not None and twin.cosine < 0.9 for twin in found[1]) > 10
+    # Each check scanned the head; only where it left many rows open did the full bounds follow.
+    assert len(heads) == len(found[1])
+    assert 0 < len(scans) < len(heads) if gather_share == 8 else not scans
 
 
 def test_without_the_int8_product_answers_come_from_the_full_scan(store, monkeypatch):
