@@ -173,7 +173,8 @@ def _embedder() -> str:
 # The model behind the vector channel (search/embeddings.py). The database records it;
 # switching to another needs `manage.py backfill --reembed`.
 MEMORY_EMBEDDER = _embedder()
-# Threads torch uses to embed: two collapse when the other core is busy (DESIGN.md section 7).
+# Threads torch (and ONNX Runtime, for short texts) uses to embed: two collapse when the other
+# core is busy (DESIGN.md section 7).
 MEMORY_TORCH_THREADS = env_int("MEMORY_TORCH_THREADS", 1, minimum=1, maximum=64)
 
 # Fusion (README, Retrieval; search/engine.py, _fuse): the weight of each channel's score in

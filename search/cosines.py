@@ -514,9 +514,9 @@ def cosines_with(view, vector_of, *, space: vectors.EmbeddingSpace | None = None
 class PendingVector:
     """A vector worked out on a helper thread while the caller goes on; ``cosines`` then waits for it.
 
-    Embedding is most of a hybrid recall's time (MiniLM: a 10-token query ~7 ms of ~22
-    at 100k rows) and of a remember's (~13 ms for a 40-token text, of ~28), and torch
-    runs it outside the GIL (embeddings._TracedPipeline), so the recall's keyword
+    Embedding is most of a hybrid recall's time (MiniLM: a 10-token query ~5 ms of ~18
+    at 100k rows) and of a remember's (~10 ms for a 40-token text, of ~25), and ONNX Runtime
+    runs it outside the GIL (embeddings._OnnxPipeline), so the recall's keyword
     channels, or the write's near-duplicate check, work on another core meanwhile.
     Started only for an embedder that ``embeds_beside`` and when ``cosines_with`` would
     call ``vector_of`` (a loaded model and stored vectors of its space); otherwise

@@ -29,6 +29,9 @@ logger = logging.getLogger(__name__)
 # stayed within 10% (MiniLM, one thread: 105-122 texts/s of ~35 tokens); smaller batches
 # pad less when lengths vary.
 ENCODE_BATCH_SIZE = 32
+# One text of at most this many tokens (a query, mostly) is embedded by ONNX Runtime, a
+# longer one by the TorchScript trace: each is the quicker there (_OnnxPipeline).
+ONNX_MAX_TOKENS = 32
 
 
 class EmbedderUnavailable(RuntimeError):
@@ -327,36 +330,43 @@ class MiniLMEmbedder(SentenceTransformerEmbedder):
             missing = None
         super().__init__(model_dir, name="all-MiniLM-L6-v2", dim=384)
         self._error = missing
-        self._traced: _TracedPipeline | bool | None = None  # False: it cannot be built here
+        # By kind: None until first used, False where it cannot be built here.
+        self._compiled_pipelines: dict[type, object] = {_OnnxPipeline: None, _TracedPipeline: None}
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         if len(texts) != 1:
             return super()._encode(texts)
-        # A query is one text: calling the modules (transformer, mean pooling, normalize)
-        # directly skips encode()'s sorting and batching, 1.4 of ~12 ms here, with the same
-        # output bits. Only for this model, whose modules and lack of prompts are known.
+        # A query is one text: running the model's modules (transformer, mean pooling,
+        # normalize) directly skips encode()'s sorting and batching, 1.4 of ~12 ms here, with
+        # the same output bits. Only for this model, whose modules and lack of prompts are known.
         model = self._load()
         if model is None:
             raise EmbedderUnavailable(f"The embedder {self.name} cannot be loaded: {self._error}")
-        torch = configured_torch()  # this thread's torch thread count (requests run on any thread)
         features = model.preprocess(texts)
-        traced = self._traced_pipeline(model)
+        # ONNX Runtime for short texts (queries), the trace for longer ones (_OneText).
+        short = features["input_ids"].shape[1] <= ONNX_MAX_TOKENS
+        for kind in (_OnnxPipeline, _TracedPipeline) if short else (_TracedPipeline,):
+            compiled = self._compiled(kind, model)
+            if compiled is not None and compiled.takes(features):
+                return compiled(features)
+        torch = configured_torch()  # this thread's torch thread count (requests run on any thread)
         with torch.inference_mode():
-            if traced is not None and traced.takes(features):
-                return traced(features).numpy()
             return _pipeline(torch, model, features).numpy()
 
     @property
     def embeds_beside(self) -> bool:
-        return self._traced is not False  # until the first text tries it, the trace is expected to build
+        # Until the first text tries them, the compiled pipelines are expected to build.
+        return any(compiled is not False for compiled in self._compiled_pipelines.values())
 
-    def _traced_pipeline(self, model) -> "_TracedPipeline | None":
-        """The one-text pipeline traced with TorchScript, built on first use; None where it cannot be."""
-        if self._traced is None:
+    def _compiled(self, kind: "type[_OneText]", model) -> "_OneText | None":
+        """The one-text pipeline of this kind, built on first use; None where it cannot be."""
+        compiled = self._compiled_pipelines[kind]
+        if compiled is None:
             with self._lock:
-                if self._traced is None:
-                    self._traced = _TracedPipeline.build(model) or False
-        return self._traced or None
+                compiled = self._compiled_pipelines[kind]
+                if compiled is None:
+                    compiled = self._compiled_pipelines[kind] = kind.build(model) or False
+        return compiled or None
 
 
 def _pipeline(torch, model, features):
@@ -364,41 +374,40 @@ def _pipeline(torch, model, features):
     return torch.nn.functional.normalize(model(features)["sentence_embedding"], dim=1)
 
 
-class _TracedPipeline:
-    """``_pipeline`` traced and frozen with TorchScript: the same numbers, the whole pass outside the GIL.
+class _OneText:
+    """``_pipeline`` compiled for one text without padding, outside Python: the model's numbers, outside the GIL.
 
-    Run from Python, each operation of a pass releases the GIL and takes it
-    back, so a query embedded on a helper thread beside the recall's keyword channels
-    (cosines.PendingVector) crawled: 14 ms against 8.5 alone. The traced graph runs in C++
-    from one call, and with fewer Python steps it is quicker alone too (6.9 ms against
-    8.8 for 5-13 tokens, one thread). Traced on one text, so only for one text without
-    padding (the mask then is all ones, the branches the trace fixed hold); checked
-    against the modules on probes of other lengths, and not used if it differs or
-    cannot be built (torch 2.13 still traces, but marks TorchScript deprecated).
+    Run from Python, each operation of a pass releases the GIL and takes it back, so a
+    query embedded on a helper thread beside the recall's keyword channels
+    (cosines.PendingVector) crawled: 14 ms against 8.5 alone. Compiled from one text's
+    pass through the modules, so only for one text without padding (the mask then is
+    all ones, and the branches the compiler fixed hold); checked against the modules on
+    probes of other lengths, and not used if it differs or cannot be built. Two
+    compilers (``_TracedPipeline``, ``_OnnxPipeline``): neither is quicker at every length.
     """
 
     PROBES = ("a", "What did we decide about the release schedule for the mobile app last week?",
               " ".join(f"line {number} of a long note that the tokenizer cuts at the model's limit"
                        for number in range(60)))
 
-    def __init__(self, module, keys: tuple[str, ...], fixed: dict):
-        self.module, self.keys, self.fixed = module, keys, fixed
+    def __init__(self, compiled, keys: tuple[str, ...], fixed: dict):
+        self.compiled, self.keys, self.fixed = compiled, keys, fixed
 
     @classmethod
-    def build(cls, model) -> "_TracedPipeline | None":
+    def build(cls, model) -> "_OneText | None":
         import warnings
 
         from transformers.utils import logging as transformers_logging
 
         torch = configured_torch()
         try:
-            features = model.preprocess(["trace the pipeline on this text"])
+            features = model.preprocess(["compile the pipeline on this text"])
             keys = tuple(key for key, value in features.items() if isinstance(value, torch.Tensor))
             fixed = {key: value for key, value in features.items() if key not in keys}
 
             class Pipeline(torch.nn.Module):
                 # The model's modules in order, as SentenceTransformer.forward runs them (with
-                # no keyword arguments); tracing the model itself reads its deprecated properties.
+                # no keyword arguments); compiling the model itself reads its deprecated properties.
                 def __init__(self):
                     super().__init__()
                     self.steps = torch.nn.ModuleList(model.children())
@@ -411,37 +420,84 @@ class _TracedPipeline:
 
             verbosity = transformers_logging.get_verbosity()
             try:
-                # Quiet: deprecation, the tracer's notes on the branches it fixed, and transformers'
-                # notes on the attributes freezing reads.
+                # Quiet: deprecations, the compilers' notes on the branches they fixed, and
+                # transformers' notes on the attributes they read.
                 transformers_logging.set_verbosity_error()
                 with warnings.catch_warnings(), torch.no_grad():
                     warnings.simplefilter("ignore")
-                    module = torch.jit.freeze(torch.jit.trace(Pipeline().eval(), tuple(features[key] for key in keys),
-                                                              check_trace=False))
+                    compiled = cls._compile(torch, Pipeline().eval(), tuple(features[key] for key in keys), keys)
             finally:
                 transformers_logging.set_verbosity(verbosity)
-            traced = cls(module, keys, fixed)
+            pipeline = cls(compiled, keys, fixed)
             with torch.inference_mode():
                 for probe in cls.PROBES:
                     features = model.preprocess([probe])
-                    if not traced.takes(features):
-                        raise ValueError(f"the features of {probe[:20]!r} differ in kind from the traced text's")
-                    difference = float((traced(features) - _pipeline(torch, model, features)).abs().max())
+                    if not pipeline.takes(features):
+                        raise ValueError(f"the features of {probe[:20]!r} differ in kind from the compiled text's")
+                    difference = float(np.abs(pipeline(features) - _pipeline(torch, model, features).numpy()).max())
                     if not difference <= 1e-6:
-                        raise ValueError(f"the traced pipeline differs from the model by {difference:.3g}")
+                        raise ValueError(f"the compiled pipeline differs from the model by {difference:.3g}")
         except Exception as error:  # any failure: the modules themselves still answer
-            logger.info("Queries are embedded without TorchScript (%s: %s).", type(error).__name__, error)
+            logger.info("%s is not used (%s: %s).", cls.__name__, type(error).__name__, error)
             return None
-        return traced
+        return pipeline
 
     def takes(self, features: dict) -> bool:
-        """Whether ``features`` are one text's, of the kinds traced."""
+        """Whether ``features`` are one text's, of the kinds compiled."""
         return (set(features) == set(self.keys) | set(self.fixed)
                 and all(features[key] == value for key, value in self.fixed.items())
                 and features[self.keys[0]].shape[0] == 1)
 
-    def __call__(self, features: dict):
-        return self.module(*(features[key] for key in self.keys))
+
+class _TracedPipeline(_OneText):
+    """Traced and frozen with TorchScript (deprecated in torch 2.13, which still runs it).
+
+    Quicker than the modules alone (6.9 ms against 8.8 for 5-13 tokens, one thread), and
+    as quick as ONNX Runtime or quicker from ~33 tokens on: the benchmark corpus's texts
+    (what a remember embeds) 12.4-13.9 ms against 14.3-16.2; 67 tokens 14.0 against
+    14.0-14.6 (alternating processes, four runs).
+    """
+
+    @staticmethod
+    def _compile(torch, module, example, keys):
+        return torch.jit.freeze(torch.jit.trace(module, example, check_trace=False))
+
+    def __call__(self, features: dict) -> np.ndarray:
+        """The (1, dim) float32 unit vector of one text's features."""
+        torch = configured_torch()  # this thread's torch thread count (requests run on any thread)
+        with torch.inference_mode():
+            return self.compiled(*(features[key] for key in self.keys)).numpy()
+
+
+class _OnnxPipeline(_OneText):
+    """Exported to ONNX (in memory: nothing is written or fetched) and run by ONNX Runtime.
+
+    Far less overhead per operation than torch, so quicker for short texts (queries):
+    8 tokens 4.0-5.8 ms against 6.6-9.6 through the trace, 16 tokens 4.9-6.6 against
+    7.1-10.7 (alternating processes); from ~33 tokens on, torch's products catch up
+    (``ONNX_MAX_TOKENS``). Holds its own copy of the weights (~90 MB).
+    """
+
+    @staticmethod
+    def _compile(torch, module, example, keys):
+        import io
+
+        import onnxruntime
+
+        exported = io.BytesIO()
+        torch.onnx.export(module, example, exported, input_names=list(keys), output_names=["embedding"],
+                          opset_version=17, dynamic_axes={key: {1: "tokens"} for key in keys}, dynamo=False)
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = settings.MEMORY_TORCH_THREADS
+        options.inter_op_num_threads = 1
+        # With more than one thread, idle ones sleep instead of spinning (torch's OpenMP
+        # threads spun, taking a core from whatever ran next).
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        return onnxruntime.InferenceSession(exported.getvalue(), options, providers=["CPUExecutionProvider"])
+
+    def __call__(self, features: dict) -> np.ndarray:
+        """The (1, dim) float32 unit vector of one text's features."""
+        return self.compiled.run(None, {key: features[key].numpy() for key in self.keys})[0]
 
 
 class PathEmbedder(SentenceTransformerEmbedder):
@@ -480,12 +536,13 @@ def warm_up() -> None:
     """Load the configured embedder and embed one text, so a server's first request waits for neither.
 
     Loading MiniLM takes a few seconds (under the first write's lock, otherwise), and
-    its first one-text embedding builds the traced pipeline (~0.3 s). A model that
+    its first one-text embeddings build the compiled pipelines (~1.5 s). A model that
     cannot load is reported by the first write or semantic recall, not here.
     """
     embedder = get_embedder()
     if embedder.available():
         try:
             embedder.embed_query("warm up")
+            embedder.embed_query(" ".join(["warm up the pipeline for longer texts"] * 8))
         except EmbedderUnavailable:
             pass

@@ -16,10 +16,12 @@ from memories.exceptions import Conflict
 from memories.models import Revision
 from search import vectors
 from search.embeddings import (
+    ONNX_MAX_TOKENS,
     EmbedderUnavailable,
     HashEmbedder,
     MiniLMEmbedder,
     PathEmbedder,
+    _OnnxPipeline,
     _pipeline,
     _TracedPipeline,
     get_embedder,
@@ -93,45 +95,66 @@ def test_a_query_embeds_like_the_same_text_in_a_batch(minilm):
     assert minilm.embed([]).shape == (0, 384)
 
 
-def test_a_query_runs_through_the_traced_pipeline_with_the_models_numbers(minilm):
+@pytest.mark.parametrize("kind", [_OnnxPipeline, _TracedPipeline])
+def test_one_text_runs_through_a_compiled_pipeline_with_the_models_numbers(minilm, kind):
     model = minilm._load()
-    traced = minilm._traced_pipeline(model)
-    assert isinstance(traced, _TracedPipeline) and isinstance(traced.module, torch.jit.ScriptModule)
-    # Lengths other than the traced text's, up to the model's limit (the last is cut there).
+    compiled = minilm._compiled(kind, model)
+    assert isinstance(compiled, kind)
+    # Lengths other than the compiled text's, up to the model's limit (the last is cut there).
     for text in ["Ok", "坐标系统使用 WGS84, und die Straße ist gesperrt.", "release notes " * 300]:
         features = model.preprocess([text])
-        assert traced.takes(features)
+        assert compiled.takes(features)
         with torch.inference_mode():
             modules = _pipeline(torch, model, features).numpy()[0]
-            np.testing.assert_allclose(traced(features).numpy()[0], modules, rtol=0, atol=1e-6)
-        np.testing.assert_array_equal(minilm.embed_query(text), traced(features).numpy()[0])
-    assert not traced.takes(model.preprocess(["two texts", "padded to one length"]))
+        np.testing.assert_allclose(compiled(features)[0], modules, rtol=0, atol=1e-6)
+    assert not compiled.takes(model.preprocess(["two texts", "padded to one length"]))
     assert minilm.embeds_beside and not HashEmbedder().embeds_beside
 
 
-def test_queries_go_through_the_modules_when_the_trace_fails_or_differs(minilm, monkeypatch):
-    expected = minilm.embed_query("Releases ship every Tuesday")
+def test_short_texts_go_to_onnx_runtime_and_longer_ones_to_the_trace(minilm, monkeypatch):
+    model = minilm._load()
+    used = []
+    for kind in (_OnnxPipeline, _TracedPipeline):
+        monkeypatch.setattr(kind, "__call__", lambda self, features, call=kind.__call__: used.append(type(self))
+                            or call(self, features))
+    for text in ["what did we decide about the release", "release notes " * 40]:
+        features = model.preprocess([text])
+        want = _OnnxPipeline if features["input_ids"].shape[1] <= ONNX_MAX_TOKENS else _TracedPipeline
+        used.clear()
+        np.testing.assert_array_equal(minilm.embed_query(text), minilm._compiled(want, model)(features)[0])
+        assert used[0] is want
+    assert used[0] is _TracedPipeline  # both lengths were tried
+
+
+def test_texts_go_through_the_modules_when_the_compilers_fail_or_differ(minilm, monkeypatch):
+    texts = ["Releases ship every Tuesday", "release notes " * 40]  # one for each compiler
+    expected = [minilm.embed_query(text) for text in texts]
 
     def broken(*args, **kwargs):
-        raise RuntimeError("TorchScript is gone")
+        raise RuntimeError("the compiler is gone")
 
+    monkeypatch.setattr(torch.onnx, "export", broken)
     monkeypatch.setattr(torch.jit, "trace", broken)
-    untraced = MiniLMEmbedder()
-    np.testing.assert_allclose(untraced.embed_query("Releases ship every Tuesday"), expected, rtol=0, atol=1e-6)
-    assert untraced._traced is False and not untraced.embeds_beside  # run from Python: no helper thread
+    uncompiled = MiniLMEmbedder()
+    for text, want in zip(texts, expected):
+        np.testing.assert_allclose(uncompiled.embed_query(text), want, rtol=0, atol=1e-6)
+    assert set(uncompiled._compiled_pipelines.values()) == {False}
+    assert not uncompiled.embeds_beside  # run from Python: no helper thread
     monkeypatch.undo()
 
-    call = _TracedPipeline.__call__
-    monkeypatch.setattr(_TracedPipeline, "__call__", lambda self, features: call(self, features) + 1e-4)
+    for kind in (_OnnxPipeline, _TracedPipeline):
+        monkeypatch.setattr(kind, "__call__", lambda self, features, call=kind.__call__: call(self, features) + 1e-4)
     drifted = MiniLMEmbedder()
-    np.testing.assert_allclose(drifted.embed_query("Releases ship every Tuesday"), expected, rtol=0, atol=1e-6)
-    assert drifted._traced is False
+    for text, want in zip(texts, expected):
+        np.testing.assert_allclose(drifted.embed_query(text), want, rtol=0, atol=1e-6)
+    assert set(drifted._compiled_pipelines.values()) == {False}
 
 
-def test_warming_up_builds_the_traced_pipeline_and_never_raises(settings, tmp_path):
+def test_warming_up_builds_the_compiled_pipelines_and_never_raises(settings, tmp_path):
     settings.MEMORY_EMBEDDER = "minilm"
     warm_up()
-    assert isinstance(get_embedder()._traced, _TracedPipeline)
+    compiled = get_embedder()._compiled_pipelines
+    assert isinstance(compiled[_OnnxPipeline], _OnnxPipeline) and isinstance(compiled[_TracedPipeline], _TracedPipeline)
     settings.MEMORY_EMBEDDER = str(tmp_path / "no-model-here")
     warm_up()  # reported by the first write or semantic recall instead
     assert not get_embedder().available()
