@@ -65,24 +65,28 @@ def test_the_int8_product_of_head_and_tail_is_exact(rows):
 
 
 @pytest.mark.parametrize("dim", [8, 48, 384])
-def test_the_head_bound_holds_every_float32_cosine_and_rules_out_most_rows(dim):
+def test_the_head_bound_keeps_every_row_that_reaches_the_threshold_and_rules_out_most(dim):
     rng = np.random.default_rng(dim + 1)
     matrix = random_rows(rng, 5000, dim)
     stored = cosines.quantize(np.arange(1, 5001), matrix)
     assert stored.head.shape[1] + stored.tail.shape[1] == dim
     open_share = []
     for number, query in enumerate(random_rows(rng, 30, dim)):
-        if number % 3 == 0:  # a near twin of a stored row, so some cosines come close to the bound
+        if number % 3 == 0:  # a near twin of a stored row, so some cosines come close to 1
             query = matrix[number] + rng.standard_normal(dim).astype(np.float32) * 0.05
             query = (query / (np.linalg.norm(query) or 1)).astype(np.float32)
-        upper = cosines.head_upper(stored, query)
-        lower, full_upper = cosines.bounds(stored, query)
         exact = (matrix @ query).astype(np.float64)
-        assert np.all(exact <= upper)
-        some = rng.choice(5000, 50, replace=False)
-        assert np.all(matrix[some] @ query <= upper[some])
-        assert np.all(full_upper <= upper + 1e-12)  # the full bounds are never looser
-        open_share.append(np.mean(upper >= 0.9))
+        full_upper = cosines.bounds(stored, query)[1]
+        # Thresholds set at a row's own cosine, where a bound that is not one shows first.
+        for least in (0.9, *np.sort(exact)[-rng.integers(1, 40, 3)]):
+            opened = cosines.head_open(stored, query, float(least))
+            assert np.all(np.diff(opened) > 0)
+            assert set(np.flatnonzero(exact >= least)) <= set(opened.tolist())
+            some = rng.choice(5000, 50, replace=False)  # the exact path computes on any subset of rows
+            assert set(some[matrix[some] @ query >= least]) <= set(opened.tolist())
+            assert set(np.flatnonzero(full_upper >= least)) <= set(opened.tolist())  # never tighter than full bounds
+            if least == 0.9:
+                open_share.append(len(opened) / 5000)
     if dim == 384:  # useful, not merely true: random directions rarely come near 0.9 on a third of the components
         assert np.median(open_share) < 0.2
 
@@ -248,8 +252,8 @@ def test_near_twins_through_the_bounds_equal_the_full_scan(store, monkeypatch, g
     texts = [item["revisions"][0]["content"] for item in store[:40]]
     monkeypatch.setattr(cosines, "_GATHER_SHARE", gather_share)
     heads, scans = [], []
-    real_head_upper, real_bounds = cosines.head_upper, cosines.bounds
-    monkeypatch.setattr(cosines, "head_upper", lambda *args: heads.append(1) or real_head_upper(*args))
+    real_head_open, real_bounds = cosines.head_open, cosines.bounds
+    monkeypatch.setattr(cosines, "head_open", lambda *args: heads.append(1) or real_head_open(*args))
     monkeypatch.setattr(cosines, "bounds", lambda *args: scans.append(1) or real_bounds(*args))
     found = {}
     for least in (1, 10**9):
