@@ -454,8 +454,8 @@ class _TracedPipeline(_OneText):
 
     Quicker than the modules alone (6.9 ms against 8.8 for 5-13 tokens, one thread), and
     as quick as ONNX Runtime or quicker from ~33 tokens on: the benchmark corpus's texts
-    (what a remember embeds) 12.4-13.9 ms against 14.3-16.2; 67 tokens 14.0 against
-    14.0-14.6 (alternating processes, four runs).
+    (what a remember embeds) 12.4-13.9 ms against 14.3-16.2; 67 tokens 14.0-14.3 against
+    14.0-15.8 (alternating processes, four runs).
     """
 
     @staticmethod
