@@ -5,11 +5,18 @@ Writes go to a tail table; ``compact`` folds the tail into one packed row per te
 so reading a term costs one or two b-tree lookups and a ``numpy.frombuffer``.
 Revision ids only grow (revisions are append-only and writes are serialised), so
 folding a tail into a packed row is an append, never a merge.
+
+Packed rows change only when a fold or an erasure rewrites them, and each such change
+draws a new ``search_state.packed_version`` (migration 0004). A process keeps the
+packed postings it has read (``_PackedCache``, a few common terms are most of the
+bytes a recall reads) and reads them again only when that version moved; the tail is
+read every time.
 """
 
 import threading
-from collections import Counter
+from collections import Counter, OrderedDict
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from django.db import connection
@@ -25,6 +32,10 @@ COMPACT_AFTER = 20_000
 # no prefix range of a word ever reaches them.
 BIGRAM_PREFIX = "\x01"
 TF_MAX = np.iinfo(np.uint16).max
+# The packed postings one process keeps in memory, at most (least recently read go first).
+PACKED_CACHE_BYTES = 64 * 2**20
+# Draws the packed rows' new version, in the transaction that changes them (see the module).
+_NEW_PACKED_VERSION = "UPDATE search_state SET packed_version = random() WHERE id = 1"
 
 
 @dataclass(frozen=True)
@@ -120,6 +131,7 @@ def _fold(cursor, new_rows: list[tuple[int, str, int]]) -> int:
         "ON CONFLICT (term) DO UPDATE SET revision_ids = excluded.revision_ids, tfs = excluded.tfs",
         updates,
     )
+    cursor.execute(_NEW_PACKED_VERSION)
     if tail:
         cursor.execute("DELETE FROM search_posting_tail")
         cursor.execute("UPDATE search_state SET tail_rows = 0 WHERE id = 1")
@@ -137,6 +149,7 @@ def remove(revisions: list[tuple[int, str, str]]) -> None:
         return
     gone = np.asarray([revision_id for revision_id, _, _ in revisions], dtype=np.int64)
     terms = sorted({term for document in analyse(revisions) for term in document.terms})
+    changed = False
     with connection.cursor() as cursor:
         for term in terms:
             # Primary key lookup per term of the removed revisions.
@@ -154,6 +167,9 @@ def remove(revisions: list[tuple[int, str, str]]) -> None:
                                [ids[keep].tobytes(), tfs[keep].tobytes(), term])
             else:
                 cursor.execute("DELETE FROM search_posting WHERE term = %s", [term])
+            changed = True
+        if changed:
+            cursor.execute(_NEW_PACKED_VERSION)
 
 
 def term_ranges(stem: str, prefix: str | None) -> list[tuple[str, str | None]]:
@@ -177,6 +193,7 @@ def read_terms(terms: list[list[tuple[str, str | None]]], *, max_id: int) -> lis
     A revision that holds several terms of the ranges (a prefix matching "deploy" and
     "deployment") appears once, with the counts summed, as FTS5 counts a prefix query's
     instances. Ids are int64 (not sorted); counts are exact integers, as uint16 or float64.
+    The arrays may be shared with later calls: read-only.
     """
     flat = _read_parts([item for ranges in terms for item in ranges], max_id=max_id)
     result, start = [], 0
@@ -187,34 +204,91 @@ def read_terms(terms: list[list[tuple[str, str | None]]], *, max_id: int) -> lis
     return result
 
 
+class _Packed(NamedTuple):
+    """One range's packed postings as read under one ``packed_version``: its terms' union."""
+
+    version: int
+    ids: np.ndarray  # int64, distinct and ascending, read-only
+    tfs: np.ndarray  # read-only
+    top: int  # the largest id (0 when empty)
+
+
+class _PackedCache:
+    """The packed postings this process has read, per (database, range), least recently read dropped first."""
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self.lock = threading.Lock()
+        self.entries: OrderedDict[tuple, _Packed] = OrderedDict()
+        self.size = 0
+
+    def get(self, key: tuple) -> _Packed | None:
+        with self.lock:
+            entry = self.entries.get(key)
+            if entry is not None:
+                self.entries.move_to_end(key)
+            return entry
+
+    def put(self, key: tuple, entry: _Packed) -> None:
+        cost = entry.ids.nbytes + entry.tfs.nbytes
+        if cost > self.capacity:
+            return
+        with self.lock:
+            old = self.entries.pop(key, None)
+            if old is not None:
+                self.size -= old.ids.nbytes + old.tfs.nbytes
+            self.entries[key] = entry
+            self.size += cost
+            while self.size > self.capacity:
+                _, dropped = self.entries.popitem(last=False)
+                self.size -= dropped.ids.nbytes + dropped.tfs.nbytes
+
+
+_packed = _PackedCache(PACKED_CACHE_BYTES)
+
+
 def _read_parts(ranges: list[tuple[str, str | None]], *, max_id: int) -> list[list[tuple[np.ndarray, np.ndarray]]]:
     """Per range, its postings as parts whose ids are distinct and ascending within each part, all <= max_id.
 
-    One statement reads every range from both tables (a query's few ranges cost one
-    round trip through the driver instead of two each).
+    One statement reads every range's tail rows with the packed rows' version; a second
+    reads the packed rows of the ranges this process holds no copy of at that version.
+    (One statement for both cost as much as reading the packed rows every time: the
+    version test runs after each row's seek.)
     """
-    selects, params = [], []
-    for index, (low, high) in enumerate(ranges):
-        # Primary key equality, or a primary key range scan (a prefix's terms are contiguous), on both tables.
-        where, values = ("term = %s", [low]) if high is None else ("term >= %s AND term < %s", [low, high])
-        selects.append(f"SELECT {index}, revision_ids, tfs FROM search_posting WHERE {where}")
-        selects.append(f"SELECT {index}, revision_id, tf FROM search_posting_tail WHERE {where}")
-        params += values * 2
-    result = [[] for _ in ranges]
-    tails: list[list[tuple[int, int]]] = [[] for _ in ranges]
-    if ranges:
-        with connection.cursor() as cursor:
-            cursor.execute(" UNION ALL ".join(selects), params)
-            rows = cursor.fetchall()
-        for index, ids, tfs in rows:
-            if isinstance(ids, int):  # a tail row: one revision id and its count
-                tails[index].append((ids, tfs))
-                continue
-            ids = np.frombuffer(ids, dtype="<u4")  # one term's ids, ascending
-            end = int(np.searchsorted(ids, max_id, side="right"))  # later ids: written after the caller's view
-            if end:
-                result[index].append((ids[:end].astype(np.int64), np.frombuffer(tfs, dtype="<u2")[:end]))
-    for parts, tail in zip(result, tails):
+    if not ranges:
+        return []
+    database = str(connection.settings_dict["NAME"])
+    keys = [(database, low, high) for low, high in ranges]
+    while True:
+        version, tails = _select(ranges, "search_posting_tail")
+        entries = [_packed.get(key) for key in keys]
+        stale = [index for index, entry in enumerate(entries) if entry is None or entry.version != version]
+        if not stale:
+            break
+        packed_version, packed = _select([ranges[index] for index in stale], "search_posting")
+        if packed_version != version:
+            # A fold between the two statements: the tail rows read may be packed rows now.
+            continue
+        for index, rows in zip(stale, packed):
+            # Each row is one term's ids (ascending) and counts.
+            ids, tfs = _union([(np.frombuffer(ids, dtype="<u4").astype(np.int64), np.frombuffer(tfs, dtype="<u2"))
+                               for ids, tfs in rows])
+            if len(ids) > 1 and np.any(ids[1:] < ids[:-1]):
+                # The union of a common term and rare ones appends the rare ids: two ascending
+                # runs, which a stable sort (timsort) merges in one pass.
+                order = np.argsort(ids, kind="stable")
+                ids, tfs = ids[order], tfs[order]
+            ids.flags.writeable = tfs.flags.writeable = False
+            entries[index] = _Packed(version, ids, tfs, int(ids[-1]) if len(ids) else 0)
+            _packed.put(keys[index], entries[index])
+        break
+    result = []
+    for entry, tail in zip(entries, tails):
+        parts = []
+        if len(entry.ids):
+            end = len(entry.ids) if entry.top <= max_id else int(np.searchsorted(entry.ids, max_id, side="right"))
+            if end:  # ids above max_id were packed after the caller's view was taken
+                parts.append((entry.ids[:end], entry.tfs[:end]))
         if tail:
             array = np.asarray(tail, dtype=np.int64)
             array = array[array[:, 0] <= max_id]
@@ -222,7 +296,29 @@ def _read_parts(ranges: list[tuple[str, str | None]], *, max_id: int) -> list[li
                 # Ascending, and a revision holding several terms of the range once, its counts summed.
                 ids, inverse = np.unique(array[:, 0], return_inverse=True)
                 parts.append((ids, np.bincount(inverse, weights=array[:, 1], minlength=len(ids))))
+        result.append(parts)
     return result
+
+
+def _select(ranges: list[tuple[str, str | None]], table: str) -> tuple[int, list[list[tuple]]]:
+    """The packed rows' version and, per range, its rows of ``table`` (id(s), count(s)): one statement."""
+    selects, params = ["SELECT -1, packed_version, NULL FROM search_state WHERE id = 1"], []
+    columns = "revision_ids, tfs" if table == "search_posting" else "revision_id, tf"
+    for index, (low, high) in enumerate(ranges):
+        # Primary key equality, or a primary key range scan (a prefix's terms are contiguous).
+        where, values = ("term = %s", [low]) if high is None else ("term >= %s AND term < %s", [low, high])
+        selects.append(f"SELECT {index}, {columns} FROM {table} WHERE {where}")
+        params += values
+    with connection.cursor() as cursor:
+        cursor.execute(" UNION ALL ".join(selects), params)
+        rows = cursor.fetchall()
+    version, found = None, [[] for _ in ranges]
+    for index, first, second in rows:
+        if index < 0:
+            version = first
+        else:
+            found[index].append((first, second))
+    return version, found
 
 
 _scratch = threading.local()

@@ -13,6 +13,7 @@ from django.db import connection, transaction
 
 from memories import validation
 from memories.models import Memory
+from memories.services import memory_erase
 from memories.services.lifecycle import append_revision
 from search import cosines, engine, indexing, postings, snapshot, vectors
 from search.arrays import select
@@ -113,6 +114,71 @@ def test_a_prefix_counts_a_revision_once_across_its_terms_packed_and_tail(db, mo
     assert sorted(zip(ids.tolist(), tfs.tolist())) == [(old.pk, 3.0), (new.pk, 3.0)]  # later: after max_id
     ids, _ = postings.read_terms([ranges], max_id=later.pk)[0]
     assert sorted(ids.tolist()) == [old.pk, new.pk, later.pk]
+
+
+def test_packed_postings_are_kept_until_a_fold_or_an_erasure_changes_them(db, monkeypatch):
+    monkeypatch.setattr(postings, "COMPACT_AFTER", 10_000)
+    first = write(new_memory("a"), "kiwi kiwi", T0)
+    postings.compact()
+    assert posted("kiwi")[1].tolist() == [2.0]
+    # The process keeps what it read while the packed rows' version stands: a change made
+    # behind the version's back (no writer does this) is not read...
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE search_posting SET tfs = %s WHERE term = 'kiwi'", [np.array([7], "<u2").tobytes()])
+    assert posted("kiwi")[1].tolist() == [2.0]
+    # ...while the tail is read every time...
+    second = write(new_memory("b"), "kiwi", T0 + DAY)
+    ids, tfs = posted("kiwi")
+    assert (ids.tolist(), tfs.tolist()) == ([first.pk, second.pk], [2.0, 1.0])
+    # ...and a fold draws a new version, so the packed rows are read again (the 7 with them).
+    postings.compact()
+    ids, tfs = posted("kiwi")
+    assert (ids.tolist(), tfs.tolist()) == ([first.pk, second.pk], [7.0, 1.0])
+    assert postings.read_terms([[("kiwi", None)]], max_id=first.pk)[0][0].tolist() == [first.pk]
+    # A fold that rolls back takes its version with it: what was read inside is not used after.
+    with transaction.atomic():
+        third = write(new_memory("c"), "kiwi", T0 + 2 * DAY)
+        postings.compact()
+        assert posted("kiwi")[0].tolist() == [first.pk, second.pk, third.pk]
+        transaction.set_rollback(True)
+    assert posted("kiwi")[0].tolist() == [first.pk, second.pk]
+    # Erasure rewrites packed rows too.
+    memory_erase(memory_id=second.memory_id, actor="test", interface="cli")
+    assert posted("kiwi")[0].tolist() == [first.pk]
+
+
+def test_a_fold_between_reading_the_tail_and_the_packed_rows_is_read_again(db, monkeypatch):
+    monkeypatch.setattr(postings, "COMPACT_AFTER", 10_000)
+    first = write(new_memory("a"), "lime", T0)
+    second = write(new_memory("b"), "lime lime", T0 + DAY)  # both in the tail, nothing cached for "lime"
+    select, folded = postings._select, []
+
+    def fold_after_the_tail(ranges, table):
+        found = select(ranges, table)
+        if table == "search_posting_tail" and not folded:
+            folded.append(postings.compact())  # another writer's fold, right after the tail was read
+        return found
+
+    monkeypatch.setattr(postings, "_select", fold_after_the_tail)
+    ids, tfs = posted("lime")
+    assert folded and (ids.tolist(), tfs.tolist()) == ([first.pk, second.pk], [1.0, 2.0])  # each once
+
+
+def test_the_packed_cache_keeps_the_most_recently_read_within_its_bytes():
+    cache = postings._PackedCache(capacity=3 * 800)  # three entries of 50 ids (int64) and counts (float64)
+
+    def entry(version):
+        return postings._Packed(version, np.arange(50, dtype=np.int64), np.ones(50), 49)
+
+    for name in "abc":
+        cache.put(name, entry(1))
+    assert cache.get("a").version == 1  # now the most recently read
+    cache.put("d", entry(1))
+    assert cache.get("b") is None and [cache.get(name) is not None for name in "acd"] == [True] * 3
+    cache.put("a", entry(2))  # replaced, not counted twice
+    assert cache.get("a").version == 2 and cache.size == 3 * 800
+    cache.put("huge", postings._Packed(1, np.arange(1000, dtype=np.int64), np.ones(1000), 999))
+    assert cache.get("huge") is None and cache.get("a") is not None
 
 
 def test_a_snapshot_extended_by_later_writes_equals_a_fresh_load(db):
