@@ -160,6 +160,8 @@ def test_search_box_uses_recall_and_keeps_its_order(admin_client, searchable):
 
 def test_a_searched_list_takes_as_many_queries_for_many_hits_as_for_few(admin_client, remember):
     def count_queries():
+        # Once first: the packed postings a process has read are not read again (search.postings).
+        admin_client.get(CHANGELIST, {"q": "harbour crane"})
         with CaptureQueriesContext(connection) as queries:
             response = admin_client.get(CHANGELIST, {"q": "harbour crane"})
         return len(queries), len(row_ids(response))

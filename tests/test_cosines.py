@@ -65,7 +65,7 @@ def test_the_int8_product_of_head_and_tail_is_exact(rows):
 
 
 @pytest.mark.parametrize("dim", [8, 48, 384])
-def test_the_head_bound_keeps_every_row_that_reaches_the_threshold_and_rules_out_most(dim):
+def test_the_head_bound_keeps_every_row_that_reaches_the_threshold_and_rules_out_most(dim, monkeypatch):
     rng = np.random.default_rng(dim + 1)
     matrix = random_rows(rng, 5000, dim)
     stored = cosines.quantize(np.arange(1, 5001), matrix)
@@ -79,12 +79,17 @@ def test_the_head_bound_keeps_every_row_that_reaches_the_threshold_and_rules_out
         full_upper = cosines.bounds(stored, query)[1]
         # Thresholds set at a row's own cosine, where a bound that is not one shows first.
         for least in (0.9, *np.sort(exact)[-rng.integers(1, 40, 3)]):
-            opened = cosines.head_open(stored, query, float(least))
+            opened = cosines.head_open(stored, query, float(least), refine_over=10**9)  # the head bound alone
             assert np.all(np.diff(opened) > 0)
             assert set(np.flatnonzero(exact >= least)) <= set(opened.tolist())
             some = rng.choice(5000, 50, replace=False)  # the exact path computes on any subset of rows
             assert set(some[matrix[some] @ query >= least]) <= set(opened.tolist())
             assert set(np.flatnonzero(full_upper >= least)) <= set(opened.tolist())  # never tighter than full bounds
+            # Refined by the tails of the rows left open, it is the full bounds' set exactly.
+            for share in (1, 10**9):  # the open rows' tails gathered, or every row's multiplied
+                monkeypatch.setattr(cosines, "_GATHER_SHARE", share)
+                refined = cosines.head_open(stored, query, float(least), refine_over=0)
+                assert refined.tolist() == np.flatnonzero(full_upper >= least).tolist()
             if least == 0.9:
                 open_share.append(len(opened) / 5000)
     if dim == 384:  # useful, not merely true: random directions rarely come near 0.9 on a third of the components
@@ -247,14 +252,16 @@ def test_a_row_is_skipped_only_when_no_neighbour_can_lift_it_to_the_bound():
         assert not np.any(~keep & (scores + weight * lent >= bound)), trial
 
 
-@pytest.mark.parametrize("gather_share", [1, 8], ids=["never-full-scan", "full-scan-when-many"])
-def test_near_twins_through_the_bounds_equal_the_full_scan(store, monkeypatch, gather_share):
+@pytest.mark.parametrize("refine_min, gather_share", [(10**9, 8), (0, 1), (0, 10**9)],
+                         ids=["head-only", "tails-gathered", "tails-of-every-row"])
+def test_near_twins_through_the_bounds_equal_the_full_scan(store, monkeypatch, refine_min, gather_share):
     texts = [item["revisions"][0]["content"] for item in store[:40]]
+    monkeypatch.setattr(cosines, "_REFINE_MIN_ROWS", refine_min)
     monkeypatch.setattr(cosines, "_GATHER_SHARE", gather_share)
-    heads, scans = [], []
-    real_head_open, real_bounds = cosines.head_open, cosines.bounds
+    heads, products = [], []
+    real_head_open, real_dots = cosines.head_open, cosines._integer_dots
     monkeypatch.setattr(cosines, "head_open", lambda *args: heads.append(1) or real_head_open(*args))
-    monkeypatch.setattr(cosines, "bounds", lambda *args: scans.append(1) or real_bounds(*args))
+    monkeypatch.setattr(cosines, "_integer_dots", lambda parts: products.append(len(parts[0][0])) or real_dots(parts))
     found = {}
     for least in (1, 10**9):
         monkeypatch.setattr(cosines, "QUANTIZED_MIN_ROWS", least)
@@ -263,9 +270,15 @@ def test_near_twins_through_the_bounds_equal_the_full_scan(store, monkeypatch, g
     assert found[1] == found[10**9]
     assert sum(twin is not None and twin.cosine >= 0.9 for twin in found[1]) > 10
     assert sum(twin is not None and twin.cosine < 0.9 for twin in found[1]) > 10
-    # Each check scanned the head; only where it left many rows open did the full bounds follow.
+    # Each check multiplied every row's head codes; the tails followed only where asked to:
+    # the open rows' (fewer rows than the head's product), or every row's.
     assert len(heads) == len(found[1])
-    assert 0 < len(scans) < len(heads) if gather_share == 8 else not scans
+    if refine_min:
+        assert len(products) == len(heads)
+    elif gather_share == 1:
+        assert len(products) > len(heads) and min(products) < max(products)
+    else:
+        assert len(products) > len(heads) and min(products) == max(products)
 
 
 def test_without_the_int8_product_answers_come_from_the_full_scan(store, monkeypatch):
