@@ -60,7 +60,8 @@ _SPLIT_MIN_ROWS = 65_536
 # against 0.074; not re-measured with einsum, which float32_dots now uses for both).
 _GATHER_SHARE = 8
 # When the head codes leave more rows than this open, their full int8 bounds are computed
-# before any float32 row is gathered (see ``head_open``).
+# before any float32 row is gathered (see ``head_open``). At 100k hash-embedder rows,
+# 256, 1024 and 4096 gave the same mean check (4.1-4.2 ms, against 5.4 never refining).
 _REFINE_MIN_ROWS = 4096
 # From this many rows, ``float32_dots`` splits its rows between two threads (at 13k rows
 # two threads took 0.84 ms against 0.81 for one; at 30k, 1.3 against 3.1).
