@@ -41,8 +41,11 @@ def key(value) -> str:
     return value
 
 
+_KINDS = frozenset(Kind.values)
+
+
 def kind(value) -> str:
-    if value not in Kind.values:
+    if not isinstance(value, str) or value not in _KINDS:
         raise InvalidInput(f"kind: {value!r} is not a kind. Use one of: {', '.join(Kind.values)}.", field="kind")
     return value
 

@@ -118,6 +118,10 @@ class HashEmbedder(Embedder):
     mass. Each word contributes a unit word feature plus its trigrams scaled to unit
     norm together; buckets and signs come from BLAKE2b, so the vectors are the same in
     every process and on every machine (Python's ``hash()`` is salted per process).
+
+    Each distinct word's features are hashed once and kept in flat arrays, so a batch
+    costs one dict lookup per word in Python and a few numpy gathers; the features are
+    summed in the same order as word by word, so the vectors are the same to the bit.
     """
 
     name = "hash-v1"
@@ -128,50 +132,82 @@ class HashEmbedder(Embedder):
         if dim < 8:
             raise ValueError("A hash embedding needs at least 8 dimensions.")
         self._dim = dim
-        self._features: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        # One encode at a time: a batch's word ids index the arrays that its new words grow.
+        self._lock = threading.Lock()
+        self._forget_words()
 
     @property
     def dim(self) -> int:
         return self._dim
+
+    def _forget_words(self) -> None:
+        self._word_ids: dict[str, int] = {}
+        self._starts = np.zeros(1024, dtype=np.int64)  # a word's first feature in the flat arrays
+        self._counts = np.zeros(1024, dtype=np.int64)  # and how many it has
+        self._buckets = np.zeros(16384, dtype=np.int64)
+        self._weights = np.zeros(16384, dtype=np.float64)
+        self._used = 0  # entries of the flat arrays in use
 
     def _bucket(self, feature: str) -> tuple[int, float]:
         digest = hashlib.blake2b(feature.encode("utf-8"), digest_size=8, person=b"memory-hash-v1").digest()
         number = int.from_bytes(digest, "little")
         return (number >> 1) % self._dim, (1.0 if number & 1 else -1.0)
 
-    def _word_features(self, word: str) -> tuple[np.ndarray, np.ndarray]:
-        cached = self._features.get(word)
-        if cached is not None:
-            return cached
+    def _add_word(self, word: str) -> None:
         padded = f"<{word}>"
         trigrams = [padded[i:i + 3] for i in range(len(padded) - 2)]
-        scale = 1.0 / np.sqrt(len(trigrams))
         pairs = [self._bucket("w:" + word)] + [self._bucket("t:" + gram) for gram in trigrams]
-        indices = np.array([index for index, _ in pairs], dtype=np.int64)
         weights = np.array([sign for _, sign in pairs], dtype=np.float64)
-        weights[1:] *= scale
-        if len(self._features) >= self._CACHE_LIMIT:
-            self._features.clear()  # simpler than an LRU, and refilling is cheap
-        self._features[word] = (indices, weights)
-        return indices, weights
+        weights[1:] *= 1.0 / np.sqrt(len(trigrams))
+        number, start, end = len(self._word_ids), self._used, self._used + len(pairs)
+        if number == len(self._starts):
+            self._starts, self._counts = _grown(self._starts, number + 1), _grown(self._counts, number + 1)
+        if end > len(self._buckets):
+            self._buckets, self._weights = _grown(self._buckets, end), _grown(self._weights, end)
+        self._buckets[start:end] = [index for index, _ in pairs]
+        self._weights[start:end] = weights
+        self._starts[number], self._counts[number] = start, len(pairs)
+        self._used = end
+        self._word_ids[word] = number
 
     def _encode(self, texts: list[str]) -> np.ndarray:
-        counts, indices, weights = [], [], []
-        for text in texts:
-            folded = text.casefold()
-            # A text of punctuation only is still one feature, so only "" maps to the zero vector.
-            words = self._WORD.findall(folded) or ([folded.strip()] if folded.strip() else [])
-            features = [self._word_features(word) for word in words]
-            counts.append(sum(len(word_indices) for word_indices, _ in features))
-            for word_indices, word_weights in features:
-                indices.append(word_indices)
-                weights.append(word_weights)
-        if not indices:
-            return np.zeros((len(texts), self._dim), dtype=np.float32)
-        rows = np.repeat(np.arange(len(texts), dtype=np.int64), counts)
-        flat = rows * self._dim + np.concatenate(indices)
-        summed = np.bincount(flat, weights=np.concatenate(weights), minlength=len(texts) * self._dim)
+        with self._lock:
+            if len(self._word_ids) >= self._CACHE_LIMIT:
+                self._forget_words()  # simpler than an LRU, and refilling is cheap
+            word_ids, find_words = self._word_ids, self._WORD.findall
+            occurrences, per_text = [], []
+            for text in texts:
+                folded = text.casefold()
+                # A text of punctuation only is still one feature, so only "" maps to the zero vector.
+                words = find_words(folded) or ([folded.strip()] if folded.strip() else [])
+                mark = len(occurrences)
+                try:
+                    occurrences.extend(map(word_ids.__getitem__, words))
+                except KeyError:  # a word not seen yet: drop what extend added, hash the new words
+                    del occurrences[mark:]
+                    for word in words:
+                        if word not in word_ids:
+                            self._add_word(word)
+                    occurrences.extend(map(word_ids.__getitem__, words))
+                per_text.append(len(words))
+            if not occurrences:
+                return np.zeros((len(texts), self._dim), dtype=np.float32)
+            ids = np.array(occurrences, dtype=np.int64)
+            starts, counts = self._starts[ids], self._counts[ids]
+            # Every occurrence's features, in order: start + 0 .. start + count - 1 for each.
+            before = np.cumsum(counts) - counts
+            positions = np.repeat(starts - before, counts) + np.arange(before[-1] + counts[-1])
+            buckets, weights = self._buckets[positions], self._weights[positions]
+        rows = np.repeat(np.repeat(np.arange(len(texts), dtype=np.int64), per_text), counts)
+        summed = np.bincount(rows * self._dim + buckets, weights=weights, minlength=len(texts) * self._dim)
         return _normalise_rows(summed.reshape(len(texts), self._dim)).astype(np.float32)
+
+
+def _grown(array: np.ndarray, needed: int) -> np.ndarray:
+    """``array`` copied into one at least twice as long (and at least ``needed``), zero-filled."""
+    bigger = np.zeros(max(needed, 2 * len(array)), dtype=array.dtype)
+    bigger[:len(array)] = array
+    return bigger
 
 
 # Loaded models, one per directory per process: MiniLM takes ~0.5 s to load (plus ~5 s

@@ -16,6 +16,7 @@ read every time.
 import threading
 from collections import Counter, OrderedDict
 from dataclasses import dataclass
+from itertools import chain
 from typing import NamedTuple
 
 import numpy as np
@@ -63,51 +64,82 @@ def add(documents: list[DocumentTerms]) -> None:
     """Record the postings of new revisions (inside the caller's write transaction)."""
     if not documents:
         return
-    rows = [(document.revision_id, term, min(count, TF_MAX)) for document in documents
-            for term, count in document.terms.items()]
+    rows = _Rows.of(documents)
     with connection.cursor() as cursor:
         # INTEGER PRIMARY KEY: one b-tree insert per revision.
         cursor.executemany(
             "INSERT INTO search_document (revision_id, ntok, nbigram) VALUES (%s, %s, %s)",
             [(document.revision_id, document.ntok, document.nbigram) for document in documents],
         )
-        if len(rows) >= COMPACT_AFTER:
+        if len(rows.terms) >= COMPACT_AFTER:
             # A batch (an import) this large would be folded at once: fold it straight into the
             # packed rows with the tail, instead of writing it to the tail and reading it back.
             _fold(cursor, rows)
             return
         # Primary key (term, revision_id): inserts land where reads look them up.
-        cursor.executemany("INSERT INTO search_posting_tail (revision_id, term, tf) VALUES (%s, %s, %s)", rows)
+        cursor.executemany("INSERT INTO search_posting_tail (revision_id, term, tf) VALUES (%s, %s, %s)",
+                           zip(rows.ids.tolist(), rows.terms, rows.tfs.tolist()))
         cursor.execute("UPDATE search_state SET tail_rows = tail_rows + %s WHERE id = 1 RETURNING tail_rows",
-                       [len(rows)])
+                       [len(rows.terms)])
         tail_rows = cursor.fetchone()[0]
     if tail_rows >= COMPACT_AFTER:
         compact()
 
 
+class _Rows(NamedTuple):
+    """Postings as columns: ``terms[i]`` is held by revision ``ids[i]`` ``tfs[i]`` times (counts capped at TF_MAX)."""
+
+    terms: list[str]
+    ids: np.ndarray  # int64
+    tfs: np.ndarray  # int64
+
+    @classmethod
+    def of(cls, documents: list[DocumentTerms]) -> "_Rows":
+        sizes = [len(document.terms) for document in documents]
+        ids = np.repeat(np.array([document.revision_id for document in documents], dtype=np.int64), sizes)
+        counts = np.fromiter(chain.from_iterable(document.terms.values() for document in documents),
+                             dtype=np.int64, count=len(ids))
+        # Iterating a dict gives its keys, in the order of its values.
+        return cls(list(chain.from_iterable(document.terms for document in documents)), ids,
+                   np.minimum(counts, TF_MAX))
+
+    @classmethod
+    def concatenated(cls, first: "_Rows", second: "_Rows") -> "_Rows":
+        return cls(first.terms + second.terms, np.concatenate([first.ids, second.ids]),
+                   np.concatenate([first.tfs, second.tfs]))
+
+
+_NO_ROWS = _Rows([], np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+
+
 def compact() -> int:
     """Fold the tail into the packed rows; return how many terms were rewritten."""
     with connection.cursor() as cursor:
-        return _fold(cursor, [])
+        return _fold(cursor, _NO_ROWS)
 
 
-def _fold(cursor, new_rows: list[tuple[int, str, int]]) -> int:
-    """Append the tail's postings, then ``new_rows`` (revision id, term, tf), to the packed rows; empty the tail."""
+def _fold(cursor, new: _Rows) -> int:
+    """Append the tail's postings, then the ``new`` ones, to the packed rows; empty the tail."""
     # Primary key order: grouped by term, ids ascending within a term.
     cursor.execute("SELECT revision_id, term, tf FROM search_posting_tail ORDER BY term, revision_id")
     tail = cursor.fetchall()
-    if not tail and not new_rows:
+    if not tail and not new.terms:
         return 0
     # Tail ids are all below new ids (revisions only grow), so tail first, then new, stays ascending.
-    terms: dict[str, tuple[list, list]] = {}
-    for rows in (tail, new_rows):
-        for revision_id, term, tf in rows:
-            entry = terms.get(term)
-            if entry is None:
-                entry = terms[term] = ([], [])
-            entry[0].append(revision_id)
-            entry[1].append(tf)
-    names = list(terms)
+    rows = _Rows.concatenated(_Rows([term for _, term, _ in tail], np.array([row[0] for row in tail], dtype=np.int64),
+                                    np.array([row[2] for row in tail], dtype=np.int64)), new)
+    names = list(dict.fromkeys(rows.terms))  # each term once, first seen first
+    number = dict(zip(names, range(len(names))))
+    codes = np.fromiter(map(number.__getitem__, rows.terms), dtype=np.int64, count=len(rows.terms))
+    # Grouped by term, each term's rows in the order given.
+    order = np.argsort(codes, kind="stable")
+    ids, grouped = rows.ids[order], codes[order]
+    if np.any((ids[1:] <= ids[:-1]) & (grouped[1:] == grouped[:-1])):  # new rows not given in id order
+        order = np.lexsort((rows.ids, codes))
+        ids = rows.ids[order]
+    id_bytes = ids.astype("<u4").tobytes()
+    tf_bytes = rows.tfs[order].astype("<u2").tobytes()
+    ends = np.cumsum(np.bincount(codes, minlength=len(names))).tolist()
     packed = {}
     for start in range(0, len(names), 500):
         chunk = names[start:start + 500]
@@ -116,16 +148,11 @@ def _fold(cursor, new_rows: list[tuple[int, str, int]]) -> int:
             "SELECT term, revision_ids, tfs FROM search_posting WHERE term IN (%s)" % ",".join(["%s"] * len(chunk)),
             chunk,
         )
-        packed.update({term: (ids, tfs) for term, ids, tfs in cursor.fetchall()})
+        packed.update({term: (old_ids, old_tfs) for term, old_ids, old_tfs in cursor.fetchall()})
     updates = []
-    for term, (ids, tfs) in terms.items():
-        ids = np.asarray(ids, dtype="<u4")
-        tfs = np.asarray(tfs, dtype="<u2")
-        if len(ids) > 1 and np.any(ids[1:] <= ids[:-1]):  # new rows not given in id order
-            order = np.argsort(ids, kind="stable")
-            ids, tfs = ids[order], tfs[order]
+    for term, low, high in zip(names, [0] + ends[:-1], ends):
         old_ids, old_tfs = packed.get(term, (b"", b""))
-        updates.append((term, old_ids + ids.tobytes(), old_tfs + tfs.tobytes()))
+        updates.append((term, old_ids + id_bytes[4 * low:4 * high], old_tfs + tf_bytes[2 * low:2 * high]))
     cursor.executemany(
         "INSERT INTO search_posting (term, revision_ids, tfs) VALUES (%s, %s, %s) "
         "ON CONFLICT (term) DO UPDATE SET revision_ids = excluded.revision_ids, tfs = excluded.tfs",
