@@ -105,6 +105,11 @@ TEMPLATES = [
     },
 ]
 
+# How much of the SQLite file each connection reads through a memory map instead of read()
+# calls into its own 2 MB page cache (PRAGMA mmap_size; 0 turns it off). Pages read this way
+# are the operating system's file cache, shared between connections and processes.
+MEMORY_DB_MMAP_MB = env_int("MEMORY_DB_MMAP_MB", 16384, minimum=0, maximum=1024 * 1024)
+
 WSGI_APPLICATION = "memoryproject.wsgi.application"
 ASGI_APPLICATION = "memoryproject.asgi.application"
 

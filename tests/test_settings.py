@@ -14,6 +14,7 @@ pytestmark = pytest.mark.slow
     [
         ("MEMORY_DEBUG", "maybe", "one of 1/0, true/false, yes/no, on/off"),
         ("MEMORY_DB_BUSY_TIMEOUT", "abc", "an integer from 1 to 600"),
+        ("MEMORY_DB_MMAP_MB", "-1", "an integer from 0 to 1048576"),
         ("MEMORY_MAX_CONTENT_BYTES", "10", "an integer from 256 to 1048576"),
         ("MEMORY_LOG_LEVEL", "loud", "one of DEBUG, INFO, WARNING, ERROR"),
         ("MEMORY_FUSION", "borda", "one of weighted, rrf"),
