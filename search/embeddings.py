@@ -14,9 +14,11 @@ an embedder's ``name`` must change whenever its vectors would.
 import abc
 import hashlib
 import logging
+import math
 import os
 import re
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -30,7 +32,8 @@ logger = logging.getLogger(__name__)
 # pad less when lengths vary.
 ENCODE_BATCH_SIZE = 32
 # One text of at most this many tokens (a query, mostly) is embedded by ONNX Runtime, a
-# longer one by the TorchScript trace: each is the quicker there (_OnnxPipeline).
+# longer one by whichever of ONNX Runtime and the TorchScript trace was timed quicker on
+# this processor (MiniLMEmbedder._for_longer).
 ONNX_MAX_TOKENS = 32
 
 
@@ -368,6 +371,7 @@ class MiniLMEmbedder(SentenceTransformerEmbedder):
         self._error = missing
         # By kind: None until first used, False where it cannot be built here.
         self._compiled_pipelines: dict[type, object] = {_OnnxPipeline: None, _TracedPipeline: None}
+        self._longer_texts: "type[_OneText] | None" = None  # which one embeds them, once timed (_for_longer)
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         if len(texts) != 1:
@@ -379,9 +383,9 @@ class MiniLMEmbedder(SentenceTransformerEmbedder):
         if model is None:
             raise EmbedderUnavailable(f"The embedder {self.name} cannot be loaded: {self._error}")
         features = model.preprocess(texts)
-        # ONNX Runtime for short texts (queries), the trace for longer ones (_OneText).
+        # ONNX Runtime for short texts (queries); for longer ones whichever was quicker here.
         short = features["input_ids"].shape[1] <= ONNX_MAX_TOKENS
-        for kind in (_OnnxPipeline, _TracedPipeline) if short else (_TracedPipeline,):
+        for kind in (_OnnxPipeline, _TracedPipeline) if short else (self._for_longer(model),):
             compiled = self._compiled(kind, model)
             if compiled is not None and compiled.takes(features):
                 return compiled(features)
@@ -394,6 +398,26 @@ class MiniLMEmbedder(SentenceTransformerEmbedder):
         # Until the first text tries them, the compiled pipelines are expected to build.
         return any(compiled is not False for compiled in self._compiled_pipelines.values())
 
+    def _for_longer(self, model) -> "type[_OneText]":
+        """The pipeline that embeds texts over ONNX_MAX_TOKENS here: timed once per process.
+
+        Which is quicker depends on the processor. On the one the trace was chosen on,
+        it took 12.4-13.9 ms for a remember's text against 14.3-16.2 through ONNX Runtime;
+        on an AMD EPYC, 18.0-20.1 against 14.5-14.9 (the same texts, 55 tokens at p50). So the
+        first longer text times both on a text of that length, in turn, three times
+        each; ONNX Runtime takes over only when it is clearly quicker (by 5%). Both
+        give the model's numbers to 1e-6 (``_OneText.build``).
+        """
+        chosen = self._longer_texts
+        if chosen is None:
+            # Built before the lock is taken: building takes it too.
+            onnx, trace = self._compiled(_OnnxPipeline, model), self._compiled(_TracedPipeline, model)
+            with self._lock:
+                chosen = self._longer_texts
+                if chosen is None:
+                    chosen = self._longer_texts = _quicker_for_longer(model, onnx, trace)
+        return chosen
+
     def _compiled(self, kind: "type[_OneText]", model) -> "_OneText | None":
         """The one-text pipeline of this kind, built on first use; None where it cannot be."""
         compiled = self._compiled_pipelines[kind]
@@ -403,6 +427,29 @@ class MiniLMEmbedder(SentenceTransformerEmbedder):
                 if compiled is None:
                     compiled = self._compiled_pipelines[kind] = kind.build(model) or False
         return compiled or None
+
+
+def _quicker_for_longer(model, onnx: "_OneText | None", trace: "_OneText | None") -> "type[_OneText]":
+    """Which of the built pipelines embeds a text of _TIMED_TEXT's length quicker (see _for_longer)."""
+    if onnx is None or trace is None:
+        return _TracedPipeline if onnx is None else _OnnxPipeline
+    features = model.preprocess([_TIMED_TEXT])
+    best = {_OnnxPipeline: math.inf, _TracedPipeline: math.inf}
+    for _ in range(3):
+        for kind, pipeline in ((_OnnxPipeline, onnx), (_TracedPipeline, trace)):
+            start = time.perf_counter()
+            pipeline(features)
+            best[kind] = min(best[kind], time.perf_counter() - start)
+    chosen = _OnnxPipeline if best[_OnnxPipeline] < 0.95 * best[_TracedPipeline] else _TracedPipeline
+    logger.info("Texts over %d tokens go to %s (%.1f ms; ONNX Runtime %.1f, the trace %.1f).", ONNX_MAX_TOKENS,
+                chosen.__name__, best[chosen] * 1000, best[_OnnxPipeline] * 1000, best[_TracedPipeline] * 1000)
+    return chosen
+
+
+# What _for_longer times both pipelines on: 52 tokens, about a remembered text (the benchmark corpus's p50: 55).
+_TIMED_TEXT = ("The deploy of the billing service moved to Tuesday after the outage in March; Ana keeps the runbook "
+               "in the ops wiki and asks that every change to the schedule is written there first, with the reason "
+               "and the name of whoever approved it.")
 
 
 def _pipeline(torch, model, features):
@@ -488,10 +535,11 @@ class _OneText:
 class _TracedPipeline(_OneText):
     """Traced and frozen with TorchScript (deprecated in torch 2.13, which still runs it).
 
-    Quicker than the modules alone (6.9 ms against 8.8 for 5-13 tokens, one thread), and
-    as quick as ONNX Runtime or quicker from ~33 tokens on: the benchmark corpus's texts
-    (what a remember embeds) 12.4-13.9 ms against 14.3-16.2; 67 tokens 14.0-14.3 against
-    14.0-15.8 (alternating processes, four runs).
+    Quicker than the modules alone (6.9 ms against 8.8 for 5-13 tokens, one thread). On
+    some processors as quick as ONNX Runtime or quicker from ~33 tokens on: the benchmark
+    corpus's texts (what a remember embeds) 12.4-13.9 ms against 14.3-16.2; 67 tokens
+    14.0-14.3 against 14.0-15.8 (alternating processes, four runs). On others slower
+    (``MiniLMEmbedder._for_longer`` times both).
     """
 
     @staticmethod
@@ -510,8 +558,9 @@ class _OnnxPipeline(_OneText):
 
     Far less overhead per operation than torch, so quicker for short texts (queries):
     8 tokens 4.0-5.8 ms against 6.6-9.6 through the trace, 16 tokens 4.9-6.6 against
-    7.1-10.7 (alternating processes); from ~33 tokens on, torch's products catch up
-    (``ONNX_MAX_TOKENS``). Holds its own copy of the weights (~90 MB).
+    7.1-10.7 (alternating processes); from ~33 tokens on, torch's products catch up on
+    some processors (``ONNX_MAX_TOKENS``, ``MiniLMEmbedder._for_longer``). Holds its own
+    copy of the weights (~90 MB).
     """
 
     @staticmethod
@@ -572,8 +621,8 @@ def warm_up() -> None:
     """Load the configured embedder and embed one text, so a server's first request waits for neither.
 
     Loading MiniLM takes a few seconds (under the first write's lock, otherwise), and
-    its first one-text embeddings build the compiled pipelines (~1.5 s). A model that
-    cannot load is reported by the first write or semantic recall, not here.
+    its first one-text embeddings build the compiled pipelines and time them (~1.7 s).
+    A model that cannot load is reported by the first write or semantic recall, not here.
     """
     embedder = get_embedder()
     if embedder.available():

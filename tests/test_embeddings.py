@@ -5,6 +5,7 @@ the rest use the hash embedder, and subprocesses always do, to stay fast.
 """
 
 import json
+import time
 
 import numpy as np
 import pytest
@@ -23,6 +24,7 @@ from search.embeddings import (
     PathEmbedder,
     _OnnxPipeline,
     _pipeline,
+    _quicker_for_longer,
     _TracedPipeline,
     get_embedder,
     minilm_model_dir,
@@ -111,19 +113,34 @@ def test_one_text_runs_through_a_compiled_pipeline_with_the_models_numbers(minil
     assert minilm.embeds_beside and not HashEmbedder().embeds_beside
 
 
-def test_short_texts_go_to_onnx_runtime_and_longer_ones_to_the_trace(minilm, monkeypatch):
+def test_short_texts_go_to_onnx_runtime_and_longer_ones_to_the_pipeline_timed_quicker(minilm, monkeypatch):
     model = minilm._load()
+    longer = minilm._for_longer(model)
+    assert longer in (_OnnxPipeline, _TracedPipeline) and minilm._for_longer(model) is longer  # timed once
     used = []
     for kind in (_OnnxPipeline, _TracedPipeline):
         monkeypatch.setattr(kind, "__call__", lambda self, features, call=kind.__call__: used.append(type(self))
                             or call(self, features))
     for text in ["what did we decide about the release", "release notes " * 40]:
         features = model.preprocess([text])
-        want = _OnnxPipeline if features["input_ids"].shape[1] <= ONNX_MAX_TOKENS else _TracedPipeline
+        want = _OnnxPipeline if features["input_ids"].shape[1] <= ONNX_MAX_TOKENS else longer
         used.clear()
         np.testing.assert_array_equal(minilm.embed_query(text), minilm._compiled(want, model)(features)[0])
-        assert used[0] is want
-    assert used[0] is _TracedPipeline  # both lengths were tried
+        assert used[0] is want  # (then the direct call above)
+    assert used[0] is longer  # both lengths were tried
+
+
+@pytest.mark.parametrize(("onnx_ms", "trace_ms", "chosen"), [(2, 20, _OnnxPipeline), (20, 2, _TracedPipeline),
+                                                             (10, 10, _TracedPipeline)])
+def test_longer_texts_go_to_onnx_runtime_only_when_it_was_clearly_quicker(minilm, onnx_ms, trace_ms, chosen):
+    model = minilm._load()
+
+    def taking(ms):
+        return lambda features: time.sleep(ms / 1000)
+
+    assert _quicker_for_longer(model, taking(onnx_ms), taking(trace_ms)) is chosen
+    assert _quicker_for_longer(model, None, taking(trace_ms)) is _TracedPipeline  # the one that could be built
+    assert _quicker_for_longer(model, taking(onnx_ms), None) is _OnnxPipeline
 
 
 def test_texts_go_through_the_modules_when_the_compilers_fail_or_differ(minilm, monkeypatch):
