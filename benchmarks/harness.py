@@ -120,6 +120,7 @@ def environment() -> dict:
     return {
         "python": platform.python_version(),
         "machine": platform.machine(),
+        "cpu_model": _cpu_model(),
         "cpus": os.cpu_count(),
         "sqlite": sqlite3.sqlite_version,
         "sqlite_vec": getattr(sqlite_vec, "__version__", None),
@@ -127,6 +128,18 @@ def environment() -> dict:
         "git_commit": commit,
         "working_tree_changed_in_search_or_memories": dirty,
     }
+
+
+def _cpu_model() -> str | None:
+    """The processor's name as Linux reports it: which one ran a result moves its numbers (torch, ONNX Runtime)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
 
 
 def save(result: dict, output: Path) -> Path:
