@@ -82,6 +82,24 @@ def test_a_large_batch_folds_straight_into_the_packed_postings(db, monkeypatch):
     assert tfs.tolist() == [1.0, 1.0, 1.0]
 
 
+def test_a_fold_keeps_each_term_s_ids_ascending_and_caps_counts_whatever_order_they_come_in(db, monkeypatch):
+    monkeypatch.setattr(postings, "COMPACT_AFTER", 4)
+    tail = write(new_memory("t"), "delta", T0)  # a tail row, folded with the batch below
+    later = [tail.pk + 1, tail.pk + 2, tail.pk + 3]  # ids of revisions to come (the postings do not look)
+    documents = [postings.DocumentTerms(revision_id, terms, ntok=1, nbigram=0) for revision_id, terms in
+                 zip(later, [{"delta": 2}, {"echo": postings.TF_MAX + 9, "delta": 1}, {"delta": 5, "golf": 1}])]
+    with transaction.atomic():
+        postings.add(documents[::-1])  # newest first: not id order
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM search_posting_tail")
+        assert cursor.fetchone()[0] == 0  # folded
+    ids, tfs = posted("delta")
+    assert ids.tolist() == [tail.pk, *later]
+    assert tfs.tolist() == [1.0, 2.0, 1.0, 5.0]
+    assert posted("echo")[1].tolist() == [float(postings.TF_MAX)]
+    assert posted("golf")[0].tolist() == [later[2]]
+
+
 @pytest.mark.parametrize("sizes", [(400, 30, 20, 5), (300, 250), (50, 40, 30), (60, 3), (0, 7), (9,)])
 def test_the_union_of_a_prefix_s_terms_counts_each_revision_once_with_its_counts_summed(sizes):
     # Both ways of merging (binary search into the largest term, a dense scratch array) must
