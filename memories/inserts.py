@@ -68,8 +68,8 @@ def insert_all(objects: list[models.Model]) -> list[models.Model]:
 def _preparer(field: models.Field, connection):
     """The function that turns a value of ``field`` into what SQLite stores, as ``get_db_prep_save`` does.
 
-    A time in UTC, stored in UTC, is its text without the zone (Django's own path for it,
-    in a tenth of the calls); every other value takes that path.
+    A time in UTC, stored in UTC, is its text without the zone (what Django's path gives
+    it, without that path's calls per value); every other value takes that path.
     """
     if type(field) is models.DateTimeField and settings.USE_TZ and connection.timezone is dt.timezone.utc:
         def prepare(value):
