@@ -512,14 +512,36 @@ class Cosines:
         return rows[keep], scores[keep]
 
 
-def cosines_with(view, vector_of, *, space: vectors.EmbeddingSpace | None = None) -> Cosines | None:
-    """The cosines of one vector with the view's rows.
+class Ready(NamedTuple):
+    """What ``cosines_with`` reads from the database for a view, before the vector is needed (see ``ready``)."""
 
-    ``vector_of(embedder)`` gives the vector, unit length, in the configured embedder's
-    space; it is called only when there are stored vectors to compare with. None when
-    nothing has been embedded yet. Raises Unavailable when the model cannot load or the
-    stored vectors come from another model. ``space``: the recorded embedding space, when
-    the caller has just read it.
+    view: object
+    embedder: object
+    stored: Stored
+
+    def with_vector(self, vector_of) -> Cosines:
+        """The cosines of ``vector_of(embedder)`` with the view's rows; reads nothing from the database.
+
+        ``vector_of`` is not called when there are no stored vectors. Raises Unavailable
+        when it fails.
+        """
+        if len(self.stored.ids) == 0:
+            return Cosines(self.view, self.stored, np.zeros(self.stored.matrix.shape[1], dtype=np.float32))
+        try:
+            query_vector = vector_of(self.embedder)
+        except EmbedderUnavailable as error:
+            raise Unavailable(str(error)) from None
+        return Cosines(self.view, self.stored, np.asarray(query_vector, dtype=np.float32))
+
+
+def ready(view, *, space: vectors.EmbeddingSpace | None = None) -> Ready | None:
+    """The first half of ``cosines_with``: this process's copy of the stored vectors, placed in the view's rows.
+
+    It reads the database (the recorded space, new vectors), so it runs on the thread
+    that owns the connection; ``Ready.with_vector`` then needs none. None when nothing
+    has been embedded yet. Raises Unavailable when the model cannot load or the stored
+    vectors come from another model. ``space``: the recorded embedding space, when the
+    caller has just read it.
     """
     embedder = get_embedder()
     if not embedder.available():
@@ -535,14 +557,30 @@ def cosines_with(view, vector_of, *, space: vectors.EmbeddingSpace | None = None
     with _vector_copies_lock:
         copy = _vector_copies.setdefault(key, _VectorCopy())
     stored = copy.current(space)
-    if len(stored.ids) == 0:
-        return Cosines(view, stored, np.zeros(stored.matrix.shape[1], dtype=np.float32))
-    _placement(view, stored)  # needs no vector: done while a PendingVector's helper embeds
-    try:
-        query_vector = vector_of(embedder)
-    except EmbedderUnavailable as error:
-        raise Unavailable(str(error)) from None
-    return Cosines(view, stored, np.asarray(query_vector, dtype=np.float32))
+    if len(stored.ids):
+        _placement(view, stored)  # needs no vector: done while a PendingVector's helper embeds
+    return Ready(view, embedder, stored)
+
+
+def cosines_with(view, vector_of, *, space: vectors.EmbeddingSpace | None = None) -> Cosines | None:
+    """The cosines of one vector with the view's rows.
+
+    ``vector_of(embedder)`` gives the vector, unit length, in the configured embedder's
+    space; it is called only when there are stored vectors to compare with. None when
+    nothing has been embedded yet. Raises Unavailable when the model cannot load or the
+    stored vectors come from another model (``ready`` then ``Ready.with_vector``).
+    """
+    found = ready(view, space=space)
+    return None if found is None else found.with_vector(vector_of)
+
+
+def beside(function, *args) -> futures.Future:
+    """Run ``function(*args)`` on a pending-vector helper thread and return its future.
+
+    For work that reads no database and waits for no other helper (a scan of the
+    vectors, which may split itself with the int8-scan helper, never with these).
+    """
+    return _vector_helpers.submit(function, *args)
 
 
 class PendingVector:
@@ -573,9 +611,15 @@ class PendingVector:
         if self._vector is not None:
             futures.wait([self._vector])
 
+    def ready(self, view) -> Ready | None:
+        """``ready(view)``, with the space read when the helper was started."""
+        return ready(view, space=self._space)
+
+    def vector_of(self, embedder):
+        """The vector: the helper's when it was started (waiting for it), else worked out on this thread."""
+        return self._vector_of(embedder) if self._vector is None else self._vector.result()
+
     def cosines(self, view) -> Cosines | None:
         """``cosines_with(view, vector_of)``, with the vector from the helper when it was started."""
-        vector = self._vector
-        if vector is None:
-            return cosines_with(view, self._vector_of)
-        return cosines_with(view, lambda embedder: vector.result(), space=self._space)
+        found = self.ready(view)
+        return None if found is None else found.with_vector(self.vector_of)

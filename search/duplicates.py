@@ -44,31 +44,78 @@ def find_near_twin(content: str, *, namespace: str, title: str = "", exclude_mem
     fails for want of it. Ties go to the lower memory id. ``vector``: the text's
     embedding already under way (``indexing.embed_ahead``).
     """
-    threshold = settings.MEMORY_NEAR_DUPLICATE_COSINE if threshold is None else threshold
-    if threshold > 1.0:
-        return None
-    view = snapshot.current()
-    if view.columns is None:
-        return None
-    now = engine.to_micros(at or timezone.now())
-    rows = view.visible_rows(as_of=now, valid_at=now, namespaces=[namespace])
-    if exclude_memory_id is not None and len(rows):
-        rows = rows[view.columns.memory[rows] != exclude_memory_id]
-    if not len(rows):
-        return None
-    try:
+    return NearTwinSearch(content, namespace=namespace, title=title, exclude_memory_id=exclude_memory_id,
+                          threshold=threshold, at=at, vector=vector).result()
+
+
+class NearTwinSearch:
+    """``find_near_twin`` in two steps, so that a write's inserts run while the vectors are scanned.
+
+    Made on the thread that owns the connection, it reads what the check needs from
+    the database (the namespace's visible rows, this process's copy of the vectors and
+    their placement), which the text's embedding, under way on a helper, does not
+    hold up. ``start``, once the vector is ready, hands the scan (no database) to a
+    helper thread; ``result`` waits for it, or scans on the caller's thread when it was
+    never started.
+    """
+
+    def __init__(self, content: str, *, namespace: str, title: str = "", exclude_memory_id: int | None = None,
+                 threshold: float | None = None, at: dt.datetime | None = None,
+                 vector: cosines.PendingVector | None = None):
+        self._threshold = settings.MEMORY_NEAR_DUPLICATE_COSINE if threshold is None else threshold
+        self._ready = self._scan = None
         if vector is not None:
-            text_cosines = vector.cosines(view)
+            self._vector_of = vector.vector_of
         else:
-            text_cosines = cosines.cosines_with(view, lambda embedder: indexing.text_vector(embedder, title, content))
-    except cosines.Unavailable as error:
-        logger.info("Near-duplicate check skipped: %s", error.message)
-        return None
-    if text_cosines is None:
-        return None
-    rows, scores = text_cosines.at_least(threshold, rows)
-    if not len(rows):
-        return None
-    best = np.lexsort((view.columns.memory[rows], -scores))[0]
-    return NearTwin(memory_id=int(view.columns.memory[rows[best]]), revision_id=int(view.columns.revision[rows[best]]),
-                    cosine=float(scores[best]))
+            self._vector_of = lambda embedder: indexing.text_vector(embedder, title, content)
+        if self._threshold > 1.0:
+            return
+        view = snapshot.current()
+        if view.columns is None:
+            return
+        now = engine.to_micros(at or timezone.now())
+        rows = view.visible_rows(as_of=now, valid_at=now, namespaces=[namespace])
+        if exclude_memory_id is not None and len(rows):
+            rows = rows[view.columns.memory[rows] != exclude_memory_id]
+        if not len(rows):
+            return
+        try:
+            self._ready = vector.ready(view) if vector is not None else cosines.ready(view)
+        except cosines.Unavailable as error:
+            logger.info("Near-duplicate check skipped: %s", error.message)
+            return
+        self._rows = rows
+
+    def start(self) -> None:
+        """Scan on a helper thread from now on; the vector is worked out (or waited for) on this one."""
+        if self._ready is None or self._scan is not None:
+            return
+        text_cosines = self._cosines()
+        self._scan = cosines.beside(self._nearest, text_cosines) if text_cosines is not None else None
+        if self._scan is None:
+            self._ready = None
+
+    def result(self) -> NearTwin | None:
+        """The near twin, or None (waits for the scan ``start`` began)."""
+        if self._scan is not None:
+            return self._scan.result()
+        if self._ready is None:
+            return None
+        text_cosines = self._cosines()
+        return self._nearest(text_cosines) if text_cosines is not None else None
+
+    def _cosines(self) -> cosines.Cosines | None:
+        try:
+            return self._ready.with_vector(self._vector_of)
+        except cosines.Unavailable as error:
+            logger.info("Near-duplicate check skipped: %s", error.message)
+            return None
+
+    def _nearest(self, text_cosines: cosines.Cosines) -> NearTwin | None:
+        rows, scores = text_cosines.at_least(self._threshold, self._rows)
+        if not len(rows):
+            return None
+        view = text_cosines.view
+        best = np.lexsort((view.columns.memory[rows], -scores))[0]
+        return NearTwin(memory_id=int(view.columns.memory[rows[best]]),
+                        revision_id=int(view.columns.revision[rows[best]]), cosine=float(scores[best]))

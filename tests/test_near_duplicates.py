@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from memories import services
-from search import vectors
+from memories.models import AuditEvent
+from search import cosines, vectors
 from search.duplicates import find_near_twin
 from search.embeddings import get_embedder, revision_text
 
@@ -45,6 +46,25 @@ def test_the_text_is_embedded_once_on_a_helper_for_both_the_check_and_the_write(
     ids, matrix = vectors.load_matrix()
     stored = matrix[list(ids).index(second.memory.revision_id)]
     np.testing.assert_array_equal(stored, embed([revision_text(None, REWORDED)])[0])
+
+
+def test_the_scan_runs_beside_the_inserts_and_the_audit_names_the_twin(remember, monkeypatch):
+    first = remember(DEPLOY).memory
+    at_least, threads = cosines.Cosines.at_least, []
+
+    def watched(self, least, rows):
+        threads.append(threading.current_thread().name)
+        return at_least(self, least, rows)
+
+    monkeypatch.setattr(cosines.Cosines, "at_least", watched)
+    second = remember(REWORDED)
+    assert second.near_twin.memory_id == first.id
+    assert len(threads) == 1 and threads[0].startswith("pending-vector")
+    event = AuditEvent.objects.get(action="remember", memory_id=second.memory.id)
+    assert event.detail["near_twin"] == second.near_twin.as_dict()
+    # Asked directly, the same check on the caller's thread finds the same twin.
+    assert find_near_twin(REWORDED, namespace="acme", exclude_memory_id=second.memory.id) == second.near_twin
+    assert threads[1] == threading.current_thread().name
 
 
 def test_unrelated_text_has_no_twin(remember):

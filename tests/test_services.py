@@ -115,6 +115,14 @@ def test_bad_input_names_the_field_and_writes_nothing(db, fields, field):
     assert Memory.objects.count() == 0 and AuditEvent.objects.count() == 0
 
 
+def test_a_new_memorys_record_shows_its_tags_as_stored_and_ordered_like_a_read(remember):
+    remember("Tagged first", tags=["Backend"])
+    memory = remember("Tagged second", tags=["zeta", "BACKEND", "Alpha"]).memory
+    assert memory.tags == ["Alpha", "Backend", "zeta"]
+    assert selectors.memory_get(memory_id=memory.id).tags == memory.tags
+    assert remember("Untagged").memory.tags == []
+
+
 def test_tags_are_case_insensitive_and_keep_their_first_spelling(remember):
     memory = remember("Tagged", tags=["Backend", "backend", "API"]).memory
     assert memory.tags == ["API", "Backend"]

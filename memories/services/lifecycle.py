@@ -95,9 +95,11 @@ def append_revision(**fields) -> Revision:
     return append_revisions([fields])[0]
 
 
-def _record(memory: Memory, revision: Revision) -> MemoryRecord:
+def _record(memory: Memory, revision: Revision, *, tags: list[Tag] | None = None) -> MemoryRecord:
+    """The record of a memory showing ``revision``; ``tags``: its tags when the caller has just set them all."""
     revision.memory = memory
-    return MemoryRecord.from_revision(revision, tags=[tag.name for tag in memory.tags.order_by("slug")])
+    tags = sorted(tags, key=lambda tag: tag.slug) if tags is not None else memory.tags.order_by("slug")
+    return MemoryRecord.from_revision(revision, tags=[tag.name for tag in tags])
 
 
 def _current(memory: Memory, now: dt.datetime) -> Revision | None:
@@ -155,18 +157,21 @@ def memory_remember(
     triple = validation.triple(subject, predicate, object)
     digest = validation.content_hash(content)
     ahead = indexing.embed_ahead(title, content)
-    near_twin = None
+    near_search = None
     # A caller that has just looked (hooks' ingest, which refreshes a twin instead of writing)
     # passes look_for_near_twin=False, so the namespace's vectors are scanned once.
     if look_for_near_twin and known_at is None and not indexing.in_batch():
-        # Before the write lock, like the embedding: a scan of the namespace's vectors. Advice
-        # only (the write goes ahead), so a twin written meanwhile can be missed. Imports skip it.
+        # Before the write lock, like the embedding: what the check reads from the database.
+        # Advice only (the write goes ahead), so a twin written meanwhile can be missed.
+        # Imports skip it.
         keyed = None
         if key:
             keyed = Memory.objects.filter(namespace=namespace, key=key).values_list("pk", flat=True).first()
-        near_twin = duplicates.find_near_twin(content, namespace=namespace, title=title, exclude_memory_id=keyed,
-                                              vector=ahead)
+        near_search = duplicates.NearTwinSearch(content, namespace=namespace, title=title,
+                                                exclude_memory_id=keyed, vector=ahead)
     indexing.prepare(title, content, ahead=ahead)
+    if near_search is not None:
+        near_search.start()  # the scan of the vectors runs beside the inserts below
 
     with transaction.atomic():
         # The clock is read once the write lock is held: a writer that waited for
@@ -179,7 +184,8 @@ def memory_remember(
         if existing is not None:
             result = _remember_into(existing, fields, digest, kind, tag_names, now=now, actor=actor,
                                     interface=interface)
-            if result.revised and near_twin is not None and near_twin.memory_id != existing.pk:
+            near_twin = near_search.result() if near_search is not None and result.revised else None
+            if near_twin is not None and near_twin.memory_id != existing.pk:
                 result = dataclasses.replace(result, near_twin=near_twin)
             return result
         duplicate = selectors.visible_duplicate(namespace=namespace, content_hash=digest)
@@ -191,13 +197,15 @@ def memory_remember(
                                   deduplicated=True)
         memory = Memory.objects.create(namespace=namespace, key=key or uuid.uuid4().hex[:16], kind=kind,
                                        created_at=now)
-        if tag_names:  # a new memory has no tags: set([]) would only query that
-            memory.tags.set(tag_objects(tag_names))
+        tag_rows = tag_objects(tag_names) if tag_names else []
+        if tag_rows:  # a new memory has no tags: set([]) would only query that
+            memory.tags.set(tag_rows)
         revision = append_revision(memory=memory, content_hash=digest, known_at=now, author=actor,
                                            interface=interface, **fields)
+        near_twin = near_search.result() if near_search is not None else None
         audit(actor=actor, interface=interface, action="remember", memory_id=memory.pk, at=now,
               revision_id=revision.pk, **({"near_twin": near_twin.as_dict()} if near_twin else {}))
-        return RememberResult(memory=_record(memory, revision), created=True, near_twin=near_twin)
+        return RememberResult(memory=_record(memory, revision, tags=tag_rows), created=True, near_twin=near_twin)
 
 
 def _remember_into(memory, fields, digest, kind, tag_names, *, now, actor, interface) -> RememberResult:
