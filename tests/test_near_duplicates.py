@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from memories import services
-from memories.models import AuditEvent
-from search import cosines, vectors
+from memories.models import AuditEvent, Memory
+from search import cosines, duplicates, vectors
 from search.duplicates import find_near_twin
 from search.embeddings import get_embedder, revision_text
 
@@ -65,6 +65,23 @@ def test_the_scan_runs_beside_the_inserts_and_the_audit_names_the_twin(remember,
     # Asked directly, the same check on the caller's thread finds the same twin.
     assert find_near_twin(REWORDED, namespace="acme", exclude_memory_id=second.memory.id) == second.near_twin
     assert threads[1] == threading.current_thread().name
+
+
+def test_over_many_vectors_the_scan_runs_before_the_write_lock(remember, monkeypatch):
+    first = remember(DEPLOY).memory
+    at_least, threads = cosines.Cosines.at_least, []
+
+    def watched(self, least, rows):
+        threads.append((threading.current_thread().name, Memory.objects.count()))
+        return at_least(self, least, rows)
+
+    monkeypatch.setattr(cosines.Cosines, "at_least", watched)
+    monkeypatch.setattr(duplicates, "SCAN_BESIDE_MAX_VECTORS", 0)  # the store holds 1 vector
+    second = remember(REWORDED)
+    assert second.near_twin.memory_id == first.id
+    assert threads == [(threading.current_thread().name, 1)]  # on this thread, before the new memory's insert
+    event = AuditEvent.objects.get(action="remember", memory_id=second.memory.id)
+    assert event.detail["near_twin"] == second.near_twin.as_dict()
 
 
 def test_unrelated_text_has_no_twin(remember):

@@ -171,7 +171,7 @@ def memory_remember(
                                                 exclude_memory_id=keyed, vector=ahead)
     indexing.prepare(title, content, ahead=ahead)
     if near_search is not None:
-        near_search.start()  # the scan of the vectors runs beside the inserts below
+        near_search.start()  # the scan of the vectors runs beside the inserts below (here, over very many)
 
     with transaction.atomic():
         # The clock is read once the write lock is held: a writer that waited for
