@@ -165,7 +165,7 @@ def run_size(size, args, corpus_seed):
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM search_posting_tail")
         tail_rows = cursor.fetchone()[0]
-        cursor.execute("SELECT count(*), sum(length(revision_ids)) FROM search_posting")
+        cursor.execute("SELECT count(DISTINCT term), sum(length(revision_ids)) FROM search_posting")
         terms, posting_bytes = cursor.fetchone()
     result["corpus"] = {
         "memories": size, "revisions": revision_count,

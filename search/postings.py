@@ -1,10 +1,12 @@
 """The engine's own postings: which revisions hold a term, and how often (see migration 0003).
 
-Writes go to a tail table; ``compact`` folds the tail into one packed row per term
-(ascending uint32 revision ids and uint16 counts) once it grows past a threshold,
-so reading a term costs one or two b-tree lookups and a ``numpy.frombuffer``.
-Revision ids only grow (revisions are append-only and writes are serialised), so
-folding a tail into a packed row is an append, never a merge.
+Writes go to a tail table; ``compact`` folds the tail into packed rows (ascending
+uint32 revision ids and uint16 counts) once it grows past a threshold, so reading a
+term costs a short b-tree range and a ``numpy.frombuffer``. Revision ids only grow
+(revisions are append-only and writes are serialised), so folding a tail into a term's
+packed rows is an append, never a merge: each fold adds a segment holding the new ids,
+and joins the term's last segments into it only while they are small beside it
+(migration 0005), so a fold does not rewrite the long rows of common terms.
 
 Packed rows change only when a fold or an erasure rewrites them, and each such change
 draws a new ``search_state.packed_version`` (migration 0004). A process keeps the
@@ -16,7 +18,7 @@ read every time.
 import threading
 from collections import Counter, OrderedDict
 from dataclasses import dataclass
-from itertools import chain
+from itertools import chain, groupby
 from typing import NamedTuple
 
 import numpy as np
@@ -26,9 +28,13 @@ from search import text
 from search.embeddings import revision_text
 
 # Tail rows before a write folds them into the packed rows. Large enough that folding
-# (which rewrites each touched term's packed row) is rare; small enough that reading
-# a term's tail stays cheap.
+# (a statement per touched term) is rare; small enough that reading a term's tail stays cheap.
 COMPACT_AFTER = 20_000
+# A fold joins a term's last segment into the one it writes while that segment holds at
+# most this many times the ids gathered so far: each segment then holds more than twice
+# the ids of the next, so a term of n ids has at most log2(n) + 1 segments, and an id is
+# rewritten about log2 of its term's growth times, not once per fold.
+SEGMENT_JOIN_RATIO = 2
 # CJK bigram terms live in the same tables under a prefix no word can start with, so
 # no prefix range of a word ever reaches them.
 BIGRAM_PREFIX = "\x01"
@@ -119,7 +125,12 @@ def compact() -> int:
 
 
 def _fold(cursor, new: _Rows) -> int:
-    """Append the tail's postings, then the ``new`` ones, to the packed rows; empty the tail."""
+    """Append the tail's postings, then the ``new`` ones, to the packed rows; empty the tail.
+
+    Per touched term, one segment is written: its new ids, joined with the term's last
+    segments while those are small beside them (SEGMENT_JOIN_RATIO). Returns the number
+    of terms touched.
+    """
     # Primary key order: grouped by term, ids ascending within a term.
     cursor.execute("SELECT revision_id, term, tf FROM search_posting_tail ORDER BY term, revision_id")
     tail = cursor.fetchall()
@@ -140,29 +151,48 @@ def _fold(cursor, new: _Rows) -> int:
     id_bytes = ids.astype("<u4").tobytes()
     tf_bytes = rows.tfs[order].astype("<u2").tobytes()
     ends = np.cumsum(np.bincount(codes, minlength=len(names))).tolist()
-    packed = {}
+    segments: dict[str, list[tuple[int, int]]] = {}  # per term, (segment, ids) in segment order
     for start in range(0, len(names), 500):
         chunk = names[start:start + 500]
-        # Primary key lookups, one per term.
+        # Primary key range per term; length() of a blob reads its size, not its bytes.
         cursor.execute(
-            "SELECT term, revision_ids, tfs FROM search_posting WHERE term IN (%s)" % ",".join(["%s"] * len(chunk)),
+            "SELECT term, segment, length(revision_ids) / 4 FROM search_posting WHERE term IN (%s) "
+            "ORDER BY term, segment" % ",".join(["%s"] * len(chunk)),
             chunk,
         )
-        packed.update({term: (old_ids, old_tfs) for term, old_ids, old_tfs in cursor.fetchall()})
-    updates = []
+        for term, segment, size in cursor.fetchall():
+            segments.setdefault(term, []).append((segment, size))
+    writes, dropped = [], []
     for term, low, high in zip(names, [0] + ends[:-1], ends):
-        old_ids, old_tfs = packed.get(term, (b"", b""))
-        updates.append((term, old_ids + id_bytes[4 * low:4 * high], old_tfs + tf_bytes[2 * low:2 * high]))
+        held = segments.get(term, [])
+        joined, gathered = len(held), high - low
+        while joined and held[joined - 1][1] <= SEGMENT_JOIN_RATIO * gathered:
+            joined -= 1
+            gathered += held[joined][1]
+        new_ids, new_tfs = id_bytes[4 * low:4 * high], tf_bytes[2 * low:2 * high]
+        if joined == len(held):  # nothing to join: a segment after the last
+            writes.append((term, held[-1][0] + 1 if held else 0, new_ids, new_tfs))
+            continue
+        first = held[joined][0]
+        # Primary key range: the segments joined, in order (their ids below the new ones).
+        cursor.execute("SELECT revision_ids, tfs FROM search_posting WHERE term = %s AND segment >= %s "
+                       "ORDER BY segment", [term, first])
+        old = cursor.fetchall()
+        writes.append((term, first, b"".join([bytes(row[0]) for row in old] + [new_ids]),
+                       b"".join([bytes(row[1]) for row in old] + [new_tfs])))
+        if joined < len(held) - 1:
+            dropped.append((term, first))
+    cursor.executemany("DELETE FROM search_posting WHERE term = %s AND segment > %s", dropped)
     cursor.executemany(
-        "INSERT INTO search_posting (term, revision_ids, tfs) VALUES (%s, %s, %s) "
-        "ON CONFLICT (term) DO UPDATE SET revision_ids = excluded.revision_ids, tfs = excluded.tfs",
-        updates,
+        "INSERT INTO search_posting (term, segment, revision_ids, tfs) VALUES (%s, %s, %s, %s) "
+        "ON CONFLICT (term, segment) DO UPDATE SET revision_ids = excluded.revision_ids, tfs = excluded.tfs",
+        writes,
     )
     cursor.execute(_NEW_PACKED_VERSION)
     if tail:
         cursor.execute("DELETE FROM search_posting_tail")
         cursor.execute("UPDATE search_state SET tail_rows = 0 WHERE id = 1")
-    return len(updates)
+    return len(writes)
 
 
 def remove(revisions: list[tuple[int, str, str]]) -> None:
@@ -179,22 +209,21 @@ def remove(revisions: list[tuple[int, str, str]]) -> None:
     changed = False
     with connection.cursor() as cursor:
         for term in terms:
-            # Primary key lookup per term of the removed revisions.
-            cursor.execute("SELECT revision_ids, tfs FROM search_posting WHERE term = %s", [term])
-            row = cursor.fetchone()
-            if row is None:
-                continue
-            ids = np.frombuffer(row[0], dtype="<u4")
-            tfs = np.frombuffer(row[1], dtype="<u2")
-            keep = ~np.isin(ids, gone)
-            if keep.all():
-                continue
-            if keep.any():
-                cursor.execute("UPDATE search_posting SET revision_ids = %s, tfs = %s WHERE term = %s",
-                               [ids[keep].tobytes(), tfs[keep].tobytes(), term])
-            else:
-                cursor.execute("DELETE FROM search_posting WHERE term = %s", [term])
-            changed = True
+            # Primary key range per term of the removed revisions: its segments.
+            cursor.execute("SELECT segment, revision_ids, tfs FROM search_posting WHERE term = %s", [term])
+            for segment, segment_ids, segment_tfs in cursor.fetchall():
+                ids = np.frombuffer(segment_ids, dtype="<u4")
+                tfs = np.frombuffer(segment_tfs, dtype="<u2")
+                keep = ~np.isin(ids, gone)
+                if keep.all():
+                    continue
+                if keep.any():
+                    cursor.execute("UPDATE search_posting SET revision_ids = %s, tfs = %s WHERE term = %s AND "
+                                   "segment = %s", [ids[keep].tobytes(), tfs[keep].tobytes(), term, segment])
+                else:
+                    # A term whose every segment goes leaves the database with them.
+                    cursor.execute("DELETE FROM search_posting WHERE term = %s AND segment = %s", [term, segment])
+                changed = True
         if changed:
             cursor.execute(_NEW_PACKED_VERSION)
 
@@ -297,9 +326,12 @@ def _read_parts(ranges: list[tuple[str, str | None]], *, max_id: int) -> list[li
             # A fold between the two statements: the tail rows read may be packed rows now.
             continue
         for index, rows in zip(stale, packed):
-            # Each row is one term's ids (ascending) and counts.
-            ids, tfs = _union([(np.frombuffer(ids, dtype="<u4").astype(np.int64), np.frombuffer(tfs, dtype="<u2"))
-                               for ids, tfs in rows])
+            # Per term, its segments joined in order: the term's ids (ascending) and counts.
+            rows.sort(key=lambda row: (row[2], row[3]))
+            terms = [list(segments) for _, segments in groupby(rows, key=lambda row: row[2])]
+            ids, tfs = _union([(np.frombuffer(b"".join(row[0] for row in segments), dtype="<u4").astype(np.int64),
+                                np.frombuffer(b"".join(row[1] for row in segments), dtype="<u2"))
+                               for segments in terms])
             if len(ids) > 1 and np.any(ids[1:] < ids[:-1]):
                 # The union of a common term and rare ones appends the rare ids: two ascending
                 # runs, which a stable sort (timsort) merges in one pass.
@@ -328,9 +360,13 @@ def _read_parts(ranges: list[tuple[str, str | None]], *, max_id: int) -> list[li
 
 
 def _select(ranges: list[tuple[str, str | None]], table: str) -> tuple[int, list[list[tuple]]]:
-    """The packed rows' version and, per range, its rows of ``table`` (id(s), count(s)): one statement."""
-    selects, params = ["SELECT -1, packed_version, NULL FROM search_state WHERE id = 1"], []
-    columns = "revision_ids, tfs" if table == "search_posting" else "revision_id, tf"
+    """The packed rows' version and, per range, its rows of ``table``: one statement.
+
+    A tail row is (id, count); a packed row (ids, counts, term, segment).
+    """
+    selects, params = ["SELECT -1, packed_version, NULL, NULL, NULL FROM search_state WHERE id = 1"], []
+    packed = table == "search_posting"
+    columns = "revision_ids, tfs, term, segment" if packed else "revision_id, tf, NULL, NULL"
     for index, (low, high) in enumerate(ranges):
         # Primary key equality, or a primary key range scan (a prefix's terms are contiguous).
         where, values = ("term = %s", [low]) if high is None else ("term >= %s AND term < %s", [low, high])
@@ -340,11 +376,11 @@ def _select(ranges: list[tuple[str, str | None]], table: str) -> tuple[int, list
         cursor.execute(" UNION ALL ".join(selects), params)
         rows = cursor.fetchall()
     version, found = None, [[] for _ in ranges]
-    for index, first, second in rows:
+    for index, *row in rows:
         if index < 0:
-            version = first
+            version = row[0]
         else:
-            found[index].append((first, second))
+            found[index].append(tuple(row) if packed else (row[0], row[1]))
     return version, found
 
 

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings as hypothesis_settings, stra
 from memories import validation
 from memories.models import Memory, Revision
 from memories.services.lifecycle import append_revision
+from search import postings
 from search.embeddings import revision_text
 from search.engine import recall
 
@@ -93,10 +94,18 @@ def reference(words, *, as_of, valid_at, namespaces):
 @hypothesis_settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                             HealthCheck.too_slow])
 @given(memories=st.lists(memory_strategy, min_size=1, max_size=8), queries=st.lists(query_strategy, min_size=1,
-                                                                                    max_size=4))
-def test_keyword_scores_equal_fts5_on_a_fresh_table_of_the_visible_rows(db, memories, queries):
+                                                                                    max_size=4),
+       fold_after=st.sampled_from([None, 1, 4, 9]))
+def test_keyword_scores_equal_fts5_on_a_fresh_table_of_the_visible_rows(db, memories, queries, fold_after):
+    # fold_after: tail rows before a fold (None: the default, so nothing here is folded; 1:
+    # every write folds, its postings a new segment joined with the small ones before it).
     with transaction.atomic():
-        write_history(memories)
+        default = postings.COMPACT_AFTER
+        postings.COMPACT_AFTER = fold_after or default
+        try:
+            write_history(memories)
+        finally:
+            postings.COMPACT_AFTER = default
         for query in queries:
             as_of = T0 + query["as_of"] * DAY
             valid_at = None if query["valid_at"] is None else T0 + query["valid_at"] * DAY

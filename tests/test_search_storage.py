@@ -392,3 +392,110 @@ def test_refreshes_racing_other_threads_extend_the_caches_instead_of_reloading_t
     # found it current (its check, read before the lock, used to send it to a full reload).
     assert seen["extends"] == [seen["view"][-2]]
     assert seen["view"] == seen["revisions"]
+
+
+def segments_of(term):
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT segment, length(revision_ids) / 4, revision_ids FROM search_posting WHERE term = %s "
+                       "ORDER BY segment", [term])
+        return cursor.fetchall()
+
+
+def fold(first_id, count, term="kiwi"):
+    """Fold ``count`` postings of ``term`` (ids from ``first_id`` on, each counted id % 7 + 1 times)."""
+    postings.add([postings.DocumentTerms(revision_id, {term: revision_id % 7 + 1}, ntok=1, nbigram=0)
+                  for revision_id in range(first_id, first_id + count)])
+    postings.compact()
+    return first_id + count
+
+
+def test_a_fold_appends_a_segment_and_joins_only_the_last_small_ones(db, monkeypatch):
+    monkeypatch.setattr(postings, "COMPACT_AFTER", 10**6)
+    with transaction.atomic():
+        next_id = fold(1, 100)
+        big = segments_of("kiwi")[0][2]
+        next_id = fold(next_id, 1)
+        assert [row[:2] for row in segments_of("kiwi")] == [(0, 100), (1, 1)]
+        assert segments_of("kiwi")[0][2] == big  # the long segment was not written again
+        next_id = fold(next_id, 1)  # 1 <= 2 * 1: joined
+        assert [row[:2] for row in segments_of("kiwi")] == [(0, 100), (1, 2)]
+        next_id = fold(next_id, 10)  # 2 <= 20 joined; 100 > 2 * 12 stays
+        assert [row[:2] for row in segments_of("kiwi")] == [(0, 100), (1, 12)]
+        next_id = fold(next_id, 50)  # 12 <= 100, then 100 <= 2 * 62: one segment again
+        assert [row[:2] for row in segments_of("kiwi")] == [(0, 162)]
+        ids, tfs = posted("kiwi")
+        assert ids.tolist() == list(range(1, next_id))
+        assert tfs.tolist() == [float(revision_id % 7 + 1) for revision_id in range(1, next_id)]
+
+
+def test_segments_stay_few_and_read_as_one_term_whatever_the_fold_sizes(db, monkeypatch):
+    monkeypatch.setattr(postings, "COMPACT_AFTER", 10**6)
+    rng = np.random.default_rng(3)
+    next_id = 1
+    with transaction.atomic():
+        for size in rng.integers(1, 60, 40).tolist():
+            next_id = fold(next_id, size)
+            sizes = [row[1] for row in segments_of("kiwi")]
+            # Each segment more than twice the next: at most log2(n) + 1 of them.
+            assert all(earlier > 2 * later for earlier, later in zip(sizes, sizes[1:]))
+            assert len(sizes) <= np.log2(next_id - 1) + 1
+            ids, tfs = posted("kiwi")
+            assert ids.tolist() == list(range(1, next_id))
+            assert tfs.tolist() == [float(revision_id % 7 + 1) for revision_id in range(1, next_id)]
+        # A prefix range reads every segment of each of its terms once.
+        fold(next_id, 3, term="kiwis")
+        ids, tfs = postings.read_terms([[("kiwi", "kiwj")]], max_id=2**31)[0]
+        assert sorted(ids.tolist()) == list(range(1, next_id + 3))
+
+
+def test_erasure_takes_ids_out_of_every_segment_and_drops_the_emptied_ones(db, monkeypatch):
+    monkeypatch.setattr(postings, "COMPACT_AFTER", 10**6)
+    with transaction.atomic():
+        fold(fold(1, 100), 1)
+        assert [row[:2] for row in segments_of("kiwi")] == [(0, 100), (1, 1)]
+        postings.remove([(5, "", "kiwi"), (101, "", "kiwi")])
+        assert [row[:2] for row in segments_of("kiwi")] == [(0, 99)]
+        assert posted("kiwi")[0].tolist() == [revision_id for revision_id in range(1, 101) if revision_id != 5]
+        postings.remove([(revision_id, "", "kiwi") for revision_id in range(1, 101)])
+        assert segments_of("kiwi") == []
+
+
+def test_migrating_back_joins_each_term_s_segments_and_forward_splits_nothing(instance):
+    read = """
+        import json
+        from search import engine, postings
+        print(json.dumps({"kiwi": postings.read_terms([[("kiwi", None)]], max_id=2**31)[0][0].tolist(),
+                          "hits": [hit.memory.key for hit in engine.recall(query="kiwi", mode="keyword").hits]}))
+    """
+    instance.run("""
+        from search import postings
+        postings.COMPACT_AFTER = 1  # every write folds: a segment per write, joined as they go
+        for number in range(7):
+            services.memory_remember(namespace="acme", key=f"k{number}", content="kiwi " * (number + 1), **ACTOR)
+    """)
+    segmented = json.loads(instance.run(read))
+    assert len(segmented["kiwi"]) == 7 and len(segmented["hits"]) == 7
+
+    def rows():
+        return instance.run("""
+            from django.db import connection
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT count(*), count(DISTINCT term) FROM search_posting")
+                print(*cursor.fetchone())
+        """).split()
+
+    assert int(rows()[0]) > int(rows()[1])  # some term has several segments
+    done = instance.manage("migrate", "search", "0004", "-v", "0")
+    assert done.returncode == 0, done.stderr
+    assert rows()[0] == rows()[1]  # one row per term: kiwi's ids joined in order
+    joined = instance.run("""
+        import numpy as np
+        from django.db import connection
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT revision_ids FROM search_posting WHERE term = 'kiwi'")
+            print(*np.frombuffer(cursor.fetchone()[0], dtype="<u4").tolist())
+    """)
+    assert [int(value) for value in joined.split()] == segmented["kiwi"]
+    done = instance.manage("migrate", "-v", "0")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(instance.run(read)) == segmented
