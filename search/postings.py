@@ -154,7 +154,7 @@ def _fold(cursor, new: _Rows) -> int:
     segments: dict[str, list[tuple[int, int]]] = {}  # per term, (segment, ids) in segment order
     for start in range(0, len(names), 500):
         chunk = names[start:start + 500]
-        # Primary key range per term; length() of a blob reads its size, not its bytes.
+        # The (term, segment) index, a range per term; length() of a blob reads its size, not its bytes.
         cursor.execute(
             "SELECT term, segment, length(revision_ids) / 4 FROM search_posting WHERE term IN (%s) "
             "ORDER BY term, segment" % ",".join(["%s"] * len(chunk)),
@@ -174,7 +174,7 @@ def _fold(cursor, new: _Rows) -> int:
             writes.append((term, held[-1][0] + 1 if held else 0, new_ids, new_tfs))
             continue
         first = held[joined][0]
-        # Primary key range: the segments joined, in order (their ids below the new ones).
+        # The (term, segment) index: the segments joined, in order (their ids below the new ones).
         cursor.execute("SELECT revision_ids, tfs FROM search_posting WHERE term = %s AND segment >= %s "
                        "ORDER BY segment", [term, first])
         old = cursor.fetchall()
@@ -209,7 +209,7 @@ def remove(revisions: list[tuple[int, str, str]]) -> None:
     changed = False
     with connection.cursor() as cursor:
         for term in terms:
-            # Primary key range per term of the removed revisions: its segments.
+            # The (term, segment) index, per term of the removed revisions: its segments.
             cursor.execute("SELECT segment, revision_ids, tfs FROM search_posting WHERE term = %s", [term])
             for segment, segment_ids, segment_tfs in cursor.fetchall():
                 ids = np.frombuffer(segment_ids, dtype="<u4")
@@ -368,7 +368,8 @@ def _select(ranges: list[tuple[str, str | None]], table: str) -> tuple[int, list
     packed = table == "search_posting"
     columns = "revision_ids, tfs, term, segment" if packed else "revision_id, tf, NULL, NULL"
     for index, (low, high) in enumerate(ranges):
-        # Primary key equality, or a primary key range scan (a prefix's terms are contiguous).
+        # Equality on term, or a range of terms (a prefix's terms are contiguous): the tail's
+        # primary key, the packed rows' (term, segment) index.
         where, values = ("term = %s", [low]) if high is None else ("term >= %s AND term < %s", [low, high])
         selects.append(f"SELECT {index}, {columns} FROM {table} WHERE {where}")
         params += values

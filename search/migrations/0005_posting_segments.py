@@ -12,17 +12,22 @@ next. Existing rows become segment 0; going back joins each term's segments in o
 from django.db import migrations
 
 FORWARD = [
+    # A rowid table with its key in an index, no longer WITHOUT ROWID: there the key and
+    # the blobs shared one b-tree, and a seek compared whole records, overflow pages and
+    # all. On a 1M store, the segment sizes of 1,130 common terms took 63 ms to read that
+    # way and 3.4 ms this way; 200 mid-frequency terms' rows 15.6 ms against 4.4.
     """CREATE TABLE search_posting_segmented (
+        id INTEGER PRIMARY KEY,
         term TEXT NOT NULL,
         segment INTEGER NOT NULL,
         revision_ids BLOB NOT NULL,
-        tfs BLOB NOT NULL,
-        PRIMARY KEY (term, segment)
-    ) WITHOUT ROWID""",
+        tfs BLOB NOT NULL
+    )""",
     "INSERT INTO search_posting_segmented (term, segment, revision_ids, tfs) "
-    "SELECT term, 0, revision_ids, tfs FROM search_posting",
+    "SELECT term, 0, revision_ids, tfs FROM search_posting ORDER BY term",
     "DROP TABLE search_posting",
     "ALTER TABLE search_posting_segmented RENAME TO search_posting",
+    "CREATE UNIQUE INDEX search_posting_term_segment ON search_posting (term, segment)",
     # The same postings, but a new value: no process's copy outlives a change of the table (0004).
     "UPDATE search_state SET packed_version = random() WHERE id = 1",
 ]
@@ -44,7 +49,7 @@ def join_segments(apps, schema_editor):
             parts[1].append(bytes(tfs))
         cursor.executemany("INSERT INTO search_posting_joined (term, revision_ids, tfs) VALUES (%s, %s, %s)",
                            [(term, b"".join(ids), b"".join(tfs)) for term, (ids, tfs) in joined.items()])
-        cursor.execute("DROP TABLE search_posting")
+        cursor.execute("DROP TABLE search_posting")  # its index goes with it
         cursor.execute("ALTER TABLE search_posting_joined RENAME TO search_posting")
         cursor.execute("UPDATE search_state SET packed_version = random() WHERE id = 1")
 
