@@ -10,6 +10,7 @@ cosine between revision vectors (README, Retrieval).
 
 import datetime as dt
 import logging
+from concurrent import futures
 from dataclasses import dataclass
 
 import numpy as np
@@ -70,7 +71,7 @@ class NearTwinSearch:
                  threshold: float | None = None, at: dt.datetime | None = None,
                  vector: cosines.PendingVector | None = None):
         self._threshold = settings.MEMORY_NEAR_DUPLICATE_COSINE if threshold is None else threshold
-        self._ready = self._scan = self._found = None
+        self._ready = self._scan = None
         if vector is not None:
             self._vector_of = vector.vector_of
         else:
@@ -101,7 +102,8 @@ class NearTwinSearch:
         if text_cosines is None:
             self._ready = None
         elif len(self._ready.stored.ids) > SCAN_BESIDE_MAX_VECTORS:
-            self._found, self._ready = self._nearest(text_cosines), None
+            self._scan = futures.Future()  # scanned now, on this thread; result() reads it like a helper's
+            self._scan.set_result(self._nearest(text_cosines))
         else:
             self._scan = cosines.beside(self._nearest, text_cosines)
 
@@ -109,8 +111,6 @@ class NearTwinSearch:
         """The near twin, or None (waits for the scan ``start`` began)."""
         if self._scan is not None:
             return self._scan.result()
-        if self._found is not None:
-            return self._found
         if self._ready is None:
             return None
         text_cosines = self._cosines()

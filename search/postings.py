@@ -32,8 +32,9 @@ from search.embeddings import revision_text
 COMPACT_AFTER = 20_000
 # A fold joins a term's last segment into the one it writes while that segment holds at
 # most this many times the ids gathered so far: each segment then holds more than twice
-# the ids of the next, so a term of n ids has at most log2(n) + 1 segments, and an id is
-# rewritten about log2 of its term's growth times, not once per fold.
+# the ids of the next, so a term of n ids has at most log2(n) + 1 segments, and a segment
+# is rewritten once the ids after it reach half its size (the term grown by half), not
+# at every fold.
 SEGMENT_JOIN_RATIO = 2
 # CJK bigram terms live in the same tables under a prefix no word can start with, so
 # no prefix range of a word ever reaches them.

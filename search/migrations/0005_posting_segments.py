@@ -5,7 +5,7 @@ memories, where common terms hold hundreds of thousands of ids, a fold took 1.0-
 under the write lock. Now a term has one or more rows (``segment`` 0, 1, ...), each
 holding ascending ids, every id of a segment above every id of the segments before it;
 ``postings._fold`` appends a segment and merges the last ones only while they are small
-beside the new one, so a term keeps a few segments, each at least twice the size of the
+beside the new one, so a term keeps a few segments, each more than twice the size of the
 next. Existing rows become segment 0; going back joins each term's segments in order.
 """
 
