@@ -3,8 +3,9 @@
     .venv/bin/python benchmarks/bulk_import.py --store 10000 --import-size 5000 --label after \
         --output benchmarks/results/bulk_import.json
 
-A fresh store of ``--store`` memories is written with ``history.bulk_load`` (hash embedder),
-then ``--import-size`` new memories (new keys: the case of a restore or a migration) are
+A fresh store of ``--store`` memories is written with ``history.bulk_load`` (with the
+``--embedder``: hash, or MiniLM, whose batches run in the arithmetic
+``MEMORY_EMBED_BATCH_PRECISION`` picks, recorded with the run), then ``--import-size`` new memories (new keys: the case of a restore or a migration) are
 imported through the service, as ``manage.py import_memories --trusted`` and
 ``POST /api/v1/import/?trusted=true`` do. Each run is saved under its ``--label`` in the
 output file, so a run of the code before a change and one after sit side by side. The
@@ -33,13 +34,14 @@ def main():
     parser.add_argument("--import-size", type=int, default=5_000, help="new memories in the imported document")
     parser.add_argument("--repeat", type=int, default=3, help="imports of the document (medians are reported)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--embedder", choices=("hash", "minilm"), default="hash")
     parser.add_argument("--label", default="run", help="what code was measured (before, after, ...)")
     parser.add_argument("--output", default="benchmarks/results/bulk_import.json")
     args = parser.parse_args()
 
     workdir = Path(tempfile.mkdtemp(prefix="memory-bulk-import-"))
     db_path = workdir / "import.db"
-    harness.setup(db_path, embedder="hash")
+    harness.setup(db_path, embedder=args.embedder)
     from corpus import Corpus
     from django.core.management import call_command
     from django.db import connections
@@ -48,6 +50,7 @@ def main():
 
     from memories.models import Memory, Revision
     from memories.services import memories_import
+    from search.embeddings import SentenceTransformerEmbedder, get_embedder
 
     corpus = Corpus(args.seed)
     now = timezone.now()
@@ -71,11 +74,14 @@ def main():
                                              trusted=True)
         samples.append((wall, cpu))
     written, memories = Revision.objects.count() - before, Memory.objects.count()
+    embedder = get_embedder()
     wall = statistics.median(wall for wall, _ in samples)
     cpu = statistics.median(cpu for _, cpu in samples)
     run = {
         "path": "memories.services.memories_import(trusted=True), JSON text in",
-        "embedder": "hash-v1",
+        "embedder": embedder.name,
+        **({"batch_precision": embedder.batch_precision()} if isinstance(embedder, SentenceTransformerEmbedder)
+           else {}),
         "store_memories": args.store,
         "imported_memories": args.import_size,
         "imported_revisions": revisions,

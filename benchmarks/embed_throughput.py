@@ -6,13 +6,16 @@ On ``--texts`` corpus texts (the latency benchmark's; ~55 tokens at p50), each w
 turn, after a warm-up:
 
 1. ``batches``: ``embedder.embed`` of the whole list, as an import embeds it
-   (sentence-transformers' encode, batches of ``ENCODE_BATCH_SIZE``, one torch thread).
+   (sentence-transformers' encode, batches of ``ENCODE_BATCH_SIZE``, one torch thread),
+   in float32 and with bfloat16 products (``MEMORY_EMBED_BATCH_PRECISION``; the run
+   records which one "auto" chose here).
 2. ``one text at a time``: ``embedder.embed([text])`` for each text, as a single write
    embeds it (the compiled pass, ONNX Runtime or the TorchScript trace).
 3. ``one text at a time on N threads``: the same split over N Python threads (the compiled
    pass runs outside the GIL), the most two cores can give without a second process.
 
-The largest vector difference of 2 and 3 from 1 is reported too (they must agree to ~1e-6).
+The largest vector difference of each way from float32 batches is reported too (one text at a
+time must agree to ~1e-6; bfloat16 to ~2e-3, with the least cosine).
 Only the model is timed: an import also writes rows, postings and vectors (``bulk_import.py``).
 """
 
@@ -41,6 +44,7 @@ def main():
     harness.setup(Path(tempfile.mkdtemp(prefix="memory-embed-")) / "embed.db", embedder="minilm")
     import numpy as np
     from corpus import Corpus
+    from django.test import override_settings
 
     from search.embeddings import ENCODE_BATCH_SIZE, get_embedder
 
@@ -59,9 +63,17 @@ def main():
     tokens = [len(embedder._load().tokenizer(text)["input_ids"]) for text in texts]
     output["tokens"] = {"p50": int(np.median(tokens)), "max": int(max(tokens))}
 
-    start = time.perf_counter()
-    batched = embedder.embed(texts)
-    rates = {"batches": len(texts) / (time.perf_counter() - start)}
+    with override_settings(MEMORY_EMBED_BATCH_PRECISION="auto"):
+        output["auto_batch_precision"] = embedder.batch_precision()
+    with override_settings(MEMORY_EMBED_BATCH_PRECISION="float32"):
+        start = time.perf_counter()
+        batched = embedder.embed(texts)
+        rates = {"batches": len(texts) / (time.perf_counter() - start)}
+    with override_settings(MEMORY_EMBED_BATCH_PRECISION="bfloat16"):
+        embedder.embed(texts[:64])  # its kernels
+        start = time.perf_counter()
+        bfloat16 = embedder.embed(texts)
+        rates["batches in bfloat16"] = len(texts) / (time.perf_counter() - start)
 
     start = time.perf_counter()
     single = np.stack([embedder.embed([text])[0] for text in texts])
@@ -86,7 +98,9 @@ def main():
             threaded[position] = vector
 
     output["texts_per_s"] = {name: round(rate, 1) for name, rate in rates.items()}
+    output["least_cosine_bfloat16_with_float32"] = float(np.min(np.sum(bfloat16 * batched, axis=1)))
     output["max_abs_difference_from_batches"] = {
+        "batches in bfloat16": float(np.abs(bfloat16 - batched).max()),
         "one text at a time": float(np.abs(single - batched).max()),
         f"one text at a time on {args.threads} threads": float(np.abs(threaded - batched).max())}
     output["load_average_at_end"] = os.getloadavg()

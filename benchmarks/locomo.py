@@ -29,7 +29,10 @@ conversation) took 2.7 minutes here and evaluating the three modes 2.4; ``--db P
 keeps the loaded store and reuses it when its corpus fingerprint (data hash, text form,
 embedder) matches, so a tuning run costs only the evaluation. ``--form`` chooses another
 text form, for comparison: ``dated-nocaption`` (no image captions) or ``plain``
-(``Speaker: text``, no date, as the data set's README baselines).
+(``Speaker: text``, no date, as the data set's README baselines). ``--batched`` writes
+each conversation as an import does (``search.indexing.batched``: postings and vectors
+made at the end, the texts embedded in batches, so in the arithmetic
+``MEMORY_EMBED_BATCH_PRECISION`` picks), to show what that arithmetic changes.
 """
 
 import argparse
@@ -97,16 +100,30 @@ def questions(sample: dict, dia_ids: set[str]) -> list[dict]:
     return found
 
 
-def fingerprint(data_path: str, form: str, embedder: str) -> str:
+def fingerprint(data_path: str, form: str, embedder: str, load_way: dict) -> str:
     digest = hashlib.sha256(Path(data_path).read_bytes()).hexdigest()
-    return json.dumps({"data_sha256": digest, "form": form, "embedder": embedder}, sort_keys=True)
+    return json.dumps({"data_sha256": digest, "form": form, "embedder": embedder, **load_way}, sort_keys=True)
 
 
-def load(samples: list[dict], form: str) -> dict[str, dict[str, str]]:
+def load_way(batched: bool) -> dict:
+    """How the turns are written, and for batches the arithmetic of their embedding (recorded with results)."""
+    if not batched:
+        return {"load": "remember"}
+    from search.embeddings import SentenceTransformerEmbedder, get_embedder
+
+    embedder = get_embedder()
+    precision = embedder.batch_precision() if isinstance(embedder, SentenceTransformerEmbedder) else "float32"
+    return {"load": "batched", "batch_precision": precision}
+
+
+def load(samples: list[dict], form: str, *, batched: bool = False) -> dict[str, dict[str, str]]:
     """Remember every turn; return, per conversation, dia_id -> key of the memory holding its text."""
+    import contextlib
+
     from django.db import transaction
 
     from memories.services import memory_remember
+    from search import indexing
 
     keys = {}
     for sample in samples:
@@ -114,7 +131,8 @@ def load(samples: list[dict], form: str) -> dict[str, dict[str, str]]:
         keys[namespace] = {}
         started = time.perf_counter()
         count = 0
-        with transaction.atomic():  # one commit per conversation, not per turn
+        # One commit per conversation, not per turn; batched, indexed at its end.
+        with transaction.atomic(), (indexing.batched() if batched else contextlib.nullcontext()):
             for dia_id, text, when in turns(sample, form):
                 result = memory_remember(namespace=namespace, key=dia_id, content=text, known_at=when,
                                          valid_from=when, actor="benchmark", interface="cli")
@@ -158,11 +176,12 @@ def evaluate(samples: list[dict], keys: dict[str, dict[str, str]], *, modes=MODE
     return report
 
 
-def open_loaded_store(data_path: str, samples: list[dict], *, db: str | None, form: str, embedder: str):
+def open_loaded_store(data_path: str, samples: list[dict], *, db: str | None, form: str, embedder: str,
+                      batched: bool = False):
     """Open (and fill, unless ``db`` already holds this corpus) the store; return dia_id -> memory key maps."""
     path, existed = open_store(db_path=db, embedder=embedder)
     marker = Path(f"{path}.corpus.json")
-    wanted = fingerprint(data_path, form, embedder)
+    wanted = fingerprint(data_path, form, embedder, load_way(batched))
     if existed and marker.exists():
         stored = json.loads(marker.read_text())
         if stored["fingerprint"] == wanted and {sample["sample_id"] for sample in samples} <= set(stored["keys"]):
@@ -170,7 +189,7 @@ def open_loaded_store(data_path: str, samples: list[dict], *, db: str | None, fo
     if existed:
         sys.exit(f"{path} exists but holds another corpus (or none recorded); remove it or pass another --db.")
     started = time.perf_counter()
-    keys = load(samples, form)
+    keys = load(samples, form, batched=batched)
     seconds = round(time.perf_counter() - started, 1)
     if db is not None:
         marker.write_text(json.dumps({"fingerprint": wanted, "keys": keys, "load_seconds": seconds}))
@@ -186,6 +205,8 @@ def main() -> None:
     parser.add_argument("--form", choices=FORMS, default="dated", help="text form of a turn (default: dated)")
     parser.add_argument("--embedder", default="minilm", help="minilm (default) or hash")
     parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
+    parser.add_argument("--batched", action="store_true",
+                        help="write each conversation as an import does (texts embedded in batches)")
     args = parser.parse_args()
     with open(args.data, encoding="utf-8") as handle:
         samples = json.load(handle)
@@ -194,7 +215,8 @@ def main() -> None:
         if unknown:
             parser.error(f"unknown conversations: {', '.join(sorted(unknown))}")
         samples = [sample for sample in samples if sample["sample_id"] in args.conversations]
-    keys, load_seconds = open_loaded_store(args.data, samples, db=args.db, form=args.form, embedder=args.embedder)
+    keys, load_seconds = open_loaded_store(args.data, samples, db=args.db, form=args.form, embedder=args.embedder,
+                                           batched=args.batched)
     started = time.perf_counter()
     report = evaluate(samples, keys, modes=args.modes)
     seconds = round(time.perf_counter() - started, 1)
@@ -211,6 +233,7 @@ def main() -> None:
         "conversations": [sample["sample_id"] for sample in samples],
         "tuning_split": list(TUNING),
         "form": args.form,
+        **load_way(args.batched),
         "settings": fusion_settings(),
         "load_seconds": load_seconds,
         "evaluate_seconds": seconds,

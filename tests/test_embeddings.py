@@ -17,11 +17,13 @@ from memories.exceptions import Conflict
 from memories.models import Revision
 from search import vectors
 from search.embeddings import (
+    BFLOAT16_MIN_TEXTS,
     ONNX_MAX_TOKENS,
     EmbedderUnavailable,
     HashEmbedder,
     MiniLMEmbedder,
     PathEmbedder,
+    _chosen_precision,
     _OnnxPipeline,
     _pipeline,
     _quicker_for_longer,
@@ -31,6 +33,7 @@ from search.embeddings import (
     revision_text,
     warm_up,
 )
+from search.engine import recall
 from search.management.commands.backfill import progress_text
 from tests.subprocesses import clean_env, instance, manage, migrated_db, python  # noqa: F401  (fixtures)
 
@@ -95,6 +98,77 @@ def test_a_query_embeds_like_the_same_text_in_a_batch(minilm):
 
     np.testing.assert_allclose(minilm.embed_query("Releases ship every Tuesday"), batch[0], atol=1e-6)
     assert minilm.embed([]).shape == (0, 384)
+
+
+def _varied_texts(count: int) -> list[str]:
+    subjects = ["The deploy", "Ana's runbook", "The billing service", "Our cat", "The quarterly report", "Kubernetes"]
+    endings = ["runs every Friday", "moved to the ops wiki", "failed after the outage in March",
+               "likes fish more than rice", "is due before the board meeting", "needs a new node pool"]
+    return [f"{subjects[number % 6]} {endings[number // 6 % 6]} (note {number})" for number in range(count)]
+
+
+def test_batches_in_bfloat16_stay_within_rounding_of_float32(minilm, settings):
+    texts = _varied_texts(BFLOAT16_MIN_TEXTS + 8)
+    settings.MEMORY_EMBED_BATCH_PRECISION = "float32"
+    exact = minilm.embed(texts)
+    settings.MEMORY_EMBED_BATCH_PRECISION = "bfloat16"
+    rounded = minilm.embed(texts)
+
+    assert rounded.dtype == np.float32 and rounded.flags.c_contiguous
+    np.testing.assert_allclose(np.linalg.norm(rounded, axis=1), 1.0, atol=1e-6)
+    assert np.abs(rounded - exact).max() > 1e-5  # bfloat16 products did run
+    assert np.abs(rounded - exact).max() < 3e-3
+    assert np.sum(rounded * exact, axis=1).min() >= 0.9999
+
+
+def test_fewer_texts_than_a_batch_always_run_in_float32(minilm, settings):
+    texts = _varied_texts(BFLOAT16_MIN_TEXTS - 1)
+    settings.MEMORY_EMBED_BATCH_PRECISION = "bfloat16"
+
+    assert minilm.batch_precision() == "bfloat16"
+    np.testing.assert_array_equal(minilm.embed(texts), minilm._load().encode(
+        texts, batch_size=32, normalize_embeddings=True, convert_to_numpy=True))
+
+
+def test_auto_times_both_once_and_keeps_its_choice(settings, caplog):
+    settings.MEMORY_EMBED_BATCH_PRECISION = "auto"
+    embedder = MiniLMEmbedder()  # the model itself is loaded once per process
+
+    with caplog.at_level("INFO", logger="search.embeddings"):
+        chosen = embedder.batch_precision()
+        again = embedder.batch_precision()
+
+    assert chosen == again and chosen in ("float32", "bfloat16")
+    timed = [record.getMessage() for record in caplog.records if record.getMessage().startswith("Batches of")]
+    assert len(timed) == 1 and f"run in {chosen} here" in timed[0]
+    settings.MEMORY_EMBED_BATCH_PRECISION = "float32"
+    assert embedder.batch_precision() == "float32"  # a setting other than auto is followed as it is
+
+
+@pytest.mark.parametrize(("float32_ms", "bfloat16_ms", "cosine", "chosen"), [
+    (380, 130, 0.99998, "bfloat16"),  # this Xeon (AMX)
+    (300, 199, 0.99998, "bfloat16"),  # just over 1.5 times quicker
+    (300, 210, 0.99998, "float32"),  # not quicker enough to be worth the rounding
+    (380, 130, 0.9990, "float32"),  # quicker, but the vectors drift
+    (200, 900, 1.0, "float32"),  # no bfloat16 instructions: emulated, slower
+])
+def test_auto_takes_bfloat16_only_when_clearly_quicker_and_close(float32_ms, bfloat16_ms, cosine, chosen):
+    assert _chosen_precision(float32_ms / 1000, bfloat16_ms / 1000, cosine) == chosen
+
+
+def test_an_import_embedded_in_bfloat16_recalls_by_meaning(minilm, settings, db):
+    settings.MEMORY_EMBEDDER = "minilm"
+    settings.MEMORY_EMBED_BATCH_PRECISION = "bfloat16"
+    facts = _varied_texts(BFLOAT16_MIN_TEXTS) + ["Invoices are emailed to customers on the first of each month"]
+    document = {"format": "memory-export", "version": 1,
+                "memories": [{"namespace": "facts", "key": f"fact-{number}", "revisions": [{"content": fact}]}
+                             for number, fact in enumerate(facts)]}
+    services.memories_import(document=json.dumps(document), trusted=False, **ACTOR)
+
+    _, stored = vectors.load_matrix()
+    np.testing.assert_array_equal(stored, minilm.embed([revision_text("", fact) for fact in facts]))
+    hits = recall(query="When are customers sent their invoices?", namespace="facts", mode="semantic").hits
+    assert hits[0].memory.key == f"fact-{len(facts) - 1}"
 
 
 @pytest.mark.parametrize("kind", [_OnnxPipeline, _TracedPipeline])
@@ -576,6 +650,7 @@ print(json.dumps({"id": secret.id, "vector": matrix[ids.tolist().index(secret.re
         ("MEMORY_EMBEDDER", "bogus", "minilm, hash, or the directory of a local sentence-transformers model"),
         ("MEMORY_EMBEDDER", "MiniLM", "minilm, hash, or the directory of a local sentence-transformers model"),
         ("MEMORY_TORCH_THREADS", "0", "an integer from 1 to 64"),
+        ("MEMORY_EMBED_BATCH_PRECISION", "bf16", "one of auto, float32, bfloat16"),
     ],
 )
 def test_a_bad_embedding_setting_stops_start_up_with_one_line(tmp_path, name, value, accepted):
