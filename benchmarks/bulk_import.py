@@ -5,8 +5,9 @@
 
 A fresh store of ``--store`` memories is written with ``history.bulk_load`` (with the
 ``--embedder``: hash, or MiniLM, whose batches run in the arithmetic
-``MEMORY_EMBED_BATCH_PRECISION`` picks, recorded with the run), then ``--import-size`` new memories (new keys: the case of a restore or a migration) are
-imported through the service, as ``manage.py import_memories --trusted`` and
+``MEMORY_EMBED_BATCH_PRECISION`` picks, recorded with the run), then ``--import-size``
+new memories (new keys: the case of a restore or a migration) are imported through the
+service, as ``manage.py import_memories --trusted`` and
 ``POST /api/v1/import/?trusted=true`` do. Each run is saved under its ``--label`` in the
 output file, so a run of the code before a change and one after sit side by side. The
 import is repeated ``--repeat`` times, each into a fresh copy of the same store, and the

@@ -184,7 +184,7 @@ MEMORY_TORCH_THREADS = env_int("MEMORY_TORCH_THREADS", 1, minimum=1, maximum=64)
 # The arithmetic of a sentence-transformers model on batches of texts (imports, backfills):
 # float32, bfloat16 (matrix products in bfloat16, vectors within 2e-3 of float32's), or auto:
 # bfloat16 where a timed batch shows it clearly quicker and close (search/embeddings.py,
-# _batch_precision). Single texts (queries, writes) always run in float32.
+# SentenceTransformerEmbedder.batch_precision). Single texts (queries, writes) always run in float32.
 MEMORY_EMBED_BATCH_PRECISION = env_choice("MEMORY_EMBED_BATCH_PRECISION", "auto", ("auto", "float32", "bfloat16"))
 
 # Fusion (README, Retrieval; search/engine.py, _fuse): the weight of each channel's score in

@@ -385,8 +385,9 @@ def _encode_in(torch, model, texts: list[str], precision: str) -> np.ndarray:
     if precision == "float32":
         return model.encode(texts, batch_size=ENCODE_BATCH_SIZE, normalize_embeddings=True,
                             convert_to_numpy=True, show_progress_bar=False)
-    # Autocast runs the matrix products in bfloat16 and keeps layer norms, softmax and
-    # pooling in float32; the rows are normalised again in float32.
+    # Autocast rounds the inputs of each linear layer and of attention to bfloat16 and runs
+    # them there, so the activations between them are bfloat16 too (the weights stay
+    # float32 in memory, rounded per product); the pooled rows are normalised in float32.
     with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
         vectors = model.encode(texts, batch_size=ENCODE_BATCH_SIZE, convert_to_tensor=True,
                                show_progress_bar=False)
