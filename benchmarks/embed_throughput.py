@@ -7,7 +7,7 @@ turn, after a warm-up:
 
 1. ``batches``: ``embedder.embed`` of the whole list, as an import embeds it
    (sentence-transformers' encode, batches of ``ENCODE_BATCH_SIZE``, one torch thread),
-   in float32 and with bfloat16 products (``MEMORY_EMBED_PRECISION``; the run
+   in float32 and with bfloat16 products (``MEMORY_EMBED_BATCH_PRECISION``; the run
    records which one "auto" chose here).
 2. ``one text at a time``: ``embedder.embed([text])`` for each text, as a single write
    embeds it (the compiled pass, ONNX Runtime or the TorchScript trace).
@@ -63,13 +63,13 @@ def main():
     tokens = [len(embedder._load().tokenizer(text)["input_ids"]) for text in texts]
     output["tokens"] = {"p50": int(np.median(tokens)), "max": int(max(tokens))}
 
-    with override_settings(MEMORY_EMBED_PRECISION="auto"):
+    with override_settings(MEMORY_EMBED_BATCH_PRECISION="auto"):
         output["auto_batch_precision"] = embedder.batch_precision()
-    with override_settings(MEMORY_EMBED_PRECISION="float32"):
+    with override_settings(MEMORY_EMBED_BATCH_PRECISION="float32"):
         start = time.perf_counter()
         batched = embedder.embed(texts)
         rates = {"batches": len(texts) / (time.perf_counter() - start)}
-    with override_settings(MEMORY_EMBED_PRECISION="bfloat16"):
+    with override_settings(MEMORY_EMBED_BATCH_PRECISION="bfloat16"):
         embedder.embed(texts[:64])  # its kernels
         start = time.perf_counter()
         bfloat16 = embedder.embed(texts)

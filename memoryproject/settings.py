@@ -181,12 +181,11 @@ MEMORY_EMBEDDER = _embedder()
 # Threads torch (and ONNX Runtime, for short texts) uses to embed: two collapse when the other
 # core is busy (DESIGN.md section 7).
 MEMORY_TORCH_THREADS = env_int("MEMORY_TORCH_THREADS", 1, minimum=1, maximum=64)
-# The arithmetic of a sentence-transformers model on batches of texts (imports, backfills)
-# and of MiniLM on one text over 32 tokens (a remember's): float32, bfloat16 (matrix products
-# in bfloat16, vectors within 2e-3 of float32's), or auto: bfloat16 where it was timed clearly
-# quicker here (search/embeddings.py: SentenceTransformerEmbedder.batch_precision,
-# MiniLMEmbedder._for_longer). Queries of up to 32 tokens always run in float32.
-MEMORY_EMBED_PRECISION = env_choice("MEMORY_EMBED_PRECISION", "auto", ("auto", "float32", "bfloat16"))
+# The arithmetic of a sentence-transformers model on batches of texts (imports, backfills):
+# float32, bfloat16 (matrix products in bfloat16, vectors within 2e-3 of float32's), or auto:
+# bfloat16 where a timed batch shows it clearly quicker and close (search/embeddings.py,
+# SentenceTransformerEmbedder.batch_precision). Single texts (queries, writes) always run in float32.
+MEMORY_EMBED_BATCH_PRECISION = env_choice("MEMORY_EMBED_BATCH_PRECISION", "auto", ("auto", "float32", "bfloat16"))
 
 # Fusion (README, Retrieval; search/engine.py, _fuse): the weight of each channel's score in
 # the hybrid sum, the share of the best neighbouring memory's sum a memory gains as context,

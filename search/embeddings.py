@@ -10,9 +10,8 @@ local directories only.
 The database records which embedder produced its vectors (``search.vectors``), so
 an embedder's ``name`` must change whenever its vectors would. The arithmetic that runs
 a model is not part of its name: a text's vector from a batch or alone, in float32 or
-with bfloat16 products (``MEMORY_EMBED_PRECISION``: batches, and MiniLM's longer single
-texts), differs by rounding only (bfloat16's most: 1.6e-3 in a coordinate, a cosine of
-0.99996 with the float32 vector, measured on MiniLM).
+with bfloat16 products (``MEMORY_EMBED_BATCH_PRECISION``), differs by rounding only (bfloat16's most:
+1.6e-3 in a coordinate, a cosine of 0.99996 with the float32 vector, measured on MiniLM).
 """
 
 import abc
@@ -39,14 +38,12 @@ ENCODE_BATCH_SIZE = 32
 # longer one by whichever of ONNX Runtime and the TorchScript trace was timed quicker on
 # this processor (MiniLMEmbedder._for_longer).
 ONNX_MAX_TOKENS = 32
-# Where bfloat16 products may run (MEMORY_EMBED_PRECISION): batches of at least this many
-# texts, and MiniLM's one text over ONNX_MAX_TOKENS through a trace of its own (one text
-# through the modules ran slower so: 55 tokens, AMX, 22.8 ms against 19.3 in float32).
+# Batches of at least this many texts may run with bfloat16 products (MEMORY_EMBED_BATCH_PRECISION):
+# one text alone ran slower so (MiniLM, 55 tokens, AMX: 22.8 ms against 19.3 in float32).
 BFLOAT16_MIN_TEXTS = ENCODE_BATCH_SIZE
-# With "auto", bfloat16 is taken where it was timed at least this much quicker than float32
-# (a fifth off the time, for the rounding), and only while every vector it gives keeps at
-# least this cosine with its float32 one.
-BFLOAT16_MIN_SPEEDUP = 1.25
+# With "auto", bfloat16 is taken where a timed batch runs at least this much quicker than
+# float32 and every vector keeps at least this cosine with its float32 one.
+BFLOAT16_MIN_SPEEDUP = 1.5
 BFLOAT16_MIN_COSINE = 0.9999
 
 
@@ -365,12 +362,12 @@ class SentenceTransformerEmbedder(Embedder):
     def batch_precision(self) -> str:
         """The arithmetic of batches of BFLOAT16_MIN_TEXTS texts or more: "float32" or "bfloat16".
 
-        MEMORY_EMBED_PRECISION, and with "auto" the quicker here, timed once per
+        MEMORY_EMBED_BATCH_PRECISION, and with "auto" the quicker here, timed once per
         process on the first such batch: bfloat16 products ran a MiniLM import's batches
         2.4 times quicker on a Xeon with AMX (80 -> 194 texts/s, one thread), and can run
         slower where the processor has no bfloat16 instructions.
         """
-        setting = settings.MEMORY_EMBED_PRECISION
+        setting = settings.MEMORY_EMBED_BATCH_PRECISION
         if setting != "auto":
             return setting
         if self._timed_precision is None:
@@ -440,10 +437,8 @@ class MiniLMEmbedder(SentenceTransformerEmbedder):
         super().__init__(model_dir, name="all-MiniLM-L6-v2", dim=384)
         self._error = missing
         # By kind: None until first used, False where it cannot be built here.
-        self._compiled_pipelines: dict[type, object] = {_OnnxPipeline: None, _TracedPipeline: None,
-                                                        _TracedBfloat16Pipeline: None}
-        # Which one embeds them, by MEMORY_EMBED_PRECISION, once timed (_for_longer).
-        self._longer_texts: dict[str, type[_OneText]] = {}
+        self._compiled_pipelines: dict[type, object] = {_OnnxPipeline: None, _TracedPipeline: None}
+        self._longer_texts: "type[_OneText] | None" = None  # which one embeds them, once timed (_for_longer)
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         if len(texts) != 1:
@@ -467,9 +462,8 @@ class MiniLMEmbedder(SentenceTransformerEmbedder):
 
     @property
     def embeds_beside(self) -> bool:
-        # Until the first text tries them, the compiled pipelines are expected to build. (The
-        # bfloat16 trace needs the same compiler as the float32 one, and serves longer texts only.)
-        return any(self._compiled_pipelines[kind] is not False for kind in (_OnnxPipeline, _TracedPipeline))
+        # Until the first text tries them, the compiled pipelines are expected to build.
+        return any(compiled is not False for compiled in self._compiled_pipelines.values())
 
     def _for_longer(self, model) -> "type[_OneText]":
         """The pipeline that embeds texts over ONNX_MAX_TOKENS here: timed once per process.
@@ -479,22 +473,16 @@ class MiniLMEmbedder(SentenceTransformerEmbedder):
         on an AMD EPYC, 18.0-20.1 against 14.5-14.9 (the same texts, 55 tokens at p50). So the
         first longer text times both on a text of that length, in turn, three times
         each; ONNX Runtime takes over only when it is clearly quicker (by 5%). Both
-        give the model's numbers to 1e-6 (``_OneText.build``). Unless MEMORY_EMBED_PRECISION
-        is float32, the trace with bfloat16 products is timed too, and taken when it is
-        BFLOAT16_MIN_SPEEDUP times quicker than the quicker of those (always, with
-        bfloat16): on the Xeon with AMX here 7.7 ms against 12.4 for the float32 trace.
+        give the model's numbers to 1e-6 (``_OneText.build``).
         """
-        precision = settings.MEMORY_EMBED_PRECISION
-        chosen = self._longer_texts.get(precision)
+        chosen = self._longer_texts
         if chosen is None:
             # Built before the lock is taken: building takes it too.
             onnx, trace = self._compiled(_OnnxPipeline, model), self._compiled(_TracedPipeline, model)
-            bfloat16 = self._compiled(_TracedBfloat16Pipeline, model) if precision != "float32" else None
             with self._lock:
-                chosen = self._longer_texts.get(precision)
+                chosen = self._longer_texts
                 if chosen is None:
-                    chosen = self._longer_texts[precision] = _quicker_for_longer(
-                        model, onnx, trace, bfloat16, always_bfloat16=precision == "bfloat16")
+                    chosen = self._longer_texts = _quicker_for_longer(model, onnx, trace)
         return chosen
 
     def _compiled(self, kind: "type[_OneText]", model) -> "_OneText | None":
@@ -508,33 +496,20 @@ class MiniLMEmbedder(SentenceTransformerEmbedder):
         return compiled or None
 
 
-def _quicker_for_longer(model, onnx: "_OneText | None", trace: "_OneText | None",
-                        bfloat16: "_OneText | None" = None, *, always_bfloat16: bool = False) -> "type[_OneText]":
+def _quicker_for_longer(model, onnx: "_OneText | None", trace: "_OneText | None") -> "type[_OneText]":
     """Which of the built pipelines embeds a text of _TIMED_TEXT's length quicker (see _for_longer)."""
-    float32 = {kind: pipeline for kind, pipeline in ((_OnnxPipeline, onnx), (_TracedPipeline, trace))
-               if pipeline is not None}
-    if not float32:
-        return _TracedPipeline  # none built: the modules answer
-    if bfloat16 is not None and always_bfloat16:
-        return _TracedBfloat16Pipeline
-    if len(float32) == 1 and bfloat16 is None:
-        return next(iter(float32))
-    timed = {**float32, **({_TracedBfloat16Pipeline: bfloat16} if bfloat16 is not None else {})}
+    if onnx is None or trace is None:
+        return _TracedPipeline if onnx is None else _OnnxPipeline
     features = model.preprocess([_TIMED_TEXT])
-    best = dict.fromkeys(timed, math.inf)
+    best = {_OnnxPipeline: math.inf, _TracedPipeline: math.inf}
     for _ in range(3):
-        for kind, pipeline in timed.items():
+        for kind, pipeline in ((_OnnxPipeline, onnx), (_TracedPipeline, trace)):
             start = time.perf_counter()
             pipeline(features)
             best[kind] = min(best[kind], time.perf_counter() - start)
-    if len(float32) == 1:
-        chosen = next(iter(float32))
-    else:
-        chosen = _OnnxPipeline if best[_OnnxPipeline] < 0.95 * best[_TracedPipeline] else _TracedPipeline
-    if bfloat16 is not None and best[_TracedBfloat16Pipeline] * BFLOAT16_MIN_SPEEDUP <= best[chosen]:
-        chosen = _TracedBfloat16Pipeline
-    logger.info("Texts over %d tokens go to %s (%s).", ONNX_MAX_TOKENS, chosen.__name__,
-                ", ".join(f"{kind.__name__} {seconds * 1000:.1f} ms" for kind, seconds in best.items()))
+    chosen = _OnnxPipeline if best[_OnnxPipeline] < 0.95 * best[_TracedPipeline] else _TracedPipeline
+    logger.info("Texts over %d tokens go to %s (%.1f ms; ONNX Runtime %.1f, the trace %.1f).", ONNX_MAX_TOKENS,
+                chosen.__name__, best[chosen] * 1000, best[_OnnxPipeline] * 1000, best[_TracedPipeline] * 1000)
     return chosen
 
 
@@ -560,8 +535,6 @@ class _OneText:
     probes of other lengths, and not used if it differs or cannot be built. Two
     compilers (``_TracedPipeline``, ``_OnnxPipeline``): neither is quicker at every length.
     """
-
-    BFLOAT16 = False  # products in bfloat16 (autocast), compiled in
 
     PROBES = ("a", "What did we decide about the release schedule for the mobile app last week?",
               " ".join(f"line {number} of a long note that the tokenizer cuts at the model's limit"
@@ -591,10 +564,9 @@ class _OneText:
 
                 def forward(self, *tensors):
                     features = {**dict(zip(keys, tensors)), **fixed}
-                    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cls.BFLOAT16):
-                        for step in self.steps:
-                            features = step(features)
-                    return torch.nn.functional.normalize(features["sentence_embedding"].float(), dim=1)
+                    for step in self.steps:
+                        features = step(features)
+                    return torch.nn.functional.normalize(features["sentence_embedding"], dim=1)
 
             verbosity = transformers_logging.get_verbosity()
             try:
@@ -612,17 +584,9 @@ class _OneText:
                     features = model.preprocess([probe])
                     if not pipeline.takes(features):
                         raise ValueError(f"the features of {probe[:20]!r} differ in kind from the compiled text's")
-                    compiled_vector = pipeline(features)
-                    modules_vector = _pipeline(torch, model, features).numpy()
-                    if cls.BFLOAT16:  # rounded: as close as batches in bfloat16 must be
-                        cosine = float(np.sum(compiled_vector * modules_vector) / np.linalg.norm(compiled_vector)
-                                       / np.linalg.norm(modules_vector))
-                        if not (cosine >= BFLOAT16_MIN_COSINE and abs(np.linalg.norm(compiled_vector) - 1) <= 1e-5):
-                            raise ValueError(f"the compiled pipeline's cosine with the model is {cosine:.6f}")
-                    else:
-                        difference = float(np.abs(compiled_vector - modules_vector).max())
-                        if not difference <= 1e-6:
-                            raise ValueError(f"the compiled pipeline differs from the model by {difference:.3g}")
+                    difference = float(np.abs(pipeline(features) - _pipeline(torch, model, features).numpy()).max())
+                    if not difference <= 1e-6:
+                        raise ValueError(f"the compiled pipeline differs from the model by {difference:.3g}")
         except Exception as error:  # any failure: the modules themselves still answer
             logger.info("%s is not used (%s: %s).", cls.__name__, type(error).__name__, error)
             return None
@@ -654,18 +618,6 @@ class _TracedPipeline(_OneText):
         torch = configured_torch()  # this thread's torch thread count (requests run on any thread)
         with torch.inference_mode():
             return self.compiled(*(features[key] for key in self.keys)).numpy()
-
-
-class _TracedBfloat16Pipeline(_TracedPipeline):
-    """The trace with its products in bfloat16 (autocast, traced in; freezing folds the weights' bfloat16 copies).
-
-    For longer texts where the processor multiplies bfloat16 clearly quicker
-    (MEMORY_EMBED_PRECISION, ``MiniLMEmbedder._for_longer``): on a Xeon with AMX, a
-    remember's text (55 tokens at p50) in 7.7 ms against 12.4 through the float32
-    trace, each vector's cosine with the model's float32 one at least 0.99997.
-    """
-
-    BFLOAT16 = True
 
 
 class _OnnxPipeline(_OneText):
