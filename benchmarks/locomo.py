@@ -106,9 +106,10 @@ def fingerprint(data_path: str, form: str, embedder: str, load_way: dict) -> str
 
 
 def load_way(batched: bool) -> dict:
-    """How the turns are written, and for batches the arithmetic of their embedding (recorded with results)."""
+    """For ``--batched``, how the turns are written and the arithmetic of their embedding (in the
+    fingerprint and the results); empty otherwise, so stores kept with ``--db`` before still match."""
     if not batched:
-        return {"load": "remember"}
+        return {}
     from search.embeddings import SentenceTransformerEmbedder, get_embedder
 
     embedder = get_embedder()
@@ -233,6 +234,7 @@ def main() -> None:
         "conversations": [sample["sample_id"] for sample in samples],
         "tuning_split": list(TUNING),
         "form": args.form,
+        "load": "remember",
         **load_way(args.batched),
         "settings": fusion_settings(),
         "load_seconds": load_seconds,
