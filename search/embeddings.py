@@ -364,8 +364,9 @@ class SentenceTransformerEmbedder(Embedder):
 
         MEMORY_EMBED_BATCH_PRECISION, and with "auto" the quicker here, timed once per
         process on the first such batch: bfloat16 products ran a MiniLM import's batches
-        2.4 times quicker on a Xeon with AMX (80 -> 194 texts/s, one thread), and can run
-        slower where the processor has no bfloat16 instructions.
+        2.6 times quicker on a Xeon with AMX (73.1 -> 186.9 texts/s, one thread,
+        benchmarks/results/embed_throughput.json), and can run slower where the processor
+        has no bfloat16 instructions.
         """
         setting = settings.MEMORY_EMBED_BATCH_PRECISION
         if setting != "auto":
