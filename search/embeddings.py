@@ -23,6 +23,8 @@ import re
 import threading
 import time
 from collections.abc import Sequence
+from concurrent import futures
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -355,9 +357,12 @@ class SentenceTransformerEmbedder(Embedder):
         model = self._load()
         if model is None:
             raise EmbedderUnavailable(f"The embedder {self.name} cannot be loaded: {self._error}")
-        torch = configured_torch()  # this thread's torch thread count (writes and backfills may run on any thread)
         precision = self.batch_precision() if len(texts) >= BFLOAT16_MIN_TEXTS else "float32"
-        return _encode_in(torch, model, texts, precision)
+        workers = min(settings.MEMORY_EMBED_BATCH_THREADS, len(texts) // ENCODE_BATCH_SIZE)
+        if workers < 2:
+            # This thread's torch thread count (writes and backfills may run on any thread).
+            return _encode_in(configured_torch(), model, texts, precision)
+        return _encode_shared(model, texts, precision, workers)
 
     def batch_precision(self) -> str:
         """The arithmetic of batches of BFLOAT16_MIN_TEXTS texts or more: "float32" or "bfloat16".
@@ -393,6 +398,51 @@ def _encode_in(torch, model, texts: list[str], precision: str) -> np.ndarray:
         vectors = model.encode(texts, batch_size=ENCODE_BATCH_SIZE, convert_to_tensor=True,
                                show_progress_bar=False)
     return _normalise_rows(vectors.float().numpy())
+
+
+_batch_helpers: tuple[int, ThreadPoolExecutor] | None = None  # (threads, pool), made when first needed
+_batch_helpers_lock = threading.Lock()
+
+
+def _encode_shared(model, texts: list[str], precision: str, workers: int) -> np.ndarray:
+    """``_encode_in`` of these texts on ``workers`` threads: this one and helpers, each with whole batches.
+
+    The texts are ordered by length, as encode orders them, and cut into the batches one
+    call would run; the batches are dealt out in turn, so each thread's share pads as
+    little and takes about as long. Each thread runs torch with MEMORY_TORCH_THREADS:
+    the model's products run in parallel without splitting any of them.
+    """
+    global _batch_helpers
+    with _batch_helpers_lock:
+        if _batch_helpers is None or _batch_helpers[0] < workers - 1:  # (a setting changed: a larger pool)
+            _batch_helpers = (workers - 1, ThreadPoolExecutor(max_workers=workers - 1,
+                                                              thread_name_prefix="embed-batch"))
+        helpers = _batch_helpers[1]
+    order = np.argsort([-len(text) for text in texts], kind="stable")
+    batches = [order[start:start + ENCODE_BATCH_SIZE] for start in range(0, len(order), ENCODE_BATCH_SIZE)]
+    shares = [np.concatenate(batches[worker::workers]) for worker in range(workers)]
+
+    def encode(share: np.ndarray) -> np.ndarray:
+        return _encode_in(configured_torch(), model, [texts[index] for index in share], precision)
+
+    others = [helpers.submit(encode, share) for share in shares[1:]]
+    try:
+        vectors = encode(shares[0])
+        vectors = np.concatenate([vectors, *(other.result() for other in others)])
+    finally:
+        futures.wait(others)  # never leave a share running after an error in another
+    ordered = np.empty_like(vectors)
+    ordered[np.concatenate(shares)] = vectors
+    return ordered
+
+
+def _forget_batch_helpers() -> None:
+    global _batch_helpers
+    _batch_helpers = None
+
+
+# A pool copied by fork counts its parent's threads as its own, so work given to it would never run.
+os.register_at_fork(after_in_child=_forget_batch_helpers)
 
 
 def _quicker_precision(torch, model, name: str) -> str:

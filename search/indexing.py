@@ -229,8 +229,10 @@ def index_revisions(revisions) -> None:
     missing = [index for index, vector in enumerate(ready) if vector is None]
     try:
         if missing:
-            for start in range(0, len(missing), EMBED_CHUNK):
-                batch = missing[start:start + EMBED_CHUNK]
+            # Equal calls: a short last one would leave threads idle (MEMORY_EMBED_BATCH_THREADS).
+            size = -(-len(missing) // -(-len(missing) // EMBED_CHUNK))
+            for start in range(0, len(missing), size):
+                batch = missing[start:start + size]
                 for index, vector in zip(batch, embedder.embed([bodies[index] for index in batch])):
                     ready[index] = vector
     except EmbedderUnavailable as error:

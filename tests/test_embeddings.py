@@ -5,6 +5,7 @@ the rest use the hash embedder, and subprocesses always do, to stay fast.
 """
 
 import json
+import threading
 import time
 
 import numpy as np
@@ -15,7 +16,7 @@ from django.core.management import CommandError, call_command
 from memories import services
 from memories.exceptions import Conflict
 from memories.models import Revision
-from search import vectors
+from search import embeddings, vectors
 from search.embeddings import (
     BFLOAT16_MIN_TEXTS,
     ONNX_MAX_TOKENS,
@@ -154,6 +155,62 @@ def test_auto_times_both_once_and_keeps_its_choice(settings, caplog):
 ])
 def test_auto_takes_bfloat16_only_when_clearly_quicker_and_close(float32_ms, bfloat16_ms, cosine, chosen):
     assert _chosen_precision(float32_ms / 1000, bfloat16_ms / 1000, cosine) == chosen
+
+
+@pytest.fixture
+def batch_shares(monkeypatch):
+    """Records, for each ``_encode_in`` call, the thread it ran on and how many texts it had."""
+    calls = []
+
+    def recorded(torch, model, texts, precision, encode=embeddings._encode_in):
+        calls.append((threading.current_thread().name, len(texts)))
+        return encode(torch, model, texts, precision)
+
+    monkeypatch.setattr(embeddings, "_encode_in", recorded)
+    return calls
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_a_large_batch_is_shared_between_threads_in_whole_batches(minilm, settings, batch_shares, threads):
+    texts = [text * (1 + number % 4) for number, text in enumerate(_varied_texts(4 * BFLOAT16_MIN_TEXTS + 5))]
+    settings.MEMORY_EMBED_BATCH_PRECISION = "float32"
+    settings.MEMORY_EMBED_BATCH_THREADS = 1
+    alone = minilm.embed(texts)
+    assert batch_shares == [(threading.current_thread().name, len(texts))]
+    batch_shares.clear()
+
+    settings.MEMORY_EMBED_BATCH_THREADS = threads
+    shared = minilm.embed(texts)
+
+    assert len(batch_shares) == threads and len({thread for thread, _ in batch_shares}) == threads
+    assert sum(count for _, count in batch_shares) == len(texts)
+    assert sorted(count % BFLOAT16_MIN_TEXTS for _, count in batch_shares)[:-1] == [0] * (threads - 1)
+    assert shared.flags.c_contiguous and shared.dtype == np.float32
+    np.testing.assert_allclose(shared, alone, rtol=0, atol=1e-6)  # each text in its own row, as one call gives
+
+
+def test_a_batch_shared_in_bfloat16_stays_within_rounding(minilm, settings, batch_shares):
+    texts = _varied_texts(2 * BFLOAT16_MIN_TEXTS)
+    settings.MEMORY_EMBED_BATCH_PRECISION = "float32"
+    exact = minilm.embed(texts)
+    settings.MEMORY_EMBED_BATCH_PRECISION = "bfloat16"
+    settings.MEMORY_EMBED_BATCH_THREADS = 2
+    batch_shares.clear()
+
+    rounded = minilm.embed(texts)
+
+    assert [count for _, count in batch_shares] == [BFLOAT16_MIN_TEXTS, BFLOAT16_MIN_TEXTS]
+    assert np.abs(rounded - exact).max() > 1e-5  # bfloat16 products did run, on both threads
+    assert np.sum(rounded * exact, axis=1).min() >= 0.9999
+
+
+def test_fewer_texts_than_two_batches_stay_on_one_thread(minilm, settings, batch_shares):
+    settings.MEMORY_EMBED_BATCH_PRECISION = "bfloat16"
+    settings.MEMORY_EMBED_BATCH_THREADS = 4
+
+    minilm.embed(_varied_texts(2 * BFLOAT16_MIN_TEXTS - 1))
+
+    assert batch_shares == [(threading.current_thread().name, 2 * BFLOAT16_MIN_TEXTS - 1)]
 
 
 def test_an_import_embedded_in_bfloat16_recalls_by_meaning(minilm, settings, db):
@@ -651,6 +708,7 @@ print(json.dumps({"id": secret.id, "vector": matrix[ids.tolist().index(secret.re
         ("MEMORY_EMBEDDER", "MiniLM", "minilm, hash, or the directory of a local sentence-transformers model"),
         ("MEMORY_TORCH_THREADS", "0", "an integer from 1 to 64"),
         ("MEMORY_EMBED_BATCH_PRECISION", "bf16", "one of auto, float32, bfloat16"),
+        ("MEMORY_EMBED_BATCH_THREADS", "0", "an integer from 1 to 64"),
     ],
 )
 def test_a_bad_embedding_setting_stops_start_up_with_one_line(tmp_path, name, value, accepted):
