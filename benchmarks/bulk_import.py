@@ -5,7 +5,7 @@
 
 A fresh store of ``--store`` memories is written with ``history.bulk_load`` (with the
 ``--embedder``: hash, or MiniLM, whose batches run in the arithmetic
-``MEMORY_EMBED_BATCH_PRECISION`` picks, recorded with the run), then ``--import-size``
+``MEMORY_EMBED_PRECISION`` picks, recorded with the run), then ``--import-size``
 new memories (new keys: the case of a restore or a migration) are imported through the
 service, as ``manage.py import_memories --trusted`` and
 ``POST /api/v1/import/?trusted=true`` do. Each run is saved under its ``--label`` in the

@@ -148,7 +148,7 @@ def run_size(size, args, corpus_seed):
 
     from memories.services import memories_import, memory_remember
     from search import cosines, engine, postings, snapshot, text, vectors
-    from search.embeddings import get_embedder
+    from search.embeddings import get_embedder, warm_up
 
     result = {"size": size, "load_average_at_start": os.getloadavg()}
     rng = random.Random(args.seed * 1000 + size)
@@ -192,7 +192,7 @@ def run_size(size, args, corpus_seed):
                                   "writes embed with real MiniLM, so timings are real but cosines are meaningless")
     settings.MEMORY_EMBEDDER = args.embedder
     embedder = get_embedder()
-    embedder.embed_query("warm up the model")
+    warm_up()  # as the servers do at start: loads the model, builds and times its one-text pipelines
 
     # Cold start: the first recall loads the snapshot, the vector matrix, and the snapshot's sorted times.
     rss_before = harness.current_rss_mb()

@@ -32,7 +32,7 @@ text form, for comparison: ``dated-nocaption`` (no image captions) or ``plain``
 (``Speaker: text``, no date, as the data set's README baselines). ``--batched`` writes
 each conversation as an import does (``search.indexing.batched``: postings and vectors
 made at the end, the texts embedded in batches, so in the arithmetic
-``MEMORY_EMBED_BATCH_PRECISION`` picks), to show what that arithmetic changes.
+``MEMORY_EMBED_PRECISION`` picks), to show what that arithmetic changes.
 """
 
 import argparse

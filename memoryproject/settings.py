@@ -181,11 +181,15 @@ MEMORY_EMBEDDER = _embedder()
 # Threads torch (and ONNX Runtime, for short texts) uses to embed: two collapse when the other
 # core is busy (DESIGN.md section 7).
 MEMORY_TORCH_THREADS = env_int("MEMORY_TORCH_THREADS", 1, minimum=1, maximum=64)
-# The arithmetic of a sentence-transformers model on batches of texts (imports, backfills):
-# float32, bfloat16 (matrix products in bfloat16, vectors within 2e-3 of float32's), or auto:
-# bfloat16 where a timed batch shows it clearly quicker and close (search/embeddings.py,
-# SentenceTransformerEmbedder.batch_precision). Single texts (queries, writes) always run in float32.
-MEMORY_EMBED_BATCH_PRECISION = env_choice("MEMORY_EMBED_BATCH_PRECISION", "auto", ("auto", "float32", "bfloat16"))
+# The arithmetic of a sentence-transformers model on batches of texts (imports, backfills),
+# and of MiniLM on one text over 32 tokens (a write's, mostly): float32, bfloat16 (matrix
+# products in bfloat16, vectors within 2e-3 of float32's), or auto: bfloat16 where it was
+# timed clearly quicker and close (search/embeddings.py, SentenceTransformerEmbedder.batch_precision
+# and MiniLMEmbedder._for_longer). Queries of up to 32 tokens always run in float32.
+MEMORY_EMBED_PRECISION = env_choice("MEMORY_EMBED_PRECISION", "auto", ("auto", "float32", "bfloat16"))
+if os.environ.get("MEMORY_EMBED_BATCH_PRECISION"):  # its name until it covered single texts too
+    fail("MEMORY_EMBED_BATCH_PRECISION is now MEMORY_EMBED_PRECISION (it covers longer single texts too); "
+         "set that instead.")
 # Threads that embed one batch of texts together (imports, backfills), each a share of its
 # forward passes with MEMORY_TORCH_THREADS torch threads: by default as many as the CPUs this
 # process may use allow. Two on two cores ran bfloat16 batches of MiniLM 2.0 times as fast as

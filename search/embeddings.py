@@ -10,8 +10,9 @@ local directories only.
 The database records which embedder produced its vectors (``search.vectors``), so
 an embedder's ``name`` must change whenever its vectors would. The arithmetic that runs
 a model is not part of its name: a text's vector from a batch or alone, in float32 or
-with bfloat16 products (``MEMORY_EMBED_BATCH_PRECISION``), differs by rounding only (bfloat16's most:
-1.6e-3 in a coordinate, a cosine of 0.99996 with the float32 vector, measured on MiniLM).
+with bfloat16 products (``MEMORY_EMBED_PRECISION``: batches, and MiniLM's longer single
+texts), differs by rounding only (bfloat16's most: 1.6e-3 in a coordinate, a cosine of
+0.99996 with the float32 vector, measured on MiniLM).
 """
 
 import abc
@@ -40,13 +41,21 @@ ENCODE_BATCH_SIZE = 32
 # longer one by whichever of ONNX Runtime and the TorchScript trace was timed quicker on
 # this processor (MiniLMEmbedder._for_longer).
 ONNX_MAX_TOKENS = 32
-# Batches of at least this many texts may run with bfloat16 products (MEMORY_EMBED_BATCH_PRECISION):
-# one text alone ran slower so (MiniLM, 55 tokens, AMX: 22.8 ms against 19.3 in float32).
+# Where bfloat16 products may run (MEMORY_EMBED_PRECISION): batches of at least this many
+# texts, and MiniLM's one text over ONNX_MAX_TOKENS through a trace of its own
+# (_PaddedBfloat16Trace; one text through encode ran slower so: 55 tokens, AMX, 22.8 ms
+# against 19.3 in float32).
 BFLOAT16_MIN_TEXTS = ENCODE_BATCH_SIZE
-# With "auto", bfloat16 is taken where a timed batch runs at least this much quicker than
-# float32 and every vector keeps at least this cosine with its float32 one.
-BFLOAT16_MIN_SPEEDUP = 1.5
+# With "auto", bfloat16 is taken where it was timed at least this much quicker than float32
+# (beyond the timing's noise) and every vector it gave kept at least this cosine with its
+# float32 one (LoCoMo scored within 0.003 of float32 with every turn so embedded).
+BFLOAT16_MIN_SPEEDUP = 1.1
 BFLOAT16_MIN_COSINE = 0.9999
+# One text in bfloat16 is padded to a multiple of this many tokens: oneDNN builds its
+# bfloat16 kernels per shape (the first text of each new length took 24.7 ms, against
+# 10.3-10.7 once built), so the trace meets 16 shapes up to 256 tokens and builds them all
+# when it is built (0.4 s here).
+BFLOAT16_PAD_TOKENS = 16
 
 
 class EmbedderUnavailable(RuntimeError):
@@ -367,13 +376,13 @@ class SentenceTransformerEmbedder(Embedder):
     def batch_precision(self) -> str:
         """The arithmetic of batches of BFLOAT16_MIN_TEXTS texts or more: "float32" or "bfloat16".
 
-        MEMORY_EMBED_BATCH_PRECISION, and with "auto" the quicker here, timed once per
+        MEMORY_EMBED_PRECISION, and with "auto" the quicker here, timed once per
         process on the first such batch: bfloat16 products ran a MiniLM import's batches
         2.6 times quicker on a Xeon with AMX (73.1 -> 186.9 texts/s, one thread,
         benchmarks/results/embed_throughput.json), and can run slower where the processor
         has no bfloat16 instructions.
         """
-        setting = settings.MEMORY_EMBED_BATCH_PRECISION
+        setting = settings.MEMORY_EMBED_PRECISION
         if setting != "auto":
             return setting
         if self._timed_precision is None:
@@ -488,8 +497,10 @@ class MiniLMEmbedder(SentenceTransformerEmbedder):
         super().__init__(model_dir, name="all-MiniLM-L6-v2", dim=384)
         self._error = missing
         # By kind: None until first used, False where it cannot be built here.
-        self._compiled_pipelines: dict[type, object] = {_OnnxPipeline: None, _TracedPipeline: None}
-        self._longer_texts: "type[_OneText] | None" = None  # which one embeds them, once timed (_for_longer)
+        self._compiled_pipelines: dict[type, object] = {_OnnxPipeline: None, _TracedPipeline: None,
+                                                        _PaddedBfloat16Trace: None}
+        # Which one embeds them, per MEMORY_EMBED_PRECISION, once timed (_for_longer).
+        self._longer_texts: dict[str, type[_OneText]] = {}
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         if len(texts) != 1:
@@ -513,8 +524,9 @@ class MiniLMEmbedder(SentenceTransformerEmbedder):
 
     @property
     def embeds_beside(self) -> bool:
-        # Until the first text tries them, the compiled pipelines are expected to build.
-        return any(compiled is not False for compiled in self._compiled_pipelines.values())
+        # Until the first text tries them, the compiled pipelines are expected to build. (The
+        # bfloat16 trace needs the float32 trace's compiler, and serves longer texts only.)
+        return any(self._compiled_pipelines[kind] is not False for kind in (_OnnxPipeline, _TracedPipeline))
 
     def _for_longer(self, model) -> "type[_OneText]":
         """The pipeline that embeds texts over ONNX_MAX_TOKENS here: timed once per process.
@@ -524,16 +536,23 @@ class MiniLMEmbedder(SentenceTransformerEmbedder):
         on an AMD EPYC, 18.0-20.1 against 14.5-14.9 (the same texts, 55 tokens at p50). So the
         first longer text times both on a text of that length, in turn, three times
         each; ONNX Runtime takes over only when it is clearly quicker (by 5%). Both
-        give the model's numbers to 1e-6 (``_OneText.build``).
+        give the model's numbers to 1e-6 (``_OneText.build``). Unless MEMORY_EMBED_PRECISION
+        is float32, the trace with bfloat16 products is timed too, and taken when it is
+        BFLOAT16_MIN_SPEEDUP times quicker than the quicker of those (always, with
+        bfloat16): on the Xeon with AMX here 10.5-11.2 ms against 14.7-15.9 for the
+        float32 trace (a remember's texts, 55 tokens at p50).
         """
-        chosen = self._longer_texts
+        precision = settings.MEMORY_EMBED_PRECISION
+        chosen = self._longer_texts.get(precision)
         if chosen is None:
             # Built before the lock is taken: building takes it too.
             onnx, trace = self._compiled(_OnnxPipeline, model), self._compiled(_TracedPipeline, model)
+            bfloat16 = self._compiled(_PaddedBfloat16Trace, model) if precision != "float32" else None
             with self._lock:
-                chosen = self._longer_texts
+                chosen = self._longer_texts.get(precision)
                 if chosen is None:
-                    chosen = self._longer_texts = _quicker_for_longer(model, onnx, trace)
+                    chosen = self._longer_texts[precision] = _quicker_for_longer(
+                        model, onnx, trace, bfloat16, always_bfloat16=precision == "bfloat16")
         return chosen
 
     def _compiled(self, kind: "type[_OneText]", model) -> "_OneText | None":
@@ -547,20 +566,35 @@ class MiniLMEmbedder(SentenceTransformerEmbedder):
         return compiled or None
 
 
-def _quicker_for_longer(model, onnx: "_OneText | None", trace: "_OneText | None") -> "type[_OneText]":
+def _quicker_for_longer(model, onnx: "_OneText | None", trace: "_OneText | None",
+                        bfloat16: "_OneText | None" = None, *, always_bfloat16: bool = False) -> "type[_OneText]":
     """Which of the built pipelines embeds a text of _TIMED_TEXT's length quicker (see _for_longer)."""
-    if onnx is None or trace is None:
-        return _TracedPipeline if onnx is None else _OnnxPipeline
+    if bfloat16 is not None and always_bfloat16:
+        return _PaddedBfloat16Trace
+    float32 = {kind: pipeline for kind, pipeline in ((_OnnxPipeline, onnx), (_TracedPipeline, trace))
+               if pipeline is not None}
+    if not float32:
+        return _TracedPipeline  # none built: the modules answer
+    timed = {**float32, **({_PaddedBfloat16Trace: bfloat16} if bfloat16 is not None else {})}
+    if len(timed) == 1:
+        return next(iter(timed))
     features = model.preprocess([_TIMED_TEXT])
-    best = {_OnnxPipeline: math.inf, _TracedPipeline: math.inf}
+    best, vectors = dict.fromkeys(timed, math.inf), {}
     for _ in range(3):
-        for kind, pipeline in ((_OnnxPipeline, onnx), (_TracedPipeline, trace)):
+        for kind, pipeline in timed.items():
             start = time.perf_counter()
-            pipeline(features)
+            vectors[kind] = pipeline(features)
             best[kind] = min(best[kind], time.perf_counter() - start)
-    chosen = _OnnxPipeline if best[_OnnxPipeline] < 0.95 * best[_TracedPipeline] else _TracedPipeline
-    logger.info("Texts over %d tokens go to %s (%.1f ms; ONNX Runtime %.1f, the trace %.1f).", ONNX_MAX_TOKENS,
-                chosen.__name__, best[chosen] * 1000, best[_OnnxPipeline] * 1000, best[_TracedPipeline] * 1000)
+    if len(float32) == 1:
+        chosen = next(iter(float32))
+    else:
+        chosen = _OnnxPipeline if best[_OnnxPipeline] < 0.95 * best[_TracedPipeline] else _TracedPipeline
+    if bfloat16 is not None:
+        cosine = float(np.dot(vectors[chosen][0], vectors[_PaddedBfloat16Trace][0]))
+        if _chosen_precision(best[chosen], best[_PaddedBfloat16Trace], cosine) == "bfloat16":
+            chosen = _PaddedBfloat16Trace
+    logger.info("Texts over %d tokens go to %s (%s).", ONNX_MAX_TOKENS, chosen.__name__,
+                ", ".join(f"{kind.__name__} {seconds * 1000:.1f} ms" for kind, seconds in best.items()))
     return chosen
 
 
@@ -591,8 +625,10 @@ class _OneText:
               " ".join(f"line {number} of a long note that the tokenizer cuts at the model's limit"
                        for number in range(60)))
 
-    def __init__(self, compiled, keys: tuple[str, ...], fixed: dict):
-        self.compiled, self.keys, self.fixed = compiled, keys, fixed
+    BFLOAT16 = False  # products in bfloat16 (autocast), compiled in; the text is padded then
+
+    def __init__(self, compiled, keys: tuple[str, ...], fixed: dict, pad_id: int = 0):
+        self.compiled, self.keys, self.fixed, self.pad_id = compiled, keys, fixed, pad_id
 
     @classmethod
     def build(cls, model) -> "_OneText | None":
@@ -602,6 +638,7 @@ class _OneText:
 
         torch = configured_torch()
         try:
+            pad_id = getattr(model.tokenizer, "pad_token_id", None) or 0
             features = model.preprocess(["compile the pipeline on this text"])
             keys = tuple(key for key, value in features.items() if isinstance(value, torch.Tensor))
             fixed = {key: value for key, value in features.items() if key not in keys}
@@ -624,20 +661,31 @@ class _OneText:
                 # Quiet: deprecations, the compilers' notes on the branches they fixed, and
                 # transformers' notes on the attributes they read.
                 transformers_logging.set_verbosity_error()
-                with warnings.catch_warnings(), torch.no_grad():
+                with (warnings.catch_warnings(), torch.no_grad(),
+                      torch.autocast("cpu", dtype=torch.bfloat16, enabled=cls.BFLOAT16)):
                     warnings.simplefilter("ignore")
-                    compiled = cls._compile(torch, Pipeline().eval(), tuple(features[key] for key in keys), keys)
+                    # Padded, a text's mask holds zeros when it is compiled, so the compiled
+                    # pass applies any mask (one without padding could let a compiler drop it).
+                    example = cls(None, keys, fixed, pad_id).padded(torch, features)
+                    compiled = cls._compile(torch, Pipeline().eval(), tuple(example[key] for key in keys), keys)
             finally:
                 transformers_logging.set_verbosity(verbosity)
-            pipeline = cls(compiled, keys, fixed)
+            pipeline = cls(compiled, keys, fixed, pad_id)
             with torch.inference_mode():
                 for probe in cls.PROBES:
                     features = model.preprocess([probe])
                     if not pipeline.takes(features):
                         raise ValueError(f"the features of {probe[:20]!r} differ in kind from the compiled text's")
-                    difference = float(np.abs(pipeline(features) - _pipeline(torch, model, features).numpy()).max())
-                    if not difference <= 1e-6:
-                        raise ValueError(f"the compiled pipeline differs from the model by {difference:.3g}")
+                    got, want = pipeline(features), _pipeline(torch, model, features).numpy()
+                    if cls.BFLOAT16:  # rounded: as close as batches in bfloat16 must be
+                        cosine = float(np.dot(got[0], want[0]))
+                        if not cosine >= BFLOAT16_MIN_COSINE:
+                            raise ValueError(f"its vector has a cosine of {cosine:.6f} with the model's")
+                    else:
+                        difference = float(np.abs(got - want).max())
+                        if not difference <= 1e-6:
+                            raise ValueError(f"the compiled pipeline differs from the model by {difference:.3g}")
+                pipeline.warm(torch, model.get_max_seq_length() or 512)
         except Exception as error:  # any failure: the modules themselves still answer
             logger.info("%s is not used (%s: %s).", cls.__name__, type(error).__name__, error)
             return None
@@ -648,6 +696,13 @@ class _OneText:
         return (set(features) == set(self.keys) | set(self.fixed)
                 and all(features[key] == value for key, value in self.fixed.items())
                 and features[self.keys[0]].shape[0] == 1)
+
+    def padded(self, torch, features: dict) -> dict:
+        """The compiled inputs of these features: as they are (padded in ``_PaddedBfloat16Trace``)."""
+        return features
+
+    def warm(self, torch, longest: int) -> None:
+        """Make ready whatever the first texts would otherwise wait for (nothing, but in bfloat16)."""
 
 
 class _TracedPipeline(_OneText):
@@ -669,6 +724,43 @@ class _TracedPipeline(_OneText):
         torch = configured_torch()  # this thread's torch thread count (requests run on any thread)
         with torch.inference_mode():
             return self.compiled(*(features[key] for key in self.keys)).numpy()
+
+
+class _PaddedBfloat16Trace(_TracedPipeline):
+    """The trace with bfloat16 products (autocast, traced in: freezing folds in the weights' bfloat16 copies).
+
+    For longer texts where the processor multiplies bfloat16 clearly quicker
+    (MEMORY_EMBED_PRECISION, ``MiniLMEmbedder._for_longer``): on the Xeon with AMX here,
+    a remember's text (55 tokens at p50) in 10.5-11.2 ms against 14.7-15.9 through the
+    float32 trace, each vector's cosine with the float32 one at least 0.99997. A text
+    is padded to a multiple of BFLOAT16_PAD_TOKENS tokens (the mask leaves the padding
+    out of attention and of the mean), and every such shape runs once when the trace is
+    built, so no text waits for oneDNN to build its kernels.
+    """
+
+    BFLOAT16 = True
+
+    def padded(self, torch, features: dict) -> dict:
+        tokens = features[self.keys[0]].shape[1]
+        extra = -tokens % BFLOAT16_PAD_TOKENS
+        if not extra:
+            return features
+        return {**features, **{key: torch.nn.functional.pad(features[key], (0, extra),
+                                                             value=self.pad_id if key == "input_ids" else 0)
+                               for key in self.keys}}
+
+    def warm(self, torch, longest: int) -> None:
+        for tokens in range(BFLOAT16_PAD_TOKENS, longest + BFLOAT16_PAD_TOKENS, BFLOAT16_PAD_TOKENS):
+            ones = torch.ones((1, tokens), dtype=torch.long)
+            self.compiled(*(ones for _ in self.keys))
+
+    def __call__(self, features: dict) -> np.ndarray:
+        """The (1, dim) float32 unit vector of one text's features."""
+        torch = configured_torch()  # this thread's torch thread count (requests run on any thread)
+        features = self.padded(torch, features)
+        with torch.inference_mode():
+            vector = self.compiled(*(features[key] for key in self.keys)).float().numpy()
+        return _normalise_rows(vector)
 
 
 class _OnnxPipeline(_OneText):
