@@ -539,8 +539,8 @@ class MiniLMEmbedder(SentenceTransformerEmbedder):
         give the model's numbers to 1e-6 (``_OneText.build``). Unless MEMORY_EMBED_PRECISION
         is float32, the trace with bfloat16 products is timed too, and taken when it is
         BFLOAT16_MIN_SPEEDUP times quicker than the quicker of those (always, with
-        bfloat16): on the Xeon with AMX here 10.5-11.2 ms against 14.7-15.9 for the
-        float32 trace (a remember's texts, 55 tokens at p50).
+        bfloat16): on the Xeon with AMX here 11.2 ms against 15.9 for the float32 trace
+        (p50 of 200 of a remember's texts, 55 tokens at p50; 13.0 against 17.7 in another run).
         """
         precision = settings.MEMORY_EMBED_PRECISION
         chosen = self._longer_texts.get(precision)
@@ -666,11 +666,12 @@ class _OneText:
                     warnings.simplefilter("ignore")
                     # Padded, a text's mask holds zeros when it is compiled, so the compiled
                     # pass applies any mask (one without padding could let a compiler drop it).
-                    example = cls(None, keys, fixed, pad_id).padded(torch, features)
-                    compiled = cls._compile(torch, Pipeline().eval(), tuple(example[key] for key in keys), keys)
+                    pipeline = cls(None, keys, fixed, pad_id)
+                    example = pipeline.padded(torch, features)
+                    pipeline.compiled = cls._compile(torch, Pipeline().eval(), tuple(example[key] for key in keys),
+                                                     keys)
             finally:
                 transformers_logging.set_verbosity(verbosity)
-            pipeline = cls(compiled, keys, fixed, pad_id)
             with torch.inference_mode():
                 for probe in cls.PROBES:
                     features = model.preprocess([probe])
@@ -731,8 +732,8 @@ class _PaddedBfloat16Trace(_TracedPipeline):
 
     For longer texts where the processor multiplies bfloat16 clearly quicker
     (MEMORY_EMBED_PRECISION, ``MiniLMEmbedder._for_longer``): on the Xeon with AMX here,
-    a remember's text (55 tokens at p50) in 10.5-11.2 ms against 14.7-15.9 through the
-    float32 trace, each vector's cosine with the float32 one at least 0.99997. A text
+    a remember's text (55 tokens at p50) in 11.2 ms against 15.9 through the float32
+    trace (p50), each vector's cosine with the float32 one at least 0.99996. A text
     is padded to a multiple of BFLOAT16_PAD_TOKENS tokens (the mask leaves the padding
     out of attention and of the mean), and every such shape runs once when the trace is
     built, so no text waits for oneDNN to build its kernels.

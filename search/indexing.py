@@ -6,6 +6,7 @@ did anyway (a trigger dropped by hand, a restore from a partial copy, a bug).
 """
 
 import logging
+import math
 import threading
 from contextlib import contextmanager
 from types import SimpleNamespace
@@ -230,7 +231,7 @@ def index_revisions(revisions) -> None:
     try:
         if missing:
             # Equal calls: a short last one would leave threads idle (MEMORY_EMBED_BATCH_THREADS).
-            size = -(-len(missing) // -(-len(missing) // EMBED_CHUNK))
+            size = math.ceil(len(missing) / math.ceil(len(missing) / EMBED_CHUNK))
             for start in range(0, len(missing), size):
                 batch = missing[start:start + size]
                 for index, vector in zip(batch, embedder.embed([bodies[index] for index in batch])):
