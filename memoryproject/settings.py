@@ -193,7 +193,8 @@ if os.environ.get("MEMORY_EMBED_BATCH_PRECISION"):  # its name until it covered 
 # Threads that embed one batch of texts together (imports, backfills), each a share of its
 # forward passes with MEMORY_TORCH_THREADS torch threads: by default as many as the CPUs this
 # process may use allow. Two on two cores ran bfloat16 batches of MiniLM 2.0 times as fast as
-# one (172 -> 350 texts/s); one thread with two torch threads, 1.7 times (287-305/s).
+# one (163.5 -> 341.7 texts/s, benchmarks/results/embed_throughput.json); one thread with two
+# torch threads, 287-305/s in a probe where one thread gave 172.
 _usable_cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 MEMORY_EMBED_BATCH_THREADS = env_int("MEMORY_EMBED_BATCH_THREADS", max(1, min(_usable_cpus, 64) // MEMORY_TORCH_THREADS),
                                      minimum=1, maximum=64)
