@@ -91,7 +91,7 @@ def main():
                        "int8_bounds_ms": lambda query: cosines.bounds(stored, query),
                        "int8_top200_ms": top200}, queries),
             "rows_computed_in_float32_median": int(np.median(computed)),
-            "int8_copy_mb": round(sum(column.nbytes for column in stored[2:]) / 2**20, 1),
+            "int8_copy_mb": round(sum(column.nbytes for column in stored.rows()[2:]) / 2**20, 1),
             "float32_matrix_mb": round(matrix.nbytes / 2**20, 1),
         }
         print(size, results[str(size)], flush=True)

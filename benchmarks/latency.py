@@ -203,7 +203,7 @@ def run_size(size, args, corpus_seed):
                       "first_semantic_recall_ms (loads the vector matrix)": round(first_seconds * 1000, 1),
                       "rss_growth_mb": round(harness.current_rss_mb() - rss_before, 1),
                       "vector_matrix_mb": round(stored.matrix.nbytes / 2**20, 1),
-                      "int8_copy_mb": round(sum(column.nbytes for column in stored[2:]) / 2**20, 1),
+                      "int8_copy_mb": round(sum(column.nbytes for column in stored.rows()[2:]) / 2**20, 1),
                       "snapshot_columns_mb": round(sum(getattr(snapshot.current().columns, name).nbytes
                                                        for name in snapshot._COLUMNS) / 2**20, 1)}
 

@@ -32,6 +32,23 @@ bytes, and the float32 cosine is computed only for the few rows it leaves open. 
 it leaves many (1M hash-embedder rows: ~8%), their tail products are added first,
 which gives exactly the full bound for those rows at a sixth of the bytes of their
 float32 rows.
+
+The sketch. On a large store the head gives way to a tighter bound from fewer bytes.
+Sentence embeddings keep most of their length in a few directions: the first 48
+principal directions of 129k MiniLM rows hold 70% of their squared length (the
+benchmark corpus's hash-embedder rows: 80%). With P those directions as orthonormal
+rows (``sketch_basis``, from a sample of the stored rows), z = P v and the residual
+v - P^T z, the query's y = P q and q - P^T y,
+
+    q.v = y.z + (q - P^T y).(v - P^T z) <= y.z + |q - P^T y| |v - P^T z|
+
+and y.z is bounded from z's int8 codes as the full product is above (with |y| <= |q|).
+Each row keeps its sketch codes, their scale and slack (the codes' error plus the
+float32 margin, and 2^-30 per component for P's rows being orthonormal only to the
+last bits) and its residual's length. At 0.90, on those MiniLM rows, it left open 0 rows
+at p50 and 10 at p95 (the head: 2 and 78, before the int8 slack) from 48 codes a row
+instead of 128; on 100k hash-embedder rows, 90 at p50 (the head: 3,134). The rows it
+leaves open, when many, get the full int8 bound.
 """
 
 import os
@@ -52,9 +69,13 @@ from search.embeddings import EmbedderUnavailable, configured_torch, get_embedde
 # bookkeeping (benchmarks/int8_scan.py: at 16k rows 0.51 ms against 0.67 for the int8
 # top 200, at 32k 1.8 against 1.5).
 QUANTIZED_MIN_ROWS = 32_768
-# Above this many, the int8 scan is split between the calling thread and one helper
-# (with one torch thread, MEMORY_TORCH_THREADS; with more, torch's own threads split it).
+# Above this many rows and this many codes, the int8 scan is split between the calling
+# thread and one helper (with one torch thread, MEMORY_TORCH_THREADS; with more, torch's
+# own threads split it). A sketch's product (48 columns) stays whole at 129k rows: it took
+# 0.5 ms on one thread, and split beside a write's inserts 1.5-1.65 ms, the helper's half
+# starting ~0.3-1 ms late.
 _SPLIT_MIN_ROWS = 65_536
+_SPLIT_MIN_CODES = 65_536 * 128
 # Once a recall has asked for the cosines of more rows than one in this many, one full
 # scan computes the rest (a gathered row cost ~4 times a scanned one with BLAS: 0.29 us
 # against 0.074; not re-measured with einsum, which float32_dots now uses for both).
@@ -68,6 +89,19 @@ _REFINE_MIN_ROWS = 4096
 _DOTS_SPLIT_MIN_ROWS = 16_384
 # Rows quantized per step, to bound the float64 temporaries when a large store loads.
 _QUANTIZE_CHUNK = 16_384
+# The sketch (see the module): its directions come from an even sample of this many rows
+# (a 384 x 384 Gram matrix and its eigenvectors: 48 ms at 129k MiniLM rows), and only
+# from this many rows on; they are worked out again each time the rows have doubled.
+_SKETCH_SAMPLE = 8192
+_SKETCH_SAMPLE_MIN = 1024
+# Below this share of the rows' squared length along its directions, no sketch is kept.
+# 48 directions held 0.70 of it for 129k MiniLM rows of the benchmark corpus, 0.80 for
+# its hash-embedder rows.
+SKETCH_MIN_ENERGY = 0.5
+# Relative pads of the sketch's bound (see the module): far above the float64 roundings
+# they cover, far below anything that would open a row.
+_PAD = 2.0 ** -40
+_MARGIN = 2.0 ** -23 + 2.0 ** -30  # per component: the float32 dot product's rounding, twice over, and more
 
 
 class Unavailable(MemoryServiceError):
@@ -77,7 +111,11 @@ class Unavailable(MemoryServiceError):
 
 
 class Stored(NamedTuple):
-    """One database's vectors as this process holds them, in revision-id order."""
+    """One database's vectors as this process holds them, in revision-id order.
+
+    Every field but ``basis`` has one entry per row (``rows()``). The sketch columns hold
+    zeros, and ``basis`` is None, until a basis has been worked out (``sketch_basis``).
+    """
 
     ids: np.ndarray  # int64 revision ids
     matrix: np.ndarray  # float32 (n, dim): unit rows, the model's output
@@ -87,6 +125,16 @@ class Stored(NamedTuple):
     error: np.ndarray  # float64: |row - scale * codes| plus the float32 rounding margin
     size: np.ndarray  # float64: |scale * codes|
     tail_size: np.ndarray  # float64: |tail codes| (integers, unscaled)
+    sketch: np.ndarray  # int8 (n, k): the row's coordinates z = basis @ row over their scale, rounded (k = 0: none)
+    sketch_scale: np.ndarray  # float64: the largest |z| / 127 (1 when z is zero)
+    sketch_slack: np.ndarray  # float64: |z - sketch_scale * codes| plus the rounding margins (see the module)
+    sketch_size: np.ndarray  # float64: |sketch_scale * codes|
+    residual: np.ndarray  # float64: |row - basis.T @ z|, the part of the row the sketch leaves out (padded)
+    basis: np.ndarray | None  # float64 (k, dim), orthonormal rows, one for every row; None: no sketch
+
+    def rows(self) -> tuple[np.ndarray, ...]:
+        """The fields with one entry per row (all but ``basis``)."""
+        return self[:-1]
 
 
 def head_width(dim: int) -> int:
@@ -99,15 +147,61 @@ def head_width(dim: int) -> int:
     return dim // 3 if dim >= 24 else dim
 
 
+def sketch_width(dim: int) -> int:
+    """How many principal directions a row's sketch keeps: an eighth of its components (none under 256).
+
+    Measured at 384 (MiniLM's width). With 64 components, 8 directions ruled out fewer rows
+    than the head's 21 (tests/test_cosines.py's low-rank rows), so narrow rows keep the head.
+    """
+    return dim // 8 if dim >= 256 else 0
+
+
+def sketch_basis(matrix: np.ndarray) -> np.ndarray | None:
+    """The ``sketch_width`` directions that hold most of the rows' squared length, as orthonormal rows.
+
+    From an even sample of up to _SKETCH_SAMPLE rows (the eigenvectors of their Gram
+    matrix, not centred: the bound is on dot products, not on spread). None when the
+    rows are too few or the directions hold less than SKETCH_MIN_ENERGY of it (the
+    sketch would then rule out too few rows to pay for itself).
+    """
+    width = sketch_width(matrix.shape[1])
+    if not width or len(matrix) < _SKETCH_SAMPLE_MIN:
+        return None
+    sample = matrix[::max(1, len(matrix) // _SKETCH_SAMPLE)][:_SKETCH_SAMPLE].astype(np.float64)
+    values, vectors = np.linalg.eigh(sample.T @ sample)
+    total = float(np.sum(values))
+    if total <= 0 or float(np.sum(values[-width:])) < SKETCH_MIN_ENERGY * total:
+        return None
+    return np.ascontiguousarray(vectors[:, ::-1][:, :width].T)
+
+
 def _empty(dim: int) -> Stored:
     head = head_width(dim)
     return Stored(np.zeros(0, dtype=np.int64), np.zeros((0, dim), dtype=np.float32),
                   np.zeros((0, head), dtype=np.int8), np.zeros((0, dim - head), dtype=np.int8),
-                  np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0))
+                  np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0),
+                  np.zeros((0, 0), dtype=np.int8), np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0), None)
 
 
-def _quantize_rows(rows: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Return (head, tail, scale, error, size, tail_size) of float rows (see ``Stored``)."""
+def _sketch_rows(exact: np.ndarray, basis: np.ndarray | None) -> tuple[np.ndarray, ...]:
+    """Return (sketch, sketch_scale, sketch_slack, sketch_size, residual) of float64 rows (see ``Stored``)."""
+    count = len(exact)
+    if basis is None:
+        return np.zeros((count, 0), dtype=np.int8), *(np.zeros(count) for _ in range(4))
+    sketch = exact @ basis.T
+    scale = np.max(np.abs(sketch), axis=1, initial=0.0) / 127.0
+    scale[scale == 0] = 1.0
+    codes = np.rint(sketch / scale[:, None])
+    rounded = codes * scale[:, None]
+    squared = np.einsum("ij,ij->i", exact, exact)
+    # |row - basis.T z|^2 = |row|^2 - |z|^2 for orthonormal rows; the pad covers their last bits.
+    residual = np.sqrt(np.maximum(squared - np.einsum("ij,ij->i", sketch, sketch), 0.0) + _PAD * squared)
+    slack = np.linalg.norm(sketch - rounded, axis=1) + _MARGIN * exact.shape[1] * np.sqrt(squared)
+    return np.ascontiguousarray(codes, dtype=np.int8), scale, slack, np.linalg.norm(rounded, axis=1), residual
+
+
+def _quantize_rows(rows: np.ndarray, basis: np.ndarray | None) -> tuple[np.ndarray, ...]:
+    """Return the per-row fields of ``Stored`` after ids and matrix, for float rows."""
     exact = rows.astype(np.float64)
     scale = np.max(np.abs(exact), axis=1, initial=0.0) / 127.0
     scale[scale == 0] = 1.0  # an all-zero row: zero codes, no error
@@ -117,16 +211,28 @@ def _quantize_rows(rows: np.ndarray) -> tuple[np.ndarray, ...]:
     error = np.linalg.norm(exact - rounded, axis=1) + margin
     head = head_width(rows.shape[1])
     return (np.ascontiguousarray(codes[:, :head], dtype=np.int8), np.ascontiguousarray(codes[:, head:], dtype=np.int8),
-            scale, error, np.linalg.norm(rounded, axis=1), np.linalg.norm(codes[:, head:], axis=1))
+            scale, error, np.linalg.norm(rounded, axis=1), np.linalg.norm(codes[:, head:], axis=1),
+            *_sketch_rows(exact, basis))
 
 
-def quantize(ids: np.ndarray, matrix: np.ndarray) -> Stored:
-    """Return ``Stored`` for these ids and float32 rows, quantizing a chunk at a time."""
+def quantize(ids: np.ndarray, matrix: np.ndarray, basis: np.ndarray | None = None) -> Stored:
+    """Return ``Stored`` for these ids and float32 rows, quantizing a chunk at a time, sketched along ``basis``."""
     if len(ids) == 0:
-        return _empty(matrix.shape[1])
-    parts = [_quantize_rows(matrix[start:start + _QUANTIZE_CHUNK])
+        return _empty(matrix.shape[1])._replace(basis=basis)
+    parts = [_quantize_rows(matrix[start:start + _QUANTIZE_CHUNK], basis)
              for start in range(0, len(ids), _QUANTIZE_CHUNK)]
-    return Stored(ids, matrix, *(np.concatenate(column) for column in zip(*parts)))
+    return Stored(ids, matrix, *(np.concatenate(column) for column in zip(*parts)), basis)
+
+
+_SKETCH_FIELDS = ("sketch", "sketch_scale", "sketch_slack", "sketch_size", "residual")
+
+
+def sketched(stored: Stored, basis: np.ndarray | None) -> Stored:
+    """``stored`` with every row sketched along ``basis`` (new sketch arrays; the others shared)."""
+    parts = [_sketch_rows(stored.matrix[start:start + _QUANTIZE_CHUNK].astype(np.float64), basis)
+             for start in range(0, len(stored.ids), _QUANTIZE_CHUNK)] or [_sketch_rows(np.zeros((0, 1)), None)]
+    return stored._replace(basis=basis, **{name: np.concatenate(column) for name, column in zip(_SKETCH_FIELDS,
+                                                                                               zip(*parts))})
 
 
 class _VectorCopy:
@@ -139,6 +245,7 @@ class _VectorCopy:
         self.stored = _empty(0)
         # ``stored`` holds the first rows of these arrays; the rest is room to append into.
         self.room = self.stored
+        self.sketched_rows = 0  # the row count when the sketch's basis was last worked out
 
     def current(self, space) -> Stored:
         """The stored vectors as of ``space`` (the recorded space the caller read) or later."""
@@ -157,15 +264,21 @@ class _VectorCopy:
             # landing in between looked like an erasure and reloaded every row (~1 s at 130k).
             state, ids, matrix = vectors.load_vectors(after_id=after or 0)
             if after is not None and state == (self.generation + len(ids), self.embedder):
-                new = quantize(ids, matrix)
+                new = quantize(ids, matrix, stored.basis)
                 if not connection.in_atomic_block:
                     stored = self._append(new)
+                    if len(stored.ids) >= max(QUANTIZED_MIN_ROWS, 2 * self.sketched_rows):
+                        stored = self._sketch_again(stored)
                 else:  # may roll back: a private copy, never the shared room
-                    stored = Stored(*(np.concatenate([old, added]) for old, added in zip(stored, new)))
+                    stored = Stored(*(np.concatenate([old, added]) for old, added in zip(stored.rows(), new.rows())),
+                                    stored.basis)
             else:  # first use, or something else changed (an erasure, a backfill, a switch): start over
                 if after:
                     state, ids, matrix = vectors.load_vectors(after_id=0)
-                stored = quantize(ids, matrix)
+                basis = sketch_basis(matrix) if len(ids) >= QUANTIZED_MIN_ROWS else None
+                stored = quantize(ids, matrix, basis)
+                if not connection.in_atomic_block:
+                    self.sketched_rows = len(ids) if len(ids) >= QUANTIZED_MIN_ROWS else 0
             if not connection.in_atomic_block:
                 if stored.ids.base is not self.room.ids:  # loaded afresh: it is its own room
                     self.room = stored
@@ -181,14 +294,38 @@ class _VectorCopy:
         writing there changes none.
         """
         count, added = len(self.stored.ids), len(new.ids)
-        if count + added > len(self.room.ids) or self.room.matrix.shape[1:] != new.matrix.shape[1:]:
+        if (count + added > len(self.room.ids) or self.room.matrix.shape[1:] != new.matrix.shape[1:]
+                or self.room.sketch.shape[1:] != new.sketch.shape[1:]):
             capacity = count + added + max(4096, count // 8)
-            self.room = Stored(*(np.empty((capacity,) + column.shape[1:], dtype=column.dtype) for column in new))
-            for room, old in zip(self.room, self.stored):
+            self.room = Stored(*(np.empty((capacity,) + column.shape[1:], dtype=column.dtype)
+                                 for column in new.rows()), new.basis)
+            for room, old in zip(self.room.rows(), self.stored.rows()):
                 room[:count] = old
-        for room, column in zip(self.room, new):
+        for room, column in zip(self.room.rows(), new.rows()):
             room[count:count + added] = column
-        return Stored(*(room[:count + added] for room in self.room))
+        return Stored(*(room[:count + added] for room in self.room.rows()), self.room.basis)
+
+    def _sketch_again(self, stored: Stored) -> Stored:
+        """The rows sketched along a basis worked out from them all, now that they have doubled (or first reach
+        QUANTIZED_MIN_ROWS): the directions of the first rows may not be those of the later ones.
+
+        The new sketch columns are new arrays (with the room's capacity): views handed out
+        earlier keep theirs, with the basis they were made with. ~0.1 s at 129k MiniLM
+        rows, once per doubling.
+        """
+        self.sketched_rows = len(stored.ids)
+        basis = sketch_basis(stored.matrix)
+        if basis is None and stored.basis is None:
+            return stored
+        fresh = sketched(stored, basis)
+        capacity, count = len(self.room.ids), len(stored.ids)
+        columns = {}
+        for name in _SKETCH_FIELDS:
+            column = getattr(fresh, name)
+            columns[name] = np.empty((capacity,) + column.shape[1:], dtype=column.dtype)
+            columns[name][:count] = column
+        self.room = self.room._replace(basis=basis, **columns)
+        return Stored(*(room[:count] for room in self.room.rows()), basis)
 
 
 _vector_copies: dict[str, _VectorCopy] = {}
@@ -231,12 +368,17 @@ def _integer_dots(parts: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray | No
             torch = configured_torch()  # in the thread that runs the product (see configured_torch)
             total = None
             for codes, query_codes in parts:
-                part = torch._int_mm(torch.from_numpy(query_codes.reshape(1, -1)),
-                                     torch.from_numpy(codes[start:stop]).t())[0]
+                # Rows times a column: 1.35-2.8x quicker than the query row times the codes
+                # transposed (129k rows, one thread: 384 columns 4.9 against 7.7 ms, 128 columns
+                # 1.9 against 2.7, 48 columns 0.54 against 1.1).
+                part = torch._int_mm(torch.from_numpy(codes[start:stop]),
+                                     torch.from_numpy(query_codes.reshape(-1, 1)))[:, 0]
                 total = part if total is None else total.add_(part)
             return total.numpy()
 
-        if rows < _SPLIT_MIN_ROWS or settings.MEMORY_TORCH_THREADS > 1:  # more threads: torch splits it
+        codes_count = rows * sum(codes.shape[1] for codes, _ in parts)
+        # With more torch threads, torch splits it.
+        if rows < _SPLIT_MIN_ROWS or codes_count < _SPLIT_MIN_CODES or settings.MEMORY_TORCH_THREADS > 1:
             return dots(0, rows)
         half = rows // 2
         other = _scan_helper.submit(dots, half, rows)
@@ -309,7 +451,29 @@ def head_open(stored: Stored, query: np.ndarray, least: float, *,
     (default ``_REFINE_MIN_ROWS``), their tail products complete the full int8 bound,
     the same upper bound ``bounds`` gives, to the bit. None when the int8 product cannot
     run here.
+
+    Where the rows have a sketch (``Stored.basis``), it is the first bound instead of the
+    head: tighter from fewer bytes (see the module). The rows it leaves open, when more
+    than ``refine_over``, are kept only where the full int8 bound also reaches ``least``.
     """
+    refine_over = _REFINE_MIN_ROWS if refine_over is None else refine_over
+    if stored.basis is not None:
+        sources = _sketch_open(stored, query, least)
+        if sources is not None:
+            if len(sources) <= refine_over:
+                return sources
+            coded = _quantized_query(stored, query)
+            if len(sources) > len(stored.ids) // _GATHER_SHARE:
+                dots = _integer_dots([(stored.head, coded.head), (stored.tail, coded.tail)])
+                dots = None if dots is None else dots[sources]
+            else:
+                dots = _integer_dots([(stored.head[sources], coded.head), (stored.tail[sources], coded.tail)])
+            if dots is None:
+                return sources
+            # As ``bounds`` computes it: the same operations on the same numbers.
+            upper = dots * (stored.scale[sources] * coded.scale) + (
+                coded.norm * stored.error[sources] + coded.error * stored.size[sources])
+            return sources[upper >= least]
     coded = _quantized_query(stored, query)
     dots = _integer_dots([(stored.head, coded.head)])
     if dots is None:
@@ -328,7 +492,7 @@ def head_open(stored: Stored, query: np.ndarray, least: float, *,
     slack = coded.norm * stored.error[sources] + coded.error * stored.size[sources]
     keep = upper[sources] + slack >= least
     sources, slack = sources[keep], slack[keep]
-    if len(sources) <= (_REFINE_MIN_ROWS if refine_over is None else refine_over):
+    if len(sources) <= refine_over:
         return sources
     # Many left open (1M hash-embedder rows at 0.90: ~8%): multiply their tails too, gathered
     # (a sixth of the bytes of gathering their float32 rows), or every row's when so many are
@@ -343,6 +507,32 @@ def head_open(stored: Stored, query: np.ndarray, least: float, *,
     # As ``bounds`` computes it: the same operations on the same numbers.
     upper = (dots[sources] + tail_dots) * (stored.scale[sources] * coded.scale) + slack
     return sources[upper >= least]
+
+
+def _sketch_open(stored: Stored, query: np.ndarray, least: float) -> np.ndarray | None:
+    """The rows (positions, ascending) whose cosine with ``query`` the sketch's bound leaves at ``least`` or more.
+
+    None when the int8 product cannot run here. See the module for the bound.
+    """
+    exact = query.astype(np.float64)
+    coordinates = stored.basis @ exact
+    scale = float(np.max(np.abs(coordinates), initial=0.0)) / 127.0 or 1.0
+    codes = np.rint(coordinates / scale)
+    dots = _integer_dots([(stored.sketch, codes.astype(np.int8))])
+    if dots is None:
+        return None
+    squared = float(exact @ exact)
+    norm = np.sqrt(squared) * (1.0 + 2.0 ** -20)  # at least |q|, and |basis @ q| to the last bits
+    rest = np.sqrt(max(squared - float(coordinates @ coordinates), 0.0) + _PAD * squared)
+    error = float(np.linalg.norm(coordinates - codes * scale))
+    upper = dots * stored.sketch_scale
+    upper *= scale
+    upper += stored.residual * rest
+    # First with the largest slack of any row, then each survivor with its own (as in head_open).
+    loosest = norm * np.max(stored.sketch_slack, initial=0.0) + error * np.max(stored.sketch_size, initial=0.0)
+    sources = np.flatnonzero(upper >= least - loosest)
+    keep = upper[sources] + (norm * stored.sketch_slack[sources] + error * stored.sketch_size[sources]) >= least
+    return sources[keep]
 
 
 def _placement(view, stored: Stored) -> tuple[np.ndarray, ...]:
@@ -605,6 +795,34 @@ class PendingVector:
             if space is not None and space.holds(embedder):
                 self._vector = _vector_helpers.submit(vector_of, embedder)
                 self._space = space  # read once: cosines_with need not ask again
+
+    def then(self, function) -> futures.Future | None:
+        """Run ``function()`` on the helper as soon as the vector is ready; its future, or None without a helper.
+
+        The helper goes straight on from the embedding, so ``function`` (a scan of the
+        stored vectors with this vector) starts at once rather than when the caller next
+        looks: handed to the pool by the caller, a write's scan started ~1.4 ms after the
+        vector was ready, the caller running the ORM meanwhile. When the vector is
+        already there, ``function`` goes to another helper (``beside``).
+        """
+        if self._vector is None:
+            return None
+        owner = threading.get_ident()
+        chained = futures.Future()
+
+        def run(_done) -> None:
+            if threading.get_ident() == owner:  # ready before the callback was added: not on the caller's thread
+                beside(run, None)
+                return
+            if not chained.set_running_or_notify_cancel():
+                return
+            try:
+                chained.set_result(function())
+            except BaseException as error:  # the caller's result() raises it, as a helper's future would
+                chained.set_exception(error)
+
+        self._vector.add_done_callback(run)
+        return chained
 
     def wait(self) -> None:
         """Wait until the helper is done, if one was started (a failure is left for whoever uses the vector)."""

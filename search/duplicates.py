@@ -62,8 +62,10 @@ class NearTwinSearch:
     Made on the thread that owns the connection, it reads what the check needs from
     the database (the namespace's visible rows, this process's copy of the vectors and
     their placement), which the text's embedding, under way on a helper, does not
-    hold up. ``start``, once the vector is ready, hands the scan (no database) to a
-    helper thread, or runs it at once over more than SCAN_BESIDE_MAX_VECTORS vectors;
+    hold up. The scan (no database) then runs on the embedding's helper as soon as the
+    vector is ready (``PendingVector.then``), beside the write's inserts; over more than
+    SCAN_BESIDE_MAX_VECTORS vectors ``start`` waits for it before the write lock is taken.
+    Without a helper, ``start`` hands the scan to one (or runs it at once over that many).
     ``result`` waits for it, or scans on the caller's thread when it was never started.
     """
 
@@ -93,10 +95,20 @@ class NearTwinSearch:
             logger.info("Near-duplicate check skipped: %s", error.message)
             return
         self._rows = rows
+        if vector is not None:
+            self._scan = vector.then(self._scan_now)  # on the helper, as soon as the vector is ready
 
     def start(self) -> None:
-        """Scan on a helper thread from now on (on this one over many vectors); the vector is worked out here."""
-        if self._ready is None or self._scan is not None:
+        """Scan on a helper thread from now on (on this one over many vectors); the vector is worked out here.
+
+        A scan chained to the embedding has begun already, or will as soon as the vector
+        is ready: over many vectors it is waited for here, before the write lock.
+        """
+        if self._ready is None:
+            return
+        if self._scan is not None:
+            if len(self._ready.stored.ids) > SCAN_BESIDE_MAX_VECTORS:
+                futures.wait([self._scan])
             return
         text_cosines = self._cosines()
         if text_cosines is None:
@@ -113,6 +125,9 @@ class NearTwinSearch:
             return self._scan.result()
         if self._ready is None:
             return None
+        return self._scan_now()
+
+    def _scan_now(self) -> NearTwin | None:
         text_cosines = self._cosines()
         return self._nearest(text_cosines) if text_cosines is not None else None
 

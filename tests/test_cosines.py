@@ -4,7 +4,9 @@ import ctypes
 import json
 import os
 import random
+import threading
 import types
+from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -96,6 +98,84 @@ def test_the_head_bound_keeps_every_row_that_reaches_the_threshold_and_rules_out
         assert np.median(open_share) < 0.2
 
 
+def low_rank_rows(rng, count, dim, rank=12):
+    """Unit rows that mostly lie along a few directions, as sentence embeddings do, plus the odd shapes."""
+    rows = rng.standard_normal((count, rank)) @ rng.standard_normal((rank, dim)) + 0.35 * rng.standard_normal(
+        (count, dim))
+    rows[::9] = random_rows(rng, len(rows[::9]), dim)  # some rows far from those directions, one all-zero
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    return (rows / np.where(norms == 0, 1, norms)).astype(np.float32)
+
+
+@pytest.mark.parametrize("dim", [256, 384])
+def test_the_sketch_bound_keeps_every_row_that_reaches_the_threshold_and_rules_out_most(dim, monkeypatch):
+    rng = np.random.default_rng(dim + 2)
+    matrix = low_rank_rows(rng, 5000, dim)
+    basis = cosines.sketch_basis(matrix)
+    assert basis.shape == (cosines.sketch_width(dim), dim)
+    assert np.allclose(basis @ basis.T, np.eye(len(basis)), atol=1e-12)
+    stored = cosines.quantize(np.arange(1, 5001), matrix, basis)
+    assert stored.sketch.shape == (5000, len(basis)) and stored.sketch.dtype == np.int8
+    open_share = []
+    queries = np.concatenate([low_rank_rows(rng, 24, dim), random_rows(rng, 6, dim)])
+    for number, query in enumerate(queries):
+        if number % 3 == 0:  # a near twin of a stored row, so some cosines come close to 1
+            query = matrix[number] + rng.standard_normal(dim).astype(np.float32) * 0.05
+            query = (query / (np.linalg.norm(query) or 1)).astype(np.float32)
+        exact = (matrix @ query).astype(np.float64)
+        full_upper = cosines.bounds(stored, query)[1]
+        for least in (0.9, *np.sort(exact)[-rng.integers(1, 40, 3)]):
+            opened = cosines.head_open(stored, query, float(least), refine_over=10**9)  # the sketch bound alone
+            assert np.all(np.diff(opened) > 0)
+            assert set(np.flatnonzero(exact >= least)) <= set(opened.tolist())
+            some = rng.choice(5000, 50, replace=False)  # the exact path computes on any subset of rows
+            assert set(some[matrix[some] @ query >= least]) <= set(opened.tolist())
+            # Refined, a row stays open only where the full int8 bound reaches the threshold too.
+            for share in (1, 10**9):  # the open rows' codes gathered, or every row's multiplied
+                monkeypatch.setattr(cosines, "_GATHER_SHARE", share)
+                refined = cosines.head_open(stored, query, float(least), refine_over=0)
+                assert refined.tolist() == sorted(set(opened.tolist()) & set(np.flatnonzero(full_upper >= least)))
+                assert set(np.flatnonzero(exact >= least)) <= set(refined.tolist())
+            if least == 0.9:
+                open_share.append(len(opened) / 5000)
+    # Useful, not merely true: few rows left open at a near-duplicate threshold.
+    assert np.median(open_share) < 0.01
+
+
+def test_no_sketch_where_its_directions_would_hold_too_little():
+    rng = np.random.default_rng(5)
+    assert cosines.sketch_basis(random_rows(rng, 4000, 384)) is None  # no direction stands out
+    assert cosines.sketch_basis(low_rank_rows(rng, 4000, 128)) is None  # too few components to sketch
+    assert cosines.sketch_basis(low_rank_rows(rng, cosines._SKETCH_SAMPLE_MIN - 1, 384)) is None  # too few rows
+    stored = cosines.quantize(np.arange(1, 11), low_rank_rows(rng, 10, 384))
+    assert stored.basis is None and stored.sketch.shape == (10, 0)
+
+
+def test_the_vector_copy_sketches_again_when_its_rows_double_without_changing_what_it_handed_out(monkeypatch):
+    monkeypatch.setattr(cosines, "QUANTIZED_MIN_ROWS", 2000)
+    rng = np.random.default_rng(8)
+    matrix = low_rank_rows(rng, 6000, 384)
+    copy = cosines._VectorCopy()
+    copy.stored = copy.room = cosines.quantize(np.arange(1, 1001), matrix[:1000])  # below: no sketch yet
+    handed_out = []
+    for start in range(1000, 6000, 500):
+        stored = copy._append(cosines.quantize(np.arange(start + 1, start + 501), matrix[start:start + 500],
+                                               copy.stored.basis))
+        if len(stored.ids) >= max(cosines.QUANTIZED_MIN_ROWS, 2 * copy.sketched_rows):
+            stored = copy._sketch_again(stored)
+        copy.stored = stored
+        handed_out.append((stored, [column.copy() for column in stored.rows()], stored.basis))
+        # The same as quantizing every row at once along the copy's basis.
+        want = cosines.quantize(np.arange(1, start + 501), matrix[:start + 500], stored.basis)
+        assert all(np.array_equal(got, wanted) for got, wanted in zip(stored.rows(), want.rows()))
+    # A basis at 2,000 rows and again at 4,000; none before.
+    assert [basis is not None for _, _, basis in handed_out] == [False] + [True] * 9
+    assert handed_out[1][2] is handed_out[4][2] and handed_out[4][2] is not handed_out[5][2]
+    assert all(np.array_equal(column, kept) for stored, columns, basis in handed_out
+               for column, kept in zip(stored.rows(), columns))
+    assert all(stored.basis is basis for stored, _, basis in handed_out)
+
+
 def test_the_int8_product_runs_each_thread_on_the_configured_torch_threads(monkeypatch, settings):
     """OpenMP's thread count is per thread; torch leaves a new thread's at every core unless told."""
     library = Path(torch.__file__).parent / "lib" / "libgomp.so.1"
@@ -106,11 +186,37 @@ def test_the_int8_product_runs_each_thread_on_the_configured_torch_threads(monke
     fresh = ThreadPoolExecutor(max_workers=1)  # the split's helper, as a server's first recall finds it
     monkeypatch.setattr(cosines, "_scan_helper", fresh)
     try:
-        codes = np.ones((cosines._SPLIT_MIN_ROWS + 1, 8), dtype=np.int8)
-        assert cosines._integer_dots([(codes, np.ones(8, dtype=np.int8))]).tolist() == [8] * len(codes)
+        codes = np.ones((cosines._SPLIT_MIN_ROWS + 1, 128), dtype=np.int8)  # enough codes to be split
+        assert cosines._integer_dots([(codes, np.ones(128, dtype=np.int8))]).tolist() == [128] * len(codes)
         assert fresh.submit(max_threads).result() == 1
     finally:
         fresh.shutdown()
+
+
+def test_work_chained_to_a_pending_vector_runs_on_a_helper_once_the_vector_is_ready():
+    def pending(vector_future):
+        chained = object.__new__(cosines.PendingVector)  # as started for an embedder that embeds beside
+        chained._vector_of, chained._vector, chained._space = None, vector_future, None
+        return chained
+
+    caller = threading.get_ident()
+    embedding = futures.Future()
+    later = pending(embedding).then(lambda: (threading.get_ident(), embedding.result() * 2))
+    assert not later.done()
+    setter = threading.Thread(target=embedding.set_result, args=(21,))
+    setter.start()
+    setter.join()
+    assert later.result(timeout=10) == (setter.ident, 42)  # run by the thread that finished the embedding
+    ready = futures.Future()
+    ready.set_result(5)
+    ran_on, value = pending(ready).then(lambda: (threading.get_ident(), ready.result())).result(timeout=10)
+    assert value == 5 and ran_on != caller  # ready already: another helper, never the caller
+    failing = futures.Future()
+    chained = pending(failing).then(lambda: 1 / 0)
+    failing.set_result(None)
+    with pytest.raises(ZeroDivisionError):
+        chained.result(timeout=10)
+    assert pending(None).then(lambda: 1) is None  # no helper started: nothing to chain to
 
 
 def test_a_forked_child_gets_helper_threads_that_run_its_work():
@@ -279,6 +385,29 @@ def test_near_twins_through_the_bounds_equal_the_full_scan(store, monkeypatch, r
         assert len(products) > len(heads) and min(products) < max(products)
     else:
         assert len(products) > len(heads) and min(products) == max(products)
+
+
+@pytest.mark.parametrize("refine_min, gather_share", [(10**9, 8), (0, 1), (0, 10**9)],
+                         ids=["sketch-only", "codes-gathered", "codes-of-every-row"])
+def test_near_twins_through_the_sketch_equal_the_full_scan(store, monkeypatch, refine_min, gather_share):
+    texts = [item["revisions"][0]["content"] for item in store[:40]]
+    monkeypatch.setattr(cosines, "_REFINE_MIN_ROWS", refine_min)
+    monkeypatch.setattr(cosines, "_GATHER_SHARE", gather_share)
+    monkeypatch.setattr(cosines, "_SKETCH_SAMPLE_MIN", 16)  # a sketch for these 450 rows
+    monkeypatch.setattr(cosines, "SKETCH_MIN_ENERGY", 0.0)
+    sketches = []
+    real_sketch_open = cosines._sketch_open
+    monkeypatch.setattr(cosines, "_sketch_open", lambda *args: sketches.append(1) or real_sketch_open(*args))
+    found = {}
+    for least in (1, 10**9):
+        monkeypatch.setattr(cosines, "QUANTIZED_MIN_ROWS", least)
+        cosines._vector_copies.clear()  # loaded afresh, sketched when over QUANTIZED_MIN_ROWS
+        found[least] = [find_near_twin(text + " extra", namespace=namespace, threshold=threshold)
+                        for text in texts for namespace in ("alpha", "beta") for threshold in (0.5, 0.8, 0.9, 0.95)]
+    assert found[1] == found[10**9]
+    assert len(sketches) == len(found[1])
+    assert sum(twin is not None and twin.cosine >= 0.9 for twin in found[1]) > 10
+    assert sum(twin is not None and twin.cosine < 0.9 for twin in found[1]) > 10
 
 
 def test_without_the_int8_product_answers_come_from_the_full_scan(store, monkeypatch):

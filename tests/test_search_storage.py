@@ -303,12 +303,14 @@ def test_the_vector_copy_appends_in_place_without_changing_what_it_handed_out():
         new_ids, new_rows = np.arange(start, start + 7), rng.random((7, 8), dtype=np.float32)
         ids, matrix = np.concatenate([ids, new_ids]), np.concatenate([matrix, new_rows])
         copy.stored = copy._append(cosines.quantize(new_ids, new_rows))
-        handed_out.append((copy.stored, [column.copy() for column in copy.stored]))
+        handed_out.append((copy.stored, [column.copy() for column in copy.stored.rows()]))
         assert copy.stored.ids.tolist() == ids.tolist()
         assert np.array_equal(copy.stored.matrix, matrix)
         # The int8 copy grows with the rows: the same as quantizing them all at once.
-        assert all(np.array_equal(got, want) for got, want in zip(copy.stored, cosines.quantize(ids, matrix)))
-    assert all(np.array_equal(column, kept) for stored, columns in handed_out for column, kept in zip(stored, columns))
+        want = cosines.quantize(ids, matrix)
+        assert all(np.array_equal(got, wanted) for got, wanted in zip(copy.stored.rows(), want.rows()))
+    assert all(np.array_equal(column, kept)
+               for stored, columns in handed_out for column, kept in zip(stored.rows(), columns))
 
 
 def test_select_takes_what_boolean_indexing_takes():
