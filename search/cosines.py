@@ -571,13 +571,31 @@ class Cosines:
 
         self._sources, self._rows, self._source_of_row, self._row_of_source, self.has_vector = _placement(
             view, stored)
-        self._values = np.full(size, np.nan)
-        self._known = np.zeros(size, dtype=bool)
+        self._size = size
+        self._kept_values = self._kept_known = None  # made on first use: a near-duplicate check needs neither
         self._gathered = 0  # rows computed one by one so far
         self._dense = False
         self._quantized = 0 < len(stored.ids) and len(stored.ids) >= QUANTIZED_MIN_ROWS
         self._upper = None
         self._best = None  # (eligible, its best cosine), from the last ``top``
+
+    @property
+    def _values(self) -> np.ndarray:
+        """Each row's cosine where computed, else NaN."""
+        if self._kept_values is None:
+            self._kept_values = np.full(self._size, np.nan)
+        return self._kept_values
+
+    @_values.setter
+    def _values(self, values: np.ndarray) -> None:
+        self._kept_values = values
+
+    @property
+    def _known(self) -> np.ndarray:
+        """Whether a row's cosine has been computed."""
+        if self._kept_known is None:
+            self._kept_known = np.zeros(self._size, dtype=bool)
+        return self._kept_known
 
     def bounded(self) -> bool:
         """Whether answers may come from the int8 bounds (scanned on first use), not one full float32 scan."""
@@ -595,9 +613,10 @@ class Cosines:
         """Every row's cosine, from one float32 scan of all stored vectors (read-only)."""
         if not self._dense:
             scores = float32_dots(self._stored.matrix, self._query)
-            values = np.full(len(self._values), np.nan)
+            values = np.full(self._size, np.nan)
             values[self._rows] = scores[self._sources]  # float32 to float64, exactly
-            values[self._known] = self._values[self._known]  # rows already answered keep their value
+            if self._kept_known is not None:
+                values[self._known] = self._values[self._known]  # rows already answered keep their value
             values.flags.writeable = False
             self._values, self._dense = values, True
         return self._values
@@ -682,24 +701,49 @@ class Cosines:
     def at_least(self, least: float, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Those of ``rows`` whose cosine is ``least`` or more, and their cosines.
 
-        Before any full scan, ``head_open`` rules rows out (the head codes, then the tails
-        of the rows they leave open): at a near-duplicate threshold few stay open. Full
-        int8 bounds already there are used instead.
+        Before any full scan, ``head_open`` rules rows out (the sketch or the head codes,
+        then the full codes of the rows they leave open): at a near-duplicate threshold
+        few stay open. Full int8 bounds already there are used instead. ``rows``: row
+        positions, or a mask over the view's rows (``asked_mask``, made before the vector
+        is ready, so that the scan does as little over every row as it can: on a helper
+        beside a write's inserts, each such step also waits for the GIL).
         """
-        rows = rows[self.has_vector[rows]]
+        asked = rows if rows.dtype == bool else None
+        if asked is None:
+            rows = rows[self.has_vector[rows]]
         if self._quantized and self._upper is None and not self._dense:
             sources = head_open(self._stored, self._query, least)
             if sources is not None:
                 opened = self._row_of_source[sources]
-                asked = np.zeros(len(self.has_vector), dtype=bool)
-                asked[rows] = True
+                if asked is None:
+                    asked = self.asked_mask(rows)
                 rows = opened[(opened >= 0) & asked[np.maximum(opened, 0)]]
                 rows.sort()
+                if self._kept_values is None and len(rows) <= len(self._stored.ids) // _GATHER_SHARE:
+                    # Nothing kept yet: computed as ``at`` computes them (the same numbers), keeping none.
+                    scores = float32_dots(self._stored.matrix[self._source_of_row[rows]], self._query).astype(
+                        np.float64)
+                    keep = scores >= least
+                    return rows[keep], scores[keep]
+                asked = None
+        if asked is not None:
+            rows = np.flatnonzero(asked)
         if self._upper is not None:
             rows = self._open(rows, least)
         scores = self.at(rows)
         keep = scores >= least
         return rows[keep], scores[keep]
+
+    def asked_mask(self, rows: np.ndarray) -> np.ndarray:
+        """A mask over the view's rows: these rows, where they have a vector (for ``at_least``)."""
+        return asked_mask(self.has_vector, rows)
+
+
+def asked_mask(has_vector: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    asked = np.zeros(len(has_vector), dtype=bool)
+    asked[rows] = True
+    asked &= has_vector
+    return asked
 
 
 class Ready(NamedTuple):
@@ -708,6 +752,10 @@ class Ready(NamedTuple):
     view: object
     embedder: object
     stored: Stored
+
+    def asked_mask(self, rows: np.ndarray) -> np.ndarray:
+        """``Cosines.asked_mask`` before the vector is known (reads no database)."""
+        return asked_mask(_placement(self.view, self.stored)[4], rows)
 
     def with_vector(self, vector_of) -> Cosines:
         """The cosines of ``vector_of(embedder)`` with the view's rows; reads nothing from the database.

@@ -94,7 +94,11 @@ class NearTwinSearch:
         except cosines.Unavailable as error:
             logger.info("Near-duplicate check skipped: %s", error.message)
             return
-        self._rows = rows
+        # Which rows may be the twin, as a mask made here while the text is embedded: the scan
+        # then does little over every row besides the product (see Cosines.at_least).
+        if self._ready is None:
+            return
+        self._asked = self._ready.asked_mask(rows)
         if vector is not None:
             self._scan = vector.then(self._scan_now)  # on the helper, as soon as the vector is ready
 
@@ -139,7 +143,7 @@ class NearTwinSearch:
             return None
 
     def _nearest(self, text_cosines: cosines.Cosines) -> NearTwin | None:
-        rows, scores = text_cosines.at_least(self._threshold, self._rows)
+        rows, scores = text_cosines.at_least(self._threshold, self._asked)
         if not len(rows):
             return None
         view = text_cosines.view

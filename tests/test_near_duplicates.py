@@ -39,10 +39,14 @@ def test_the_text_is_embedded_once_on_a_helper_for_both_the_check_and_the_write(
         return embed(texts)
 
     monkeypatch.setattr(embedder, "embed", watched)
+    at_least, scans = cosines.Cosines.at_least, []
+    monkeypatch.setattr(cosines.Cosines, "at_least",
+                        lambda self, *args: scans.append(threading.current_thread().name) or at_least(self, *args))
     second = remember(REWORDED)
     assert second.near_twin.memory_id == first.id
     assert len(calls) == 1 and calls[0][0] == [revision_text(None, REWORDED)]
     assert calls[0][1].startswith("pending-vector")
+    assert scans == [calls[0][1]]  # the helper went straight on from the embedding to the scan
     ids, matrix = vectors.load_matrix()
     stored = matrix[list(ids).index(second.memory.revision_id)]
     np.testing.assert_array_equal(stored, embed([revision_text(None, REWORDED)])[0])
