@@ -436,9 +436,15 @@ def bounds(stored: Stored, query: np.ndarray) -> tuple[np.ndarray, np.ndarray] |
     dots = _integer_dots([(stored.head, coded.head), (stored.tail, coded.tail)])
     if dots is None:
         return None
-    approximate = dots * (stored.scale * coded.scale)
-    slack = coded.norm * stored.error + coded.error * stored.size  # see the module
-    return approximate - slack, approximate + slack
+    # dots * (scale * t) and norm * error + error_q * size (see the module), computed in place:
+    # the same operations on the same numbers as head_open's, three fewer passes over every row.
+    approximate = stored.scale * coded.scale
+    approximate *= dots
+    slack = stored.error * coded.norm
+    slack += stored.size * coded.error
+    upper = approximate + slack
+    approximate -= slack
+    return approximate, upper
 
 
 def head_open(stored: Stored, query: np.ndarray, least: float, *,
