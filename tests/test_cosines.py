@@ -401,7 +401,7 @@ def test_near_twins_through_the_sketch_equal_the_full_scan(store, monkeypatch, r
     found = {}
     for least in (1, 10**9):
         monkeypatch.setattr(cosines, "QUANTIZED_MIN_ROWS", least)
-        cosines._vector_copies.clear()  # loaded afresh, sketched when over QUANTIZED_MIN_ROWS
+        monkeypatch.setattr(cosines, "_vector_copies", {})  # loaded afresh, sketched when over QUANTIZED_MIN_ROWS
         found[least] = [find_near_twin(text + " extra", namespace=namespace, threshold=threshold)
                         for text in texts for namespace in ("alpha", "beta") for threshold in (0.5, 0.8, 0.9, 0.95)]
     assert found[1] == found[10**9]
@@ -417,3 +417,53 @@ def test_without_the_int8_product_answers_come_from_the_full_scan(store, monkeyp
     monkeypatch.setattr(cosines, "_int8_scan_failed", None)
     assert answers(query="deploy friday release", mode="semantic", limit=10) == want
     assert cosines._int8_scan_failed == "RuntimeError: no int8 kernel"
+
+
+def test_a_growing_store_gets_its_sketch_from_the_writes_that_reach_the_threshold_and_again_when_doubled(
+        db, monkeypatch):
+    from django.db import connection
+
+    class Committed:
+        """The connection as a server's copy sees it between requests (the test's own transaction never commits,
+        and inside one the copy keeps nothing, since it might roll back)."""
+
+        in_atomic_block = False
+
+        def __getattr__(self, name):
+            return getattr(connection, name)
+
+    monkeypatch.setattr(cosines, "connection", Committed())
+    monkeypatch.setattr(cosines, "QUANTIZED_MIN_ROWS", 40)
+    monkeypatch.setattr(cosines, "_SKETCH_SAMPLE_MIN", 16)
+    monkeypatch.setattr(cosines, "SKETCH_MIN_ENERGY", 0.0)
+    monkeypatch.setattr(cosines, "_vector_copies", {})  # this test's copy, gone with the test's rows
+    rng = random.Random(3)
+
+    def write(number):
+        words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 9)))
+        services.memory_remember(namespace="alpha", content=f"{words} note{number}", actor="tester",
+                                 interface="cli")
+
+    def copy():
+        return next(iter(cosines._vector_copies.values()))
+
+    bases = []
+    for number in range(90):
+        write(number)  # each write's near-duplicate check brings this process's copy up to date
+        if cosines._vector_copies:
+            bases.append(copy().stored.basis)
+    find_near_twin("deploy friday", namespace="alpha")  # brings the copy up to the last write
+    # None until 40 vectors, one basis from 40 to 79, another from 80.
+    first = next(index for index, basis in enumerate(bases) if basis is not None)
+    assert all(basis is None for basis in bases[:first])
+    assert len(copy().stored.ids) == 90 and copy().sketched_rows == 80
+    distinct = list({id(basis): basis for basis in bases if basis is not None}.values())
+    assert len(distinct) == 2
+    texts = [f"{' '.join(rng.choice(WORDS) for _ in range(5))}" for _ in range(30)]
+    found = {}
+    for least in (1, 10**9):
+        monkeypatch.setattr(cosines, "QUANTIZED_MIN_ROWS", least)
+        found[least] = [find_near_twin(text, namespace="alpha", threshold=threshold)
+                        for text in texts for threshold in (0.3, 0.5, 0.7)]
+    assert found[1] == found[10**9]
+    assert sum(twin is not None for twin in found[1]) > 5
