@@ -94,10 +94,10 @@ class NearTwinSearch:
         except cosines.Unavailable as error:
             logger.info("Near-duplicate check skipped: %s", error.message)
             return
-        # Which rows may be the twin, as a mask made here while the text is embedded: the scan
-        # then does little over every row besides the product (see Cosines.at_least).
         if self._ready is None:
             return
+        # Which rows may be the twin, as a mask made here while the text is embedded: the scan
+        # then does little over every row besides the product (see Cosines.at_least).
         self._asked = self._ready.asked_mask(rows)
         if vector is not None:
             self._scan = vector.then(self._scan_now)  # on the helper, as soon as the vector is ready
