@@ -66,6 +66,27 @@ def test_the_int8_product_of_head_and_tail_is_exact(rows):
     assert cosines._int8_scan_failed is None
 
 
+def first_bound_cases(rng, matrix, stored, queries):
+    """Yield (query, threshold, exact cosines, full int8 upper bounds, rows the first bound leaves open), having
+    checked that those rows hold every row that reaches the threshold. A third of the queries are near twins of a
+    stored row (cosines close to 1); the thresholds include rows' own cosines, where a bound that is not one shows
+    first."""
+    dim = matrix.shape[1]
+    for number, query in enumerate(queries):
+        if number % 3 == 0:
+            query = matrix[number] + rng.standard_normal(dim).astype(np.float32) * 0.05
+            query = (query / (np.linalg.norm(query) or 1)).astype(np.float32)
+        exact = (matrix @ query).astype(np.float64)
+        full_upper = cosines.bounds(stored, query)[1]
+        for least in (0.9, *np.sort(exact)[-rng.integers(1, 40, 3)]):
+            opened = cosines.head_open(stored, query, float(least), refine_over=10**9)  # the first bound alone
+            assert np.all(np.diff(opened) > 0)
+            assert set(np.flatnonzero(exact >= least)) <= set(opened.tolist())
+            some = rng.choice(len(matrix), 50, replace=False)  # the exact path computes on any subset of rows
+            assert set(some[matrix[some] @ query >= least]) <= set(opened.tolist())
+            yield query, float(least), exact, full_upper, opened
+
+
 @pytest.mark.parametrize("dim", [8, 48, 384])
 def test_the_head_bound_keeps_every_row_that_reaches_the_threshold_and_rules_out_most(dim, monkeypatch):
     rng = np.random.default_rng(dim + 1)
@@ -73,27 +94,15 @@ def test_the_head_bound_keeps_every_row_that_reaches_the_threshold_and_rules_out
     stored = cosines.quantize(np.arange(1, 5001), matrix)
     assert stored.head.shape[1] + stored.tail.shape[1] == dim
     open_share = []
-    for number, query in enumerate(random_rows(rng, 30, dim)):
-        if number % 3 == 0:  # a near twin of a stored row, so some cosines come close to 1
-            query = matrix[number] + rng.standard_normal(dim).astype(np.float32) * 0.05
-            query = (query / (np.linalg.norm(query) or 1)).astype(np.float32)
-        exact = (matrix @ query).astype(np.float64)
-        full_upper = cosines.bounds(stored, query)[1]
-        # Thresholds set at a row's own cosine, where a bound that is not one shows first.
-        for least in (0.9, *np.sort(exact)[-rng.integers(1, 40, 3)]):
-            opened = cosines.head_open(stored, query, float(least), refine_over=10**9)  # the head bound alone
-            assert np.all(np.diff(opened) > 0)
-            assert set(np.flatnonzero(exact >= least)) <= set(opened.tolist())
-            some = rng.choice(5000, 50, replace=False)  # the exact path computes on any subset of rows
-            assert set(some[matrix[some] @ query >= least]) <= set(opened.tolist())
-            assert set(np.flatnonzero(full_upper >= least)) <= set(opened.tolist())  # never tighter than full bounds
-            # Refined by the tails of the rows left open, it is the full bounds' set exactly.
-            for share in (1, 10**9):  # the open rows' tails gathered, or every row's multiplied
-                monkeypatch.setattr(cosines, "_GATHER_SHARE", share)
-                refined = cosines.head_open(stored, query, float(least), refine_over=0)
-                assert refined.tolist() == np.flatnonzero(full_upper >= least).tolist()
-            if least == 0.9:
-                open_share.append(len(opened) / 5000)
+    for query, least, exact, full_upper, opened in first_bound_cases(rng, matrix, stored, random_rows(rng, 30, dim)):
+        assert set(np.flatnonzero(full_upper >= least)) <= set(opened.tolist())  # never tighter than full bounds
+        # Refined by the tails of the rows left open, it is the full bounds' set exactly.
+        for share in (1, 10**9):  # the open rows' tails gathered, or every row's multiplied
+            monkeypatch.setattr(cosines, "_GATHER_SHARE", share)
+            refined = cosines.head_open(stored, query, least, refine_over=0)
+            assert refined.tolist() == np.flatnonzero(full_upper >= least).tolist()
+        if least == 0.9:
+            open_share.append(len(opened) / 5000)
     if dim == 384:  # useful, not merely true: random directions rarely come near 0.9 on a third of the components
         assert np.median(open_share) < 0.2
 
@@ -118,26 +127,15 @@ def test_the_sketch_bound_keeps_every_row_that_reaches_the_threshold_and_rules_o
     assert stored.sketch.shape == (5000, len(basis)) and stored.sketch.dtype == np.int8
     open_share = []
     queries = np.concatenate([low_rank_rows(rng, 24, dim), random_rows(rng, 6, dim)])
-    for number, query in enumerate(queries):
-        if number % 3 == 0:  # a near twin of a stored row, so some cosines come close to 1
-            query = matrix[number] + rng.standard_normal(dim).astype(np.float32) * 0.05
-            query = (query / (np.linalg.norm(query) or 1)).astype(np.float32)
-        exact = (matrix @ query).astype(np.float64)
-        full_upper = cosines.bounds(stored, query)[1]
-        for least in (0.9, *np.sort(exact)[-rng.integers(1, 40, 3)]):
-            opened = cosines.head_open(stored, query, float(least), refine_over=10**9)  # the sketch bound alone
-            assert np.all(np.diff(opened) > 0)
-            assert set(np.flatnonzero(exact >= least)) <= set(opened.tolist())
-            some = rng.choice(5000, 50, replace=False)  # the exact path computes on any subset of rows
-            assert set(some[matrix[some] @ query >= least]) <= set(opened.tolist())
-            # Refined, a row stays open only where the full int8 bound reaches the threshold too.
-            for share in (1, 10**9):  # the open rows' codes gathered, or every row's multiplied
-                monkeypatch.setattr(cosines, "_GATHER_SHARE", share)
-                refined = cosines.head_open(stored, query, float(least), refine_over=0)
-                assert refined.tolist() == sorted(set(opened.tolist()) & set(np.flatnonzero(full_upper >= least)))
-                assert set(np.flatnonzero(exact >= least)) <= set(refined.tolist())
-            if least == 0.9:
-                open_share.append(len(opened) / 5000)
+    for query, least, exact, full_upper, opened in first_bound_cases(rng, matrix, stored, queries):
+        # Refined, a row stays open only where the full int8 bound reaches the threshold too.
+        for share in (1, 10**9):  # the open rows' codes gathered, or every row's multiplied
+            monkeypatch.setattr(cosines, "_GATHER_SHARE", share)
+            refined = cosines.head_open(stored, query, least, refine_over=0)
+            assert refined.tolist() == sorted(set(opened.tolist()) & set(np.flatnonzero(full_upper >= least)))
+            assert set(np.flatnonzero(exact >= least)) <= set(refined.tolist())
+        if least == 0.9:
+            open_share.append(len(opened) / 5000)
     # Useful, not merely true: few rows left open at a near-duplicate threshold.
     assert np.median(open_share) < 0.01
 
