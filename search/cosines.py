@@ -90,7 +90,7 @@ _DOTS_SPLIT_MIN_ROWS = 16_384
 # Rows quantized per step, to bound the float64 temporaries when a large store loads.
 _QUANTIZE_CHUNK = 16_384
 # The sketch (see the module): its directions come from an even sample of this many rows
-# (a 384 x 384 Gram matrix and its eigenvectors: 48 ms at 129k MiniLM rows), and only
+# (a 384 x 384 Gram matrix and its eigenvectors: 48-101 ms at 129k MiniLM rows), and only
 # from this many rows on; they are worked out again each time the rows have doubled.
 _SKETCH_SAMPLE = 8192
 _SKETCH_SAMPLE_MIN = 1024
@@ -310,8 +310,9 @@ class _VectorCopy:
         QUANTIZED_MIN_ROWS): the directions of the first rows may not be those of the later ones.
 
         The new sketch columns are new arrays (with the room's capacity): views handed out
-        earlier keep theirs, with the basis they were made with. ~0.1 s at 129k MiniLM
-        rows, once per doubling.
+        earlier keep theirs, with the basis they were made with. At 129k MiniLM rows the
+        basis took 48-101 ms and projecting every row ~0.1 s more (parts timed apart, not
+        the whole), once per doubling.
         """
         self.sketched_rows = len(stored.ids)
         basis = sketch_basis(stored.matrix)
@@ -710,7 +711,7 @@ class Cosines:
         Before any full scan, ``head_open`` rules rows out (the sketch or the head codes,
         then the full codes of the rows they leave open): at a near-duplicate threshold
         few stay open. Full int8 bounds already there are used instead. ``rows``: row
-        positions, or a mask over the view's rows (``asked_mask``, made before the vector
+        positions, or a mask over the view's rows (``Ready.asked_mask``, made before the vector
         is ready, so that the scan does as little over every row as it can: on a helper
         beside a write's inserts, each such step also waits for the GIL).
         """
@@ -722,7 +723,7 @@ class Cosines:
             if sources is not None:
                 opened = self._row_of_source[sources]
                 if asked is None:
-                    asked = self.asked_mask(rows)
+                    asked = asked_mask(self.has_vector, rows)
                 rows = opened[(opened >= 0) & asked[np.maximum(opened, 0)]]
                 rows.sort()
                 if self._kept_values is None and len(rows) <= len(self._stored.ids) // _GATHER_SHARE:
@@ -740,12 +741,9 @@ class Cosines:
         keep = scores >= least
         return rows[keep], scores[keep]
 
-    def asked_mask(self, rows: np.ndarray) -> np.ndarray:
-        """A mask over the view's rows: these rows, where they have a vector (for ``at_least``)."""
-        return asked_mask(self.has_vector, rows)
-
 
 def asked_mask(has_vector: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """A mask over a view's rows: these rows, where they have a vector (for ``Cosines.at_least``)."""
     asked = np.zeros(len(has_vector), dtype=bool)
     asked[rows] = True
     asked &= has_vector
@@ -760,7 +758,7 @@ class Ready(NamedTuple):
     stored: Stored
 
     def asked_mask(self, rows: np.ndarray) -> np.ndarray:
-        """``Cosines.asked_mask`` before the vector is known (reads no database)."""
+        """``asked_mask`` for this view's rows, before the vector is known (reads no database)."""
         return asked_mask(_placement(self.view, self.stored)[4], rows)
 
     def with_vector(self, vector_of) -> Cosines:
