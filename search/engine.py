@@ -38,7 +38,7 @@ from memories.exceptions import InvalidInput
 from memories.models import Tag
 from memories.records import MemoryRecord
 from memories.timeparse import format_instant, parse_optional_instant
-from search import arrays, postings, snapshot, snippets, text
+from search import arrays, postings, snapshot, snippets, substrings, text
 from search.cosines import Cosines, PendingVector, Unavailable
 
 # FTS5's bm25() constants.
@@ -468,19 +468,26 @@ class _Search:
                    if len(token.raw) >= 3 and not (self.matched[index] & self.eligible).any()]
         if missing:
             trigram = self._trigram(missing)
-            # As a share of the query's terms, so it scales like the keyword score.
-            self.trigram = np.where(self.eligible, trigram, 0.0) / len(self.terms)
-            rows = np.flatnonzero((trigram > 0) & self.eligible)
-            if len(rows):
-                order = _top_order((view.columns.memory[rows], -trigram[rows]), CHANNEL_DEPTH)
-                rows = rows[order][:CHANNEL_DEPTH]
-                channels["trigram"] = _Channel(rows=rows, scores=trigram[rows])
+            if trigram is not None:
+                # As a share of the query's terms, so it scales like the keyword score.
+                self.trigram = np.where(self.eligible, trigram, 0.0) / len(self.terms)
+                rows = np.flatnonzero((trigram > 0) & self.eligible)
+                if len(rows):
+                    order = _top_order((view.columns.memory[rows], -trigram[rows]), CHANNEL_DEPTH)
+                    rows = rows[order][:CHANNEL_DEPTH]
+                    channels["trigram"] = _Channel(rows=rows, scores=trigram[rows])
         self._found_by_words = None  # the word matches just changed
         return channels
 
-    def _trigram(self, words: list[str]) -> np.ndarray:
-        """Per row, how many of ``words`` occur in it as substrings (a score that depends on the row alone)."""
-        found = np.zeros(len(self.eligible), dtype=np.float64)
+    def _trigram(self, words: list[str]) -> np.ndarray | None:
+        """Per row, how many of ``words`` occur in it as substrings (a score that depends on the row alone).
+
+        None when no row holds any of them. Words the process can prove absent from every
+        text (``substrings``) are not searched.
+        """
+        proven = substrings.absent(self.view, words)
+        words = [word for word in words if word not in proven]
+        found = None
         with connection.cursor() as cursor:
             for word in words:
                 # The trigram index answers substring MATCHes; user text is quoted by the one quoting function.
@@ -490,7 +497,10 @@ class _Search:
                 ids = ids[ids <= self.view.max_id]
                 rows = self.view.position[ids]
                 rows = rows[rows >= 0]  # the position of an id the view lacks is -1
-                found[np.unique(rows)] += 1.0
+                if len(rows):
+                    if found is None:
+                        found = np.zeros(len(self.eligible), dtype=np.float64)
+                    found[np.unique(rows)] += 1.0
         return found
 
     def ensure_scored(self, rows: np.ndarray | None = None) -> None:

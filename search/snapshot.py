@@ -113,6 +113,9 @@ class View:
     stats: dict = field(default_factory=dict, compare=False, repr=False)  # see visible_memo
     lock: threading.Lock = field(default_factory=threading.Lock, compare=False, repr=False)
     room: "_Room | None" = field(default=None, compare=False, repr=False)  # see _extend
+    # What other modules keep for this copy of the database (``substrings``): shared by every
+    # view extended from this one, and dropped with it when the copy reloads from scratch.
+    carried: dict = field(default_factory=dict, compare=False, repr=False)
 
     def visible_rows(self, *, as_of: int, valid_at: int, namespaces: list[str] | None = None,
                      kinds: list[str] | None = None) -> np.ndarray:
@@ -301,6 +304,7 @@ def _extend(view: View, *, after: int, shared: bool = False) -> View:
     new = Columns(*(getattr(new, name)[order] for name in _COLUMNS))
     max_id = int(new.revision.max())  # new ids are above every old one
     old = view.columns
+    carried = view.carried if old is not None else {}  # a copy loaded from scratch starts afresh
     if old is not None and len(old.revision) and (
             new.memory[0] > old.memory[-1] or (new.memory[0] == old.memory[-1] and new.known[0] >= old.known[-1])):
         # Every new row sorts after the last old one (a new memory, the usual write): appended,
@@ -311,14 +315,14 @@ def _extend(view: View, *, after: int, shared: bool = False) -> View:
         if room is not None:
             columns, position, events = room.append(view, new, max_id)
             return View(columns=columns, position=position, namespaces=tuple(namespaces), kinds=tuple(kinds),
-                        max_id=max_id, anchor=anchor, events=events, room=room)
+                        max_id=max_id, anchor=anchor, events=events, room=room, carried=carried)
     columns = _merged(old, new) if old is not None else new
     position = np.full(max_id + 1, -1, dtype=np.int64)
     position[columns.revision] = np.arange(len(columns.revision))
     # A write adds a few rows: merging their times into the sorted ones beats sorting afresh.
     events = [view.events[0].plus(new)] if view.events else []
     return View(columns=columns, position=position, namespaces=tuple(namespaces), kinds=tuple(kinds),
-                max_id=max_id, anchor=anchor, events=events)
+                max_id=max_id, anchor=anchor, events=events, carried=carried)
 
 
 class _Room:
