@@ -44,24 +44,40 @@ def highlight(content: str, terms) -> str:
                  or (prefixes and stem.startswith(prefixes))}
     if not hit_words:
         return _cut(content, 0)
-    first = next(match for match in WORD.finditer(content) if match.group(0) in hit_words)
-    start = max(0, first.start() - WINDOW_CHARS // 3)
-    # Start at a word boundary so the window does not open mid-word.
+    first = min(next(_whole(content, word, 0, len(content)), len(content)) for word in hit_words)
+    start = max(0, first - WINDOW_CHARS // 3)
+    # Start at a word boundary so the window does not open mid-word: at the next word's start.
     if start:
         following = WORD.search(content, start)
+        if following and following.start() == start and content[start - 1].isalnum():
+            following = WORD.search(content, following.end())  # start fell inside a word: the one after it
         start = following.start() if following else start
     end = min(len(content), start + WINDOW_CHARS)
+    # Matched words wholly inside the window, in order (one cut at its end is left as it is).
+    found = sorted((at, word) for word in hit_words for at in _whole(content, word, start, end))
     pieces, position = [], start
-    # Words wholly inside the window (one cut at its end is left as it is).
-    for match in WORD.finditer(content, start, end):
-        if match.group(0) not in hit_words or (match.end() == end < len(content) and WORD.match(content, end)):
-            continue
-        pieces.append(content[position:match.start()])
-        pieces.append(f"[{match.group(0)}]")
-        position = match.end()
+    for at, word in found:
+        pieces.append(content[position:at])
+        pieces.append(f"[{word}]")
+        position = at + len(word)
     pieces.append(content[position:end])
     body = "".join(pieces)
     return ("…" if start else "") + body.strip() + ("…" if end < len(content) else "")
+
+
+def _whole(content: str, word: str, start: int, end: int):
+    """Yield where ``word`` occurs in ``content[start:end]`` as a whole word (no letter or digit beside it).
+
+    ``str.find`` and a look at the two characters beside: a word's occurrences are few,
+    and a regex walk over every word of the window cost most of a snippet's time.
+    """
+    size = len(word)
+    at = content.find(word, start, end)
+    while at >= 0:
+        # A WORD character is a letter or digit: exactly what str.isalnum() says of one character.
+        if not (at and content[at - 1].isalnum()) and not (at + size < len(content) and content[at + size].isalnum()):
+            yield at
+        at = content.find(word, at + 1, end)
 
 
 def _cut(content: str, start: int) -> str:

@@ -234,6 +234,21 @@ def test_a_snippet_brackets_whole_words_only_even_where_its_window_cuts_one(db):
     assert snippets.highlight("nothing here", clean_query("deploy").terms) == "nothing here"
 
 
+def test_a_snippet_window_opens_at_a_whole_word_and_brackets_no_part_of_one(db):
+    from search import snippets
+    from search.text import clean_query
+
+    # The first match is 130 characters in, so the window opens a third of its width before
+    # it: at the "ship" that ends "xx...xship", a query word, but not a whole one.
+    content = "x" * 50 + "ship " + "word " * 15 + "ship the deploy now"
+    first = content.index(" ship ") + 1
+    start = first - snippets.WINDOW_CHARS // 3
+    assert content[start:start + 4] == "ship" and content[start - 1] == "x"
+    snippet = snippets.highlight(content, clean_query("deploy ship").terms)
+    assert snippet == "…" + "word " * 15 + "[ship] the [deploy] now"
+    assert snippets.highlight("ship hardship ship", clean_query("ship").terms) == "[ship] hardship [ship]"
+
+
 def test_a_snippet_is_right_when_its_word_cache_fills_up_mid_content(db, monkeypatch):
     from search import snippets
     from search.text import clean_query
