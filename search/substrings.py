@@ -3,7 +3,8 @@
 The trigram channel asks FTS5's trigram index for each query word no row holds as a
 word (``engine._Search._trigram``). For a made-up word, a typo or a name the store
 lacks, that MATCH finds nothing, and at 100k memories it still walks the long doclists
-of the word's common trigrams: 0.6-3 ms a word, most of the slowest keyword recalls.
+of the word's common trigrams: 0.6-3 ms a word, the most of any stage in the slowest
+keyword recalls of queries holding such words.
 
 A process keeps, per copy of the database (``snapshot.View.carried``), a table of one
 bit per hash of every 5- and 7-byte run of every revision's text, folded as the trigram
@@ -23,10 +24,10 @@ s; the tests check every code point against SQLite), and ``_FOLD`` does the same
 the ASCII runs of the folded text are those FTS5 matches against. Any other character
 keeps its UTF-8 bytes, which are never ASCII, so no run through it can equal a word's.
 
-The table is built from every text on first use (at 100k memories, 31 MB of text:
-measured in ``benchmarks/substring_filter.py``), grows by the texts of new revisions,
-and is built again, larger, each time the text it has seen doubles, so its share of
-bits set stays low.
+The table is built from every text on first use (at 100k memories, 30 MB of text, in
+0.75-0.78 s, into 8 MB: ``benchmarks/substring_filter.py``), grows by the texts of new
+revisions, and is built again, larger, each time the text it has seen doubles, so its
+share of bits set stays low (1.7% at 100k).
 """
 
 import threading
@@ -41,7 +42,7 @@ RUN_LENGTHS = (5, 7)
 # Odd 64-bit multipliers (multiplicative hashing: the top bits of the product are the slot).
 _MULTIPLIERS = {5: 0x9E3779B97F4A7C15, 7: 0xC2B2AE3D27D4EB4F}
 _MASKS = {length: (1 << 8 * length) - 1 for length in RUN_LENGTHS}
-# The table holds about two bits per byte of text seen, within these bounds (2**26 bits: 8 MB).
+# The table holds two to four bits per byte of text it was sized for, within these bounds (2**26 bits: 8 MB).
 MIN_BITS, MAX_BITS = 16, 26
 # Texts folded and hashed together: bounds the temporary arrays (~16 bytes a text byte a run length).
 _CHUNK_BYTES = 1 << 21
@@ -55,16 +56,18 @@ _SCATTER_MAX_BYTES = 1 << 16
 # outside ASCII (tests/test_substrings.py asks SQLite about every code point).
 _FOLD = {code: code + 32 for code in range(ord("A"), ord("Z") + 1)} | {0x212A: ord("k"), 0x17F: ord("s")}
 
-# Ids first: the primary key's range, in id order.
+_filters_lock = threading.Lock()
+
+# A range of the primary key, read in its order.
 _TEXTS = "SELECT title, content FROM memories_revision WHERE id > %s AND id <= %s AND tombstone = 0 ORDER BY id"
 
 
 class _Table:
     """The bits for every revision with an id up to ``covered``; ``seen``: bytes of text hashed."""
 
-    def __init__(self, bits: int, *, sized_for: int):
+    def __init__(self, bits: int, packed: np.ndarray, *, sized_for: int):
         self.bits = bits
-        self.packed = np.zeros((1 << bits) // 8, dtype=np.uint8)  # bit i of byte j is slot 8 * j + i
+        self.packed = packed  # (1 << bits) // 8 bytes: bit i of byte j is slot 8 * j + i
         self.covered = 0
         self.seen = 0
         self.sized_for = sized_for  # bytes of text
@@ -125,15 +128,16 @@ def _texts(after: int, upto: int):
 def _built(blobs, size_hint: int) -> _Table:
     """A table of the runs of ``blobs`` (``folded`` texts), sized for ``size_hint`` bytes of text."""
     bits = min(MAX_BITS, max(MIN_BITS, size_hint.bit_length() + 1))
+    present = np.zeros(1 << bits, dtype=bool)
+    seen = 0
+    for blob in blobs:
+        for slots in _slots(blob, bits):
+            present[slots] = True
+        seen += len(blob)
     # Doubling is counted from at least half the smallest table, so a store with little or no
     # text is not rebuilt at every write.
-    table = _Table(bits, sized_for=max(size_hint, 1 << MIN_BITS - 1))
-    present = np.zeros(1 << table.bits, dtype=bool)
-    for blob in blobs:
-        for slots in _slots(blob, table.bits):
-            present[slots] = True
-        table.seen += len(blob)
-    table.packed = np.packbits(present, bitorder="little")
+    table = _Table(bits, np.packbits(present, bitorder="little"), sized_for=max(size_hint, 1 << MIN_BITS - 1))
+    table.seen = seen
     return table
 
 
@@ -200,12 +204,9 @@ def absent(view, words: list[str]) -> set[str]:
     candidates = [word for word in words if word.isascii() and len(word) >= min(RUN_LENGTHS)]
     if not candidates or view.columns is None:
         return set()
-    with _filters_lock:
+    with _filters_lock:  # one filter per copy, however many threads ask first
         keeper = view.carried.setdefault("substrings", _Filter())
     table = keeper.table_for(view)
     if table is None:
         return set()
     return {word for word in candidates if not table.holds(word.lower().encode())}
-
-
-_filters_lock = threading.Lock()
