@@ -26,6 +26,7 @@ import datetime as dt
 import functools
 import math
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -69,6 +70,50 @@ MATCH_MODES = ("auto", "all", "any")
 MODES = ("hybrid", "keyword", "semantic")
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 _MICRO = dt.timedelta(microseconds=1)
+# A term with at least this many postings keeps its visible rows and counts per visible set
+# (``_TermRows``), up to TERM_ROWS_BYTES of them in all.
+TERM_ROWS_MIN_IDS = 2048
+TERM_ROWS_BYTES = 32 << 20
+
+
+class _TermRows:
+    """The visible rows holding a term and its counts there, per visible set, least recently used dropped first.
+
+    Queries repeat common terms, and between two writes "now" is one visible set
+    (``View.visible_rows``): mapping a common term's postings to its visible rows (tens of
+    thousands of ids: a gather through the id positions, one through the visible mask,
+    a selection) is then the same work each time. Keyed by the visible set's identity,
+    which the entry holds so it cannot be reused; the arrays are read-only.
+    """
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.entries: "OrderedDict[tuple, tuple]" = OrderedDict()
+        self.bytes = 0
+
+    def get(self, visible: np.ndarray, key: tuple):
+        with self.lock:
+            entry = self.entries.get((id(visible), key))
+            if entry is None or entry[0] is not visible:
+                return None
+            self.entries.move_to_end((id(visible), key))
+            return entry[1], entry[2]
+
+    def put(self, visible: np.ndarray, key: tuple, rows: np.ndarray, tf: np.ndarray) -> None:
+        rows.flags.writeable = tf.flags.writeable = False
+        size = rows.nbytes + tf.nbytes
+        with self.lock:
+            old = self.entries.pop((id(visible), key), None)
+            if old is not None:
+                self.bytes -= old[1].nbytes + old[2].nbytes
+            self.entries[(id(visible), key)] = (visible, rows, tf)
+            self.bytes += size
+            while self.bytes > TERM_ROWS_BYTES and len(self.entries) > 1:
+                _, (_, dropped_rows, dropped_tf) = self.entries.popitem(last=False)
+                self.bytes -= dropped_rows.nbytes + dropped_tf.nbytes
+
+
+_term_rows = _TermRows()
 
 
 @dataclass(frozen=True)
@@ -347,12 +392,20 @@ class _Search:
         visible_set, _, avgdl = view.visible_stats(self.visible, column)
         if avgdl == 0:
             return [], 0.0
-        found, total = [], 0.0
-        for index, (ids, tfs) in enumerate(postings.read_terms(ranges_per_term, max_id=view.max_id)):
+        keys = [(column, tuple(ranges)) for ranges in ranges_per_term]
+        kept = [_term_rows.get(self.visible, key) for key in keys]
+        unread = [index for index, entry in enumerate(kept) if entry is None]
+        read = postings.read_terms([ranges_per_term[index] for index in unread], max_id=view.max_id) if unread else []
+        for index, (ids, tfs) in zip(unread, read):
             # Each id appears once per term; an id the view lacks maps to -1, the mask's last slot, always False.
             rows = view.position[ids]
             keep = visible_set[rows]
             rows, tf = arrays.select(keep, rows, tfs)
+            kept[index] = rows, tf
+            if len(ids) >= TERM_ROWS_MIN_IDS:
+                _term_rows.put(self.visible, keys[index], rows, tf)
+        found, total = [], 0.0
+        for index, (rows, tf) in enumerate(kept):
             hits = len(rows)
             idf = math.log((n_docs - hits + 0.5) / (hits + 0.5))
             if idf <= 0.0:

@@ -342,3 +342,34 @@ def test_rrf_fusion_with_neighbour_context_reports_the_context(corpus, settings)
     settings.MEMORY_FUSION_CONTEXT = 0.5
     result = recall(query="deploy", mode="hybrid", explain=True)
     assert result.hits and all(hit.explain["context"] is not None for hit in result.hits)
+
+
+def test_recall_answers_the_same_from_the_rows_it_kept_for_common_terms(remember, monkeypatch):
+    words = ["deploy", "friday", "budget", "review", "kubernetes", "ledger", "sprint", "design"]
+    for number in range(60):
+        picked = [words[(number * step) % len(words)] for step in (1, 3, 5)][: 1 + number % 3]
+        remember(f"Note {number}: " + " ".join(picked) + (" deploys nightly" if number % 4 == 0 else ""),
+                 namespace="acme" if number % 5 else "other", key=f"n{number}")
+    view = snapshot.current()
+    monkeypatch.setattr(snapshot, "current", lambda: view)  # one visible set "now" for every recall, as between writes
+    queries = ["deploy friday", "budget review ledger", "kubernetes qwxyz", "deploying sprint design", "note"]
+
+    def answers():
+        return [[(hit.memory.key, hit.score, hit.matched_terms, hit.explain) for hit in recall(
+                    query=query, namespace=namespace, mode=mode, match=match, limit=20, explain=True).hits]
+                for query in queries for mode in ("keyword", "hybrid") for match in ("auto", "any")
+                for namespace in ("acme", ["acme", "other"])]
+
+    monkeypatch.setattr(engine, "TERM_ROWS_MIN_IDS", 10**9)
+    fresh = answers()
+    kept = engine._TermRows()
+    monkeypatch.setattr(engine, "_term_rows", kept)
+    monkeypatch.setattr(engine, "TERM_ROWS_MIN_IDS", 1)
+    reused = []
+    get = kept.get
+    monkeypatch.setattr(kept, "get", lambda visible, key: reused.append(get(visible, key)) or reused[-1])
+    assert answers() == fresh  # the rows kept on the way
+    assert answers() == fresh and sum(entry is not None for entry in reused) > len(reused) // 2  # and read back
+    monkeypatch.setattr(engine, "TERM_ROWS_BYTES", 1)  # room for one entry: the others dropped as they come
+    monkeypatch.setattr(engine, "_term_rows", engine._TermRows())
+    assert answers() == fresh and len(engine._term_rows.entries) == 1
