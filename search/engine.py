@@ -83,12 +83,14 @@ class _TermRows:
     (``View.visible_rows``): mapping a common term's postings to its visible rows (tens of
     thousands of ids: a gather through the id positions, one through the visible mask,
     a selection) is then the same work each time. Keyed by the visible set's identity,
-    which the entry holds so it cannot be reused; the arrays are read-only.
+    which the entry holds so it cannot be reused; the arrays are read-only. The bytes
+    counted are the entries' arrays and, once each, the visible sets they hold.
     """
 
     def __init__(self):
         self.lock = threading.Lock()
         self.entries: "OrderedDict[tuple, tuple]" = OrderedDict()
+        self.held: dict[int, int] = {}  # id of a visible set held -> its entries
         self.bytes = 0
 
     def get(self, visible: np.ndarray, key: tuple):
@@ -101,16 +103,26 @@ class _TermRows:
 
     def put(self, visible: np.ndarray, key: tuple, rows: np.ndarray, tf: np.ndarray) -> None:
         rows.flags.writeable = tf.flags.writeable = False
-        size = rows.nbytes + tf.nbytes
         with self.lock:
-            old = self.entries.pop((id(visible), key), None)
-            if old is not None:
-                self.bytes -= old[1].nbytes + old[2].nbytes
+            self._drop((id(visible), key))
             self.entries[(id(visible), key)] = (visible, rows, tf)
-            self.bytes += size
+            self.bytes += rows.nbytes + tf.nbytes
+            self.held[id(visible)] = self.held.get(id(visible), 0) + 1
+            if self.held[id(visible)] == 1:
+                self.bytes += visible.nbytes
             while self.bytes > TERM_ROWS_BYTES and len(self.entries) > 1:
-                _, (_, dropped_rows, dropped_tf) = self.entries.popitem(last=False)
-                self.bytes -= dropped_rows.nbytes + dropped_tf.nbytes
+                self._drop(next(iter(self.entries)))
+
+    def _drop(self, key: tuple) -> None:
+        entry = self.entries.pop(key, None)
+        if entry is None:
+            return
+        visible, rows, tf = entry
+        self.bytes -= rows.nbytes + tf.nbytes
+        self.held[id(visible)] -= 1
+        if not self.held[id(visible)]:
+            del self.held[id(visible)]
+            self.bytes -= visible.nbytes
 
 
 _term_rows = _TermRows()

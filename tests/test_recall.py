@@ -370,6 +370,12 @@ def test_recall_answers_the_same_from_the_rows_it_kept_for_common_terms(remember
     monkeypatch.setattr(kept, "get", lambda visible, key: reused.append(get(visible, key)) or reused[-1])
     assert answers() == fresh  # the rows kept on the way
     assert answers() == fresh and sum(entry is not None for entry in reused) > len(reused) // 2  # and read back
+    held = {id(entry[0]): entry[0] for entry in kept.entries.values()}  # the visible sets, each counted once
+    assert kept.bytes == sum(entry[1].nbytes + entry[2].nbytes for entry in kept.entries.values()) + sum(
+        visible.nbytes for visible in held.values())
     monkeypatch.setattr(engine, "TERM_ROWS_BYTES", 1)  # room for one entry: the others dropped as they come
     monkeypatch.setattr(engine, "_term_rows", engine._TermRows())
     assert answers() == fresh and len(engine._term_rows.entries) == 1
+    (visible, rows, tf), = engine._term_rows.entries.values()
+    assert engine._term_rows.bytes == visible.nbytes + rows.nbytes + tf.nbytes
+    assert engine._term_rows.held == {id(visible): 1}
