@@ -26,7 +26,7 @@ import datetime as dt
 import functools
 import math
 import threading
-from collections import OrderedDict
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -76,53 +76,29 @@ TERM_ROWS_MIN_IDS = 2048
 TERM_ROWS_BYTES = 32 << 20
 
 
-class _TermRows:
+class _TermRows(arrays.BytesCache):
     """The visible rows holding a term and its counts there, per visible set, least recently used dropped first.
 
     Queries repeat common terms, and between two writes "now" is one visible set
     (``View.visible_rows``): mapping a common term's postings to its visible rows (tens of
     thousands of ids: a gather through the id positions, one through the visible mask,
     a selection) is then the same work each time. Keyed by the visible set's identity,
-    which the entry holds so it cannot be reused; the arrays are read-only. The bytes
-    counted are the entries' arrays and, once each, the visible sets they hold.
+    checked through a weak reference (a set gone lets its id be reused, and its entries
+    wait to be dropped); the arrays are read-only.
     """
 
     def __init__(self):
-        self.lock = threading.Lock()
-        self.entries: "OrderedDict[tuple, tuple]" = OrderedDict()
-        self.held: dict[int, int] = {}  # id of a visible set held -> its entries
-        self.bytes = 0
+        super().__init__(TERM_ROWS_BYTES, cost=lambda entry: entry[1].nbytes + entry[2].nbytes)
 
-    def get(self, visible: np.ndarray, key: tuple):
-        with self.lock:
-            entry = self.entries.get((id(visible), key))
-            if entry is None or entry[0] is not visible:
-                return None
-            self.entries.move_to_end((id(visible), key))
-            return entry[1], entry[2]
+    def rows(self, visible: np.ndarray, key: tuple):
+        entry = self.get((id(visible), key))
+        if entry is None or entry[0]() is not visible:
+            return None
+        return entry[1], entry[2]
 
-    def put(self, visible: np.ndarray, key: tuple, rows: np.ndarray, tf: np.ndarray) -> None:
+    def keep(self, visible: np.ndarray, key: tuple, rows: np.ndarray, tf: np.ndarray) -> None:
         rows.flags.writeable = tf.flags.writeable = False
-        with self.lock:
-            self._drop((id(visible), key))
-            self.entries[(id(visible), key)] = (visible, rows, tf)
-            self.bytes += rows.nbytes + tf.nbytes
-            self.held[id(visible)] = self.held.get(id(visible), 0) + 1
-            if self.held[id(visible)] == 1:
-                self.bytes += visible.nbytes
-            while self.bytes > TERM_ROWS_BYTES and len(self.entries) > 1:
-                self._drop(next(iter(self.entries)))
-
-    def _drop(self, key: tuple) -> None:
-        entry = self.entries.pop(key, None)
-        if entry is None:
-            return
-        visible, rows, tf = entry
-        self.bytes -= rows.nbytes + tf.nbytes
-        self.held[id(visible)] -= 1
-        if not self.held[id(visible)]:
-            del self.held[id(visible)]
-            self.bytes -= visible.nbytes
+        self.put((id(visible), key), (weakref.ref(visible), rows, tf))
 
 
 _term_rows = _TermRows()
@@ -405,7 +381,7 @@ class _Search:
         if avgdl == 0:
             return [], 0.0
         keys = [(column, tuple(ranges)) for ranges in ranges_per_term]
-        kept = [_term_rows.get(self.visible, key) for key in keys]
+        kept = [_term_rows.rows(self.visible, key) for key in keys]
         unread = [index for index, entry in enumerate(kept) if entry is None]
         read = postings.read_terms([ranges_per_term[index] for index in unread], max_id=view.max_id) if unread else []
         for index, (ids, tfs) in zip(unread, read):
@@ -415,7 +391,7 @@ class _Search:
             rows, tf = arrays.select(keep, rows, tfs)
             kept[index] = rows, tf
             if len(ids) >= TERM_ROWS_MIN_IDS:
-                _term_rows.put(self.visible, keys[index], rows, tf)
+                _term_rows.keep(self.visible, keys[index], rows, tf)
         found, total = [], 0.0
         for index, (rows, tf) in enumerate(kept):
             hits = len(rows)

@@ -16,7 +16,7 @@ read every time.
 """
 
 import threading
-from collections import Counter, OrderedDict
+from collections import Counter
 from dataclasses import dataclass
 from itertools import chain, groupby
 from typing import NamedTuple
@@ -24,7 +24,7 @@ from typing import NamedTuple
 import numpy as np
 from django.db import connection
 
-from search import text
+from search import arrays, text
 from search.embeddings import revision_text
 
 # Tail rows before a write folds them into the packed rows. Large enough that folding
@@ -270,35 +270,11 @@ class _Packed(NamedTuple):
     top: int  # the largest id (0 when empty)
 
 
-class _PackedCache:
+class _PackedCache(arrays.BytesCache):
     """The packed postings this process has read, per (database, range), least recently read dropped first."""
 
     def __init__(self, capacity: int):
-        self.capacity = capacity
-        self.lock = threading.Lock()
-        self.entries: OrderedDict[tuple, _Packed] = OrderedDict()
-        self.size = 0
-
-    def get(self, key: tuple) -> _Packed | None:
-        with self.lock:
-            entry = self.entries.get(key)
-            if entry is not None:
-                self.entries.move_to_end(key)
-            return entry
-
-    def put(self, key: tuple, entry: _Packed) -> None:
-        cost = entry.ids.nbytes + entry.tfs.nbytes
-        if cost > self.capacity:
-            return
-        with self.lock:
-            old = self.entries.pop(key, None)
-            if old is not None:
-                self.size -= old.ids.nbytes + old.tfs.nbytes
-            self.entries[key] = entry
-            self.size += cost
-            while self.size > self.capacity:
-                _, dropped = self.entries.popitem(last=False)
-                self.size -= dropped.ids.nbytes + dropped.tfs.nbytes
+        super().__init__(capacity, cost=lambda entry: entry.ids.nbytes + entry.tfs.nbytes)
 
 
 _packed = _PackedCache(PACKED_CACHE_BYTES)

@@ -1,6 +1,19 @@
 """Small helpers several test modules share."""
 
+from django.db import connection
+
 from memories.access import Caller
+
+
+class Committed:
+    """The connection as a server's process sees it between requests, for a module to see through
+    (``monkeypatch.setattr(module, "connection", Committed())``): the test's own transaction never
+    commits, and inside one the per-process copies keep nothing, since the rows might roll back."""
+
+    in_atomic_block = False
+
+    def __getattr__(self, name):
+        return getattr(connection, name)
 
 
 def key_caller(*namespaces: str, scopes=("read", "write"), interface: str = "api") -> Caller:

@@ -18,6 +18,7 @@ from memories import services
 from search import cosines, engine
 from search.duplicates import find_near_twin
 from search.engine import recall
+from tests.helpers import Committed
 
 WORDS = ("deploy release friday backup database invoice budget design review mobile python kubernetes "
          "cluster coffee garden travel flight hotel meeting agenda roadmap incident outage latency cache "
@@ -419,17 +420,6 @@ def test_without_the_int8_product_answers_come_from_the_full_scan(store, monkeyp
 
 def test_a_growing_store_gets_its_sketch_from_the_writes_that_reach_the_threshold_and_again_when_doubled(
         db, monkeypatch):
-    from django.db import connection
-
-    class Committed:
-        """The connection as a server's copy sees it between requests (the test's own transaction never commits,
-        and inside one the copy keeps nothing, since it might roll back)."""
-
-        in_atomic_block = False
-
-        def __getattr__(self, name):
-            return getattr(connection, name)
-
     monkeypatch.setattr(cosines, "connection", Committed())
     monkeypatch.setattr(cosines, "QUANTIZED_MIN_ROWS", 40)
     monkeypatch.setattr(cosines, "_SKETCH_SAMPLE_MIN", 16)

@@ -10,16 +10,7 @@ from pysqlite3 import dbapi2 as sqlite3
 
 from memories import services
 from search import engine, snapshot, substrings
-
-
-class Committed:
-    """The connection as a server's process sees it between requests: the test's own transaction never
-    commits, and inside one the table is never built or grown, since the rows might roll back."""
-
-    in_atomic_block = False
-
-    def __getattr__(self, name):
-        return getattr(connection, name)
+from tests.helpers import Committed
 
 
 @pytest.fixture
