@@ -7,7 +7,7 @@ turn, after a warm-up:
 
 1. ``batches``: ``embedder.embed`` of the whole list, as an import embeds it
    (sentence-transformers' encode, batches of ``ENCODE_BATCH_SIZE``, one torch thread),
-   in float32 and with bfloat16 products (``MEMORY_EMBED_PRECISION``; the run
+   in float32 and in bfloat16 (the model's bfloat16 copy, ``MEMORY_EMBED_PRECISION``; the run
    records which one "auto" chose here) on one thread, and in bfloat16 shared between
    ``--threads`` threads (``MEMORY_EMBED_BATCH_THREADS``, as an import runs by default).
 2. ``one text at a time``: ``embedder.embed([text])`` for each text, as a single write

@@ -182,8 +182,9 @@ MEMORY_EMBEDDER = _embedder()
 # core is busy (DESIGN.md section 7).
 MEMORY_TORCH_THREADS = env_int("MEMORY_TORCH_THREADS", 1, minimum=1, maximum=64)
 # The arithmetic of a sentence-transformers model on batches of texts (imports, backfills),
-# and of MiniLM on one text over 32 tokens (a write's, mostly): float32, bfloat16 (matrix
-# products in bfloat16, vectors within 2e-3 of float32's), or auto: bfloat16 where it was
+# and of MiniLM on one text over 32 tokens (a write's, mostly): float32, bfloat16 (batches
+# through a bfloat16 copy of the model, one text with bfloat16 products; vectors within
+# 3.2e-3 of float32's, cosine 0.99988 or more), or auto: bfloat16 where it was
 # timed clearly quicker and close (search/embeddings.py, SentenceTransformerEmbedder.batch_precision
 # and MiniLMEmbedder._for_longer). Queries of up to 32 tokens always run in float32.
 MEMORY_EMBED_PRECISION = env_choice("MEMORY_EMBED_PRECISION", "auto", ("auto", "float32", "bfloat16"))

@@ -10,9 +10,10 @@ local directories only.
 The database records which embedder produced its vectors (``search.vectors``), so
 an embedder's ``name`` must change whenever its vectors would. The arithmetic that runs
 a model is not part of its name: a text's vector from a batch or alone, in float32 or
-with bfloat16 products (``MEMORY_EMBED_PRECISION``: batches, and MiniLM's longer single
-texts), differs by rounding only (bfloat16's most: 1.6e-3 in a coordinate, a cosine of
-0.99996 with the float32 vector, measured on MiniLM).
+bfloat16 (``MEMORY_EMBED_PRECISION``: batches run a bfloat16 copy of the model, MiniLM's
+longer single texts bfloat16 products), differs by rounding only (bfloat16's most, in
+batches: 3.2e-3 in a coordinate, a cosine of at least 0.99988 with the float32 vector,
+measured on MiniLM).
 """
 
 import abc
@@ -23,9 +24,11 @@ import os
 import re
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
+from copy import deepcopy
 from pathlib import Path
 
 import numpy as np
@@ -41,14 +44,16 @@ ENCODE_BATCH_SIZE = 32
 # longer one by whichever of ONNX Runtime and the TorchScript trace was timed quicker on
 # this processor (MiniLMEmbedder._for_longer).
 ONNX_MAX_TOKENS = 32
-# Where bfloat16 products may run (MEMORY_EMBED_PRECISION): batches of at least this many
-# texts, and MiniLM's one text over ONNX_MAX_TOKENS through a trace of its own
+# Where bfloat16 may run (MEMORY_EMBED_PRECISION): batches of at least this many texts (a
+# copy of the model in bfloat16), and MiniLM's one text over ONNX_MAX_TOKENS through a trace of its own
 # (_PaddedBfloat16Trace; one text through encode ran slower so: 55 tokens, AMX, 22.8 ms
 # against 19.3 in float32).
 BFLOAT16_MIN_TEXTS = ENCODE_BATCH_SIZE
 # With "auto", bfloat16 is taken where it was timed at least this much quicker than float32
 # (beyond the timing's noise) and every vector it gave kept at least this cosine with its
-# float32 one (LoCoMo scored within 0.003 of float32 with every turn so embedded).
+# float32 one. The timed batch repeats one text (its cosine: 0.99996 on the Xeon here);
+# across 1,280 corpus texts a batch's least was 0.99988, and LoCoMo with every turn so
+# embedded scored within 0.003 of float32 (benchmarks/results/locomo_batched-*.json).
 BFLOAT16_MIN_SPEEDUP = 1.1
 BFLOAT16_MIN_COSINE = 0.9999
 # One text in bfloat16 is padded to a multiple of this many tokens: oneDNN builds its
@@ -123,6 +128,15 @@ class Embedder(abc.ABC):
     def embed_query(self, text: str) -> np.ndarray:
         """Return one (dim,) float32 unit vector for a query."""
         return self.embed([text])[0]
+
+    def embed_ahead(self, texts: Sequence[str]) -> "BatchesAhead | None":
+        """Start embedding these texts on helper threads while the caller goes on (``BatchesAhead``).
+
+        None where ``embed`` would run them on the calling thread alone (too few texts
+        to share, MEMORY_EMBED_BATCH_THREADS of 1, an embedder that does not share its
+        batches, a model that cannot load): the caller then embeds as it always does.
+        """
+        return None
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}>"
@@ -367,19 +381,32 @@ class SentenceTransformerEmbedder(Embedder):
         if model is None:
             raise EmbedderUnavailable(f"The embedder {self.name} cannot be loaded: {self._error}")
         precision = self.batch_precision() if len(texts) >= BFLOAT16_MIN_TEXTS else "float32"
-        workers = min(settings.MEMORY_EMBED_BATCH_THREADS, len(texts) // ENCODE_BATCH_SIZE)
-        if workers < 2:
+        helpers = self._batch_helpers(len(texts))
+        if not helpers:
             # This thread's torch thread count (writes and backfills may run on any thread).
             return _encode_in(configured_torch(), model, texts, precision)
-        return _encode_shared(model, texts, precision, workers)
+        return BatchesAhead(_Batches(model, texts, precision), helpers).vectors()
+
+    @staticmethod
+    def _batch_helpers(count: int) -> int:
+        """Helper threads that share ``count`` texts with the caller: MEMORY_EMBED_BATCH_THREADS, whole batches each."""
+        return max(0, min(settings.MEMORY_EMBED_BATCH_THREADS, count // ENCODE_BATCH_SIZE) - 1)
+
+    def embed_ahead(self, texts: Sequence[str]) -> "BatchesAhead | None":
+        helpers = self._batch_helpers(len(texts))
+        model = self._load() if helpers else None
+        if model is None:
+            return None
+        return BatchesAhead(_Batches(model, list(texts), self.batch_precision()), helpers)
 
     def batch_precision(self) -> str:
         """The arithmetic of batches of BFLOAT16_MIN_TEXTS texts or more: "float32" or "bfloat16".
 
         MEMORY_EMBED_PRECISION, and with "auto" the quicker here, timed once per
-        process on the first such batch: bfloat16 products ran a MiniLM import's batches
-        2.6 times quicker on a Xeon with AMX (73.1 -> 186.9 texts/s, one thread,
-        benchmarks/results/embed_throughput.json), and can run slower where the processor
+        process on the first such batch: on a Xeon with AMX, bfloat16 products ran a
+        MiniLM import's batches 2.6 times quicker (73.1 -> 186.9 texts/s, one thread), and
+        the bfloat16 copy of the model (``_in_bfloat16``) quicker still
+        (benchmarks/results/embed_throughput.json); it can run slower where the processor
         has no bfloat16 instructions.
         """
         setting = settings.MEMORY_EMBED_PRECISION
@@ -396,53 +423,128 @@ class SentenceTransformerEmbedder(Embedder):
 
 
 def _encode_in(torch, model, texts: list[str], precision: str) -> np.ndarray:
-    """``model.encode`` of these texts in float32, or with bfloat16 products (autocast): unit float32 rows."""
+    """``model.encode`` of these texts in float32, or by the model's bfloat16 copy: unit float32 rows."""
     if precision == "float32":
         return model.encode(texts, batch_size=ENCODE_BATCH_SIZE, normalize_embeddings=True,
                             convert_to_numpy=True, show_progress_bar=False)
-    # Autocast rounds the inputs of each linear layer and of attention to bfloat16 and runs
-    # them there, so the activations between them are bfloat16 too (the weights stay
-    # float32 in memory, rounded per product); the pooled rows are normalised in float32.
-    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
-        vectors = model.encode(texts, batch_size=ENCODE_BATCH_SIZE, convert_to_tensor=True,
-                               show_progress_bar=False)
+    with torch.inference_mode():
+        vectors = _in_bfloat16(torch, model).encode(texts, batch_size=ENCODE_BATCH_SIZE, convert_to_tensor=True,
+                                                    show_progress_bar=False)
     return _normalise_rows(vectors.float().numpy())
+
+
+_bfloat16_copies: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # model -> its copy
+
+
+def _in_bfloat16(torch, model):
+    """A copy of ``model`` held in bfloat16 throughout, weights and activations: made once per model.
+
+    Quicker for batches than autocast, which keeps the float32 model and runs only the
+    products in bfloat16, casting activations to and from float32 around every one of
+    them: MiniLM on 1,280 corpus texts (batches of 32, one thread, the Xeon here)
+    271-309 texts/s against 214-247 with autocast, 75-79 in float32. Its vectors are a
+    little further from float32's: each one's cosine with its float32 vector at least
+    0.99988 (0.99996 with autocast; BFLOAT16_MIN_COSINE). It holds ~45 MB more (MiniLM).
+    """
+    copy = _bfloat16_copies.get(model)
+    if copy is None:
+        with _models_lock:
+            copy = _bfloat16_copies.get(model)
+            if copy is None:
+                copy = _bfloat16_copies[model] = deepcopy(model).to(torch.bfloat16)
+    return copy
 
 
 _batch_helpers: tuple[int, ThreadPoolExecutor] | None = None  # (threads, pool), made when first needed
 _batch_helpers_lock = threading.Lock()
 
 
-def _encode_shared(model, texts: list[str], precision: str, workers: int) -> np.ndarray:
-    """``_encode_in`` of these texts on ``workers`` threads: this one and helpers, each with whole batches.
-
-    The texts are ordered by length, as encode orders them, and cut into the batches one
-    call would run; the batches are dealt out in turn, so each thread's share pads as
-    little and takes about as long. Each thread runs torch with MEMORY_TORCH_THREADS:
-    the model's products run in parallel without splitting any of them.
-    """
+def _helpers(count: int) -> ThreadPoolExecutor:
+    """The process's pool of batch helper threads, with at least ``count`` threads."""
     global _batch_helpers
     with _batch_helpers_lock:
-        if _batch_helpers is None or _batch_helpers[0] < workers - 1:  # (a setting changed: a larger pool)
-            _batch_helpers = (workers - 1, ThreadPoolExecutor(max_workers=workers - 1,
-                                                              thread_name_prefix="embed-batch"))
-        helpers = _batch_helpers[1]
-    order = np.argsort([-len(text) for text in texts], kind="stable")
-    batches = [order[start:start + ENCODE_BATCH_SIZE] for start in range(0, len(order), ENCODE_BATCH_SIZE)]
-    shares = [np.concatenate(batches[worker::workers]) for worker in range(workers)]
+        if _batch_helpers is None or _batch_helpers[0] < count:  # (a setting changed: a larger pool)
+            _batch_helpers = (count, ThreadPoolExecutor(max_workers=count, thread_name_prefix="embed-batch"))
+        return _batch_helpers[1]
 
-    def encode(share: np.ndarray) -> np.ndarray:
-        return _encode_in(configured_torch(), model, [texts[index] for index in share], precision)
 
-    others = [helpers.submit(encode, share) for share in shares[1:]]
-    try:
-        vectors = encode(shares[0])
-        vectors = np.concatenate([vectors, *(other.result() for other in others)])
-    finally:
-        futures.wait(others)  # never leave a share running after an error in another
-    ordered = np.empty_like(vectors)
-    ordered[np.concatenate(shares)] = vectors
-    return ordered
+class _Batches:
+    """Texts cut into the batches one ``encode`` call would run, each embedded by whichever thread takes it next.
+
+    The texts are ordered by length, as encode orders them, and cut into batches of
+    ENCODE_BATCH_SIZE; any number of threads ``work`` through them, each taking whole
+    batches until none is left, so a thread that joins late or runs slower takes fewer.
+    Each thread runs torch with MEMORY_TORCH_THREADS: the model's products run in
+    parallel without splitting any of them. A text's vector depends on its batch only,
+    never on the thread.
+    """
+
+    def __init__(self, model, texts: list[str], precision: str):
+        self.model, self.texts, self.precision = model, texts, precision
+        order = np.argsort([-len(text) for text in texts], kind="stable")
+        self._waiting = [order[start:start + ENCODE_BATCH_SIZE] for start in range(0, len(order), ENCODE_BATCH_SIZE)]
+        self._waiting.reverse()  # taken from the end: longest first
+        self._done: list[tuple[np.ndarray, np.ndarray]] = []
+        self._lock = threading.Lock()
+
+    def work(self) -> None:
+        """Embed batches on this thread until none is left (or ``stop``)."""
+        torch = configured_torch()
+        while True:
+            with self._lock:
+                if not self._waiting:
+                    return
+                batch = self._waiting.pop()
+            try:
+                vectors = _encode_in(torch, self.model, [self.texts[index] for index in batch], self.precision)
+            except BaseException:
+                self.stop()  # the others stop after their batch: the caller raises this
+                raise
+            with self._lock:
+                self._done.append((batch, vectors))
+
+    def stop(self) -> None:
+        """Leave the batches no thread has taken yet."""
+        with self._lock:
+            self._waiting.clear()
+
+    def vectors(self) -> np.ndarray:
+        """Every text's vector in the texts' order, once all batches are done."""
+        ordered = np.empty((len(self.texts), self._done[0][1].shape[1]), dtype=np.float32)
+        for batch, vectors in self._done:
+            ordered[batch] = vectors
+        return ordered
+
+
+class BatchesAhead:
+    """Texts being embedded on helper threads while the caller goes on; ``vectors`` joins in and waits.
+
+    An import starts its new texts so while it writes their rows on one core
+    (``search.indexing.embed_ahead``), and takes the vectors when it indexes them.
+    """
+
+    def __init__(self, batches: _Batches, helpers: int):
+        self.texts = batches.texts
+        self._batches = batches
+        self._helping = [_helpers(helpers).submit(batches.work) for _ in range(helpers)]
+
+    def vectors(self) -> np.ndarray:
+        """The texts' vectors, in their order: this thread takes the batches left, then waits for the helpers'.
+
+        Raises what a batch raised (EmbedderUnavailable from a model that fails).
+        """
+        try:
+            self._batches.work()
+            for helping in self._helping:
+                helping.result()
+        finally:
+            self.cancel()
+        return self._batches.vectors()
+
+    def cancel(self) -> None:
+        """Stop: the batches not yet taken are left, and this returns once the helpers' batches end."""
+        self._batches.stop()
+        futures.wait(self._helping)  # never leave a batch running after the caller has gone on
 
 
 def _forget_batch_helpers() -> None:

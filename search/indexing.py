@@ -16,7 +16,7 @@ from django.db import DatabaseError, connection, transaction
 
 from memories.exceptions import Conflict
 from search import cosines, postings, vectors
-from search.embeddings import EmbedderUnavailable, get_embedder, revision_text
+from search.embeddings import BatchesAhead, EmbedderUnavailable, get_embedder, revision_text
 
 logger = logging.getLogger(__name__)
 
@@ -144,7 +144,7 @@ _batch = threading.local()
 
 
 @contextmanager
-def batched():
+def batched(*, embed_ahead: bool = True):
     """Index the revisions written inside this block together when it ends, in the same transaction.
 
     For imports: tokenizing, postings and embedding cost far less per revision in one
@@ -153,20 +153,50 @@ def batched():
     inside the block may read them back (the duplicate and visibility rules read
     revision rows only). A nested block leaves the indexing to the outermost one; after
     an exception, or with the transaction marked for rollback (a dry run), nothing is
-    indexed, since it would be undone anyway.
+    indexed, since it would be undone anyway. ``embed_ahead``: whether texts may start
+    embedding before the block ends (``embed_ahead_of_batch``); not in a dry run.
     """
     if getattr(_batch, "ids", None) is not None:
         yield
         return
-    _batch.ids = []
+    _batch.ids, _batch.ahead, _batch.may_embed_ahead = [], None, embed_ahead
     try:
         yield
-        ids = _batch.ids
+        ids, ahead = _batch.ids, _batch.ahead
+    except BaseException:
+        if _batch.ahead is not None:
+            _batch.ahead.cancel()
+        raise
     finally:
-        _batch.ids = None
-    if connection.in_atomic_block and connection.get_rollback():
-        return  # marked to roll back (a dry run): indexing would only be undone
-    _index_stored(ids)
+        _batch.ids = _batch.ahead = None
+    try:
+        if connection.in_atomic_block and connection.get_rollback():
+            return  # marked to roll back (a dry run): indexing would only be undone
+        _index_stored(ids, ahead=ahead)
+    finally:
+        if ahead is not None:
+            ahead.cancel()  # (nothing left to stop once its vectors were taken)
+
+
+def embed_ahead_of_batch(texts: list[str]) -> None:
+    """Inside ``batched``: start embedding these texts, of revisions about to be written, on helper threads.
+
+    The batch takes their vectors when it indexes its revisions, so the model runs on
+    the other cores while the caller writes the rows (``Embedder.embed_ahead``). Pass
+    only texts the batch will write: any other is embedded for nothing. Once per batch;
+    outside one, in one that may not (a dry run), or where the embedder would embed
+    these texts on one thread, nothing starts.
+    """
+    if getattr(_batch, "ids", None) is None or not _batch.may_embed_ahead or _batch.ahead is not None or not texts:
+        return
+    embedder = get_embedder()
+    if not embedder.available():
+        return
+    try:
+        vectors.ensure_space(embedder)
+    except Conflict:
+        return  # the batch leaves its vectors pending (index_revisions says why)
+    _batch.ahead = embedder.embed_ahead(texts)
 
 
 def in_batch() -> bool:
@@ -174,7 +204,7 @@ def in_batch() -> bool:
     return getattr(_batch, "ids", None) is not None
 
 
-def _index_stored(revision_ids: list[int]) -> None:
+def _index_stored(revision_ids: list[int], *, ahead: BatchesAhead | None = None) -> None:
     """Index the revisions with these ids as the database holds them now.
 
     Re-reading, rather than trusting the objects written, keeps the batch exact when a
@@ -194,10 +224,10 @@ def _index_stored(revision_ids: list[int]) -> None:
             )
             rows.extend(cursor.fetchall())
     index_revisions([SimpleNamespace(pk=pk, title=title, content=content, tombstone=bool(tombstone))
-                     for pk, title, content, tombstone in rows])
+                     for pk, title, content, tombstone in rows], ahead=ahead)
 
 
-def index_revisions(revisions) -> None:
+def index_revisions(revisions, *, ahead: BatchesAhead | None = None) -> None:
     """Make new revisions searchable, inside the writer's transaction.
 
     The FTS5 tables follow by trigger; this adds the engine's postings and, when the
@@ -205,6 +235,8 @@ def index_revisions(revisions) -> None:
     Otherwise the vectors stay pending for ``manage.py backfill`` and the write
     still succeeds: keyword recall finds it at once, semantic recall after a backfill.
     Inside ``batched`` the revisions are only noted, and indexed when the block ends.
+    ``ahead``: texts being embedded already (``embed_ahead_of_batch``), whose vectors
+    are taken for the revisions with those texts.
     """
     pending = getattr(_batch, "ids", None)
     if pending is not None:
@@ -227,8 +259,11 @@ def index_revisions(revisions) -> None:
     bodies = [revision_text(revision.title, revision.content) for revision in with_text]
     with _prepared_lock:
         ready = [_prepared.pop((embedder.name, body), None) for body in bodies]
-    missing = [index for index, vector in enumerate(ready) if vector is None]
     try:
+        if ahead is not None:
+            embedded = dict(zip(ahead.texts, ahead.vectors()))
+            ready = [embedded.get(body) if vector is None else vector for body, vector in zip(bodies, ready)]
+        missing = [index for index, vector in enumerate(ready) if vector is None]
         if missing:
             # Equal calls: a short last one would leave threads idle (MEMORY_EMBED_BATCH_THREADS).
             size = math.ceil(len(missing) / math.ceil(len(missing) / EMBED_CHUNK))
