@@ -25,7 +25,7 @@ import re
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
 from copy import deepcopy
@@ -129,12 +129,13 @@ class Embedder(abc.ABC):
         """Return one (dim,) float32 unit vector for a query."""
         return self.embed([text])[0]
 
-    def embed_ahead(self, texts: Sequence[str]) -> "BatchesAhead | None":
-        """Start embedding these texts on helper threads while the caller goes on (``BatchesAhead``).
+    def embed_ahead(self, texts: Iterable[str]) -> "BatchesAhead | None":
+        """Start embedding these texts, each distinct one once, on helper threads while the caller goes on.
 
-        None where ``embed`` would run them on the calling thread alone (too few texts
-        to share, MEMORY_EMBED_BATCH_THREADS of 1, an embedder that does not share its
-        batches, a model that cannot load): the caller then embeds as it always does.
+        Their vectors come from the ``BatchesAhead`` returned. None where ``embed`` would
+        run them on the calling thread alone (too few texts to share,
+        MEMORY_EMBED_BATCH_THREADS of 1, an embedder that does not share its batches, a
+        model that cannot load): the caller then embeds as it always does.
         """
         return None
 
@@ -392,12 +393,13 @@ class SentenceTransformerEmbedder(Embedder):
         """Helper threads that share ``count`` texts with the caller: MEMORY_EMBED_BATCH_THREADS, whole batches each."""
         return max(0, min(settings.MEMORY_EMBED_BATCH_THREADS, count // ENCODE_BATCH_SIZE) - 1)
 
-    def embed_ahead(self, texts: Sequence[str]) -> "BatchesAhead | None":
+    def embed_ahead(self, texts: Iterable[str]) -> "BatchesAhead | None":
+        texts = list(dict.fromkeys(texts))
         helpers = self._batch_helpers(len(texts))
         model = self._load() if helpers else None
         if model is None:
             return None
-        return BatchesAhead(_Batches(model, list(texts), self.batch_precision()), helpers)
+        return BatchesAhead(_Batches(model, texts, self.batch_precision()), helpers)
 
     def batch_precision(self) -> str:
         """The arithmetic of batches of BFLOAT16_MIN_TEXTS texts or more: "float32" or "bfloat16".
@@ -510,6 +512,8 @@ class _Batches:
 
     def vectors(self) -> np.ndarray:
         """Every text's vector in the texts' order, once all batches are done."""
+        if sum(len(batch) for batch, _ in self._done) != len(self.texts):
+            raise RuntimeError("Embedding stopped before every batch was done.")
         ordered = np.empty((len(self.texts), self._done[0][1].shape[1]), dtype=np.float32)
         for batch, vectors in self._done:
             ordered[batch] = vectors

@@ -8,6 +8,7 @@ did anyway (a trigger dropped by hand, a restore from a partial copy, a bug).
 import logging
 import math
 import threading
+from collections.abc import Iterable
 from contextlib import contextmanager
 from types import SimpleNamespace
 
@@ -178,7 +179,7 @@ def batched(*, embed_ahead: bool = True):
             ahead.cancel()  # (nothing left to stop once its vectors were taken)
 
 
-def embed_ahead_of_batch(texts: list[str]) -> None:
+def embed_ahead_of_batch(texts: Iterable[str]) -> None:
     """Inside ``batched``: start embedding these texts, of revisions about to be written, on helper threads.
 
     The batch takes their vectors when it indexes its revisions, so the model runs on
@@ -187,7 +188,7 @@ def embed_ahead_of_batch(texts: list[str]) -> None:
     outside one, in one that may not (a dry run), or where the embedder would embed
     these texts on one thread, nothing starts.
     """
-    if getattr(_batch, "ids", None) is None or not _batch.may_embed_ahead or _batch.ahead is not None or not texts:
+    if getattr(_batch, "ids", None) is None or not _batch.may_embed_ahead or _batch.ahead is not None:
         return
     embedder = get_embedder()
     if not embedder.available():

@@ -262,6 +262,7 @@ def ahead_starts(monkeypatch):
     calls = []
 
     def recorded(texts, start=indexing.embed_ahead_of_batch):
+        texts = list(texts)
         calls.append((len(texts), Revision.objects.count()))
         return start(texts)
 
@@ -274,6 +275,20 @@ def shared_batches(minilm, settings):
     settings.MEMORY_EMBEDDER = "minilm"
     settings.MEMORY_EMBED_PRECISION = "bfloat16"
     settings.MEMORY_EMBED_BATCH_THREADS = 2
+
+
+@pytest.mark.usefixtures("shared_batches")
+def test_texts_embedded_ahead_are_each_embedded_once_as_a_shared_batch_would_be(minilm, settings):
+    texts = _varied_texts(2 * BFLOAT16_MIN_TEXTS)
+
+    ahead = minilm.embed_ahead(iter(texts + texts[:10]))
+
+    assert ahead.texts == texts
+    np.testing.assert_array_equal(ahead.vectors(), minilm.embed(texts))
+    assert minilm.embed_ahead(texts[:-1]) is None  # under two batches: embed keeps them on one thread
+    settings.MEMORY_EMBED_BATCH_THREADS = 1
+    assert minilm.embed_ahead(texts) is None
+    assert HashEmbedder().embed_ahead(texts) is None
 
 
 @pytest.mark.usefixtures("shared_batches")

@@ -470,10 +470,10 @@ def _replayed(items: list[_MemoryIn], *, actor, interface, now) -> Iterator[tupl
     """
     existing = _existing_keys(items)
     # The new memories' texts are embedded on the other cores while their rows are written.
-    indexing.embed_ahead_of_batch([
+    indexing.embed_ahead_of_batch(
         revision_text(revision.fields["title"], revision.fields["content"])
         for item in items if (item.namespace, item.key) not in existing
-        for revision in item.revisions if not revision.tombstone])
+        for revision in item.revisions if not revision.tombstone)
     new = _NewMemories(actor=actor, interface=interface, now=now)
     for item in items:
         if (item.namespace, item.key) in existing:
