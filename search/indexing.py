@@ -161,22 +161,19 @@ def batched(*, embed_ahead: bool = True):
         yield
         return
     _batch.ids, _batch.ahead, _batch.may_embed_ahead = [], None, embed_ahead
+    ahead = None
     try:
-        yield
-        ids, ahead = _batch.ids, _batch.ahead
-    except BaseException:
-        if _batch.ahead is not None:
-            _batch.ahead.cancel()
-        raise
-    finally:
-        _batch.ids = _batch.ahead = None
-    try:
+        try:
+            yield
+            ids = _batch.ids
+        finally:
+            ahead, _batch.ids, _batch.ahead = _batch.ahead, None, None
         if connection.in_atomic_block and connection.get_rollback():
             return  # marked to roll back (a dry run): indexing would only be undone
         _index_stored(ids, ahead=ahead)
     finally:
         if ahead is not None:
-            ahead.cancel()  # (nothing left to stop once its vectors were taken)
+            ahead.cancel()  # after an error, or unused; nothing is left to stop once its vectors were taken
 
 
 def embed_ahead_of_batch(texts: Iterable[str]) -> None:
