@@ -20,8 +20,15 @@ from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
 from memories.access import AuthenticationFailed, PermissionDenied
-from memories.exceptions import Conflict, DuplicateContent, InvalidInput, MemoryServiceError, NotFound, TooLarge
-from search.engine import Unavailable
+from memories.exceptions import (
+    Conflict,
+    DuplicateContent,
+    InvalidInput,
+    MemoryServiceError,
+    NotFound,
+    TooLarge,
+    Unavailable,
+)
 
 logger = logging.getLogger(__name__)
 

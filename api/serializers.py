@@ -217,7 +217,7 @@ def _recall_fields(*, body: bool) -> dict:
     many = StrictListField if body else serializers.ListField
     namespace_help = "A namespace or a list of them; default: every namespace this key may use."
     return {
-        "query": text(max_length=engine.QUERY_MAX_CHARS, allow_blank=True, trim_whitespace=False,
+        "query": text(max_length=validation.QUERY_MAX_CHARS, allow_blank=True, trim_whitespace=False,
                       help_text="A few key words or a question."),
         "namespace": NamespacesField(required=False, allow_null=True, help_text=namespace_help) if body else
         serializers.ListField(child=serializers.CharField(max_length=NAMESPACE_MAX), required=False,
@@ -225,7 +225,7 @@ def _recall_fields(*, body: bool) -> dict:
         "tags": _tags("Only memories carrying all these tags.", body=body),
         "kinds": many(child=choice(choices=Kind.choices), required=False, allow_null=body, min_length=1,
                       max_length=len(Kind.values), help_text="Only memories of these kinds."),
-        "limit": integer(required=False, default=RECALL_LIMIT_DEFAULT, min_value=1, max_value=engine.LIMIT_MAX,
+        "limit": integer(required=False, default=RECALL_LIMIT_DEFAULT, min_value=1, max_value=validation.RECALL_LIMIT_MAX,
                          help_text="How many hits at most."),
         "match": choice(choices=engine.MATCH_MODES, required=False, default="auto",
                         help_text="auto: all words, else any (with a note); all; any."),
@@ -455,13 +455,13 @@ class HookNames(RequestSerializer):
 
 
 class HookRecallRequest(HookNames):
-    query = StrictCharField(max_length=engine.QUERY_MAX_CHARS, help_text="The prompt, or key words from it.")
+    query = StrictCharField(max_length=validation.QUERY_MAX_CHARS, help_text="The prompt, or key words from it.")
     namespace = NamespacesField(required=False, allow_null=True, help_text=(
         "A namespace or a list of them; default: every namespace this key may use."))
     tags = _tags("Only memories carrying all these tags.", body=True)
     kinds = StrictListField(child=StrictChoiceField(choices=Kind.choices), required=False, allow_null=True,
                             min_length=1, max_length=len(Kind.values), help_text="Only memories of these kinds.")
-    limit = StrictIntegerField(required=False, default=RECALL_LIMIT_DEFAULT, min_value=1, max_value=engine.LIMIT_MAX,
+    limit = StrictIntegerField(required=False, default=RECALL_LIMIT_DEFAULT, min_value=1, max_value=validation.RECALL_LIMIT_MAX,
                                help_text="How many hits at most (the block shows those that fit the budget).")
     budget = StrictIntegerField(required=False, allow_null=True, help_text=(
         "The block's size limit in characters; default MEMORY_HOOK_BUDGET, at most MEMORY_HOOK_BUDGET_MAX."))
@@ -489,11 +489,11 @@ class InjectedMemoryRequest(RequestSerializer):
 class HookReportRequest(RequestSerializer):
     harness = StrictCharField(max_length=HOOK_NAME_MAX, help_text="The agent harness, e.g. 'claude-code'.")
     hook = StrictCharField(max_length=HOOK_NAME_MAX, help_text="The hook event, e.g. 'UserPromptSubmit'.")
-    query = StrictCharField(required=False, allow_null=True, max_length=engine.QUERY_MAX_CHARS,
+    query = StrictCharField(required=False, allow_null=True, max_length=validation.QUERY_MAX_CHARS,
                             help_text="The query the block was recalled for.")
     session = StrictCharField(required=False, allow_null=True, max_length=SESSION_MAX)
     characters = StrictIntegerField(min_value=0, help_text="The size of the block injected, in characters.")
-    memories = StrictListField(child=InjectedMemoryRequest(), max_length=engine.LIMIT_MAX, help_text=(
+    memories = StrictListField(child=InjectedMemoryRequest(), max_length=validation.RECALL_LIMIT_MAX, help_text=(
         "The memory revisions the block carried: memory_id and revision_id from hooks/recall/'s hits."))
 
 

@@ -28,7 +28,6 @@ from memories import selectors, services
 from memories.access import Caller, PermissionDenied
 from memories.exceptions import InvalidInput
 from memories.models import Memory, Scope
-from search import engine
 from search.embeddings import get_embedder
 from telemetry import services as telemetry_services
 
@@ -191,7 +190,7 @@ class RecallView(ApiView):
 
     def _recall(self, args: dict) -> Response:
         namespaces = self.caller.namespaces_to_read(args.pop("namespace", None))
-        return Response(engine.recall(namespace=namespaces, **args).as_dict())
+        return Response(selectors.memory_recall(namespace=namespaces, **args).as_dict())
 
     @extend_schema(summary="Recall", operation_id="recall_get", parameters=[s.RecallQuery],
                    responses={200: s.RecallResponse, **errors(503)},
@@ -310,7 +309,7 @@ class HealthView(APIView):
             "version": memoryproject.__version__,
             "api_version": API_VERSION,
             "database": database,
-            # Without the model, hybrid recall falls back to keywords (search.engine.recall).
+            # Without the model, hybrid recall falls back to keywords (search.engine.rank).
             "search_mode": "hybrid" if available else "keyword",
             "embedder": {"name": embedder.name, "device": embedder.device, "available": available},
             "uptime_seconds": int(time.monotonic() - _STARTED),

@@ -11,8 +11,8 @@ from dashboard.forms import TimeTravelForm
 from memories import selectors
 from memories.exceptions import MemoryServiceError, NotFound
 from memories.models import Memory
+from memories.selectors import memory_recall
 from memories.timeparse import format_instant
-from search.engine import recall
 from search.indexing import index_drift
 from telemetry import selectors as telemetry_selectors
 
@@ -48,8 +48,8 @@ def time_travel(request):
     if form.is_bound and form.is_valid() and form.cleaned_data["query"]:
         data = form.cleaned_data
         try:
-            result = recall(query=data["query"], namespace=data["namespace"] or None, mode=data["mode"],
-                            as_of=data["as_of"], valid_at=data["valid_at"], limit=RECALL_LIMIT, explain=True)
+            result = memory_recall(query=data["query"], namespace=data["namespace"] or None, mode=data["mode"],
+                                   as_of=data["as_of"], valid_at=data["valid_at"], limit=RECALL_LIMIT, explain=True)
         except MemoryServiceError as exc:
             # Errors name their field; unknown fields (or none) are shown above the form.
             if exc.field in form.fields:

@@ -16,7 +16,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
 
-from memories import services
+from memories import selectors, services, validation
 from memories.admin_forms import (
     ApiKeyCreateForm,
     EraseForm,
@@ -30,7 +30,6 @@ from memories.admin_history import attach_shown_revisions, revision_history
 from memories.exceptions import MemoryServiceError
 from memories.models import ApiKey, AuditEvent, ErasureReceipt, Memory, Revision, State, Tag
 from memories.services.keys import api_key_revoke
-from search import engine
 
 PREVIEW_CHARS = 120
 
@@ -113,7 +112,7 @@ class MemoryAdmin(admin.ModelAdmin):
     # The search box runs the recall engine (get_search_results); this only switches the box on.
     search_fields = ("recall",)
     search_help_text = ("Hybrid recall (keywords and meaning), best match first; it finds memories visible now. "
-                        f"At most {engine.LIMIT_MAX} matches.")
+                        f"At most {validation.RECALL_LIMIT_MAX} matches.")
     ordering = ("-id",)
     list_per_page = 50
     actions = ("forget_memories", "restore_memories", "add_tag", "remove_tag", "move_namespace", "export_json",
@@ -143,7 +142,8 @@ class MemoryAdmin(admin.ModelAdmin):
             return queryset, False
         namespace = request.GET.get("namespace__exact") or request.GET.get("namespace")
         try:
-            result = engine.recall(query=search_term, namespace=namespace or None, limit=engine.LIMIT_MAX)
+            result = selectors.memory_recall(query=search_term, namespace=namespace or None,
+                                             limit=validation.RECALL_LIMIT_MAX)
         except MemoryServiceError as error:
             self.message_user(request, f"Search failed: {error.message}", messages.ERROR)
             return queryset.none(), False

@@ -49,3 +49,9 @@ class DuplicateContent(Conflict):
     def __init__(self, message: str, *, memory_id: int, field: str | None = "content"):
         super().__init__(message, field=field)
         self.memory_id = memory_id
+
+
+class Unavailable(MemoryServiceError):
+    """A part of the server the request needs cannot run here (for example, no embedding model)."""
+
+    code = "unavailable"

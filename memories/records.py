@@ -199,3 +199,43 @@ class ImportReport:
     def as_dict(self) -> dict:
         return {"created": self.created, "revised": self.revised, "unchanged": self.unchanged,
                 "duplicates": self.duplicates, "forgotten": self.forgotten, "skipped": self.skipped}
+
+
+@dataclass(frozen=True)
+class Hit:
+    memory: MemoryRecord
+    score: float
+    snippet: str
+    matched_terms: list[str]
+    age: str
+    explain: dict | None = None
+
+    def as_dict(self) -> dict:
+        data = {**self.memory.as_dict(), "score": self.score, "snippet": self.snippet,
+                "matched_terms": self.matched_terms, "age": self.age}
+        if self.explain is not None:
+            data["explain"] = self.explain
+        return data
+
+
+@dataclass(frozen=True)
+class RecallResult:
+    query: str
+    terms: list[str]
+    match_mode: str
+    mode: str
+    as_of: object
+    valid_at: object
+    hits: list[Hit]
+    note: str | None = None
+    hint: str | None = None
+
+    def as_dict(self) -> dict:
+        data = {"query": self.query, "terms": self.terms, "match_mode": self.match_mode, "mode": self.mode,
+                "as_of": format_instant(self.as_of), "valid_at": format_instant(self.valid_at),
+                "hits": [hit.as_dict() for hit in self.hits]}
+        if self.note:
+            data["note"] = self.note
+        if self.hint:
+            data["hint"] = self.hint
+        return data

@@ -11,10 +11,11 @@ from django.db.models import Count, Prefetch
 from django.utils import timezone
 
 from memories import validation
-from memories.exceptions import InvalidInput, NotFound
+from memories.exceptions import InvalidInput, NotFound, Unavailable
 from memories.models import Kind, Memory, Revision, State, Tag
-from memories.records import MemoryRecord, Page, RevisionRecord
-from memories.timeparse import parse_optional_instant, stored_instant
+from memories.records import Hit, MemoryRecord, Page, RecallResult, RevisionRecord
+from memories.timeparse import format_instant, parse_optional_instant, stored_instant
+from search import engine, errors
 
 LIST_LIMIT_MAX = 200
 LIST_STATES = ("active", "hidden", "forgotten", "all")
@@ -88,6 +89,79 @@ def records_for_revisions(revision_ids: list[int]) -> dict[int, MemoryRecord]:
             source=source, content_hash=content_hash, subject=subject, predicate=predicate, object=object_,
             author=author, created_at=stored_instant(created_at))
     return records
+
+
+def _names(value, *, field: str, check) -> list[str] | None:
+    if value is None or value == [] or value == "":
+        return None
+    values = [value] if isinstance(value, str) else value
+    if not isinstance(values, (list, tuple)) or not all(isinstance(item, str) for item in values):
+        raise InvalidInput(f"{field}: expected a name or a list of names.", field=field)
+    return [check(item) for item in values]
+
+
+def _choice(value, *, field: str, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise InvalidInput(f"{field}: {value!r} is not one of {', '.join(choices)}.", field=field)
+    return value
+
+
+def _tagged_memories(tags: list[str]) -> list[int]:
+    """Ids of the memories that carry every one of ``tags``."""
+    memories = Memory.objects.all()
+    for slug in sorted({tag.casefold() for tag in tags}):
+        memories = memories.filter(tags__slug=slug)
+    return list(memories.values_list("pk", flat=True))
+
+
+def _age(known_at: dt.datetime, now: dt.datetime) -> str:
+    seconds = (now - known_at).total_seconds()
+    for unit, size in (("year", 365 * 86400), ("month", 30 * 86400), ("week", 7 * 86400), ("day", 86400),
+                       ("hour", 3600), ("minute", 60)):
+        if seconds >= size:
+            count = int(seconds // size)
+            return f"{count} {unit}{'s' if count != 1 else ''} ago"
+    return "just now"
+
+
+def memory_recall(*, query: str, namespace=None, tags=None, kinds=None, limit: int = 8, match: str = "auto",
+                  mode: str = "hybrid", as_of=None, valid_at=None, explain: bool = False) -> RecallResult:
+    """Return the memories that best answer ``query`` as known at ``as_of``, about ``valid_at``."""
+    if not isinstance(query, str) or not query.strip():
+        raise InvalidInput("query: must be non-empty text.", field="query")
+    if len(query) > validation.QUERY_MAX_CHARS:
+        raise InvalidInput(f"query: {len(query)} characters is over the limit of {validation.QUERY_MAX_CHARS}.",
+                           field="query")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= validation.RECALL_LIMIT_MAX:
+        raise InvalidInput(f"limit: {limit!r} is out of range 1..{validation.RECALL_LIMIT_MAX}.", field="limit")
+    match = _choice(match, field="match", choices=engine.MATCH_MODES)
+    mode = _choice(mode, field="mode", choices=engine.MODES)
+    if not isinstance(explain, bool):
+        raise InvalidInput("explain: expected true or false.", field="explain")
+    namespaces = _names(namespace, field="namespace", check=validation.namespace)
+    tag_names = validation.tags(tags) if tags else []
+    kind_names = _names(kinds, field="kinds", check=validation.kind)
+    as_of_time, valid_time = resolve_times(as_of, valid_at)
+    try:
+        ranking = engine.rank(query=query, namespaces=namespaces, kinds=kind_names,
+                              memory_ids=_tagged_memories(tag_names) if tag_names else None, limit=limit,
+                              match=match, mode=mode, as_of=as_of_time, valid_at=valid_time, explain=explain)
+    except errors.Unavailable as error:
+        raise Unavailable(error.message) from None
+    records = records_for_revisions([hit.revision_id for hit in ranking.hits])
+    hits = []
+    for ranked in ranking.hits:
+        record = records[ranked.revision_id]
+        details = None
+        if explain:
+            details = {"revision_id": record.revision_id, **ranked.explain,
+                       "known_at": format_instant(record.known_at), "valid_from": format_instant(record.valid_from),
+                       "valid_to": format_instant(record.valid_to), "source": record.source,
+                       "content_hash": record.content_hash, "author": record.author}
+        hits.append(Hit(memory=record, score=ranked.score, snippet=ranked.snippet,
+                        matched_terms=ranked.matched_terms, age=_age(record.known_at, as_of_time), explain=details))
+    return RecallResult(query=query, terms=ranking.terms, match_mode=ranking.match_mode, mode=mode,
+                        as_of=as_of_time, valid_at=valid_time, hits=hits, note=ranking.note, hint=ranking.hint)
 
 
 def visible_revision(*, memory: Memory, as_of: dt.datetime, valid_at: dt.datetime | None = None) -> Revision | None:

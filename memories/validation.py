@@ -18,6 +18,8 @@ TAG_MAX = 64
 TAG_RE = re.compile(r"[\w][\w.:/+-]*")
 REASON_MAX = 500
 TTL_DAYS_MAX = 36500
+QUERY_MAX_CHARS = 2000
+RECALL_LIMIT_MAX = 100
 
 
 def namespace(value) -> str:

@@ -61,9 +61,9 @@ import numpy as np
 from django.conf import settings
 from django.db import connection
 
-from memories.exceptions import MemoryServiceError
 from search import vectors
 from search.embeddings import EmbedderUnavailable, configured_torch, get_embedder
+from search.errors import Unavailable
 
 # Below this many stored vectors the float32 scan is as quick as the int8 scan plus its
 # bookkeeping (benchmarks/int8_scan.py: at 16k rows 0.51 ms against 0.67 for the int8
@@ -102,12 +102,6 @@ SKETCH_MIN_ENERGY = 0.5
 # they cover, far below anything that would open a row.
 _PAD = 2.0 ** -40
 _MARGIN = 2.0 ** -23 + 2.0 ** -30  # per component: the float32 dot product's rounding, twice over, and more
-
-
-class Unavailable(MemoryServiceError):
-    """A part of the engine the request needs cannot run here (for example, no embedding model)."""
-
-    code = "unavailable"
 
 
 class Stored(NamedTuple):

@@ -32,21 +32,14 @@ from dataclasses import dataclass, field
 import numpy as np
 from django.conf import settings
 from django.db import connection
-from django.utils import timezone
 
-from memories import selectors, validation
-from memories.exceptions import InvalidInput
-from memories.models import Tag
-from memories.records import MemoryRecord
-from memories.timeparse import format_instant, parse_optional_instant
 from search import arrays, postings, snapshot, snippets, substrings, text
-from search.cosines import Cosines, PendingVector, Unavailable
+from search.cosines import Cosines, PendingVector
+from search.errors import Unavailable
 
 # FTS5's bm25() constants.
 K1 = 1.2
 B = 0.75
-QUERY_MAX_CHARS = 2000
-LIMIT_MAX = 100
 # How deep each channel's own ranking goes (keyword and semantic modes, and the ranks
 # that explain shows); hybrid fusion scores every candidate, whatever its rank.
 CHANNEL_DEPTH = 200
@@ -105,43 +98,24 @@ _term_rows = _TermRows()
 
 
 @dataclass(frozen=True)
-class Hit:
-    memory: MemoryRecord
+class Ranked:
+    """One hit as search ranks it; the memories side adds the record."""
+
+    revision_id: int
+    memory_id: int
     score: float
     snippet: str
     matched_terms: list[str]
-    age: str
     explain: dict | None = None
-
-    def as_dict(self) -> dict:
-        data = {**self.memory.as_dict(), "score": self.score, "snippet": self.snippet,
-                "matched_terms": self.matched_terms, "age": self.age}
-        if self.explain is not None:
-            data["explain"] = self.explain
-        return data
 
 
 @dataclass(frozen=True)
-class RecallResult:
-    query: str
+class Ranking:
     terms: list[str]
     match_mode: str
-    mode: str
-    as_of: dt.datetime
-    valid_at: dt.datetime
-    hits: list[Hit]
+    hits: list[Ranked]
     note: str | None = None
     hint: str | None = None
-
-    def as_dict(self) -> dict:
-        data = {"query": self.query, "terms": self.terms, "match_mode": self.match_mode, "mode": self.mode,
-                "as_of": format_instant(self.as_of), "valid_at": format_instant(self.valid_at),
-                "hits": [hit.as_dict() for hit in self.hits]}
-        if self.note:
-            data["note"] = self.note
-        if self.hint:
-            data["hint"] = self.hint
-        return data
 
 
 @dataclass
@@ -209,61 +183,13 @@ def to_micros(moment: dt.datetime) -> int:
     return (moment - _EPOCH) // _MICRO
 
 
-def _names(value, *, field: str, check) -> list[str] | None:
-    if value is None or value == [] or value == "":
-        return None
-    values = [value] if isinstance(value, str) else value
-    if not isinstance(values, (list, tuple)) or not all(isinstance(item, str) for item in values):
-        raise InvalidInput(f"{field}: expected a name or a list of names.", field=field)
-    return [check(item) for item in values]
+def rank(*, query: str, namespaces: list[str] | None, kinds: list[str] | None, memory_ids: np.ndarray | None,
+         limit: int, match: str, mode: str, as_of: dt.datetime, valid_at: dt.datetime, explain: bool) -> Ranking:
+    """Return the revisions that best answer ``query`` as known at ``as_of``, about ``valid_at``.
 
-
-def _choice(value, *, field: str, choices: tuple[str, ...]) -> str:
-    if value not in choices:
-        raise InvalidInput(f"{field}: {value!r} is not one of {', '.join(choices)}.", field=field)
-    return value
-
-
-def _tagged_memories(tags: list[str]) -> np.ndarray:
-    """Ids of the memories that carry every one of ``tags``."""
-    slugs = sorted({tag.casefold() for tag in tags})
-    ids = None
-    for slug in slugs:
-        found = set(Tag.objects.filter(slug=slug).values_list("memories__id", flat=True))
-        ids = found if ids is None else ids & found
-    ids.discard(None)
-    return np.fromiter(ids, dtype=np.int64, count=len(ids))
-
-
-def recall(
-    *,
-    query: str,
-    namespace=None,
-    tags=None,
-    kinds=None,
-    limit: int = 8,
-    match: str = "auto",
-    mode: str = "hybrid",
-    as_of=None,
-    valid_at=None,
-    explain: bool = False,
-) -> RecallResult:
-    """Return the memories that best answer ``query`` as known at ``as_of``, about ``valid_at``."""
-    if not isinstance(query, str) or not query.strip():
-        raise InvalidInput("query: must be non-empty text.", field="query")
-    if len(query) > QUERY_MAX_CHARS:
-        raise InvalidInput(f"query: {len(query)} characters is over the limit of {QUERY_MAX_CHARS}.", field="query")
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= LIMIT_MAX:
-        raise InvalidInput(f"limit: {limit!r} is out of range 1..{LIMIT_MAX}.", field="limit")
-    match = _choice(match, field="match", choices=MATCH_MODES)
-    mode = _choice(mode, field="mode", choices=MODES)
-    if not isinstance(explain, bool):
-        raise InvalidInput("explain: expected true or false.", field="explain")
-    namespaces = _names(namespace, field="namespace", check=validation.namespace)
-    tag_names = validation.tags(tags) if tags else []
-    kind_names = _names(kinds, field="kinds", check=validation.kind)
-    as_of_time = parse_optional_instant(as_of, field="as_of") or timezone.now()
-    valid_time = parse_optional_instant(valid_at, field="valid_at") or as_of_time
+    The arguments are checked by the caller (``memories.selectors.memory_recall``).
+    ``memory_ids``: only these memories may be returned (a tag filter); None: any.
+    """
     cleaned = text.clean_query(query)
     # The query's vector is worked out on another thread while the keyword channels run (PendingVector says when).
     query_vector = PendingVector(lambda embedder: embedder.embed_query(query)) if mode != "keyword" else None
@@ -271,20 +197,19 @@ def recall(
     view = snapshot.current()
     # BM25 statistics come from every visible row of the namespaces searched; kinds and
     # tags only choose which of them may be returned.
-    visible = view.visible_rows(as_of=to_micros(as_of_time), valid_at=to_micros(valid_time),
+    visible = view.visible_rows(as_of=to_micros(as_of), valid_at=to_micros(valid_at),
                                 namespaces=namespaces)
     size = len(view.columns.revision) if view.columns is not None else 0
     # The visible set's own mask (shared, read-only; one slot longer than the rows), unless
     # kinds or tags narrow it.
     eligible = view.visible_mask(visible)[:size] if size else np.zeros(0, dtype=bool)
-    if kind_names is not None and size:
-        eligible = eligible & np.isin(view.columns.kind,
-                                      [code for code, name in enumerate(view.kinds) if name in kind_names])
-    if tag_names and size:
-        eligible = eligible & np.isin(view.columns.memory, _tagged_memories(tag_names))
+    if kinds is not None and size:
+        eligible = eligible & np.isin(view.columns.kind, [code for code, name in enumerate(view.kinds) if name in kinds])
+    if memory_ids is not None and size:
+        eligible = eligible & np.isin(view.columns.memory, memory_ids)
 
     search = _Search(view=view, visible=visible, eligible=eligible, terms=cleaned.terms, match=match,
-                     narrowed=kind_names is not None or bool(tag_names))
+                     narrowed=kinds is not None or memory_ids is not None)
     channels: dict[str, _Channel] = {}
     note = None
     if mode != "semantic" and cleaned.terms:
@@ -308,15 +233,12 @@ def recall(
     if explain:
         search.ensure_scored(ranked_rows)
     hits = _hits(view, ranked_rows, fused, channels=channels, search=search, cosines=cosines, explain=explain,
-                 as_of=as_of_time, context=context)
+                 context=context)
     hint = None
     if not hits:
         hint = _hint(cleaned, visible_count=len(visible), mode=mode)
-    return RecallResult(
-        query=query, terms=[token.raw for token in cleaned.terms], match_mode=search.match_used, mode=mode,
-        as_of=as_of_time, valid_at=valid_time, hits=hits,
-        note=" ".join(part for part in (note, vector_note) if part) or None, hint=hint,
-    )
+    return Ranking(terms=[token.raw for token in cleaned.terms], match_mode=search.match_used, hits=hits,
+                   note=" ".join(part for part in (note, vector_note) if part) or None, hint=hint)
 
 
 _zeros_lock = threading.Lock()
@@ -931,49 +853,35 @@ def _best(rows: np.ndarray, scores: np.ndarray, memory: np.ndarray, limit: int) 
     return within[np.lexsort((memory[rows[within]], -scores[within]))][:limit]
 
 
-def _age(known_at: dt.datetime, now: dt.datetime) -> str:
-    seconds = (now - known_at).total_seconds()
-    for unit, size in (("year", 365 * 86400), ("month", 30 * 86400), ("week", 7 * 86400), ("day", 86400),
-                       ("hour", 3600), ("minute", 60)):
-        if seconds >= size:
-            count = int(seconds // size)
-            return f"{count} {unit}{'s' if count != 1 else ''} ago"
-    return "just now"
-
-
-def _hits(view, rows, fused, *, channels, search, cosines, explain, as_of, context) -> list[Hit]:
+def _hits(view, rows, fused, *, channels, search, cosines, explain, context) -> list[Ranked]:
     if len(rows) == 0:
         return []
     revision_ids = view.columns.revision[rows].tolist()
-    records = selectors.records_for_revisions(revision_ids)
+    with connection.cursor() as cursor:
+        # Primary-key lookups: the text each snippet is cut from.
+        cursor.execute("SELECT id, content FROM memories_revision WHERE id IN (%s)" % ",".join(["%s"] * len(rows)),
+                       revision_ids)
+        contents = dict(cursor.fetchall())
     ranks = {name: dict(zip(channel.rows.tolist(), channel.ranks.tolist()))
              for name, channel in channels.items()} if explain else {}
     hit_cosines = cosines.at(rows).tolist() if cosines is not None else [math.nan] * len(rows)
     hits = []
     for row, revision_id, score, cosine in zip(rows.tolist(), revision_ids, fused.tolist(), hit_cosines):
-        record = records[revision_id]
         matched = [token.raw for index, token in enumerate(search.terms)
                    if search.matched[index, row] or (search.bigram[row] and text.has_cjk(token.raw))]
-        body = snippets.highlight(record.content, search.terms)
         details = None
         if explain:
             details = {
-                "revision_id": revision_id,
                 "ranks": {name: channel_ranks.get(row) for name, channel_ranks in ranks.items()},
                 "bm25": float(search.bm25[row]) if search.bm25[row] else None,
                 "bigram_bm25": float(search.bigram[row]) if search.bigram[row] else None,
                 "cosine": None if math.isnan(cosine) else cosine,
                 # Hybrid: the part of the score lent by neighbouring memories (MEMORY_FUSION_CONTEXT).
                 "context": None if context is None else float(context[row]),
-                "known_at": format_instant(record.known_at),
-                "valid_from": format_instant(record.valid_from),
-                "valid_to": format_instant(record.valid_to),
-                "source": record.source,
-                "content_hash": record.content_hash,
-                "author": record.author,
             }
-        hits.append(Hit(memory=record, score=score, snippet=body, matched_terms=matched,
-                        age=_age(record.known_at, as_of), explain=details))
+        hits.append(Ranked(revision_id=revision_id, memory_id=int(view.columns.memory[row]), score=score,
+                           snippet=snippets.highlight(contents[revision_id], search.terms), matched_terms=matched,
+                           explain=details))
     return hits
 
 

@@ -15,9 +15,9 @@ from types import SimpleNamespace
 import numpy as np
 from django.db import DatabaseError, connection, transaction
 
-from memories.exceptions import Conflict
 from search import cosines, postings, vectors
 from search.embeddings import BatchesAhead, EmbedderUnavailable, get_embedder, revision_text
+from search.errors import SpaceConflict
 
 logger = logging.getLogger(__name__)
 
@@ -192,7 +192,7 @@ def embed_ahead_of_batch(texts: Iterable[str]) -> None:
         return
     try:
         vectors.ensure_space(embedder)
-    except Conflict:
+    except SpaceConflict:
         return  # the batch leaves its vectors pending (index_revisions says why)
     _batch.ahead = embedder.embed_ahead(texts)
 
@@ -251,7 +251,7 @@ def index_revisions(revisions, *, ahead: BatchesAhead | None = None) -> None:
         return
     try:
         vectors.ensure_space(embedder)
-    except Conflict:
+    except SpaceConflict:
         logger.warning("Stored vectors belong to another embedder; run 'manage.py backfill --reembed'.")
         return
     bodies = [revision_text(revision.title, revision.content) for revision in with_text]

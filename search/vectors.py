@@ -25,9 +25,8 @@ from typing import NamedTuple
 import numpy as np
 from django.db import connection, transaction
 
-from memories.exceptions import Conflict
-from memories.models import Revision
 from search.embeddings import Embedder, get_embedder, revision_text
+from search.errors import SpaceConflict
 
 STORE_BATCH_SIZE = 64
 # Rows per vec0 chunk (see _create_space); vec0 wants a multiple of 8.
@@ -125,8 +124,8 @@ def _drop_space(cursor) -> None:
     cursor.execute("DELETE FROM search_embedding_space")
 
 
-def _mismatch(space: EmbeddingSpace, embedder: Embedder) -> Conflict:
-    return Conflict(
+def _mismatch(space: EmbeddingSpace, embedder: Embedder) -> SpaceConflict:
+    return SpaceConflict(
         f"The database holds vectors from the embedder {space.embedder} ({space.dim} dimensions), but "
         f"MEMORY_EMBEDDER selects {embedder.name} ({embedder.dim} dimensions); vectors of two models cannot be "
         f"mixed. Run `manage.py backfill --reembed` to re-embed every revision with {embedder.name}, or set "
@@ -135,14 +134,14 @@ def _mismatch(space: EmbeddingSpace, embedder: Embedder) -> Conflict:
 
 
 def check_space(embedder: Embedder) -> None:
-    """Raise Conflict when the database holds vectors of an embedder other than ``embedder``; write nothing."""
+    """Raise SpaceConflict when the database holds vectors of an embedder other than ``embedder``; write nothing."""
     space = current_space()
     if space is not None and not space.holds(embedder) and vector_count():
         raise _mismatch(space, embedder)
 
 
 def ensure_space(embedder: Embedder) -> EmbeddingSpace:
-    """Return the space for ``embedder``, creating it on first use; raise Conflict if it holds another model's vectors.
+    """Return the space for ``embedder``, creating it on first use; raise SpaceConflict if it holds another model's vectors.
 
     An empty space of another embedder is switched without asking: there is nothing to mix.
     """
@@ -196,7 +195,7 @@ def insert_vectors(revision_ids: Sequence[int], vectors: np.ndarray, *, embedder
     Revisions that already have a vector keep it (revisions are immutable, so it is
     the same one); ids of tombstones or of revisions that no longer exist store
     nothing. Runs in one transaction (the caller's, when there is one). Raises
-    Conflict when the database holds another embedder's vectors.
+    SpaceConflict when the database holds another embedder's vectors.
     """
     revision_ids = [int(revision_id) for revision_id in revision_ids]
     vectors = np.ascontiguousarray(vectors, dtype=np.float32)
@@ -291,11 +290,11 @@ def backfill_batch(*, after_id: int, limit: int, embedder: Embedder | None = Non
     revision_ids = pending_revision_ids(after_id=after_id, limit=limit)
     if not revision_ids:
         return BackfillBatch(revision_ids=[], embedded=0)
-    texts = {
-        revision_id: revision_text(title, content)
-        for revision_id, title, content in Revision.objects.filter(pk__in=revision_ids)
-        .values_list("id", "title", "content")
-    }
+    with connection.cursor() as cursor:
+        # Primary-key lookups.
+        cursor.execute("SELECT id, title, content FROM memories_revision WHERE id IN (%s)"
+                       % ",".join(["%s"] * len(revision_ids)), revision_ids)
+        texts = {revision_id: revision_text(title, content) for revision_id, title, content in cursor.fetchall()}
     present = [revision_id for revision_id in revision_ids if revision_id in texts]
     vectors = embedder.embed([texts[revision_id] for revision_id in present])
     embedded = insert_vectors(present, vectors, embedder=embedder)

@@ -24,7 +24,7 @@ from memories.exceptions import InvalidInput, NotFound, TooLarge
 from memories.models import Kind, Memory, Revision, Scope
 from memories.records import MemoryRecord
 from memories.services.lifecycle import get_memory
-from search import duplicates, engine
+from search import duplicates
 from telemetry import screening, wrapper
 from telemetry.models import HookRecall, InjectedMemory, Injection, RefusedIngest, estimate_tokens
 from telemetry.records import HookBlock, HookHit, IngestResult, InjectionRecord
@@ -33,7 +33,7 @@ HOOK_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._:/+-]{0,63}")
 SESSION_MAX = 200
 # A report's block size is the harness's word; this only keeps nonsense out of the sums.
 REPORT_CHARACTERS_MAX = 1_000_000
-REPORT_MEMORIES_MAX = engine.LIMIT_MAX
+REPORT_MEMORIES_MAX = validation.RECALL_LIMIT_MAX
 
 
 class InjectionSuspected(InvalidInput):
@@ -105,7 +105,7 @@ def hook_recall(
     hook = _name(hook, field="hook", required=False)
     session = _session(session)
     namespaces = caller.namespaces_to_read(namespace)
-    result = engine.recall(query=query, namespace=namespaces, tags=tags, kinds=kinds, limit=limit, mode=mode)
+    result = selectors.memory_recall(query=query, namespace=namespaces, tags=tags, kinds=kinds, limit=limit, mode=mode)
     entries = [
         wrapper.Entry(memory_id=hit.memory.id, namespace=hit.memory.namespace, key=hit.memory.key,
                       title=hit.memory.title, age=hit.age, content=hit.memory.content)
@@ -276,8 +276,8 @@ def hook_report(
         query = ""
     if not isinstance(query, str):
         raise InvalidInput(f"query: expected text, got {type(query).__name__}.", field="query")
-    if len(query) > engine.QUERY_MAX_CHARS:
-        raise TooLarge(f"query: {len(query)} characters is over the limit of {engine.QUERY_MAX_CHARS}.",
+    if len(query) > validation.QUERY_MAX_CHARS:
+        raise TooLarge(f"query: {len(query)} characters is over the limit of {validation.QUERY_MAX_CHARS}.",
                        field="query")
     if isinstance(characters, bool) or not isinstance(characters, int) or not 0 <= characters <= REPORT_CHARACTERS_MAX:
         raise InvalidInput(f"characters: {characters!r} is out of range 0..{REPORT_CHARACTERS_MAX}.",

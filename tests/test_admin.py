@@ -13,7 +13,8 @@ from django.utils import timezone
 from memories import services
 from memories.exceptions import InvalidInput
 from memories.models import AuditEvent, ErasureReceipt, Memory, Revision, State
-from search import engine
+from memories.selectors import memory_recall
+from memories.validation import QUERY_MAX_CHARS, RECALL_LIMIT_MAX
 
 CHANGELIST = "/admin/memories/memory/"
 ADMIN = {"actor": "user:admin", "interface": "admin"}
@@ -147,7 +148,7 @@ def searchable(remember):
 
 
 def test_search_box_uses_recall_and_keeps_its_order(admin_client, searchable):
-    expected = [hit.memory.id for hit in engine.recall(query="database backups", limit=engine.LIMIT_MAX).hits]
+    expected = [hit.memory.id for hit in memory_recall(query="database backups", limit=RECALL_LIMIT_MAX).hits]
     assert len(expected) >= 2
     response = admin_client.get(CHANGELIST, {"q": "database backups"})
     assert response.status_code == 200
@@ -179,12 +180,12 @@ def test_a_searched_list_takes_as_many_queries_for_many_hits_as_for_few(admin_cl
 def test_search_is_not_a_substring_match(admin_client, searchable, remember):
     # "atab" is inside "database", and icontains would find it; recall looks for words and meanings.
     response = admin_client.get(CHANGELIST, {"q": "atab"})
-    hits = [hit.memory.id for hit in engine.recall(query="atab", limit=engine.LIMIT_MAX).hits]
+    hits = [hit.memory.id for hit in memory_recall(query="atab", limit=RECALL_LIMIT_MAX).hits]
     assert row_ids(response) == hits
 
 
 def test_search_with_a_sorted_column_keeps_the_matches_but_sorts_by_the_column(admin_client, searchable):
-    expected = {hit.memory.id for hit in engine.recall(query="database", limit=engine.LIMIT_MAX).hits}
+    expected = {hit.memory.id for hit in memory_recall(query="database", limit=RECALL_LIMIT_MAX).hits}
     response = admin_client.get(CHANGELIST, {"q": "database", "o": "1"})  # column 1: id, ascending
     assert row_ids(response) == sorted(expected)
 
@@ -203,7 +204,7 @@ def test_hostile_search_queries_answer_a_page(admin_client, searchable, query):
 
 
 def test_a_search_the_engine_refuses_shows_a_message_and_no_rows(admin_client, searchable):
-    response = admin_client.get(CHANGELIST, {"q": "x" * (engine.QUERY_MAX_CHARS + 1)})
+    response = admin_client.get(CHANGELIST, {"q": "x" * (QUERY_MAX_CHARS + 1)})
     assert response.status_code == 200
     assert row_ids(response) == []
     assert any(text.startswith("Search failed: query:") for text in message_texts(response))
@@ -446,9 +447,9 @@ def test_move_namespace_asks_for_the_namespace_then_moves_with_history(admin_cli
     assert Revision.objects.filter(memory_id=tea.id).count() == 2
     assert AuditEvent.objects.filter(action="move", memory_id=tea.id,
                                      detail={"from_namespace": "acme", "to_namespace": "archive"}).exists()
-    hits = engine.recall(query="green tea", namespace="archive").hits
+    hits = memory_recall(query="green tea", namespace="archive").hits
     assert [hit.memory.id for hit in hits][:1] == [tea.id]
-    assert not engine.recall(query="green tea", namespace="acme").hits
+    assert not memory_recall(query="green tea", namespace="acme").hits
 
 
 def test_a_move_the_target_refuses_moves_nothing(admin_client, remember):
@@ -545,7 +546,7 @@ def test_a_forgotten_memory_moves_and_stays_forgotten_with_its_history(remember,
     result = services.memory_move(memory_id=memory_id, namespace="attic", **ADMIN)
     assert result.changed and result.memory.namespace == "attic" and result.memory.state == "forgotten"
     services.memory_restore(memory_id=memory_id, **actor)
-    assert [hit.memory.id for hit in engine.recall(query="movable", namespace="attic").hits] == [memory_id]
+    assert [hit.memory.id for hit in memory_recall(query="movable", namespace="attic").hits] == [memory_id]
 
 
 @pytest.mark.parametrize("memory_ids", ["1,2", [0], [True], ["3"], 7])

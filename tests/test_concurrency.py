@@ -127,11 +127,12 @@ def test_writers_revising_one_memory_leave_one_strictly_ordered_history(instance
 THREADS = """
 import json, threading
 from django.db import connection
-from search import engine, snapshot, vectors
+from memories.selectors import memory_recall
+from search import snapshot, vectors
 
 for number in range(20):
     services.memory_remember(namespace="race", content=f"Seed note {number} about the nightly backup.", **ACTOR)
-engine.recall(query="nightly backup", namespace="race", mode="hybrid")  # the copies, loaded once
+memory_recall(query="nightly backup", namespace="race", mode="hybrid")  # the copies, loaded once
 reloads, failures, found = [], [], []
 real_extend, real_load = snapshot._extend, vectors.load_vectors
 
@@ -162,7 +163,7 @@ def reader():
     try:
         start.wait()
         for number in range(15):
-            found.append(len(engine.recall(query="entry rota", namespace="race", mode="hybrid", limit=5).hits))
+            found.append(len(memory_recall(query="entry rota", namespace="race", mode="hybrid", limit=5).hits))
     except Exception as error:
         failures.append(repr(error))
     finally:
@@ -174,7 +175,7 @@ for thread in threads:
     thread.start()
 for thread in threads:
     thread.join()
-hits = {hit.memory.content for hit in engine.recall(query="wrote entry rota", namespace="race", mode="keyword",
+hits = {hit.memory.content for hit in memory_recall(query="wrote entry rota", namespace="race", mode="keyword",
                                                      limit=100).hits}
 print(json.dumps({"failures": failures, "reloads": reloads, "found": found, "hits": sorted(hits)}))
 """

@@ -12,7 +12,6 @@ import pytest
 
 from memories import selectors, services
 from memories.exceptions import MemoryServiceError
-from search import engine
 from tests.mcp_client import ToolFailed, http_client
 from tests.subprocesses import migrated_db, module_instance, serve  # noqa: F401  (fixtures)
 
@@ -64,7 +63,7 @@ class ServiceDriver:
         return [revision.as_dict() for revision in self._run(selectors.memory_history, memory_id=memory_id)]
 
     def recall(self, query, **options) -> dict:
-        return self._run(engine.recall, query=query, namespace=self.namespace, **options).as_dict()
+        return self._run(selectors.memory_recall, query=query, namespace=self.namespace, **options).as_dict()
 
 
 class McpDriver:

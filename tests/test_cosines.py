@@ -15,9 +15,9 @@ import pytest
 import torch
 
 from memories import services
+from memories.selectors import memory_recall as recall
 from search import cosines, engine
 from search.duplicates import find_near_twin
-from search.engine import recall
 from tests.helpers import Committed
 
 WORDS = ("deploy release friday backup database invoice budget design review mobile python kubernetes "

@@ -14,8 +14,9 @@ import torch
 from django.core.management import CommandError, call_command
 
 from memories import services
-from memories.exceptions import Conflict
+from memories.management.commands.backfill import progress_text
 from memories.models import Revision
+from memories.selectors import memory_recall as recall
 from memories.services import transfer
 from search import embeddings, indexing, vectors
 from search.embeddings import (
@@ -37,8 +38,7 @@ from search.embeddings import (
     revision_text,
     warm_up,
 )
-from search.engine import recall
-from search.management.commands.backfill import progress_text
+from search.errors import SpaceConflict
 from tests.subprocesses import clean_env, instance, manage, migrated_db, python  # noqa: F401  (fixtures)
 
 ACTOR = {"actor": "tester", "interface": "cli"}
@@ -576,11 +576,11 @@ def test_vectors_of_another_model_are_refused_with_the_reembed_hint(db, hash_wri
     revision_id = remember("The deploy happens on Tuesdays.").memory.revision_id
     assert vectors.current_space().embedder == "hash-v1"
 
-    with pytest.raises(Conflict, match=r"hash-v1 \(384 dimensions\).*all-MiniLM-L6-v2.*manage.py backfill --reembed"):
+    with pytest.raises(SpaceConflict, match=r"hash-v1 \(384 dimensions\).*all-MiniLM-L6-v2.*manage.py backfill --reembed"):
         vectors.ensure_space(minilm)
-    with pytest.raises(Conflict, match="backfill --reembed"):
+    with pytest.raises(SpaceConflict, match="backfill --reembed"):
         vectors.insert_vectors([revision_id], minilm.embed(["x"]), embedder=minilm)
-    with pytest.raises(Conflict, match="backfill --reembed"):
+    with pytest.raises(SpaceConflict, match="backfill --reembed"):
         vectors.ensure_space(HashEmbedder(dim=64))
     assert vectors.vector_count() == 1
 

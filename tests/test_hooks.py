@@ -7,7 +7,7 @@ import pytest
 
 from memories.access import PermissionDenied
 from memories.exceptions import InvalidInput
-from search import engine
+from memories.selectors import memory_recall
 from telemetry import wrapper
 from telemetry.models import HookRecall
 from telemetry.reading import read
@@ -54,7 +54,7 @@ def test_block_wraps_the_hits_in_memory_context_tags_under_a_reference_data_line
 
 def test_block_holds_the_same_hits_as_recall_in_the_same_order(acme, stored):
     result = hook_recall(caller=acme, query="deploy", limit=5)
-    recalled = engine.recall(query="deploy", namespace=["acme"], limit=5)
+    recalled = memory_recall(query="deploy", namespace=["acme"], limit=5)
 
     assert [(hit.memory_id, hit.revision_id, hit.score) for hit in result.hits] == [
         (hit.memory.id, hit.memory.revision_id, hit.score) for hit in recalled.hits]

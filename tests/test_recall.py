@@ -8,11 +8,11 @@ import pytest
 from django.utils import timezone
 
 from memories import services
-from memories.exceptions import InvalidInput
+from memories.exceptions import InvalidInput, Unavailable
 from memories.selectors import memory_history
+from memories.selectors import memory_recall as recall
 from search import engine, snapshot
 from search.embeddings import EmbedderUnavailable, get_embedder
-from search.engine import Unavailable, recall
 
 ACTOR = {"actor": "tester", "interface": "cli"}
 MICRO = dt.timedelta(microseconds=1)

@@ -10,14 +10,16 @@ import datetime as dt
 
 from django.db import connection, transaction
 from django.test import override_settings
-from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from memories import validation
 from memories.models import Memory, Revision
+from memories.selectors import memory_recall as recall
 from memories.services.lifecycle import append_revision
 from search import postings
 from search.embeddings import revision_text
-from search.engine import recall
 
 # Words whose light roots are no prefix of another word's stem, so a query word matches
 # exactly its own stem and FTS5 can score the same query with plain phrases.

@@ -13,11 +13,11 @@ from django.db import connection, transaction
 
 from memories import validation
 from memories.models import Memory
+from memories.selectors import memory_recall as recall
 from memories.services import memory_erase
 from memories.services.lifecycle import append_revision
 from search import cosines, engine, indexing, postings, snapshot, vectors
 from search.arrays import select
-from search.engine import recall
 from tests.subprocesses import instance, migrated_db  # noqa: F401  (fixtures)
 
 T0 = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
@@ -465,9 +465,10 @@ def test_erasure_takes_ids_out_of_every_segment_and_drops_the_emptied_ones(db, m
 def test_migrating_back_joins_each_term_s_segments_and_forward_splits_nothing(instance):
     read = """
         import json
-        from search import engine, postings
+        from memories.selectors import memory_recall
+        from search import postings
         print(json.dumps({"kiwi": postings.read_terms([[("kiwi", None)]], max_id=2**31)[0][0].tolist(),
-                          "hits": [hit.memory.key for hit in engine.recall(query="kiwi", mode="keyword").hits]}))
+                          "hits": [hit.memory.key for hit in memory_recall(query="kiwi", mode="keyword").hits]}))
     """
     instance.run("""
         from search import postings

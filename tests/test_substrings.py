@@ -5,11 +5,14 @@ import string
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
-from hypothesis import given, settings as hypothesis_settings, strategies as st
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 from pysqlite3 import dbapi2 as sqlite3
 
 from memories import services
-from search import engine, snapshot, substrings
+from memories.selectors import memory_recall
+from search import snapshot, substrings
 from tests.helpers import Committed
 
 
@@ -86,12 +89,12 @@ def test_a_recall_skips_the_substring_search_of_a_word_no_text_holds(db, committ
                                       "Quarterly budget review with finance", "Dark mode ships next sprint"]):
         remember(content, number)
     with CaptureQueriesContext(connection) as queries:
-        result = engine.recall(query="friday qwxyzzyplonk", namespace="acme", mode="keyword")
+        result = memory_recall(query="friday qwxyzzyplonk", namespace="acme", mode="keyword")
     assert [hit.memory.key for hit in result.hits] == ["m0"]
     assert not [query for query in queries.captured_queries if "search_fts_trigram" in query["sql"]]
     # A word found only inside another word still goes to the trigram index, and is found there.
     with CaptureQueriesContext(connection) as queries:
-        result = engine.recall(query="ubernete", namespace="acme", mode="keyword")
+        result = memory_recall(query="ubernete", namespace="acme", mode="keyword")
     assert [hit.memory.key for hit in result.hits] == ["m0"]
     assert [query for query in queries.captured_queries if "search_fts_trigram" in query["sql"]]
 
@@ -109,7 +112,7 @@ def test_answers_are_the_same_with_the_proof_and_without_it(db, monkeypatch):
         found = []
         for query in queries:
             for mode in ("keyword", "hybrid"):
-                result = engine.recall(query=query, namespace="acme", mode=mode, limit=10, explain=True)
+                result = memory_recall(query=query, namespace="acme", mode=mode, limit=10, explain=True)
                 found.append([(hit.memory.key, hit.score, hit.matched_terms, hit.explain) for hit in result.hits])
         return found
 

@@ -13,6 +13,7 @@ from django.utils import timezone
 from memories import selectors, services
 from memories.exceptions import Conflict, InvalidInput, NotFound, TooLarge
 from memories.models import AuditEvent, Memory, Revision, Tag
+from memories.selectors import memory_recall
 from memories.services.transfer import EXPORT_FORMAT, EXPORT_VERSION
 from tests.subprocesses import Instance, clean_env, instance, migrated_db  # noqa: F401  (fixtures)
 
@@ -421,7 +422,7 @@ def indexed_rows() -> dict:
 
 
 def test_a_trusted_restore_writes_every_row_and_makes_every_revision_searchable(remember, actor):
-    from search import engine, indexing
+    from search import indexing
 
     with transaction.atomic():
         build_history(remember, actor)
@@ -452,9 +453,9 @@ def test_a_trusted_restore_writes_every_row_and_makes_every_revision_searchable(
     with_text = Revision.objects.filter(tombstone=False).count()
     assert indexed_rows() == {"fts": with_text, "vectors": with_text}
     assert indexing.index_drift() == []
-    keyword = engine.recall(query="zebras", mode="keyword", limit=50)
+    keyword = memory_recall(query="zebras", mode="keyword", limit=50)
     assert {hit.memory.key for hit in keyword.hits} == {f"plain{number}" for number in range(30)}
-    semantic = engine.recall(query="Plain imported fact 7 about zebras.", mode="semantic", limit=1)
+    semantic = memory_recall(query="Plain imported fact 7 about zebras.", mode="semantic", limit=1)
     assert semantic.hits[0].memory.key == "plain7"
 
 

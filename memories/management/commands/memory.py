@@ -166,10 +166,7 @@ class Command(BaseCommand):
         return selectors.memory_stats(namespace=options["namespace"])
 
     def _recall(self, options):
-        # Imported here, so the other subcommands never pay for the search engine's start-up.
-        from search.engine import recall
-
-        return recall(query=options["query"], **_given(
+        return selectors.memory_recall(query=options["query"], **_given(
             namespace=options["namespace"], tags=options["tags"], kinds=options["kinds"], limit=options["limit"],
             match=options["match"], mode=options["mode"], as_of=options["as_of"], valid_at=options["valid_at"],
             explain=options["explain"],

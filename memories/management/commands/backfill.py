@@ -6,6 +6,7 @@ from memories.exceptions import MemoryServiceError
 from memories.management.cli import ProgressLine
 from search import vectors
 from search.embeddings import EmbedderUnavailable, get_embedder
+from search.errors import SearchError
 
 
 def _duration(seconds: float) -> str:
@@ -66,7 +67,7 @@ class Command(BaseCommand):
                 vectors.reset_space(embedder)
             else:
                 vectors.ensure_space(embedder)
-        except MemoryServiceError as error:
+        except (MemoryServiceError, SearchError) as error:
             raise CommandError(error.message) from error
 
         total = vectors.pending_count()
@@ -77,7 +78,7 @@ class Command(BaseCommand):
             while True:
                 try:
                     batch = vectors.backfill_batch(after_id=after_id, limit=batch_size, embedder=embedder)
-                except (MemoryServiceError, EmbedderUnavailable) as error:
+                except (MemoryServiceError, SearchError, EmbedderUnavailable) as error:
                     raise CommandError(f"{error} {embedded} revision(s) were embedded before this; "
                                        "run backfill again to continue.") from error
                 if not batch.revision_ids:
