@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import numpy as np
 from django.db import DatabaseError, connection, transaction
 
-from search import cosines, postings, vectors
+from search import postings, vectors
 from search.embeddings import BatchesAhead, EmbedderUnavailable, get_embedder, revision_text
 from search.errors import SpaceConflict
 
@@ -82,33 +82,14 @@ _prepared: dict[tuple[str, str], np.ndarray] = {}
 _prepared_lock = threading.Lock()
 
 
-def embed_ahead(title: str, content: str) -> cosines.PendingVector | None:
-    """Start embedding a revision's text on a helper thread (``prepare`` then waits for it); None in ``batched``.
-
-    The write's near-duplicate check works out what it needs without the vector
-    meanwhile, and takes its cosines from this (``duplicates.find_near_twin``). Where
-    the embedder does not embed beside the caller (cosines.PendingVector), nothing
-    starts, and ``prepare`` embeds as it always did.
-    """
-    if getattr(_batch, "ids", None) is not None:
-        return None
-    return cosines.PendingVector(lambda embedder: text_vector(embedder, title, content))
-
-
-def prepare(title: str, content: str, *, ahead: cosines.PendingVector | None = None) -> None:
+def prepare(title: str, content: str) -> None:
     """Embed a revision's text ahead of its write, so the write lock is held for the inserts only.
 
-    Embedding takes milliseconds (and loading the model, seconds); done under the
-    lock, it would make every other writer wait. Failing here costs nothing: the
-    write embeds for itself, or leaves the vector pending. Inside ``batched`` it does
-    nothing: the batch embeds all its texts together at the end. ``ahead``: the same
-    text's embedding started by ``embed_ahead``, waited for here (its vector is kept
-    for the write like any other).
+    Failing here costs nothing: the write embeds for itself, or leaves the vector pending.
+    Inside ``batched`` it does nothing: the batch embeds all its texts together at the end.
     """
-    if getattr(_batch, "ids", None) is not None:
+    if in_batch():
         return
-    if ahead is not None:
-        ahead.wait()
     embedder = get_embedder()
     if not embedder.available():
         return

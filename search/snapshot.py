@@ -11,6 +11,7 @@ This is the same rule as ``memories.models._visibility_candidates`` (the SQL for
 the property tests check the two agree.
 """
 
+import datetime as dt
 import threading
 from dataclasses import dataclass, field
 
@@ -20,6 +21,13 @@ from django.db import connection
 from search import arrays
 
 OPEN = np.iinfo(np.int64).max  # valid_to / expires_at that never come
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_MICRO = dt.timedelta(microseconds=1)
+
+
+def to_micros(moment: dt.datetime) -> int:
+    """A time as the columns hold it: integer microseconds since the epoch."""
+    return (moment - _EPOCH) // _MICRO
 
 # Times are stored by Django as 'YYYY-MM-DD HH:MM:SS[.ffffff]' (UTC); SQLite turns them
 # into exact integer microseconds (julianday would round through a double).
@@ -100,7 +108,7 @@ _EVENT_COLUMNS = ("known", "expires", "valid_from", "valid_to")
 class View:
     """One consistent state of the copy; refreshes build a new View, never change one."""
 
-    columns: Columns | None
+    columns: Columns
     # Revision id -> row; absent ids map to -1, so a mask with one extra False slot at its
     # end (visible_mask) reads them as not visible without a test.
     position: np.ndarray
@@ -113,9 +121,6 @@ class View:
     stats: dict = field(default_factory=dict, compare=False, repr=False)  # see visible_memo
     lock: threading.Lock = field(default_factory=threading.Lock, compare=False, repr=False)
     room: "_Room | None" = field(default=None, compare=False, repr=False)  # see _extend
-    # What other modules keep for this copy of the database (``substrings``): shared by every
-    # view extended from this one, and dropped with it when the copy reloads from scratch.
-    carried: dict = field(default_factory=dict, compare=False, repr=False)
 
     def visible_rows(self, *, as_of: int, valid_at: int, namespaces: list[str] | None = None,
                      kinds: list[str] | None = None) -> np.ndarray:
@@ -127,8 +132,6 @@ class View:
         TTL or a validity bound passes). Counting costs four binary searches.
         """
         c = self.columns
-        if c is None:
-            return np.empty(0, dtype=np.int64)
         with self.lock:
             if not self.events:
                 self.events.append(Events.of(c))
@@ -217,7 +220,8 @@ class View:
         return winners
 
 
-_EMPTY = View(columns=None, position=np.full(1, -1, dtype=np.int64), namespaces=(), kinds=(), max_id=0, anchor=None)
+_EMPTY = View(columns=Columns(*(np.zeros(0, dtype=bool if name == "tombstone" else np.int64) for name in _COLUMNS)),
+              position=np.full(1, -1, dtype=np.int64), namespaces=(), kinds=(), max_id=0, anchor=None)
 
 
 class Snapshot:
@@ -304,8 +308,7 @@ def _extend(view: View, *, after: int, shared: bool = False) -> View:
     new = Columns(*(getattr(new, name)[order] for name in _COLUMNS))
     max_id = int(new.revision.max())  # new ids are above every old one
     old = view.columns
-    carried = view.carried if old is not None else {}  # a copy loaded from scratch starts afresh
-    if old is not None and len(old.revision) and (
+    if len(old.revision) and (
             new.memory[0] > old.memory[-1] or (new.memory[0] == old.memory[-1] and new.known[0] >= old.known[-1])):
         # Every new row sorts after the last old one (a new memory, the usual write): appended,
         # into the room after the old arrays when it is free, so no column is copied.
@@ -315,14 +318,14 @@ def _extend(view: View, *, after: int, shared: bool = False) -> View:
         if room is not None:
             columns, position, events = room.append(view, new, max_id)
             return View(columns=columns, position=position, namespaces=tuple(namespaces), kinds=tuple(kinds),
-                        max_id=max_id, anchor=anchor, events=events, room=room, carried=carried)
-    columns = _merged(old, new) if old is not None else new
+                        max_id=max_id, anchor=anchor, events=events, room=room)
+    columns = _merged(old, new) if len(old.revision) else new
     position = np.full(max_id + 1, -1, dtype=np.int64)
     position[columns.revision] = np.arange(len(columns.revision))
     # A write adds a few rows: merging their times into the sorted ones beats sorting afresh.
     events = [view.events[0].plus(new)] if view.events else []
     return View(columns=columns, position=position, namespaces=tuple(namespaces), kinds=tuple(kinds),
-                max_id=max_id, anchor=anchor, events=events, carried=carried)
+                max_id=max_id, anchor=anchor, events=events)
 
 
 class _Room:

@@ -1,14 +1,13 @@
 """Near-duplicate detection on write: the write goes ahead and reports the namespace's closest memory."""
 
 import json
-import threading
 
 import numpy as np
 import pytest
 
 from memories import services
 from memories.models import AuditEvent, Memory
-from search import cosines, duplicates, vectors
+from search import cosines, vectors
 from search.duplicates import find_near_twin
 from search.embeddings import get_embedder, revision_text
 
@@ -28,64 +27,41 @@ def test_a_near_duplicate_is_written_and_names_its_twin(remember):
                                              "cosine": round(second.near_twin.cosine, 4)}
 
 
-def test_the_text_is_embedded_once_on_a_helper_for_both_the_check_and_the_write(remember, monkeypatch):
+def test_the_text_is_embedded_once_for_both_the_check_and_the_write(remember, monkeypatch):
     first = remember(DEPLOY).memory
     embedder = get_embedder()
-    monkeypatch.setattr(type(embedder), "embeds_beside", True)  # as MiniLM's traced pipeline does
     embed, calls = embedder.embed, []
-
-    def watched(texts):
-        calls.append((list(texts), threading.current_thread().name))
-        return embed(texts)
-
-    monkeypatch.setattr(embedder, "embed", watched)
-    at_least, scans = cosines.Cosines.at_least, []
-    monkeypatch.setattr(cosines.Cosines, "at_least",
-                        lambda self, *args: scans.append(threading.current_thread().name) or at_least(self, *args))
+    monkeypatch.setattr(embedder, "embed", lambda texts: calls.append(list(texts)) or embed(texts))
     second = remember(REWORDED)
     assert second.near_twin.memory_id == first.id
-    assert len(calls) == 1 and calls[0][0] == [revision_text(None, REWORDED)]
-    assert calls[0][1].startswith("pending-vector")
-    assert scans == [calls[0][1]]  # the helper went straight on from the embedding to the scan
+    assert calls == [[revision_text(None, REWORDED)]]
     ids, matrix = vectors.load_matrix()
     stored = matrix[list(ids).index(second.memory.revision_id)]
     np.testing.assert_array_equal(stored, embed([revision_text(None, REWORDED)])[0])
 
 
-def test_the_scan_runs_beside_the_inserts_and_the_audit_names_the_twin(remember, monkeypatch):
+def test_the_audit_names_the_twin(remember):
     first = remember(DEPLOY).memory
-    at_least, threads = cosines.Cosines.at_least, []
-
-    def watched(self, least, rows):
-        threads.append(threading.current_thread().name)
-        return at_least(self, least, rows)
-
-    monkeypatch.setattr(cosines.Cosines, "at_least", watched)
     second = remember(REWORDED)
     assert second.near_twin.memory_id == first.id
-    assert len(threads) == 1 and threads[0].startswith("pending-vector")
     event = AuditEvent.objects.get(action="remember", memory_id=second.memory.id)
     assert event.detail["near_twin"] == second.near_twin.as_dict()
     # Asked directly, the same check on the caller's thread finds the same twin.
     assert find_near_twin(REWORDED, namespace="acme", exclude_memory_id=second.memory.id) == second.near_twin
-    assert threads[1] == threading.current_thread().name
 
 
-def test_over_many_vectors_the_scan_runs_before_the_write_lock(remember, monkeypatch):
+def test_the_scan_runs_before_the_write_lock(remember, monkeypatch):
     first = remember(DEPLOY).memory
-    at_least, threads = cosines.Cosines.at_least, []
+    scan, seen = cosines.Cosines.__init__, []
 
-    def watched(self, least, rows):
-        threads.append((threading.current_thread().name, Memory.objects.count()))
-        return at_least(self, least, rows)
+    def watched(self, *args, **kwargs):
+        seen.append(Memory.objects.count())
+        scan(self, *args, **kwargs)
 
-    monkeypatch.setattr(cosines.Cosines, "at_least", watched)
-    monkeypatch.setattr(duplicates, "SCAN_BESIDE_MAX_VECTORS", 0)  # the store holds 1 vector
+    monkeypatch.setattr(cosines.Cosines, "__init__", watched)
     second = remember(REWORDED)
     assert second.near_twin.memory_id == first.id
-    assert threads == [(threading.current_thread().name, 1)]  # on this thread, before the new memory's insert
-    event = AuditEvent.objects.get(action="remember", memory_id=second.memory.id)
-    assert event.detail["near_twin"] == second.near_twin.as_dict()
+    assert seen == [1]  # before the new memory's insert
 
 
 def test_unrelated_text_has_no_twin(remember):

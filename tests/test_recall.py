@@ -11,7 +11,7 @@ from memories import services
 from memories.exceptions import InvalidInput, Unavailable
 from memories.selectors import memory_history
 from memories.selectors import memory_recall as recall
-from search import engine, snapshot
+from search import channels, fusion, snapshot
 from search.embeddings import EmbedderUnavailable, get_embedder
 
 ACTOR = {"actor": "tester", "interface": "cli"}
@@ -178,20 +178,19 @@ def test_neighbours_are_kept_with_the_visible_set_unless_kinds_or_tags_narrow_it
     for content, kind in [("Use pnpm.", "decision"), ("pnpm workspaces.", "note"), ("Use poetry.", "decision")]:
         remember(content, kind=kind)
     view = snapshot.current()
-    now = engine.to_micros(timezone.now())
+    now = snapshot.to_micros(timezone.now())
     visible = view.visible_rows(as_of=now, valid_at=now)
     every = view.visible_mask(visible)[:len(view.columns.revision)]
 
     def neighbours(eligible, narrowed):
-        return engine._Search(view=view, visible=visible, eligible=eligible, terms=[], match="auto",
-                              narrowed=narrowed).neighbours()
+        return fusion._neighbours(channels.Scope(view, visible, eligible, narrowed))
 
     whole = neighbours(every, False)
     assert neighbours(every, False) is whole  # one per visible set
     decisions = every & (view.columns.kind == view.kinds.index("decision"))
     narrowed = neighbours(decisions, True)
-    assert narrowed is not whole and narrowed.sequence.tolist() == np.flatnonzero(decisions).tolist()
-    assert whole.sequence.tolist() == np.flatnonzero(every).tolist() and neighbours(every, False) is whole
+    assert narrowed is not whole and narrowed[0].tolist() == np.flatnonzero(decisions).tolist()
+    assert whole[0].tolist() == np.flatnonzero(every).tolist()
 
 
 def test_explain_shows_where_a_score_came_from(corpus):
@@ -222,20 +221,20 @@ def test_explain_shows_the_bm25_of_a_hybrid_hit_holding_only_some_words(corpus):
 
 
 def test_a_snippet_brackets_whole_words_only_even_where_its_window_cuts_one(db):
-    from search import snippets
+    from search import hits as snippets
     from search.text import clean_query
 
     # The window is 240 characters from the start; "deployment" straddles its end so that
     # the cut leaves "deploy", itself a matching word elsewhere: it must not be bracketed.
     head = "We deploy daily. "
     content = head + "x" * (snippets.WINDOW_CHARS - len(head) - len("deploy") - 1) + " deployment and more"
-    snippet = snippets.highlight(content, clean_query("deploy").terms)
+    snippet = snippets.snippet(content, clean_query("deploy").terms)
     assert snippet.startswith("We [deploy] daily.") and snippet.endswith(" deploy…")
-    assert snippets.highlight("nothing here", clean_query("deploy").terms) == "nothing here"
+    assert snippets.snippet("nothing here", clean_query("deploy").terms) == "nothing here"
 
 
 def test_a_snippet_window_opens_at_a_whole_word_and_brackets_no_part_of_one(db):
-    from search import snippets
+    from search import hits as snippets
     from search.text import clean_query
 
     # The first match is 130 characters in, so the window opens a third of its width before
@@ -244,31 +243,31 @@ def test_a_snippet_window_opens_at_a_whole_word_and_brackets_no_part_of_one(db):
     first = content.index(" ship ") + 1
     start = first - snippets.WINDOW_CHARS // 3
     assert content[start:start + 4] == "ship" and content[start - 1] == "x"
-    snippet = snippets.highlight(content, clean_query("deploy ship").terms)
+    snippet = snippets.snippet(content, clean_query("deploy ship").terms)
     assert snippet == "…" + "word " * 15 + "[ship] the [deploy] now"
-    assert snippets.highlight("ship hardship ship", clean_query("ship").terms) == "[ship] hardship [ship]"
+    assert snippets.snippet("ship hardship ship", clean_query("ship").terms) == "[ship] hardship [ship]"
 
 
 def test_a_snippet_is_right_when_its_word_cache_fills_up_mid_content(db, monkeypatch):
-    from search import snippets
+    from search import hits as snippets
     from search.text import clean_query
 
     terms = clean_query("deploy").terms
-    assert snippets.highlight("we deploy", terms) == "we [deploy]"  # "we" and "deploy" are now cached
+    assert snippets.snippet("we deploy", terms) == "we [deploy]"  # "we" and "deploy" are now cached
     monkeypatch.setattr(snippets, "_STEMS_MAX", len(snippets._stems))  # full: one new word empties it
-    assert snippets.highlight("we deploy often", terms) == "we [deploy] often"
+    assert snippets.snippet("we deploy often", terms) == "we [deploy] often"
 
 
 def test_a_full_word_cache_is_replaced_not_emptied_under_a_thread_reading_it(db, monkeypatch):
-    from search import snippets
+    from search import hits as snippets
     from search.text import clean_query
 
     terms = clean_query("deploy").terms
-    snippets.highlight("we deploy", terms)
+    snippets.snippet("we deploy", terms)
     held = snippets._stems  # what another thread's highlight may be reading right now
     words = dict(held)
     monkeypatch.setattr(snippets, "_STEMS_MAX", len(held))
-    assert snippets.highlight("they deploy nightly", terms) == "they [deploy] nightly"
+    assert snippets.snippet("they deploy nightly", terms) == "they [deploy] nightly"
     assert held == words and snippets._stems is not held
 
 
@@ -308,7 +307,7 @@ def test_the_query_is_embedded_on_a_helper_thread_whose_failure_reads_as_before(
     assert threads == [threading.current_thread().name]  # hashing holds the GIL: no helper
     monkeypatch.setattr(type(embedder), "embeds_beside", True)  # as MiniLM's traced pipeline does
     assert contents(recall(query="deploys", explain=True)) == ["Deploys happen on Tuesdays."]
-    assert len(threads) == 2 and threads[1].startswith("pending-vector")
+    assert len(threads) == 2 and threads[1].startswith("query-embedding")
     recall(query="deploys", mode="keyword")
     assert len(threads) == 2  # keyword recalls embed nothing
 
@@ -342,37 +341,3 @@ def test_rrf_fusion_with_neighbour_context_reports_the_context(corpus, settings)
     settings.MEMORY_FUSION_CONTEXT = 0.5
     result = recall(query="deploy", mode="hybrid", explain=True)
     assert result.hits and all(hit.explain["context"] is not None for hit in result.hits)
-
-
-def test_recall_answers_the_same_from_the_rows_it_kept_for_common_terms(remember, monkeypatch):
-    words = ["deploy", "friday", "budget", "review", "kubernetes", "ledger", "sprint", "design"]
-    for number in range(60):
-        picked = [words[(number * step) % len(words)] for step in (1, 3, 5)][: 1 + number % 3]
-        remember(f"Note {number}: " + " ".join(picked) + (" deploys nightly" if number % 4 == 0 else ""),
-                 namespace="acme" if number % 5 else "other", key=f"n{number}")
-    view = snapshot.current()
-    monkeypatch.setattr(snapshot, "current", lambda: view)  # one visible set "now" for every recall, as between writes
-    queries = ["deploy friday", "budget review ledger", "kubernetes qwxyz", "deploying sprint design", "note"]
-
-    def answers():
-        return [[(hit.memory.key, hit.score, hit.matched_terms, hit.explain) for hit in recall(
-                    query=query, namespace=namespace, mode=mode, match=match, limit=20, explain=True).hits]
-                for query in queries for mode in ("keyword", "hybrid") for match in ("auto", "any")
-                for namespace in ("acme", ["acme", "other"])]
-
-    monkeypatch.setattr(engine, "TERM_ROWS_MIN_IDS", 10**9)
-    fresh = answers()
-    kept = engine._TermRows()
-    monkeypatch.setattr(engine, "_term_rows", kept)
-    monkeypatch.setattr(engine, "TERM_ROWS_MIN_IDS", 1)
-    reused = []
-    rows = kept.rows
-    monkeypatch.setattr(kept, "rows", lambda visible, key: reused.append(rows(visible, key)) or reused[-1])
-    assert answers() == fresh  # the rows kept on the way
-    assert answers() == fresh and sum(entry is not None for entry in reused) > len(reused) // 2  # and read back
-    assert kept.size == sum(entry[1].nbytes + entry[2].nbytes for entry in kept.entries.values())
-    largest = max(entry[1].nbytes + entry[2].nbytes for entry in kept.entries.values())
-    monkeypatch.setattr(engine, "TERM_ROWS_BYTES", largest)  # room for few entries: the others dropped as they come
-    monkeypatch.setattr(engine, "_term_rows", engine._TermRows())
-    assert answers() == fresh and 1 <= len(engine._term_rows.entries) < len(kept.entries)
-    assert engine._term_rows.size <= largest

@@ -16,8 +16,7 @@ from memories.models import Memory
 from memories.selectors import memory_recall as recall
 from memories.services import memory_erase
 from memories.services.lifecycle import append_revision
-from search import cosines, engine, indexing, postings, snapshot, vectors
-from search.arrays import select
+from search import cosines, indexing, postings, snapshot, vectors
 from tests.subprocesses import instance, migrated_db  # noqa: F401  (fixtures)
 
 T0 = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
@@ -279,7 +278,7 @@ def test_cached_visible_rows_follow_the_clock_without_a_write(db):
     view = snapshot._extend(snapshot._EMPTY, after=0)
 
     def visible(as_of, valid_at=None):
-        return view.visible_rows(as_of=engine.to_micros(as_of), valid_at=engine.to_micros(valid_at or as_of)).tolist()
+        return view.visible_rows(as_of=snapshot.to_micros(as_of), valid_at=snapshot.to_micros(valid_at or as_of)).tolist()
 
     assert visible(T0 + DAY) == [0]
     assert visible(T0 + 10 * DAY) == []  # the TTL ends visibility at the instant
@@ -293,34 +292,23 @@ def test_cached_visible_rows_follow_the_clock_without_a_write(db):
     assert recall(query="ephemeral", mode="keyword", as_of="2024-01-12").hits == []
 
 
-def test_the_vector_copy_appends_in_place_without_changing_what_it_handed_out():
-    copy = cosines._VectorCopy()
+def test_the_vector_copy_appends_in_place_without_changing_what_it_handed_out(monkeypatch):
+    copy = cosines.VectorCopy()
     rng = np.random.default_rng(0)
     ids, matrix = np.arange(1, 4), rng.random((3, 8), dtype=np.float32)
-    copy.stored = copy.room = cosines.quantize(ids, matrix)
-    handed_out = []
+    copy.stored = copy.room = cosines.Stored(ids, matrix)
+    handed_out, rooms = [], set()
     for start in range(4, 5000, 7):
         new_ids, new_rows = np.arange(start, start + 7), rng.random((7, 8), dtype=np.float32)
         ids, matrix = np.concatenate([ids, new_ids]), np.concatenate([matrix, new_rows])
-        copy.stored = copy._append(cosines.quantize(new_ids, new_rows))
-        handed_out.append((copy.stored, [column.copy() for column in copy.stored.rows()]))
+        copy.stored = copy._append(new_ids, new_rows)
+        rooms.add(id(copy.room.matrix))
+        handed_out.append((copy.stored, copy.stored.ids.copy(), copy.stored.matrix.copy()))
         assert copy.stored.ids.tolist() == ids.tolist()
         assert np.array_equal(copy.stored.matrix, matrix)
-        # The int8 copy grows with the rows: the same as quantizing them all at once.
-        want = cosines.quantize(ids, matrix)
-        assert all(np.array_equal(got, wanted) for got, wanted in zip(copy.stored.rows(), want.rows()))
-    assert all(np.array_equal(column, kept)
-               for stored, columns in handed_out for column, kept in zip(stored.rows(), columns))
-
-
-def test_select_takes_what_boolean_indexing_takes():
-    rng = np.random.default_rng(3)
-    for size, share in ((0, 0.5), (1, 1.0), (1000, 0.0), (1000, 0.77), (40_000, 0.5)):
-        mask = rng.random(size) < share
-        ids, matrix = rng.integers(0, 10**9, size), rng.standard_normal((size, 3))
-        picked_ids, picked_rows = select(mask, ids, matrix)
-        assert np.array_equal(picked_ids, ids[mask]) and picked_ids.dtype == ids.dtype
-        assert np.array_equal(picked_rows, matrix[mask]) and picked_rows.shape == (mask.sum(), 3)
+    assert len(rooms) < 5  # grown in place, not copied on every write
+    assert all(np.array_equal(stored.ids, kept_ids) and np.array_equal(stored.matrix, kept_rows)
+               for stored, kept_ids, kept_rows in handed_out)
 
 
 # Both caches are shared by a process's threads and only kept outside transactions, so
@@ -341,8 +329,8 @@ def counted(module, name, calls):
 
 for number in range(3):
     write(number)
-cosines.cosines_with(snapshot.current(), lambda embedder: embedder.embed_query("deploy"))
-copy = cosines._vector_copies[str(connection.settings_dict["NAME"])]
+cosines.stored_vectors()
+copy = cosines._copies[str(connection.settings_dict["NAME"])]
 loads = []
 counted(vectors, "load_vectors", loads)
 stale = vectors.current_space()

@@ -156,22 +156,16 @@ def memory_remember(
     ttl = validation.ttl_days(ttl_days)
     triple = validation.triple(subject, predicate, object)
     digest = validation.content_hash(content)
-    ahead = indexing.embed_ahead(title, content)
-    near_search = None
+    # Embedding and the near-twin check run before the write lock is taken, so other writers never wait for them.
+    indexing.prepare(title, content)
+    near_twin = None
     # A caller that has just looked (hooks' ingest, which refreshes a twin instead of writing)
-    # passes look_for_near_twin=False, so the namespace's vectors are scanned once.
+    # passes look_for_near_twin=False. Advice only: a twin written meanwhile can be missed. Imports skip it.
     if look_for_near_twin and known_at is None and not indexing.in_batch():
-        # Before the write lock, like the embedding: what the check reads from the database.
-        # Advice only (the write goes ahead), so a twin written meanwhile can be missed.
-        # Imports skip it.
         keyed = None
         if key:
             keyed = Memory.objects.filter(namespace=namespace, key=key).values_list("pk", flat=True).first()
-        near_search = duplicates.NearTwinSearch(content, namespace=namespace, title=title,
-                                                exclude_memory_id=keyed, vector=ahead)
-    indexing.prepare(title, content, ahead=ahead)
-    if near_search is not None:
-        near_search.start()  # the scan of the vectors runs beside the inserts below (here, over very many)
+        near_twin = duplicates.find_near_twin(content, namespace=namespace, title=title, exclude_memory_id=keyed)
 
     with transaction.atomic():
         # The clock is read once the write lock is held: a writer that waited for
@@ -184,8 +178,7 @@ def memory_remember(
         if existing is not None:
             result = _remember_into(existing, fields, digest, kind, tag_names, now=now, actor=actor,
                                     interface=interface)
-            near_twin = near_search.result() if near_search is not None and result.revised else None
-            if near_twin is not None and near_twin.memory_id != existing.pk:
+            if result.revised and near_twin is not None and near_twin.memory_id != existing.pk:
                 result = dataclasses.replace(result, near_twin=near_twin)
             return result
         duplicate = selectors.visible_duplicate(namespace=namespace, content_hash=digest)
@@ -202,7 +195,6 @@ def memory_remember(
             memory.tags.set(tag_rows)
         revision = append_revision(memory=memory, content_hash=digest, known_at=now, author=actor,
                                            interface=interface, **fields)
-        near_twin = near_search.result() if near_search is not None else None
         audit(actor=actor, interface=interface, action="remember", memory_id=memory.pk, at=now,
               revision_id=revision.pk, **({"near_twin": near_twin.as_dict()} if near_twin else {}))
         return RememberResult(memory=_record(memory, revision, tags=tag_rows), created=True, near_twin=near_twin)

@@ -1,0 +1,198 @@
+"""The channels of a recall. Each finds rows of a visible set and scores them on a scale that means the same in every query.
+
+- ``keyword``: BM25 (FTS5's formula and tokeniser) over the engine's postings;
+- ``bigram``: BM25 over CJK character bigrams, for two-character words inside a run;
+- ``trigram``: substring matches through the FTS5 trigram index, for words no posting holds;
+- ``vector``: the cosine of the query's embedding with each revision's.
+
+Every statistic comes from the visible rows of the namespaces searched (``Scope.visible``),
+so a recall at any point in time scores as a store holding only those rows would; kinds
+and tags only choose which rows may be returned (``Scope.eligible``).
+
+A channel answers with a ``Found``: dense arrays over the view's rows.
+"""
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from django.conf import settings
+from django.db import connection
+
+from search import postings, text
+
+# FTS5's bm25() constants.
+K1 = 1.2
+B = 0.75
+# A BM25 score counts as a share of the best score the query could reach, times the share of
+# the query's idf the row matched to this power: a hit matching one word of four counts for less.
+COVERAGE_POWER = 0.5
+# The vector score is (1 - share) * cosine + share * exp((cosine - best cosine) / width): the best
+# semantic match and those close to it stand out among a few varied facts, not among many alike.
+TOP_MATCH_SHARE = 0.4
+TOP_MATCH_WIDTH = 0.03
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What one recall searches: the visible rows of a view, and which of them may be returned."""
+
+    view: object  # snapshot.View
+    visible: np.ndarray  # rows visible at the point asked, one per memory, ascending
+    eligible: np.ndarray  # a mask over the view's rows: visible, and of the kinds and memories asked for
+    narrowed: bool  # whether kinds or memories narrowed ``eligible`` below ``visible``
+
+
+@dataclass
+class Found:
+    """One channel's answer, per view row: whether it holds the row, its own score, and its fusion score.
+
+    ``order`` are the keys of the channel's own ranking, best first (each sorted descending,
+    ties to the lower memory id); ``score`` runs from 0 to about 1 and is 0 where the
+    channel has nothing to say (the vector channel scores every row with a vector).
+    """
+
+    held: np.ndarray
+    raw: np.ndarray
+    score: np.ndarray
+    order: tuple[np.ndarray, ...]
+
+
+@dataclass
+class Words:
+    """What the word channels found: their ``Found`` by name, and per term the rows holding it."""
+
+    channels: dict[str, Found]
+    matched: np.ndarray  # (terms, rows) bool
+    bm25: np.ndarray
+    bigram: np.ndarray  # BM25 over the query's CJK bigrams
+    match_used: str
+    note: str | None
+
+    def found_rows(self) -> np.ndarray:
+        """Per row, whether any query word or CJK bigram matched it."""
+        return self.matched.any(axis=0) | (self.bigram > 0)
+
+
+def _postings(scope: Scope, column: str, ranges_per_term) -> tuple[list, float]:
+    """Per term, the visible rows holding it, their counts and the term's idf; and the idf of all the terms.
+
+    ``column`` names the document lengths (ntok or nbigram). A term no visible row holds
+    counts with the formula's idf for no hits: the query asked for it.
+    """
+    view, n_docs = scope.view, len(scope.visible)
+    visible_set, _, avgdl = view.visible_stats(scope.visible, column)
+    if n_docs == 0 or avgdl == 0:
+        return [], 0.0
+    found, total = [], 0.0
+    for ids, tfs in postings.read_terms(ranges_per_term, max_id=view.max_id):
+        # An id the view lacks maps to -1, the mask's last slot, which is always False.
+        rows = view.position[ids]
+        keep = visible_set[rows]
+        rows, tf = rows[keep], tfs[keep]
+        idf = math.log((n_docs - len(rows) + 0.5) / (len(rows) + 0.5))
+        if idf <= 0.0:
+            idf = 1e-6
+        total += idf
+        found.append((rows, tf, idf))
+    return found, total
+
+
+def _bm25(scope: Scope, column: str, found) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, BM25 summed over the terms in query order (as FTS5 sums it), and the idf of the terms it holds."""
+    size = len(scope.eligible)
+    scores, matched_idf = np.zeros(size), np.zeros(size)
+    if not found:
+        return scores, matched_idf
+    lengths, avgdl = scope.view.visible_stats(scope.visible, column)[1:]
+    # FTS5's length normalisation depends only on the visible set: computed once per set.
+    norm = scope.view.visible_memo(scope.visible, ("bm25 norm", column),
+                                   lambda: K1 * (1.0 - B + B * lengths / avgdl))
+    for rows, tf, idf in found:
+        scores[rows] += idf * ((tf * (K1 + 1.0)) / (tf + norm[rows]))
+        matched_idf[rows] += idf
+    return scores, matched_idf
+
+
+def _share_score(bm25: np.ndarray, matched_idf: np.ndarray, idf_total: float, held: np.ndarray) -> np.ndarray:
+    """BM25 over the most the query could reach ((K1 + 1) times its idf), times the matched share of that idf."""
+    share = matched_idf / idf_total
+    return np.where(held, bm25 / ((K1 + 1.0) * idf_total) * share ** COVERAGE_POWER, 0.0)
+
+
+def words(scope: Scope, terms: list[text.QueryToken], match: str) -> Words:
+    """The keyword, bigram and trigram channels for the query's terms (those that found something)."""
+    view, eligible = scope.view, scope.eligible
+    found, idf_total = _postings(scope, "ntok", [postings.term_ranges(token.stem, token.prefix) for token in terms])
+    matched = np.zeros((len(terms), len(eligible)), dtype=bool)
+    for index, (rows, _, _) in enumerate(found):
+        matched[index, rows] = True
+    bm25, matched_idf = _bm25(scope, "ntok", found)
+    counts = matched.sum(axis=0, dtype=np.int64)
+    every = (counts == len(terms)) & eligible
+    some = (counts > 0) & eligible
+    match_used, note = match, None
+    if match == "auto":
+        match_used = "all" if every.any() or not some.any() else "any"
+        if match_used == "any":
+            note = ("No memory matches every term; these match some of them (hits are partial). "
+                    "Use fewer or different words for exact matches.")
+    held = every if match_used == "all" else some
+    channels = {}
+    if held.any():
+        # "any" ranks by matched terms first, then BM25, then the most recently learned.
+        order = (bm25,) if match_used == "all" else (counts, bm25, view.columns.known)
+        channels["keyword"] = Found(held, bm25, _share_score(bm25, matched_idf, idf_total, held), order)
+
+    bigram = np.zeros(len(eligible))
+    grams = list(dict.fromkeys(text.cjk_bigrams(" ".join(token.raw for token in terms))))
+    if grams:
+        found, bigram_idf_total = _postings(scope, "nbigram", [[(postings.BIGRAM_PREFIX + gram, None)]
+                                                               for gram in grams])
+        bigram, bigram_idf = _bm25(scope, "nbigram", found)
+        held = (bigram > 0) & eligible
+        if held.any():
+            channels["bigram"] = Found(held, bigram, _share_score(bigram, bigram_idf, bigram_idf_total, held),
+                                       (bigram,))
+
+    # Substrings, for the words the keyword channel found nowhere it may look.
+    missing = [token.raw for index, token in enumerate(terms)
+               if len(token.raw) >= 3 and not (matched[index] & eligible).any()]
+    if missing:
+        count = _substrings(view, missing)
+        held = (count > 0) & eligible
+        if held.any():
+            # As a share of the query's terms, so it scales like the keyword score.
+            channels["trigram"] = Found(held, count, np.where(eligible, count, 0.0) / len(terms), (count,))
+    return Words(channels, matched, bm25, bigram, match_used, note)
+
+
+def _substrings(view, words: list[str]) -> np.ndarray:
+    """Per row, how many of ``words`` occur in its text as substrings."""
+    count = np.zeros(len(view.columns.revision))
+    with connection.cursor() as cursor:
+        for word in words:
+            # The trigram index answers substring MATCHes; user text is quoted by the one quoting function.
+            cursor.execute("SELECT rowid FROM search_fts_trigram WHERE search_fts_trigram MATCH %s",
+                           [text.fts5_quote(word)])
+            ids = np.fromiter((row[0] for row in cursor.fetchall()), dtype=np.int64)
+            rows = view.position[ids[ids <= view.max_id]]
+            count[np.unique(rows[rows >= 0])] += 1.0
+    return count
+
+
+def vector(scope: Scope, cosines, *, found_by_words: np.ndarray | None) -> Found | None:
+    """The vector channel: every eligible row with a vector; with ``found_by_words`` (hybrid), only those
+    a word found or whose cosine reaches MEMORY_COSINE_FLOOR. None when it holds no row."""
+    cosine = cosines.values
+    usable = scope.eligible & cosines.has_vector & ~np.isnan(cosine)
+    held = usable
+    if found_by_words is not None:
+        # A hit only the vectors found must be close enough to mean something.
+        held = usable & (found_by_words | (np.nan_to_num(cosine, nan=-2.0) >= settings.MEMORY_COSINE_FLOOR))
+    if not held.any():
+        return None
+    known = np.where(usable, cosine, 0.0)
+    near_best = np.exp(np.minimum(known - cosines.best(scope.eligible), 0.0) / TOP_MATCH_WIDTH)
+    score = np.where(usable, (1.0 - TOP_MATCH_SHARE) * np.maximum(known, 0.0) + TOP_MATCH_SHARE * near_best, 0.0)
+    return Found(held, cosine, score, (cosine,))

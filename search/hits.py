@@ -1,0 +1,130 @@
+"""Hits: the ranked rows as revisions, each with a snippet, the query words it matched and, asked, its explanation."""
+
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+from django.db import connection
+
+from search import text
+from search.channels import Words
+from search.fusion import CHANNEL_DEPTH, competition_ranks, ranked
+
+WORD = re.compile(r"[^\W_]+")
+WINDOW_CHARS = 240
+# Word -> stem, for the words of hits shown lately: the mapping never changes. Cleared when full.
+_STEMS_MAX = 100_000
+_stems: dict[str, str] = {}
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """One hit as search ranks it; the memories side adds the record."""
+
+    revision_id: int
+    memory_id: int
+    score: float
+    snippet: str
+    matched_terms: list[str]
+    explain: dict | None = None
+
+
+def hits(view, rows: np.ndarray, scores: np.ndarray, *, channels: dict, words: Words | None, cosines,
+         terms: list[text.QueryToken], context: np.ndarray | None, explain: bool) -> list[Ranked]:
+    if len(rows) == 0:
+        return []
+    revision_ids = view.columns.revision[rows].tolist()
+    with connection.cursor() as cursor:
+        # Primary-key lookups: the text each snippet is cut from.
+        cursor.execute("SELECT id, content FROM memories_revision WHERE id IN (%s)" % ",".join(["%s"] * len(rows)),
+                       revision_ids)
+        contents = dict(cursor.fetchall())
+    ranks = {}
+    if explain:
+        for name, found in channels.items():
+            top = ranked(found, view.columns.memory, CHANNEL_DEPTH)
+            ranks[name] = dict(zip(top.tolist(), competition_ranks(found, top).tolist()))
+    found = []
+    for row, revision_id, score in zip(rows.tolist(), revision_ids, scores.tolist()):
+        matched = []
+        if words is not None:
+            matched = [token.raw for index, token in enumerate(terms)
+                       if words.matched[index, row] or (words.bigram[row] and text.has_cjk(token.raw))]
+        details = None
+        if explain:
+            bm25 = words.bm25[row] if words is not None else 0.0
+            bigram = words.bigram[row] if words is not None else 0.0
+            cosine = cosines.values[row] if cosines is not None else math.nan
+            details = {
+                "ranks": {name: channel_ranks.get(row) for name, channel_ranks in ranks.items()},
+                "bm25": float(bm25) if bm25 else None,
+                "bigram_bm25": float(bigram) if bigram else None,
+                "cosine": None if math.isnan(cosine) else float(cosine),
+                # Hybrid: the part of the score lent by neighbouring memories (MEMORY_FUSION_CONTEXT).
+                "context": None if context is None else float(context[row]),
+            }
+        found.append(Ranked(revision_id=revision_id, memory_id=int(view.columns.memory[row]), score=score,
+                            snippet=snippet(contents[revision_id], terms), matched_terms=matched, explain=details))
+    return found
+
+
+def snippet(content: str, terms: list[text.QueryToken]) -> str:
+    """About WINDOW_CHARS of ``content`` around its first matched word, matched words in [brackets].
+
+    A word matches a query term the way the keyword channel does: the same porter stem,
+    or a stem that starts with the term's light root.
+    """
+    distinct = dict.fromkeys(WORD.findall(content)) if terms else {}
+    if not distinct:
+        return _cut(content, 0)
+    global _stems
+    stems = _stems
+    unseen = [word for word in distinct if word not in stems]
+    if unseen:
+        if len(stems) + len(unseen) > _STEMS_MAX:
+            # A new mapping, not the old one cleared: another thread may be reading that one.
+            stems = _stems = {}
+            unseen = list(distinct)
+        for word, (counts, _) in zip(unseen, text.documents_terms(unseen)):
+            # A word FTS5 splits differently (rare: it is a run of letters and digits) is compared folded.
+            stems[word] = next(iter(counts)) if len(counts) == 1 else word.casefold()
+    exact = {term.stem for term in terms}
+    prefixes = tuple(term.prefix for term in terms if term.prefix)
+    hit_words = {word for word in distinct if (stem := stems[word]) in exact
+                 or (prefixes and stem.startswith(prefixes))}
+    if not hit_words:
+        return _cut(content, 0)
+    first = min(next(_whole(content, word, 0, len(content)), len(content)) for word in hit_words)
+    start = max(0, first - WINDOW_CHARS // 3)
+    # Open the window at a whole word: the next word's start when it fell inside one.
+    if start:
+        following = WORD.search(content, start)
+        if following and following.start() == start and content[start - 1].isalnum():
+            following = WORD.search(content, following.end())
+        start = following.start() if following else start
+    end = min(len(content), start + WINDOW_CHARS)
+    # Matched words wholly inside the window, in order (one cut at its end is left as it is).
+    marks = sorted((at, word) for word in hit_words for at in _whole(content, word, start, end))
+    pieces, position = [], start
+    for at, word in marks:
+        pieces.append(content[position:at])
+        pieces.append(f"[{word}]")
+        position = at + len(word)
+    pieces.append(content[position:end])
+    return ("…" if start else "") + "".join(pieces).strip() + ("…" if end < len(content) else "")
+
+
+def _whole(content: str, word: str, start: int, end: int):
+    """Yield where ``word`` occurs in ``content[start:end]`` as a whole word (no letter or digit beside it)."""
+    size = len(word)
+    at = content.find(word, start, end)
+    while at >= 0:
+        if not (at and content[at - 1].isalnum()) and not (at + size < len(content) and content[at + size].isalnum()):
+            yield at
+        at = content.find(word, at + 1, end)
+
+
+def _cut(content: str, start: int) -> str:
+    end = min(len(content), start + WINDOW_CHARS)
+    return content[start:end].strip() + ("…" if end < len(content) else "")
