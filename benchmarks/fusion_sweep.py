@@ -4,7 +4,7 @@
         ../shared/bench-data/recall-dev/recall_dev.json --db /tmp/locomo-minilm.db \
         [--group ablations|sensitivity] [--output PATH] [--variants NAME ...]
 
-Runs the real ``search.engine.recall`` for every variant, changing only the fusion:
+Runs the real ``memories.selectors.memory_recall`` for every variant, changing only the fusion:
 settings through ``override_settings``, the engine's fusion constants by patching them,
 and the rank-fusion baselines through MEMORY_FUSION=rrf (the engine's reciprocal rank
 fusion, kept selectable). The store is the LoCoMo store of
@@ -27,7 +27,7 @@ import locomo
 import recall_dev
 from store import RESULTS, fusion_settings, save
 
-# name -> (settings, engine constants, what it shows)
+# name -> (settings, search constants, what it shows)
 RRF_WEIGHTS = {"keyword": 1.0, "bigram": 1.0, "trigram": 0.5, "vector": 1.0}
 # MEMORY_FUSION=rrf without neighbour context unless a variant adds it.
 RRF = {"MEMORY_FUSION": "rrf", "MEMORY_RRF_K": 60, "MEMORY_FUSION_CONTEXT": 0.0}
@@ -83,13 +83,14 @@ def _cached_query_embeddings():
 def run_variant(name, samples, keys, rd_queries) -> dict:
     from django.test import override_settings
 
-    from search import engine
+    from search import channels, fusion
 
     overrides, constants, _ = VARIANTS[name]
     with ExitStack() as stack:
         stack.enter_context(override_settings(**overrides))
         for constant, value in constants.items():
-            stack.enter_context(mock.patch.object(engine, constant, value))
+            module = channels if hasattr(channels, constant) else fusion
+            stack.enter_context(mock.patch.object(module, constant, value))
         rd = recall_dev.evaluate(rd_queries, modes=("hybrid",))["hybrid"]
         lc = locomo.evaluate(samples, keys, modes=("hybrid",))["hybrid"]
     return {"recall_dev_top1": rd["top1"], "recall_dev_smallest_top1_margin": rd["smallest_top1_margin"],

@@ -20,14 +20,12 @@ Per size, in one fresh SQLite file with one namespace:
    ``MATCH ... ORDER BY rank LIMIT 10`` on ``search_fts_words`` (the query's words
    quoted and joined by OR, and by AND), a bare sqlite-vec KNN
    (``search.vectors.vec0_knn``, k=10, query vector precomputed), numpy's scan of the
-   float32 matrix and the int8 scan with its error bounds (``search.cosines.bounds``,
-   which recall uses from 32,768 vectors up). Hybrid is also timed
+   float32 matrix. Hybrid is also timed
    with the query vector precomputed, and the query embedding alone, so its share shows.
-   In that loop every recall follows the int8 scan of every vector, which leaves the
-   CPU caches cold; keyword recall is timed once more query after query
-   (``keyword_now_back_to_back``), so what the interleaving costs shows. numpy's float32
-   scan is timed last, in a pass of its own: a server's recall never follows a scan of
-   the whole float32 matrix, which evicted more of the caches than the int8 scan does.
+   In that loop every recall follows a scan of every vector, which leaves the CPU caches
+   cold; keyword recall is timed once more query after query (``keyword_now_back_to_back``),
+   so what the interleaving costs shows. numpy's float32 scan is timed last, in a pass of
+   its own.
 3. remember: single writes through ``memory_remember`` with the configured embedder,
    each followed by a keyword and a hybrid recall (the read-after-write case, which pays
    for refreshing the per-process caches).
@@ -147,7 +145,8 @@ def run_size(size, args, corpus_seed):
     from django.utils import timezone
 
     from memories.services import memories_import, memory_remember
-    from search import cosines, engine, postings, snapshot, text, vectors
+    from memories.selectors import memory_recall
+    from search import cosines, postings, snapshot, text, vectors
     from search.embeddings import get_embedder, warm_up
 
     result = {"size": size, "load_average_at_start": os.getloadavg()}
@@ -197,23 +196,21 @@ def run_size(size, args, corpus_seed):
     # Cold start: the first recall loads the snapshot, the vector matrix, and the snapshot's sorted times.
     rss_before = harness.current_rss_mb()
     _, snapshot_seconds = harness.timed(snapshot.current)
-    _, first_seconds = harness.timed(engine.recall, query="warm up", mode="semantic")
-    stored = cosines._vector_copies[str(connection.settings_dict["NAME"])].stored
-    # A word no text holds: the first such recall builds the table that proves it (search.substrings).
-    _, absent_seconds = harness.timed(engine.recall, query="qzxwvkjplmbq", mode="keyword")
+    _, first_seconds = harness.timed(memory_recall, query="warm up", mode="semantic")
+    stored = cosines._copies[str(connection.settings_dict["NAME"])].stored
+    # A word no text holds: the keyword channel finds nothing, the trigram channel searches for it.
+    _, absent_seconds = harness.timed(memory_recall, query="qzxwvkjplmbq", mode="keyword")
     result["cold"] = {"snapshot_load_ms": round(snapshot_seconds * 1000, 1),
                       "first_semantic_recall_ms (loads the vector matrix)": round(first_seconds * 1000, 1),
-                      "first_keyword_recall_with_a_word_no_text_holds_ms (builds the substring table)":
-                          round(absent_seconds * 1000, 1),
+                      "first_keyword_recall_with_a_word_no_text_holds_ms": round(absent_seconds * 1000, 1),
                       "rss_growth_mb": round(harness.current_rss_mb() - rss_before, 1),
                       "vector_matrix_mb": round(stored.matrix.nbytes / 2**20, 1),
-                      "int8_copy_mb": round(sum(column.nbytes for column in stored.rows()[2:]) / 2**20, 1),
                       "snapshot_columns_mb": round(sum(getattr(snapshot.current().columns, name).nbytes
                                                        for name in snapshot._COLUMNS) / 2**20, 1)}
 
     queries = make_queries(corpus, memories, args.queries, rng)
     historical = now - dt.timedelta(days=365)
-    names = ("floor_fts5_or", "floor_fts5_and", "floor_vec0_knn", "floor_numpy_matrix_scan", "floor_int8_bounds",
+    names = ("floor_fts5_or", "floor_fts5_and", "floor_vec0_knn", "floor_numpy_matrix_scan",
              "query_embedding",
              "keyword_now", "semantic_now", "hybrid_now", "hybrid_now_excl_embedding",
              "keyword_historical", "semantic_historical", "hybrid_historical", "hybrid_historical_excl_embedding")
@@ -222,7 +219,7 @@ def run_size(size, args, corpus_seed):
     postings_per_query = []
     embedded = {}  # query -> its vector, for the float32 floor timed after the loop
     for query in queries:  # warm-up pass, not recorded; counts the postings each query reads
-        engine.recall(query=query, mode="hybrid", limit=10)
+        memory_recall(query=query, mode="hybrid", limit=10)
         terms_ranges = [postings.term_ranges(token.stem, token.prefix) for token in text.clean_query(query).terms]
         read = postings.read_terms(terms_ranges, max_id=snapshot.current().max_id)
         postings_per_query.append(sum(len(ids) for ids, _ in read))
@@ -236,10 +233,9 @@ def run_size(size, args, corpus_seed):
             samples["query_embedding"].append(times)
             embedded[query] = vector
             samples["floor_vec0_knn"].append(harness.measured(vectors.vec0_knn, vector, k=10)[1:])
-            samples["floor_int8_bounds"].append(harness.measured(cosines.bounds, stored, vector)[1:])
             for label, as_of in (("now", None), ("historical", historical)):
                 for mode in ("keyword", "semantic", "hybrid"):
-                    answer, *times = harness.measured(engine.recall, query=query, mode=mode, limit=10, as_of=as_of)
+                    answer, *times = harness.measured(memory_recall, query=query, mode=mode, limit=10, as_of=as_of)
                     samples[f"{mode}_{label}"].append(times)
                     if f"{mode}_{label}" in hits and answer.hits:
                         hits[f"{mode}_{label}"] += 1
@@ -247,17 +243,14 @@ def run_size(size, args, corpus_seed):
                 embedder.embed_query = lambda text, vector=vector: vector
                 try:
                     samples[f"hybrid_{label}_excl_embedding"].append(
-                        harness.measured(engine.recall, query=query, mode="hybrid", limit=10, as_of=as_of)[1:])
+                        harness.measured(memory_recall, query=query, mode="hybrid", limit=10, as_of=as_of)[1:])
                 finally:
                     del embedder.embed_query
-    # Keyword recall again, query after query with nothing between: above, each one follows the
-    # int8 scan of every vector (50 MB at 100k), which leaves the CPU caches cold.
-    samples["keyword_now_back_to_back"] = [harness.measured(engine.recall, query=query, mode="keyword", limit=10)[1:]
+    # Keyword recall again, query after query with nothing between: above, each one follows a
+    # scan of every vector, which leaves the CPU caches cold.
+    samples["keyword_now_back_to_back"] = [harness.measured(memory_recall, query=query, mode="keyword", limit=10)[1:]
                                            for query in queries]
-    # numpy's float32 scan last, in a pass of its own: no recall in a server follows a scan of the
-    # whole float32 matrix (200 MB at 100k; from 32,768 vectors recall scans the int8 copy, which
-    # stays in the loop above), and keyword recall measured p50 4.4 / p95 6.8 ms right after one
-    # against 3.7 / 6.5 after the int8 scan (129k vectors, scratch run).
+    # numpy's float32 scan (BLAS) last, in a pass of its own.
     samples["floor_numpy_matrix_scan"] = [harness.measured(stored.matrix.__matmul__, embedded[query])[1:]
                                           for query in queries]
     recall = {name: harness.summary(values) for name, values in samples.items()}
@@ -278,7 +271,7 @@ def run_size(size, args, corpus_seed):
                          "postings_read_per_query": {"p50": ordered[len(ordered) // 2],
                                                      "p95": ordered[int(len(ordered) * 0.95)]},
                          "share_with_hits": {name: round(count / len(queries), 3) for name, count in hits.items()}}
-    result["stages_cpu_ms_per_recall"] = {mode: stage_costs(engine, queries[:50], mode=mode)
+    result["stages_cpu_ms_per_recall"] = {mode: stage_costs(queries[:50], mode=mode)
                                           for mode in ("keyword", "hybrid")}
 
     # Single writes, each followed by recalls that must see it (the per-process caches refresh).
@@ -289,10 +282,10 @@ def run_size(size, args, corpus_seed):
             memory_remember, namespace="bench", content=content, key=f"w{number}", actor="bench", interface="cli")[1:])
         query = " ".join(corpus.query_words(content, 3))
         write_samples["keyword_after_write"].append(
-            harness.measured(engine.recall, query=query, mode="keyword", limit=10)[1:])
+            harness.measured(memory_recall, query=query, mode="keyword", limit=10)[1:])
         memory_remember(namespace="bench", content=corpus.text(), key=f"v{number}", actor="bench", interface="cli")
         write_samples["hybrid_after_write"].append(
-            harness.measured(engine.recall, query=query, mode="hybrid", limit=10)[1:])
+            harness.measured(memory_recall, query=query, mode="hybrid", limit=10)[1:])
     # The same single writes without the near-duplicate check (a scan of the namespace's vectors).
     write_samples["remember_without_near_duplicate_check"] = []
     threshold = settings.MEMORY_NEAR_DUPLICATE_COSINE
@@ -358,7 +351,8 @@ def concurrent_latency(args, corpus, queries: list[str]) -> dict:
     from django.db import connection
 
     from memories.services import memory_remember
-    from search import engine, snapshot, vectors
+    from memories.selectors import memory_recall
+    from search import snapshot, vectors
 
     per_thread = max(1, args.writes // 4)
     reloads = {"snapshot_from_row_0": 0, "vector_copy_from_vector_0": 0}
@@ -391,7 +385,7 @@ def concurrent_latency(args, corpus, queries: list[str]) -> dict:
         lambda text=text: memory_remember(namespace="bench", content=text, actor="bench", interface="cli")
         for text in batch])) for batch in texts]
     threads += [threading.Thread(target=run, args=("hybrid_recall", [
-        lambda query=query: engine.recall(query=query, mode="hybrid", limit=10)
+        lambda query=query: memory_recall(query=query, mode="hybrid", limit=10)
         for query in queries[reader::args.readers][:per_thread]])) for reader in range(args.readers)]
     snapshot._extend, vectors.load_vectors = extend, load
     try:
@@ -424,7 +418,7 @@ def http_latency(db_path: Path, args, queries: list[str], corpus) -> dict:
 
     from memories.services import memory_remember
     from memories.services.keys import api_key_create
-    from search import engine
+    from memories.selectors import memory_recall
     from tests.subprocesses import clean_env, serve
 
     _, key = api_key_create(name="latency benchmark", scopes=["read", "write", "admin"], actor="bench",
@@ -456,7 +450,7 @@ def http_latency(db_path: Path, args, queries: list[str], corpus) -> dict:
         for query in queries:
             for mode in ("keyword", "hybrid"):
                 samples[f"{mode}_in_process"].append(
-                    harness.measured(engine.recall, query=query, mode=mode, limit=10)[1:])
+                    harness.measured(memory_recall, query=query, mode=mode, limit=10)[1:])
                 samples[f"{mode}_http"].append(harness.measured(
                     post, "/api/v1/recall/", {"query": query, "mode": mode, "limit": 10})[1:])
         for number in range(min(args.writes, len(queries))):
@@ -476,14 +470,15 @@ def http_latency(db_path: Path, args, queries: list[str], corpus) -> dict:
     return result
 
 
-def stage_costs(engine, queries, *, mode):
-    """CPU ms per recall spent in each stage of the engine, over ``queries`` (wrapped, so a separate pass).
+def stage_costs(queries, *, mode):
+    """CPU ms per recall spent in each stage of search, over ``queries`` (wrapped, so a separate pass).
 
     Process CPU: a stage counts what helper threads spend while it runs. In hybrid mode
-    the query is embedded on a helper thread (cosines.PendingVector) beside the keyword
-    channels, so those count part of the embedding, and the wait for the vector the rest.
+    the query is embedded on a helper thread beside the word channels, so those count part
+    of the embedding, and the cosine stage the wait for the vector.
     """
-    from search import snapshot, text
+    from memories.selectors import memory_recall
+    from search import channels, engine, fusion, hits, snapshot, text
 
     spent, originals = {}, []
 
@@ -500,18 +495,17 @@ def stage_costs(engine, queries, *, mode):
         originals.append((owner, name, function))
         setattr(owner, name, timed_stage)
 
-    for owner, name, label in ((engine, "recall", "total"), (text, "clean_query", "query cleanup"),
+    for owner, name, label in ((engine, "rank", "total"), (text, "clean_query", "query cleanup"),
                                (snapshot, "current", "snapshot refresh"),
                                (snapshot.View, "visible_rows", "visibility"),
-                               (engine._Search, "keyword_channels", "keyword channels (BM25 over postings)"),
-                               (engine.PendingVector, "cosines", "query vector (waits for the embedding)"),
-                               (engine._Search, "vector_channel", "vector channel"),
-                               (engine, "_fuse", "fusion"), (engine, "_hits", "hits (rows, snippets)")):
-        if hasattr(owner, name):
-            wrap(owner, name, label)
+                               (channels, "words", "word channels (BM25 over postings)"),
+                               (engine, "_cosines", "query vector and cosine scan"),
+                               (channels, "vector", "vector channel"),
+                               (fusion, "fuse", "fusion"), (hits, "hits", "hits (rows, snippets)")):
+        wrap(owner, name, label)
     try:
         for query in queries:
-            engine.recall(query=query, mode=mode, limit=10)
+            memory_recall(query=query, mode=mode, limit=10)
     finally:
         for owner, name, function in originals:
             setattr(owner, name, function)

@@ -146,7 +146,7 @@ def load(samples: list[dict], form: str, *, batched: bool = False) -> dict[str, 
 
 def evaluate(samples: list[dict], keys: dict[str, dict[str, str]], *, modes=MODES) -> dict:
     """Return per mode, per split: R@5 / R@10 overall and per category, with per-question recalls."""
-    from search.engine import recall
+    from memories.selectors import memory_recall as recall
 
     depth = max(KS)
     report = {}

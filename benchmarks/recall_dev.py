@@ -31,7 +31,7 @@ def load(facts: dict[str, str]) -> None:
 
 def evaluate(queries: list[dict], *, modes=MODES, depth: int = 10) -> dict:
     """Return, per mode, top-1 and the rank of each query's expected fact (None beyond ``depth``)."""
-    from search.engine import recall
+    from memories.selectors import memory_recall as recall
 
     report = {}
     for mode in modes:

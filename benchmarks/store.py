@@ -44,15 +44,16 @@ def fusion_settings() -> dict:
     """The fusion settings in force, as recorded beside every result."""
     from django.conf import settings
 
-    from search import engine
+    from search import channels, fusion
 
     found = {name: getattr(settings, name) for name in dir(settings)
              if name.startswith(("MEMORY_RRF", "MEMORY_COSINE", "MEMORY_FUSION"))}
     found["MEMORY_EMBEDDER"] = settings.MEMORY_EMBEDDER
-    # The engine's fusion constants, where it has them.
-    for name in ("COVERAGE_POWER", "TOP_MATCH_SHARE", "TOP_MATCH_WIDTH", "CONTEXT_REACH", "CHANNEL_DEPTH"):
-        if hasattr(engine, name):
-            found[f"engine.{name}"] = getattr(engine, name)
+    # The search package's fusion constants.
+    for module in (channels, fusion):
+        for name in ("COVERAGE_POWER", "TOP_MATCH_SHARE", "TOP_MATCH_WIDTH", "CONTEXT_REACH", "CHANNEL_DEPTH"):
+            if hasattr(module, name):
+                found[f"{module.__name__.split('.')[-1]}.{name}"] = getattr(module, name)
     return found
 
 

@@ -19,7 +19,7 @@ queries at random (as_of, valid_at) points in the past are answered six ways:
 - index_known_by_cutoff: an index of every revision known by ``as_of`` (what a live
   index held at that moment: superseded, expired and other-namespace rows included),
   every match, then filtered;
-- this_store: ``search.engine.recall(mode="keyword")``, whose BM25 scores must also
+- this_store: ``memories.selectors.memory_recall(mode="keyword")``, whose BM25 scores must also
   equal the ground truth's within 1e-9 relative.
 
 Matching follows the engine's ``match="auto"``: every word if any visible row has them
@@ -227,7 +227,7 @@ def main():
 
     workdir = Path(tempfile.mkdtemp(prefix="memory-leakage-"))
     harness.setup(workdir / "leakage.db", embedder="hash")
-    from search.engine import recall
+    from memories.selectors import memory_recall as recall
     from search.text import sqlite3
 
     rng = np.random.default_rng(args.seed)

@@ -64,6 +64,7 @@ class Words:
 
     channels: dict[str, Found]
     matched: np.ndarray  # (terms, rows) bool
+    counts: np.ndarray  # per row, how many terms it holds
     bm25: np.ndarray
     bigram: np.ndarray  # BM25 over the query's CJK bigrams
     match_used: str
@@ -71,7 +72,7 @@ class Words:
 
     def found_rows(self) -> np.ndarray:
         """Per row, whether any query word or CJK bigram matched it."""
-        return self.matched.any(axis=0) | (self.bigram > 0)
+        return (self.counts > 0) | (self.bigram > 0)
 
 
 def _postings(scope: Scope, column: str, ranges_per_term) -> tuple[list, float]:
@@ -116,8 +117,11 @@ def _bm25(scope: Scope, column: str, found) -> tuple[np.ndarray, np.ndarray]:
 
 def _share_score(bm25: np.ndarray, matched_idf: np.ndarray, idf_total: float, held: np.ndarray) -> np.ndarray:
     """BM25 over the most the query could reach ((K1 + 1) times its idf), times the matched share of that idf."""
-    share = matched_idf / idf_total
-    return np.where(held, bm25 / ((K1 + 1.0) * idf_total) * share ** COVERAGE_POWER, 0.0)
+    rows = np.flatnonzero(held)
+    score = np.zeros(len(held))
+    share = matched_idf[rows] / idf_total
+    score[rows] = bm25[rows] / ((K1 + 1.0) * idf_total) * share ** COVERAGE_POWER
+    return score
 
 
 def words(scope: Scope, terms: list[text.QueryToken], match: str) -> Words:
@@ -125,10 +129,11 @@ def words(scope: Scope, terms: list[text.QueryToken], match: str) -> Words:
     view, eligible = scope.view, scope.eligible
     found, idf_total = _postings(scope, "ntok", [postings.term_ranges(token.stem, token.prefix) for token in terms])
     matched = np.zeros((len(terms), len(eligible)), dtype=bool)
+    counts = np.zeros(len(eligible), dtype=np.int64)  # per row, how many terms it holds
     for index, (rows, _, _) in enumerate(found):
         matched[index, rows] = True
+        counts[rows] += 1
     bm25, matched_idf = _bm25(scope, "ntok", found)
-    counts = matched.sum(axis=0, dtype=np.int64)
     every = (counts == len(terms)) & eligible
     some = (counts > 0) & eligible
     match_used, note = match, None
@@ -164,7 +169,7 @@ def words(scope: Scope, terms: list[text.QueryToken], match: str) -> Words:
         if held.any():
             # As a share of the query's terms, so it scales like the keyword score.
             channels["trigram"] = Found(held, count, np.where(eligible, count, 0.0) / len(terms), (count,))
-    return Words(channels, matched, bm25, bigram, match_used, note)
+    return Words(channels, matched, counts, bm25, bigram, match_used, note)
 
 
 def _substrings(view, words: list[str]) -> np.ndarray:

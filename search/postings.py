@@ -16,7 +16,7 @@ read every time.
 """
 
 import threading
-from collections import Counter
+from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from itertools import chain, groupby
 from typing import NamedTuple
@@ -24,7 +24,7 @@ from typing import NamedTuple
 import numpy as np
 from django.db import connection
 
-from search import arrays, text
+from search import text
 from search.embeddings import revision_text
 
 # Tail rows before a write folds them into the packed rows. Large enough that folding
@@ -270,11 +270,41 @@ class _Packed(NamedTuple):
     top: int  # the largest id (0 when empty)
 
 
-class _PackedCache(arrays.BytesCache):
-    """The packed postings this process has read, per (database, range), least recently read dropped first."""
+class _PackedCache:
+    """The packed postings this process has read, per (database, range), up to ``capacity`` bytes of them.
+
+    The least recently read go first; an entry larger than the whole capacity is not kept.
+    Safe to share between threads.
+    """
 
     def __init__(self, capacity: int):
-        super().__init__(capacity, cost=lambda entry: entry.ids.nbytes + entry.tfs.nbytes)
+        self.capacity = capacity
+        self.lock = threading.Lock()
+        self.entries: OrderedDict = OrderedDict()
+        self.size = 0
+
+    @staticmethod
+    def cost(entry: "_Packed") -> int:
+        return entry.ids.nbytes + entry.tfs.nbytes
+
+    def get(self, key):
+        with self.lock:
+            entry = self.entries.get(key)
+            if entry is not None:
+                self.entries.move_to_end(key)
+            return entry
+
+    def put(self, key, entry: "_Packed") -> None:
+        if self.cost(entry) > self.capacity:
+            return
+        with self.lock:
+            old = self.entries.pop(key, None)
+            if old is not None:
+                self.size -= self.cost(old)
+            self.entries[key] = entry
+            self.size += self.cost(entry)
+            while self.size > self.capacity:
+                self.size -= self.cost(self.entries.popitem(last=False)[1])
 
 
 _packed = _PackedCache(PACKED_CACHE_BYTES)
