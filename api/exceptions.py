@@ -20,7 +20,7 @@ from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
 from memories.access import AuthenticationFailed, PermissionDenied
-from memories.exceptions import (
+from memoryproject.exceptions import (
     Conflict,
     DuplicateContent,
     InvalidInput,
@@ -45,7 +45,7 @@ _DOMAIN_STATUS = (
     (Unavailable, status.HTTP_503_SERVICE_UNAVAILABLE),
 )
 
-# DRF's exception codes, in the project's vocabulary (memories.exceptions, memories.access).
+# DRF's exception codes, in the project's vocabulary (memoryproject.exceptions, memories.access).
 _DRF_CODES = {
     "not_authenticated": "unauthenticated",
     "authentication_failed": "unauthenticated",

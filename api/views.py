@@ -26,8 +26,8 @@ from api.parsers import StrictJSONParser, body_limit, too_large_message
 from api.throttling import ApiKeyRateThrottle
 from memories import selectors, services
 from memories.access import Caller, PermissionDenied
-from memories.exceptions import InvalidInput
 from memories.models import Memory, Scope
+from memoryproject.exceptions import InvalidInput
 from search.embeddings import get_embedder
 from telemetry import services as telemetry_services
 

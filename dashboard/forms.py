@@ -4,8 +4,8 @@ import re
 
 from django import forms
 
-from memories.exceptions import InvalidInput
-from memories.timeparse import parse_instant
+from memoryproject.exceptions import InvalidInput
+from memoryproject.timeparse import parse_instant
 from search.engine import MODES
 
 # What an <input type="datetime-local"> sends: a local time without a zone. The page says it is UTC.

@@ -9,10 +9,10 @@ from dashboard import activity
 from dashboard.charts import Lane, Series, bar_chart, timeline_chart
 from dashboard.forms import TimeTravelForm
 from memories import selectors
-from memories.exceptions import MemoryServiceError, NotFound
 from memories.models import Memory
 from memories.selectors import memory_recall
-from memories.timeparse import format_instant
+from memoryproject.exceptions import MemoryServiceError, NotFound
+from memoryproject.timeparse import format_instant
 from search.indexing import index_drift
 from telemetry import selectors as telemetry_selectors
 

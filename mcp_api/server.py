@@ -14,15 +14,15 @@ import inspect
 import logging
 from dataclasses import dataclass
 
-from mcp.server.fastmcp.exceptions import ToolError
 from mcp import types
+from mcp.server.fastmcp.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from mcp_server.djangomcp import DjangoMCP
 from pydantic import ValidationError
 
 import memoryproject
 from memories.access import AuthenticationFailed, Caller
-from memories.exceptions import MemoryServiceError
+from memoryproject.exceptions import MemoryServiceError
 
 INSTRUCTIONS = """\
 This server is a durable memory shared across conversations and agents: facts, preferences, \

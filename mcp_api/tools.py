@@ -18,8 +18,8 @@ from mcp_api.schemas import ChangeOut, HistoryOut, MemoryOut, PageOut, RecallOut
 from mcp_api.server import MemoryToolError, ToolSpec, current_caller, server
 from memories import selectors, services, validation
 from memories.access import AuthenticationFailed, Caller
-from memories.exceptions import InvalidInput, MemoryServiceError
 from memories.models import Kind, Scope
+from memoryproject.exceptions import InvalidInput, MemoryServiceError
 from search import engine
 
 logger = logging.getLogger(__name__)

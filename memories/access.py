@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from memories import validation
-from memories.exceptions import InvalidInput, MemoryServiceError, NotFound
 from memories.models import Memory, Scope
+from memoryproject.exceptions import InvalidInput, MemoryServiceError, NotFound
 
 
 class AuthenticationFailed(MemoryServiceError):

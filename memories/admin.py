@@ -27,9 +27,9 @@ from memories.admin_forms import (
     split_names,
 )
 from memories.admin_history import attach_shown_revisions, revision_history
-from memories.exceptions import MemoryServiceError
 from memories.models import ApiKey, AuditEvent, ErasureReceipt, Memory, Revision, State, Tag
 from memories.services.keys import api_key_revoke
+from memoryproject.exceptions import MemoryServiceError
 
 PREVIEW_CHARS = 120
 

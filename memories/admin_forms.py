@@ -15,10 +15,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from memories import selectors, services
-from memories.exceptions import MemoryServiceError
 from memories.models import ApiKey, Kind, Memory, Scope
 from memories.services.keys import api_key_create
-from memories.timeparse import format_instant
+from memoryproject.exceptions import MemoryServiceError
+from memoryproject.timeparse import format_instant
 
 _LIST_SEPARATORS = re.compile(r"[,\s]+")
 

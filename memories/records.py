@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass, field
 
-from memories.timeparse import format_instant
+from memoryproject.timeparse import format_instant
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,10 @@ from django.db.models import Count, Prefetch
 from django.utils import timezone
 
 from memories import validation
-from memories.exceptions import InvalidInput, NotFound, Unavailable
 from memories.models import Kind, Memory, Revision, State, Tag
 from memories.records import Hit, MemoryRecord, Page, RecallResult, RevisionRecord
-from memories.timeparse import format_instant, parse_optional_instant, stored_instant
+from memoryproject.exceptions import InvalidInput, NotFound, Unavailable
+from memoryproject.timeparse import format_instant, parse_optional_instant, stored_instant
 from search import engine, errors
 
 LIST_LIMIT_MAX = 200

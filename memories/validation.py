@@ -6,8 +6,8 @@ import unicodedata
 
 from django.conf import settings
 
-from memories.exceptions import InvalidInput, TooLarge
 from memories.models import Kind
+from memoryproject.exceptions import InvalidInput, TooLarge
 
 NAMESPACE_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 KEY_MAX = 255

@@ -1,4 +1,9 @@
-"""The memory server: a Django project (settings, URLs, ASGI/WSGI entry points, SQLite backend)."""
+"""The memory server: a Django project.
+
+Its entry points (``urls``, ``asgi``, ``wsgi``) sit above every app; the rest (settings,
+the SQLite backend, strict JSON, domain errors, instants)
+sits below every app, and imports none (``tests/test_layers.py``).
+"""
 
 import os
 

@@ -3,7 +3,7 @@
 import datetime as dt
 from dataclasses import dataclass
 
-from memories.timeparse import format_instant
+from memoryproject.timeparse import format_instant
 
 
 @dataclass(frozen=True)

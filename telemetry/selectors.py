@@ -10,8 +10,8 @@ import datetime as dt
 from django.db.models import Count, Sum
 from django.utils import timezone
 
-from memories.exceptions import InvalidInput
 from memories.models import UtcDay
+from memoryproject.exceptions import InvalidInput
 from telemetry.models import HookRecall, InjectedMemory, Injection, RefusedIngest, estimate_tokens
 from telemetry.records import (
     DayActivity,

@@ -20,10 +20,10 @@ from django.utils import timezone
 
 from memories import selectors, services, validation
 from memories.access import Caller
-from memories.exceptions import InvalidInput, NotFound, TooLarge
 from memories.models import Kind, Memory, Revision, Scope
 from memories.records import MemoryRecord
 from memories.services.lifecycle import get_memory
+from memoryproject.exceptions import InvalidInput, NotFound, TooLarge
 from search import duplicates
 from telemetry import screening, wrapper
 from telemetry.models import HookRecall, InjectedMemory, Injection, RefusedIngest, estimate_tokens

@@ -11,10 +11,10 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from memories import services
-from memories.exceptions import InvalidInput
 from memories.models import AuditEvent, ErasureReceipt, Memory, Revision, State
 from memories.selectors import memory_recall
 from memories.validation import QUERY_MAX_CHARS, RECALL_LIMIT_MAX
+from memoryproject.exceptions import InvalidInput
 
 CHANGELIST = "/admin/memories/memory/"
 ADMIN = {"actor": "user:admin", "interface": "admin"}

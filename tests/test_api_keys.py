@@ -10,9 +10,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from memories.access import AuthenticationFailed, Caller, PermissionDenied
-from memories.exceptions import InvalidInput, NotFound
 from memories.models import ApiKey, AuditEvent
 from memories.services.keys import api_key_authenticate, api_key_create, api_key_revoke
+from memoryproject.exceptions import InvalidInput, NotFound
 
 CLI = {"actor": "tester", "interface": "cli"}
 

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from memories import selectors, services
-from memories.exceptions import MemoryServiceError
+from memoryproject.exceptions import MemoryServiceError
 from tests.mcp_client import ToolFailed, http_client
 from tests.subprocesses import migrated_db, module_instance, serve  # noqa: F401  (fixtures)
 

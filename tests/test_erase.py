@@ -4,8 +4,8 @@ import pytest
 from django.db import IntegrityError, connection, transaction
 
 from memories import selectors, services
-from memories.exceptions import NotFound
 from memories.models import AuditEvent, ErasureGate, ErasureReceipt, Memory, Revision, Tag
+from memoryproject.exceptions import NotFound
 from tests.subprocesses import instance, migrated_db  # noqa: F401  (fixtures)
 
 # Strings porter stemming leaves alone, so the words index stores them whole as well.

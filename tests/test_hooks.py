@@ -6,8 +6,8 @@ import re
 import pytest
 
 from memories.access import PermissionDenied
-from memories.exceptions import InvalidInput
 from memories.selectors import memory_recall
+from memoryproject.exceptions import InvalidInput
 from telemetry import wrapper
 from telemetry.models import HookRecall
 from telemetry.reading import read

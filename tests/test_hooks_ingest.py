@@ -8,8 +8,8 @@ from django.utils import timezone
 
 from memories import selectors
 from memories.access import PermissionDenied
-from memories.exceptions import InvalidInput, TooLarge
 from memories.models import AuditEvent, Memory, Revision
+from memoryproject.exceptions import InvalidInput, TooLarge
 from search import duplicates
 from telemetry.models import RefusedIngest
 from telemetry.services import InjectionSuspected, hook_ingest

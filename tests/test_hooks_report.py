@@ -6,7 +6,7 @@ import functools
 import pytest
 
 from memories.access import PermissionDenied
-from memories.exceptions import InvalidInput, NotFound, TooLarge
+from memoryproject.exceptions import InvalidInput, NotFound, TooLarge
 from telemetry.models import InjectedMemory, Injection
 from telemetry.services import hook_recall, hook_report
 from tests.helpers import key_caller

@@ -13,8 +13,7 @@ from mcp import types
 import memoryproject
 from mcp_api.server import MemoryToolError
 from mcp_api.tools import tool
-from memories.exceptions import NotFound
-
+from memoryproject.exceptions import NotFound
 from tests.mcp_client import ToolFailed, http_client, stdio_client_for
 from tests.subprocesses import migrated_db, module_instance, serve  # noqa: F401  (fixtures)
 

@@ -6,8 +6,8 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from memories import selectors, services
-from memories.exceptions import NotFound
 from memories.models import AuditEvent, ErasureGate, Memory, Revision
+from memoryproject.exceptions import NotFound
 from memoryproject.sqlite_backend.base import Database
 from tests.subprocesses import instance, migrated_db  # noqa: F401  (fixtures)
 

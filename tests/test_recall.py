@@ -8,9 +8,9 @@ import pytest
 from django.utils import timezone
 
 from memories import services
-from memories.exceptions import InvalidInput, Unavailable
 from memories.selectors import memory_history
 from memories.selectors import memory_recall as recall
+from memoryproject.exceptions import InvalidInput, Unavailable
 from search import channels, fusion, snapshot
 from search.embeddings import EmbedderUnavailable, get_embedder
 

@@ -4,9 +4,9 @@ import pytest
 from django.test import override_settings
 
 from memories import selectors, services
-from memories.exceptions import Conflict, DuplicateContent, InvalidInput, NotFound, TooLarge
 from memories.models import AuditEvent, Memory, Revision, Tag
 from memories.records import MemoryRecord
+from memoryproject.exceptions import Conflict, DuplicateContent, InvalidInput, NotFound, TooLarge
 
 ACTOR = {"actor": "tester", "interface": "cli"}
 

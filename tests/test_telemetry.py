@@ -8,12 +8,12 @@ from django.utils import timezone
 
 from memories import services
 from memories.access import Caller
-from memories.exceptions import InvalidInput
 from memories.models import AuditEvent
-from tests.subprocesses import instance, migrated_db  # noqa: F401  (fixtures)
+from memoryproject.exceptions import InvalidInput
 from telemetry import selectors
 from telemetry.models import HookRecall, InjectedMemory, Injection, RefusedIngest
 from telemetry.services import InjectionSuspected, hook_ingest, hook_recall, hook_report
+from tests.subprocesses import instance, migrated_db  # noqa: F401  (fixtures)
 
 NOW = dt.datetime(2026, 6, 15, 12, 0, tzinfo=dt.timezone.utc)
 ACME = Caller(actor="key:hooks", interface="api", scopes=frozenset({"read", "write"}), namespaces=("acme",))

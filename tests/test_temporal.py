@@ -7,9 +7,9 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from memories import selectors, services
-from memories.exceptions import Conflict, NotFound
 from memories.models import Revision
-from memories.timeparse import parse_instant
+from memoryproject.exceptions import Conflict, NotFound
+from memoryproject.timeparse import parse_instant
 
 ACTOR = {"actor": "tester", "interface": "cli"}
 MICRO = dt.timedelta(microseconds=1)

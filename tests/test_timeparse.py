@@ -2,8 +2,8 @@ import datetime as dt
 
 import pytest
 
-from memories.exceptions import InvalidInput
-from memories.timeparse import format_instant, parse_instant
+from memoryproject.exceptions import InvalidInput
+from memoryproject.timeparse import format_instant, parse_instant
 
 UTC = dt.timezone.utc
 

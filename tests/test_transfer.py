@@ -11,10 +11,10 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from memories import selectors, services
-from memories.exceptions import Conflict, InvalidInput, NotFound, TooLarge
 from memories.models import AuditEvent, Memory, Revision, Tag
 from memories.selectors import memory_recall
 from memories.services.transfer import EXPORT_FORMAT, EXPORT_VERSION
+from memoryproject.exceptions import Conflict, InvalidInput, NotFound, TooLarge
 from tests.subprocesses import Instance, clean_env, instance, migrated_db  # noqa: F401  (fixtures)
 
 UTC = dt.timezone.utc

@@ -7,10 +7,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from memories import selectors, validation
-from memories.exceptions import Conflict, DuplicateContent
 from memories.models import Memory
 from memories.records import ChangeResult, MemoryRecord
 from memories.services.lifecycle import audit, check_interface, get_memory
+from memoryproject.exceptions import Conflict, DuplicateContent
 
 
 def _shown(memory: Memory, now) -> MemoryRecord:

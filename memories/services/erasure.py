@@ -21,10 +21,10 @@ from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from memories import validation
-from memories.exceptions import InvalidInput
 from memories.models import AuditEvent, ErasureGate, ErasureReceipt, Memory, Revision, Tag
 from memories.services.lifecycle import audit, check_interface, get_memory
-from memories.timeparse import parse_optional_instant
+from memoryproject.exceptions import InvalidInput
+from memoryproject.timeparse import parse_optional_instant
 from search import indexing
 from telemetry.models import HookRecall, InjectedMemory, Injection, RefusedIngest
 

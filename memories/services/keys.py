@@ -18,10 +18,10 @@ from django.utils import timezone
 
 from memories import validation
 from memories.access import AuthenticationFailed, Caller
-from memories.exceptions import InvalidInput, NotFound
 from memories.models import ApiKey, Scope
 from memories.services.lifecycle import audit, check_interface
-from memories.timeparse import stored_instant
+from memoryproject.exceptions import InvalidInput, NotFound
+from memoryproject.timeparse import stored_instant
 
 KEY_PREFIX = "mem"
 NAME_MAX = 100

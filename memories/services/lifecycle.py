@@ -2,7 +2,7 @@
 
 Every function is keyword-only, runs in one transaction (BEGIN IMMEDIATE, see
 settings), records the actor and the interface, and raises domain errors from
-``memories.exceptions`` before writing anything.
+``memoryproject.exceptions`` before writing anything.
 """
 
 import dataclasses
@@ -13,11 +13,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from memories import selectors, validation
-from memories.exceptions import Conflict, DuplicateContent, InvalidInput, NotFound
 from memories.inserts import insert_all
 from memories.models import AuditEvent, Interface, Kind, Memory, Revision, State, Tag
 from memories.records import ChangeResult, MemoryRecord, RememberResult
-from memories.timeparse import parse_optional_instant
+from memoryproject.exceptions import Conflict, DuplicateContent, InvalidInput, NotFound
+from memoryproject.timeparse import parse_optional_instant
 from search import duplicates, indexing
 
 # The fields a revision carries forward from the one it revises.

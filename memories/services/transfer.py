@@ -31,7 +31,6 @@ from django.db.models import Exists, OuterRef, Prefetch
 from django.utils import timezone
 
 from memories import selectors, validation
-from memories.exceptions import Conflict, DuplicateContent, InvalidInput, MemoryServiceError, TooLarge
 from memories.inserts import insert_all
 from memories.models import Kind, Memory, Revision, State, Tag
 from memories.records import ImportReport
@@ -47,7 +46,8 @@ from memories.services.lifecycle import (
     tag_objects,
     validity_interval,
 )
-from memories.timeparse import format_instant, parse_optional_instant
+from memoryproject.exceptions import Conflict, DuplicateContent, InvalidInput, MemoryServiceError, TooLarge
+from memoryproject.timeparse import format_instant, parse_optional_instant
 from search import indexing
 from search.embeddings import revision_text
 

@@ -3,9 +3,9 @@ from django.core.management.base import BaseCommand, CommandError
 from mcp_api.server import current_caller, server
 from memories import validation
 from memories.access import Caller
-from memories.exceptions import MemoryServiceError
 from memories.management.cli import cli_actor
 from memories.models import Interface, Scope
+from memoryproject.exceptions import MemoryServiceError
 from search.embeddings import warm_up
 
 

@@ -2,8 +2,8 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
-from memories.exceptions import MemoryServiceError
 from memories.management.cli import ProgressLine
+from memoryproject.exceptions import MemoryServiceError
 from search import vectors
 from search.embeddings import EmbedderUnavailable, get_embedder
 from search.errors import SearchError

@@ -1,8 +1,8 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from memories import selectors, services
-from memories.exceptions import MemoryServiceError
 from memories.management.cli import cli_actor
+from memoryproject.exceptions import MemoryServiceError
 
 
 class Command(BaseCommand):

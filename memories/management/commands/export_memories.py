@@ -4,9 +4,9 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from memories import services
-from memories.exceptions import MemoryServiceError
 from memories.management.cli import ProgressLine
-from memories.timeparse import format_instant, parse_optional_instant
+from memoryproject.exceptions import MemoryServiceError
+from memoryproject.timeparse import format_instant, parse_optional_instant
 
 
 class Command(BaseCommand):

@@ -3,8 +3,8 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from memories import services
-from memories.exceptions import MemoryServiceError
 from memories.management.cli import ProgressLine, cli_actor, report_line
+from memoryproject.exceptions import MemoryServiceError
 
 
 class Command(BaseCommand):

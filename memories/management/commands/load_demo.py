@@ -4,7 +4,7 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from memories import selectors, services
-from memories.timeparse import parse_instant
+from memoryproject.timeparse import parse_instant
 
 NAMESPACE = "demo"
 ACTOR = "cli:load_demo"

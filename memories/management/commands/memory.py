@@ -8,9 +8,9 @@ from django.core.management.base import BaseCommand
 from django.db.utils import OperationalError
 
 from memories import selectors, services
-from memories.exceptions import InvalidInput, MemoryServiceError
 from memories.management.cli import cli_actor
 from memories.selectors import LIST_STATES
+from memoryproject.exceptions import InvalidInput, MemoryServiceError
 
 # "argument --ttl-days: invalid int value: 'x'" names the option; it becomes the field.
 _ARGUMENT = re.compile(r"argument (?:\S+/)?-*([\w-]+):")

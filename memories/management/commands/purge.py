@@ -2,9 +2,9 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from memories import services
-from memories.exceptions import MemoryServiceError
 from memories.management.cli import ProgressLine, cli_actor
 from memories.services.erasure import PURGE_BATCH_SIZE
+from memoryproject.exceptions import MemoryServiceError
 
 
 class Command(BaseCommand):

@@ -2,12 +2,13 @@
 
 Anything ambiguous is refused rather than guessed: a naive time, a sub-microsecond
 fraction, a date that does not exist, a year outside 1..9999 once moved to UTC.
+Every app reads and writes instants this way, so it lives below them all.
 """
 
 import datetime as dt
 import re
 
-from memories.exceptions import InvalidInput
+from memoryproject.exceptions import InvalidInput
 
 UTC = dt.timezone.utc
 

@@ -1,6 +1,8 @@
 """Domain errors. Every interface maps these once (HTTP JSON, MCP tool error, CommandError, admin message).
 
-Messages are safe to show to an agent and say what to do next.
+Messages are safe to show to an agent and say what to do next. They live in the project
+package, below every app, because every app raises them (telemetry included, which
+imports nothing of memories).
 """
 
 
