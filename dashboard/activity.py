@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from django.db.models import Count
 
 from dashboard.charts import Series
-from memories.models import Memory, Revision, UtcDay
+from memories.models import Memory, Revision
+from memoryproject.dbfunctions import UtcDay
 
 # A chart shows at least this many days, so a new store's first day is not one lone bar.
 MIN_DAYS = 14

@@ -1,7 +1,7 @@
 """The memory server: a Django project.
 
 Its entry points (``urls``, ``asgi``, ``wsgi``) sit above every app; the rest (settings,
-the SQLite backend, strict JSON, domain errors, instants)
+the SQLite backend and database functions, strict JSON, domain errors, instants)
 sits below every app, and imports none (``tests/test_layers.py``).
 """
 

@@ -10,7 +10,7 @@ import datetime as dt
 from django.db.models import Count, Sum
 from django.utils import timezone
 
-from memories.models import UtcDay
+from memoryproject.dbfunctions import UtcDay
 from memoryproject.exceptions import InvalidInput
 from telemetry.models import HookRecall, InjectedMemory, Injection, RefusedIngest, estimate_tokens
 from telemetry.records import (
