@@ -30,29 +30,13 @@ from memories.admin_history import attach_shown_revisions, revision_history
 from memories.models import ApiKey, AuditEvent, ErasureReceipt, Memory, Revision, State, Tag
 from memories.services.keys import api_key_revoke
 from memoryproject.exceptions import MemoryServiceError
+from memoryproject.readonly_admin import ReadOnlyAdmin
 
 PREVIEW_CHARS = 120
 
 
 def admin_actor(request) -> str:
     return f"user:{request.user.username}"
-
-
-class ReadOnlyMixin:
-    """For admins and inlines of rows people may look at but never add, change or delete from the admin."""
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-
-class ReadOnlyAdmin(ReadOnlyMixin, admin.ModelAdmin):
-    """Rows people may look at but never add, change or delete from the admin."""
 
 
 # Memories ---------------------------------------------------------------------------------------------------------

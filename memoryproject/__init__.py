@@ -1,8 +1,8 @@
 """The memory server: a Django project.
 
-Its entry points (``urls``, ``asgi``, ``wsgi``) sit above every app; the rest (settings,
-the SQLite backend and database functions, strict JSON, domain errors, instants)
-sits below every app, and imports none (``tests/test_layers.py``).
+Its entry points (``urls``, ``asgi``, ``wsgi``) sit above every app. The rest sits below
+every app and imports none (``tests/test_layers.py``): settings, the SQLite backend and
+database functions, strict JSON, domain errors, instants, the read-only admin base.
 """
 
 import os

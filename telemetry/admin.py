@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.db.models import Count
 from django.utils.text import Truncator
 
-from memories.admin import ReadOnlyAdmin, ReadOnlyMixin
+from memoryproject.readonly_admin import ReadOnlyAdmin, ReadOnlyMixin
 from telemetry.models import HookRecall, InjectedMemory, Injection, RefusedIngest
 
 QUERY_CHARS = 80
