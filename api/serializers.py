@@ -437,7 +437,7 @@ class HealthResponse(serializers.Serializer):
 
 
 
-# Hooks (telemetry.services) ---------------------------------------------------------------------------------------
+# Hooks (memories.services.hooks) ----------------------------------------------------------------------------------
 
 HOOK_NAME_MAX = 64
 SESSION_MAX = 200

@@ -29,7 +29,6 @@ from memories.access import Caller, PermissionDenied
 from memories.models import Memory, Scope
 from memoryproject.exceptions import InvalidInput
 from search.embeddings import get_embedder
-from telemetry import services as telemetry_services
 
 API_VERSION = "v1"
 # SQLite's INTEGER is 64-bit: a larger id in a URL can name no memory, and would not fit a query parameter.
@@ -326,7 +325,7 @@ class HookRecallView(ApiView):
                                "<memory-context> tags and marked as reference data, within budget characters.")
     def post(self, request):
         fields = self.body(s.HookRecallRequest)
-        return Response(telemetry_services.hook_recall(caller=self.caller, **_given(fields)).as_dict())
+        return Response(services.hook_recall(caller=self.caller, **_given(fields)).as_dict())
 
 
 class HookIngestView(ApiView):
@@ -337,7 +336,7 @@ class HookIngestView(ApiView):
                                "prompt injection is refused (400, code injection_suspected) and counted.")
     def post(self, request):
         fields = self.body(s.HookIngestRequest)
-        result = telemetry_services.hook_ingest(caller=self.caller, **_given(fields))
+        result = services.hook_ingest(caller=self.caller, **_given(fields))
         return Response(result.as_dict(), status=201 if result.status == "created" else 200)
 
 
@@ -351,7 +350,7 @@ class HookReportView(ApiView):
                                "MEMORY_TELEMETRY_DAYS).")
     def post(self, request):
         fields = self.body(s.HookReportRequest)
-        record = telemetry_services.hook_report(caller=self.caller, **_given(fields))
+        record = services.hook_report(caller=self.caller, **_given(fields))
         return Response(record.as_dict(), status=201)
 
 

@@ -1,4 +1,4 @@
-"""Plain results of the hook services (``telemetry.services``) and the telemetry selectors."""
+"""Plain results of the hook services (``memories.services.hooks``) and the telemetry selectors."""
 
 import datetime as dt
 from dataclasses import dataclass

@@ -55,7 +55,7 @@ def _record_telemetry(instance: Instance) -> None:
     """Two hook recalls and their injection reports, through the services the REST hooks call."""
     instance.run("""
         from memories.access import Caller
-        from telemetry import services as hooks
+        from memories.services import hooks
         caller = Caller(actor="key:hooks", interface="api", scopes=frozenset({"read", "write"}))
         for harness, hook, query in [("claude-code", "UserPromptSubmit", "how do I reset a stuck picker"),
                                      ("codex", "SessionStart", "battery supplier")]:

@@ -9,8 +9,8 @@ from django.contrib.messages import get_messages
 from memories import services
 from memories.access import AuthenticationFailed, Caller
 from memories.models import ApiKey, AuditEvent, ErasureReceipt, Revision
+from memories.services import hooks
 from memories.services.keys import api_key_authenticate, api_key_create
-from telemetry import services as telemetry
 from telemetry.models import HookRecall, InjectedMemory, Injection
 
 KEYS = "/admin/memories/apikey/"
@@ -27,9 +27,9 @@ def records(remember, actor):
     gone = remember("A memory that will be erased.").memory
     receipt = services.memory_erase(memory_id=gone.id, reason="test", **actor)
     caller = Caller(actor="key:test", interface="api", scopes=frozenset({"read", "write"}))
-    block = telemetry.hook_recall(caller=caller, query="printer paper", harness="claude-code", hook="prompt")
-    report = telemetry.hook_report(caller=caller, harness="claude-code", hook="prompt", query="printer paper",
-                                   characters=120, memories=[{"memory_id": kept.id, "revision_id": kept.revision_id}])
+    block = hooks.hook_recall(caller=caller, query="printer paper", harness="claude-code", hook="prompt")
+    report = hooks.hook_report(caller=caller, harness="claude-code", hook="prompt", query="printer paper",
+                               characters=120, memories=[{"memory_id": kept.id, "revision_id": kept.revision_id}])
     return {
         "memories/revision": Revision.objects.get(memory_id=kept.id).pk,
         "memories/erasurereceipt": receipt.pk,

@@ -1,4 +1,4 @@
-"""The hook endpoints over HTTP: hooks/recall/, hooks/ingest/ and hooks/report/ (telemetry.services does the work)."""
+"""The hook endpoints over HTTP: hooks/recall/, hooks/ingest/ and hooks/report/ (memories.services.hooks does the work)."""
 
 import pytest
 from rest_framework.test import APIClient

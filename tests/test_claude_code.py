@@ -166,7 +166,7 @@ def test_only_the_end_of_a_huge_transcript_is_read(tmp_path, monkeypatch):
     assert all(request.startswith("request number ") for request, _ in turns)  # no half line
 
 
-# Live: the REST engineer wires telemetry.services to these endpoints (README, Hooks and telemetry).
+# Live: the REST engineer wires memories.services.hooks to these endpoints (README, Hooks and telemetry).
 HOOK_PATHS = ["/api/v1/hooks/recall/", "/api/v1/hooks/ingest/", "/api/v1/hooks/report/"]
 
 

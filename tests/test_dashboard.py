@@ -10,8 +10,8 @@ from dashboard import activity
 from dashboard.charts import Series, axis_step, bar_chart
 from memories import services
 from memories.access import Caller
+from memories.services.hooks import InjectionSuspected, hook_ingest
 from telemetry.models import HookRecall, InjectedMemory, Injection
-from telemetry.services import InjectionSuspected, hook_ingest
 
 ACTOR = {"actor": "tester", "interface": "cli"}
 PAGES = ["/", "/search/", "/search/?query=deploy", "/telemetry/", "/memories/{id}/timeline/"]

@@ -7,11 +7,11 @@ import pytest
 
 from memories.access import PermissionDenied
 from memories.selectors import memory_recall
+from memories.services.hooks import hook_recall
 from memoryproject.exceptions import InvalidInput
 from telemetry import wrapper
 from telemetry.models import HookRecall
 from telemetry.reading import read
-from telemetry.services import hook_recall
 from tests.helpers import key_caller as caller
 
 # In a reading of the block, anything that could be the wrapper's tag name.

@@ -9,10 +9,10 @@ from django.utils import timezone
 from memories import selectors
 from memories.access import PermissionDenied
 from memories.models import AuditEvent, Memory, Revision
+from memories.services.hooks import InjectionSuspected, hook_ingest
 from memoryproject.exceptions import InvalidInput, TooLarge
 from search import duplicates
 from telemetry.models import RefusedIngest
-from telemetry.services import InjectionSuspected, hook_ingest
 from tests.helpers import key_caller as caller
 
 NOTE = "The deploy pipeline runs the smoke tests before the canary release every Friday."

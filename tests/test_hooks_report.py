@@ -6,9 +6,9 @@ import functools
 import pytest
 
 from memories.access import PermissionDenied
+from memories.services.hooks import hook_recall, hook_report
 from memoryproject.exceptions import InvalidInput, NotFound, TooLarge
 from telemetry.models import InjectedMemory, Injection
-from telemetry.services import hook_recall, hook_report
 from tests.helpers import key_caller
 
 caller = functools.partial(key_caller, scopes=("read",))

@@ -9,10 +9,10 @@ from django.utils import timezone
 from memories import services
 from memories.access import Caller
 from memories.models import AuditEvent
+from memories.services.hooks import InjectionSuspected, hook_ingest, hook_recall, hook_report
 from memoryproject.exceptions import InvalidInput
 from telemetry import selectors
 from telemetry.models import HookRecall, InjectedMemory, Injection, RefusedIngest
-from telemetry.services import InjectionSuspected, hook_ingest, hook_recall, hook_report
 from tests.subprocesses import instance, migrated_db  # noqa: F401  (fixtures)
 
 NOW = dt.datetime(2026, 6, 15, 12, 0, tzinfo=dt.timezone.utc)

@@ -2,6 +2,7 @@
 
 from memories.services.curation import memory_move
 from memories.services.erasure import database_vacuum, memory_erase, purge_expired
+from memories.services.hooks import hook_ingest, hook_recall, hook_report
 from memories.services.lifecycle import (
     memory_forget,
     memory_remember,
@@ -17,6 +18,9 @@ __all__ = [
     "memories_export",
     "memories_import",
     "database_vacuum",
+    "hook_ingest",
+    "hook_recall",
+    "hook_report",
     "memory_erase",
     "purge_expired",
     "memory_forget",

@@ -26,7 +26,7 @@ from memories.services.lifecycle import audit, check_interface, get_memory
 from memoryproject.exceptions import InvalidInput
 from memoryproject.timeparse import parse_optional_instant
 from search import indexing
-from telemetry.models import HookRecall, InjectedMemory, Injection, RefusedIngest
+from telemetry import services as telemetry
 
 logger = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ def memory_erase(*, memory_id: int, actor: str, interface: str, reason: str | No
         revision_ids = [revision_id for revision_id, _ in revisions]
         _delete_revisions(revision_ids)
         # Injection reports name the memory; the report itself (harness, size) stays.
-        InjectedMemory.objects.filter(memory_id=memory_id).delete()
+        telemetry.injected_memory_erase(memory_id=memory_id)
         tag_ids = list(memory.tags.values_list("pk", flat=True))
         memory.delete()
         # A tag can say as much as the text: drop the ones only this memory used,
@@ -171,11 +171,7 @@ def _purge_batch(expired_ids: list[int], *, now: dt.datetime) -> dict:
 def _purge_telemetry(cutoff: dt.datetime, *, actor: str, interface: str) -> int:
     """Delete the telemetry rows (hook recalls, injections, refused ingests) older than ``cutoff``; count them."""
     with transaction.atomic():
-        # Each model's index on ``at`` serves the range; an injection's items go with it (CASCADE).
-        counts = {}
-        for model in (HookRecall, Injection, RefusedIngest):
-            _, by_model = model.objects.filter(at__lt=cutoff).delete()
-            counts[model._meta.model_name] = by_model.get(model._meta.label, 0)
+        counts = telemetry.telemetry_purge(before=cutoff)
         removed = sum(counts.values())
         if removed:
             audit(actor=actor, interface=interface, action="purge_telemetry", memory_id=None, at=timezone.now(),

@@ -1,0 +1,285 @@
+"""The hook services: what an agent harness calls around a prompt (REST ``hooks/recall|ingest|report/``).
+
+- ``hook_recall``: the memories recall finds for a prompt, as a block ready to inject;
+- ``hook_ingest``: text the harness captures (a transcript being compacted) stored as a
+  memory, unless it is already held or looks like a prompt injection;
+- ``hook_report``: the harness says a block was actually injected (injection telemetry).
+
+Each takes the ``Caller`` the interface authenticated and asks it for scopes and
+namespaces, records telemetry rows through ``telemetry.services`` (ids and counts, never
+memory text), and raises domain errors from ``memoryproject.exceptions``.
+"""
+
+import datetime as dt
+import re
+import unicodedata
+
+from django.conf import settings
+from django.utils import timezone
+
+from memories import selectors, validation
+from memories.access import Caller
+from memories.models import Kind, Memory, Revision, Scope
+from memories.records import MemoryRecord
+from memories.services.lifecycle import get_memory, memory_remember, memory_revise
+from memoryproject.exceptions import InvalidInput, NotFound, TooLarge
+from search import duplicates
+from telemetry import screening, wrapper
+from telemetry import services as telemetry
+from telemetry.records import HookBlock, HookHit, IngestResult, InjectionRecord
+
+HOOK_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._:/+-]{0,63}")
+SESSION_MAX = 200
+# A report's block size is the harness's word; this only keeps nonsense out of the sums.
+REPORT_CHARACTERS_MAX = 1_000_000
+REPORT_MEMORIES_MAX = validation.RECALL_LIMIT_MAX
+
+
+class InjectionSuspected(InvalidInput):
+    """Captured text looks written to steer a model; it is refused and the refusal counted."""
+
+    code = "injection_suspected"
+
+
+def _name(value, *, field: str, required: bool) -> str:
+    """Return a harness or hook name: 1-64 letters, digits, spaces or . _ : / + - (empty where optional)."""
+    if value is None or value == "":
+        if required:
+            raise InvalidInput(f"{field}: required, e.g. 'claude-code' or 'UserPromptSubmit'.", field=field)
+        return ""
+    if not isinstance(value, str) or not HOOK_NAME_RE.fullmatch(value):
+        raise InvalidInput(
+            f"{field}: {value!r} is not a name. Use 1-64 letters, digits, spaces or . _ : / + -, starting with a "
+            "letter or digit (e.g. 'claude-code', 'UserPromptSubmit').",
+            field=field,
+        )
+    return value
+
+
+def _session(value) -> str:
+    if value is None or value == "":
+        return ""
+    if not isinstance(value, str):
+        raise InvalidInput(f"session: expected text, got {type(value).__name__}.", field="session")
+    if len(value) > SESSION_MAX:
+        raise TooLarge(f"session: {len(value)} characters is over the limit of {SESSION_MAX}.", field="session")
+    if any(unicodedata.category(ch) in ("Cc", "Cs") for ch in value):
+        raise InvalidInput("session: control characters are not allowed.", field="session")
+    return value
+
+
+def _budget(value) -> int:
+    if value is None:
+        return settings.MEMORY_HOOK_BUDGET
+    top = settings.MEMORY_HOOK_BUDGET_MAX
+    if isinstance(value, bool) or not isinstance(value, int) or not wrapper.BUDGET_MIN <= value <= top:
+        raise InvalidInput(f"budget: {value!r} is out of range {wrapper.BUDGET_MIN}..{top} (characters).",
+                           field="budget")
+    return value
+
+
+def hook_recall(
+    *,
+    caller: Caller,
+    query: str,
+    namespace=None,
+    tags=None,
+    kinds=None,
+    limit: int = 8,
+    budget: int | None = None,
+    mode: str = "hybrid",
+    harness: str = "",
+    hook: str = "",
+    session: str = "",
+) -> HookBlock:
+    """Recall for ``query`` and return the hits as a block of at most ``budget`` characters.
+
+    The hits are recall's own (same arguments, same order); the block shows as many of
+    the first ones as fit, the last perhaps cut short. A ``HookRecall`` row records the
+    answer's size.
+    """
+    caller.require(Scope.READ)
+    budget = _budget(budget)
+    harness = _name(harness, field="harness", required=False)
+    hook = _name(hook, field="hook", required=False)
+    session = _session(session)
+    namespaces = caller.namespaces_to_read(namespace)
+    result = selectors.memory_recall(query=query, namespace=namespaces, tags=tags, kinds=kinds, limit=limit, mode=mode)
+    entries = [
+        wrapper.Entry(memory_id=hit.memory.id, namespace=hit.memory.namespace, key=hit.memory.key,
+                      title=hit.memory.title, age=hit.age, content=hit.memory.content)
+        for hit in result.hits
+    ]
+    block = wrapper.build(entries, budget=budget)
+    shown = [
+        HookHit(memory_id=hit.memory.id, revision_id=hit.memory.revision_id, namespace=hit.memory.namespace,
+                key=hit.memory.key, title=hit.memory.title, score=hit.score, age=hit.age)
+        for hit in result.hits[:block.shown]
+    ]
+    recall_id = telemetry.hook_recall_create(actor=caller.actor, harness=harness, hook=hook, session=session,
+                                             namespaces=namespaces, query=query, hits=len(shown),
+                                             characters=len(block.text))
+    return HookBlock(
+        query=query, block=block.text, characters=len(block.text), budget=budget, truncated=block.truncated,
+        hits=shown, omitted=len(result.hits) - len(shown), terms=result.terms, match_mode=result.match_mode,
+        mode=result.mode, note=result.note, hint=result.hint, recall_id=recall_id,
+    )
+
+
+def _source(harness: str, hook: str, session: str) -> str:
+    parts = [part for part in (harness, hook) if part]
+    if session:
+        parts.append(f"session {session}")
+    return " ".join(" ".join(parts).split())  # at most 64 + 64 + 200 characters: within SOURCE_MAX
+
+
+def _refresh(memory_id: int, *, ttl_days: int, caller: Caller) -> MemoryRecord:
+    """Extend the memory's expiry to ``ttl_days`` from now (0: none), never shortening it."""
+    current = selectors.memory_get(memory_id=memory_id)
+    if current.expires_at is None:
+        return current  # it never expires: nothing to renew
+    if ttl_days and current.expires_at >= timezone.now() + dt.timedelta(days=ttl_days):
+        return current
+    return memory_revise(memory_id=memory_id, ttl_days=ttl_days, **caller.credit).memory
+
+
+def hook_ingest(
+    *,
+    caller: Caller,
+    text: str,
+    namespace=None,
+    kind: str = Kind.ARTIFACT,
+    title: str | None = None,
+    tags=None,
+    ttl_days: int | None = None,
+    source: str | None = None,
+    harness: str = "",
+    hook: str = "",
+    session: str = "",
+) -> IngestResult:
+    """Store captured text as a memory that expires after ``ttl_days`` (default MEMORY_HOOK_TTL_DAYS; 0: never).
+
+    Text the namespace already holds, exactly or nearly (``search.duplicates``), is not
+    stored again: that memory's expiry is renewed and its id returned. Text that matches
+    a prompt-injection pattern (``telemetry.screening``) is refused with
+    ``InjectionSuspected`` naming the pattern, and the refusal is counted (a
+    ``RefusedIngest`` row, without the text).
+    """
+    caller.require(Scope.WRITE)
+    namespace = caller.namespace_to_write(namespace)
+    harness = _name(harness, field="harness", required=False)
+    hook = _name(hook, field="hook", required=False)
+    session = _session(session)
+    content = validation.content(text, field="text")
+    kind = validation.kind(kind)
+    title = validation.short_text(title, field="title", limit=validation.TITLE_MAX)
+    tags = validation.tags(tags)
+    source = (validation.short_text(source, field="source", limit=validation.SOURCE_MAX) if source is not None
+              else _source(harness, hook, session))
+    ttl_days = settings.MEMORY_HOOK_TTL_DAYS if ttl_days is None else validation.ttl_days(ttl_days)
+
+    pattern = screening.suspected_injection(f"{title}\n{content}")
+    if pattern is not None:
+        # Outside any transaction of ours: the count must stay although the request fails.
+        telemetry.refused_ingest_create(actor=caller.actor, harness=harness, hook=hook, session=session,
+                                        namespace=namespace, pattern=pattern.name, characters=len(content))
+        raise InjectionSuspected(
+            f"text: refused because it {pattern.description} (pattern {pattern.name!r}); captured text is "
+            "replayed to models as memory, so text written to steer one is not stored. Remove that passage "
+            "and send the rest.",
+            field="text",
+        )
+
+    exact = selectors.visible_duplicate(namespace=namespace, content_hash=validation.content_hash(content))
+    if exact is None:
+        twin = duplicates.find_near_twin(content, namespace=namespace, title=title)
+        if twin is not None:
+            record = _refresh(twin.memory_id, ttl_days=ttl_days, caller=caller)
+            return IngestResult(status="refreshed", memory_id=record.id, revision_id=record.revision_id,
+                                namespace=record.namespace, cosine=twin.cosine, expires_at=record.expires_at)
+    # No near twin was found above (or the text is an exact duplicate): no need to look again.
+    result = memory_remember(namespace=namespace, content=content, kind=kind, title=title or None, tags=tags,
+                             source=source or None, ttl_days=ttl_days, look_for_near_twin=False, **caller.credit)
+    record = result.memory
+    if result.deduplicated:
+        record = _refresh(record.id, ttl_days=ttl_days, caller=caller)
+        return IngestResult(status="duplicate", memory_id=record.id, revision_id=record.revision_id,
+                            namespace=record.namespace, cosine=None, expires_at=record.expires_at)
+    return IngestResult(status="created", memory_id=record.id, revision_id=record.revision_id,
+                        namespace=record.namespace, cosine=None, expires_at=record.expires_at)
+
+
+def _positive_int(value, *, field: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidInput(f"{field}: {value!r} is not a positive integer.", field="memories")
+    return value
+
+
+def _report_items(memories) -> list[tuple[int, int]]:
+    """Return ``(memory_id, revision_id)`` pairs from a report's ``memories`` list, checked for shape."""
+    if not isinstance(memories, (list, tuple)):
+        raise InvalidInput("memories: expected a list of {memory_id, revision_id} objects.", field="memories")
+    if len(memories) > REPORT_MEMORIES_MAX:
+        raise TooLarge(f"memories: {len(memories)} items is over the limit of {REPORT_MEMORIES_MAX}.",
+                       field="memories")
+    items, seen = [], set()
+    for index, item in enumerate(memories):
+        where = f"memories[{index}]"
+        if not isinstance(item, dict) or set(item) != {"memory_id", "revision_id"}:
+            raise InvalidInput(f"{where}: expected an object with exactly memory_id and revision_id.",
+                               field="memories")
+        memory_id = _positive_int(item["memory_id"], field=f"{where}.memory_id")
+        revision_id = _positive_int(item["revision_id"], field=f"{where}.revision_id")
+        if memory_id in seen:
+            raise InvalidInput(f"{where}: memory {memory_id} is listed twice.", field="memories")
+        seen.add(memory_id)
+        items.append((memory_id, revision_id))
+    return items
+
+
+def _check_reported(caller: Caller, items: list[tuple[int, int]]) -> None:
+    """Refuse memories the caller may not see exactly as ``check_memory`` does, and foreign revision ids."""
+    namespaces = dict(Memory.objects.filter(pk__in=[memory_id for memory_id, _ in items])
+                      .values_list("pk", "namespace"))
+    for memory_id, _ in items:
+        if memory_id not in namespaces or not caller.may_use(namespaces[memory_id]):
+            caller.check_memory(memory_id)  # raises for a caller limited to some namespaces
+            get_memory(memory_id)  # raises for a missing memory
+            raise NotFound(f"Memory {memory_id} not found.", field="id")  # not reached
+    owners = dict(Revision.objects.filter(pk__in=[revision_id for _, revision_id in items])
+                  .values_list("pk", "memory_id"))
+    for index, (memory_id, revision_id) in enumerate(items):
+        if owners.get(revision_id) != memory_id:
+            raise InvalidInput(f"memories[{index}].revision_id: {revision_id} is not a revision of memory "
+                               f"{memory_id}. Report the revision_id the recall gave.", field="memories")
+
+
+def hook_report(
+    *,
+    caller: Caller,
+    harness: str,
+    hook: str,
+    query: str = "",
+    session: str = "",
+    characters: int,
+    memories: list,
+) -> InjectionRecord:
+    """Record that ``harness``'s ``hook`` injected a block of ``characters`` carrying these memory revisions."""
+    caller.require(Scope.READ)
+    harness = _name(harness, field="harness", required=True)
+    hook = _name(hook, field="hook", required=True)
+    session = _session(session)
+    if query is None:
+        query = ""
+    if not isinstance(query, str):
+        raise InvalidInput(f"query: expected text, got {type(query).__name__}.", field="query")
+    if len(query) > validation.QUERY_MAX_CHARS:
+        raise TooLarge(f"query: {len(query)} characters is over the limit of {validation.QUERY_MAX_CHARS}.",
+                       field="query")
+    if isinstance(characters, bool) or not isinstance(characters, int) or not 0 <= characters <= REPORT_CHARACTERS_MAX:
+        raise InvalidInput(f"characters: {characters!r} is out of range 0..{REPORT_CHARACTERS_MAX}.",
+                           field="characters")
+    items = _report_items(memories)
+    _check_reported(caller, items)
+    return telemetry.injection_create(actor=caller.actor, harness=harness, hook=hook, session=session, query=query,
+                                      characters=characters, items=items)
