@@ -408,7 +408,7 @@ class ImportResponse(serializers.Serializer):
 
 
 class ExportDocument(serializers.Serializer):
-    """The export format (``memories.services.transfer``); ``import/`` takes the same document."""
+    """The export format (``memories.services.export``); ``import/`` takes the same document."""
 
     format = serializers.CharField(required=False, help_text="memory-export")
     version = serializers.IntegerField(required=False)

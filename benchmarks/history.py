@@ -91,7 +91,7 @@ def make_history(corpus, count: int, *, now: dt.datetime, namespace: str, key_pr
 
 
 def import_document(memories: list[MemorySpec]) -> dict:
-    """The export format (``memories.services.transfer``) for a trusted import of ``memories``."""
+    """The export format (``memories.services.export``) for a trusted import of ``memories``."""
     items = []
     for memory in memories:
         revisions = []

@@ -164,22 +164,22 @@ def remember_costs(corpus, count: int) -> dict:
 def import_costs(corpus, count: int, now) -> dict:
     from history import import_document, make_history
     from memories import selectors
-    from memories.services import transfer
+    from memories.services import imports
 
     from search import indexing
 
     stages = Stages()
-    stages.wrap(transfer, "memories_import", "total")
-    stages.wrap(transfer, "_read_batch", "parse and validate")
-    # New memories go through the bulk path (transfer._NewMemories): set-wise duplicate checks,
+    stages.wrap(imports, "memories_import", "total")
+    stages.wrap(imports, "_read_batch", "parse and validate")
+    # New memories go through the bulk path (imports._NewMemories): set-wise duplicate checks,
     # multi-row INSERTs of revisions (FTS5 triggers fire per row), one audit INSERT per chunk.
     stages.wrap(selectors, "visible_duplicates", "duplicate checks, set-wise")
-    stages.wrap(transfer, "append_revisions", "revision INSERTs with FTS5 triggers (bulk)")
+    stages.wrap(imports, "append_revisions", "revision INSERTs with FTS5 triggers (bulk)")
     stages.wrap(indexing, "_index_stored", "indexing, one batch (postings, hash embedding, vectors)")
-    stages.wrap(transfer, "audit_many", "audit events (bulk)")
+    stages.wrap(imports, "audit_many", "audit events (bulk)")
     document = import_document(make_history(corpus, count, now=now, namespace="costs", key_prefix="i"))
     try:
-        transfer.memories_import(document=document, actor="bench", interface="cli", trusted=True)
+        imports.memories_import(document=document, actor="bench", interface="cli", trusted=True)
     finally:
         stages.restore()
     per = stages.per(count, unit="us")

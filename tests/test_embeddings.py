@@ -17,7 +17,7 @@ from memories import services
 from memories.management.commands.backfill import progress_text
 from memories.models import Revision
 from memories.selectors import memory_recall as recall
-from memories.services import transfer
+from memories.services import imports
 from search import embeddings, indexing, vectors
 from search.embeddings import (
     BFLOAT16_MIN_TEXTS,
@@ -325,7 +325,7 @@ def test_an_import_that_fails_stops_embedding_ahead_and_writes_nothing(db, batch
     def failing(self, items):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(transfer._NewMemories, "_write", failing)
+    monkeypatch.setattr(imports._NewMemories, "_write", failing)
 
     with pytest.raises(RuntimeError, match="disk full"):
         services.memories_import(document=_facts_document(_varied_texts(8 * BFLOAT16_MIN_TEXTS)), trusted=True,
@@ -757,7 +757,7 @@ print(json.dumps({"stored": ids.tolist(), "bytes": matrix.tobytes().hex(), "pend
 _SHOW_VECTORS = """
 import json
 from memories.models import Revision
-from memories.services import transfer
+from memories.services import imports
 from search import vectors
 from search.embeddings import HashEmbedder, revision_text
 ids, matrix = vectors.load_matrix()

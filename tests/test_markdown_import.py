@@ -8,7 +8,7 @@ import pytest
 
 from memories import selectors, services
 from memories.models import AuditEvent, Memory, Revision, Tag
-from memories.services.transfer import MARKDOWN_CHUNK_MAX_CHARS, MARKDOWN_FILE_MAX_BYTES
+from memories.services.markdown import MARKDOWN_CHUNK_MAX_CHARS, MARKDOWN_FILE_MAX_BYTES
 from memoryproject.exceptions import InvalidInput, NotFound, TooLarge
 from tests.subprocesses import instance, migrated_db  # noqa: F401  (fixtures)
 

@@ -13,7 +13,7 @@ from django.utils import timezone
 from memories import selectors, services
 from memories.models import AuditEvent, Memory, Revision, Tag
 from memories.selectors import memory_recall
-from memories.services.transfer import EXPORT_FORMAT, EXPORT_VERSION
+from memories.services.export import EXPORT_FORMAT, EXPORT_VERSION
 from memoryproject.exceptions import Conflict, InvalidInput, NotFound, TooLarge
 from tests.subprocesses import Instance, clean_env, instance, migrated_db  # noqa: F401  (fixtures)
 
@@ -408,7 +408,7 @@ def test_a_dry_run_counts_what_would_change_and_writes_nothing(remember):
     assert rows() == before
 
 
-# New memories in a trusted import are written in bulk (transfer._NewMemories); these check it
+# New memories in a trusted import are written in bulk (imports._NewMemories); these check it
 # writes what writing them one at a time wrote: rows, tags, audit events, indexes, outcomes.
 
 
@@ -520,11 +520,11 @@ def test_new_memories_are_written_with_a_number_of_queries_that_does_not_grow_wi
 
 
 def test_a_trusted_import_pauses_the_cycle_collector_and_turns_it_back_on_after_success_or_failure(db, monkeypatch):
-    from memories.services import transfer
+    from memories.services import imports
 
     seen = []
-    read = transfer._read_batch
-    monkeypatch.setattr(transfer, "_read_batch", lambda *args, **kwargs: seen.append(gc.isenabled()) or
+    read = imports._read_batch
+    monkeypatch.setattr(imports, "_read_batch", lambda *args, **kwargs: seen.append(gc.isenabled()) or
                         read(*args, **kwargs))
     good = document(item("one", revision("One.", "2024-01-01T00:00:00Z")))
     bad = document(item("two", revision("Two.", "2024-01-01T00:00:00Z", valid_from="2024-13-01")))

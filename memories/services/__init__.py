@@ -2,7 +2,9 @@
 
 from memories.services.curation import memory_move
 from memories.services.erasure import database_vacuum, memory_erase, purge_expired
+from memories.services.export import memories_export
 from memories.services.hooks import hook_ingest, hook_recall, hook_report
+from memories.services.imports import memories_import
 from memories.services.lifecycle import (
     memory_forget,
     memory_remember,
@@ -11,7 +13,7 @@ from memories.services.lifecycle import (
     memory_revise,
     memory_update,
 )
-from memories.services.transfer import markdown_import, memories_export, memories_import
+from memories.services.markdown import markdown_import
 
 __all__ = [
     "markdown_import",

@@ -1,16 +1,12 @@
-"""Moving memories in and out: JSON export and import, and folders of Markdown as chunked memories.
-
-The export is one JSON document (format ``memory-export``, version 1): a header and a
-``memories`` list, each memory with every revision known by the cutoff, oldest first.
-A tombstone names the revision it hides by its position in that list, so the document
-does not depend on the row ids of the database it came from.
+"""The JSON import: an export document read back, checked whole, then written in one transaction.
 
 Imports check the whole batch before writing anything, then write it in one
 transaction: a bad item anywhere means nothing is written. A trusted import replays
 the revisions with their recorded times; an untrusted one remembers each memory's
 current text through ``memory_remember``, on the server clock. The new memories of a
 trusted import (a restore, a migration) are written in bulk, a chunk at a time, with
-the outcome of writing them one by one.
+the outcome of writing them one by one. The document is the one
+``memories.services.export`` writes.
 """
 
 import dataclasses
@@ -18,22 +14,27 @@ import datetime as dt
 import gc
 import json
 import math
-import os
-import re
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
-from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Prefetch
 from django.utils import timezone
 
 from memories import selectors, validation
 from memories.inserts import insert_all
 from memories.models import Kind, Memory, Revision, State, Tag
 from memories.records import ImportReport
+from memories.services.export import (
+    DOCUMENT_FIELDS,
+    EXPORT_FORMAT,
+    EXPORT_VERSION,
+    MEMORY_FIELDS,
+    REVISION_FIELDS,
+    TEXT_FIELDS,
+    TIME_FIELDS,
+)
 from memories.services.lifecycle import (
     add_tags,
     append_revision,
@@ -41,7 +42,6 @@ from memories.services.lifecycle import (
     audit,
     audit_many,
     check_interface,
-    memory_forget,
     memory_remember,
     tag_objects,
     validity_interval,
@@ -51,115 +51,11 @@ from memoryproject.timeparse import format_instant, parse_optional_instant
 from search import indexing
 from search.embeddings import revision_text
 
-EXPORT_FORMAT = "memory-export"
-EXPORT_VERSION = 1
-EXPORT_BATCH_SIZE = 500
 # Enough to fix a file in one go without burying the first problem.
 PROBLEMS_SHOWN = 20
-
-MARKDOWN_CHUNK_MAX_CHARS = 1800
-MARKDOWN_FILE_MAX_BYTES = 2 * 1024 * 1024
-COLLECTION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-
-Progress = Callable[[int, int], None]
-
-_DOCUMENT_FIELDS = {"format", "version", "exported_at", "as_of", "namespace", "memories"}
-_MEMORY_FIELDS = {"namespace", "key", "kind", "tags", "state", "created_at", "revisions"}
-_TIME_FIELDS = ("known_at", "valid_from", "valid_to", "expires_at")
-_TEXT_FIELDS = ("title", "content", "subject", "predicate", "object", "source", "content_hash", "reason",
-                "author", "interface")
-_REVISION_FIELDS = {*_TIME_FIELDS, "tombstone", "hides", *_TEXT_FIELDS}
 # What makes two revisions the same assertion; content_hash stands for the content.
-_COMPARED_FIELDS = tuple(sorted({*_TIME_FIELDS, "tombstone", *_TEXT_FIELDS} - {"content"}))
+_COMPARED_FIELDS = tuple(sorted({*TIME_FIELDS, "tombstone", *TEXT_FIELDS} - {"content"}))
 _AUTHOR_MAX = Revision._meta.get_field("author").max_length
-# Ids in one hand-picked export: a page or a few of the admin's list, never the whole store.
-EXPORT_SELECTED_MAX = 10_000
-
-
-# Export ---------------------------------------------------------------------------------------------------------
-
-
-def _memory_ids(values) -> list[int]:
-    if isinstance(values, (str, bytes)) or not isinstance(values, (list, tuple, set, frozenset)):
-        raise InvalidInput("memory_ids: expected a list of memory ids.", field="memory_ids")
-    if any(isinstance(value, bool) or not isinstance(value, int) or value < 1 for value in values):
-        raise InvalidInput("memory_ids: every id must be a positive integer.", field="memory_ids")
-    if len(values) > EXPORT_SELECTED_MAX:
-        raise InvalidInput(f"memory_ids: {len(values)} ids is over the limit of {EXPORT_SELECTED_MAX}; export a "
-                           "namespace instead.", field="memory_ids")
-    return sorted(set(values))
-
-
-def memories_export(
-    *, namespace: str | None = None, memory_ids=None, as_of=None, batch_size: int = EXPORT_BATCH_SIZE,
-    progress: Progress | None = None,
-) -> Iterator[str]:
-    """Return the export document as an iterator of text chunks, reading ``batch_size`` memories at a time.
-
-    ``namespace`` and ``memory_ids`` (a hand-picked set, as the admin exports) narrow it.
-    The arguments are checked at once, so a bad one raises before the caller opens
-    its output; rows are read only as the chunks are consumed, in primary-key order.
-    Revisions never change, so a cutoff in the past gives the same memories on every run.
-    """
-    if namespace is not None:
-        namespace = validation.namespace(namespace)
-    ids = _memory_ids(memory_ids) if memory_ids is not None else None
-    cutoff = parse_optional_instant(as_of, field="as_of") or timezone.now()
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise InvalidInput(f"batch_size: {batch_size!r} is not a positive integer.", field="batch_size")
-    memories = Memory.objects.filter(Exists(Revision.objects.filter(memory=OuterRef("pk"), known_at__lte=cutoff)))
-    if namespace is not None:
-        memories = memories.filter(namespace=namespace)
-    if ids is not None:
-        memories = memories.filter(pk__in=ids)
-    header = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "exported_at": format_instant(timezone.now()),
-              "as_of": format_instant(cutoff), "namespace": namespace}
-    return _export_chunks(memories, header=header, cutoff=cutoff, batch_size=batch_size, progress=progress)
-
-
-def _export_chunks(memories, *, header, cutoff, batch_size, progress) -> Iterator[str]:
-    total = memories.count() if progress else 0
-    revisions = Prefetch("revisions", queryset=Revision.objects.filter(known_at__lte=cutoff).order_by("known_at", "id"),
-                         to_attr="exported_revisions")
-    tags = Prefetch("tags", queryset=Tag.objects.order_by("slug"))
-    yield json.dumps(header, ensure_ascii=False)[:-1] + ', "memories": ['
-    done, after = 0, 0
-    while True:
-        # Keyset pagination: each batch is one indexed range scan, however deep into the table.
-        batch = list(memories.filter(pk__gt=after).order_by("pk").prefetch_related(tags, revisions)[:batch_size])
-        if not batch:
-            break
-        for memory in batch:
-            yield ("\n" if done == 0 else ",\n") + json.dumps(_memory_entry(memory), ensure_ascii=False)
-            done += 1
-        after = batch[-1].pk
-        if progress:
-            progress(done, total)
-    yield "\n]}\n"
-
-
-def _memory_entry(memory: Memory) -> dict:
-    revisions = memory.exported_revisions
-    position = {revision.pk: index for index, revision in enumerate(revisions)}
-    # The state at the cutoff, not today's: every change of state appends a revision.
-    state = State.FORGOTTEN if revisions[-1].tombstone else State.ACTIVE
-    return {
-        "namespace": memory.namespace,
-        "key": memory.key,
-        "kind": memory.kind,
-        "tags": [tag.name for tag in memory.tags.all()],
-        "state": state.value,
-        "created_at": format_instant(memory.created_at),
-        "revisions": [
-            {
-                **{name: format_instant(getattr(revision, name)) for name in _TIME_FIELDS},
-                "tombstone": revision.tombstone,
-                "hides": position.get(revision.hides_id),
-                **{name: getattr(revision, name) for name in _TEXT_FIELDS},
-            }
-            for revision in revisions
-        ],
-    }
 
 
 # Reading an import ----------------------------------------------------------------------------------------------
@@ -235,7 +131,7 @@ def _parse_document(document) -> dict:
     if not isinstance(document, dict) or not isinstance(document.get("memories"), list):
         raise InvalidInput("document: expected a JSON object with a 'memories' list (the format export writes).",
                            field="document")
-    _reject_unknown(document, _DOCUMENT_FIELDS)
+    _reject_unknown(document, DOCUMENT_FIELDS)
     if document.get("format", EXPORT_FORMAT) != EXPORT_FORMAT:
         raise InvalidInput(f"format: {document['format']!r} is not {EXPORT_FORMAT!r}.", field="format")
     if document.get("version", EXPORT_VERSION) != EXPORT_VERSION:
@@ -278,7 +174,7 @@ def _read_memory(path, raw, *, trusted, actor, interface, now) -> _MemoryIn:
     with _at(path):
         if not isinstance(raw, dict):
             raise InvalidInput(f"expected an object, got {type(raw).__name__}.")
-        _reject_unknown(raw, _MEMORY_FIELDS)
+        _reject_unknown(raw, MEMORY_FIELDS)
         namespace = validation.namespace(raw.get("namespace"))
         key = validation.key(raw.get("key"))
         kind = validation.kind(raw.get("kind", Kind.NOTE))
@@ -306,7 +202,7 @@ def _read_memory(path, raw, *, trusted, actor, interface, now) -> _MemoryIn:
 def _read_revision(raw, *, earlier: list[_RevisionIn], trusted, actor, interface, now) -> _RevisionIn:
     if not isinstance(raw, dict):
         raise InvalidInput(f"expected an object, got {type(raw).__name__}.")
-    _reject_unknown(raw, _REVISION_FIELDS)
+    _reject_unknown(raw, REVISION_FIELDS)
     tombstone = raw.get("tombstone", False)
     if not isinstance(tombstone, bool):
         raise InvalidInput(f"tombstone: expected true or false, got {tombstone!r}.", field="tombstone")
@@ -371,7 +267,8 @@ def _read_revision(raw, *, earlier: list[_RevisionIn], trusted, actor, interface
 
 
 def memories_import(
-    *, document, actor: str, interface: str, trusted: bool, dry_run: bool = False, progress: Progress | None = None
+    *, document, actor: str, interface: str, trusted: bool, dry_run: bool = False,
+    progress: Callable[[int, int], None] | None = None,
 ) -> ImportReport:
     """Import an export document (parsed, or its JSON text) in one transaction; return what changed.
 
@@ -659,269 +556,3 @@ def _remember_current(item: _MemoryIn, *, actor, interface, now) -> str:
     if result.revised:
         return "revised"
     return "unchanged" if result.memory.key == item.key else "duplicates"
-
-
-# Markdown -------------------------------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class _Chunk:
-    key: str
-    source: str
-    title: str
-    content: str
-
-
-def markdown_import(
-    *,
-    root: Path,
-    namespace: str,
-    collection: str,
-    actor: str,
-    interface: str,
-    tags: list[str] | None = None,
-    dry_run: bool = False,
-    progress: Progress | None = None,
-) -> ImportReport:
-    """Import a folder of ``.md`` files as chunk memories keyed ``md:{collection}:{path}#{n}``; return what changed.
-
-    Hidden files and folders and symlinks are skipped. Every file is read and checked
-    before anything is written, then the import runs in one transaction: unchanged
-    chunks are left alone, changed ones get a revision, and chunks the folder no longer
-    has (a shorter or deleted file) are forgotten. ``dry_run`` rolls it all back.
-    """
-    check_interface(interface)
-    namespace = validation.namespace(namespace)
-    if not isinstance(collection, str) or not COLLECTION_RE.fullmatch(collection):
-        raise InvalidInput(f"collection: {collection!r} is not a collection name. Use 1-64 letters, digits, "
-                           "'.', '-' or '_', starting with a letter or digit.", field="collection")
-    tag_names = validation.tags(tags)
-    root = Path(root)
-    if not root.is_dir():
-        raise InvalidInput(f"root: {str(root)!r} is not a folder.", field="root")
-    prefix = f"md:{collection}:"
-    chunks = _markdown_chunks(root, prefix=prefix)
-    limit = settings.MEMORY_MAX_IMPORT_ITEMS
-    if len(chunks) > limit:
-        raise TooLarge(f"root: the folder makes {len(chunks)} chunks, over the limit of {limit} per import "
-                       "(MEMORY_MAX_IMPORT_ITEMS). Import its subfolders separately.", field="root")
-    counts = Counter()
-    # Indexed in one batch at the end of the transaction: far cheaper than per revision.
-    with transaction.atomic(), indexing.batched():
-        # startswith is a case-insensitive LIKE in SQLite; the exact test is done here.
-        existing = {memory.key: memory for memory in Memory.objects.filter(namespace=namespace, key__startswith=prefix)
-                    if memory.key.startswith(prefix)}
-        wanted = {chunk.key for chunk in chunks}
-        # Surplus chunks go first, so their text is free for the chunks that take it over (a renamed file).
-        for key, memory in sorted(existing.items()):
-            if key not in wanted and memory.state == State.ACTIVE and _forget(memory.pk, actor, interface):
-                counts["forgotten"] += 1
-        owners = {memory.pk: key for key, memory in existing.items() if key in wanted}
-        _write_chunks(chunks, owners=owners, namespace=namespace, tags=tag_names, actor=actor, interface=interface,
-                      counts=counts, progress=progress)
-        report = ImportReport(**counts)
-        audit(actor=actor, interface=interface, action="import_markdown", memory_id=None, at=timezone.now(),
-              collection=collection, **report.as_dict())
-        if dry_run:
-            transaction.set_rollback(True)
-    return report
-
-
-def _forget(memory_id: int, actor: str, interface: str) -> bool:
-    try:
-        return memory_forget(memory_id=memory_id, actor=actor, interface=interface,
-                             reason="markdown import: the chunk is no longer in its file").changed
-    except Conflict:  # not visible now (its TTL passed): nothing to hide
-        return False
-
-
-def _write_chunks(chunks: list[_Chunk], *, owners: dict[int, str], namespace, tags, actor, interface, counts,
-                  progress) -> None:
-    """Remember every chunk, writing a chunk after any chunk of this import whose old text it takes.
-
-    Deleting a paragraph moves text from chunk n+1 to chunk n. Remembering chunk n
-    first would collide with chunk n+1, which still shows that text (the duplicate
-    rule), so the chunk that must change first goes first; two chunks that swap texts
-    are untied by forgetting one, which its own write then brings back.
-    """
-    by_key = {chunk.key: chunk for chunk in chunks}
-    status = dict.fromkeys(by_key, "pending")
-    done = 0
-    for start in by_key:
-        stack = [start] if status[start] == "pending" else []
-        while stack:
-            key = stack[-1]
-            status[key] = "writing"
-            chunk = by_key[key]
-            try:
-                result = memory_remember(namespace=namespace, key=key, content=chunk.content, title=chunk.title,
-                                         kind=Kind.NOTE, tags=tags, source=chunk.source, actor=actor,
-                                         interface=interface)
-                holder = None if result.memory.key == key else result.memory.id
-            except DuplicateContent as error:
-                result, holder = None, error.memory_id
-            if holder is not None:
-                blocker = owners.get(holder)
-                if blocker is not None and status[blocker] == "pending":
-                    stack.append(blocker)
-                    continue
-                if blocker is not None and status[blocker] == "writing":
-                    memory_forget(memory_id=holder, actor=actor, interface=interface,
-                                  reason="markdown import: the chunk's text moved to another chunk")
-                    continue
-                # The same text is already elsewhere: leave it there, and do not let this key keep stale text.
-                if result is None:
-                    _forget(Memory.objects.get(namespace=namespace, key=key).pk, actor, interface)
-                counts["duplicates"] += 1
-            elif result.created:
-                counts["created"] += 1
-            elif result.revised:
-                counts["revised"] += 1
-            else:
-                counts["unchanged"] += 1
-            status[key] = "done"
-            stack.pop()
-            done += 1
-            if progress:
-                progress(done, len(chunks))
-
-
-def _markdown_chunks(root: Path, *, prefix: str) -> list[_Chunk]:
-    """Read and chunk every Markdown file under ``root``, or raise one error naming every bad file."""
-    chunks, problems = [], []
-    for relpath, path in _markdown_files(root):
-        try:
-            text = _read_markdown(path, relpath)
-            blocks, heading = _blocks(text)
-            title = " ".join(heading.split())[: validation.TITLE_MAX] or Path(relpath).stem
-            source = validation.short_text(relpath, field="source", limit=validation.SOURCE_MAX)
-            for number, content in enumerate(_pack_blocks(blocks, MARKDOWN_CHUNK_MAX_CHARS), start=1):
-                key = validation.key(f"{prefix}{relpath}#{number}")
-                content = validation.content(content, field=f"chunk {number}")
-                chunks.append(_Chunk(key=key, source=source, title=title, content=content))
-        except InvalidInput as error:
-            problems.append(f"{relpath}: {error.message}")
-    if problems:
-        shown = "\n".join(problems[:PROBLEMS_SHOWN])
-        more = f"\n...and {len(problems) - PROBLEMS_SHOWN} more." if len(problems) > PROBLEMS_SHOWN else ""
-        raise InvalidInput(f"Nothing was imported: {len(problems)} file(s) could not be read.\n{shown}{more}",
-                           field="root")
-    return chunks
-
-
-def _markdown_files(root: Path) -> list[tuple[str, Path]]:
-    """Return (relative path, path) of the ``.md`` files under ``root``, sorted; no hidden entries, no symlinks."""
-    found, folders = [], [(root, "")]
-    while folders:
-        folder, relfolder = folders.pop()
-        with os.scandir(folder) as entries:
-            for entry in entries:
-                # A symlink could lead outside the folder, or around in a loop.
-                if entry.name.startswith(".") or entry.is_symlink():
-                    continue
-                relpath = f"{relfolder}{entry.name}"
-                if entry.is_dir(follow_symlinks=False):
-                    folders.append((Path(entry.path), f"{relpath}/"))
-                elif entry.is_file(follow_symlinks=False) and entry.name.lower().endswith(".md"):
-                    found.append((relpath, Path(entry.path)))
-    return sorted(found)
-
-
-def _read_markdown(path: Path, relpath: str) -> str:
-    try:
-        relpath.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidInput("the file name is not valid UTF-8.") from None
-    try:
-        size = path.lstat().st_size
-        if size > MARKDOWN_FILE_MAX_BYTES:
-            raise TooLarge(f"{size} bytes is over the limit of {MARKDOWN_FILE_MAX_BYTES} bytes for one file.")
-        with path.open("rb") as handle:
-            data = handle.read(MARKDOWN_FILE_MAX_BYTES + 1)
-    except OSError as error:
-        raise InvalidInput(f"cannot be read ({error.strerror}).") from None
-    if len(data) > MARKDOWN_FILE_MAX_BYTES:  # it grew after the size check
-        raise TooLarge(f"over the limit of {MARKDOWN_FILE_MAX_BYTES} bytes for one file.")
-    nul = data.find(b"\x00")
-    if nul != -1:
-        raise InvalidInput(f"contains a NUL byte (at byte {nul}); is it a binary file?")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise InvalidInput(f"is not valid UTF-8 (byte {error.start}).") from None
-    return text.removeprefix("\ufeff")
-
-
-_FENCE_OPEN = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
-_FENCE_CLOSE = re.compile(r" {0,3}(`{3,}|~{3,})[ \t]*")
-_HEADING = re.compile(r" {0,3}#{1,6}(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*")
-
-
-def _blocks(text: str) -> tuple[list[str], str]:
-    """Split ``text`` at blank lines outside fenced code; return the blocks and the first heading's text."""
-    blocks, lines, fence, heading = [], [], None, ""
-    for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
-        if fence is not None:
-            lines.append(line)
-            closing = _FENCE_CLOSE.fullmatch(line)
-            if closing and closing.group(1)[0] == fence[0] and len(closing.group(1)) >= len(fence):
-                fence = None
-            continue
-        opening = _FENCE_OPEN.fullmatch(line)
-        # A backtick fence's info string cannot hold a backtick (CommonMark), so ```x``` is inline code.
-        if opening and not (opening.group(1)[0] == "`" and "`" in opening.group(2)):
-            fence = opening.group(1)
-            lines.append(line)
-            continue
-        if not line.strip():
-            if lines:
-                blocks.append("\n".join(lines))
-                lines = []
-            continue
-        if not heading and (match := _HEADING.fullmatch(line)):
-            heading = (match.group(1) or "").strip()
-        lines.append(line)
-    if lines:
-        blocks.append("\n".join(lines))
-    return blocks, heading
-
-
-def _pack_blocks(blocks: list[str], limit: int) -> list[str]:
-    """Pack blocks greedily into chunks of at most ``limit`` characters.
-
-    A block that fits is never split (so a fenced code block stays whole when it can);
-    a longer one is split at line boundaries, and a longer line at spaces.
-    """
-    pieces = []
-    for block in blocks:
-        pieces.extend([block] if len(block) <= limit else _split_block(block, limit))
-    return _pack([piece for piece in pieces if piece.strip()], "\n\n", limit)
-
-
-def _split_block(block: str, limit: int) -> list[str]:
-    lines = []
-    for line in block.split("\n"):
-        lines.extend([line] if len(line) <= limit else _split_line(line, limit))
-    return _pack(lines, "\n", limit)
-
-
-def _split_line(line: str, limit: int) -> list[str]:
-    words = []
-    for word in line.split(" "):
-        words.extend([word] if len(word) <= limit else [word[at:at + limit] for at in range(0, len(word), limit)])
-    return _pack(words, " ", limit)
-
-
-def _pack(parts: list[str], separator: str, limit: int) -> list[str]:
-    packed, current = [], None
-    for part in parts:
-        if current is None:
-            current = part
-        elif len(current) + len(separator) + len(part) <= limit:
-            current += separator + part
-        else:
-            packed.append(current)
-            current = part
-    if current is not None:
-        packed.append(current)
-    return packed

@@ -1,0 +1,115 @@
+"""The JSON export: every memory with every revision known by a cutoff, one document.
+
+The document (format ``memory-export``, version 1) is a header and a ``memories`` list,
+each memory with every revision known by the cutoff, oldest first. A tombstone names
+the revision it hides by its position in that list, so the document does not depend on
+the row ids of the database it came from. ``memories.services.imports`` reads it back.
+"""
+
+import json
+from collections.abc import Callable, Iterator
+
+from django.db.models import Exists, OuterRef, Prefetch
+from django.utils import timezone
+
+from memories import validation
+from memories.models import Memory, Revision, State, Tag
+from memoryproject.exceptions import InvalidInput
+from memoryproject.timeparse import format_instant, parse_optional_instant
+
+EXPORT_FORMAT = "memory-export"
+EXPORT_VERSION = 1
+EXPORT_BATCH_SIZE = 500
+# Ids in one hand-picked export: a page or a few of the admin's list, never the whole store.
+EXPORT_SELECTED_MAX = 10_000
+
+# The document's fields, which an import accepts and no others.
+DOCUMENT_FIELDS = {"format", "version", "exported_at", "as_of", "namespace", "memories"}
+MEMORY_FIELDS = {"namespace", "key", "kind", "tags", "state", "created_at", "revisions"}
+TIME_FIELDS = ("known_at", "valid_from", "valid_to", "expires_at")
+TEXT_FIELDS = ("title", "content", "subject", "predicate", "object", "source", "content_hash", "reason",
+               "author", "interface")
+REVISION_FIELDS = {*TIME_FIELDS, "tombstone", "hides", *TEXT_FIELDS}
+
+
+def _memory_ids(values) -> list[int]:
+    if isinstance(values, (str, bytes)) or not isinstance(values, (list, tuple, set, frozenset)):
+        raise InvalidInput("memory_ids: expected a list of memory ids.", field="memory_ids")
+    if any(isinstance(value, bool) or not isinstance(value, int) or value < 1 for value in values):
+        raise InvalidInput("memory_ids: every id must be a positive integer.", field="memory_ids")
+    if len(values) > EXPORT_SELECTED_MAX:
+        raise InvalidInput(f"memory_ids: {len(values)} ids is over the limit of {EXPORT_SELECTED_MAX}; export a "
+                           "namespace instead.", field="memory_ids")
+    return sorted(set(values))
+
+
+def memories_export(
+    *, namespace: str | None = None, memory_ids=None, as_of=None, batch_size: int = EXPORT_BATCH_SIZE,
+    progress: Callable[[int, int], None] | None = None,
+) -> Iterator[str]:
+    """Return the export document as an iterator of text chunks, reading ``batch_size`` memories at a time.
+
+    ``namespace`` and ``memory_ids`` (a hand-picked set, as the admin exports) narrow it.
+    The arguments are checked at once, so a bad one raises before the caller opens
+    its output; rows are read only as the chunks are consumed, in primary-key order.
+    Revisions never change, so a cutoff in the past gives the same memories on every run.
+    """
+    if namespace is not None:
+        namespace = validation.namespace(namespace)
+    ids = _memory_ids(memory_ids) if memory_ids is not None else None
+    cutoff = parse_optional_instant(as_of, field="as_of") or timezone.now()
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise InvalidInput(f"batch_size: {batch_size!r} is not a positive integer.", field="batch_size")
+    memories = Memory.objects.filter(Exists(Revision.objects.filter(memory=OuterRef("pk"), known_at__lte=cutoff)))
+    if namespace is not None:
+        memories = memories.filter(namespace=namespace)
+    if ids is not None:
+        memories = memories.filter(pk__in=ids)
+    header = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "exported_at": format_instant(timezone.now()),
+              "as_of": format_instant(cutoff), "namespace": namespace}
+    return _export_chunks(memories, header=header, cutoff=cutoff, batch_size=batch_size, progress=progress)
+
+
+def _export_chunks(memories, *, header, cutoff, batch_size, progress) -> Iterator[str]:
+    total = memories.count() if progress else 0
+    revisions = Prefetch("revisions", queryset=Revision.objects.filter(known_at__lte=cutoff).order_by("known_at", "id"),
+                         to_attr="exported_revisions")
+    tags = Prefetch("tags", queryset=Tag.objects.order_by("slug"))
+    yield json.dumps(header, ensure_ascii=False)[:-1] + ', "memories": ['
+    done, after = 0, 0
+    while True:
+        # Keyset pagination: each batch is one indexed range scan, however deep into the table.
+        batch = list(memories.filter(pk__gt=after).order_by("pk").prefetch_related(tags, revisions)[:batch_size])
+        if not batch:
+            break
+        for memory in batch:
+            yield ("\n" if done == 0 else ",\n") + json.dumps(_memory_entry(memory), ensure_ascii=False)
+            done += 1
+        after = batch[-1].pk
+        if progress:
+            progress(done, total)
+    yield "\n]}\n"
+
+
+def _memory_entry(memory: Memory) -> dict:
+    revisions = memory.exported_revisions
+    position = {revision.pk: index for index, revision in enumerate(revisions)}
+    # The state at the cutoff, not today's: every change of state appends a revision.
+    state = State.FORGOTTEN if revisions[-1].tombstone else State.ACTIVE
+    return {
+        "namespace": memory.namespace,
+        "key": memory.key,
+        "kind": memory.kind,
+        "tags": [tag.name for tag in memory.tags.all()],
+        "state": state.value,
+        "created_at": format_instant(memory.created_at),
+        "revisions": [
+            {
+                **{name: format_instant(getattr(revision, name)) for name in TIME_FIELDS},
+                "tombstone": revision.tombstone,
+                "hides": position.get(revision.hides_id),
+                **{name: getattr(revision, name) for name in TEXT_FIELDS},
+            }
+            for revision in revisions
+        ],
+    }

@@ -1,0 +1,293 @@
+"""The Markdown import: a folder of ``.md`` files as chunk memories, kept in step with the folder.
+
+Each file is cut at blank lines outside fenced code and packed into chunks of at most
+``MARKDOWN_CHUNK_MAX_CHARS``, each remembered under the key
+``md:{collection}:{path}#{n}``; a later run revises changed chunks and forgets the ones
+the folder no longer has.
+"""
+
+import dataclasses
+import os
+import re
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from memories import validation
+from memories.models import Kind, Memory, State
+from memories.records import ImportReport
+from memories.services.imports import PROBLEMS_SHOWN
+from memories.services.lifecycle import audit, check_interface, memory_forget, memory_remember
+from memoryproject.exceptions import Conflict, DuplicateContent, InvalidInput, TooLarge
+from search import indexing
+
+MARKDOWN_CHUNK_MAX_CHARS = 1800
+MARKDOWN_FILE_MAX_BYTES = 2 * 1024 * 1024
+COLLECTION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Chunk:
+    key: str
+    source: str
+    title: str
+    content: str
+
+
+def markdown_import(
+    *,
+    root: Path,
+    namespace: str,
+    collection: str,
+    actor: str,
+    interface: str,
+    tags: list[str] | None = None,
+    dry_run: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> ImportReport:
+    """Import a folder of ``.md`` files as chunk memories keyed ``md:{collection}:{path}#{n}``; return what changed.
+
+    Hidden files and folders and symlinks are skipped. Every file is read and checked
+    before anything is written, then the import runs in one transaction: unchanged
+    chunks are left alone, changed ones get a revision, and chunks the folder no longer
+    has (a shorter or deleted file) are forgotten. ``dry_run`` rolls it all back.
+    """
+    check_interface(interface)
+    namespace = validation.namespace(namespace)
+    if not isinstance(collection, str) or not COLLECTION_RE.fullmatch(collection):
+        raise InvalidInput(f"collection: {collection!r} is not a collection name. Use 1-64 letters, digits, "
+                           "'.', '-' or '_', starting with a letter or digit.", field="collection")
+    tag_names = validation.tags(tags)
+    root = Path(root)
+    if not root.is_dir():
+        raise InvalidInput(f"root: {str(root)!r} is not a folder.", field="root")
+    prefix = f"md:{collection}:"
+    chunks = _markdown_chunks(root, prefix=prefix)
+    limit = settings.MEMORY_MAX_IMPORT_ITEMS
+    if len(chunks) > limit:
+        raise TooLarge(f"root: the folder makes {len(chunks)} chunks, over the limit of {limit} per import "
+                       "(MEMORY_MAX_IMPORT_ITEMS). Import its subfolders separately.", field="root")
+    counts = Counter()
+    # Indexed in one batch at the end of the transaction: far cheaper than per revision.
+    with transaction.atomic(), indexing.batched():
+        # startswith is a case-insensitive LIKE in SQLite; the exact test is done here.
+        existing = {memory.key: memory for memory in Memory.objects.filter(namespace=namespace, key__startswith=prefix)
+                    if memory.key.startswith(prefix)}
+        wanted = {chunk.key for chunk in chunks}
+        # Surplus chunks go first, so their text is free for the chunks that take it over (a renamed file).
+        for key, memory in sorted(existing.items()):
+            if key not in wanted and memory.state == State.ACTIVE and _forget(memory.pk, actor, interface):
+                counts["forgotten"] += 1
+        owners = {memory.pk: key for key, memory in existing.items() if key in wanted}
+        _write_chunks(chunks, owners=owners, namespace=namespace, tags=tag_names, actor=actor, interface=interface,
+                      counts=counts, progress=progress)
+        report = ImportReport(**counts)
+        audit(actor=actor, interface=interface, action="import_markdown", memory_id=None, at=timezone.now(),
+              collection=collection, **report.as_dict())
+        if dry_run:
+            transaction.set_rollback(True)
+    return report
+
+
+def _forget(memory_id: int, actor: str, interface: str) -> bool:
+    try:
+        return memory_forget(memory_id=memory_id, actor=actor, interface=interface,
+                             reason="markdown import: the chunk is no longer in its file").changed
+    except Conflict:  # not visible now (its TTL passed): nothing to hide
+        return False
+
+
+def _write_chunks(chunks: list[_Chunk], *, owners: dict[int, str], namespace, tags, actor, interface, counts,
+                  progress) -> None:
+    """Remember every chunk, writing a chunk after any chunk of this import whose old text it takes.
+
+    Deleting a paragraph moves text from chunk n+1 to chunk n. Remembering chunk n
+    first would collide with chunk n+1, which still shows that text (the duplicate
+    rule), so the chunk that must change first goes first; two chunks that swap texts
+    are untied by forgetting one, which its own write then brings back.
+    """
+    by_key = {chunk.key: chunk for chunk in chunks}
+    status = dict.fromkeys(by_key, "pending")
+    done = 0
+    for start in by_key:
+        stack = [start] if status[start] == "pending" else []
+        while stack:
+            key = stack[-1]
+            status[key] = "writing"
+            chunk = by_key[key]
+            try:
+                result = memory_remember(namespace=namespace, key=key, content=chunk.content, title=chunk.title,
+                                         kind=Kind.NOTE, tags=tags, source=chunk.source, actor=actor,
+                                         interface=interface)
+                holder = None if result.memory.key == key else result.memory.id
+            except DuplicateContent as error:
+                result, holder = None, error.memory_id
+            if holder is not None:
+                blocker = owners.get(holder)
+                if blocker is not None and status[blocker] == "pending":
+                    stack.append(blocker)
+                    continue
+                if blocker is not None and status[blocker] == "writing":
+                    memory_forget(memory_id=holder, actor=actor, interface=interface,
+                                  reason="markdown import: the chunk's text moved to another chunk")
+                    continue
+                # The same text is already elsewhere: leave it there, and do not let this key keep stale text.
+                if result is None:
+                    _forget(Memory.objects.get(namespace=namespace, key=key).pk, actor, interface)
+                counts["duplicates"] += 1
+            elif result.created:
+                counts["created"] += 1
+            elif result.revised:
+                counts["revised"] += 1
+            else:
+                counts["unchanged"] += 1
+            status[key] = "done"
+            stack.pop()
+            done += 1
+            if progress:
+                progress(done, len(chunks))
+
+
+def _markdown_chunks(root: Path, *, prefix: str) -> list[_Chunk]:
+    """Read and chunk every Markdown file under ``root``, or raise one error naming every bad file."""
+    chunks, problems = [], []
+    for relpath, path in _markdown_files(root):
+        try:
+            text = _read_markdown(path, relpath)
+            blocks, heading = _blocks(text)
+            title = " ".join(heading.split())[: validation.TITLE_MAX] or Path(relpath).stem
+            source = validation.short_text(relpath, field="source", limit=validation.SOURCE_MAX)
+            for number, content in enumerate(_pack_blocks(blocks, MARKDOWN_CHUNK_MAX_CHARS), start=1):
+                key = validation.key(f"{prefix}{relpath}#{number}")
+                content = validation.content(content, field=f"chunk {number}")
+                chunks.append(_Chunk(key=key, source=source, title=title, content=content))
+        except InvalidInput as error:
+            problems.append(f"{relpath}: {error.message}")
+    if problems:
+        shown = "\n".join(problems[:PROBLEMS_SHOWN])
+        more = f"\n...and {len(problems) - PROBLEMS_SHOWN} more." if len(problems) > PROBLEMS_SHOWN else ""
+        raise InvalidInput(f"Nothing was imported: {len(problems)} file(s) could not be read.\n{shown}{more}",
+                           field="root")
+    return chunks
+
+
+def _markdown_files(root: Path) -> list[tuple[str, Path]]:
+    """Return (relative path, path) of the ``.md`` files under ``root``, sorted; no hidden entries, no symlinks."""
+    found, folders = [], [(root, "")]
+    while folders:
+        folder, relfolder = folders.pop()
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                # A symlink could lead outside the folder, or around in a loop.
+                if entry.name.startswith(".") or entry.is_symlink():
+                    continue
+                relpath = f"{relfolder}{entry.name}"
+                if entry.is_dir(follow_symlinks=False):
+                    folders.append((Path(entry.path), f"{relpath}/"))
+                elif entry.is_file(follow_symlinks=False) and entry.name.lower().endswith(".md"):
+                    found.append((relpath, Path(entry.path)))
+    return sorted(found)
+
+
+def _read_markdown(path: Path, relpath: str) -> str:
+    try:
+        relpath.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput("the file name is not valid UTF-8.") from None
+    try:
+        size = path.lstat().st_size
+        if size > MARKDOWN_FILE_MAX_BYTES:
+            raise TooLarge(f"{size} bytes is over the limit of {MARKDOWN_FILE_MAX_BYTES} bytes for one file.")
+        with path.open("rb") as handle:
+            data = handle.read(MARKDOWN_FILE_MAX_BYTES + 1)
+    except OSError as error:
+        raise InvalidInput(f"cannot be read ({error.strerror}).") from None
+    if len(data) > MARKDOWN_FILE_MAX_BYTES:  # it grew after the size check
+        raise TooLarge(f"over the limit of {MARKDOWN_FILE_MAX_BYTES} bytes for one file.")
+    nul = data.find(b"\x00")
+    if nul != -1:
+        raise InvalidInput(f"contains a NUL byte (at byte {nul}); is it a binary file?")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise InvalidInput(f"is not valid UTF-8 (byte {error.start}).") from None
+    return text.removeprefix("\ufeff")
+
+
+_FENCE_OPEN = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
+_FENCE_CLOSE = re.compile(r" {0,3}(`{3,}|~{3,})[ \t]*")
+_HEADING = re.compile(r" {0,3}#{1,6}(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*")
+
+
+def _blocks(text: str) -> tuple[list[str], str]:
+    """Split ``text`` at blank lines outside fenced code; return the blocks and the first heading's text."""
+    blocks, lines, fence, heading = [], [], None, ""
+    for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
+        if fence is not None:
+            lines.append(line)
+            closing = _FENCE_CLOSE.fullmatch(line)
+            if closing and closing.group(1)[0] == fence[0] and len(closing.group(1)) >= len(fence):
+                fence = None
+            continue
+        opening = _FENCE_OPEN.fullmatch(line)
+        # A backtick fence's info string cannot hold a backtick (CommonMark), so ```x``` is inline code.
+        if opening and not (opening.group(1)[0] == "`" and "`" in opening.group(2)):
+            fence = opening.group(1)
+            lines.append(line)
+            continue
+        if not line.strip():
+            if lines:
+                blocks.append("\n".join(lines))
+                lines = []
+            continue
+        if not heading and (match := _HEADING.fullmatch(line)):
+            heading = (match.group(1) or "").strip()
+        lines.append(line)
+    if lines:
+        blocks.append("\n".join(lines))
+    return blocks, heading
+
+
+def _pack_blocks(blocks: list[str], limit: int) -> list[str]:
+    """Pack blocks greedily into chunks of at most ``limit`` characters.
+
+    A block that fits is never split (so a fenced code block stays whole when it can);
+    a longer one is split at line boundaries, and a longer line at spaces.
+    """
+    pieces = []
+    for block in blocks:
+        pieces.extend([block] if len(block) <= limit else _split_block(block, limit))
+    return _pack([piece for piece in pieces if piece.strip()], "\n\n", limit)
+
+
+def _split_block(block: str, limit: int) -> list[str]:
+    lines = []
+    for line in block.split("\n"):
+        lines.extend([line] if len(line) <= limit else _split_line(line, limit))
+    return _pack(lines, "\n", limit)
+
+
+def _split_line(line: str, limit: int) -> list[str]:
+    words = []
+    for word in line.split(" "):
+        words.extend([word] if len(word) <= limit else [word[at:at + limit] for at in range(0, len(word), limit)])
+    return _pack(words, " ", limit)
+
+
+def _pack(parts: list[str], separator: str, limit: int) -> list[str]:
+    packed, current = [], None
+    for part in parts:
+        if current is None:
+            current = part
+        elif len(current) + len(separator) + len(part) <= limit:
+            current += separator + part
+        else:
+            packed.append(current)
+            current = part
+    if current is not None:
+        packed.append(current)
+    return packed
