@@ -5,7 +5,7 @@ from django.http import Http404
 from django.shortcuts import render
 from django.utils import timezone
 
-from dashboard import activity
+from dashboard import timeseries
 from dashboard.charts import Lane, Series, bar_chart, timeline_chart
 from dashboard.forms import TimeTravelForm
 from memories import selectors
@@ -25,15 +25,15 @@ OVER_TIME = [("recalls", "recalls"), ("injections", "injections"), ("refused ing
 def overview(request):
     now = timezone.now()
     stats = selectors.memory_stats()
-    series = activity.memory_activity(today=now.date())
+    series = timeseries.time_series(selectors.memory_activity_per_day(), today=now.date())
     chart = bar_chart(title=f"Memories added and forgotten, per {series.unit}", labels=series.labels,
                       series=series.series, x_label=f"{series.unit} (UTC)", y_label="memories")
     return render(request, "dashboard/overview.html", {
         "stats": stats,
-        "namespace_kinds": activity.namespace_kind_totals(now=now),
+        "namespace_kinds": selectors.namespace_kind_totals(now=now),
         "activity_chart": chart,
-        "expiring": activity.expiring_soon(now=now),
-        "expiring_days": activity.EXPIRING_DAYS,
+        "expiring": selectors.revisions_expiring_soon(now=now),
+        "expiring_days": selectors.EXPIRING_DAYS,
         # Triggers and row counts only: the full FTS5 integrity check reads both indexes
         # whole (seconds at 100k memories) and is left to `manage.py doctor`.
         "drift": index_drift(full=False),
@@ -99,7 +99,7 @@ def timeline(request, memory_id: int):
 def telemetry(request):
     today = timezone.now().date()
     days = telemetry_selectors.activity_per_day(days=None, today=today)
-    series = activity.time_series({name: {row.day: getattr(row, field) for row in days}
+    series = timeseries.time_series({name: {row.day: getattr(row, field) for row in days}
                                    for name, field in OVER_TIME}, today=today)
     hooks = telemetry_selectors.activity_per_hook()
     # A short title: the legend names the three series on the same line.
@@ -112,7 +112,7 @@ def telemetry(request):
                         x_label="harness / hook", y_label="characters")
     top = telemetry_selectors.most_injected_memories()
     latest = telemetry_selectors.latest_injections()
-    labels = activity.memory_labels({row.memory_id for row in top}
+    labels = selectors.memory_labels({row.memory_id for row in top}
                                     | {memory_id for injection in latest for memory_id in injection.memory_ids})
     return render(request, "dashboard/telemetry.html", {
         "totals": telemetry_selectors.telemetry_totals(), "hooks": hooks, "over_time_chart": over_time,

@@ -9,7 +9,7 @@ transaction, so a refused memory leaves the whole batch unchanged.
 from django.contrib import admin, messages
 from django.contrib.admin.views.main import ORDER_VAR, ChangeList
 from django.db import transaction
-from django.db.models import Case, Count, IntegerField, Max, OuterRef, Prefetch, Subquery, Value, When
+from django.db.models import Case, IntegerField, Value, When
 from django.http import StreamingHttpResponse
 from django.template.response import TemplateResponse
 from django.utils import timezone
@@ -27,7 +27,7 @@ from memories.admin_forms import (
     split_names,
 )
 from memories.admin_history import attach_shown_revisions, revision_history
-from memories.models import ApiKey, AuditEvent, ErasureReceipt, Memory, Revision, State, Tag
+from memories.models import ApiKey, AuditEvent, ErasureReceipt, Memory, Revision, State
 from memories.services.keys import api_key_revoke
 from memoryproject.exceptions import MemoryServiceError
 from memoryproject.readonly_admin import ReadOnlyAdmin
@@ -106,16 +106,7 @@ class MemoryAdmin(admin.ModelAdmin):
     # Queries and lists -----------------------------------------------------------------------------------------
 
     def get_queryset(self, request):
-        revisions = Revision.objects.filter(memory=OuterRef("pk")).order_by().values("memory")
-        return (
-            super().get_queryset(request)
-            .annotate(
-                # Both read the (memory, known_at, id) index; subqueries, so the tag filter's join cannot multiply them.
-                revision_count=Subquery(revisions.annotate(n=Count("pk")).values("n"), output_field=IntegerField()),
-                last_change=Subquery(revisions.annotate(at=Max("known_at")).values("at")),
-            )
-            .prefetch_related(Prefetch("tags", queryset=Tag.objects.order_by("slug")))
-        )
+        return selectors.memories_with_revision_totals(super().get_queryset(request))
 
     def get_changelist(self, request, **kwargs):
         return MemoryChangeList

@@ -1,4 +1,4 @@
-"""Reads that carry rules: visibility, the shape of prefetches, ordering and pagination."""
+"""Reads that carry rules: visibility, the shape of prefetches, ordering, pagination, and the aggregates pages show."""
 
 import base64
 import datetime as dt
@@ -7,18 +7,21 @@ import os
 from django.conf import settings
 from django.db import connection
 from django.db.migrations.recorder import MigrationRecorder
-from django.db.models import Count, Prefetch
+from django.db.models import Count, IntegerField, Max, OuterRef, Prefetch, QuerySet, Subquery
 from django.utils import timezone
 
 from memories import validation
 from memories.models import Kind, Memory, Revision, State, Tag
 from memories.records import Hit, MemoryRecord, Page, RecallResult, RevisionRecord
+from memoryproject.dbfunctions import UtcDay
 from memoryproject.exceptions import InvalidInput, NotFound, Unavailable
 from memoryproject.timeparse import format_instant, parse_optional_instant, stored_instant
 from search import engine, errors
 
 LIST_LIMIT_MAX = 200
 LIST_STATES = ("active", "hidden", "forgotten", "all")
+EXPIRING_DAYS = 7
+EXPIRING_SHOWN = 50
 
 
 def _not_found(memory_id) -> NotFound:
@@ -391,3 +394,74 @@ def memory_stats(*, namespace: str | None = None) -> dict:
         "schema": schema_version(),
         "search_mode": search_mode(),
     }
+
+
+# Aggregates for the dashboard and the admin: a fixed number of queries whatever the size of the store --------------
+
+
+def memories_with_revision_totals(memories: QuerySet) -> QuerySet:
+    """Return ``memories`` with ``revision_count`` and ``last_change`` (newest known_at) per row, tags prefetched."""
+    revisions = Revision.objects.filter(memory=OuterRef("pk")).order_by().values("memory")
+    return memories.annotate(
+        # Both read the (memory, known_at, id) index; subqueries, so the tag filter's join cannot multiply them.
+        revision_count=Subquery(revisions.annotate(n=Count("pk")).values("n"), output_field=IntegerField()),
+        last_change=Subquery(revisions.annotate(at=Max("known_at")).values("at")),
+    ).prefetch_related(_tag_prefetch())
+
+
+def _per_day(queryset, field: str) -> dict[dt.date, int]:
+    """Return {day: rows} for the rows of ``queryset``, grouped by the UTC day of ``field``."""
+    rows = queryset.annotate(day=UtcDay(field)).values("day").annotate(total=Count("pk")).order_by("day")
+    return {row["day"]: row["total"] for row in rows}
+
+
+def memory_activity_per_day() -> dict[str, dict[dt.date, int]]:
+    """Return the memories added (their creation) and forgotten (their tombstones) per UTC day: two queries."""
+    return {
+        "added": _per_day(Memory.objects.all(), "created_at"),
+        "forgotten": _per_day(Revision.objects.filter(tombstone=True), "known_at"),
+    }
+
+
+def namespace_kind_totals(*, now: dt.datetime) -> list[dict]:
+    """Return one row per (namespace, kind): memories in all, and visible now."""
+    # memory_namespace_kind covers the grouping; the visible count adds the visibility subquery per memory.
+    totals = {
+        (row["namespace"], row["kind"]): {"namespace": row["namespace"], "kind": row["kind"], "memories": row["n"],
+                                          "visible": 0}
+        for row in Memory.objects.values("namespace", "kind").annotate(n=Count("pk")).order_by("namespace", "kind")
+    }
+    visible = Memory.objects.visible(as_of=now).values("namespace", "kind").annotate(n=Count("pk"))
+    for row in visible.order_by("namespace", "kind"):
+        totals[(row["namespace"], row["kind"])]["visible"] = row["n"]
+    return list(totals.values())
+
+
+def revisions_expiring_soon(*, now: dt.datetime, days: int = EXPIRING_DAYS) -> list[Revision]:
+    """Return the revisions shown now whose TTL runs out within ``days``, soonest first."""
+    # revision_expires (partial index on expires_at) narrows to the few rows with a TTL in range first.
+    return list(
+        Revision.objects.filter(expires_at__gt=now, expires_at__lte=now + dt.timedelta(days=days))
+        .visible(as_of=now)
+        .select_related("memory")
+        .order_by("expires_at", "id")[:EXPIRING_SHOWN]
+    )
+
+
+GONE = {"label": "(gone: erased or purged)", "state": "gone"}
+
+
+def memory_labels(memory_ids: set[int]) -> dict[int, dict]:
+    """Return {memory id: {"label", "state"}} for each id: its newest title, else namespace/key; or gone.
+
+    Telemetry rows hold bare ids and its selectors return them so (they serve every door and
+    never carry memory text); staff-only pages are where they are given names. Two queries.
+    """
+    memories = {memory.pk: memory for memory in Memory.objects.filter(pk__in=memory_ids)}
+    titles = {}
+    for revision in (Revision.objects.filter(memory_id__in=memories, tombstone=False)
+                     .order_by("memory_id", "known_at", "id").values("memory_id", "title")):
+        titles[revision["memory_id"]] = revision["title"]  # the newest wins
+    return {pk: {"label": titles.get(pk) or f"{memories[pk].namespace}/{memories[pk].key}",
+                 "state": memories[pk].state} if pk in memories else GONE
+            for pk in memory_ids}

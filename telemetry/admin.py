@@ -1,10 +1,10 @@
 """Telemetry in the admin: read-only, since rows record what happened and only purge and erase remove them."""
 
 from django.contrib import admin
-from django.db.models import Count
 from django.utils.text import Truncator
 
 from memoryproject.readonly_admin import ReadOnlyAdmin, ReadOnlyMixin
+from telemetry import selectors
 from telemetry.models import HookRecall, InjectedMemory, Injection, RefusedIngest
 
 QUERY_CHARS = 80
@@ -43,7 +43,7 @@ class InjectionAdmin(ReadOnlyAdmin):
     inlines = (InjectedMemoryInline,)
 
     def get_queryset(self, request):
-        return super().get_queryset(request).annotate(memory_count=Count("items"))
+        return selectors.injections_with_memory_counts(super().get_queryset(request))
 
     @admin.display(description="query")
     def short_query(self, row):

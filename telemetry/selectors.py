@@ -1,4 +1,4 @@
-"""Reads over injection telemetry for the dashboard and stats: counts per day, per hook, and per memory.
+"""Reads over injection telemetry for the dashboard, stats and admin: counts per day, per hook, and per memory.
 
 Every function aggregates in SQL (``GROUP BY``), so its cost is a few queries whatever
 the number of rows. ``days`` limits a read to the last N days (UTC, today included);
@@ -7,7 +7,7 @@ None reads everything telemetry still holds (``MEMORY_TELEMETRY_DAYS``).
 
 import datetime as dt
 
-from django.db.models import Count, Sum
+from django.db.models import Count, QuerySet, Sum
 from django.utils import timezone
 
 from memoryproject.dbfunctions import UtcDay
@@ -150,3 +150,8 @@ def latest_injections(*, limit: int = 20) -> list[InjectionSummary]:
         )
         for injection in injections
     ]
+
+
+def injections_with_memory_counts(injections: QuerySet) -> QuerySet:
+    """Return ``injections`` with ``memory_count``, the memory revisions each carried (one grouped query)."""
+    return injections.annotate(memory_count=Count("items"))

@@ -10,7 +10,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from memories import services
+from memories import selectors, services
 from memories.models import AuditEvent, ErasureReceipt, Memory, Revision, State
 from memories.selectors import memory_recall
 from memories.validation import QUERY_MAX_CHARS, RECALL_LIMIT_MAX
@@ -108,6 +108,20 @@ def test_changelist_query_count_stays_bounded(admin_client, remember, django_ass
     # the newest text of its hidden rows, and the lookups of the namespace and tag filters.
     with django_assert_max_num_queries(10):
         assert admin_client.get(CHANGELIST).status_code == 200
+
+
+def test_the_changelist_totals_come_from_a_selector_that_a_tag_join_cannot_multiply(remember, actor,
+                                                                                    django_assert_num_queries):
+    tea = remember("Tea is in the left cupboard.", tags=["kitchen", "home"]).memory
+    services.memory_revise(memory_id=tea.id, content="Tea is in the right cupboard.", **actor)
+    remember("Coffee is on the shelf.", tags=["kitchen"])
+    with django_assert_num_queries(2):  # the annotated page, then its tags
+        rows = list(selectors.memories_with_revision_totals(Memory.objects.filter(tags__slug__in=["kitchen", "home"])
+                                                            .order_by("pk")))
+    first = rows[0]
+    assert (first.pk, first.revision_count) == (tea.id, 2)
+    assert first.last_change == Revision.objects.filter(memory_id=tea.id).latest("known_at").known_at
+    assert [tag.name for tag in first.tags.all()] == ["home", "kitchen"]
 
 
 def test_filters_by_namespace_kind_tag_and_state(admin_client, three, actor):

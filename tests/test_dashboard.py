@@ -6,9 +6,9 @@ import re
 import pytest
 from django.utils import timezone
 
-from dashboard import activity
+from dashboard import timeseries
 from dashboard.charts import Series, axis_step, bar_chart
-from memories import services
+from memories import selectors, services
 from memories.access import Caller
 from memories.services.hooks import InjectionSuspected, hook_ingest
 from telemetry.models import HookRecall, InjectedMemory, Injection
@@ -104,6 +104,28 @@ def test_the_overview_reads_a_fixed_number_of_queries_whatever_the_size_of_the_s
         remember(f"Larger store fact number {index}.", tags=[f"t{index}"], ttl_days=2)
     with django_assert_max_num_queries(len(small.captured_queries)):
         assert staff.get("/").status_code == 200
+
+
+def test_the_overview_aggregates_are_selectors_that_cost_a_fixed_number_of_queries(store, remember,
+                                                                                    django_assert_num_queries):
+    for index in range(20):
+        remember(f"Bulk fact number {index}.", ttl_days=2)
+    now, today = timezone.now(), timezone.now().date()
+    with django_assert_num_queries(2):
+        activity = selectors.memory_activity_per_day()
+    assert activity == {"added": {today: 24}, "forgotten": {today: 1}}
+    with django_assert_num_queries(2):
+        totals = selectors.namespace_kind_totals(now=now)
+    assert {(row["namespace"], row["kind"]): (row["memories"], row["visible"]) for row in totals} == {
+        ("acme", "decision"): (1, 1), ("acme", "note"): (22, 21), ("people", "preference"): (1, 1)}
+    with django_assert_num_queries(1):
+        expiring = selectors.revisions_expiring_soon(now=now)
+    assert len(expiring) == 21 and expiring[-1].memory.key == "freeze"  # soonest first: its TTL is the longest
+    with django_assert_num_queries(2):
+        labels = selectors.memory_labels({store["deploy"].id, store["vpn"].id, 10**9})
+    assert labels == {store["deploy"].id: {"label": "acme/deploy", "state": "active"},
+                      store["vpn"].id: {"label": "acme/vpn", "state": "forgotten"},
+                      10**9: selectors.GONE}
 
 
 def test_time_travel_shows_each_hit_with_its_explanation_and_links(staff, store):
@@ -340,7 +362,7 @@ def test_a_chart_steps_its_axis_in_whole_round_numbers_and_draws_no_bar_for_zero
 def test_activity_is_drawn_per_day_week_or_month_to_fit_its_span(first_day_ago, unit, buckets):
     today = dt.date(2026, 3, 18)
     first = today - dt.timedelta(days=first_day_ago)
-    series = activity.time_series({"added": {first: 2, today: 1}, "forgotten": {today: 5}}, today=today)
+    series = timeseries.time_series({"added": {first: 2, today: 1}, "forgotten": {today: 5}}, today=today)
     assert series.unit == unit
     if buckets:
         assert len(series.labels) == buckets
