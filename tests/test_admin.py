@@ -43,7 +43,7 @@ def form_data(memory: Memory, **changes) -> dict:
 
 
 def memory_form(memory: Memory):
-    from memories.admin_forms import MemoryChangeForm
+    from memories.admin.forms import MemoryChangeForm
 
     return MemoryChangeForm(instance=memory)
 

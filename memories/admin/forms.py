@@ -27,6 +27,11 @@ TTL_HELP = ("Days from now until this text expires. Blank keeps the current expi
 TIME_HELP = "YYYY-MM-DD (00:00 UTC) or ISO 8601 with a timezone, e.g. 2026-05-01T09:30:00+00:00."
 
 
+def admin_actor(request) -> str:
+    """The actor the services record for an admin write: ``user:<username>``."""
+    return f"user:{request.user.username}"
+
+
 def split_names(text: str) -> list[str]:
     """Return the names in comma- or space-separated ``text``."""
     return [name for name in _LIST_SEPARATORS.split(text or "") if name]

@@ -1,0 +1,198 @@
+"""The memories' admin: the list with recall as its search box, and the add and change pages.
+
+The bulk actions, and erasing (which stands in for deleting), are ``MemoryActions``
+(``memories.admin.actions``); the forms call their services from ``clean()``
+(``memories.admin.forms``).
+"""
+
+from django.contrib import admin, messages
+from django.contrib.admin.views.main import ORDER_VAR, ChangeList
+from django.db.models import Case, IntegerField, Value, When
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.text import Truncator
+
+from memories import selectors, validation
+from memories.admin.actions import MemoryActions
+from memories.admin.forms import MemoryAddForm, MemoryChangeForm, admin_actor
+from memories.admin.history import attach_shown_revisions, revision_history
+from memories.models import Memory, Revision, State
+from memoryproject.exceptions import MemoryServiceError
+
+PREVIEW_CHARS = 120
+
+
+class VisibleNowFilter(admin.SimpleListFilter):
+    title = "visible now"
+    parameter_name = "visible"
+
+    def lookups(self, request, model_admin):
+        return [("yes", "Visible now"), ("no", "Hidden now (forgotten, TTL passed or outside validity)")]
+
+    def queryset(self, request, queryset):
+        now = timezone.now()
+        if self.value() == "yes":
+            return queryset.filter(pk__in=Memory.objects.visible(as_of=now).values("pk"))
+        if self.value() == "no":
+            return queryset.filter(pk__in=Memory.objects.hidden(as_of=now).values("pk"))
+        return None
+
+
+class TtlFilter(admin.SimpleListFilter):
+    title = "TTL"
+    parameter_name = "ttl"
+
+    def lookups(self, request, model_admin):
+        return [("yes", "Has a TTL (text visible now expires)"), ("no", "No TTL")]
+
+    def queryset(self, request, queryset):
+        expiring = Revision.objects.visible(as_of=timezone.now()).filter(expires_at__isnull=False).values("memory_id")
+        if self.value() == "yes":
+            return queryset.filter(pk__in=expiring)
+        if self.value() == "no":
+            return queryset.exclude(pk__in=expiring)
+        return None
+
+
+class MemoryChangeList(ChangeList):
+    def get_results(self, request):
+        super().get_results(request)
+        # The preview column needs each row's current revision: two queries for the page, not one per row.
+        self.result_list = list(self.result_list)
+        attach_shown_revisions(self.result_list, now=timezone.now())
+
+
+@admin.register(Memory)
+class MemoryAdmin(MemoryActions, admin.ModelAdmin):
+    list_display = ("id", "preview", "namespace", "kind", "tag_list", "state_value", "last_change",
+                    "revision_count")
+    list_display_links = ("id", "preview")
+    list_filter = ("namespace", "kind", ("tags", admin.RelatedOnlyFieldListFilter), "state", VisibleNowFilter,
+                   TtlFilter)
+    # The search box runs the recall engine (get_search_results); this only switches the box on.
+    search_fields = ("recall",)
+    search_help_text = ("Hybrid recall (keywords and meaning), best match first; it finds memories visible now. "
+                        f"At most {validation.RECALL_LIMIT_MAX} matches.")
+    ordering = ("-id",)
+    list_per_page = 50
+    actions = ("forget_memories", "restore_memories", "add_tag", "remove_tag", "move_namespace", "export_json",
+               "erase_memories")
+    change_form_template = "admin/memories/memory/change_form.html"
+
+    # Queries and lists -----------------------------------------------------------------------------------------
+
+    def get_queryset(self, request):
+        return selectors.memories_with_revision_totals(super().get_queryset(request))
+
+    def get_changelist(self, request, **kwargs):
+        return MemoryChangeList
+
+    def get_search_results(self, request, queryset, search_term):
+        """Keep the memories recall finds for ``search_term``, in recall's order unless a column is sorted."""
+        if not search_term.strip():
+            return queryset, False
+        namespace = request.GET.get("namespace__exact") or request.GET.get("namespace")
+        try:
+            result = selectors.memory_recall(query=search_term, namespace=namespace or None,
+                                             limit=validation.RECALL_LIMIT_MAX)
+        except MemoryServiceError as error:
+            self.message_user(request, f"Search failed: {error.message}", messages.ERROR)
+            return queryset.none(), False
+        for line in (result.note, result.hint):
+            if line:
+                self.message_user(request, line, messages.INFO)
+        ids = [hit.memory.id for hit in result.hits]
+        queryset = queryset.filter(pk__in=ids)
+        if ids and ORDER_VAR not in request.GET:
+            rank = Case(*(When(pk=memory_id, then=Value(position)) for position, memory_id in enumerate(ids)),
+                        output_field=IntegerField())
+            queryset = queryset.order_by(rank)
+        return queryset, False
+
+    # Columns ---------------------------------------------------------------------------------------------------
+
+    @admin.display(description="current text")
+    def preview(self, memory):
+        revision = getattr(memory, "shown_revision", None)
+        if revision is None:
+            return "—"
+        text = Truncator(" ".join(revision.content.split())).chars(PREVIEW_CHARS)
+        hidden = "" if memory.shown_is_visible or memory.state == State.FORGOTTEN else " (hidden now)"
+        if revision.title:
+            return format_html("<strong>{}</strong> {}{}", revision.title, text, hidden)
+        return f"{text}{hidden}"
+
+    @admin.display(description="state", ordering="state")
+    def state_value(self, memory):
+        return memory.state  # the word the API uses: active or forgotten
+
+    @admin.display(description="tags")
+    def tag_list(self, memory):
+        return ", ".join(tag.name for tag in memory.tags.all())
+
+    @admin.display(description="last change", ordering="last_change")
+    def last_change(self, memory):
+        return memory.last_change
+
+    @admin.display(description="revisions", ordering="revision_count")
+    def revision_count(self, memory):
+        return memory.revision_count
+
+    # The change and add pages ----------------------------------------------------------------------------------
+
+    def get_fieldsets(self, request, obj=None):
+        if obj is None:
+            return [
+                (None, {"fields": ("namespace", "key", "kind", "title", "content", "tags", "source")}),
+                ("Time", {"fields": ("ttl_days", "valid_from", "valid_to")}),
+            ]
+        identity = (None, {"fields": ("namespace", "key", "state", "visible_now", "created_at")})
+        if not self.has_change_permission(request, obj):
+            return [identity]  # a viewer reads the text in the revision history below
+        return [
+            identity,
+            ("Current text", {"fields": ("kind", "title", "content", "tags", "source")}),
+            ("Time", {"fields": ("ttl_days", "valid_from", "valid_to")}),
+        ]
+
+    def get_readonly_fields(self, request, obj=None):
+        return () if obj is None else ("namespace", "key", "state", "visible_now", "created_at")
+
+    @admin.display(description="visible now")
+    def visible_now(self, memory):
+        revision = Revision.objects.filter(memory=memory).visible(as_of=timezone.now()).first()
+        if revision is not None:
+            return f"yes (revision {revision.pk})"
+        if memory.state == State.FORGOTTEN:
+            return "no: forgotten (restore it to edit)"
+        return "no: its TTL passed or now is outside its validity interval"
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        kwargs["form"] = MemoryAddForm if obj is None else MemoryChangeForm
+        form = super().get_form(request, obj, change=change, **kwargs)
+        form.actor = admin_actor(request)  # get_form built this class for this request
+        return form
+
+    def save_form(self, request, form, change):
+        if change:
+            return form.instance
+        return Memory.objects.get(pk=form.result.memory.id)
+
+    def save_model(self, request, obj, form, change):
+        """The form's service call has written everything; say what it did."""
+        if not change and form.result.deduplicated:
+            self.message_user(request, f"Nothing new was stored: memory {obj.pk} ({obj}) already holds this text.",
+                              messages.WARNING)
+        elif not change and form.result.revised:
+            self.message_user(request, f"The key already existed: a revision was added to memory {obj.pk}.",
+                              messages.INFO)
+
+    def save_related(self, request, form, formsets, change):
+        pass  # tags are the form's memory_retag call
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        extra_context = dict(extra_context or {})
+        memory = self.get_object(request, object_id)
+        if memory is not None:
+            extra_context["revision_history"] = revision_history(memory, now=timezone.now())
+        return super().change_view(request, object_id, form_url, extra_context=extra_context)
