@@ -10,6 +10,7 @@ two nodes here, and no module may import an entry point.
 """
 
 import ast
+import functools
 from collections import defaultdict
 from pathlib import Path
 
@@ -58,6 +59,7 @@ def _node(module: str) -> str | None:
     return top
 
 
+@functools.cache
 def _edges() -> dict[tuple[str, str], list[str]]:
     """Return {(importer node, imported node): ["path:line imports module", ...]} between different nodes."""
     edges = defaultdict(list)
@@ -116,7 +118,7 @@ def test_the_cycle_finder_finds_a_cycle_and_accepts_a_layered_graph():
     assert _cycle({("api", "memories"): [], ("memories", "search"): [], ("api", "search"): []}) is None
 
 
-def test_every_app_is_read():
+def test_every_app_and_entry_point_is_found():
     modules = _modules()
     for app in APPS:
         assert app in modules, f"{app}/__init__.py was not found under {ROOT}"
@@ -140,10 +142,15 @@ def test_telemetry_imports_nothing_of_memories():
     assert found == [], "telemetry sits below memories:\n" + "\n".join(found)
 
 
-def test_memories_writes_and_reads_telemetry_through_its_services_and_selectors_never_its_models():
+def test_memories_reaches_telemetry_rows_only_through_telemetry_services_and_selectors():
     found = [where for where in _edges().get(("memories", "telemetry"), [])
              if where.rpartition(" imports ")[2].startswith("telemetry.models")]
-    assert found == [], "telemetry's rows are telemetry's business:\n" + "\n".join(found)
+    assert found == [], "telemetry writes and deletes its own rows (telemetry.services):\n" + "\n".join(found)
+
+
+def test_the_project_package_below_its_entry_points_imports_no_app():
+    found = [where for (source, _), lines in _edges().items() if source == "memoryproject" for where in lines]
+    assert found == [], "memoryproject's settings, backend and vocabulary sit below every app:\n" + "\n".join(found)
 
 
 def test_no_module_imports_an_entry_point():
