@@ -200,33 +200,24 @@ _usable_cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") 
 MEMORY_EMBED_BATCH_THREADS = env_int("MEMORY_EMBED_BATCH_THREADS", max(1, min(_usable_cpus, 64) // MEMORY_TORCH_THREADS),
                                      minimum=1, maximum=64)
 
-# Fusion (README, Retrieval; search/engine.py, _fuse): the weight of each channel's score in
-# the hybrid sum, the share of the best neighbouring memory's sum a memory gains as context,
-# and the cosine a hit found only by vectors must reach in hybrid mode. Chosen with
-# benchmarks/fusion_sweep.py (results/fusion_sweep_*.json, MiniLM) as the best LoCoMo
-# tuning-split R@10 that keeps recall-dev at >= 39/40 with every right top-1 ahead of the
-# runner-up by >= 10% of its score. Hybrid R@10 on LoCoMo tuning / held-out, recall-dev top-1:
-#   these defaults                        0.777 / 0.725, 39/40
-#   the former RRF k=60, equal weights    0.649 / 0.614, 33/40 (RRF k=20, 1 : 0.5: 0.672, 28/40)
-#   no context (0.0); context 0.3; 0.7    0.697 / 0.648; 0.774 / 0.720; 0.779 / 0.718 (margin 0.097)
-#   vector weight 0.3; 0.1                0.768 / 0.720, 39/40; 0.774 / 0.713, 36/40
-#   cosine floor 0.3; 0.1                 0.774 / 0.726, 38/40; 0.776 / 0.725, 39/40
-# Short facts need the vectors (a paraphrase must beat a one-word keyword match); chat turns
-# need the keywords and the neighbouring turns.
+# Fusion (search/fusion.py, docs/retrieval.md): the weight of each channel's score in the hybrid
+# sum, the share of the best neighbouring memory's sum a memory gains as context, and the cosine
+# a hit found only by vectors must reach in hybrid mode. Chosen by benchmarks/fusion_sweep.py
+# on recall-dev and LoCoMo (its results, and the alternatives it tried, are in benchmarks/).
 MEMORY_FUSION_WEIGHTS = env_weights(
     "MEMORY_FUSION_WEIGHTS",
     {"keyword": 0.8, "bigram": 0.8, "trigram": 0.4, "vector": 0.2},
     keys=("keyword", "bigram", "trigram", "vector"),
 )
 # The fusion method: the weighted sum above (chosen by measurement), or reciprocal rank fusion
-# (each channel adds weight / (MEMORY_RRF_K + rank); the RRF rows above), kept selectable.
+# (each channel adds weight / (MEMORY_RRF_K + rank)), kept selectable.
 MEMORY_FUSION = env_choice("MEMORY_FUSION", "weighted", ("weighted", "rrf"))
 MEMORY_RRF_K = env_int("MEMORY_RRF_K", 60, minimum=1, maximum=1000)
 MEMORY_FUSION_CONTEXT = env_float("MEMORY_FUSION_CONTEXT", 0.5, minimum=0.0, maximum=1.0)
 MEMORY_COSINE_FLOOR = env_float("MEMORY_COSINE_FLOOR", 0.2, minimum=-1.0, maximum=1.0)
 
 # A write whose text has a cosine of at least this with a visible memory of its namespace
-# reports that memory as its near twin (search/duplicates.py; README, Retrieval). Above 1: off.
+# reports that memory as its near twin (search/duplicates.py). Above 1: off.
 MEMORY_NEAR_DUPLICATE_COSINE = env_float("MEMORY_NEAR_DUPLICATE_COSINE", 0.9, minimum=0.0, maximum=1.01)
 
 MEMORY_TELEMETRY_DAYS = env_int("MEMORY_TELEMETRY_DAYS", 90, minimum=1, maximum=36500)

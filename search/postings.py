@@ -400,7 +400,7 @@ def _union(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.n
 
     The usual prefix range is one common term and a few rare ones: the rare ids are looked
     up in the common term's by binary search. Parts of similar size are summed into a
-    dense array per id instead (135k ids: 0.6 ms where sorting 70k ids costs 1.2 ms).
+    dense array per id instead, which costs less than sorting them.
     """
     if not parts:
         return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)

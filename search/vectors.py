@@ -78,7 +78,7 @@ def current_space() -> EmbeddingSpace | None:
 
 
 def _stored_count(cursor) -> int:
-    # vec0 counts from its rowids shadow table (~40 ms at 100k vectors).
+    # vec0 counts from its rowids shadow table.
     cursor.execute("SELECT count(*) FROM search_vectors")
     return cursor.fetchone()[0]
 
@@ -95,10 +95,8 @@ def _create_space(cursor, embedder: Embedder, *, generation: int) -> EmbeddingSp
     dim = int(embedder.dim)
     # DDL takes no parameters; dim is an int. L2 distance (the default) is cheaper in vec0
     # than cosine and ranks unit vectors the same way; vec0_knn converts it.
-    # vec0 keeps vectors in chunk blobs and each insert writes into one through SQLite's
-    # overflow-page chain, so its cost grows with the chunk: loading 20k memories, an insert
-    # took 114 µs of CPU at the default 1,024 rows (1.5 MB of 384-d floats), 27 µs at 128
-    # (benchmarks/write_costs.py); KNN and full loads were no slower.
+    # vec0 keeps vectors in chunk blobs and each insert rewrites one through SQLite's
+    # overflow-page chain: small chunks keep inserts cheap (benchmarks/write_costs.py).
     cursor.execute(f"CREATE VIRTUAL TABLE search_vectors USING vec0(embedding float[{dim:d}], "
                    f"chunk_size={VEC0_CHUNK_SIZE:d})")
     cursor.execute(
@@ -254,7 +252,7 @@ def pending_revision_ids(*, after_id: int = 0, limit: int = 1000) -> list[int]:
                 [after_id, limit],
             )
         else:
-            # Primary-key range in id order; NOT EXISTS is one vec0 rowid lookup per revision (~8 µs),
+            # Primary-key range in id order; NOT EXISTS is one vec0 rowid lookup per revision,
             # so resuming from ``after_id`` costs only the rows past it.
             cursor.execute(
                 "SELECT r.id FROM memories_revision r WHERE r.id > %s AND r.tombstone = 0 "
@@ -271,7 +269,7 @@ def pending_count(*, reembed: bool = False) -> int:
             # A full scan of memories_revision (tombstone has no index); backfill and doctor only.
             cursor.execute("SELECT count(*) FROM memories_revision WHERE tombstone = 0")
         else:
-            # A full scan with one vec0 rowid lookup per revision: ~0.8 s at 100k.
+            # A full scan with one vec0 rowid lookup per revision (backfill and doctor only).
             cursor.execute(
                 "SELECT count(*) FROM memories_revision r WHERE r.tombstone = 0 "
                 "AND NOT EXISTS (SELECT 1 FROM search_vectors v WHERE v.rowid = r.id)"
@@ -326,10 +324,8 @@ def load_vectors(*, after_id: int = 0) -> tuple[tuple[int, str] | None, np.ndarr
         return None, np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
     with connection.cursor() as cursor:
         # CROSS JOIN keeps memories_revision outside: its primary key gives the id range in
-        # order, then one vec0 rowid lookup per revision. A full load is a scan either way
-        # (~0.6 s at 130k); a poll past a recent id touches only the new rows. The scalar
-        # subqueries are evaluated once each, by primary key; copying their values into every
-        # row made a full load of 129k vectors 585 ms against 515 without them.
+        # order, then one vec0 rowid lookup per revision: a poll past a recent id touches only
+        # the new rows. The scalar subqueries are evaluated once each, by primary key.
         cursor.execute(
             "SELECT r.id, v.embedding, (SELECT generation FROM search_embedding_space WHERE id = 1), "
             "(SELECT embedder FROM search_embedding_space WHERE id = 1) "
