@@ -1,13 +1,15 @@
-"""Plain results of the hook services (``memories.services.hooks``) and the telemetry selectors."""
+"""Results of the hook services (``memories.services.hooks``), as REST sends them, and of the telemetry selectors."""
 
 import datetime as dt
 from dataclasses import dataclass
+from typing import Literal
 
-from memoryproject.timeparse import format_instant
+from pydantic import Field
+
+from memoryproject.records import Instant, Record
 
 
-@dataclass(frozen=True)
-class HookHit:
+class HookHit(Record):
     """A memory a recalled block shows: enough to report it and to look it up, never its text."""
 
     memory_id: int
@@ -18,13 +20,8 @@ class HookHit:
     score: float
     age: str
 
-    def as_dict(self) -> dict:
-        return {"memory_id": self.memory_id, "revision_id": self.revision_id, "namespace": self.namespace,
-                "key": self.key, "title": self.title, "score": self.score, "age": self.age}
 
-
-@dataclass(frozen=True)
-class HookBlock:
+class HookBlock(Record):
     """A ready-to-inject block for a prompt, and what it holds.
 
     ``hits`` are the memories the block shows, in recall's order (the first of recall's
@@ -33,12 +30,14 @@ class HookBlock:
     """
 
     query: str
-    block: str
+    block: str = Field(description=(
+        "Ready to inject: the hits wrapped in <memory-context> tags, marked as reference data; empty when nothing "
+        "matched."))
     characters: int
     budget: int
     truncated: bool
-    hits: list[HookHit]
-    omitted: int
+    hits: list[HookHit] = Field(description="The memories the block shows, best first.")
+    omitted: int = Field(description="Hits that did not fit the budget.")
     terms: list[str]
     match_mode: str
     mode: str
@@ -46,15 +45,8 @@ class HookBlock:
     hint: str | None
     recall_id: int
 
-    def as_dict(self) -> dict:
-        return {"query": self.query, "block": self.block, "characters": self.characters, "budget": self.budget,
-                "truncated": self.truncated, "hits": [hit.as_dict() for hit in self.hits], "omitted": self.omitted,
-                "terms": self.terms, "match_mode": self.match_mode, "mode": self.mode, "note": self.note,
-                "hint": self.hint, "recall_id": self.recall_id}
 
-
-@dataclass(frozen=True)
-class IngestResult:
+class IngestResult(Record):
     """What ``hook_ingest`` did with captured text.
 
     ``status``: ``created`` (a new memory), ``duplicate`` (a memory already held exactly
@@ -62,35 +54,27 @@ class IngestResult:
     For the last two the existing memory's expiry was extended, never shortened.
     """
 
-    status: str
+    status: Literal["created", "duplicate", "refreshed"] = Field(description=(
+        "created: a new memory; duplicate or refreshed: a memory already held (nearly) this text, and its expiry "
+        "was extended."))
     memory_id: int
     revision_id: int
     namespace: str
     cosine: float | None
-    expires_at: dt.datetime | None
-
-    def as_dict(self) -> dict:
-        return {"status": self.status, "memory_id": self.memory_id, "revision_id": self.revision_id,
-                "namespace": self.namespace, "cosine": self.cosine, "expires_at": format_instant(self.expires_at)}
+    expires_at: Instant | None
 
 
-@dataclass(frozen=True)
-class InjectionRecord:
+class InjectionRecord(Record):
     """A recorded injection report."""
 
     id: int
-    at: dt.datetime
+    at: Instant
     harness: str
     hook: str
     session: str
     characters: int
     tokens_estimate: int
     memories: int
-
-    def as_dict(self) -> dict:
-        return {"id": self.id, "at": format_instant(self.at), "harness": self.harness, "hook": self.hook,
-                "session": self.session, "characters": self.characters, "tokens_estimate": self.tokens_estimate,
-                "memories": self.memories}
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,8 @@ def test_the_audit_names_the_twin(remember):
     event = AuditEvent.objects.get(action="remember", memory_id=second.memory.id)
     assert event.detail["near_twin"] == second.near_twin.as_dict()
     # Asked directly, the same check on the caller's thread finds the same twin.
-    assert find_near_twin(REWORDED, namespace="acme", exclude_memory_id=second.memory.id) == second.near_twin
+    assert find_near_twin(REWORDED, namespace="acme", exclude_memory_id=second.memory.id).as_dict() == (
+        second.near_twin.as_dict())
 
 
 def test_the_scan_runs_before_the_write_lock(remember, monkeypatch):

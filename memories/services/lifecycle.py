@@ -5,7 +5,6 @@ settings), records the actor and the interface, and raises domain errors from
 ``memoryproject.exceptions`` before writing anything.
 """
 
-import dataclasses
 import datetime as dt
 import uuid
 
@@ -15,7 +14,7 @@ from django.utils import timezone
 from memories import selectors, validation
 from memories.inserts import insert_all
 from memories.models import AuditEvent, Interface, Kind, Memory, Revision, State, Tag
-from memories.records import ChangeResult, MemoryRecord, RememberResult
+from memories.records import ChangeResult, MemoryRecord, NearTwinRecord, RememberResult
 from memoryproject.exceptions import Conflict, DuplicateContent, InvalidInput, NotFound
 from memoryproject.timeparse import parse_optional_instant
 from search import duplicates, indexing
@@ -179,7 +178,7 @@ def memory_remember(
             result = _remember_into(existing, fields, digest, kind, tag_names, now=now, actor=actor,
                                     interface=interface)
             if result.revised and near_twin is not None and near_twin.memory_id != existing.pk:
-                result = dataclasses.replace(result, near_twin=near_twin)
+                result = result.model_copy(update={"near_twin": NearTwinRecord.model_validate(near_twin)})
             return result
         duplicate = selectors.visible_duplicate(namespace=namespace, content_hash=digest)
         if duplicate is not None:
