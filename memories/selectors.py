@@ -18,8 +18,12 @@ from memoryproject.exceptions import InvalidInput, NotFound, Unavailable
 from memoryproject.timeparse import format_instant, parse_optional_instant, stored_instant
 from search import engine, errors
 
+LIST_LIMIT_DEFAULT = 20
 LIST_LIMIT_MAX = 200
 LIST_STATES = ("active", "hidden", "forgotten", "all")
+RECALL_LIMIT_DEFAULT = 8
+RECALL_MATCH_DEFAULT = "auto"
+RECALL_MODE_DEFAULT = "hybrid"
 EXPIRING_DAYS = 7
 EXPIRING_SHOWN = 50
 
@@ -127,8 +131,9 @@ def _age(known_at: dt.datetime, now: dt.datetime) -> str:
     return "just now"
 
 
-def memory_recall(*, query: str, namespace=None, tags=None, kinds=None, limit: int = 8, match: str = "auto",
-                  mode: str = "hybrid", as_of=None, valid_at=None, explain: bool = False) -> RecallResult:
+def memory_recall(*, query: str, namespace=None, tags=None, kinds=None, limit: int = RECALL_LIMIT_DEFAULT,
+                  match: str = RECALL_MATCH_DEFAULT, mode: str = RECALL_MODE_DEFAULT, as_of=None, valid_at=None,
+                  explain: bool = False) -> RecallResult:
     """Return the memories that best answer ``query`` as known at ``as_of``, about ``valid_at``."""
     if not isinstance(query, str) or not query.strip():
         raise InvalidInput("query: must be non-empty text.", field="query")
@@ -233,7 +238,7 @@ def memory_list(
     tags: list[str] | None = None,
     kind: str | None = None,
     state: str = "active",
-    limit: int = 50,
+    limit: int = LIST_LIMIT_DEFAULT,
     cursor: str | None = None,
 ) -> Page:
     """Return memories newest first, one page at a time.

@@ -1,0 +1,301 @@
+"""The arguments of each operation (the hooks' too), declared once: type, bounds, default and description.
+
+REST validates query strings and JSON bodies with these models (``api.arguments``), MCP tools
+take their parameters from them (``mcp_api.tools``), OpenAPI and each tool's inputSchema
+are generated from them, and the CLI's help reads the same descriptions. They check
+shape only: the rules about values (namespaces, times, tags, bytes, duplicates) are the
+services', so every interface words them the same.
+
+The models are lax; each interface chooses how strictly to read: JSON (REST bodies, MCP)
+must have the declared JSON types, query strings are text.
+"""
+
+import functools
+from dataclasses import dataclass
+from typing import Annotated, Literal
+
+from django.conf import settings
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from memories import selectors, validation
+from memories.models import Kind
+from memories.services.hooks import SESSION_MAX
+from search import engine
+
+INSTANT_MAX = 64
+INSTANT_HELP = "YYYY-MM-DD (midnight UTC) or ISO 8601 with a timezone, e.g. 2025-05-01T09:30:00Z."
+NAMESPACE_MAX = 64
+NAMESPACES_MAX = 50
+CURSOR_MAX = 100
+# SQLite's INTEGER is 64-bit: a larger id can name no memory.
+ID_MAX = 2**63 - 1
+
+# Types with their bounds; the fields below add the descriptions.
+NamespaceName = Annotated[str, Field(pattern=f"^{validation.NAMESPACE_RE.pattern}$", max_length=NAMESPACE_MAX)]
+Namespaces = Annotated[list[NamespaceName], Field(min_length=1, max_length=NAMESPACES_MAX)]
+TagName = Annotated[str, Field(min_length=1, max_length=validation.TAG_MAX)]
+Tags = Annotated[list[TagName], Field(max_length=settings.MEMORY_MAX_TAGS)]
+KindName = Literal[tuple(Kind.values)]
+Kinds = Annotated[list[KindName], Field(min_length=1, max_length=len(Kind.values))]
+MemoryId = Annotated[int, Field(ge=1, le=ID_MAX)]
+Content = Annotated[str, Field(min_length=1, max_length=settings.MEMORY_MAX_CONTENT_BYTES)]
+QueryText = Annotated[str, Field(min_length=1, max_length=validation.QUERY_MAX_CHARS)]
+Key = Annotated[str, Field(max_length=validation.KEY_MAX)]
+Title = Annotated[str, Field(max_length=validation.TITLE_MAX)]
+Source = Annotated[str, Field(max_length=validation.SOURCE_MAX)]
+TriplePart = Annotated[str, Field(max_length=validation.TRIPLE_PART_MAX)]
+Reason = Annotated[str, Field(max_length=validation.REASON_MAX)]
+Cursor = Annotated[str, Field(max_length=CURSOR_MAX)]
+InstantText = Annotated[str, Field(max_length=INSTANT_MAX)]
+TtlDays = Annotated[int, Field(ge=0, le=validation.TTL_DAYS_MAX)]
+
+# Arguments several operations take, described once.
+ID_HELP = "A memory id, as given by recall, list or remember."
+TargetMemoryId = Annotated[MemoryId, Field(description=ID_HELP)]
+NamespaceToWrite = Annotated[NamespaceName | None, Field(description=(
+    f"Where to store it; default: the key's first namespace, or {settings.MEMORY_DEFAULT_NAMESPACE!r}."))]
+NamespacesToRead = Annotated[NamespaceName | Namespaces | None, Field(description=(
+    "A namespace or a list of them; default: every namespace this key may use."))]
+TopicTags = Annotated[Tags | None, Field(description="Topic labels (case-insensitive).")]
+TagFilter = Annotated[Tags | None, Field(description="Only memories carrying all these tags.")]
+KindFilter = Annotated[Kinds | None, Field(description="Only memories of these kinds.")]
+MemoryKind = Annotated[KindName, Field(description="What sort of memory this is.")]
+SearchMode = Annotated[Literal[engine.MODES], Field(description=(
+    "hybrid: words and meaning; keyword: words only; semantic: meaning only."))]
+ChangeReason = Annotated[Reason | None, Field(description="Why, e.g. 'the user retracted it'.")]
+
+
+def at_time(description: str):
+    """A time argument (default none): its description, then the forms every time argument takes."""
+    return Field(None, description=f"{description} {INSTANT_HELP}")
+
+
+class Arguments(BaseModel):
+    """Base of the argument models: unknown arguments are refused, and read arguments do not change."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @classmethod
+    @functools.cache
+    def without(cls, *names: str) -> type["Arguments"]:
+        """These arguments but ``names``, which an interface takes elsewhere (REST: the id, from the path)."""
+        kept = {name: (field.annotation, field) for name, field in cls.model_fields.items() if name not in names}
+        return create_model(cls.__name__, __base__=Arguments, __doc__=cls.__doc__, __module__=cls.__module__, **kept)
+
+
+# Memories -------------------------------------------------------------------------------------------------------
+
+
+class RememberArgs(Arguments):
+    content: Content = Field(description=(
+        "The memory: one fact, preference, decision or note, written to stand on its own."))
+    namespace: NamespaceToWrite = None
+    key: Key | None = Field(None, description=(
+        "A stable key (e.g. 'user.editor'). Remembering under an existing key adds a revision to that memory "
+        "instead of a new memory."))
+    title: Title | None = Field(None, description="A short title.")
+    kind: MemoryKind = Kind.NOTE.value
+    tags: TopicTags = None
+    ttl_days: TtlDays | None = Field(None, description="Expire after this many days; 0 or absent: never.")
+    valid_from: InstantText | None = at_time("When the fact starts to hold; default now.")
+    valid_to: InstantText | None = at_time("When it stops holding (exclusive); default open.")
+    source: Source | None = Field(None, description="Where it came from (a URL, a file, 'user').")
+    subject: TriplePart | None = Field(None, description="Optional triple: subject (give all three or none).")
+    predicate: TriplePart | None = Field(None, description="Optional triple: predicate.")
+    object: TriplePart | None = Field(None, description="Optional triple: object.")
+
+
+class RecallArgs(Arguments):
+    query: QueryText = Field(description="A few key words or a question.")
+    namespace: NamespacesToRead = None
+    tags: TagFilter = None
+    kinds: KindFilter = None
+    limit: int = Field(selectors.RECALL_LIMIT_DEFAULT, ge=1, le=validation.RECALL_LIMIT_MAX,
+                       description="How many hits at most.")
+    match: Literal[engine.MATCH_MODES] = Field(selectors.RECALL_MATCH_DEFAULT, description=(
+        "auto: all words, else any (with a note); all; any."))
+    mode: SearchMode = selectors.RECALL_MODE_DEFAULT
+    as_of: InstantText | None = at_time("Answer with what was known at this time; default now.")
+    valid_at: InstantText | None = at_time("Answer about this time; default as_of.")
+    explain: bool = Field(False, description="Add each hit's component ranks and raw scores.")
+
+
+class GetArgs(Arguments):
+    id: MemoryId | None = Field(None, description=ID_HELP)
+    namespace: NamespaceName | None = Field(None, description=(
+        "With key: the namespace; default as for memory_remember."))
+    key: Key | None = Field(None, description="The memory's key, instead of its id (give one of them).")
+    as_of: InstantText | None = at_time("Show it as known at this time; default now.")
+    valid_at: InstantText | None = at_time("Show the value that held at this time; default as_of.")
+
+
+class UpdateArgs(Arguments):
+    id: TargetMemoryId
+    content: Content | None = Field(None, description=(
+        "The new text; replaces the old from now on (history keeps the old)."))
+    title: Title | None = Field(None, description="A new title.")
+    add_tags: Tags | None = Field(None, description="Tags to add.")
+    remove_tags: Tags | None = Field(None, description="Tags to remove.")
+    ttl_days: int = Field(-1, ge=-1, le=validation.TTL_DAYS_MAX, description=(
+        "-1: keep the current expiry; 0: never expire; N: expire N days from now."))
+    valid_from: InstantText | None = at_time(
+        "With valid_to, a bounded correction: the new value holds only in [valid_from, valid_to).")
+    valid_to: InstantText | None = at_time("End (exclusive) of a bounded correction.")
+    source: Source | None = Field(None, description="A new source.")
+
+
+class ForgetArgs(Arguments):
+    id: TargetMemoryId
+    reason: ChangeReason = None
+
+
+# Restoring takes what forgetting takes.
+class RestoreArgs(ForgetArgs):
+    pass
+
+
+class HistoryArgs(Arguments):
+    id: TargetMemoryId
+    as_of: InstantText | None = at_time("Only revisions known by this time; default now.")
+
+
+class ListArgs(Arguments):
+    namespace: NamespaceName | None = Field(None, description=(
+        "Only this namespace; default: every namespace this key may use."))
+    tags: TagFilter = None
+    kind: KindName | None = Field(None, description="Only memories of this kind.")
+    state: Literal[selectors.LIST_STATES] = Field("active", description=(
+        "active: visible now; hidden: not forgotten but not visible now (expired, or outside its validity); "
+        "forgotten; all."))
+    limit: int = Field(selectors.LIST_LIMIT_DEFAULT, ge=1, le=selectors.LIST_LIMIT_MAX,
+                       description="Memories per page.")
+    cursor: Cursor | None = Field(None, description="next_cursor from the previous page.")
+
+
+class StatsArgs(Arguments):
+    namespace: NamespaceName | None = Field(None, description=(
+        "The namespace to count; default: all this key may use (a key limited to several namespaces must name "
+        "one)."))
+
+
+class ExportArgs(Arguments):
+    namespace: NamespaceName | None = Field(None, description=(
+        "The namespace to export; default: all this key may use (a key limited to several namespaces must name "
+        "one)."))
+    as_of: InstantText | None = at_time("Export what was known at this time; default now.")
+
+
+class ImportArgs(Arguments):
+    trusted: bool = Field(False, description=(
+        "Replay every revision with its recorded times (known_at), tombstones included: a restore from a trusted "
+        "export. Needs the admin scope. Otherwise the server clock applies and only each memory's current text "
+        "is remembered."))
+    dry_run: bool = Field(False, description="Check and count everything, then write nothing.")
+
+
+# Hooks (memories.services.hooks) --------------------------------------------------------------------------------
+
+HOOK_NAME_MAX = 64
+HARNESS_HELP = "The agent harness, e.g. 'claude-code'."
+HOOK_HELP = "The hook event, e.g. 'UserPromptSubmit'."
+
+HookName = Annotated[str, Field(max_length=HOOK_NAME_MAX)]
+Session = Annotated[str, Field(max_length=SESSION_MAX)]
+SessionId = Annotated[Session | None, Field(description="The harness's session id.")]
+
+
+class HookNames(Arguments):
+    """Who is calling, for telemetry: the harness, its hook event and its session."""
+
+    harness: HookName | None = Field(None, description=HARNESS_HELP)
+    hook: HookName | None = Field(None, description=HOOK_HELP)
+    session: SessionId = None
+
+
+class HookRecallArgs(HookNames):
+    query: QueryText = Field(description="The prompt, or key words from it.")
+    namespace: NamespacesToRead = None
+    tags: TagFilter = None
+    kinds: KindFilter = None
+    limit: int = Field(selectors.RECALL_LIMIT_DEFAULT, ge=1, le=validation.RECALL_LIMIT_MAX, description=(
+        "How many hits at most (the block shows those that fit the budget)."))
+    budget: int | None = Field(None, description=(
+        "The block's size limit in characters; default MEMORY_HOOK_BUDGET, at most MEMORY_HOOK_BUDGET_MAX."))
+    mode: SearchMode = selectors.RECALL_MODE_DEFAULT
+
+
+class HookIngestArgs(HookNames):
+    text: Content = Field(description="The captured text to keep.")
+    namespace: NamespaceToWrite = None
+    kind: MemoryKind = Kind.ARTIFACT.value
+    title: Title | None = None
+    tags: TopicTags = None
+    ttl_days: TtlDays | None = Field(None, description=(
+        "Expire after this many days; default MEMORY_HOOK_TTL_DAYS; 0: never."))
+    source: Source | None = Field(None, description="Where it came from; default: the harness, hook and session.")
+
+
+class InjectedMemory(Arguments):
+    memory_id: int = Field(ge=1)
+    revision_id: int = Field(ge=1)
+
+
+class HookReportArgs(Arguments):
+    harness: HookName = Field(description=HARNESS_HELP)
+    hook: HookName = Field(description=HOOK_HELP)
+    query: Annotated[str, Field(max_length=validation.QUERY_MAX_CHARS)] | None = Field(None, description=(
+        "The query the block was recalled for."))
+    session: SessionId = None
+    characters: int = Field(ge=0, description="The size of the block injected, in characters.")
+    memories: list[InjectedMemory] = Field(max_length=validation.RECALL_LIMIT_MAX, description=(
+        "The memory revisions the block carried: memory_id and revision_id from hooks/recall/'s hits."))
+
+
+# Refusals -------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Problem:
+    """What is wrong with one argument: ``message`` follows its name, or its ``path`` inside a list."""
+
+    argument: str
+    path: str
+    message: str
+    too_long: bool
+
+
+def _shown(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _wrong_type(item) -> bool:
+    return item["type"].endswith("_type")
+
+
+def _path(location: tuple) -> str:
+    path = str(location[0]) if location else "arguments"
+    for step in location[1:]:
+        if isinstance(step, int):
+            path += f"[{step}]"
+        elif step.isidentifier():
+            path += f".{step}"
+        # Anything else names a form of a union (e.g. 'list[constrained-str]'), not a place in the value.
+    return path
+
+
+def problems(error: ValidationError) -> list[Problem]:
+    """One problem per argument, in the order given, e.g. ``limit``: ``Input should be ... (got 500)``.
+
+    An argument that takes several forms (a namespace, or a list of them) fails once per
+    form; what is wrong with the value beats "not this type" for the other forms.
+    """
+    chosen = {}
+    for item in error.errors():
+        argument = str(item["loc"][0]) if item["loc"] else "arguments"
+        if argument not in chosen or (_wrong_type(chosen[argument]) and not _wrong_type(item)):
+            chosen[argument] = item
+    return [Problem(argument=argument, path=_path(item["loc"]),
+                    message="required" if item["type"] == "missing" else f"{item['msg']} (got {_shown(item['input'])})",
+                    too_long=item["type"] in ("string_too_long", "too_long"))
+            for argument, item in chosen.items()]
