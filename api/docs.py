@@ -29,8 +29,11 @@ def _resolve(schema: dict, node: dict) -> dict:
 
 def _type(schema: dict, node: dict) -> str:
     node = _resolve(schema, node)
-    if "oneOf" in node:
-        return " or ".join(_type(schema, option) for option in node["oneOf"])
+    if len(node.get("allOf", ())) == 1:
+        node = {**_resolve(schema, node["allOf"][0]), **{key: value for key, value in node.items() if key != "allOf"}}
+    forms = node.get("oneOf") or node.get("anyOf")
+    if forms:
+        return " or ".join(_type(schema, option) for option in forms)
     if "enum" in node:
         return " | ".join(str(value) for value in node["enum"] if value is not None)
     if node.get("type") == "array":

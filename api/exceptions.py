@@ -19,6 +19,7 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
+from api.records import ErrorDetail, ErrorResponse
 from memories.access import AuthenticationFailed, PermissionDenied
 from memoryproject.exceptions import (
     Conflict,
@@ -75,12 +76,8 @@ class LengthRequired(drf.APIException):
                       "accepted here.")
 
 
-def error_body(code: str, message: str, field: str | None = None, **extra) -> dict:
-    error = {"code": code, "message": message}
-    if field:
-        error["field"] = field
-    error.update(extra)
-    return {"error": error}
+def error_body(code: str, message: str, field: str | None = None, *, memory_id: int | None = None) -> dict:
+    return ErrorResponse(error=ErrorDetail(code=code, message=message, field=field, memory_id=memory_id)).as_dict()
 
 
 def _first_problem(detail, path: str = "") -> tuple[str, str, str]:
@@ -108,11 +105,10 @@ def _validation_response(exc: drf.ValidationError) -> Response:
 def _domain_response(exc: MemoryServiceError) -> Response:
     code = next((status_code for kind, status_code in _DOMAIN_STATUS if isinstance(exc, kind)),
                 status.HTTP_400_BAD_REQUEST)
-    body = exc.as_dict()
-    if isinstance(exc, DuplicateContent):
-        body["memory_id"] = exc.memory_id  # the twin to update or tag instead
+    # A duplicate names its twin, to update or tag instead.
+    twin = exc.memory_id if isinstance(exc, DuplicateContent) else None
     headers = {"WWW-Authenticate": BEARER_CHALLENGE} if code == status.HTTP_401_UNAUTHORIZED else None
-    return Response({"error": body}, status=code, headers=headers)
+    return Response(error_body(exc.code, exc.message, exc.field, memory_id=twin), status=code, headers=headers)
 
 
 def _api_exception_response(exc: drf.APIException) -> Response:

@@ -1,46 +1,87 @@
 """The REST endpoints under ``/api/v1/``.
 
-Each handler takes three steps: check the key's scope and validate the input's shape,
-make one service, selector or search call with the caller's namespaces resolved by
-``Caller`` (the calls ``mcp_api.tools`` makes, so REST and MCP behave alike), and
-return the record's ``as_dict()``. Errors take their shape in ``api.exceptions``.
+Each handler takes three steps: check the key's scope and read the operation's declared
+arguments (``memories.arguments``, through ``api.arguments``), make one service,
+selector or search call with the caller's namespaces resolved by ``Caller`` (the calls
+``mcp_api.tools`` makes, so REST and MCP behave alike), and answer with the record it
+returns (``memories.records``). The same declarations make the OpenAPI schema (``api.schema``).
+Errors take their shape in ``api.exceptions``.
 """
 
 import time
 
 from django.db import DatabaseError
-from django.http import StreamingHttpResponse
+from django.http import HttpResponse, StreamingHttpResponse
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework.exceptions import NotAuthenticated, ValidationError
+from rest_framework.exceptions import NotAuthenticated
 from rest_framework.permissions import AllowAny
 from rest_framework.renderers import JSONRenderer
-from rest_framework.response import Response
 from rest_framework.views import APIView
 
 import memoryproject
-from api import serializers as s
+from api.arguments import from_body, from_query
 from api.authentication import ApiKeyAuthentication, HasApiKey
 from api.exceptions import BodyTooLarge, LengthRequired, handler
 from api.parsers import StrictJSONParser, body_limit, too_large_message
+from api.records import EmbedderHealth, ErrorResponse, Health
+from api.schema import body_model, parameters
 from api.throttling import ApiKeyRateThrottle
 from memories import selectors, services
 from memories.access import Caller, PermissionDenied
+from memories.arguments import (
+    ExportArgs,
+    ForgetArgs,
+    GetArgs,
+    HistoryArgs,
+    HookIngestArgs,
+    HookRecallArgs,
+    HookReportArgs,
+    ImportArgs,
+    ListArgs,
+    RecallArgs,
+    RememberArgs,
+    RestoreArgs,
+    StatsArgs,
+    UpdateArgs,
+)
 from memories.models import Memory, Scope
+from memories.records import (
+    ChangeResult,
+    ExportDocument,
+    History,
+    ImportResult,
+    MemoryRecord,
+    Page,
+    RecallResult,
+    RememberResult,
+    Stats,
+    StoreStats,
+)
 from memoryproject.exceptions import InvalidInput
 from search.embeddings import get_embedder
+from telemetry.records import HookBlock, IngestResult, InjectionRecord
 
 API_VERSION = "v1"
-# SQLite's INTEGER is 64-bit: a larger id in a URL can name no memory, and would not fit a query parameter.
-ID_MAX = 2**63 - 1
 _STARTED = time.monotonic()
+# The id comes from the path; the rest of the arguments from the query string or the body.
+IN_PATH = ("id",)
+# REST reads a memory by id only (its path); MCP and the CLI may name it by key.
+MEMORY_GET = GetArgs.without("namespace", "key")
 
-_ERROR = OpenApiResponse(s.ErrorResponse, description='{"error": {"code", "message", "field"?}}')
+_ERROR = OpenApiResponse(ErrorResponse, description='{"error": {"code", "message", "field"?}}')
 
 
 def errors(*codes: int) -> dict:
     """The error responses an endpoint documents: those every keyed endpoint can give, and ``codes``."""
     return {code: _ERROR for code in sorted({400, 401, 403, 413, 429, *codes})}
+
+
+def answer(record, *, status: int = 200, headers: dict | None = None) -> HttpResponse:
+    """The response of a record: its JSON, encoded by the record itself."""
+    # As DRF's JSONRenderer does: the two line separators JSON allows raw would end a line of JavaScript.
+    body = record.as_json().replace("\u2028".encode(), b"\\u2028").replace("\u2029".encode(), b"\\u2029")
+    return HttpResponse(body, status=status, headers=headers, content_type="application/json")
 
 
 class ApiView(APIView):
@@ -78,146 +119,132 @@ class ApiView(APIView):
     def caller(self) -> Caller:
         return self.request.auth
 
-    def query(self, serializer_class) -> dict:
-        serializer = serializer_class(data=self.request.query_params)
-        serializer.is_valid(raise_exception=True)
-        return dict(serializer.validated_data)
+    def query(self, model, **path):
+        return from_query(model, self.request.query_params, **path)
 
-    def body(self, serializer_class) -> dict:
-        for name in self.request.query_params:
-            raise ValidationError({name: ["unknown parameter: this endpoint takes its arguments in the JSON body."]})
-        serializer = serializer_class(data=self.request.data)
-        serializer.is_valid(raise_exception=True)
-        return dict(serializer.validated_data)
-
-
-def _memory_id(value: int) -> int:
-    if not 1 <= value <= ID_MAX:
-        raise InvalidInput(f"id: {value!r} is not a memory id (a positive integer).", field="id")
-    return value
+    def body(self, model, **path):
+        return from_body(model, self.request.data, self.request.query_params, **path)
 
 
 class MemoryListView(ApiView):
-    @extend_schema(summary="List memories", operation_id="memories_list", parameters=[s.ListQuery],
-                   responses={200: s.PageResponse, **errors()},
+    @extend_schema(summary="List memories", operation_id="memories_list", parameters=parameters(ListArgs),
+                   responses={200: Page, **errors()},
                    description="Page through memories, newest first. Pass next_cursor back as cursor.")
     def get(self, request):
         self.caller.require(Scope.READ)
-        args = self.query(s.ListQuery)
-        page = selectors.memory_list(namespace=self.caller.namespaces_to_read(args.get("namespace")),
-                                     tags=args.get("tags"), kind=args.get("kind"), state=args["state"],
-                                     limit=args["limit"], cursor=args.get("cursor"))
-        return Response(page.as_dict())
+        args = self.query(ListArgs)
+        return answer(selectors.memory_list(namespace=self.caller.namespaces_to_read(args.namespace), tags=args.tags,
+                                            kind=args.kind, state=args.state, limit=args.limit, cursor=args.cursor))
 
-    @extend_schema(summary="Remember", operation_id="memories_create", request=s.RememberRequest,
-                   responses={201: s.RememberResponse, 200: s.RememberResponse, **errors(409, 413, 415)},
+    @extend_schema(summary="Remember", operation_id="memories_create", request=RememberArgs,
+                   responses={201: RememberResult, 200: RememberResult, **errors(409, 413, 415)},
                    description="Store a memory (201). Content already stored in the namespace is not stored twice: "
                                "the existing memory comes back with deduplicated=true (200); under an existing key, "
                                "a new revision is added (200, revised=true).")
     def post(self, request):
         self.caller.require(Scope.WRITE)
-        fields = self.body(s.RememberRequest)
-        namespace = self.caller.namespace_to_write(fields.pop("namespace", None))
+        fields = self.body(RememberArgs).model_dump()
+        namespace = self.caller.namespace_to_write(fields.pop("namespace"))
         result = services.memory_remember(namespace=namespace, **fields, **self.caller.credit)
         if not result.created:
-            return Response(result.as_dict())
-        location = reverse("api:memory", kwargs={"id": result.memory.id})
-        return Response(result.as_dict(), status=201, headers={"Location": location})
+            return answer(result)
+        return answer(result, status=201, headers={"Location": reverse("api:memory", kwargs={"id": result.memory.id})})
 
 
 class MemoryDetailView(ApiView):
-    @extend_schema(summary="Get a memory", operation_id="memories_get", parameters=[s.GetQuery],
-                   responses={200: s.MemoryResponse, **errors(404)},
+    @extend_schema(summary="Get a memory", operation_id="memories_get", parameters=parameters(MEMORY_GET, path=IN_PATH),
+                   responses={200: MemoryRecord, **errors(404)},
                    description="Read one memory as it is now, or as it was known at as_of about valid_at.")
     def get(self, request, id: int):
         self.caller.require(Scope.READ)
-        args = self.query(s.GetQuery)
-        self.caller.check_memory(_memory_id(id))
-        record = selectors.memory_get(memory_id=id, as_of=args.get("as_of"), valid_at=args.get("valid_at"))
-        return Response(record.as_dict())
+        args = self.query(MEMORY_GET, id=id)
+        self.caller.check_memory(args.id)
+        return answer(selectors.memory_get(memory_id=args.id, as_of=args.as_of, valid_at=args.valid_at))
 
-    @extend_schema(summary="Update a memory", operation_id="memories_update", request=s.UpdateRequest,
-                   responses={200: s.ChangeResponse, **errors(404, 409, 413, 415)},
+    @extend_schema(summary="Update a memory", operation_id="memories_update",
+                   parameters=parameters(UpdateArgs, path=IN_PATH, query=False),
+                   request=body_model(UpdateArgs, path=IN_PATH),
+                   responses={200: ChangeResult, **errors(404, 409, 413, 415)},
                    description="A new revision replaces the given fields (the others carry over); tags are added "
                                "or removed. History keeps every earlier revision.")
     def patch(self, request, id: int):
         self.caller.require(Scope.WRITE)
-        fields = self.body(s.UpdateRequest)
-        self.caller.check_memory(_memory_id(id))
-        result = services.memory_update(memory_id=id, **fields, **self.caller.credit)
-        return Response(result.as_dict())
+        fields = self.body(UpdateArgs, id=id).model_dump()
+        self.caller.check_memory(fields["id"])
+        return answer(services.memory_update(memory_id=fields.pop("id"), **fields, **self.caller.credit))
 
-    @extend_schema(summary="Forget a memory", operation_id="memories_forget", parameters=[s.ReasonQuery],
-                   responses={200: s.ChangeResponse, **errors(404, 409)},
+    @extend_schema(summary="Forget a memory", operation_id="memories_forget",
+                   parameters=parameters(ForgetArgs, path=IN_PATH), responses={200: ChangeResult, **errors(404, 409)},
                    description="Hide the memory from now on (a tombstone). History stays: history and recall with "
                                "an earlier as_of still see it. Forgetting twice changes nothing (changed=false).")
     def delete(self, request, id: int):
         self.caller.require(Scope.WRITE)
-        args = self.query(s.ReasonQuery)
-        self.caller.check_memory(_memory_id(id))
-        result = services.memory_forget(memory_id=id, reason=args.get("reason"), **self.caller.credit)
-        return Response(result.as_dict())
+        args = self.query(ForgetArgs, id=id)
+        self.caller.check_memory(args.id)
+        return answer(services.memory_forget(memory_id=args.id, reason=args.reason, **self.caller.credit))
 
 
 class MemoryHistoryView(ApiView):
-    @extend_schema(summary="Memory history", operation_id="memories_history", parameters=[s.HistoryQuery],
-                   responses={200: s.HistoryResponse, **errors(404)},
+    @extend_schema(summary="Memory history", operation_id="memories_history",
+                   parameters=parameters(HistoryArgs, path=IN_PATH), responses={200: History, **errors(404)},
                    description="Every revision of the memory known by as_of, oldest first, tombstones included.")
     def get(self, request, id: int):
         self.caller.require(Scope.READ)
-        args = self.query(s.HistoryQuery)
-        self.caller.check_memory(_memory_id(id))
-        revisions = selectors.memory_history(memory_id=id, as_of=args.get("as_of"))
-        return Response({"memory_id": id, "revisions": [revision.as_dict() for revision in revisions]})
+        args = self.query(HistoryArgs, id=id)
+        self.caller.check_memory(args.id)
+        revisions = selectors.memory_history(memory_id=args.id, as_of=args.as_of)
+        return answer(History(memory_id=args.id, revisions=revisions))
 
 
 class MemoryRestoreView(ApiView):
-    @extend_schema(summary="Restore a forgotten memory", operation_id="memories_restore", request=s.ReasonRequest,
-                   responses={200: s.ChangeResponse, **errors(404, 409, 413, 415)},
+    @extend_schema(summary="Restore a forgotten memory", operation_id="memories_restore",
+                   parameters=parameters(RestoreArgs, path=IN_PATH, query=False),
+                   request=body_model(RestoreArgs, path=IN_PATH),
+                   responses={200: ChangeResult, **errors(404, 409, 413, 415)},
                    description="Bring a forgotten memory back by re-asserting the revision its tombstone hid. "
                                "Restoring a memory that is not forgotten changes nothing (changed=false).")
     def post(self, request, id: int):
         self.caller.require(Scope.WRITE)
-        fields = self.body(s.ReasonRequest)
-        self.caller.check_memory(_memory_id(id))
-        result = services.memory_restore(memory_id=id, reason=fields.get("reason"), **self.caller.credit)
-        return Response(result.as_dict())
+        args = self.body(RestoreArgs, id=id)
+        self.caller.check_memory(args.id)
+        return answer(services.memory_restore(memory_id=args.id, reason=args.reason, **self.caller.credit))
 
 
 class RecallView(ApiView):
     throttle_bucket = "read"
 
-    def _recall(self, args: dict) -> Response:
-        namespaces = self.caller.namespaces_to_read(args.pop("namespace", None))
-        return Response(selectors.memory_recall(namespace=namespaces, **args).as_dict())
+    def _recall(self, args: RecallArgs) -> HttpResponse:
+        fields = args.model_dump()
+        namespaces = self.caller.namespaces_to_read(fields.pop("namespace"))
+        return answer(selectors.memory_recall(namespace=namespaces, **fields))
 
-    @extend_schema(summary="Recall", operation_id="recall_get", parameters=[s.RecallQuery],
-                   responses={200: s.RecallResponse, **errors(503)},
+    @extend_schema(summary="Recall", operation_id="recall_get", parameters=parameters(RecallArgs),
+                   responses={200: RecallResult, **errors(503)},
                    description="Search memories by words and meaning, best first. Hits are reference data, not "
                                "instructions. With as_of, the answer is exactly what the store held then.")
     def get(self, request):
         self.caller.require(Scope.READ)
-        return self._recall(self.query(s.RecallQuery))
+        return self._recall(self.query(RecallArgs))
 
-    @extend_schema(summary="Recall (arguments in a JSON body)", operation_id="recall_post", request=s.RecallRequest,
-                   responses={200: s.RecallResponse, **errors(413, 415, 503)},
+    @extend_schema(summary="Recall (arguments in a JSON body)", operation_id="recall_post", request=RecallArgs,
+                   responses={200: RecallResult, **errors(413, 415, 503)},
                    description="The same search as GET, for long queries or a list of namespaces in JSON.")
     def post(self, request):
         self.caller.require(Scope.READ)
-        return self._recall(self.body(s.RecallRequest))
+        return self._recall(self.body(RecallArgs))
 
 
 class ExportView(ApiView):
-    @extend_schema(summary="Export", operation_id="export", parameters=[s.ExportQuery],
-                   responses={200: s.ExportDocument, **errors()},
+    @extend_schema(summary="Export", operation_id="export", parameters=parameters(ExportArgs),
+                   responses={200: ExportDocument, **errors()},
                    description="Stream every memory with its full history as one JSON document (the format "
                                "import/ and manage.py import_memories read), one batch at a time.")
     def get(self, request):
         self.caller.require(Scope.READ)
-        args = self.query(s.ExportQuery)
-        namespace = self.caller.namespace_to_count(args.get("namespace"))
+        args = self.query(ExportArgs)
+        namespace = self.caller.namespace_to_count(args.namespace)
         # Checks its arguments at once; the rows are read as the response is sent.
-        chunks = services.memories_export(namespace=namespace, as_of=args.get("as_of"))
+        chunks = services.memories_export(namespace=namespace, as_of=args.as_of)
         response = StreamingHttpResponse(chunks, content_type="application/json")
         response["Content-Disposition"] = f'attachment; filename="memories-{namespace or "all"}.json"'
         return response
@@ -226,20 +253,21 @@ class ExportView(ApiView):
 class ImportView(ApiView):
     body_limit_setting = "MEMORY_API_MAX_IMPORT_BYTES"
 
-    @extend_schema(summary="Import", operation_id="import", parameters=[s.ImportQuery], request=s.ExportDocument,
-                   responses={200: s.ImportResponse, **errors(409, 413, 415)},
+    # The document is the service's to check, item by item: its schema here only describes it.
+    @extend_schema(summary="Import", operation_id="import", parameters=parameters(ImportArgs), request=ExportDocument,
+                   responses={200: ImportResult, **errors(409, 413, 415)},
                    description="Import an export document, all or nothing: every item is checked before anything "
                                "is written. trusted=true (admin scope) replays recorded times (known_at).")
     def post(self, request):
         self.caller.require(Scope.WRITE)
-        options = self.query(s.ImportQuery)
-        if options["trusted"]:
+        options = self.query(ImportArgs)
+        if options.trusted:
             self.caller.require(Scope.ADMIN)
         document = request.data
         self._check_namespaces(document)
-        report = services.memories_import(document=document, trusted=options["trusted"],
-                                          dry_run=options["dry_run"], **self.caller.credit)
-        return Response({**report.as_dict(), **options})
+        report = services.memories_import(document=document, trusted=options.trusted, dry_run=options.dry_run,
+                                          **self.caller.credit)
+        return answer(ImportResult(**report.model_dump(), **options.model_dump()))
 
     def _check_namespaces(self, document) -> None:
         """Refuse an item in a namespace the key may not write; the service checks everything else."""
@@ -260,24 +288,17 @@ class ImportView(ApiView):
 
 
 class StatsView(ApiView):
-    # What only the operator of the whole store should see: not for a key limited to some namespaces.
-    SERVER_WIDE = ("database_bytes", "sqlite_version", "schema", "search_mode")
-    COUNTS = ("memories", "visible", "forgotten", "revisions", "with_ttl", "kinds", "namespaces", "top_tags")
-
-    @extend_schema(summary="Statistics", operation_id="stats", parameters=[s.StatsQuery],
-                   responses={200: s.StatsResponse, **errors()},
+    @extend_schema(summary="Statistics", operation_id="stats", parameters=parameters(StatsArgs),
+                   responses={200: StoreStats, **errors()},
                    description="Count memories: visible, forgotten, revisions, expiring, per kind, per namespace, "
                                "top tags. Keys for every namespace also see the database size, schema and search "
                                "mode.")
     def get(self, request):
         self.caller.require(Scope.READ)
-        args = self.query(s.StatsQuery)
-        stats = selectors.memory_stats(namespace=self.caller.namespace_to_count(args.get("namespace")))
-        body = {name: stats[name] for name in self.COUNTS}
-        body["embedder"] = stats["search_mode"]["embedder"]
-        if self.caller.namespaces is None:
-            body.update({name: stats[name] for name in self.SERVER_WIDE})
-        return Response(body)
+        args = self.query(StatsArgs)
+        stats = selectors.memory_stats(namespace=self.caller.namespace_to_count(args.namespace))
+        # What only the operator of the whole store should see: not for a key limited to some namespaces.
+        return answer((StoreStats if self.caller.namespaces is None else Stats).of(stats))
 
 
 class HealthView(APIView):
@@ -291,8 +312,7 @@ class HealthView(APIView):
     def get_exception_handler(self):
         return handler
 
-    @extend_schema(summary="Health", operation_id="health", auth=[],
-                   responses={200: s.HealthResponse, 503: s.HealthResponse},
+    @extend_schema(summary="Health", operation_id="health", auth=[], responses={200: Health, 503: Health},
                    description="Status, API version, database, search mode, embedder and uptime. No key needed. "
                                "503 when the database cannot be read.")
     def get(self, request):
@@ -303,57 +323,50 @@ class HealthView(APIView):
             database = "error"
         embedder = get_embedder()
         available = embedder.available()
-        body = {
-            "status": "ok" if database == "ok" else "degraded",
-            "version": memoryproject.__version__,
-            "api_version": API_VERSION,
-            "database": database,
+        health = Health(
+            status="ok" if database == "ok" else "degraded", version=memoryproject.__version__,
+            api_version=API_VERSION, database=database,
             # Without the model, hybrid recall falls back to keywords (search.engine.rank).
-            "search_mode": "hybrid" if available else "keyword",
-            "embedder": {"name": embedder.name, "device": embedder.device, "available": available},
-            "uptime_seconds": int(time.monotonic() - _STARTED),
-        }
-        return Response(body, status=200 if database == "ok" else 503)
+            search_mode="hybrid" if available else "keyword",
+            embedder=EmbedderHealth(name=embedder.name, device=embedder.device, available=available),
+            uptime_seconds=int(time.monotonic() - _STARTED),
+        )
+        return answer(health, status=200 if database == "ok" else 503)
 
 
 class HookRecallView(ApiView):
     throttle_bucket = "read"
 
     @extend_schema(summary="Hook: recall a block for a prompt", operation_id="hooks_recall",
-                   request=s.HookRecallRequest, responses={200: s.HookBlockResponse, **errors(413, 415, 503)},
+                   request=HookRecallArgs, responses={200: HookBlock, **errors(413, 415, 503)},
                    description="Recall for a prompt and return the hits as a ready-to-inject block, wrapped in "
                                "<memory-context> tags and marked as reference data, within budget characters.")
     def post(self, request):
-        fields = self.body(s.HookRecallRequest)
-        return Response(services.hook_recall(caller=self.caller, **_given(fields)).as_dict())
+        # Null means "not given", so the service's default applies.
+        fields = self.body(HookRecallArgs).model_dump(exclude_none=True)
+        return answer(services.hook_recall(caller=self.caller, **fields))
 
 
 class HookIngestView(ApiView):
-    @extend_schema(summary="Hook: capture text", operation_id="hooks_ingest", request=s.HookIngestRequest,
-                   responses={201: s.HookIngestResponse, 200: s.HookIngestResponse, **errors(409, 413, 415)},
+    @extend_schema(summary="Hook: capture text", operation_id="hooks_ingest", request=HookIngestArgs,
+                   responses={201: IngestResult, 200: IngestResult, **errors(409, 413, 415)},
                    description="Store text a harness captured as a memory with a retention TTL (201). Text already "
                                "held, exactly or nearly, renews that memory instead (200). Text that looks like a "
                                "prompt injection is refused (400, code injection_suspected) and counted.")
     def post(self, request):
-        fields = self.body(s.HookIngestRequest)
-        result = services.hook_ingest(caller=self.caller, **_given(fields))
-        return Response(result.as_dict(), status=201 if result.status == "created" else 200)
+        fields = self.body(HookIngestArgs).model_dump(exclude_none=True)
+        result = services.hook_ingest(caller=self.caller, **fields)
+        return answer(result, status=201 if result.status == "created" else 200)
 
 
 class HookReportView(ApiView):
     throttle_bucket = "read"
 
-    @extend_schema(summary="Hook: report an injection", operation_id="hooks_report", request=s.HookReportRequest,
-                   responses={201: s.InjectionResponse, **errors(404, 413, 415)},
+    @extend_schema(summary="Hook: report an injection", operation_id="hooks_report", request=HookReportArgs,
+                   responses={201: InjectionRecord, **errors(404, 413, 415)},
                    description="Record that a block was actually injected into a prompt: harness, hook, query, "
                                "the memory revisions it carried and its size (injection telemetry, kept "
                                "MEMORY_TELEMETRY_DAYS).")
     def post(self, request):
-        fields = self.body(s.HookReportRequest)
-        record = services.hook_report(caller=self.caller, **_given(fields))
-        return Response(record.as_dict(), status=201)
-
-
-def _given(fields: dict) -> dict:
-    """The fields a client sent with a value: null means 'not given', so the service's default applies."""
-    return {name: value for name, value in fields.items() if value is not None}
+        fields = self.body(HookReportArgs).model_dump(exclude_none=True)
+        return answer(services.hook_report(caller=self.caller, **fields), status=201)

@@ -246,7 +246,8 @@ SPECTACULAR_SETTINGS = {
     "SERVE_AUTHENTICATION": [],
     "SCHEMA_PATH_PREFIX": "/api/v1",
     "PREPROCESSING_HOOKS": ["api.schema.only_rest_api"],
-    "ENUM_NAME_OVERRIDES": {"KindEnum": "memories.models.Kind"},
+    # The values alone: the schemas come from pydantic, whose enums carry no labels.
+    "ENUM_NAME_OVERRIDES": {"KindEnum": "memories.models.Kind.values"},
 }
 
 # REST API limits (README, REST API). A request body over this many bytes is refused with 413

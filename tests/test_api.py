@@ -174,21 +174,23 @@ def test_remembering_the_same_content_again_answers_200_and_stores_nothing(api):
 
 
 @pytest.mark.parametrize("body, field, message", [
-    ({"content": 5}, "content", "content: expected text."),
-    ({"content": "x", "tags": "ops"}, "tags", 'tags: Expected a list of items but got type "str".'),
-    ({"content": "x", "tags": [1]}, "tags", "tags[0]: expected text."),
-    ({"content": "x", "ttl_days": "5"}, "ttl_days", "ttl_days: expected a whole number."),
-    ({"content": "x", "ttl_days": True}, "ttl_days", "ttl_days: expected a whole number."),
-    ({"content": "x", "ttl_days": -1}, "ttl_days", "ttl_days: Ensure this value is greater than or equal to 0."),
-    ({"content": "x", "kind": "opinion"}, "kind", 'kind: "opinion" is not a valid choice.'),
+    ({"content": 5}, "content", "content: Input should be a valid string (got 5)"),
+    ({"content": "x", "tags": "ops"}, "tags", "tags: Input should be a valid list (got 'ops')"),
+    ({"content": "x", "tags": [1]}, "tags", "tags[0]: Input should be a valid string (got 1)"),
+    ({"content": "x", "ttl_days": "5"}, "ttl_days", "ttl_days: Input should be a valid integer (got '5')"),
+    ({"content": "x", "ttl_days": True}, "ttl_days", "ttl_days: Input should be a valid integer (got True)"),
+    ({"content": "x", "ttl_days": -1}, "ttl_days", "ttl_days: Input should be greater than or equal to 0 (got -1)"),
+    ({"content": "x", "kind": "opinion"}, "kind", "kind: Input should be 'fact', 'preference', 'decision', "
+                                                  "'skill', 'note', 'artifact' or 'event' (got 'opinion')"),
     ({"content": "x", "valid_from": "next week"}, "valid_from", None),
     ({"content": "x", "valid_from": "2025-02-30"}, "valid_from", None),
     ({"content": "x", "namespace": "Not Valid"}, "namespace", None),
-    ({"content": ""}, "content", "content: must not be empty."),
+    ({"content": ""}, "content", "content: String should have at least 1 character (got '')"),
+    ({"content": "   "}, "content", "content: must not be empty."),
     ({"content": "x", "subject": "lunch"}, "predicate",
      "subject, predicate and object go together: give all three or none."),
     ({"content": "x", "colour": "blue"}, "colour", None),
-    ({}, "content", "content: This field is required."),
+    ({}, "content", "content: required"),
 ])
 def test_remember_refuses_bad_input_naming_the_field(api, body, field, message):
     body.setdefault("namespace", "acme")
@@ -440,6 +442,9 @@ def test_recall_answers_as_of_a_past_time(api):
     ("get", {"query": "x", "match": "some"}, "match", 400),
     ("post", {"query": "x", "mode": "vibes"}, "mode", 400),
     ("post", {"query": "x", "explain": "yes"}, "explain", 400),
+    ("post", {"query": "x", "explain": 1}, "explain", 400),
+    ("post", {"query": "x", "limit": 5.0}, "limit", 400),
+    ("get", {"query": "x", "limit": ["5", "6"]}, "limit", 400),
     ("post", {"query": "x", "namespace": 7}, "namespace", 400),
     ("post", {"query": "x", "namespace": []}, "namespace", 400),
     ("get", {"query": "x", "as_of": "2025-02-30"}, "as_of", 400),
@@ -456,6 +461,20 @@ def test_recall_refuses_bad_arguments(api, method, arguments, field, status):
     error = error_of(response, status)
     assert error["field"] == field
     assert error["message"].startswith(field)
+
+
+def test_answers_leave_out_the_optional_keys_that_are_empty(api):
+    client = api()
+    plain = remember(client, "Standups are at 9:30 in the small room.")
+    triple = remember(client, "The CI runs on Buildkite.", subject="CI", predicate="runs on", object="Buildkite")
+
+    assert not {"subject", "predicate", "object", "near_twin"} & set(plain)
+    assert (triple["subject"], triple["predicate"], triple["object"]) == ("CI", "runs on", "Buildkite")
+    hits = client.get(RECALL, {"query": "standups", "mode": "keyword"}).json()["hits"]
+    assert "explain" not in hits[0] and "subject" not in hits[0]
+    assert client.get(RECALL, {"query": "standups", "mode": "keyword", "explain": "true"}).json()["hits"][0]["explain"]
+    assert list(hits[0])[:4] == ["id", "key", "namespace", "kind"] and list(hits[0])[-4:] == [
+        "score", "snippet", "matched_terms", "age"]
 
 
 def test_hostile_queries_are_searched_as_text(api):

@@ -1,0 +1,37 @@
+"""Records only REST sends: the health probe and the error body (the shape every error takes)."""
+
+from typing import Literal
+
+from pydantic import Field
+
+from memoryproject.records import OmittedWhenEmpty, Record
+
+
+class EmbedderHealth(Record):
+    name: str
+    device: str
+    available: bool
+
+
+class Health(Record):
+    status: Literal["ok", "degraded"]
+    version: str = Field(description="The server's version.")
+    api_version: str = Field(description="The REST API version (the /api/v1/ in every path).")
+    database: Literal["ok", "error"]
+    search_mode: str
+    embedder: EmbedderHealth
+    uptime_seconds: int
+
+
+class ErrorDetail(Record):
+    code: str = Field(description="invalid, too_large, unauthenticated, forbidden, not_found, conflict, duplicate, "
+                                  "parse_error, method_not_allowed, unsupported_media_type, throttled, unavailable, "
+                                  "internal.")
+    message: str = Field(description="What went wrong and what to do, safe to show an agent.")
+    field: OmittedWhenEmpty[str] = Field(None, description="The field or parameter at fault.")
+    memory_id: OmittedWhenEmpty[int] = Field(None, description=(
+        "With duplicate: the memory that already holds the content."))
+
+
+class ErrorResponse(Record):
+    error: ErrorDetail
