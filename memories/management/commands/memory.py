@@ -8,8 +8,9 @@ from django.core.management.base import BaseCommand
 from django.db.utils import OperationalError
 
 from memories import selectors, services
+from memories.arguments import ForgetArgs, GetArgs, HistoryArgs, ListArgs, RecallArgs, RememberArgs
 from memories.management.cli import cli_actor
-from memories.selectors import LIST_STATES
+from memories.records import History
 from memoryproject.exceptions import InvalidInput, MemoryServiceError
 
 # "argument --ttl-days: invalid int value: 'x'" names the option; it becomes the field.
@@ -22,6 +23,11 @@ def _usage_error(prog: str, message: str):
     match = _ARGUMENT.match(message) or _REQUIRED.match(message)
     field = match.group(1).replace("-", "_") if match else None
     raise InvalidInput(f"{message}. Run '{prog} --help' for usage.", field=field)
+
+
+def _help(arguments, name: str) -> str:
+    """The argument's declared description, as argparse help (which reads % as formatting)."""
+    return arguments.model_fields[name].description.replace("%", "%%")
 
 
 def _given(**values) -> dict:
@@ -49,61 +55,59 @@ class Command(BaseCommand):
         remember.add_argument("content", help="the text to remember, or - to read it from stdin")
         remember.add_argument("--namespace", default=settings.MEMORY_DEFAULT_NAMESPACE,
                               help=f"default: {settings.MEMORY_DEFAULT_NAMESPACE}")
-        remember.add_argument("--key", help="stable key; remembering under an existing key revises it")
-        remember.add_argument("--title")
-        remember.add_argument("--kind")
-        remember.add_argument("--tag", action="append", dest="tags", metavar="TAG", help="repeatable")
-        remember.add_argument("--source")
-        remember.add_argument("--ttl-days", type=int, help="expire after this many days (0: never)")
-        remember.add_argument("--valid-from", help="YYYY-MM-DD or ISO 8601 with a timezone")
-        remember.add_argument("--valid-to", help="end of validity, exclusive")
-        remember.add_argument("--subject")
-        remember.add_argument("--predicate")
-        remember.add_argument("--object")
+        for name in ("key", "title", "kind"):
+            remember.add_argument(f"--{name}", help=_help(RememberArgs, name))
+        remember.add_argument("--tag", action="append", dest="tags", metavar="TAG",
+                              help=_help(RememberArgs, "tags") + " Repeatable.")
+        remember.add_argument("--source", help=_help(RememberArgs, "source"))
+        remember.add_argument("--ttl-days", type=int, help=_help(RememberArgs, "ttl_days"))
+        remember.add_argument("--valid-from", help=_help(RememberArgs, "valid_from"))
+        remember.add_argument("--valid-to", help=_help(RememberArgs, "valid_to"))
+        for name in ("subject", "predicate", "object"):
+            remember.add_argument(f"--{name}", help=_help(RememberArgs, name))
 
         get = command("get", "Show a memory as known at --as-of, for valid time --valid-at.")
         which = get.add_mutually_exclusive_group(required=True)
-        which.add_argument("id", nargs="?", type=int)
-        which.add_argument("--key", help="look the memory up by key in --namespace instead of by id")
+        which.add_argument("id", nargs="?", type=int, help=_help(GetArgs, "id"))
+        which.add_argument("--key", help=_help(GetArgs, "key"))
         get.add_argument("--namespace", default=settings.MEMORY_DEFAULT_NAMESPACE,
                          help=f"with --key; default: {settings.MEMORY_DEFAULT_NAMESPACE}")
-        get.add_argument("--as-of")
-        get.add_argument("--valid-at")
+        get.add_argument("--as-of", help=_help(GetArgs, "as_of"))
+        get.add_argument("--valid-at", help=_help(GetArgs, "valid_at"))
 
         history = command("history", "List every revision of a memory known by --as-of, oldest first.")
-        history.add_argument("id", type=int)
-        history.add_argument("--as-of")
+        history.add_argument("id", type=int, help=_help(HistoryArgs, "id"))
+        history.add_argument("--as-of", help=_help(HistoryArgs, "as_of"))
 
-        forget = command("forget", "Hide a memory from now on; its history stays.")
-        forget.add_argument("id", type=int)
-        forget.add_argument("--reason")
-
-        restore = command("restore", "Bring a forgotten memory back.")
-        restore.add_argument("id", type=int)
-        restore.add_argument("--reason")
+        for name, help_text in (("forget", "Hide a memory from now on; its history stays."),
+                                ("restore", "Bring a forgotten memory back.")):
+            change = command(name, help_text)
+            change.add_argument("id", type=int, help=_help(ForgetArgs, "id"))
+            change.add_argument("--reason", help=_help(ForgetArgs, "reason"))
 
         listing = command("list", "List memories newest first, one page at a time.")
         listing.add_argument("--namespace", help="default: every namespace")
-        listing.add_argument("--tag", action="append", dest="tags", metavar="TAG", help="repeatable; all must match")
-        listing.add_argument("--kind")
-        listing.add_argument("--state", help=f"one of {', '.join(LIST_STATES)} (default: active)")
-        listing.add_argument("--limit", type=int)
-        listing.add_argument("--cursor", help="next_cursor from the previous page")
+        listing.add_argument("--tag", action="append", dest="tags", metavar="TAG",
+                             help=_help(ListArgs, "tags") + " Repeatable.")
+        listing.add_argument("--kind", help=_help(ListArgs, "kind"))
+        listing.add_argument("--state", help=_help(ListArgs, "state"))
+        listing.add_argument("--limit", type=int, help=_help(ListArgs, "limit"))
+        listing.add_argument("--cursor", help=_help(ListArgs, "cursor"))
 
         stats = command("stats", "Show totals, per-namespace counts, top tags and database facts.")
         stats.add_argument("--namespace", help="default: every namespace")
 
         recall = command("recall", "Search memories by meaning and keywords.")
-        recall.add_argument("query")
-        recall.add_argument("--namespace", action="append", help="repeatable; default: every namespace")
-        recall.add_argument("--tag", action="append", dest="tags", metavar="TAG")
-        recall.add_argument("--kind", action="append", dest="kinds", metavar="KIND")
-        recall.add_argument("--limit", type=int)
-        recall.add_argument("--match", help="auto, all or any")
-        recall.add_argument("--mode")
-        recall.add_argument("--as-of")
-        recall.add_argument("--valid-at")
-        recall.add_argument("--explain", action="store_true", default=None)
+        recall.add_argument("query", help=_help(RecallArgs, "query"))
+        recall.add_argument("--namespace", action="append", help="Repeatable; default: every namespace.")
+        recall.add_argument("--tag", action="append", dest="tags", metavar="TAG",
+                            help=_help(RecallArgs, "tags") + " Repeatable.")
+        recall.add_argument("--kind", action="append", dest="kinds", metavar="KIND",
+                            help=_help(RecallArgs, "kinds") + " Repeatable.")
+        recall.add_argument("--limit", type=int, help=_help(RecallArgs, "limit"))
+        for name in ("match", "mode", "as_of", "valid_at"):
+            recall.add_argument(f"--{name.replace('_', '-')}", help=_help(RecallArgs, name))
+        recall.add_argument("--explain", action="store_true", default=None, help=_help(RecallArgs, "explain"))
 
     def run_from_argv(self, argv):
         """Run from the shell: a domain or argument error prints as JSON on stderr and exits with status 2."""
@@ -146,7 +150,7 @@ class Command(BaseCommand):
 
     def _history(self, options):
         revisions = selectors.memory_history(memory_id=options["id"], as_of=options["as_of"])
-        return {"id": options["id"], "revisions": [revision.as_dict() for revision in revisions]}
+        return History(memory_id=options["id"], revisions=revisions).as_dict()
 
     def _forget(self, options):
         return services.memory_forget(memory_id=options["id"], reason=options["reason"], actor=cli_actor(),
