@@ -22,7 +22,7 @@ CLI recall and the server each with an empty cache, so the process makes the exp
 import argparse
 import json
 import os
-import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -195,6 +195,7 @@ def main():
     }
     print(json.dumps({name: output[name] for name in ("version", "cli_recall", "server_first_recall")}, indent=1))
     print(f"saved {harness.save(output, args.output)}")
+    shutil.rmtree(data_dir)  # the store and four exports of ~90 MB
 
 
 if __name__ == "__main__":
