@@ -22,8 +22,7 @@ migrate: install
 	$(PY) manage.py migrate --noinput -v 0
 
 run: migrate
-	$(PY) manage.py first_run --host $(MEMORY_HOST) --port $(MEMORY_PORT)
-	$(PY) -m uvicorn memoryproject.asgi:application --host $(MEMORY_HOST) --port $(MEMORY_PORT) --no-access-log
+	$(PY) manage.py serve --host $(MEMORY_HOST) --port $(MEMORY_PORT)
 
 test: install
 	$(PY) -m pytest

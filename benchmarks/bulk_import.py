@@ -4,17 +4,13 @@
         --output benchmarks/results/bulk_import.json
 
 A fresh store of ``--store`` memories is written with ``history.bulk_load`` (with the
-``--embedder``: hash, or MiniLM, whose batches run in the arithmetic
-``MEMORY_EMBED_PRECISION`` picks, recorded with the run), then ``--import-size``
+``--embedder``: hash, or MiniLM), then ``--import-size``
 new memories (new keys: the case of a restore or a migration) are imported through the
 service, as ``manage.py import_memories --trusted`` and
 ``POST /api/v1/import/?trusted=true`` do. Each run is saved under its ``--label`` in the
 output file, so a run of the code before a change and one after sit side by side. The
 import is repeated ``--repeat`` times, each into a fresh copy of the same store, and the
-medians are reported. ``--without-embed-ahead`` leaves every text to be embedded when
-the import indexes its revisions, as before e98bb65, for comparison: by default a trusted
-import starts embedding its new texts before it writes their rows
-(``search.indexing.embed_ahead_of_batch``).
+medians are reported.
 CPU time (``time.process_time``) is reported beside wall time: on a shared machine it is
 what the wall time would be alone.
 """
@@ -39,8 +35,6 @@ def main():
     parser.add_argument("--repeat", type=int, default=3, help="imports of the document (medians are reported)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--embedder", choices=("hash", "minilm"), default="hash")
-    parser.add_argument("--without-embed-ahead", action="store_true",
-                        help="embed every text when the revisions are indexed (for comparison)")
     parser.add_argument("--label", default="run", help="what code was measured (before, after, ...)")
     parser.add_argument("--output", default="benchmarks/results/bulk_import.json")
     args = parser.parse_args()
@@ -56,11 +50,7 @@ def main():
 
     from memories.models import Memory, Revision
     from memories.services import memories_import
-    from search import indexing
-    from search.embeddings import SentenceTransformerEmbedder, get_embedder
-
-    if args.without_embed_ahead:
-        indexing.embed_ahead_of_batch = lambda texts: None  # the import calls it through the module
+    from search.embeddings import get_embedder
 
     corpus = Corpus(args.seed)
     now = timezone.now()
@@ -90,9 +80,6 @@ def main():
     run = {
         "path": "memories.services.memories_import(trusted=True), JSON text in",
         "embedder": embedder.name,
-        **({"batch_precision": embedder.batch_precision()} if isinstance(embedder, SentenceTransformerEmbedder)
-           else {}),
-        "embed_ahead": not args.without_embed_ahead,
         "store_memories": args.store,
         "imported_memories": args.import_size,
         "imported_revisions": revisions,

@@ -2,31 +2,29 @@
 
     .venv/bin/python benchmarks/embed_throughput.py --output benchmarks/results/embed_throughput.json
 
-On ``--texts`` corpus texts (the latency benchmark's; ~55 tokens at p50), each way in
-turn, after a warm-up:
+On ``--texts`` corpus texts (the latency benchmark's; ~55 tokens at p50), ``--rounds``
+times, the ways in turn (their order alternating from round to round), after a warm-up:
 
-1. ``batches``: ``embedder.embed`` of the whole list, as an import embeds it
-   (sentence-transformers' encode, batches of ``ENCODE_BATCH_SIZE``, one torch thread),
-   in float32 and in bfloat16 (the model's bfloat16 copy, ``MEMORY_EMBED_PRECISION``; the run
-   records which one "auto" chose here) on one thread, and in bfloat16 shared between
-   ``--threads`` threads (``MEMORY_EMBED_BATCH_THREADS``, as an import runs by default).
-2. ``one text at a time``: ``embedder.embed([text])`` for each text, as a single write
-   embeds it (the compiled pass, ONNX Runtime or the TorchScript trace), in float32 and
-   through the padded bfloat16 trace (the run records which "auto" chose here).
-3. ``one text at a time on N threads``: the same split over N Python threads (the compiled
-   pass runs outside the GIL), the most two cores can give without a second process.
+1. ``onnx batches``: ``embedder.embed`` of the whole list, as an import embeds it (ONNX
+   Runtime, batches of ``BATCH_SIZE`` texts sorted by length, ``MEMORY_TORCH_THREADS``);
+2. ``torch batches``: sentence-transformers' ``encode`` of the same list, batches of the
+   same size, one torch thread: the way before ONNX Runtime ran batches, and the fallback;
+3. ``onnx batches on N threads``: the same batches taken by ``--threads`` Python threads
+   as they come free (ONNX Runtime runs outside the GIL): what helper threads would give;
+4. ``onnx one text at a time``: ``embed_query`` for each text, as a single write embeds it.
 
-The largest vector difference of each way from float32 batches is reported too (one text at a
-time in float32 must agree to ~1e-6; bfloat16 to ~2e-3, with the least cosine).
-Only the model is timed: an import also writes rows, postings and vectors (``bulk_import.py``).
+Reported: the median texts/s of each way (wall clock), its CPU texts/s (process CPU time,
+which other processes on a shared machine do not inflate), and the largest difference of
+each way's vectors from torch's.
 """
 
 import argparse
 import os
+import statistics
 import sys
 import tempfile
-import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -36,7 +34,8 @@ import harness  # noqa: E402
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--texts", type=int, default=600)
+    parser.add_argument("--texts", type=int, default=320)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2, help="threads for the third way")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output", default="benchmarks/results/embed_throughput.json")
@@ -46,84 +45,60 @@ def main():
     harness.setup(Path(tempfile.mkdtemp(prefix="memory-embed-")) / "embed.db", embedder="minilm")
     import numpy as np
     from corpus import Corpus
-    from django.test import override_settings
 
-    from search.embeddings import ENCODE_BATCH_SIZE, get_embedder
+    from search.embeddings import BATCH_SIZE, _OnnxModel, _TorchModel, get_embedder, minilm_model_dir
 
     corpus = Corpus(args.seed)
     texts = [corpus.text() for _ in range(args.texts)]
     embedder = get_embedder()
     if not embedder.available():
         sys.exit(f"MiniLM cannot be loaded: {embedder.load_error}")
-    embedder.embed_query("warm up")
-    embedder.embed([texts[0], texts[1]])
-    embedder.embed([texts[0]])
+    onnx = embedder._load()
+    assert isinstance(onnx, _OnnxModel), "the ONNX export could not be used here"
+    torch_model = _TorchModel(minilm_model_dir())
+    pool = ThreadPoolExecutor(args.threads)
 
-    output = {"benchmark": "embed_throughput", "command": " ".join(sys.argv), "environment": harness.environment(),
-              "load_average_at_start": os.getloadavg(), "texts": len(texts), "embedder": embedder.name,
-              "encode_batch_size": ENCODE_BATCH_SIZE}
-    tokens = [len(embedder._load().tokenizer(text)["input_ids"]) for text in texts]
-    output["tokens"] = {"p50": int(np.median(tokens)), "max": int(max(tokens))}
+    def on_threads(texts):
+        order = np.argsort([-len(text) for text in texts], kind="stable")
+        batches = [order[start:start + BATCH_SIZE] for start in range(0, len(texts), BATCH_SIZE)]
+        vectors = np.empty((len(texts), embedder.dim), dtype=np.float32)
+        for batch, embedded in zip(batches, pool.map(lambda batch: onnx._batch([texts[i] for i in batch]), batches)):
+            vectors[batch] = embedded
+        return vectors
 
-    with override_settings(MEMORY_EMBED_PRECISION="auto"):
-        output["auto_batch_precision"] = embedder.batch_precision()
-        output["auto_longer_text_pipeline"] = embedder._for_longer(embedder._load()).__name__
-    with override_settings(MEMORY_EMBED_PRECISION="float32", MEMORY_EMBED_BATCH_THREADS=1):
-        start = time.perf_counter()
-        batched = embedder.embed(texts)
-        rates = {"batches": len(texts) / (time.perf_counter() - start)}
-    with override_settings(MEMORY_EMBED_PRECISION="bfloat16", MEMORY_EMBED_BATCH_THREADS=1):
-        embedder.embed(texts[:64])  # its kernels
-        start = time.perf_counter()
-        bfloat16 = embedder.embed(texts)
-        rates["batches in bfloat16"] = len(texts) / (time.perf_counter() - start)
-    with override_settings(MEMORY_EMBED_PRECISION="bfloat16", MEMORY_EMBED_BATCH_THREADS=args.threads):
-        start = time.perf_counter()
-        shared = embedder.embed(texts)
-        rates[f"batches in bfloat16 on {args.threads} threads"] = len(texts) / (time.perf_counter() - start)
+    ways = {
+        "onnx batches": embedder.embed,
+        "torch batches": torch_model.embed,
+        f"onnx batches on {args.threads} threads": on_threads,
+        "onnx one text at a time": lambda texts: np.stack([embedder.embed_query(text) for text in texts]),
+    }
+    for way in ways.values():
+        way(texts[:BATCH_SIZE])
+    tokens = [sum(encoding.attention_mask) for encoding in onnx.tokenizer.encode_batch(texts)]
+    load = os.getloadavg()
+    wall, cpu, vectors = {name: [] for name in ways}, {name: [] for name in ways}, {}
+    for number in range(args.rounds):
+        for name in (list(ways) if number % 2 == 0 else list(reversed(ways))):
+            started, cpu_started = time.perf_counter(), time.process_time()
+            vectors[name] = ways[name](texts)
+            wall[name].append(len(texts) / (time.perf_counter() - started))
+            cpu[name].append(len(texts) / (time.process_time() - cpu_started))
 
-    with override_settings(MEMORY_EMBED_PRECISION="float32"):
-        embedder.embed([texts[0]])  # timed and chosen in float32 (_for_longer)
-        start = time.perf_counter()
-        single = np.stack([embedder.embed([text])[0] for text in texts])
-        rates["one text at a time"] = len(texts) / (time.perf_counter() - start)
-    with override_settings(MEMORY_EMBED_PRECISION="bfloat16"):
-        embedder.embed([texts[0]])  # the bfloat16 trace built, its shapes run
-        start = time.perf_counter()
-        single_bfloat16 = np.stack([embedder.embed([text])[0] for text in texts])
-        rates["one text at a time in bfloat16"] = len(texts) / (time.perf_counter() - start)
-
-    parts = [None] * args.threads
-
-    def embed_share(index):
-        parts[index] = [(position, embedder.embed([texts[position]])[0])
-                        for position in range(index, len(texts), args.threads)]
-
-    workers = [threading.Thread(target=embed_share, args=(index,)) for index in range(args.threads)]
-    with override_settings(MEMORY_EMBED_PRECISION="float32"):
-        start = time.perf_counter()
-        for worker in workers:
-            worker.start()
-        for worker in workers:
-            worker.join()
-        rates[f"one text at a time on {args.threads} threads"] = len(texts) / (time.perf_counter() - start)
-    threaded = np.zeros_like(batched)
-    for part in parts:
-        for position, vector in part:
-            threaded[position] = vector
-
-    output["texts_per_s"] = {name: round(rate, 1) for name, rate in rates.items()}
-    output["least_cosine_bfloat16_with_float32"] = {
-        "batches": float(np.min(np.sum(bfloat16 * batched, axis=1))),
-        "one text at a time": float(np.min(np.sum(single_bfloat16 * batched, axis=1)))}
-    output["max_abs_difference_from_batches"] = {
-        "batches in bfloat16": float(np.abs(bfloat16 - batched).max()),
-        f"batches in bfloat16 on {args.threads} threads": float(np.abs(shared - batched).max()),
-        "one text at a time": float(np.abs(single - batched).max()),
-        "one text at a time in bfloat16": float(np.abs(single_bfloat16 - batched).max()),
-        f"one text at a time on {args.threads} threads": float(np.abs(threaded - batched).max())}
-    output["load_average_at_end"] = os.getloadavg()
-    print(output["texts_per_s"], output["max_abs_difference_from_batches"])
+    reference = vectors["torch batches"]
+    output = {
+        "benchmark": "embed_throughput", "command": " ".join(sys.argv), "environment": harness.environment(),
+        "load_average_at_start": load, "load_average_at_end": os.getloadavg(),
+        "texts": len(texts), "rounds": args.rounds, "embedder": embedder.name, "batch_size": BATCH_SIZE,
+        "torch_threads": 1, "tokens": {"p50": int(np.median(tokens)), "max": int(max(tokens))},
+        "texts_per_s": {name: round(statistics.median(rates), 1) for name, rates in wall.items()},
+        "texts_per_cpu_s": {name: round(statistics.median(rates), 1) for name, rates in cpu.items()},
+        "samples_texts_per_s": {name: [round(rate, 1) for rate in rates] for name, rates in wall.items()},
+        "max_abs_difference_from_torch": {name: float(np.abs(found - reference).max())
+                                          for name, found in vectors.items()},
+        "least_cosine_with_torch": {name: float(np.sum(found * reference, axis=1).min())
+                                    for name, found in vectors.items()},
+    }
+    print(output["texts_per_s"], output["texts_per_cpu_s"], output["max_abs_difference_from_torch"])
     print(f"saved {harness.save(output, args.output)}")
 
 

@@ -31,8 +31,7 @@ embedder) matches, so a tuning run costs only the evaluation. ``--form`` chooses
 text form, for comparison: ``dated-nocaption`` (no image captions) or ``plain``
 (``Speaker: text``, no date, as the data set's README baselines). ``--batched`` writes
 each conversation as an import does (``search.indexing.batched``: postings and vectors
-made at the end, the texts embedded in batches, so in the arithmetic
-``MEMORY_EMBED_PRECISION`` picks), to show what that arithmetic changes.
+made at the end, the texts embedded in batches), to show what batching changes.
 """
 
 import argparse
@@ -106,15 +105,11 @@ def fingerprint(data_path: str, form: str, embedder: str, load_way: dict) -> str
 
 
 def load_way(batched: bool) -> dict:
-    """For ``--batched``, how the turns are written and the arithmetic of their embedding (in the
-    fingerprint and the results); empty otherwise, so stores kept with ``--db`` before still match."""
+    """For ``--batched``, how the turns are written (in the fingerprint and the results); empty otherwise,
+    so stores kept with ``--db`` before still match. Batches run in float32, as stores loaded so before."""
     if not batched:
         return {}
-    from search.embeddings import SentenceTransformerEmbedder, get_embedder
-
-    embedder = get_embedder()
-    precision = embedder.batch_precision() if isinstance(embedder, SentenceTransformerEmbedder) else "float32"
-    return {"load": "batched", "batch_precision": precision}
+    return {"load": "batched", "batch_precision": "float32"}
 
 
 def load(samples: list[dict], form: str, *, batched: bool = False) -> dict[str, dict[str, str]]:

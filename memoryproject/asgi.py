@@ -26,8 +26,3 @@ application = BodyLimit(django_application, [
     Limit("/api/v1/import", settings.MEMORY_API_MAX_IMPORT_BYTES,
           lambda limit: too_large_refusal(limit, "MEMORY_API_MAX_IMPORT_BYTES")),
 ])
-
-# Load the embedding model now, not under the first write's lock (a few seconds).
-from search.embeddings import warm_up  # noqa: E402
-
-warm_up()

@@ -178,27 +178,17 @@ def _embedder() -> str:
 # The model behind the vector channel (search/embeddings.py). The database records it;
 # switching to another needs `manage.py backfill --reembed`.
 MEMORY_EMBEDDER = _embedder()
-# Threads torch (and ONNX Runtime, for short texts) uses to embed: two collapse when the other
-# core is busy (DESIGN.md section 7).
+# Threads that run the embedding model (ONNX Runtime, or torch where the export cannot run):
+# two collapse when the other core is busy (DESIGN.md section 8).
 MEMORY_TORCH_THREADS = env_int("MEMORY_TORCH_THREADS", 1, minimum=1, maximum=64)
-# The arithmetic of a sentence-transformers model on batches of texts (imports, backfills),
-# and of MiniLM on one text over 32 tokens (a write's, mostly): float32, bfloat16 (batches
-# through a bfloat16 copy of the model, one text with bfloat16 products; vectors within
-# 3.2e-3 of float32's, cosine 0.99988 or more), or auto: bfloat16 where it was
-# timed clearly quicker and close (search/embeddings.py, SentenceTransformerEmbedder.batch_precision
-# and MiniLMEmbedder._for_longer). Queries of up to 32 tokens always run in float32.
-MEMORY_EMBED_PRECISION = env_choice("MEMORY_EMBED_PRECISION", "auto", ("auto", "float32", "bfloat16"))
-if os.environ.get("MEMORY_EMBED_BATCH_PRECISION"):  # its name until it covered single texts too
-    fail("MEMORY_EMBED_BATCH_PRECISION is now MEMORY_EMBED_PRECISION (it covers longer single texts too); "
-         "set that instead.")
-# Threads that embed one batch of texts together (imports, backfills), each a share of its
-# forward passes with MEMORY_TORCH_THREADS torch threads: by default as many as the CPUs this
-# process may use allow. Two on two cores ran bfloat16 batches of MiniLM 2.0 times as fast as
-# one (163.5 -> 341.7 texts/s, benchmarks/results/embed_throughput.json); one thread with two
-# torch threads, 287-305/s in a probe where one thread gave 172.
-_usable_cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-MEMORY_EMBED_BATCH_THREADS = env_int("MEMORY_EMBED_BATCH_THREADS", max(1, min(_usable_cpus, 64) // MEMORY_TORCH_THREADS),
-                                     minimum=1, maximum=64)
+# Where a model exported to ONNX is kept, so later processes load it without torch (search/embeddings.py).
+MEMORY_MODEL_CACHE = Path(env_str("MEMORY_MODEL_CACHE", str(DATA_DIR / "models"))).expanduser()
+if not MEMORY_MODEL_CACHE.is_absolute():
+    MEMORY_MODEL_CACHE = BASE_DIR / MEMORY_MODEL_CACHE
+for _removed in ("MEMORY_EMBED_PRECISION", "MEMORY_EMBED_BATCH_PRECISION", "MEMORY_EMBED_BATCH_THREADS"):
+    if os.environ.get(_removed):
+        fail(f"{_removed} is no longer read: models run in float32 through ONNX Runtime, one batch at a time; "
+             "unset it.")
 
 # Fusion (search/fusion.py, docs/retrieval.md): the weight of each channel's score in the hybrid
 # sum, the share of the best neighbouring memory's sum a memory gains as context, and the cosine

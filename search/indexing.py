@@ -8,7 +8,6 @@ did anyway (a trigger dropped by hand, a restore from a partial copy, a bug).
 import logging
 import math
 import threading
-from collections.abc import Iterable
 from contextlib import contextmanager
 from types import SimpleNamespace
 
@@ -16,7 +15,7 @@ import numpy as np
 from django.db import DatabaseError, connection, transaction
 
 from search import postings, vectors
-from search.embeddings import BatchesAhead, EmbedderUnavailable, get_embedder, revision_text
+from search.embeddings import EmbedderUnavailable, get_embedder, revision_text
 from search.errors import SpaceConflict
 
 logger = logging.getLogger(__name__)
@@ -126,7 +125,7 @@ _batch = threading.local()
 
 
 @contextmanager
-def batched(*, embed_ahead: bool = True):
+def batched():
     """Index the revisions written inside this block together when it ends, in the same transaction.
 
     For imports: tokenizing, postings and embedding cost far less per revision in one
@@ -135,47 +134,20 @@ def batched(*, embed_ahead: bool = True):
     inside the block may read them back (the duplicate and visibility rules read
     revision rows only). A nested block leaves the indexing to the outermost one; after
     an exception, or with the transaction marked for rollback (a dry run), nothing is
-    indexed, since it would be undone anyway. ``embed_ahead``: whether texts may start
-    embedding before the block ends (``embed_ahead_of_batch``); not in a dry run.
+    indexed, since it would be undone anyway.
     """
-    if getattr(_batch, "ids", None) is not None:
+    if in_batch():
         yield
         return
-    _batch.ids, _batch.ahead, _batch.may_embed_ahead = [], None, embed_ahead
-    ahead = None
+    _batch.ids = []
     try:
-        try:
-            yield
-            ids = _batch.ids
-        finally:
-            ahead, _batch.ids, _batch.ahead = _batch.ahead, None, None
-        if connection.in_atomic_block and connection.get_rollback():
-            return  # marked to roll back (a dry run): indexing would only be undone
-        _index_stored(ids, ahead=ahead)
+        yield
+        ids = _batch.ids
     finally:
-        if ahead is not None:
-            ahead.cancel()  # after an error, or unused; nothing is left to stop once its vectors were taken
-
-
-def embed_ahead_of_batch(texts: Iterable[str]) -> None:
-    """Inside ``batched``: start embedding these texts, of revisions about to be written, on helper threads.
-
-    The batch takes their vectors when it indexes its revisions, so the model runs on
-    the other cores while the caller writes the rows (``Embedder.embed_ahead``). Pass
-    only texts the batch will write: any other is embedded for nothing. Once per batch;
-    outside one, in one that may not (a dry run), or where the embedder would embed
-    these texts on one thread, nothing starts.
-    """
-    if getattr(_batch, "ids", None) is None or not _batch.may_embed_ahead or _batch.ahead is not None:
-        return
-    embedder = get_embedder()
-    if not embedder.available():
-        return
-    try:
-        vectors.ensure_space(embedder)
-    except SpaceConflict:
-        return  # the batch leaves its vectors pending (index_revisions says why)
-    _batch.ahead = embedder.embed_ahead(texts)
+        _batch.ids = None
+    if connection.in_atomic_block and connection.get_rollback():
+        return  # marked to roll back (a dry run): indexing would only be undone
+    _index_stored(ids)
 
 
 def in_batch() -> bool:
@@ -183,7 +155,7 @@ def in_batch() -> bool:
     return getattr(_batch, "ids", None) is not None
 
 
-def _index_stored(revision_ids: list[int], *, ahead: BatchesAhead | None = None) -> None:
+def _index_stored(revision_ids: list[int]) -> None:
     """Index the revisions with these ids as the database holds them now.
 
     Re-reading, rather than trusting the objects written, keeps the batch exact when a
@@ -203,10 +175,10 @@ def _index_stored(revision_ids: list[int], *, ahead: BatchesAhead | None = None)
             )
             rows.extend(cursor.fetchall())
     index_revisions([SimpleNamespace(pk=pk, title=title, content=content, tombstone=bool(tombstone))
-                     for pk, title, content, tombstone in rows], ahead=ahead)
+                     for pk, title, content, tombstone in rows])
 
 
-def index_revisions(revisions, *, ahead: BatchesAhead | None = None) -> None:
+def index_revisions(revisions) -> None:
     """Make new revisions searchable, inside the writer's transaction.
 
     The FTS5 tables follow by trigger; this adds the engine's postings and, when the
@@ -214,8 +186,6 @@ def index_revisions(revisions, *, ahead: BatchesAhead | None = None) -> None:
     Otherwise the vectors stay pending for ``manage.py backfill`` and the write
     still succeeds: keyword recall finds it at once, semantic recall after a backfill.
     Inside ``batched`` the revisions are only noted, and indexed when the block ends.
-    ``ahead``: texts being embedded already (``embed_ahead_of_batch``), whose vectors
-    are taken for the revisions with those texts.
     """
     pending = getattr(_batch, "ids", None)
     if pending is not None:
@@ -239,12 +209,9 @@ def index_revisions(revisions, *, ahead: BatchesAhead | None = None) -> None:
     with _prepared_lock:
         ready = [_prepared.pop((embedder.name, body), None) for body in bodies]
     try:
-        if ahead is not None:
-            embedded = dict(zip(ahead.texts, ahead.vectors()))
-            ready = [embedded.get(body) if vector is None else vector for body, vector in zip(bodies, ready)]
         missing = [index for index, vector in enumerate(ready) if vector is None]
         if missing:
-            # Equal calls: a short last one would leave threads idle (MEMORY_EMBED_BATCH_THREADS).
+            # Calls of equal size, each at most EMBED_CHUNK texts.
             size = math.ceil(len(missing) / math.ceil(len(missing) / EMBED_CHUNK))
             for start in range(0, len(missing), size):
                 batch = missing[start:start + size]

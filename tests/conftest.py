@@ -1,6 +1,18 @@
+import tempfile
+from pathlib import Path
+
 import pytest
+from django.test import override_settings
 
 from memories import services
+
+
+@pytest.fixture(scope="session", autouse=True)
+def model_cache():
+    """Models exported to ONNX go to one directory outside the repository, which later test runs reuse."""
+    path = Path(tempfile.gettempdir()) / "memory-tests-model-cache"
+    with override_settings(MEMORY_MODEL_CACHE=path):
+        yield path
 
 
 @pytest.fixture(autouse=True)

@@ -1,38 +1,31 @@
 """Embeddings and stored vectors: the models, the embedding space, pending revisions, backfill and erasure.
 
-Semantic tests use the real all-MiniLM-L6-v2 from the wheel (loaded once per process);
-the rest use the hash embedder, and subprocesses always do, to stay fast.
+Semantic tests use the real all-MiniLM-L6-v2 from the wheel (loaded once per process, its
+ONNX export kept in the tests' model cache); the rest use the hash embedder, and so do
+subprocesses, to stay fast, except the one that loads MiniLM's export without torch.
 """
 
 import json
-import threading
-import time
+from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from django.core.management import CommandError, call_command
 
 from memories import services
 from memories.management.commands.backfill import progress_text
 from memories.models import Revision
 from memories.selectors import memory_recall as recall
-from memories.services import imports
-from search import embeddings, indexing, vectors
+from search import embeddings, vectors
 from search.embeddings import (
-    BFLOAT16_MIN_TEXTS,
-    BFLOAT16_PAD_TOKENS,
-    ONNX_MAX_TOKENS,
+    EXPORT_TOLERANCE,
+    PROBES,
     EmbedderUnavailable,
     HashEmbedder,
     MiniLMEmbedder,
     PathEmbedder,
-    _chosen_precision,
-    _OnnxPipeline,
-    _PaddedBfloat16Trace,
-    _pipeline,
-    _quicker_for_longer,
-    _TracedPipeline,
+    _OnnxModel,
+    _TorchModel,
     get_embedder,
     minilm_model_dir,
     revision_text,
@@ -111,131 +104,27 @@ def _varied_texts(count: int) -> list[str]:
     return [f"{subjects[number % 6]} {endings[number // 6 % 6]} (note {number})" for number in range(count)]
 
 
-def test_batches_in_bfloat16_stay_within_rounding_of_float32(minilm, settings):
-    texts = _varied_texts(BFLOAT16_MIN_TEXTS + 8)
-    settings.MEMORY_EMBED_PRECISION = "float32"
-    exact = minilm.embed(texts)
-    settings.MEMORY_EMBED_PRECISION = "bfloat16"
-    rounded = minilm.embed(texts)
-
-    assert rounded.dtype == np.float32 and rounded.flags.c_contiguous
-    np.testing.assert_allclose(np.linalg.norm(rounded, axis=1), 1.0, atol=1e-6)
-    assert np.abs(rounded - exact).max() > 1e-5  # bfloat16 did run
-    assert np.abs(rounded - exact).max() < 5e-3
-    assert np.sum(rounded * exact, axis=1).min() >= 0.9999
+@pytest.fixture(scope="module")
+def torch_minilm():
+    """all-MiniLM-L6-v2 run by sentence-transformers, as the export is checked against."""
+    return _TorchModel(minilm_model_dir())
 
 
-def test_fewer_texts_than_a_batch_always_run_in_float32(minilm, settings):
-    texts = _varied_texts(BFLOAT16_MIN_TEXTS - 1)
-    settings.MEMORY_EMBED_PRECISION = "bfloat16"
+def test_minilm_runs_through_onnx_runtime_with_the_torch_models_vectors(minilm, torch_minilm):
+    texts = [*PROBES, "", "release notes " * 300, *_varied_texts(40)]  # more than one batch, of mixed lengths
 
-    assert minilm.batch_precision() == "bfloat16"
-    np.testing.assert_array_equal(minilm.embed(texts), minilm._load().encode(
-        texts, batch_size=32, normalize_embeddings=True, convert_to_numpy=True))
+    assert isinstance(minilm._load(), _OnnxModel) and minilm.embeds_beside
+    batched, alone = minilm.embed(texts), np.stack([minilm.embed_query(text) for text in texts])
+    want = torch_minilm.embed(texts)
 
-
-def test_auto_times_both_once_and_keeps_its_choice(settings, caplog):
-    settings.MEMORY_EMBED_PRECISION = "auto"
-    embedder = MiniLMEmbedder()  # the model itself is loaded once per process
-
-    with caplog.at_level("INFO", logger="search.embeddings"):
-        chosen = embedder.batch_precision()
-        again = embedder.batch_precision()
-
-    assert chosen == again and chosen in ("float32", "bfloat16")
-    timed = [record.getMessage() for record in caplog.records if record.getMessage().startswith("Batches of")]
-    assert len(timed) == 1 and f"run in {chosen} here" in timed[0]
-    settings.MEMORY_EMBED_PRECISION = "float32"
-    assert embedder.batch_precision() == "float32"  # a setting other than auto is followed as it is
+    np.testing.assert_allclose(batched, want, rtol=0, atol=EXPORT_TOLERANCE)
+    np.testing.assert_allclose(alone, want, rtol=0, atol=EXPORT_TOLERANCE)
+    assert np.sum(batched * want, axis=1).min() >= 0.99999
 
 
-@pytest.mark.parametrize(("float32_ms", "bfloat16_ms", "cosine", "chosen"), [
-    (380, 130, 0.99998, "bfloat16"),  # this Xeon (AMX)
-    (300, 272, 0.99998, "bfloat16"),  # just over 1.1 times quicker
-    (300, 280, 0.99998, "float32"),  # within the timing's noise
-    (380, 130, 0.9990, "float32"),  # quicker, but the vectors drift
-    (200, 900, 1.0, "float32"),  # no bfloat16 instructions: emulated, slower
-])
-def test_auto_takes_bfloat16_only_when_clearly_quicker_and_close(float32_ms, bfloat16_ms, cosine, chosen):
-    assert _chosen_precision(float32_ms / 1000, bfloat16_ms / 1000, cosine) == chosen
-
-
-class _Shares(list):
-    """(thread name, texts) of each ``_encode_in`` call; with ``meet`` set, a thread's first call waits there."""
-
-    meet: threading.Barrier | None = None
-
-
-@pytest.fixture
-def batch_shares(monkeypatch):
-    """Records, for each ``_encode_in`` call, the thread it ran on and how many texts it had.
-
-    Set ``meet`` to a barrier for that many threads to make each take a batch before any
-    goes on (threads take batches as they come, so one could otherwise take them all).
-    """
-    calls = _Shares()
-
-    def recorded(torch, model, texts, precision, encode=embeddings._encode_in):
-        name = threading.current_thread().name
-        first = all(thread != name for thread, _ in calls)
-        calls.append((name, len(texts)))
-        if first and calls.meet is not None:
-            calls.meet.wait()
-        return encode(torch, model, texts, precision)
-
-    monkeypatch.setattr(embeddings, "_encode_in", recorded)
-    return calls
-
-
-@pytest.mark.parametrize("threads", [2, 3])
-def test_a_large_batch_is_shared_between_threads_in_whole_batches(minilm, settings, batch_shares, threads):
-    texts = [text * (1 + number % 4) for number, text in enumerate(_varied_texts(4 * BFLOAT16_MIN_TEXTS + 5))]
-    settings.MEMORY_EMBED_PRECISION = "float32"
-    settings.MEMORY_EMBED_BATCH_THREADS = 1
-    alone = minilm.embed(texts)
-    assert batch_shares == [(threading.current_thread().name, len(texts))]
-    batch_shares.clear()
-
-    settings.MEMORY_EMBED_BATCH_THREADS = threads
-    batch_shares.meet = threading.Barrier(threads, timeout=60)
-    shared = minilm.embed(texts)
-
-    assert len({thread for thread, _ in batch_shares}) == threads
-    assert sorted(count for _, count in batch_shares) == [5] + [BFLOAT16_MIN_TEXTS] * 4  # each text once
-    assert shared.flags.c_contiguous and shared.dtype == np.float32
-    np.testing.assert_allclose(shared, alone, rtol=0, atol=1e-6)  # each text in its own row, as one call gives
-
-
-def test_a_batch_shared_in_bfloat16_stays_within_rounding(minilm, settings, batch_shares):
-    texts = _varied_texts(2 * BFLOAT16_MIN_TEXTS)
-    settings.MEMORY_EMBED_PRECISION = "float32"
-    exact = minilm.embed(texts)
-    settings.MEMORY_EMBED_PRECISION = "bfloat16"
-    settings.MEMORY_EMBED_BATCH_THREADS = 2
-    batch_shares.clear()
-    batch_shares.meet = threading.Barrier(2, timeout=60)
-
-    rounded = minilm.embed(texts)
-
-    assert [count for _, count in batch_shares] == [BFLOAT16_MIN_TEXTS, BFLOAT16_MIN_TEXTS]
-    assert len({thread for thread, _ in batch_shares}) == 2
-    assert np.abs(rounded - exact).max() > 1e-5  # bfloat16 products did run, on both threads
-    assert np.sum(rounded * exact, axis=1).min() >= 0.9999
-
-
-def test_fewer_texts_than_two_batches_stay_on_one_thread(minilm, settings, batch_shares):
-    settings.MEMORY_EMBED_PRECISION = "bfloat16"
-    settings.MEMORY_EMBED_BATCH_THREADS = 4
-
-    minilm.embed(_varied_texts(2 * BFLOAT16_MIN_TEXTS - 1))
-
-    assert batch_shares == [(threading.current_thread().name, 2 * BFLOAT16_MIN_TEXTS - 1)]
-
-
-def test_an_import_embedded_in_bfloat16_recalls_by_meaning(minilm, settings, db):
+def test_an_import_embedded_in_batches_recalls_by_meaning(minilm, settings, db):
     settings.MEMORY_EMBEDDER = "minilm"
-    settings.MEMORY_EMBED_PRECISION = "bfloat16"
-    facts = _varied_texts(BFLOAT16_MIN_TEXTS) + ["Invoices are emailed to customers on the first of each month"]
+    facts = _varied_texts(40) + ["Invoices are emailed to customers on the first of each month"]
     document = {"format": "memory-export", "version": 1,
                 "memories": [{"namespace": "facts", "key": f"fact-{number}", "revisions": [{"content": fact}]}
                              for number, fact in enumerate(facts)]}
@@ -247,251 +136,116 @@ def test_an_import_embedded_in_bfloat16_recalls_by_meaning(minilm, settings, db)
     assert hits[0].memory.key == f"fact-{len(facts) - 1}"
 
 
-def _facts_document(facts: list[str]) -> str:
-    """A trusted import's document: one memory per fact."""
-    revision = {"known_at": "2026-01-05T10:00:00Z"}
-    return json.dumps({"format": "memory-export", "version": 1,
-                       "memories": [{"namespace": "facts", "key": f"fact-{number}",
-                                     "revisions": [{**revision, "content": fact}]}
-                                    for number, fact in enumerate(facts)]})
+def _exported_file(cache) -> Path:
+    [path] = Path(cache).glob("all-MiniLM-L6-v2-*.onnx")
+    return path
 
 
 @pytest.fixture
-def ahead_starts(monkeypatch):
-    """(texts, revisions already written) of each ``indexing.embed_ahead_of_batch`` call."""
-    calls = []
-
-    def recorded(texts, start=indexing.embed_ahead_of_batch):
-        texts = list(texts)
-        calls.append((len(texts), Revision.objects.count()))
-        return start(texts)
-
-    monkeypatch.setattr(indexing, "embed_ahead_of_batch", recorded)
-    return calls
+def exported(minilm, settings):
+    """The directory holding MiniLM's export, made by the in-process embedder when it was not there."""
+    assert minilm.available(), minilm.load_error
+    return Path(settings.MEMORY_MODEL_CACHE)
 
 
-@pytest.fixture
-def shared_batches(minilm, settings):
-    settings.MEMORY_EMBEDDER = "minilm"
-    settings.MEMORY_EMBED_PRECISION = "bfloat16"
-    settings.MEMORY_EMBED_BATCH_THREADS = 2
+_ONE_TEXT = """
+import json, sys
+from search.embeddings import get_embedder
+vector = get_embedder().embed_query("what did we decide about the release")
+heavy = sorted(name for name in ("torch", "transformers", "sentence_transformers") if name in sys.modules)
+print(json.dumps({"vector": vector.tolist(), "heavy": heavy}))
+"""
 
 
-@pytest.mark.usefixtures("shared_batches")
-def test_texts_embedded_ahead_are_each_embedded_once_as_a_shared_batch_would_be(minilm, settings):
-    texts = _varied_texts(2 * BFLOAT16_MIN_TEXTS)
+@pytest.mark.slow
+def test_a_process_embeds_one_text_from_the_cached_export_without_importing_torch(exported, minilm, tmp_path):
+    path = _exported_file(exported)
+    before = path.stat()
 
-    ahead = minilm.embed_ahead(iter(texts + texts[:10]))
+    done = python(_ONE_TEXT, env=clean_env(tmp_path, MEMORY_EMBEDDER="minilm", MEMORY_MODEL_CACHE=str(exported)))
 
-    assert ahead.texts == texts
-    np.testing.assert_array_equal(ahead.vectors(), minilm.embed(texts))
-    assert minilm.embed_ahead(texts[:-1]) is None  # under two batches: embed keeps them on one thread
-    settings.MEMORY_EMBED_BATCH_THREADS = 1
-    assert minilm.embed_ahead(texts) is None
-    assert HashEmbedder().embed_ahead(texts) is None
-
-
-@pytest.mark.usefixtures("shared_batches")
-def test_an_import_embeds_its_new_texts_before_writing_them(minilm, db, batch_shares, ahead_starts):
-    facts = _varied_texts(3 * BFLOAT16_MIN_TEXTS)
-    batch_shares.meet = threading.Barrier(2, timeout=60)  # the helper takes a batch, then this thread
-
-    services.memories_import(document=_facts_document(facts), trusted=True, **ACTOR)
-
-    assert ahead_starts == [(len(facts), 0)]  # every new text, before any row was written
-    # Each text embedded once, in whole batches, by the helper and by this thread.
-    assert sorted(count for _, count in batch_shares) == [BFLOAT16_MIN_TEXTS] * 3
-    assert len({thread for thread, _ in batch_shares}) == 2
-    _, stored = vectors.load_matrix()
-    np.testing.assert_array_equal(stored, minilm.embed([revision_text("", fact) for fact in facts]))
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert answer["heavy"] == []
+    np.testing.assert_allclose(answer["vector"], minilm.embed_query("what did we decide about the release"),
+                               rtol=0, atol=1e-6)
+    after = path.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)  # reused, not made again
 
 
-@pytest.mark.usefixtures("shared_batches")
-def test_a_dry_run_or_an_unchanged_import_embeds_nothing_ahead(db, batch_shares, ahead_starts):
-    document = _facts_document(_varied_texts(3 * BFLOAT16_MIN_TEXTS))
+def _with_one_weight_scaled(source: Path, target: Path) -> None:
+    """A copy of the export whose first attention weight is 1% larger: it loads, but gives other vectors."""
+    import onnx
+    from onnx import numpy_helper
 
-    services.memories_import(document=document, trusted=True, dry_run=True, **ACTOR)
-    assert batch_shares == [] and not Revision.objects.exists()
-
-    services.memories_import(document=document, trusted=True, **ACTOR)
-    batch_shares.clear()
-    report = services.memories_import(document=document, trusted=True, **ACTOR)
-    assert report.unchanged == 3 * BFLOAT16_MIN_TEXTS
-    assert batch_shares == [] and ahead_starts[-1] == (0, 3 * BFLOAT16_MIN_TEXTS)
+    model = onnx.load(str(source))
+    weight = next(tensor for tensor in model.graph.initializer if "attention" in tensor.name and tensor.dims[0] > 1)
+    weight.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(weight) * 1.01, weight.name))
+    onnx.save(model, str(target))
 
 
-@pytest.mark.usefixtures("shared_batches")
-def test_an_import_that_fails_stops_embedding_ahead_and_writes_nothing(db, batch_shares, monkeypatch):
-    def failing(self, items):
-        raise RuntimeError("disk full")
-
-    monkeypatch.setattr(imports._NewMemories, "_write", failing)
-
-    with pytest.raises(RuntimeError, match="disk full"):
-        services.memories_import(document=_facts_document(_varied_texts(8 * BFLOAT16_MIN_TEXTS)), trusted=True,
-                                 **ACTOR)
-
-    embedded = len(batch_shares)
-    time.sleep(0.5)
-    assert len(batch_shares) == embedded < 8  # the batch under way ended, and no other began
-    assert not Revision.objects.exists() and vectors.load_matrix()[1].shape[0] == 0
+def _truncated(source: Path, target: Path) -> None:
+    target.write_bytes(source.read_bytes()[:1_000_000])
 
 
-@pytest.mark.parametrize("kind", [_OnnxPipeline, _TracedPipeline])
-def test_one_text_runs_through_a_compiled_pipeline_with_the_models_numbers(minilm, kind):
-    model = minilm._load()
-    compiled = minilm._compiled(kind, model)
-    assert isinstance(compiled, kind)
-    # Lengths other than the compiled text's, up to the model's limit (the last is cut there).
-    for text in ["Ok", "坐标系统使用 WGS84, und die Straße ist gesperrt.", "release notes " * 300]:
-        features = model.preprocess([text])
-        assert compiled.takes(features)
-        with torch.inference_mode():
-            modules = _pipeline(torch, model, features).numpy()[0]
-        np.testing.assert_allclose(compiled(features)[0], modules, rtol=0, atol=1e-6)
-    assert not compiled.takes(model.preprocess(["two texts", "padded to one length"]))
-    assert minilm.embeds_beside and not HashEmbedder().embeds_beside
+@pytest.mark.parametrize("damage", [_with_one_weight_scaled, _truncated])
+def test_a_damaged_cached_export_is_made_again_and_stale_ones_are_removed(exported, minilm, settings, tmp_path,
+                                                                         caplog, damage):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    good = _exported_file(exported)
+    damage(good, cache / good.name)
+    stale = cache / "all-MiniLM-L6-v2-0123456789abcdef0123.onnx"  # for other model files
+    stale.write_bytes(b"an export of other model files")
+    settings.MEMORY_MODEL_CACHE = cache
+
+    with caplog.at_level("WARNING", logger="search.embeddings"):
+        embedder = MiniLMEmbedder()
+        assert embedder.available(), embedder.load_error
+
+    assert any("cannot be used" in record.getMessage() for record in caplog.records)
+    assert isinstance(embedder._load(), _OnnxModel)
+    assert sorted(path.name for path in cache.iterdir()) == [good.name]  # replaced; no temporary file left
+    np.testing.assert_allclose(embedder.embed(PROBES), minilm.embed(PROBES), rtol=0, atol=1e-6)
 
 
-def test_a_longer_text_in_bfloat16_is_padded_masked_and_within_rounding(minilm):
-    model = minilm._load()
-    compiled = minilm._compiled(_PaddedBfloat16Trace, model)
-    assert isinstance(compiled, _PaddedBfloat16Trace)
-    for text in ["Ok", "坐标系统使用 WGS84, und die Straße ist gesperrt.", "release notes " * 300]:
-        features = model.preprocess([text])
-        padded = compiled.padded(torch, features)
-        tokens = features["input_ids"].shape[1]
-        assert padded["input_ids"].shape[1] == -(-tokens // BFLOAT16_PAD_TOKENS) * BFLOAT16_PAD_TOKENS
-        with torch.inference_mode():
-            modules = _pipeline(torch, model, features).numpy()[0]
-        vector = compiled(features)[0]
-        assert vector.dtype == np.float32 and abs(np.linalg.norm(vector) - 1) < 1e-6
-        assert 1e-5 < np.abs(vector - modules).max() < 3e-3  # bfloat16 products did run
-        assert vector @ modules >= 0.9999
-    # The mask keeps the padding out: "Ok" is 3 tokens and 13 of padding, which unmasked move it far.
-    features = compiled.padded(torch, model.preprocess(["Ok"]))
-    unmasked = {**features, "attention_mask": torch.ones_like(features["attention_mask"])}
-    with torch.inference_mode():
-        modules = _pipeline(torch, model, model.preprocess(["Ok"])).numpy()[0]
-        ignored = compiled.compiled(*(unmasked[key] for key in compiled.keys)).float().numpy()[0]
-    assert ignored @ modules / np.linalg.norm(ignored) < 0.99
-
-
-def test_longer_single_texts_follow_the_precision_setting(minilm, settings):
-    longer, short = "release notes " * 40, "what did we decide about the release"
-    settings.MEMORY_EMBED_PRECISION = "float32"
-    exact, exact_short = minilm.embed_query(longer), minilm.embed_query(short)
-    assert minilm._for_longer(minilm._load()) in (_OnnxPipeline, _TracedPipeline)
-    settings.MEMORY_EMBED_PRECISION = "bfloat16"
-    rounded, rounded_short = minilm.embed_query(longer), minilm.embed_query(short)
-
-    assert minilm._for_longer(minilm._load()) is _PaddedBfloat16Trace
-    assert 1e-5 < np.abs(rounded - exact).max() < 3e-3 and rounded @ exact >= 0.9999
-    np.testing.assert_array_equal(rounded_short, exact_short)  # queries of up to 32 tokens: float32 always
-
-
-def test_short_texts_go_to_onnx_runtime_and_longer_ones_to_the_pipeline_timed_quicker(minilm, monkeypatch):
-    model = minilm._load()
-    longer = minilm._for_longer(model)
-    assert longer in (_OnnxPipeline, _TracedPipeline, _PaddedBfloat16Trace)
-    assert minilm._for_longer(model) is longer  # timed once
-    used = []
-    for kind in (_OnnxPipeline, _TracedPipeline, _PaddedBfloat16Trace):
-        monkeypatch.setattr(kind, "__call__", lambda self, features, call=kind.__call__: used.append(type(self))
-                            or call(self, features))
-    for text in ["what did we decide about the release", "release notes " * 40]:
-        features = model.preprocess([text])
-        want = _OnnxPipeline if features["input_ids"].shape[1] <= ONNX_MAX_TOKENS else longer
-        used.clear()
-        np.testing.assert_array_equal(minilm.embed_query(text), minilm._compiled(want, model)(features)[0])
-        assert used[0] is want  # (then the direct call above)
-    assert used[0] is longer  # both lengths were tried
-
-
-@pytest.mark.parametrize(("onnx_ms", "trace_ms", "chosen"), [(2, 20, _OnnxPipeline), (20, 2, _TracedPipeline),
-                                                             (10, 10, _TracedPipeline)])
-def test_longer_texts_go_to_onnx_runtime_only_when_it_was_clearly_quicker(minilm, onnx_ms, trace_ms, chosen):
-    model = minilm._load()
-
-    assert _quicker_for_longer(model, _taking(onnx_ms), _taking(trace_ms)) is chosen
-    assert _quicker_for_longer(model, None, _taking(trace_ms)) is _TracedPipeline  # the one that could be built
-    assert _quicker_for_longer(model, _taking(onnx_ms), None) is _OnnxPipeline
-
-
-def _taking(ms, vector=None):
-    """A pipeline that takes ``ms`` and gives ``vector`` (by default the same unit vector as every other)."""
-    vector = np.full((1, 384), 384 ** -0.5, dtype=np.float32) if vector is None else vector
-    return lambda features: time.sleep(ms / 1000) or vector
-
-
-@pytest.mark.parametrize(("onnx_ms", "trace_ms", "bfloat16_ms", "close", "chosen"), [
-    (15, 16, 11, True, _PaddedBfloat16Trace),  # this Xeon (AMX): 1.36 times the quicker float32 one
-    (15, 16, 14, True, _OnnxPipeline),  # within the timing's noise
-    (15, 16, 11, False, _OnnxPipeline),  # quicker, but the vector drifts
-])
-def test_longer_texts_take_bfloat16_only_when_clearly_quicker_and_close(minilm, onnx_ms, trace_ms, bfloat16_ms,
-                                                                       close, chosen):
-    model = minilm._load()
-    drifted = np.zeros((1, 384), dtype=np.float32)
-    drifted[0, :2] = 0.5 ** 0.5
-    bfloat16 = _taking(bfloat16_ms, None if close else drifted)
-
-    assert _quicker_for_longer(model, _taking(onnx_ms), _taking(trace_ms), bfloat16) is chosen
-    assert _quicker_for_longer(model, _taking(onnx_ms), _taking(trace_ms), bfloat16,
-                               always_bfloat16=True) is _PaddedBfloat16Trace  # the setting says bfloat16
-
-
-def test_texts_go_through_the_modules_when_the_compilers_fail_or_differ(minilm, monkeypatch, settings):
-    texts = ["Releases ship every Tuesday", "release notes " * 40]  # one for each compiler
-    settings.MEMORY_EMBED_PRECISION = "float32"
-    expected = [minilm.embed_query(text) for text in texts]
-    settings.MEMORY_EMBED_PRECISION = "auto"  # the bfloat16 trace is tried too
+def test_a_model_whose_export_fails_runs_through_torch_with_the_same_vectors(minilm, torch_minilm, settings,
+                                                                             tmp_path, monkeypatch, caplog):
+    import torch
 
     def broken(*args, **kwargs):
-        raise RuntimeError("the compiler is gone")
+        raise RuntimeError("the exporter is gone")
 
     monkeypatch.setattr(torch.onnx, "export", broken)
-    monkeypatch.setattr(torch.jit, "trace", broken)
-    uncompiled = MiniLMEmbedder()
-    for text, want in zip(texts, expected):
-        np.testing.assert_allclose(uncompiled.embed_query(text), want, rtol=0, atol=1e-6)
-    assert set(uncompiled._compiled_pipelines.values()) == {False}
-    assert not uncompiled.embeds_beside  # run from Python: no helper thread
-    monkeypatch.undo()
+    settings.MEMORY_MODEL_CACHE = tmp_path / "cache"
+    with caplog.at_level("WARNING", logger="search.embeddings"):
+        embedder = MiniLMEmbedder()
+        assert embedder.available()
 
-    settings.MEMORY_EMBED_PRECISION = "float32"
-    for kind in (_OnnxPipeline, _TracedPipeline):
-        monkeypatch.setattr(kind, "__call__", lambda self, features, call=kind.__call__: call(self, features) + 1e-4)
-    drifted = MiniLMEmbedder()
-    for text, want in zip(texts, expected):
-        np.testing.assert_allclose(drifted.embed_query(text), want, rtol=0, atol=1e-6)
-    assert set(drifted._compiled_pipelines.values()) == {False, None}  # the bfloat16 trace: not tried in float32
-    assert drifted._compiled_pipelines[_PaddedBfloat16Trace] is None
+    assert isinstance(embedder._load(), _TorchModel) and not embedder.embeds_beside
+    assert any("runs through torch" in record.getMessage() and "the exporter is gone" in record.getMessage()
+               for record in caplog.records)
+    np.testing.assert_allclose(embedder.embed(PROBES), minilm.embed(PROBES), rtol=0, atol=EXPORT_TOLERANCE)
+    assert not list((tmp_path / "cache").iterdir())  # no temporary file left
 
 
-def test_warming_up_builds_the_compiled_pipelines_and_never_raises(settings, tmp_path):
+def test_an_export_that_differs_from_the_torch_model_is_refused(settings, tmp_path, monkeypatch):
+    monkeypatch.setattr(embeddings, "EXPORT_TOLERANCE", 0.0)  # as if the export had drifted by any rounding
+    settings.MEMORY_MODEL_CACHE = tmp_path / "cache"
+
+    embedder = MiniLMEmbedder()
+
+    assert embedder.available() and isinstance(embedder._load(), _TorchModel)
+    assert not list((tmp_path / "cache").iterdir())
+
+
+def test_warming_up_loads_the_model_and_never_raises(settings, tmp_path):
     settings.MEMORY_EMBEDDER = "minilm"
     warm_up()
-    compiled = get_embedder()._compiled_pipelines
-    assert isinstance(compiled[_OnnxPipeline], _OnnxPipeline) and isinstance(compiled[_TracedPipeline], _TracedPipeline)
-    assert isinstance(compiled[_PaddedBfloat16Trace], _PaddedBfloat16Trace)  # with its shapes warmed
+    assert isinstance(get_embedder()._load(), _OnnxModel)
     settings.MEMORY_EMBEDDER = str(tmp_path / "no-model-here")
     warm_up()  # reported by the first write or semantic recall instead
     assert not get_embedder().available()
-
-
-def test_linear_weights_are_held_transposed_with_the_files_values(minilm):
-    from safetensors.torch import load_file
-
-    model = minilm._load()
-    stored = load_file(str(minilm_model_dir() / "model.safetensors"))
-    linears = {name: module for name, module in model[0].auto_model.named_modules()
-               if isinstance(module, torch.nn.Linear)}
-    assert len(linears) == 37  # six layers of six, and the pooler
-    for name, module in linears.items():
-        assert module.weight.t().is_contiguous()  # what the product reads
-        weight = stored.get(f"{name}.weight", stored.get(f"bert.{name}.weight"))
-        assert torch.equal(module.weight, weight)
 
 
 def test_a_model_directory_is_named_after_itself_and_gives_the_models_dimension(minilm):
@@ -880,8 +634,6 @@ print(json.dumps({"id": secret.id, "vector": matrix[ids.tolist().index(secret.re
         ("MEMORY_EMBEDDER", "bogus", "minilm, hash, or the directory of a local sentence-transformers model"),
         ("MEMORY_EMBEDDER", "MiniLM", "minilm, hash, or the directory of a local sentence-transformers model"),
         ("MEMORY_TORCH_THREADS", "0", "an integer from 1 to 64"),
-        ("MEMORY_EMBED_PRECISION", "bf16", "one of auto, float32, bfloat16"),
-        ("MEMORY_EMBED_BATCH_THREADS", "0", "an integer from 1 to 64"),
     ],
 )
 def test_a_bad_embedding_setting_stops_start_up_with_one_line(tmp_path, name, value, accepted):
@@ -892,12 +644,13 @@ def test_a_bad_embedding_setting_stops_start_up_with_one_line(tmp_path, name, va
 
 
 @pytest.mark.slow
-def test_the_former_precision_setting_stops_start_up_naming_the_new_one(tmp_path):
-    done = manage("check", env=clean_env(tmp_path, MEMORY_EMBED_BATCH_PRECISION="float32"))
+@pytest.mark.parametrize("name", ["MEMORY_EMBED_PRECISION", "MEMORY_EMBED_BATCH_PRECISION", "MEMORY_EMBED_BATCH_THREADS"])
+def test_a_removed_embedding_setting_stops_start_up_naming_it(tmp_path, name):
+    done = manage("check", env=clean_env(tmp_path, **{name: "float32"}))
 
     assert done.returncode != 0
-    assert done.stderr.splitlines() == ["MEMORY_EMBED_BATCH_PRECISION is now MEMORY_EMBED_PRECISION (it covers "
-                                        "longer single texts too); set that instead."]
+    assert done.stderr.splitlines() == [f"{name} is no longer read: models run in float32 through ONNX Runtime, "
+                                        "one batch at a time; unset it."]
 
 
 @pytest.mark.slow

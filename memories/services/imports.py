@@ -49,7 +49,6 @@ from memories.services.lifecycle import (
 from memoryproject.exceptions import Conflict, DuplicateContent, InvalidInput, MemoryServiceError, TooLarge
 from memoryproject.timeparse import format_instant, parse_optional_instant
 from search import indexing
-from search.embeddings import revision_text
 
 # Enough to fix a file in one go without burying the first problem.
 PROBLEMS_SHOWN = 20
@@ -315,7 +314,7 @@ def _import(document, *, actor, interface, trusted, dry_run, progress) -> Import
     write = _replayed if trusted else _remembered
     counts = Counter()
     # Indexed in one batch at the end of the transaction: far cheaper than per revision.
-    with transaction.atomic(), indexing.batched(embed_ahead=not dry_run):
+    with transaction.atomic(), indexing.batched():
         for done, (item, outcome) in enumerate(write(items, actor=actor, interface=interface, now=now), start=1):
             counts[outcome] += 1
             if outcome in ("created", "revised") and item.state == State.FORGOTTEN and trusted:
@@ -366,11 +365,6 @@ def _replayed(items: list[_MemoryIn], *, actor, interface, now) -> Iterator[tupl
     which gives the same rows and outcomes as ``_replay`` would.
     """
     existing = _existing_keys(items)
-    # The new memories' texts are embedded on the other cores while their rows are written.
-    indexing.embed_ahead_of_batch(
-        revision_text(revision.fields["title"], revision.fields["content"])
-        for item in items if (item.namespace, item.key) not in existing
-        for revision in item.revisions if not revision.tombstone)
     new = _NewMemories(actor=actor, interface=interface, now=now)
     for item in items:
         if (item.namespace, item.key) in existing:

@@ -9,16 +9,12 @@ from memories.services.keys import api_key_create
 
 
 class Command(BaseCommand):
-    help = ("On an empty database, create an admin login and a first API key and print them once; "
-            "always print the URLs.")
+    help = "On an empty database, create an admin login and a first API key and print them once (`serve` runs it)."
 
     def add_arguments(self, parser):
-        parser.add_argument("--host", default="127.0.0.1")
-        parser.add_argument("--port", default="8000")
         parser.add_argument("--username", default="admin")
 
-    def handle(self, *args, host, port, username, **options):
-        base = f"http://{host}:{port}"
+    def handle(self, *args, username, **options):
         users = get_user_model()
         empty = not users.objects.exists() and not ApiKey.objects.exists()
         if not users.objects.exists():
@@ -35,7 +31,3 @@ class Command(BaseCommand):
             self.stdout.write("  use it as 'Authorization: Bearer <key>' (README: MCP, REST API)")
         elif not ApiKey.objects.exists():
             self.stdout.write("No API key yet: create one with 'manage.py create_api_key --name NAME'.")
-        self.stdout.write(f"Dashboard: {base}/")
-        self.stdout.write(f"Admin:     {base}/admin/")
-        self.stdout.write(f"REST docs: {base}/api/docs/")
-        self.stdout.write(f"MCP:       {base}/mcp")

@@ -1,0 +1,39 @@
+import threading
+
+import uvicorn
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+
+from search.embeddings import warm_up
+
+
+class Command(BaseCommand):
+    help = "Serve over HTTP with uvicorn (what `make run` runs); print the URLs once the port accepts connections."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8000, help="0: any free port (the URLs name it)")
+
+    def handle(self, *args, host, port, **options):
+        call_command("first_run", stdout=self.stdout)
+        from memoryproject.asgi import application
+
+        command = self
+
+        class Server(uvicorn.Server):
+            async def startup(self, sockets=None):
+                await super().startup(sockets)
+                if self.started:  # listening: a client that reads the URLs can connect at once
+                    command.listening(host, self.servers[0].sockets[0].getsockname()[1])
+
+        Server(uvicorn.Config(application, host=host, port=port, access_log=False)).run()
+
+    def listening(self, host: str, port: int) -> None:
+        base = f"http://{host}:{port}"
+        self.stdout.write(f"Dashboard: {base}/")
+        self.stdout.write(f"Admin:     {base}/admin/")
+        self.stdout.write(f"REST docs: {base}/api/docs/")
+        self.stdout.write(f"MCP:       {base}/mcp")
+        self.stdout.flush()
+        # The model loads beside the first requests, not under the first write's lock.
+        threading.Thread(target=warm_up, name="warm-up", daemon=True).start()
