@@ -16,8 +16,6 @@ class Command(BaseCommand):
 
     def handle(self, *args, host, port, **options):
         call_command("first_run", stdout=self.stdout)
-        from memoryproject.asgi import application
-
         command = self
 
         class Server(uvicorn.Server):
@@ -26,7 +24,8 @@ class Command(BaseCommand):
                 if self.started:  # listening: a client that reads the URLs can connect at once
                     command.listening(host, self.servers[0].sockets[0].getsockname()[1])
 
-        Server(uvicorn.Config(application, host=host, port=port, access_log=False)).run()
+        # By name, as uvicorn's command line takes it: the entry point sits above every app.
+        Server(uvicorn.Config("memoryproject.asgi:application", host=host, port=port, access_log=False)).run()
 
     def listening(self, host: str, port: int) -> None:
         base = f"http://{host}:{port}"
