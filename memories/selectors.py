@@ -16,7 +16,7 @@ from memories.records import Hit, MemoryRecord, Page, RecallResult, RevisionReco
 from memoryproject.dbfunctions import UtcDay
 from memoryproject.exceptions import InvalidInput, NotFound, Unavailable
 from memoryproject.timeparse import format_instant, parse_optional_instant, stored_instant
-from search import engine, errors
+from search import engine, errors, hits
 
 LIST_LIMIT_DEFAULT = 20
 LIST_LIMIT_MAX = 200
@@ -157,7 +157,7 @@ def memory_recall(*, query: str, namespace=None, tags=None, kinds=None, limit: i
     except errors.Unavailable as error:
         raise Unavailable(error.message) from None
     records = records_for_revisions([hit.revision_id for hit in ranking.hits])
-    hits = []
+    found = []
     for ranked in ranking.hits:
         record = records[ranked.revision_id]
         details = None
@@ -166,10 +166,10 @@ def memory_recall(*, query: str, namespace=None, tags=None, kinds=None, limit: i
                        "known_at": format_instant(record.known_at), "valid_from": format_instant(record.valid_from),
                        "valid_to": format_instant(record.valid_to), "source": record.source,
                        "content_hash": record.content_hash, "author": record.author}
-        hits.append(Hit(memory=record, score=ranked.score, snippet=ranked.snippet,
-                        matched_terms=ranked.matched_terms, age=_age(record.known_at, as_of_time), explain=details))
+        found.append(Hit(memory=record, score=ranked.score, snippet=hits.snippet(record.content, ranking.tokens),
+                         matched_terms=ranked.matched_terms, age=_age(record.known_at, as_of_time), explain=details))
     return RecallResult(query=query, terms=ranking.terms, match_mode=ranking.match_mode, mode=mode,
-                        as_of=as_of_time, valid_at=valid_time, hits=hits, note=ranking.note, hint=ranking.hint)
+                        as_of=as_of_time, valid_at=valid_time, hits=found, note=ranking.note, hint=ranking.hint)
 
 
 def visible_revision(*, memory: Memory, as_of: dt.datetime, valid_at: dt.datetime | None = None) -> Revision | None:

@@ -12,14 +12,16 @@ and tags only choose which rows may be returned (``Scope.eligible``).
 A channel answers with a ``Found``: dense arrays over the view's rows.
 """
 
+import functools
 import math
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
 from django.conf import settings
 from django.db import connection
 
-from search import postings, text
+from search import caches, postings, text
 
 # FTS5's bm25() constants.
 K1 = 1.2
@@ -31,6 +33,10 @@ COVERAGE_POWER = 0.5
 # semantic match and those close to it stand out among a few varied facts, not among many alike.
 TOP_MATCH_SHARE = 0.4
 TOP_MATCH_WIDTH = 0.03
+# Common terms come back query after query, and between two writes "now" is one visible set:
+# a term of at least this many postings keeps its visible rows and counts per visible set.
+KEPT_TERM_MIN_POSTINGS = 2048
+_kept_terms = caches.LeastRecentlyUsed(32 << 20, cost=lambda entry: entry[1].nbytes + entry[2].nbytes)
 
 
 @dataclass(frozen=True)
@@ -57,22 +63,43 @@ class Found:
     score: np.ndarray
     order: tuple[np.ndarray, ...]
 
+    @functools.cached_property
+    def rows(self) -> np.ndarray:
+        """The rows the channel holds, ascending."""
+        return np.flatnonzero(self.held)
+
 
 @dataclass
 class Words:
-    """What the word channels found: their ``Found`` by name, and per term the rows holding it."""
+    """What the word channels found: their ``Found`` by name, and what a hit needs to explain itself."""
 
     channels: dict[str, Found]
-    matched: np.ndarray  # (terms, rows) bool
+    scope: Scope
+    terms: list  # per query term, the visible rows holding it, their counts and the term's idf
     counts: np.ndarray  # per row, how many terms it holds
-    bm25: np.ndarray
-    bigram: np.ndarray  # BM25 over the query's CJK bigrams
+    bigram: np.ndarray  # BM25 over the query's CJK bigrams, on eligible rows
     match_used: str
     note: str | None
 
     def found_rows(self) -> np.ndarray:
         """Per row, whether any query word or CJK bigram matched it."""
         return (self.counts > 0) | (self.bigram > 0)
+
+    def matched(self, rows: np.ndarray) -> np.ndarray:
+        """Per query term and each of ``rows``, whether the row holds the term."""
+        holds = np.zeros(len(self.counts), dtype=bool)
+        matched = np.zeros((len(self.terms), len(rows)), dtype=bool)
+        for index, (term_rows, _, _) in enumerate(self.terms):
+            holds[term_rows] = True
+            matched[index] = holds[rows]
+            holds[term_rows] = False
+        return matched
+
+    def bm25(self, rows: np.ndarray) -> np.ndarray:
+        """The BM25 of each of ``rows`` (0 where it holds no term)."""
+        wanted = np.zeros(len(self.counts), dtype=bool)
+        wanted[rows] = True
+        return _bm25(self.scope, "ntok", self.terms, wanted)[0][rows]
 
 
 def _postings(scope: Scope, column: str, ranges_per_term) -> tuple[list, float]:
@@ -85,12 +112,24 @@ def _postings(scope: Scope, column: str, ranges_per_term) -> tuple[list, float]:
     visible_set, _, avgdl = view.visible_stats(scope.visible, column)
     if n_docs == 0 or avgdl == 0:
         return [], 0.0
-    found, total = [], 0.0
-    for ids, tfs in postings.read_terms(ranges_per_term, max_id=view.max_id):
+    keys = [(id(scope.visible), column, tuple(ranges)) for ranges in ranges_per_term]
+    # Keyed by the visible set's identity, checked through a weak reference (a set gone lets its id be reused).
+    kept = [_kept_terms.get(key) for key in keys]
+    kept = [(entry[1], entry[2]) if entry is not None and entry[0]() is scope.visible else None for entry in kept]
+    unread = [index for index, entry in enumerate(kept) if entry is None]
+    read = postings.read_terms([ranges_per_term[index] for index in unread], max_id=view.max_id) if unread else []
+    for index, (ids, tfs) in zip(unread, read):
         # An id the view lacks maps to -1, the mask's last slot, which is always False.
         rows = view.position[ids]
         keep = visible_set[rows]
-        rows, tf = rows[keep], tfs[keep]
+        kept[index] = rows[keep], tfs[keep]
+        if len(ids) >= KEPT_TERM_MIN_POSTINGS:
+            kept[index][0].flags.writeable = kept[index][1].flags.writeable = False
+            # Dropped when its visible set goes (a write replaces "now"): stale entries slowed what came after.
+            gone = weakref.ref(scope.visible, lambda _, key=keys[index]: _kept_terms.drop(key))
+            _kept_terms.put(keys[index], (gone, *kept[index]))
+    found, total = [], 0.0
+    for rows, tf in kept:
         idf = math.log((n_docs - len(rows) + 0.5) / (len(rows) + 0.5))
         if idf <= 0.0:
             idf = 1e-6
@@ -99,8 +138,9 @@ def _postings(scope: Scope, column: str, ranges_per_term) -> tuple[list, float]:
     return found, total
 
 
-def _bm25(scope: Scope, column: str, found) -> tuple[np.ndarray, np.ndarray]:
-    """Per row, BM25 summed over the terms in query order (as FTS5 sums it), and the idf of the terms it holds."""
+def _bm25(scope: Scope, column: str, found, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per ``wanted`` row, BM25 summed over the terms in query order (as FTS5 sums it), and the idf of the terms
+    it holds; 0 elsewhere."""
     size = len(scope.eligible)
     scores, matched_idf = np.zeros(size), np.zeros(size)
     if not found:
@@ -110,15 +150,16 @@ def _bm25(scope: Scope, column: str, found) -> tuple[np.ndarray, np.ndarray]:
     norm = scope.view.visible_memo(scope.visible, ("bm25 norm", column),
                                    lambda: K1 * (1.0 - B + B * lengths / avgdl))
     for rows, tf, idf in found:
+        keep = wanted[rows]
+        rows, tf = rows[keep], tf[keep]
         scores[rows] += idf * ((tf * (K1 + 1.0)) / (tf + norm[rows]))
         matched_idf[rows] += idf
     return scores, matched_idf
 
 
-def _share_score(bm25: np.ndarray, matched_idf: np.ndarray, idf_total: float, held: np.ndarray) -> np.ndarray:
+def _share_score(bm25: np.ndarray, matched_idf: np.ndarray, idf_total: float, rows: np.ndarray) -> np.ndarray:
     """BM25 over the most the query could reach ((K1 + 1) times its idf), times the matched share of that idf."""
-    rows = np.flatnonzero(held)
-    score = np.zeros(len(held))
+    score = np.zeros(len(bm25))
     share = matched_idf[rows] / idf_total
     score[rows] = bm25[rows] / ((K1 + 1.0) * idf_total) * share ** COVERAGE_POWER
     return score
@@ -128,12 +169,9 @@ def words(scope: Scope, terms: list[text.QueryToken], match: str) -> Words:
     """The keyword, bigram and trigram channels for the query's terms (those that found something)."""
     view, eligible = scope.view, scope.eligible
     found, idf_total = _postings(scope, "ntok", [postings.term_ranges(token.stem, token.prefix) for token in terms])
-    matched = np.zeros((len(terms), len(eligible)), dtype=bool)
-    counts = np.zeros(len(eligible), dtype=np.int64)  # per row, how many terms it holds
-    for index, (rows, _, _) in enumerate(found):
-        matched[index, rows] = True
+    counts = np.zeros(len(eligible), dtype=np.int16)
+    for rows, _, _ in found:
         counts[rows] += 1
-    bm25, matched_idf = _bm25(scope, "ntok", found)
     every = (counts == len(terms)) & eligible
     some = (counts > 0) & eligible
     match_used, note = match, None
@@ -143,33 +181,36 @@ def words(scope: Scope, terms: list[text.QueryToken], match: str) -> Words:
             note = ("No memory matches every term; these match some of them (hits are partial). "
                     "Use fewer or different words for exact matches.")
     held = every if match_used == "all" else some
+    keyword_found = found
     channels = {}
     if held.any():
+        bm25, matched_idf = _bm25(scope, "ntok", found, held)
         # "any" ranks by matched terms first, then BM25, then the most recently learned.
         order = (bm25,) if match_used == "all" else (counts, bm25, view.columns.known)
-        channels["keyword"] = Found(held, bm25, _share_score(bm25, matched_idf, idf_total, held), order)
+        keyword = channels["keyword"] = Found(held, bm25, None, order)
+        keyword.score = _share_score(bm25, matched_idf, idf_total, keyword.rows)
 
     bigram = np.zeros(len(eligible))
     grams = list(dict.fromkeys(text.cjk_bigrams(" ".join(token.raw for token in terms))))
     if grams:
         found, bigram_idf_total = _postings(scope, "nbigram", [[(postings.BIGRAM_PREFIX + gram, None)]
                                                                for gram in grams])
-        bigram, bigram_idf = _bm25(scope, "nbigram", found)
+        bigram, bigram_idf = _bm25(scope, "nbigram", found, eligible)
         held = (bigram > 0) & eligible
         if held.any():
-            channels["bigram"] = Found(held, bigram, _share_score(bigram, bigram_idf, bigram_idf_total, held),
-                                       (bigram,))
+            found = channels["bigram"] = Found(held, bigram, None, (bigram,))
+            found.score = _share_score(bigram, bigram_idf, bigram_idf_total, found.rows)
 
     # Substrings, for the words the keyword channel found nowhere it may look.
-    missing = [token.raw for index, token in enumerate(terms)
-               if len(token.raw) >= 3 and not (matched[index] & eligible).any()]
+    missing = [token.raw for token, (rows, _, _) in zip(terms, keyword_found)
+               if len(token.raw) >= 3 and not eligible[rows].any()]
     if missing:
         count = _substrings(view, missing)
         held = (count > 0) & eligible
         if held.any():
             # As a share of the query's terms, so it scales like the keyword score.
             channels["trigram"] = Found(held, count, np.where(eligible, count, 0.0) / len(terms), (count,))
-    return Words(channels, matched, counts, bm25, bigram, match_used, note)
+    return Words(channels, scope, keyword_found, counts, bigram, match_used, note)
 
 
 def _substrings(view, words: list[str]) -> np.ndarray:

@@ -23,7 +23,6 @@ from search.errors import Unavailable
 _SPLIT_MIN_ROWS = 16_384
 _helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cosine-scan")
 
-
 class Stored(NamedTuple):
     """One database's vectors as this process holds them: revision ids (ascending) and unit float32 rows."""
 
@@ -43,13 +42,16 @@ def dots(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
     return out
 
 
+_EMPTY = Stored(np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32))
+
+
 class VectorCopy:
     """The stored vectors of one database, kept in this process and brought up to date before each use."""
 
     def __init__(self):
         self.lock = threading.Lock()
         self.state = None  # (generation, embedder) of the space the rows were read at
-        self.stored = Stored(np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32))
+        self.stored = _EMPTY
         # ``stored`` holds the first rows of these; new rows are written after them, so a
         # write costs its own rows, not a copy of the matrix. Views taken earlier hold
         # shorter prefixes and never see a row change.
@@ -72,10 +74,10 @@ class VectorCopy:
             else:  # first use, or something else changed (an erasure, a backfill, a switch): start over
                 if after is not None:
                     state, ids, matrix = vectors.load_vectors(after_id=0)
-                stored = Stored(ids, matrix)
                 if connection.in_atomic_block:
-                    return stored
-                self.room = stored
+                    return Stored(ids, matrix)
+                self.stored = self.room = _EMPTY
+                stored = self._append(ids, matrix)  # with room to grow, so the next write copies nothing
             self.stored, self.state = stored, state
             return stored
 
@@ -84,7 +86,8 @@ class VectorCopy:
         if count + added > len(self.room.ids) or self.room.matrix.shape[1:] != matrix.shape[1:]:
             capacity = count + added + max(4096, count // 8)
             room = Stored(np.empty(capacity, dtype=np.int64), np.empty((capacity, matrix.shape[1]), np.float32))
-            room.ids[:count], room.matrix[:count] = self.stored.ids, self.stored.matrix
+            if count:
+                room.ids[:count], room.matrix[:count] = self.stored.ids, self.stored.matrix
             self.room = room
         self.room.ids[count:count + added], self.room.matrix[count:count + added] = ids, matrix
         return Stored(self.room.ids[:count + added], self.room.matrix[:count + added])
@@ -125,15 +128,10 @@ def embed(text_to_vector) -> np.ndarray:
 class Cosines:
     """The cosine of one vector with each row of a view: NaN where a revision has no vector (yet)."""
 
-    def __init__(self, view, stored: Stored, vector: np.ndarray, rows: np.ndarray | None = None):
-        """Scan every stored vector, or with ``rows`` (view rows) only theirs."""
-        sources, placed, self.has_vector = _placement(view, stored)
+    def __init__(self, view, stored: Stored, vector: np.ndarray):
+        sources, rows, self.has_vector = _placement(view, stored)
         self.values = np.full(len(view.columns.revision), np.nan)
-        if rows is not None:
-            rows = rows[self.has_vector[rows]]
-            self.values[rows] = dots(stored.matrix[_source_of_row(view, stored)[rows]], vector)
-        else:
-            self.values[placed] = dots(stored.matrix, vector)[sources]
+        self.values[rows] = dots(stored.matrix, vector)[sources]
 
     def best(self, eligible: np.ndarray) -> float:
         """The highest cosine among the eligible rows with a vector (-1 when there is none)."""
@@ -154,14 +152,3 @@ def _placement(view, stored: Stored) -> tuple[np.ndarray, np.ndarray, np.ndarray
         return sources[held], rows[held], has_vector
 
     return view.visible_memo(stored.ids, "vector placement", placement)
-
-
-def _source_of_row(view, stored: Stored) -> np.ndarray:
-    """Per view row, the position of its stored vector (-1 without one)."""
-    def source_of_row():
-        sources, rows, _ = _placement(view, stored)
-        found = np.full(len(view.columns.revision), -1, dtype=np.int64)
-        found[rows] = sources
-        return found
-
-    return view.visible_memo(stored.ids, "vector source", source_of_row)

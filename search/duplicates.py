@@ -48,10 +48,9 @@ def find_near_twin(content: str, *, namespace: str, title: str = "", exclude_mem
         return None
     view = snapshot.current()
     now = snapshot.to_micros(at or timezone.now())
-    rows = view.visible_rows(as_of=now, valid_at=now, namespaces=[namespace])
-    if exclude_memory_id is not None:
-        rows = rows[view.columns.memory[rows] != exclude_memory_id]
-    if not len(rows):
+    # The visible set every recall "now" shares; the few rows close enough are then checked for the namespace.
+    visible = view.visible_rows(as_of=now, valid_at=now)
+    if namespace not in view.namespaces:
         return None
     try:
         stored = cosines.stored_vectors()
@@ -61,11 +60,15 @@ def find_near_twin(content: str, *, namespace: str, title: str = "", exclude_mem
     except Unavailable as error:
         logger.info("Near-duplicate check skipped: %s", error.message)
         return None
-    # A namespace much smaller than the store: only its rows are scanned.
-    found = cosines.Cosines(view, stored, vector, rows=rows if len(rows) < len(stored.ids) // 4 else None)
-    scores = found.values[rows]
-    keep = scores >= threshold  # NaN (no vector yet) never is
-    rows, scores = rows[keep], scores[keep]
+    # The few stored vectors close enough, then those the namespace shows now.
+    dots = cosines.dots(stored.matrix, vector)
+    sources = np.flatnonzero(dots >= threshold)
+    sources = sources[stored.ids[sources] <= view.max_id]
+    found = view.position[stored.ids[sources]]
+    keep = view.visible_mask(visible)[found] & (view.columns.namespace[found] == view.namespaces.index(namespace))
+    if exclude_memory_id is not None:
+        keep &= view.columns.memory[found] != exclude_memory_id
+    rows, scores = found[keep], dots[sources][keep]
     if not len(rows):
         return None
     best = np.lexsort((view.columns.memory[rows], -scores))[0]

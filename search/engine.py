@@ -7,7 +7,7 @@ For a knowledge cutoff ``as_of`` and a valid time ``valid_at``:
    words, the vector channel over its embedding (worked out on a helper thread while
    the word channels run);
 3. fusion makes one ranking of them (``fusion``);
-4. the best rows become hits with snippets (``hits``).
+4. the best rows become hits (``hits``); the caller cuts each one's snippet (``hits.snippet``).
 
 Every statistic a score depends on comes from the visible set alone, so a recall at any
 point returns what a fresh store holding only the revisions visible there would return,
@@ -34,6 +34,7 @@ Ranked = hits.Ranked
 
 @dataclass(frozen=True)
 class Ranking:
+    tokens: list[text.QueryToken]  # the query's terms, as snippets match them
     terms: list[str]
     match_mode: str
     hits: list[Ranked]
@@ -87,7 +88,7 @@ def rank(*, query: str, namespaces: list[str] | None, kinds: list[str] | None, m
     rows, scores, context = fusion.fuse(found, scope=scope, limit=limit, hybrid=mode == "hybrid")
     ranked = hits.hits(view, rows, scores, channels=found, words=words, cosines=query_cosines,
                        terms=cleaned.terms, context=context, explain=explain)
-    return Ranking(terms=[token.raw for token in cleaned.terms], match_mode=words.match_used if words else match,
+    return Ranking(tokens=cleaned.terms, terms=[token.raw for token in cleaned.terms], match_mode=words.match_used if words else match,
                    hits=ranked, note=" ".join(note for note in notes if note) or None,
                    hint=None if ranked else _hint(cleaned, visible_count=len(visible), mode=mode))
 

@@ -90,7 +90,7 @@ def _neighbours(scope: Scope) -> tuple[np.ndarray, np.ndarray]:
 
 def ranked(found: Found, memory: np.ndarray, depth: int) -> np.ndarray:
     """The channel's ``depth`` best rows in its own order (ties to the lower memory id)."""
-    rows = np.flatnonzero(found.held)
+    rows = found.rows
     keys = tuple(-key[rows] for key in reversed(found.order))
     return rows[top_order((memory[rows], *keys), depth)]
 

@@ -1,11 +1,10 @@
-"""Hits: the ranked rows as revisions, each with a snippet, the query words it matched and, asked, its explanation."""
+"""Hits: the ranked rows as revisions, each with the query words it matched and, asked, its explanation; snippets."""
 
 import math
 import re
 from dataclasses import dataclass
 
 import numpy as np
-from django.db import connection
 
 from search import text
 from search.channels import Words
@@ -25,7 +24,6 @@ class Ranked:
     revision_id: int
     memory_id: int
     score: float
-    snippet: str
     matched_terms: list[str]
     explain: dict | None = None
 
@@ -35,37 +33,31 @@ def hits(view, rows: np.ndarray, scores: np.ndarray, *, channels: dict, words: W
     if len(rows) == 0:
         return []
     revision_ids = view.columns.revision[rows].tolist()
-    with connection.cursor() as cursor:
-        # Primary-key lookups: the text each snippet is cut from.
-        cursor.execute("SELECT id, content FROM memories_revision WHERE id IN (%s)" % ",".join(["%s"] * len(rows)),
-                       revision_ids)
-        contents = dict(cursor.fetchall())
     ranks = {}
     if explain:
         for name, found in channels.items():
             top = ranked(found, view.columns.memory, CHANNEL_DEPTH)
             ranks[name] = dict(zip(top.tolist(), competition_ranks(found, top).tolist()))
+    matched = words.matched(rows) if words is not None else np.zeros((len(terms), len(rows)), dtype=bool)
+    bm25 = words.bm25(rows) if words is not None and explain else np.zeros(len(rows))
     found = []
-    for row, revision_id, score in zip(rows.tolist(), revision_ids, scores.tolist()):
-        matched = []
-        if words is not None:
-            matched = [token.raw for index, token in enumerate(terms)
-                       if words.matched[index, row] or (words.bigram[row] and text.has_cjk(token.raw))]
+    for at, (row, revision_id, score) in enumerate(zip(rows.tolist(), revision_ids, scores.tolist())):
+        bigram = words.bigram[row] if words is not None else 0.0
+        hit_terms = [token.raw for index, token in enumerate(terms)
+                     if matched[index, at] or (bigram and text.has_cjk(token.raw))]
         details = None
         if explain:
-            bm25 = words.bm25[row] if words is not None else 0.0
-            bigram = words.bigram[row] if words is not None else 0.0
             cosine = cosines.values[row] if cosines is not None else math.nan
             details = {
                 "ranks": {name: channel_ranks.get(row) for name, channel_ranks in ranks.items()},
-                "bm25": float(bm25) if bm25 else None,
+                "bm25": float(bm25[at]) if bm25[at] else None,
                 "bigram_bm25": float(bigram) if bigram else None,
                 "cosine": None if math.isnan(cosine) else float(cosine),
                 # Hybrid: the part of the score lent by neighbouring memories (MEMORY_FUSION_CONTEXT).
                 "context": None if context is None else float(context[row]),
             }
         found.append(Ranked(revision_id=revision_id, memory_id=int(view.columns.memory[row]), score=score,
-                            snippet=snippet(contents[revision_id], terms), matched_terms=matched, explain=details))
+                            matched_terms=hit_terms, explain=details))
     return found
 
 

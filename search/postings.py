@@ -10,13 +10,13 @@ and joins the term's last segments into it only while they are small beside it
 
 Packed rows change only when a fold or an erasure rewrites them, and each such change
 draws a new ``search_state.packed_version`` (migration 0004). A process keeps the
-packed postings it has read (``_PackedCache``, a few common terms are most of the
+packed postings it has read (``_packed``, a few common terms are most of the
 bytes a recall reads) and reads them again only when that version moved; the tail is
 read every time.
 """
 
 import threading
-from collections import Counter, OrderedDict
+from collections import Counter
 from dataclasses import dataclass
 from itertools import chain, groupby
 from typing import NamedTuple
@@ -24,7 +24,7 @@ from typing import NamedTuple
 import numpy as np
 from django.db import connection
 
-from search import text
+from search import caches, text
 from search.embeddings import revision_text
 
 # Tail rows before a write folds them into the packed rows. Large enough that folding
@@ -270,44 +270,7 @@ class _Packed(NamedTuple):
     top: int  # the largest id (0 when empty)
 
 
-class _PackedCache:
-    """The packed postings this process has read, per (database, range), up to ``capacity`` bytes of them.
-
-    The least recently read go first; an entry larger than the whole capacity is not kept.
-    Safe to share between threads.
-    """
-
-    def __init__(self, capacity: int):
-        self.capacity = capacity
-        self.lock = threading.Lock()
-        self.entries: OrderedDict = OrderedDict()
-        self.size = 0
-
-    @staticmethod
-    def cost(entry: "_Packed") -> int:
-        return entry.ids.nbytes + entry.tfs.nbytes
-
-    def get(self, key):
-        with self.lock:
-            entry = self.entries.get(key)
-            if entry is not None:
-                self.entries.move_to_end(key)
-            return entry
-
-    def put(self, key, entry: "_Packed") -> None:
-        if self.cost(entry) > self.capacity:
-            return
-        with self.lock:
-            old = self.entries.pop(key, None)
-            if old is not None:
-                self.size -= self.cost(old)
-            self.entries[key] = entry
-            self.size += self.cost(entry)
-            while self.size > self.capacity:
-                self.size -= self.cost(self.entries.popitem(last=False)[1])
-
-
-_packed = _PackedCache(PACKED_CACHE_BYTES)
+_packed = caches.LeastRecentlyUsed(PACKED_CACHE_BYTES, cost=lambda entry: entry.ids.nbytes + entry.tfs.nbytes)
 
 
 def _read_parts(ranges: list[tuple[str, str | None]], *, max_id: int) -> list[list[tuple[np.ndarray, np.ndarray]]]:

@@ -53,13 +53,13 @@ def test_the_audit_names_the_twin(remember):
 
 def test_the_scan_runs_before_the_write_lock(remember, monkeypatch):
     first = remember(DEPLOY).memory
-    scan, seen = cosines.Cosines.__init__, []
+    scan, seen = cosines.dots, []
 
-    def watched(self, *args, **kwargs):
+    def watched(*args):
         seen.append(Memory.objects.count())
-        scan(self, *args, **kwargs)
+        return scan(*args)
 
-    monkeypatch.setattr(cosines.Cosines, "__init__", watched)
+    monkeypatch.setattr(cosines, "dots", watched)
     second = remember(REWORDED)
     assert second.near_twin.memory_id == first.id
     assert seen == [1]  # before the new memory's insert

@@ -16,7 +16,7 @@ from memories.models import Memory
 from memories.selectors import memory_recall as recall
 from memories.services import memory_erase
 from memories.services.lifecycle import append_revision
-from search import cosines, indexing, postings, snapshot, vectors
+from search import caches, cosines, indexing, postings, snapshot, vectors
 from tests.subprocesses import instance, migrated_db  # noqa: F401  (fixtures)
 
 T0 = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
@@ -182,7 +182,7 @@ def test_a_fold_between_reading_the_tail_and_the_packed_rows_is_read_again(db, m
 
 
 def test_the_packed_cache_keeps_the_most_recently_read_within_its_bytes():
-    cache = postings._PackedCache(capacity=3 * 800)  # three entries of 50 ids (int64) and counts (float64)
+    cache = caches.LeastRecentlyUsed(3 * 800, cost=lambda entry: entry.ids.nbytes + entry.tfs.nbytes)  # three entries
 
     def entry(version):
         return postings._Packed(version, np.arange(50, dtype=np.int64), np.ones(50), 49)
