@@ -76,9 +76,7 @@ def describe_invalid_arguments(tool_name: str, error: ValidationError) -> str:
 class MemoryMCP(DjangoMCP):
     def __init__(self, *, name: str, instructions: str):
         super().__init__(name=name, instructions=instructions, stateless=True)
-        # serverInfo.version: this server's, not the SDK's, which the SDK otherwise reads from
-        # the installed package's metadata on every request (a stateless server initialises each
-        # one): 0.6 ms of a tools/call.
+        # This server's version, not the SDK's, which it would read from package metadata on every request.
         self._mcp_server.version = memoryproject.__version__
         self.tool_specs: dict[str, ToolSpec] = {}
 

@@ -5,10 +5,8 @@ compiler and the backend, and on SQLite packs at most 999 parameters into a stat
 Here a field whose stored value is its Python value (text, integers, booleans, foreign
 keys) passes through as it is, a time in UTC becomes its text directly, and only the
 others (other times, JSON) go through ``get_db_prep_save``, the same call bulk_create
-makes for them, so the rows written are the same (tests/test_inserts.py). A trusted
-import of 5,000 memories (6,575 revisions) into 10,000 took 2.93-3.00 s through
-bulk_create and 2.53-2.54 s through this, then 2.40-2.43 s (against 2.51-2.57) reading
-the connection once (``benchmarks/bulk_import.py``, alternating runs each time).
+makes for them, so the rows written are the same (tests/test_inserts.py). What it saves
+a trusted import is measured by ``benchmarks/bulk_import.py``.
 """
 
 import datetime as dt

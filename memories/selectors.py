@@ -69,7 +69,7 @@ def records_for_revisions(revision_ids: list[int]) -> dict[int, MemoryRecord]:
     """The records of these revisions (with their memories' tags), by revision id; missing ids are left out.
 
     Two plain queries: search answers build ten or a hundred records per request, and
-    building them through querysets cost 2.9 ms of a 4.4 ms keyword recall (10k memories).
+    querysets would cost more than the rest of a keyword recall.
     """
     records, rows = {}, []
     with connection.cursor() as cursor:
@@ -292,8 +292,7 @@ def visible_duplicate(*, namespace: str, content_hash: str, exclude_memory_id: i
     revisions = Revision.objects.filter(memory__namespace=namespace, content_hash=content_hash)
     if exclude_memory_id is not None:
         revisions = revisions.exclude(memory_id=exclude_memory_id)
-    # Most writes carry new text: no row has the hash, and saying so is a far cheaper query to
-    # build than the visibility one (0.3 ms against 2.5 ms per write; benchmarks/storage_micro.py).
+    # Most writes carry new text: no row has the hash, a far cheaper query than the visibility one.
     if not revisions.exists():
         return None
     shown = revisions.visible(as_of=timezone.now()).values("memory_id")
@@ -314,8 +313,7 @@ def visible_duplicates(*, namespace: str, content_hashes) -> dict[str, int]:
     hashes, found = sorted(set(content_hashes)), {}
     now = timezone.now()
     for start in range(0, len(hashes), _HASHES_PER_QUERY):
-        # By hash alone: with the namespace in the WHERE clause SQLite walks every memory of
-        # the namespace instead of the revision_content_hash index (21 ms per 500 at 10k memories).
+        # By hash alone: with the namespace in the WHERE clause SQLite walks the namespace, not the hash index.
         stored = Revision.objects.filter(content_hash__in=hashes[start:start + _HASHES_PER_QUERY])
         memory_ids = {memory_id for memory_id, memory_namespace in stored.values_list("memory_id", "memory__namespace")
                       if memory_namespace == namespace}
@@ -372,8 +370,7 @@ def memory_stats(*, namespace: str | None = None) -> dict:
         row["namespace"]: {"memories": row["total"], "visible": 0}
         for row in memories.values("namespace").annotate(total=Count("pk")).order_by("namespace")
     }
-    # One grouped count gives both the visible per namespace and per kind (the memory_namespace_kind
-    # index covers it): 35 ms at 100k memories, where grouping by each alone took 145 and 250 ms.
+    # One grouped count (covered by the memory_namespace_kind index) gives both per namespace and per kind.
     kinds: dict[str, int] = {}
     for row in visible.values("namespace", "kind").annotate(total=Count("pk")).order_by("namespace", "kind"):
         per_namespace[row["namespace"]]["visible"] += row["total"]

@@ -6,14 +6,12 @@ gives each request a new thread, hence a new SQLite connection with sqlite-vec l
 Every view here is synchronous, so this adapter hands each request whole to Django's
 WSGI handler on a small pool of long-lived threads: one hop in, one back per response
 chunk, and each thread keeps its database connection (``CONN_MAX_AGE``). Measured in
-``benchmarks/http_floor.py`` (README, Benchmarks).
+``benchmarks/http_floor.py``.
 
 The pool hands a request to the thread that went idle last (``LastIdlePool``), so one
-client's requests in a row run on one thread. With threads taken in turn, as
-``ThreadPoolExecutor`` takes them, a remember over HTTP at 100k memories cost 3 to 5 ms
-more (README, Benchmarks); one thread, or the one idle last, does not pay it. The likely
-cause, inferred rather than measured: a SQLite connection's page cache goes stale when
-another connection writes, and in turn each thread's connection had missed the others' writes.
+client's requests in a row run on one thread: threads taken in turn, as
+``ThreadPoolExecutor`` takes them, made remembers over HTTP slower (``benchmarks/latency.py``),
+likely because each connection's page cache goes stale when another connection writes.
 
 Bodies are read before the view runs (``memoryproject.bodylimit`` refuses oversized
 ones first); streamed responses go out chunk by chunk; the response is always closed,

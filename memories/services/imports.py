@@ -295,8 +295,7 @@ def _collector_paused():
     An import makes tens of thousands of short-lived containers (the parsed document,
     model objects, postings) and no cycles worth collecting before it ends; each
     automatic collection on the way walks them, and the process's older objects too
-    (0.13-0.25 s of a 1.8-2.1 s import of 5,000 memories, ``benchmarks/bulk_import.py``). The
-    switch is per process: an import that finds it off (another import, or a caller's
+    (``benchmarks/bulk_import.py``). The switch is per process: an import that finds it off (another import, or a caller's
     choice) leaves it off.
     """
     enabled = gc.isenabled()
