@@ -85,7 +85,7 @@ def fold_copy(copy: Path, args) -> dict:
     for _ in range(args.folds):
         documents, rows = [], 0
         while rows < args.tail_rows:
-            analysed = postings.analyse([(next_id + offset, "", corpus.text()) for offset in range(100)])
+            analysed = postings.analyse([(next_id + offset, "bench", "", corpus.text()) for offset in range(100)])
             next_id += 100
             documents.extend(analysed)
             rows += sum(len(document.terms) for document in analysed)

@@ -220,7 +220,7 @@ def run_size(size, args, corpus_seed):
     embedded = {}  # query -> its vector, for the float32 floor timed after the loop
     for query in queries:  # warm-up pass, not recorded; counts the postings each query reads
         memory_recall(query=query, mode="hybrid", limit=10)
-        terms_ranges = [postings.term_ranges(token.stem, token.prefix) for token in text.clean_query(query).terms]
+        terms_ranges = [postings.term_ranges("bench", token.stem, token.prefix) for token in text.clean_query(query).terms]
         read = postings.read_terms(terms_ranges, max_id=snapshot.current().max_id)
         postings_per_query.append(sum(len(ids) for ids, _ in read))
     gc.collect()

@@ -42,7 +42,6 @@ def sqlite_features() -> list[Check]:
     return [
         Check("sqlite", True, found.sqlite_version),
         Check("fts5", found.fts5, "available" if found.fts5 else "not compiled into SQLite"),
-        Check("trigram", found.trigram, "available" if found.trigram else "tokenizer missing (SQLite 3.34+)"),
         Check("sqlite-vec", bool(found.sqlite_vec), found.sqlite_vec or "extension not loaded"),
     ]
 

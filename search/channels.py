@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from django.conf import settings
-from django.db import connection
 
 from search import postings, text
 
@@ -39,6 +38,7 @@ class Scope:
     """What one recall searches: the visible rows of a view, and which of them may be returned."""
 
     view: object  # snapshot.View
+    namespaces: tuple[str, ...]  # the namespaces searched: a term is read from these alone
     visible: np.ndarray  # rows visible at the point asked, one per memory, ascending
     eligible: np.ndarray  # a mask over the view's rows: visible, and of the kinds and memories asked for
     narrowed: bool  # whether kinds or memories narrowed ``eligible`` below ``visible``
@@ -151,7 +151,9 @@ def _share_score(bm25: np.ndarray, matched_idf: np.ndarray, idf_total: float, ro
 def words(scope: Scope, terms: list[text.QueryToken], match: str) -> Words:
     """The keyword, bigram and trigram channels for the query's terms (those that found something)."""
     view, eligible = scope.view, scope.eligible
-    found, idf_total = _postings(scope, "ntok", [postings.term_ranges(token.stem, token.prefix) for token in terms])
+    found, idf_total = _postings(scope, "ntok", [[found for namespace in scope.namespaces
+                                                  for found in postings.term_ranges(namespace, token.stem, token.prefix)]
+                                                 for token in terms])
     counts = np.zeros(len(eligible), dtype=np.int16)
     for rows, _, _ in found:
         counts[rows] += 1
@@ -176,7 +178,8 @@ def words(scope: Scope, terms: list[text.QueryToken], match: str) -> Words:
     bigram = np.zeros(len(eligible))
     grams = list(dict.fromkeys(text.cjk_bigrams(" ".join(token.raw for token in terms))))
     if grams:
-        found, bigram_idf_total = _postings(scope, "nbigram", [[(postings.BIGRAM_PREFIX + gram, None)]
+        found, bigram_idf_total = _postings(scope, "nbigram", [[(postings.key(namespace, postings.BIGRAM_PREFIX + gram),
+                                                                 None) for namespace in scope.namespaces]
                                                                for gram in grams])
         bigram, bigram_idf = _bm25(scope, "nbigram", found, eligible)
         held = (bigram > 0) & eligible
@@ -185,10 +188,10 @@ def words(scope: Scope, terms: list[text.QueryToken], match: str) -> Words:
             found.score = _share_score(bigram, bigram_idf, bigram_idf_total, found.rows)
 
     # Substrings, for the words the keyword channel found nowhere it may look.
-    missing = [token.raw for token, (rows, _, _) in zip(terms, keyword_found)
+    missing = [token for token, (rows, _, _) in zip(terms, keyword_found)
                if len(token.raw) >= 3 and not eligible[rows].any()]
     if missing:
-        count = _substrings(view, missing)
+        count = _substrings(scope, missing)
         held = (count > 0) & eligible
         if held.any():
             # As a share of the query's terms, so it scales like the keyword score.
@@ -196,17 +199,16 @@ def words(scope: Scope, terms: list[text.QueryToken], match: str) -> Words:
     return Words(channels, scope, keyword_found, counts, bigram, match_used, note)
 
 
-def _substrings(view, words: list[str]) -> np.ndarray:
-    """Per row, how many of ``words`` occur in its text as substrings."""
+def _substrings(scope: Scope, tokens: list[text.QueryToken]) -> np.ndarray:
+    """Per row, how many of the query words ``tokens`` occur inside one of its terms (as written or as stemmed)."""
+    view = scope.view
     count = np.zeros(len(view.columns.revision))
-    with connection.cursor() as cursor:
-        for word in words:
-            # The trigram index answers substring MATCHes; user text is quoted by the one quoting function.
-            cursor.execute("SELECT rowid FROM search_fts_trigram WHERE search_fts_trigram MATCH %s",
-                           [text.fts5_quote(word)])
-            ids = np.fromiter((row[0] for row in cursor.fetchall()), dtype=np.int64)
-            rows = view.position[ids[ids <= view.max_id]]
-            count[np.unique(rows[rows >= 0])] += 1.0
+    for token in tokens:
+        fragments = list(dict.fromkeys(fragment for fragment in (token.raw, token.stem) if len(fragment) >= 3))
+        ids = np.concatenate([postings.containing(namespace, fragments, max_id=view.max_id)
+                              for namespace in scope.namespaces] or [np.zeros(0, dtype=np.int64)])
+        rows = view.position[ids]
+        count[np.unique(rows[rows >= 0])] += 1.0
     return count
 
 

@@ -64,7 +64,8 @@ def rank(*, query: str, namespaces: list[str] | None, kinds: list[str] | None, m
         eligible = eligible & np.isin(view.columns.kind, [code for code, name in enumerate(view.kinds) if name in kinds])
     if memory_ids is not None and size:
         eligible = eligible & np.isin(view.columns.memory, memory_ids)
-    scope = channels.Scope(view, visible, eligible, narrowed=kinds is not None or memory_ids is not None)
+    searched = tuple(name for name in view.namespaces if namespaces is None or name in namespaces)
+    scope = channels.Scope(view, searched, visible, eligible, narrowed=kinds is not None or memory_ids is not None)
 
     found, words, notes = {}, None, []
     if mode != "semantic" and cleaned.terms:

@@ -20,18 +20,16 @@ from search.errors import SpaceConflict
 
 logger = logging.getLogger(__name__)
 
-FTS_TABLES = ("search_fts_words", "search_fts_trigram")
+FTS_TABLES = ("search_fts_words",)
 
 # Table names cannot be query parameters, so each statement is written out per table.
 _INTEGRITY_CHECK = {
     # rank 1 compares the index with its content view, not only with itself.
     "search_fts_words": "INSERT INTO search_fts_words(search_fts_words, rank) VALUES ('integrity-check', 1)",
-    "search_fts_trigram": "INSERT INTO search_fts_trigram(search_fts_trigram, rank) VALUES ('integrity-check', 1)",
 }
 _INDEXED_ROWS = {
     # The docsize shadow table holds one row per indexed document; counting walks its rowid b-tree.
     "search_fts_words": "SELECT count(*) FROM search_fts_words_docsize",
-    "search_fts_trigram": "SELECT count(*) FROM search_fts_trigram_docsize",
 }
 _TRIGGERS = {
     table: (f"{table}_after_insert", f"{table}_after_delete") for table in FTS_TABLES
@@ -194,7 +192,9 @@ def index_revisions(revisions) -> None:
     with_text = [revision for revision in revisions if not revision.tombstone]
     if not with_text:
         return
-    postings.add(postings.analyse([(revision.pk, revision.title, revision.content) for revision in with_text]))
+    namespaces = _namespaces([revision.pk for revision in with_text])
+    postings.add(postings.analyse([(revision.pk, namespaces[revision.pk], revision.title, revision.content)
+                                   for revision in with_text]))
     embedder = get_embedder()
     if not embedder.available():
         logger.warning("Embedding model unavailable (%s); vectors left pending for 'manage.py backfill'.",
@@ -223,22 +223,47 @@ def index_revisions(revisions) -> None:
     vectors.insert_vectors([revision.pk for revision in with_text], np.stack(ready), embedder=embedder)
 
 
+def _namespaces(revision_ids: list[int]) -> dict[int, str]:
+    """The namespace of each revision's memory, by revision id."""
+    found = {}
+    with connection.cursor() as cursor:
+        for start in range(0, len(revision_ids), _IDS_PER_QUERY):
+            chunk = revision_ids[start:start + _IDS_PER_QUERY]
+            # Primary key lookups on both tables.
+            cursor.execute("SELECT r.id, m.namespace FROM memories_revision r JOIN memories_memory m "
+                           "ON m.id = r.memory_id WHERE r.id IN (%s)" % ",".join(["%s"] * len(chunk)), chunk)
+            found.update(cursor.fetchall())
+    return found
+
+
+def _with_text(revision_ids) -> list[tuple[int, str, str, str]]:
+    """(id, namespace, title, content) of the revisions with these ids that carry text."""
+    rows, ids = [], list(revision_ids)
+    with connection.cursor() as cursor:
+        for start in range(0, len(ids), _IDS_PER_QUERY):
+            chunk = ids[start:start + _IDS_PER_QUERY]
+            # Primary key lookups on both tables.
+            cursor.execute(
+                "SELECT r.id, m.namespace, r.title, r.content FROM memories_revision r JOIN memories_memory m "
+                "ON m.id = r.memory_id WHERE r.tombstone = 0 AND r.id IN (%s)" % ",".join(["%s"] * len(chunk)),
+                chunk,
+            )
+            rows.extend(cursor.fetchall())
+    return rows
+
+
 def unindex_revisions(revision_ids) -> None:
     """Before revision rows are deleted (erase, purge): take their terms out of the packed postings.
 
     Their FTS5 entries, tail postings, document rows and vectors follow the row
     deletion by trigger; a term in a packed row is text, so it is removed here.
     """
-    with connection.cursor() as cursor:
-        rows = []
-        ids = list(revision_ids)
-        for start in range(0, len(ids), 500):
-            chunk = ids[start:start + 500]
-            # Primary key lookups.
-            cursor.execute(
-                "SELECT id, title, content FROM memories_revision WHERE tombstone = 0 AND id IN (%s)"
-                % ",".join(["%s"] * len(chunk)),
-                chunk,
-            )
-            rows.extend(cursor.fetchall())
-    postings.remove(rows)
+    postings.remove(_with_text(revision_ids))
+
+
+def move_revisions(revision_ids, *, to_namespace: str) -> None:
+    """Before a memory's namespace changes: key its revisions' postings under ``to_namespace`` (in the move's
+    transaction)."""
+    rows = _with_text(revision_ids)
+    postings.rekey(postings.analyse(rows),
+                   postings.analyse([(pk, to_namespace, title, content) for pk, _, title, content in rows]))

@@ -1,5 +1,8 @@
 """The engine's own postings: which revisions hold a term, and how often (see migration 0003).
 
+A term's key starts with the namespace of the memory whose revision holds it (``key``;
+migration 0006), so reading a term costs the same whatever other namespaces hold.
+
 Writes go to a tail table; ``compact`` folds the tail into packed rows (ascending
 uint32 revision ids and uint16 counts) once it grows past a threshold, so reading a
 term costs a short b-tree range and a ``numpy.frombuffer``. Revision ids only grow
@@ -39,6 +42,8 @@ SEGMENT_JOIN_RATIO = 2
 # CJK bigram terms live in the same tables under a prefix no word can start with, so
 # no prefix range of a word ever reaches them.
 BIGRAM_PREFIX = "\x01"
+# Between a key's namespace and its term: below every character a slug or a term holds.
+NAMESPACE_END = "\x1f"
 TF_MAX = np.iinfo(np.uint16).max
 # The packed postings one process keeps in memory, at most (least recently read go first).
 PACKED_CACHE_BYTES = 64 * 2**20
@@ -54,15 +59,20 @@ class DocumentTerms:
     nbigram: int
 
 
-def analyse(revisions: list[tuple[int, str, str]]) -> list[DocumentTerms]:
-    """Return the terms of each (revision id, title, content), tokenised exactly as FTS5 does."""
-    bodies = [revision_text(title, content) for _, title, content in revisions]
+def key(namespace: str, term: str) -> str:
+    """The postings key of ``term`` in ``namespace``: a namespace's keys are one contiguous range."""
+    return namespace + NAMESPACE_END + term
+
+
+def analyse(revisions: list[tuple[int, str, str, str]]) -> list[DocumentTerms]:
+    """Return the keyed terms of each (revision id, namespace, title, content), tokenised exactly as FTS5 does."""
+    bodies = [revision_text(title, content) for _, _, title, content in revisions]
     analysed = text.documents_terms(bodies)
     result = []
-    for (revision_id, _, _), body, (terms, ntok) in zip(revisions, bodies, analysed):
+    for (revision_id, namespace, _, _), body, (terms, ntok) in zip(revisions, bodies, analysed):
         bigrams = Counter(text.cjk_bigrams(body))
-        merged = dict(terms)
-        merged.update({BIGRAM_PREFIX + gram: count for gram, count in bigrams.items()})
+        merged = {key(namespace, term): count for term, count in terms.items()}
+        merged.update({key(namespace, BIGRAM_PREFIX + gram): count for gram, count in bigrams.items()})
         result.append(DocumentTerms(revision_id, merged, ntok, sum(bigrams.values())))
     return result
 
@@ -196,17 +206,23 @@ def _fold(cursor, new: _Rows) -> int:
     return len(writes)
 
 
-def remove(revisions: list[tuple[int, str, str]]) -> None:
-    """Take these revisions out of the packed rows, dropping terms no revision holds any more.
+def remove(revisions: list[tuple[int, str, str, str]]) -> None:
+    """Take these revisions (id, namespace, title, content) out of the packed rows, dropping terms no revision
+    holds any more.
 
     Only erasure and purge call this: a term is text, so a term that only erased
     revisions held must leave the database with them. (Tail rows and document rows
     go with the revision rows, by trigger.)
     """
-    if not revisions:
+    remove_terms(analyse(revisions))
+
+
+def remove_terms(documents: list[DocumentTerms]) -> None:
+    """Take these documents' revisions out of the packed rows of their terms (see ``remove``)."""
+    if not documents:
         return
-    gone = np.asarray([revision_id for revision_id, _, _ in revisions], dtype=np.int64)
-    terms = sorted({term for document in analyse(revisions) for term in document.terms})
+    gone = np.asarray([document.revision_id for document in documents], dtype=np.int64)
+    terms = sorted({term for document in documents for term in document.terms})
     changed = False
     with connection.cursor() as cursor:
         for term in terms:
@@ -229,19 +245,109 @@ def remove(revisions: list[tuple[int, str, str]]) -> None:
             cursor.execute(_NEW_PACKED_VERSION)
 
 
-def term_ranges(stem: str, prefix: str | None) -> list[tuple[str, str | None]]:
-    """The term ranges one query word matches: its exact stem, and every stem its light root begins.
+def rekey(old: list[DocumentTerms], new: list[DocumentTerms]) -> None:
+    """Move existing revisions' postings from their ``old`` keys to the ``new`` (a memory's namespace changed).
+
+    Rare (an admin's move), so simple: the tail is folded first, so every posting of these
+    revisions is packed; then each new key's rows are rewritten whole as one segment.
+    """
+    compact()
+    remove_terms(old)
+    added: dict[str, list[tuple[int, int]]] = {}
+    for document in new:
+        for term, count in document.terms.items():
+            added.setdefault(term, []).append((document.revision_id, min(count, TF_MAX)))
+    with connection.cursor() as cursor:
+        for term, pairs in added.items():
+            # The (term, segment) index: the term's segments.
+            cursor.execute("SELECT revision_ids, tfs FROM search_posting WHERE term = %s ORDER BY segment", [term])
+            held = cursor.fetchall()
+            ids = np.concatenate([np.frombuffer(row[0], dtype="<u4") for row in held]
+                                 + [np.array([pair[0] for pair in pairs], dtype="<u4")])
+            tfs = np.concatenate([np.frombuffer(row[1], dtype="<u2") for row in held]
+                                 + [np.array([pair[1] for pair in pairs], dtype="<u2")])
+            order = np.argsort(ids, kind="stable")
+            cursor.execute("DELETE FROM search_posting WHERE term = %s", [term])
+            cursor.execute("INSERT INTO search_posting (term, segment, revision_ids, tfs) VALUES (%s, 0, %s, %s)",
+                           [term, ids[order].tobytes(), tfs[order].tobytes()])
+        cursor.execute(_NEW_PACKED_VERSION)
+
+
+def term_ranges(namespace: str, stem: str, prefix: str | None) -> list[tuple[str, str | None]]:
+    """The key ranges one query word matches in ``namespace``: its exact stem, and every stem its light root begins.
 
     Porter does not stem a word and its family alike ("deploy" -> "deploi" but
     "deployment" -> "deploy"), so the exact stem and the root's prefix range are both
     needed; when the stem already lies in the prefix range, the range alone is enough.
     """
     if not prefix:
-        return [(stem, None)]
+        return [(key(namespace, stem), None)]
     high = prefix[:-1] + chr(ord(prefix[-1]) + 1)
     if prefix <= stem < high:
-        return [(prefix, high)]
-    return [(stem, None), (prefix, high)]
+        return [(key(namespace, prefix), key(namespace, high))]
+    return [(key(namespace, stem), None), (key(namespace, prefix), key(namespace, high))]
+
+
+class _Vocabulary(NamedTuple):
+    """A namespace's packed terms as read under one ``packed_version``, as one string to search."""
+
+    version: int
+    text: str  # each term followed by "\n"
+    starts: np.ndarray  # where each term starts in ``text``, then len(text)
+
+    def term(self, index: int) -> str:
+        return self.text[self.starts[index]:self.starts[index + 1] - 1]
+
+
+_vocabularies = caches.LeastRecentlyUsed(32 << 20, cost=lambda entry: 4 * len(entry.text) + entry.starts.nbytes)
+
+
+def containing(namespace: str, fragments: list[str], *, max_id: int) -> np.ndarray:
+    """The revision ids up to ``max_id`` holding a term of ``namespace`` that contains one of ``fragments``.
+
+    Only this namespace's terms are searched (not its bigrams), so the work follows what
+    it holds and nothing another namespace holds. Its packed terms are kept as one string
+    per ``packed_version``, searched by ``str.find`` rather than row by row in SQL.
+    """
+    # Bigram keys start with BIGRAM_PREFIX ("\x01"), below every word.
+    low, high = key(namespace, "\x02"), namespace + chr(ord(NAMESPACE_END) + 1)
+    start = len(key(namespace, "")) + 1  # substr() counts characters from 1
+    found = " OR ".join(["instr(substr(term, %s), %s) > 0"] * len(fragments))
+    with connection.cursor() as cursor:
+        # The tail's primary key: the namespace's range of terms (a few rows); the packed rows' version with them.
+        cursor.execute(f"SELECT revision_id, NULL FROM search_posting_tail WHERE term >= %s AND term < %s AND ({found}) "
+                       f"UNION ALL SELECT NULL, packed_version FROM search_state WHERE id = 1",
+                       [low, high] + [value for fragment in fragments for value in (start, fragment)])
+        rows = cursor.fetchall()
+        version = next(row[1] for row in rows if row[0] is None)
+        tail_ids = np.array([row[0] for row in rows if row[0] is not None], dtype=np.int64)
+        cache_key = (str(connection.settings_dict["NAME"]), namespace)
+        vocabulary = _vocabularies.get(cache_key)
+        if vocabulary is None or vocabulary.version != version:
+            # The (term, segment) index: the namespace's range of terms.
+            cursor.execute("SELECT DISTINCT substr(term, %s) FROM search_posting WHERE term >= %s AND term < %s",
+                           [start, low, high])
+            terms = [row[0] for row in cursor.fetchall()]
+            starts = np.cumsum([0] + [len(term) + 1 for term in terms])
+            vocabulary = _Vocabulary(version, "".join(term + "\n" for term in terms), starts)
+            if not connection.in_atomic_block:  # rows read inside a transaction may roll back
+                _vocabularies.put(cache_key, vocabulary)
+        matched = set()
+        for fragment in fragments:
+            at = vocabulary.text.find(fragment)
+            while at >= 0:
+                index = int(np.searchsorted(vocabulary.starts, at, side="right")) - 1
+                matched.add(key(namespace, vocabulary.term(index)))
+                at = vocabulary.text.find(fragment, int(vocabulary.starts[index + 1]))  # one match per term
+        parts, keys = [tail_ids], sorted(matched)
+        for chunk_start in range(0, len(keys), 500):
+            chunk = keys[chunk_start:chunk_start + 500]
+            # The (term, segment) index.
+            cursor.execute("SELECT revision_ids FROM search_posting WHERE term IN (%s)" % ",".join(["%s"] * len(chunk)),
+                           chunk)
+            parts += [np.frombuffer(row[0], dtype="<u4").astype(np.int64) for row in cursor.fetchall()]
+    ids = np.unique(np.concatenate(parts))
+    return ids[ids <= max_id]
 
 
 def read_terms(terms: list[list[tuple[str, str | None]]], *, max_id: int) -> list[tuple[np.ndarray, np.ndarray]]:

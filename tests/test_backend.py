@@ -34,7 +34,7 @@ def test_a_file_is_read_through_a_memory_map_as_large_as_the_setting(db, tmp_pat
     assert megabytes is not None or mapped > 0  # on unless turned off
 
 
-def test_probe_finds_fts5_trigram_and_sqlite_vec(db):
+def test_probe_finds_fts5_and_sqlite_vec(db):
     found = probe()
-    assert found.fts5 and found.trigram and found.sqlite_vec
+    assert found.fts5 and found.sqlite_vec
     assert found.problems == []

@@ -10,7 +10,7 @@ from memoryproject.sqlite_backend.base import Database
 from search.indexing import index_drift
 from tests.subprocesses import instance, migrated_db  # noqa: F401  (fixtures)
 
-CHECKS = ["python", "sqlite", "fts5", "trigram", "sqlite-vec", "database writable", "integrity", "schema",
+CHECKS = ["python", "sqlite", "fts5", "sqlite-vec", "database writable", "integrity", "schema",
           "index drift"]
 
 
@@ -28,13 +28,13 @@ def test_index_drift_names_the_table_whose_trigger_was_dropped(remember):
     assert index_drift() == []
     with connection.cursor() as cursor:
         # DDL is transactional in SQLite: the test's own rollback restores the trigger.
-        cursor.execute("DROP TRIGGER search_fts_trigram_after_insert")
+        cursor.execute("DROP TRIGGER search_fts_words_after_insert")
 
-    remember("Written while the trigram index was not listening.")
+    remember("Written while the words index was not listening.")
 
     problems = index_drift()
-    assert problems and all(line.startswith("search_fts_trigram:") for line in problems)
-    assert any("trigger search_fts_trigram_after_insert is missing" in line for line in problems)
+    assert problems and all(line.startswith("search_fts_words:") for line in problems)
+    assert any("trigger search_fts_words_after_insert is missing" in line for line in problems)
     assert any("1 rows indexed but 2 revisions carry text" in line for line in problems)
     assert any("does not match the revisions" in line for line in problems)
     assert not health.index_in_step().ok
@@ -105,7 +105,6 @@ def test_doctor_exits_1_and_names_the_index_that_drifted(instance):
 
     failed = [line for line in done.stdout.splitlines() if line.startswith("FAIL")]
     assert len(failed) == 1 and "index drift" in failed[0] and "search_fts_words" in failed[0]
-    assert "search_fts_trigram" not in failed[0]
     assert f"1 of {len(CHECKS)} checks failed: index drift." in done.stderr
     assert as_json["ok"] is False
     assert [check["name"] for check in as_json["checks"] if not check["ok"]] == ["index drift"]

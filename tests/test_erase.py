@@ -16,7 +16,6 @@ CONTROL = "plomquartz"
 
 _MATCHES = {
     "search_fts_words": "SELECT rowid FROM search_fts_words WHERE search_fts_words MATCH %s ORDER BY rowid",
-    "search_fts_trigram": "SELECT rowid FROM search_fts_trigram WHERE search_fts_trigram MATCH %s ORDER BY rowid",
 }
 
 
@@ -43,14 +42,13 @@ def test_erase_removes_every_revision_the_memory_and_its_index_entries(secret_me
     control = remember(f"The garden gate code is {CONTROL}.").memory.id
     assert Revision.objects.filter(memory_id=secret_memory).count() == 4
     assert len(_fts_rows("search_fts_words", SECRET)) == 3
-    assert len(_fts_rows("search_fts_trigram", SECRET)) == 3
 
     services.memory_erase(memory_id=secret_memory, reason="user asked", **actor)
 
     assert not Memory.objects.filter(pk=secret_memory).exists()
     assert not Revision.objects.filter(memory_id=secret_memory).exists()
     assert not Memory.tags.through.objects.filter(memory_id=secret_memory).exists()
-    for table in ("search_fts_words", "search_fts_trigram"):
+    for table in ("search_fts_words",):
         assert _fts_rows(table, SECRET) == []
         assert _fts_rows(table, SECRET_TITLE) == []
         assert len(_fts_rows(table, CONTROL)) == 1

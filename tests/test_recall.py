@@ -11,7 +11,7 @@ from memories import services
 from memories.selectors import memory_history
 from memories.selectors import memory_recall as recall
 from memoryproject.exceptions import InvalidInput, Unavailable
-from search import channels, fusion, snapshot
+from search import channels, fusion, postings, snapshot
 from search.embeddings import EmbedderUnavailable, get_embedder
 
 ACTOR = {"actor": "tester", "interface": "cli"}
@@ -83,6 +83,9 @@ def test_substrings_the_keyword_channel_misses_are_found_by_trigrams(remember):
     assert len(result.hits) == 1 and "INC-20417" in result.hits[0].memory.content
     partial = recall(query="utag", mode="keyword", explain=True)  # inside "outage"
     assert partial.hits and partial.hits[0].explain["ranks"].get("trigram") == 1
+    postings.compact()  # the same, once the terms are packed
+    assert [hit.memory.id for hit in recall(query="utag", mode="keyword").hits] == [partial.hits[0].memory.id]
+    assert recall(query="utag", mode="keyword", namespace="elsewhere").hits == []
 
 
 @pytest.mark.parametrize("query", ['"', '""', "*", "AND", "OR NOT", "NEAR(", "NEAR(a b)", "col:", "content:deploy",
@@ -183,7 +186,7 @@ def test_neighbours_are_kept_with_the_visible_set_unless_kinds_or_tags_narrow_it
     every = view.visible_mask(visible)[:len(view.columns.revision)]
 
     def neighbours(eligible, narrowed):
-        return fusion._neighbours(channels.Scope(view, visible, eligible, narrowed))
+        return fusion._neighbours(channels.Scope(view, view.namespaces, visible, eligible, narrowed))
 
     whole = neighbours(every, False)
     assert neighbours(every, False) is whole  # one per visible set

@@ -33,9 +33,13 @@ def new_memory(key, namespace="acme"):
     return Memory.objects.create(namespace=namespace, key=key, created_at=T0)
 
 
-def posted(term):
+def K(term, namespace="acme"):
+    return postings.key(namespace, term)
+
+
+def posted(term, namespace="acme"):
     """The revision ids and counts the postings hold for one term (every id, whatever was written after)."""
-    return postings.read_terms([[(term, None)]], max_id=2**31)[0]
+    return postings.read_terms([[(postings.key(namespace, term), None)]], max_id=2**31)[0]
 
 
 def columns_of(view):
@@ -86,7 +90,7 @@ def test_a_fold_keeps_each_term_s_ids_ascending_and_caps_counts_whatever_order_t
     tail = write(new_memory("t"), "delta", T0)  # a tail row, folded with the batch below
     later = [tail.pk + 1, tail.pk + 2, tail.pk + 3]  # ids of revisions to come (the postings do not look)
     documents = [postings.DocumentTerms(revision_id, terms, ntok=1, nbigram=0) for revision_id, terms in
-                 zip(later, [{"delta": 2}, {"echo": postings.TF_MAX + 9, "delta": 1}, {"delta": 5, "golf": 1}])]
+                 zip(later, [{K("delta"): 2}, {K("echo"): postings.TF_MAX + 9, K("delta"): 1}, {K("delta"): 5, K("golf"): 1}])]
     with transaction.atomic():
         postings.add(documents[::-1])  # newest first: not id order
     with connection.cursor() as cursor:
@@ -126,7 +130,7 @@ def test_a_prefix_counts_a_revision_once_across_its_terms_packed_and_tail(db, mo
     postings.compact()  # the first revision's terms are packed, the later ones sit in the tail
     new = write(new_memory("n"), "deployment deploys deployed", T0 + DAY)
     later = write(new_memory("o"), "deployment", T0 + 2 * DAY)
-    ranges = postings.term_ranges("deploi", "deploy")  # the query word "deploy": its stem and its root
+    ranges = postings.term_ranges("acme", "deploi", "deploy")  # the query word "deploy": its stem and its root
     ids, tfs = postings.read_terms([ranges], max_id=new.pk)[0]
     assert sorted(zip(ids.tolist(), tfs.tolist())) == [(old.pk, 3.0), (new.pk, 3.0)]  # later: after max_id
     ids, _ = postings.read_terms([ranges], max_id=later.pk)[0]
@@ -141,7 +145,7 @@ def test_packed_postings_are_kept_until_a_fold_or_an_erasure_changes_them(db, mo
     # The process keeps what it read while the packed rows' version stands: a change made
     # behind the version's back (no writer does this) is not read...
     with connection.cursor() as cursor:
-        cursor.execute("UPDATE search_posting SET tfs = %s WHERE term = 'kiwi'", [np.array([7], "<u2").tobytes()])
+        cursor.execute("UPDATE search_posting SET tfs = %s WHERE term = %s", [np.array([7], "<u2").tobytes(), K("kiwi")])
     assert posted("kiwi")[1].tolist() == [2.0]
     # ...while the tail is read every time...
     second = write(new_memory("b"), "kiwi", T0 + DAY)
@@ -151,7 +155,7 @@ def test_packed_postings_are_kept_until_a_fold_or_an_erasure_changes_them(db, mo
     postings.compact()
     ids, tfs = posted("kiwi")
     assert (ids.tolist(), tfs.tolist()) == ([first.pk, second.pk], [7.0, 1.0])
-    assert postings.read_terms([[("kiwi", None)]], max_id=first.pk)[0][0].tolist() == [first.pk]
+    assert postings.read_terms([[(postings.key("acme", "kiwi"), None)]], max_id=first.pk)[0][0].tolist() == [first.pk]
     # A fold that rolls back takes its version with it: what was read inside is not used after.
     with transaction.atomic():
         third = write(new_memory("c"), "kiwi", T0 + 2 * DAY)
@@ -387,13 +391,13 @@ def test_refreshes_racing_other_threads_extend_the_caches_instead_of_reloading_t
 def segments_of(term):
     with connection.cursor() as cursor:
         cursor.execute("SELECT segment, length(revision_ids) / 4, revision_ids FROM search_posting WHERE term = %s "
-                       "ORDER BY segment", [term])
+                       "ORDER BY segment", [postings.key("acme", term)])
         return cursor.fetchall()
 
 
 def fold(first_id, count, term="kiwi"):
     """Fold ``count`` postings of ``term`` (ids from ``first_id`` on, each counted id % 7 + 1 times)."""
-    postings.add([postings.DocumentTerms(revision_id, {term: revision_id % 7 + 1}, ntok=1, nbigram=0)
+    postings.add([postings.DocumentTerms(revision_id, {postings.key("acme", term): revision_id % 7 + 1}, ntok=1, nbigram=0)
                   for revision_id in range(first_id, first_id + count)])
     postings.compact()
     return first_id + count
@@ -434,7 +438,7 @@ def test_segments_stay_few_and_read_as_one_term_whatever_the_fold_sizes(db, monk
             assert tfs.tolist() == [float(revision_id % 7 + 1) for revision_id in range(1, next_id)]
         # A prefix range reads every segment of each of its terms once.
         fold(next_id, 3, term="kiwis")
-        ids, tfs = postings.read_terms([[("kiwi", "kiwj")]], max_id=2**31)[0]
+        ids, tfs = postings.read_terms([[(postings.key("acme", "kiwi"), postings.key("acme", "kiwj"))]], max_id=2**31)[0]
         assert sorted(ids.tolist()) == list(range(1, next_id + 3))
 
 
@@ -443,10 +447,10 @@ def test_erasure_takes_ids_out_of_every_segment_and_drops_the_emptied_ones(db, m
     with transaction.atomic():
         fold(fold(1, 100), 1)
         assert [row[:2] for row in segments_of("kiwi")] == [(0, 100), (1, 1)]
-        postings.remove([(5, "", "kiwi"), (101, "", "kiwi")])
+        postings.remove([(5, "acme", "", "kiwi"), (101, "acme", "", "kiwi")])
         assert [row[:2] for row in segments_of("kiwi")] == [(0, 99)]
         assert posted("kiwi")[0].tolist() == [revision_id for revision_id in range(1, 101) if revision_id != 5]
-        postings.remove([(revision_id, "", "kiwi") for revision_id in range(1, 101)])
+        postings.remove([(revision_id, "acme", "", "kiwi") for revision_id in range(1, 101)])
         assert segments_of("kiwi") == []
 
 
@@ -455,7 +459,7 @@ def test_migrating_back_joins_each_term_s_segments_and_forward_splits_nothing(in
         import json
         from memories.selectors import memory_recall
         from search import postings
-        print(json.dumps({"kiwi": postings.read_terms([[("kiwi", None)]], max_id=2**31)[0][0].tolist(),
+        print(json.dumps({"kiwi": postings.read_terms([[(postings.key("acme", "kiwi"), None)]], max_id=2**31)[0][0].tolist(),
                           "hits": [hit.memory.key for hit in memory_recall(query="kiwi", mode="keyword").hits]}))
     """
     instance.run("""

@@ -7,10 +7,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from memories import selectors, validation
-from memories.models import Memory
+from memories.models import Memory, Revision
 from memories.records import ChangeResult, MemoryRecord
 from memories.services.lifecycle import audit, check_interface, get_memory
 from memoryproject.exceptions import Conflict, DuplicateContent
+from search import indexing
 
 
 def _shown(memory: Memory, now) -> MemoryRecord:
@@ -51,7 +52,9 @@ def memory_move(*, memory_id: int, namespace: str, actor: str, interface: str) -
                     memory_id=twin.pk, field="namespace",
                 )
         moved_from = memory.namespace
-        # The search snapshot notices the change through its trigger on memories_memory.namespace.
+        # Search keys a memory's terms by its namespace; its snapshot notices the move by trigger.
+        indexing.move_revisions(list(Revision.objects.filter(memory=memory).values_list("pk", flat=True)),
+                                to_namespace=namespace)
         memory.namespace = namespace
         memory.save(update_fields=["namespace"])
         audit(actor=actor, interface=interface, action="move", memory_id=memory.pk, at=now,

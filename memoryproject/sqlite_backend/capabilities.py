@@ -1,4 +1,4 @@
-"""What the SQLite library under Django can do: FTS5, the trigram tokenizer, sqlite-vec."""
+"""What the SQLite library under Django can do: FTS5, sqlite-vec."""
 
 from dataclasses import dataclass
 
@@ -9,7 +9,6 @@ from django.db import connection
 class Capabilities:
     sqlite_version: str
     fts5: bool
-    trigram: bool
     sqlite_vec: str | None  # version, or None when the extension is not loaded
 
     @property
@@ -17,8 +16,6 @@ class Capabilities:
         found = []
         if not self.fts5:
             found.append("FTS5 is not compiled into SQLite; keyword search cannot work.")
-        if not self.trigram:
-            found.append("The FTS5 trigram tokenizer is missing (needs SQLite 3.34 or newer).")
         if not self.sqlite_vec:
             found.append("The sqlite-vec extension is not loaded; vector search cannot work.")
         return found
@@ -30,13 +27,12 @@ def probe() -> Capabilities:
         cursor.execute("SELECT sqlite_version()")
         version = cursor.fetchone()[0]
         fts5 = _works(cursor, "CREATE VIRTUAL TABLE temp.capability_probe USING fts5(body)")
-        trigram = _works(cursor, "CREATE VIRTUAL TABLE temp.capability_probe USING fts5(body, tokenize='trigram')")
         try:
             cursor.execute("SELECT vec_version()")
             vec = cursor.fetchone()[0]
         except Exception:
             vec = None
-    return Capabilities(sqlite_version=version, fts5=fts5, trigram=trigram, sqlite_vec=vec)
+    return Capabilities(sqlite_version=version, fts5=fts5, sqlite_vec=vec)
 
 
 def _works(cursor, create_sql: str) -> bool:
