@@ -199,6 +199,8 @@ class ErasureReceipt(models.Model):
     namespace = models.CharField(max_length=64)
     revision_ids = models.JSONField()
     content_hashes = models.JSONField()
+    # Hook recalls and injections that returned the memory: their query text was removed too.
+    telemetry_queries_removed = models.PositiveIntegerField(default=0)
 
     class Meta:
         ordering = ["-erased_at", "-id"]
