@@ -2,24 +2,30 @@
 
 SQLite answers "database or disk is full" (SQLITE_FULL) when the file cannot grow and
 "attempt to write a readonly database" (SQLITE_READONLY) when it cannot be written; the
-transaction is rolled back either way, so nothing was partly written. ``storage_error``
-turns those into domain errors, which REST answers with 507 and 503 (``api.exceptions``),
-MCP as tool errors (``mcp_api.tools``) and the CLI as JSON errors (``manage.py memory``).
-The health probe's view of the same conditions is ``memories.health.database_state``.
+transaction is rolled back either way, so nothing was partly written. "unable to open
+database file" (SQLITE_CANTOPEN) is the same trouble met earlier, as a connection opens.
+``storage_error`` turns those into domain errors, which REST answers with 507 and 503
+(``api.exceptions``), MCP as tool errors (``mcp_api.tools``) and the CLI as JSON errors
+(``manage.py memory``). The health probe's view of the same conditions is
+``memories.health.database_state``.
 """
 
 from django.db import DatabaseError
 
-from memoryproject.exceptions import MemoryServiceError, ReadOnlyStorage, StorageFull
+from memoryproject.exceptions import MemoryServiceError, ReadOnlyStorage, StorageFull, Unavailable
 
 # SQLite's primary result codes (extended codes carry them in the low byte).
 SQLITE_READONLY = 8
 SQLITE_FULL = 13
+SQLITE_CANTOPEN = 14
 
 FULL_MESSAGE = ("The database disk is full, so nothing was written. Free space on the disk that holds the "
                 "database (or raise its size limit), then retry.")
 READ_ONLY_MESSAGE = ("The database is read-only, so nothing was written. Make the database file and its folder "
                      "writable by the server (or remount its disk read-write), then retry.")
+# A WAL database cannot even be opened where its folder cannot be written (no -wal and -shm files can be made).
+CANT_OPEN_MESSAGE = ("The database file cannot be opened, so nothing was read or written. Check that it exists and "
+                     "that the server can write it and its folder (or remount its disk read-write), then retry.")
 
 
 def _sqlite_code(error: DatabaseError) -> int | None:
@@ -32,6 +38,8 @@ def _sqlite_code(error: DatabaseError) -> int | None:
         return SQLITE_FULL
     if "readonly database" in text:
         return SQLITE_READONLY
+    if "unable to open database file" in text:
+        return SQLITE_CANTOPEN
     return None
 
 
@@ -44,4 +52,6 @@ def storage_error(error: BaseException) -> MemoryServiceError | None:
         return StorageFull(FULL_MESSAGE)
     if code == SQLITE_READONLY:
         return ReadOnlyStorage(READ_ONLY_MESSAGE)
+    if code == SQLITE_CANTOPEN:
+        return Unavailable(CANT_OPEN_MESSAGE)
     return None

@@ -12,6 +12,7 @@ read-only file mode changes nothing).
 import contextlib
 import io
 import json
+import subprocess
 
 import pytest
 from django.core.cache import cache
@@ -23,8 +24,9 @@ from mcp_api.tools import MemoryTools
 from memories.management.commands.memory import Command as MemoryCommand
 from memories.models import AuditEvent, Memory, Revision, Tag
 from memories.services.keys import api_key_create
-from memoryproject.storage import FULL_MESSAGE, READ_ONLY_MESSAGE
+from memoryproject.storage import CANT_OPEN_MESSAGE, FULL_MESSAGE, READ_ONLY_MESSAGE
 from tests.helpers import error_of, key_caller
+from tests.subprocesses import clean_env, instance, manage, migrated_db, python  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.django_db
 
@@ -163,3 +165,31 @@ def test_the_cli_prints_the_same_messages_as_json_errors():
     assert read_only[0] == 2 and json.loads(read_only[1]) == {
         "error": {"code": "read_only", "message": READ_ONLY_MESSAGE, "field": None}}
     assert not Memory.objects.exists()
+
+
+@contextlib.contextmanager
+def read_only_mount(folder, at):
+    """``folder`` bind-mounted read-only at ``at``: what root cannot write either. Skips where mounts are refused."""
+    at.mkdir()
+    if subprocess.run(["mount", "--bind", str(folder), str(at)], capture_output=True).returncode:
+        pytest.skip("bind mounts need root and CAP_SYS_ADMIN")
+    try:
+        if subprocess.run(["mount", "-o", "remount,bind,ro", str(at)], capture_output=True).returncode:
+            pytest.skip("this kernel refused a read-only bind mount")
+        yield at
+    finally:
+        subprocess.run(["umount", str(at)], capture_output=True)
+
+
+@pytest.mark.slow
+def test_a_database_on_a_read_only_disk_is_refused_with_the_message_not_a_traceback(instance, tmp_path):
+    with read_only_mount(instance.data_dir, tmp_path / "read-only") as folder:
+        env = clean_env(folder, MEMORY_SECRET_KEY="read-only-test-" + "k" * 40)  # none can be written there
+        # SQLite cannot make the -wal and -shm files a WAL database needs there, so it cannot open it at all.
+        refused = manage("memory", "remember", "Written to a read-only disk.", env=env)
+        state = python("from memories.health import database_state; print(database_state())", env=env)
+
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert json.loads(refused.stderr) == {"error": {"code": "unavailable", "message": CANT_OPEN_MESSAGE, "field": None}}
+    assert state.stdout == "error\n"
+    assert instance.memory("remember", "Written once the disk is writable again.")["content"].startswith("Written")
