@@ -27,9 +27,11 @@ from memoryproject.exceptions import (
     InvalidInput,
     MemoryServiceError,
     NotFound,
+    StorageFull,
     TooLarge,
     Unavailable,
 )
+from memoryproject.storage import storage_error
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +39,7 @@ BEARER_CHALLENGE = 'Bearer realm="memory"'
 
 # Most specific first: TooLarge is an InvalidInput, DuplicateContent a Conflict.
 _DOMAIN_STATUS = (
+    (StorageFull, status.HTTP_507_INSUFFICIENT_STORAGE),
     (TooLarge, status.HTTP_413_REQUEST_ENTITY_TOO_LARGE),
     (InvalidInput, status.HTTP_400_BAD_REQUEST),
     (NotFound, status.HTTP_404_NOT_FOUND),
@@ -126,6 +129,10 @@ def handler(exc, context) -> Response:
     set_rollback()
     if isinstance(exc, MemoryServiceError):
         return _domain_response(exc)
+    refused = storage_error(exc)
+    if refused is not None:
+        logger.warning("REST %s: %s", type(context.get("view")).__name__, exc)  # the operator has to act
+        return _domain_response(refused)
     if isinstance(exc, drf.ValidationError):
         return _validation_response(exc)
     if isinstance(exc, drf.APIException):

@@ -17,7 +17,8 @@ class Health(Record):
     status: Literal["ok", "degraded"]
     version: str = Field(description="The server's version.")
     api_version: str = Field(description="The REST API version (the /api/v1/ in every path).")
-    database: Literal["ok", "error"]
+    database: Literal["ok", "error", "read-only", "full"] = Field(description=(
+        "ok; error: it cannot be read; read-only or full: it can be read, but writes would be refused now."))
     search_mode: str
     embedder: EmbedderHealth
     uptime_seconds: int
@@ -26,7 +27,7 @@ class Health(Record):
 class ErrorDetail(Record):
     code: str = Field(description="invalid, too_large, unauthenticated, forbidden, not_found, conflict, duplicate, "
                                   "parse_error, method_not_allowed, unsupported_media_type, throttled, unavailable, "
-                                  "internal.")
+                                  "read_only, storage_full, internal.")
     message: str = Field(description="What went wrong and what to do, safe to show an agent.")
     field: OmittedWhenEmpty[str] = Field(None, description="The field or parameter at fault.")
     memory_id: OmittedWhenEmpty[int] = Field(None, description=(

@@ -10,7 +10,6 @@ Errors take their shape in ``api.exceptions``.
 
 import time
 
-from django.db import DatabaseError
 from django.http import HttpResponse, StreamingHttpResponse
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
@@ -45,7 +44,8 @@ from memories.arguments import (
     StatsArgs,
     UpdateArgs,
 )
-from memories.models import Memory, Scope
+from memories.health import database_state
+from memories.models import Scope
 from memories.records import (
     ChangeResult,
     ExportDocument,
@@ -314,13 +314,10 @@ class HealthView(APIView):
 
     @extend_schema(summary="Health", operation_id="health", auth=[], responses={200: Health, 503: Health},
                    description="Status, API version, database, search mode, embedder and uptime. No key needed. "
-                               "503 when the database cannot be read.")
+                               "503 when the database cannot be read (database: error), or can be read but would "
+                               "refuse writes (read-only, full).")
     def get(self, request):
-        try:
-            Memory.objects.exists()
-            database = "ok"
-        except DatabaseError:
-            database = "error"
+        database = database_state()
         embedder = get_embedder()
         available = embedder.available()
         health = Health(

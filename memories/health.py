@@ -10,9 +10,10 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 from django.db.migrations.executor import MigrationExecutor
 
+from memories.models import Memory
 from memoryproject.sqlite_backend.capabilities import probe
 from search.indexing import index_drift
 
@@ -55,6 +56,43 @@ def database_writable() -> Check:
     problems = [f"{where} {place} is not writable" for where, place in (("file", path), ("folder", path.parent))
                 if not os.access(place, os.W_OK)]
     return Check("database writable", not problems, "; ".join(problems) or str(path))
+
+
+def _write_refusal() -> str | None:
+    """Return "read-only" or "full" when a write to the database would be refused now, else None.
+
+    Reads only: no write lock is taken and nothing is written, however often a load balancer asks.
+    """
+    connection = connections[DEFAULT_DB_ALIAS]
+    with connection.cursor() as cursor:
+        pragmas = {}
+        for name in ("query_only", "page_count", "max_page_count", "freelist_count", "page_size",
+                     "wal_autocheckpoint"):
+            cursor.execute(f"PRAGMA {name}")  # names from the tuple above, not input
+            pragmas[name] = cursor.fetchone()[0]
+    if pragmas["query_only"]:
+        return "read-only"
+    if pragmas["page_count"] >= pragmas["max_page_count"] and not pragmas["freelist_count"]:
+        return "full"  # the file has reached its size limit and has no free page left to reuse
+    if connection.is_in_memory_db():
+        return None
+    if not database_writable().ok:
+        return "read-only"
+    # The WAL grows by up to wal_autocheckpoint pages before a checkpoint; with less room than that a write can fail.
+    folder = os.statvfs(Path(connection.settings_dict["NAME"]).parent)
+    free_blocks = folder.f_bfree if os.geteuid() == 0 else folder.f_bavail  # root may use the reserved blocks
+    if free_blocks * folder.f_frsize < max(pragmas["wal_autocheckpoint"], 1) * pragmas["page_size"]:
+        return "full"
+    return None
+
+
+def database_state() -> str:
+    """Return "ok", "error" (it cannot be read), or "read-only" / "full" (it can, but writes would be refused)."""
+    try:
+        Memory.objects.exists()
+        return _write_refusal() or "ok"
+    except (DatabaseError, OSError):
+        return "error"
 
 
 def integrity() -> Check:

@@ -36,13 +36,21 @@ class Interface(models.TextChoices):
 
 
 class Tag(models.Model):
-    """A case-insensitive label: ``slug`` is the casefolded name and is what makes tags equal."""
+    """A case-insensitive label of one namespace: ``slug`` is the casefolded name and is what makes tags equal.
 
+    Each namespace has its own row per slug, so the spelling one namespace gave first is
+    never what another namespace sees (memories only carry tags of their own namespace).
+    """
+
+    namespace = models.SlugField(max_length=64)
     name = models.CharField(max_length=64)
-    slug = models.CharField(max_length=64, unique=True)
+    slug = models.CharField(max_length=64)
 
     class Meta:
-        ordering = ["slug"]
+        ordering = ["namespace", "slug"]
+        constraints = [
+            models.UniqueConstraint(fields=["namespace", "slug"], name="tag_slug_unique_per_namespace"),
+        ]
 
     def __str__(self):
         return self.name
@@ -191,6 +199,8 @@ class ErasureReceipt(models.Model):
     namespace = models.CharField(max_length=64)
     revision_ids = models.JSONField()
     content_hashes = models.JSONField()
+    # Hook recalls and injections that returned the memory: their query text was removed too.
+    telemetry_queries_removed = models.PositiveIntegerField(default=0)
 
     class Meta:
         ordering = ["-erased_at", "-id"]

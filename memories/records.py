@@ -196,6 +196,7 @@ class NamespaceCount(Record):
 
 class TagCount(Record):
     tag: str
+    namespace: str = Field(description="Tags belong to a namespace: the same word in two namespaces is two tags.")
     count: int
 
 

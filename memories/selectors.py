@@ -113,9 +113,9 @@ def _choice(value, *, field: str, choices: tuple[str, ...]) -> str:
     return value
 
 
-def _tagged_memories(tags: list[str]) -> list[int]:
-    """Ids of the memories that carry every one of ``tags``."""
-    memories = Memory.objects.all()
+def _tagged_memories(tags: list[str], namespaces: list[str] | None) -> list[int]:
+    """Ids of the memories of ``namespaces`` (None: all) that carry every one of ``tags``."""
+    memories = Memory.objects.all() if namespaces is None else Memory.objects.filter(namespace__in=namespaces)
     for slug in sorted({tag.casefold() for tag in tags}):
         memories = memories.filter(tags__slug=slug)
     return list(memories.values_list("pk", flat=True))
@@ -152,7 +152,7 @@ def memory_recall(*, query: str, namespace=None, tags=None, kinds=None, limit: i
     as_of_time, valid_time = resolve_times(as_of, valid_at)
     try:
         ranking = engine.rank(query=query, namespaces=namespaces, kinds=kind_names,
-                              memory_ids=_tagged_memories(tag_names) if tag_names else None, limit=limit,
+                              memory_ids=_tagged_memories(tag_names, namespaces) if tag_names else None, limit=limit,
                               match=match, mode=mode, as_of=as_of_time, valid_at=valid_time, explain=explain)
     except errors.Unavailable as error:
         raise Unavailable(error.message) from None
@@ -376,10 +376,11 @@ def memory_stats(*, namespace: str | None = None) -> dict:
         per_namespace[row["namespace"]]["visible"] += row["total"]
         kinds[row["kind"]] = kinds.get(row["kind"], 0) + row["total"]
     visible_revisions = Revision.objects.filter(memory__in=memories.values("pk")).visible(as_of=now)
+    # Tags are rows of one namespace each: the visible memories asked for reach only their own namespaces' rows.
     top_tags = (
         Tag.objects.filter(memories__in=visible.values("pk"))
         .annotate(uses=Count("memories"))
-        .order_by("-uses", "slug")[:10]
+        .order_by("-uses", "slug", "namespace")[:10]
     )
     return {
         "memories": sum(entry["memories"] for entry in per_namespace.values()),
@@ -389,7 +390,7 @@ def memory_stats(*, namespace: str | None = None) -> dict:
         "with_ttl": visible_revisions.filter(expires_at__isnull=False).count(),
         "kinds": {kind: kinds.get(kind, 0) for kind in Kind.values},
         "namespaces": per_namespace,
-        "top_tags": [{"tag": tag.name, "count": tag.uses} for tag in top_tags],
+        "top_tags": [{"tag": tag.name, "namespace": tag.namespace, "count": tag.uses} for tag in top_tags],
         "database_bytes": database_size_bytes(),
         "database_path": database_path(),
         "sqlite_version": connection.Database.sqlite_version,

@@ -57,3 +57,15 @@ class Unavailable(MemoryServiceError):
     """A part of the server the request needs cannot run here (for example, no embedding model)."""
 
     code = "unavailable"
+
+
+class StorageFull(MemoryServiceError):
+    """The database could not grow (its disk, or its size limit, is full); the write was rolled back whole."""
+
+    code = "storage_full"
+
+
+class ReadOnlyStorage(Unavailable):
+    """The database cannot be written (a read-only file, folder or mount); the write was rolled back whole."""
+
+    code = "read_only"

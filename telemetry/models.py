@@ -2,7 +2,8 @@
 
 Rows hold ids, names, the query and counts, never memory text. They expire after
 ``MEMORY_TELEMETRY_DAYS`` (``manage.py purge`` deletes them), and erasing a memory
-removes the rows that name it (``memories.services.erasure``).
+removes the items that name it and the query text of the recalls and injections that
+returned it (``memories.services.erasure``).
 """
 
 from django.db import models
@@ -28,6 +29,19 @@ class HookRecall(models.Model):
 
     class Meta:
         ordering = ["-at", "-id"]
+
+
+class RecalledMemory(models.Model):
+    """One memory a hook recall found for its query: erasing the memory must find the query too.
+
+    A plain id, not a foreign key, as in ``InjectedMemory``.
+    """
+
+    recall = models.ForeignKey(HookRecall, on_delete=models.CASCADE, related_name="items")
+    memory_id = models.BigIntegerField(db_index=True)
+
+    class Meta:
+        ordering = ["recall_id", "id"]
 
 
 class Injection(models.Model):

@@ -2,8 +2,8 @@
 
 Callers pass values they have already checked (``memories.services.hooks`` does, for the
 hook endpoints). Rows hold ids, names, the query and counts, never memory text; they go
-when they expire (``telemetry_purge``) or when the memory they name is erased
-(``injected_memory_erase``).
+when they expire (``telemetry_purge``), and what names an erased memory, with the queries
+that returned it, goes with it (``memory_traces_erase``).
 """
 
 import datetime as dt
@@ -11,15 +11,17 @@ import datetime as dt
 from django.db import transaction
 from django.utils import timezone
 
-from telemetry.models import HookRecall, InjectedMemory, Injection, RefusedIngest, estimate_tokens
+from telemetry.models import HookRecall, InjectedMemory, Injection, RecalledMemory, RefusedIngest, estimate_tokens
 from telemetry.records import InjectionRecord
 
 
 def hook_recall_create(*, actor: str, harness: str, hook: str, session: str, namespaces: list[str] | None,
-                       query: str, hits: int, characters: int) -> int:
-    """Record one ``hooks/recall/`` answer (its size, never its text); return the row's id."""
-    row = HookRecall.objects.create(at=timezone.now(), actor=actor, harness=harness, hook=hook, session=session,
-                                    namespaces=namespaces, query=query, hits=hits, characters=characters)
+                       query: str, hits: int, characters: int, memory_ids: list[int]) -> int:
+    """Record one ``hooks/recall/`` answer (its size and the memories recall found, never their text); return its id."""
+    with transaction.atomic():
+        row = HookRecall.objects.create(at=timezone.now(), actor=actor, harness=harness, hook=hook, session=session,
+                                        namespaces=namespaces, query=query, hits=hits, characters=characters)
+        RecalledMemory.objects.bulk_create(RecalledMemory(recall=row, memory_id=memory_id) for memory_id in memory_ids)
     return row.pk
 
 
@@ -44,9 +46,19 @@ def injection_create(*, actor: str, harness: str, hook: str, session: str, query
                            characters=characters, tokens_estimate=estimate_tokens(characters), memories=len(items))
 
 
-def injected_memory_erase(*, memory_id: int) -> None:
-    """Delete the injection items that name this memory; the reports themselves (harness, size) stay."""
+def memory_traces_erase(*, memory_id: int) -> int:
+    """Blank the query of every hook recall and injection that returned this memory, and delete the items naming it.
+
+    A query can say as much as the memory's text ("what is the vault code"). The rows themselves
+    (when, which harness and hook, sizes) stay, so telemetry's totals do not change. Return
+    how many rows had their query removed.
+    """
+    # The items' memory_id indexes find the rows; the filter on a join becomes "id IN (...)".
+    removed = HookRecall.objects.filter(items__memory_id=memory_id).exclude(query="").update(query="")
+    removed += Injection.objects.filter(items__memory_id=memory_id).exclude(query="").update(query="")
+    RecalledMemory.objects.filter(memory_id=memory_id).delete()
     InjectedMemory.objects.filter(memory_id=memory_id).delete()
+    return removed
 
 
 @transaction.atomic

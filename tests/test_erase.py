@@ -5,13 +5,18 @@ from django.db import IntegrityError, connection, transaction
 
 from memories import selectors, services
 from memories.models import AuditEvent, ErasureGate, ErasureReceipt, Memory, Revision, Tag
+from memories.services.hooks import hook_recall, hook_report
 from memoryproject.exceptions import NotFound
+from telemetry.models import HookRecall, Injection, RecalledMemory
+from tests.helpers import key_caller
 from tests.subprocesses import instance, migrated_db  # noqa: F401  (fixtures)
 
 # Strings porter stemming leaves alone, so the words index stores them whole as well.
 SECRET = "xq7zorblax"
 SECRET_TITLE = "vrenkolith"
 CONTROL = "plomquartz"
+# A word only a hook's query holds: what the agent asked, which names the secret as much as its text.
+ASKED = "xylophonequartz"
 
 
 _MATCHES = {
@@ -135,10 +140,18 @@ def test_erase_rolls_back_completely_when_a_step_fails(secret_memory, actor):
 
 _WRITE = """
 from django.db import connection
+from memories.access import Caller
+from memories.services.hooks import hook_recall, hook_report
 secret = services.memory_remember(namespace="acme", content="The vault code is %(secret)s.",
                                   key="vault-%(secret)s", title="%(title)s", source="note-%(secret)s",
                                   subject="vault", predicate="has code", object="%(secret)s", **ACTOR).memory.id
 services.memory_revise(memory_id=secret, content="The vault code is still %(secret)s.", **ACTOR)
+hooks = Caller(actor="key:hooks", interface="api", scopes=frozenset({"read"}), namespaces=("acme",))
+asked = "what is the %(asked)s vault code"
+block = hook_recall(caller=hooks, query=asked, mode="keyword", harness="claude-code", hook="UserPromptSubmit")
+assert [hit.memory_id for hit in block.hits] == [secret]
+hook_report(caller=hooks, harness="claude-code", hook="UserPromptSubmit", characters=len(block.block), query=asked,
+            memories=[{"memory_id": hit.memory_id, "revision_id": hit.revision_id} for hit in block.hits])
 services.memory_forget(memory_id=secret, reason="leaked %(secret)s", **ACTOR)
 services.memory_remember(namespace="acme", content="The garden gate code is %(control)s.", **ACTOR)
 with connection.cursor() as cursor:
@@ -154,7 +167,7 @@ receipt = services.memory_erase(memory_id=%(id)d, reason="user asked", **ACTOR)
 # Read while this process still holds its connection: closing the last one would checkpoint anyway.
 path = Path(connection.settings_dict["NAME"])
 data = b"".join(part.read_bytes() for part in sorted(path.parent.glob(path.name + "*")))
-print(json.dumps({"revision_ids": receipt.revision_ids,
+print(json.dumps({"revision_ids": receipt.revision_ids, "queries": receipt.telemetry_queries_removed,
                   "found": [word for word in %(words)r if word.encode() in data]}))
 """
 
@@ -165,7 +178,7 @@ def _file_bytes(db_path) -> bytes:
 
 @pytest.mark.slow
 def test_erased_text_is_gone_from_the_database_file_and_its_wal(instance):
-    words = {"secret": SECRET, "title": SECRET_TITLE, "control": CONTROL}
+    words = {"secret": SECRET, "title": SECRET_TITLE, "control": CONTROL, "asked": ASKED}
     memory_id = int(instance.run(_WRITE % words))
     before = _file_bytes(instance.db_path)
     for word in words.values():
@@ -175,11 +188,37 @@ def test_erased_text_is_gone_from_the_database_file_and_its_wal(instance):
     erased = json.loads(instance.run(_ERASE % {"id": memory_id, "words": list(words.values())}))
 
     assert len(erased["revision_ids"]) == 3
+    assert erased["queries"] == 2  # the hook recall's and the injection report's
     assert erased["found"] == [CONTROL]
     after = _file_bytes(instance.db_path)
     assert SECRET.encode() not in after
     assert SECRET_TITLE.encode() not in after
+    assert ASKED.encode() not in after
     assert CONTROL.encode() in after
+
+
+def test_erase_removes_the_query_text_of_the_hook_recalls_and_injections_that_returned_it(remember, actor):
+    secret = remember(f"The {ASKED} vault code is 4417.").memory
+    remember("The garden gate opens at dawn.")
+    hooks = key_caller("acme")
+    asked = f"what is the {ASKED} vault code"
+    found = hook_recall(caller=hooks, query=asked, mode="keyword", harness="claude-code", hook="UserPromptSubmit")
+    assert [hit.memory_id for hit in found.hits] == [secret.id]
+    hook_report(caller=hooks, harness="claude-code", hook="UserPromptSubmit", characters=len(found.block), query=asked,
+                memories=[{"memory_id": secret.id, "revision_id": secret.revision_id}])
+    elsewhere = hook_recall(caller=hooks, query="when does the garden gate open", mode="keyword")
+    assert secret.id not in [hit.memory_id for hit in elsewhere.hits]
+
+    receipt = services.memory_erase(memory_id=secret.id, **actor)
+
+    assert receipt.telemetry_queries_removed == 2
+    assert ErasureReceipt.objects.get(pk=receipt.pk).telemetry_queries_removed == 2
+    assert not HookRecall.objects.filter(query__icontains=ASKED).exists()
+    assert not Injection.objects.filter(query__icontains=ASKED).exists()
+    # The rows stay (telemetry's totals do not change), and a query that never returned the memory is kept.
+    assert (HookRecall.objects.count(), Injection.objects.count()) == (2, 1)
+    assert HookRecall.objects.get(pk=elsewhere.recall_id).query == "when does the garden gate open"
+    assert not RecalledMemory.objects.filter(memory_id=secret.id).exists()
 
 
 def test_erase_drops_tags_only_it_used_and_scrubs_its_audit_details(remember, actor):

@@ -23,7 +23,8 @@ class RevisionAdmin(ReadOnlyAdmin):
 
 @admin.register(ErasureReceipt)
 class ErasureReceiptAdmin(ReadOnlyAdmin):
-    list_display = ("id", "erased_at", "memory_id", "namespace", "actor", "interface", "reason", "revision_total")
+    list_display = ("id", "erased_at", "memory_id", "namespace", "actor", "interface", "reason", "revision_total",
+                    "telemetry_queries_removed")
     list_filter = ("interface", "namespace")
     search_fields = ("=memory_id", "actor")
 

@@ -16,7 +16,7 @@ from memories import selectors, validation
 from memories.admin.actions import MemoryActions
 from memories.admin.forms import MemoryAddForm, MemoryChangeForm, admin_actor
 from memories.admin.history import attach_shown_revisions, revision_history
-from memories.models import Memory, Revision, State
+from memories.models import Memory, Revision, State, Tag
 from memoryproject.exceptions import MemoryServiceError
 
 PREVIEW_CHARS = 120
@@ -54,6 +54,18 @@ class TtlFilter(admin.SimpleListFilter):
         return None
 
 
+class TagFilter(admin.RelatedFieldListFilter):
+    """The tags memories carry, of the namespace the list is filtered to; else each named with its namespace."""
+
+    def field_choices(self, field, request, model_admin):
+        tags = Tag.objects.filter(memories__isnull=False).distinct()
+        namespace = request.GET.get("namespace__exact") or request.GET.get("namespace")
+        if namespace:
+            return [(tag.pk, tag.name) for tag in tags.filter(namespace=namespace)]
+        # Tags belong to a namespace: the same word in two namespaces is two tags.
+        return [(tag.pk, f"{tag.name} ({tag.namespace})") for tag in tags]
+
+
 class MemoryChangeList(ChangeList):
     def get_results(self, request):
         super().get_results(request)
@@ -67,7 +79,7 @@ class MemoryAdmin(MemoryActions, admin.ModelAdmin):
     list_display = ("id", "preview", "namespace", "kind", "tag_list", "state_value", "last_change",
                     "revision_count")
     list_display_links = ("id", "preview")
-    list_filter = ("namespace", "kind", ("tags", admin.RelatedOnlyFieldListFilter), "state", VisibleNowFilter,
+    list_filter = ("namespace", "kind", ("tags", TagFilter), "state", VisibleNowFilter,
                    TtlFilter)
     # The search box runs the recall engine (get_search_results); this only switches the box on.
     search_fields = ("recall",)

@@ -7,9 +7,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from memories import selectors, validation
-from memories.models import Memory, Revision
+from memories.models import Memory, Revision, Tag
 from memories.records import ChangeResult, MemoryRecord
-from memories.services.lifecycle import audit, check_interface, get_memory
+from memories.services.lifecycle import audit, check_interface, get_memory, tag_objects
 from memoryproject.exceptions import Conflict, DuplicateContent
 from search import indexing
 
@@ -20,8 +20,21 @@ def _shown(memory: Memory, now) -> MemoryRecord:
     return MemoryRecord.from_revision(revision, tags=[tag.name for tag in memory.tags.order_by("slug")])
 
 
+def _move_tags(memory: Memory, namespace: str) -> None:
+    """Carry the memory's tags over to ``namespace``'s rows (its spelling wins there), dropping rows left unused."""
+    old = list(memory.tags.all())
+    if not old:
+        return
+    memory.tags.set(tag_objects(namespace=namespace, names=[tag.name for tag in old]))
+    # A tag no memory of the old namespace carries any more would still show the moved memory's label there.
+    Tag.objects.filter(pk__in=[tag.pk for tag in old], memories__isnull=True).delete()
+
+
 def memory_move(*, memory_id: int, namespace: str, actor: str, interface: str) -> ChangeResult:
     """Move a memory, with its whole history and tags, to another namespace.
+
+    Its tags become the target namespace's tags of the same names (tags belong to a
+    namespace), keeping the target's spelling where it already has the tag.
 
     Refused when the target namespace already has a memory with the same key, or
     one whose visible text is exactly the text this memory shows now: a namespace
@@ -57,6 +70,7 @@ def memory_move(*, memory_id: int, namespace: str, actor: str, interface: str) -
                                 to_namespace=namespace)
         memory.namespace = namespace
         memory.save(update_fields=["namespace"])
+        _move_tags(memory, namespace)
         audit(actor=actor, interface=interface, action="move", memory_id=memory.pk, at=now,
               from_namespace=moved_from, to_namespace=namespace)
         return ChangeResult(memory=_shown(memory, now), changed=True)

@@ -88,8 +88,9 @@ def memory_erase(*, memory_id: int, actor: str, interface: str, reason: str | No
     """Destroy a memory and every revision of it, tombstones included, and return the receipt.
 
     Unlike forget, nothing stays answerable, not even history: the rows, their FTS
-    entries and the memory's tag links are deleted. The receipt and the audit event
-    keep ids and content hashes, never text.
+    entries and the memory's tag links are deleted, and so is the query text of the hook
+    recalls and injections that returned it (the receipt counts them). The receipt and
+    the audit event keep ids and content hashes, never text.
     """
     check_interface(interface)
     reason = validation.short_text(reason, field="reason", limit=validation.REASON_MAX)
@@ -99,8 +100,8 @@ def memory_erase(*, memory_id: int, actor: str, interface: str, reason: str | No
         revisions = list(memory.revisions.order_by("id").values_list("id", "content_hash"))
         revision_ids = [revision_id for revision_id, _ in revisions]
         _delete_revisions(revision_ids)
-        # Injection reports name the memory; the report itself (harness, size) stays.
-        telemetry.injected_memory_erase(memory_id=memory_id)
+        # Telemetry names the memory, and its recalls' and injections' queries can say as much as the text.
+        queries_removed = telemetry.memory_traces_erase(memory_id=memory_id)
         tag_ids = list(memory.tags.values_list("pk", flat=True))
         memory.delete()
         # A tag can say as much as the text: drop the ones only this memory used,
@@ -110,7 +111,7 @@ def memory_erase(*, memory_id: int, actor: str, interface: str, reason: str | No
         receipt = ErasureReceipt.objects.create(
             erased_at=now, actor=actor, interface=interface, reason=reason, memory_id=memory_id,
             namespace=memory.namespace, revision_ids=revision_ids,
-            content_hashes=[content_hash for _, content_hash in revisions],
+            content_hashes=[content_hash for _, content_hash in revisions], telemetry_queries_removed=queries_removed,
         )
         audit(actor=actor, interface=interface, action="erase", memory_id=memory_id, at=now,
               receipt_id=receipt.pk, revision_ids=revision_ids)

@@ -96,7 +96,7 @@ def hook_recall(
 
     The hits are recall's own (same arguments, same order); the block shows as many of
     the first ones as fit, the last perhaps cut short. A ``HookRecall`` row records the
-    answer's size.
+    answer's size and the memories recall found (so erasing one also removes the query).
     """
     caller.require(Scope.READ)
     budget = _budget(budget)
@@ -118,7 +118,8 @@ def hook_recall(
     ]
     recall_id = telemetry.hook_recall_create(actor=caller.actor, harness=harness, hook=hook, session=session,
                                              namespaces=namespaces, query=query, hits=len(shown),
-                                             characters=len(block.text))
+                                             characters=len(block.text),
+                                             memory_ids=[hit.memory.id for hit in result.hits])
     return HookBlock(
         query=query, block=block.text, characters=len(block.text), budget=budget, truncated=block.truncated,
         hits=shown, omitted=len(result.hits) - len(shown), terms=result.terms, match_mode=result.match_mode,

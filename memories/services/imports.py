@@ -413,7 +413,7 @@ class _NewMemories:
         self.actor, self.interface, self.now = actor, interface, now
         self.items: list[_MemoryIn] = []
         self.hashes: set[tuple[str, str]] = set()  # (namespace, hash) of every text revision pending
-        self.tags: dict[str, Tag] = {}  # by slug, across the whole import
+        self.tags: dict[tuple[str, str], Tag] = {}  # by (namespace, slug), across the whole import
 
     def __len__(self):
         return len(self.items)
@@ -473,16 +473,18 @@ class _NewMemories:
             for item, memory in zip(items, memories, strict=True)])
 
     def _tag(self, items: list[_MemoryIn], memories: list[Memory]) -> None:
-        # Each new slug with its first spelling in document order, which wins as it does one item at a time.
-        spelled: dict[str, str] = {}
+        # Each namespace's new slugs with their first spelling in document order, which wins as it does one item
+        # at a time.
+        spelled: dict[str, dict[str, str]] = {}
         for item in items:
             for name in item.tags:
-                spelled.setdefault(name.casefold(), name)
-        missing = [name for slug, name in spelled.items() if slug not in self.tags]
-        for tag in tag_objects(missing) if missing else []:
-            self.tags[tag.slug] = tag
+                spelled.setdefault(item.namespace, {}).setdefault(name.casefold(), name)
+        for namespace, names in spelled.items():
+            missing = [name for slug, name in names.items() if (namespace, slug) not in self.tags]
+            for tag in tag_objects(namespace=namespace, names=missing) if missing else []:
+                self.tags[namespace, tag.slug] = tag
         through = Memory.tags.through
-        insert_all([through(memory_id=memory.pk, tag_id=self.tags[name.casefold()].pk)
+        insert_all([through(memory_id=memory.pk, tag_id=self.tags[item.namespace, name.casefold()].pk)
                     for item, memory in zip(items, memories, strict=True) for name in item.tags])
 
 

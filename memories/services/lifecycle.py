@@ -40,11 +40,11 @@ def audit_many(*, actor: str, interface: str, action: str, at: dt.datetime,
                 for memory_id, detail in events])
 
 
-def tag_objects(names: list[str]) -> list[Tag]:
-    """Return Tag rows for ``names``, creating the missing ones (first spelling wins)."""
+def tag_objects(*, namespace: str, names: list[str]) -> list[Tag]:
+    """Return the Tag rows of ``namespace`` for ``names``, creating the missing ones (its first spelling wins)."""
     tags = []
     for name in names:
-        tag, _ = Tag.objects.get_or_create(slug=name.casefold(), defaults={"name": name})
+        tag, _ = Tag.objects.get_or_create(namespace=namespace, slug=name.casefold(), defaults={"name": name})
         tags.append(tag)
     return tags
 
@@ -189,7 +189,7 @@ def memory_remember(
                                   deduplicated=True)
         memory = Memory.objects.create(namespace=namespace, key=key or uuid.uuid4().hex[:16], kind=kind,
                                        created_at=now)
-        tag_rows = tag_objects(tag_names) if tag_names else []
+        tag_rows = tag_objects(namespace=namespace, names=tag_names) if tag_names else []
         if tag_rows:  # a new memory has no tags: set([]) would only query that
             memory.tags.set(tag_rows)
         revision = append_revision(memory=memory, content_hash=digest, known_at=now, author=actor,
@@ -234,7 +234,7 @@ def add_tags(memory: Memory, names: list[str]) -> list[str]:
         raise InvalidInput(f"tags: memory {memory.pk} would have more than "
                            f"{validation.settings.MEMORY_MAX_TAGS} tags.", field="tags")
     if new:
-        memory.tags.add(*tag_objects(new))
+        memory.tags.add(*tag_objects(namespace=memory.namespace, names=new))
     return new
 
 

@@ -23,4 +23,5 @@ class Command(BaseCommand):
             receipt = services.memory_erase(memory_id=id, reason=reason, actor=cli_actor(), interface="cli")
         except MemoryServiceError as error:
             raise CommandError(error.message) from None
-        self.stdout.write(f"Erased memory {id}: {len(receipt.revision_ids)} revision(s); receipt {receipt.pk}.")
+        self.stdout.write(f"Erased memory {id}: {len(receipt.revision_ids)} revision(s); receipt {receipt.pk}; "
+                          f"{receipt.telemetry_queries_removed} telemetry query(ies) removed.")
