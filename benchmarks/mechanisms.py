@@ -8,6 +8,9 @@ alternating with and without, over the same queries:
 - the packed postings a process keeps (``postings._packed``): the same keyword recalls, with
   and without the cache (capacity 0: every recall reads its terms' packed rows); timed
   whole, and its own stage (``postings.read_terms``) alone;
+- the namespace's terms kept as one string (``postings._vocabularies``): keyword recalls of
+  the same queries with a word no memory holds added (the substring channel runs), with the
+  string kept and built again each time; whole, and its own stage (``postings.containing``);
 - the split cosine scan (``cosines.dots`` on two threads from 16,384 rows): one scan of
   every stored vector;
 - the room the snapshot grows into (``snapshot._Room``): the refresh after one remember,
@@ -62,7 +65,8 @@ def main():
     vector = stored.matrix[len(stored.matrix) // 2].copy()
     split_min = cosines._SPLIT_MIN_ROWS
     samples = {name: [] for name in ("packed_kept", "packed_read_each_time", "read_terms_kept",
-                                     "read_terms_read_each_time", "scan_split", "scan_one_thread", "refresh_in_room",
+                                     "read_terms_read_each_time", "substrings_kept", "substrings_built_each_time",
+                                     "containing_kept", "containing_built_each_time", "scan_split", "scan_one_thread", "refresh_in_room",
                                      "refresh_copying")}
     read_stage, read_terms = [], postings.read_terms
 
@@ -74,6 +78,17 @@ def main():
             read_stage.append(time.perf_counter() - started)
 
     postings.read_terms = timed_read_terms
+    containing_stage, containing = [], postings.containing
+
+    def timed_containing(*args, **kwargs):
+        started = time.perf_counter()
+        try:
+            return containing(*args, **kwargs)
+        finally:
+            containing_stage.append(time.perf_counter() - started)
+
+    postings.containing = timed_containing
+    missing = [f"{query} zqx{number}vw" for number, query in enumerate(queries)]
     for query in queries:
         memory_recall(query=query, mode="keyword", limit=10)
     for round_number in range(args.rounds):
@@ -89,6 +104,17 @@ def main():
                 samples["packed_kept" if cached else "packed_read_each_time"].append(time.perf_counter() - started)
                 samples["read_terms_kept" if cached else "read_terms_read_each_time"].append(sum(read_stage))
         postings._packed.capacity = capacity
+        capacity = postings._vocabularies.capacity
+        for kept in (True, False):
+            postings._vocabularies.capacity = capacity if kept else 0
+            for query in missing:
+                containing_stage.clear()
+                started = time.perf_counter()
+                memory_recall(query=query, mode="keyword", limit=10)
+                samples["substrings_kept" if kept else "substrings_built_each_time"].append(
+                    time.perf_counter() - started)
+                samples["containing_kept" if kept else "containing_built_each_time"].append(sum(containing_stage))
+        postings._vocabularies.capacity = capacity
         for split in (True, False):
             cosines._SPLIT_MIN_ROWS = split_min if split else 10**12
             for _ in range(50):
@@ -114,6 +140,10 @@ def main():
                 1 - medians["packed_kept"] / medians["packed_read_each_time"], 3),
             "packed postings kept (their stage: reading the terms)": round(
                 1 - medians["read_terms_kept"] / medians["read_terms_read_each_time"], 3),
+            "namespace's terms kept as a string (keyword recall with a missing word)": round(
+                1 - medians["substrings_kept"] / medians["substrings_built_each_time"], 3),
+            "namespace's terms kept as a string (their stage: postings.containing)": round(
+                1 - medians["containing_kept"] / medians["containing_built_each_time"], 3),
             "split cosine scan": round(1 - medians["scan_split"] / medians["scan_one_thread"], 3),
             "snapshot room (refresh after a write)": round(
                 1 - medians["refresh_in_room"] / medians["refresh_copying"], 3),
