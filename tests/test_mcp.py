@@ -405,7 +405,18 @@ HOSTILE_REQUESTS = {
     "deeply-nested": ("[" * 100_000 + "]" * 100_000, {}, 400, -32700, "nested too deeply"),
     "empty-body": ("", {}, 400, -32700, "Parse error"),
     "batch": (json.dumps([rpc("ping")]), {}, 400, -32600, "batches are not supported"),
-    "not-json-rpc": (json.dumps({"hello": "world"}), {}, 400, -32602, "Validation error"),
+    "not-json-rpc": (json.dumps({"hello": "world"}), {}, 400, -32600, 'Invalid request: jsonrpc must be "2.0".'),
+    "jsonrpc-1.0": (json.dumps({**rpc("ping"), "jsonrpc": "1.0"}), {}, 400, -32600, 'jsonrpc must be "2.0"'),
+    "jsonrpc-missing": (json.dumps({"id": 1, "method": "ping"}), {}, 400, -32600, 'jsonrpc must be "2.0"'),
+    "method-null": (json.dumps({**rpc("ping"), "method": None}), {}, 400, -32600, "method must be a string"),
+    "method-missing": (json.dumps({"jsonrpc": "2.0", "id": 1}), {}, 400, -32600, "method is missing"),
+    "params-list": (json.dumps({**rpc("ping"), "params": []}), {}, 400, -32600, "params must be a JSON object"),
+    "a-response": (json.dumps({"jsonrpc": "2.0", "id": 1, "result": {}}), {}, 400, -32600, "takes no responses"),
+    **{f"id-{name}": (json.dumps(rpc("ping", request_id=value)), {}, 400, -32600,
+                      "Invalid request: id must be a string or an integer (a notification has no id).")
+       for name, value in [("null", None), ("float", 1.5), ("true", True), ("list", []), ("object", {})]},
+    # Every answer carries the id back, and a lone surrogate cannot be written as UTF-8.
+    "id-lone-surrogate": (json.dumps(rpc("ping", request_id="\ud800")), {}, 400, -32600, "without lone surrogates"),
     "unknown-method": (json.dumps(rpc("memories/delete_everything", request_id=7)), {}, 200, -32601,
                        "Method not found: 'memories/delete_everything'"),
     "tools-call-without-a-name": (json.dumps(rpc("tools/call", {"arguments": {}})), {}, 200, -32602,
@@ -425,6 +436,9 @@ def test_hostile_requests_get_a_protocol_error_and_the_server_keeps_serving(mcp_
     assert error["code"] == code and message in error["message"], error
     if case == "unknown-method":
         assert answer.json()["id"] == 7
+    if status == 400:  # the request could not be read: no id to answer to, and no library's internals
+        assert answer.json()["id"] is None and set(error) == {"code", "message"}
+        assert "pydantic" not in error["message"] and "validation error" not in error["message"].lower()
     assert post(mcp_server, rpc("ping", request_id=2)).json() == {"jsonrpc": "2.0", "id": 2, "result": {}}
 
 
