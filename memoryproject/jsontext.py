@@ -5,16 +5,10 @@ import of an export document (REST's and the CLI's, in ``memories.services.impor
 """
 
 import json
-import re
-from itertools import accumulate
 
-# Deeper than any document the server reads (an export item is four levels down); far from
-# the depth at which parsing, or anything that walks the parsed value, runs out of stack.
+# Deeper than any document the server reads (an export item is six levels down); far from
+# the depth at which anything that walks the parsed value runs out of stack.
 MAX_DEPTH = 64
-
-# A JSON string (its brackets are text, not structure), and a bracket.
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_BRACKET = re.compile(r"[\[\]{}]")
 
 
 def _object_without_duplicates(pairs):
@@ -30,10 +24,16 @@ def _no_constants(name):
     raise ValueError(f"{name} is not JSON")
 
 
-def _depth(text: str) -> int:
-    """Return how deeply the brackets of ``text`` nest, strings left out; read without recursion."""
-    brackets = _BRACKET.findall(_STRING.sub("", text))
-    return max(accumulate(1 if bracket in "[{" else -1 for bracket in brackets), default=0)
+def _nested_deeper_than(value, limit: int) -> bool:
+    """Whether lists and objects in ``value`` nest more than ``limit`` levels; read without recursion."""
+    stack = [(value, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = value.values() if isinstance(value, dict) else value
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
 
 
 def parse_strict_json(body: bytes | str):
@@ -41,20 +41,17 @@ def parse_strict_json(body: bytes | str):
 
     A duplicate key would otherwise silently keep the last value (a client and the server
     could read different requests from one body), NaN/Infinity are not JSON, and nesting
-    deeper than ``MAX_DEPTH`` is refused before parsing, so no reader recurses that deep.
+    deeper than ``MAX_DEPTH`` is refused, so nothing that reads the value recurses that deep.
     Raises ValueError with a short reason.
     """
     try:
-        # As json.loads reads bytes: UTF-8 (UTF-16 and -32 by their first bytes).
-        text = body.decode(json.detect_encoding(body), "surrogatepass") if isinstance(body, (bytes, bytearray)) \
-            else body
-    except UnicodeDecodeError:
-        raise ValueError("not UTF-8") from None
-    if _depth(text) > MAX_DEPTH:
-        raise ValueError(f"nested too deeply (more than {MAX_DEPTH} levels)")
-    try:
-        return json.loads(text, object_pairs_hook=_object_without_duplicates, parse_constant=_no_constants)
+        parsed = json.loads(body, object_pairs_hook=_object_without_duplicates, parse_constant=_no_constants)
     except RecursionError:
         raise ValueError(f"nested too deeply (more than {MAX_DEPTH} levels)") from None
+    except UnicodeDecodeError:
+        raise ValueError("not UTF-8") from None
     except json.JSONDecodeError as error:
         raise ValueError(f"{error.msg} at line {error.lineno} column {error.colno}") from None
+    if isinstance(parsed, (dict, list)) and _nested_deeper_than(parsed, MAX_DEPTH):
+        raise ValueError(f"nested too deeply (more than {MAX_DEPTH} levels)")
+    return parsed
