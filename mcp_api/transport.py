@@ -1,6 +1,7 @@
-"""What the HTTP endpoint checks before the MCP SDK sees a request: body size and strict JSON.
+"""What the MCP doors check before the SDK sees a message: body size (HTTP), strict JSON, the envelope.
 
-Refusals are JSON-RPC error objects with ``id: null``, the form MCP clients read.
+Refusals are JSON-RPC error objects with ``id: null``, the form MCP clients read. The
+HTTP endpoint (``mcp_api.views``) and stdio (``mcp_api.stdio``) both check with ``refusal``.
 """
 
 import json
@@ -9,6 +10,7 @@ from typing import get_args
 from mcp import types
 
 from memoryproject.exceptions import encodable
+from memoryproject.jsontext import parse_strict_json
 
 # JSON-RPC 2.0 error codes; -32001 is in the range the spec leaves to servers.
 PARSE_ERROR = -32700
@@ -73,3 +75,22 @@ def message_problem(message) -> tuple[int, str] | None:
     if "id" in message and method not in CLIENT_METHODS:
         return METHOD_NOT_FOUND, f"Method not found: {method[:60]!r}"
     return None
+
+
+def refusal(body: bytes) -> tuple[int, bytes] | None:
+    """Return (HTTP status, JSON-RPC error) when ``body`` is not one message the server can take, else None.
+
+    A request for a method the server lacks is answered to its id (200); anything that
+    cannot be read as a message gets ``id: null`` (400).
+    """
+    try:
+        message = parse_strict_json(body)
+    except ValueError as error:
+        return 400, jsonrpc_error(PARSE_ERROR, f"Parse error: {error}.")
+    problem = message_problem(message)
+    if problem is None:
+        return None
+    code, reason = problem
+    if code == METHOD_NOT_FOUND:
+        return 200, jsonrpc_error(code, reason, message["id"])
+    return 400, jsonrpc_error(code, f"Invalid request: {reason}.")

@@ -15,7 +15,7 @@ from mcp_api.server import MemoryToolError
 from mcp_api.tools import tool
 from memoryproject.exceptions import NotFound
 from tests.mcp_client import ToolFailed, http_client, stdio_client_for
-from tests.subprocesses import migrated_db, module_instance, serve  # noqa: F401  (fixtures)
+from tests.subprocesses import manage, migrated_db, module_instance, serve  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.slow
 
@@ -511,3 +511,20 @@ def test_stdio_read_only_offers_only_the_reading_tools(mcp_server):
     with stdio_client_for("mcp_stdio", "--namespace", "stdio-notes", "--read-only", env=mcp_server["env"]) as stdio:
         assert {tool.name for tool in stdio.list_tools()} == READ_TOOLS
         assert "needs the 'write' scope" in stdio.error("memory_remember", {"content": "x"})
+
+
+def test_stdio_checks_every_line_as_http_checks_a_body(mcp_server):
+    lines = ['{"jsonrpc": "2.0", "id": 1, "method": "ping", "method": "tools/list"}',
+             json.dumps(rpc("ping", request_id=None)),
+             "[" * 100_000 + "]" * 100_000,
+             json.dumps(rpc("memories/delete_everything", request_id=3)),
+             json.dumps(rpc("ping", request_id=4))]
+    done = manage("mcp_stdio", "--namespace", "stdio-strict", env=mcp_server["env"], stdin="\n".join(lines) + "\n")
+    assert done.returncode == 0, done.stderr
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [(answer["id"], answer.get("error", {}).get("code")) for answer in answers] == [
+        (None, -32700), (None, -32600), (None, -32700), (3, -32601), (4, None)]
+    assert "duplicate key 'method'" in answers[0]["error"]["message"]
+    assert "id must be a string or an integer" in answers[1]["error"]["message"]
+    assert "nested too deeply" in answers[2]["error"]["message"]
+    assert answers[4]["result"] == {}
