@@ -2,7 +2,8 @@
 
 Domain errors are mapped by class, DRF's own errors (validation, parsing, auth,
 throttling, methods, media types) by type, and Django's ``ValidationError``, ``Http404``
-and ``PermissionDenied`` too, so none of them reaches a client as a 500 or as DRF's
+and ``PermissionDenied`` too, and its refusals of malformed requests (too many query
+parameters), so none of them reaches a client as a 500 or as DRF's
 default ``{"detail": ...}``. Anything else is logged and answered with a 500 in the
 same shape, without a traceback.
 """
@@ -10,7 +11,9 @@ same shape, without a traceback.
 import logging
 import math
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import SuspiciousOperation, TooManyFieldsSent
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
@@ -71,7 +74,8 @@ class BodyTooLarge(drf.APIException):
 
 
 class LengthRequired(drf.APIException):
-    """A request body sent without Content-Length (chunked): DRF would read it as empty."""
+    """A chunked request body that reached Django without a length (not under `make run`): DRF would read it
+    as empty."""
 
     status_code = status.HTTP_411_LENGTH_REQUIRED
     default_code = "length_required"
@@ -144,6 +148,14 @@ def handler(exc, context) -> Response:
         return Response(error_body("not_found", "Not found."), status=status.HTTP_404_NOT_FOUND)
     if isinstance(exc, DjangoPermissionDenied):
         return Response(error_body("forbidden", "Not allowed."), status=status.HTTP_403_FORBIDDEN)
+    if isinstance(exc, TooManyFieldsSent):
+        limit = settings.DATA_UPLOAD_MAX_NUMBER_FIELDS
+        return Response(error_body("invalid", f"More than {limit} query parameters: send at most {limit}, and "
+                                              "long lists in a JSON body."), status=status.HTTP_400_BAD_REQUEST)
+    if isinstance(exc, SuspiciousOperation):
+        # Django's own refusals of malformed requests; their messages may echo the request.
+        return Response(error_body("invalid", "The request is malformed and was refused."),
+                        status=status.HTTP_400_BAD_REQUEST)
     view = context.get("view")
     logger.exception("REST %s failed", type(view).__name__ if view else "view")
     return Response(error_body("internal", "The server failed to answer because of an internal error (logged on "

@@ -111,7 +111,8 @@ class ApiView(APIView):
         if declared.isdigit() and int(declared) > limit:
             raise BodyTooLarge(too_large_message(limit, setting))
         # DRF reads a body without a declared length as empty, which would turn a chunked request
-        # into a confusing "field required"; say what is wrong instead.
+        # into a confusing "field required"; say what is wrong instead. (Under `make run` the bridge
+        # gives every body its length: memoryproject.wsgibridge.)
         if not declared and "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower():
             raise LengthRequired()
 

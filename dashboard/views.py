@@ -1,6 +1,11 @@
-"""Dashboard pages: overview, time travel, a memory's timeline, telemetry. Staff only, rendered on the server."""
+"""Dashboard pages: overview, time travel, a memory's timeline, telemetry. Rendered on the server.
+
+Each page is for staff users holding the view permissions of what it shows, as the
+admin's pages are: a staff user without them gets 403, as the admin gives.
+"""
 
 from django.contrib.admin.views.decorators import staff_member_required
+from django.contrib.auth.decorators import permission_required
 from django.http import Http404
 from django.shortcuts import render
 from django.utils import timezone
@@ -20,8 +25,21 @@ RECALL_LIMIT = 20
 # The telemetry page's chart over time: (series name, DayActivity field).
 OVER_TIME = [("recalls", "recalls"), ("injections", "injections"), ("refused ingests", "refused_ingests")]
 
+# What each page shows. Telemetry names memories (titles, links to timelines), so it needs both.
+MEMORIES = ["memories.view_memory"]
+TELEMETRY = ["telemetry.view_hookrecall", "telemetry.view_injection", "telemetry.view_refusedingest", *MEMORIES]
 
-@staff_member_required
+
+def dashboard_page(permissions: list[str]):
+    """Staff only (anyone else goes to the admin's login), then 403 without every one of ``permissions``."""
+
+    def decorate(view):
+        return staff_member_required(permission_required(permissions, raise_exception=True)(view))
+
+    return decorate
+
+
+@dashboard_page(MEMORIES)
 def overview(request):
     now = timezone.now()
     stats = selectors.memory_stats()
@@ -41,7 +59,7 @@ def overview(request):
     })
 
 
-@staff_member_required
+@dashboard_page(MEMORIES)
 def time_travel(request):
     form = TimeTravelForm(request.GET or None)
     result, error = None, None
@@ -78,7 +96,7 @@ def _lane(revision) -> Lane:
                 note=f"revision {revision.id}: known {known}; valid {format_instant(revision.valid_from)} to {until}")
 
 
-@staff_member_required
+@dashboard_page(MEMORIES)
 def timeline(request, memory_id: int):
     now = timezone.now()
     try:
@@ -95,7 +113,7 @@ def timeline(request, memory_id: int):
     })
 
 
-@staff_member_required
+@dashboard_page(TELEMETRY)
 def telemetry(request):
     today = timezone.now().date()
     days = telemetry_selectors.activity_per_day(days=None, today=today)

@@ -24,7 +24,7 @@ from pydantic import ValidationError
 import memoryproject
 from memories.access import AuthenticationFailed, Caller
 from memories.arguments import problems
-from memoryproject.exceptions import MemoryServiceError
+from memoryproject.exceptions import MemoryServiceError, encodable
 
 INSTRUCTIONS = """\
 This server is a durable memory shared across conversations and agents: facts, preferences, \
@@ -58,6 +58,10 @@ current_caller: contextvars.ContextVar[Caller] = contextvars.ContextVar("mcp_cal
 
 class MemoryToolError(ToolError):
     """A tool's failure, worded for the model; shown as it is, without FastMCP's prefix."""
+
+    def __init__(self, message: str):
+        # What it echoes (a tool's or an argument's name) may hold a lone surrogate, which the answer could not carry.
+        super().__init__(encodable(message))
 
 
 @dataclass(frozen=True)
@@ -105,7 +109,7 @@ class MemoryMCP(DjangoMCP):
         tool = self._tool_manager.get_tool(name)
         spec = self.tool_specs.get(name)
         if tool is None or spec is None:
-            raise ToolError(f"Unknown tool: {name}. Call tools/list to see the tools.")
+            raise MemoryToolError(f"Unknown tool: {name}. Call tools/list to see the tools.")
         caller = current_caller.get(None)
         try:
             if caller is None:

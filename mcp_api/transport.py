@@ -1,12 +1,16 @@
-"""What the HTTP endpoint checks before the MCP SDK sees a request: body size and strict JSON.
+"""What the MCP doors check before the SDK sees a message: body size (HTTP), strict JSON, the envelope.
 
-Refusals are JSON-RPC error objects with ``id: null``, the form MCP clients read.
+Refusals are JSON-RPC error objects with ``id: null``, the form MCP clients read. The
+HTTP endpoint (``mcp_api.views``) and stdio (``mcp_api.stdio``) both check with ``refusal``.
 """
 
 import json
 from typing import get_args
 
 from mcp import types
+
+from memoryproject.exceptions import encodable
+from memoryproject.jsontext import parse_strict_json
 
 # JSON-RPC 2.0 error codes; -32001 is in the range the spec leaves to servers.
 PARSE_ERROR = -32700
@@ -37,12 +41,56 @@ def too_large_message(limit: int) -> str:
             "Send less per call, e.g. split the content into several memories.")
 
 
+def _request_id(value) -> bool:
+    """MCP ids are strings or integers, never null (a float, a bool or a structure names no request)."""
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
 def message_problem(message) -> tuple[int, str] | None:
-    """Return (JSON-RPC code, reason) when a parsed body is not one message the server can take, else None."""
+    """Return (JSON-RPC code, reason) when a parsed body is not one message the server can take, else None.
+
+    The SDK would read a request with a malformed id as a notification (and answer 202 to
+    nothing), and answers other malformed envelopes with a dump of its validation errors:
+    the envelope is checked here, once, and refused in a sentence.
+    """
     if not isinstance(message, dict):
         return INVALID_REQUEST, "send one JSON-RPC message, a JSON object (batches are not supported)"
-    method, request_id = message.get("method"), message.get("id")
-    valid_id = isinstance(request_id, (str, int)) and not isinstance(request_id, bool)
-    if valid_id and isinstance(method, str) and method not in CLIENT_METHODS:
+    if message.get("jsonrpc") != "2.0":
+        return INVALID_REQUEST, 'jsonrpc must be "2.0"'
+    if "method" not in message:
+        if "result" in message or "error" in message:
+            return INVALID_REQUEST, "this server sends no requests, so it takes no responses"
+        return INVALID_REQUEST, "method is missing"
+    method = message["method"]
+    if not isinstance(method, str):
+        return INVALID_REQUEST, "method must be a string"
+    if "id" in message and not _request_id(message["id"]):
+        return INVALID_REQUEST, "id must be a string or an integer (a notification has no id)"
+    if isinstance(message.get("id"), str) and encodable(message["id"]) != message["id"]:
+        # Every answer carries the id back, and this one cannot be written as UTF-8.
+        return INVALID_REQUEST, "id must be valid Unicode text, without lone surrogates"
+    # Absent and null both mean "no parameters", as the SDK reads them.
+    if message.get("params") is not None and not isinstance(message["params"], dict):
+        return INVALID_REQUEST, "params must be a JSON object"
+    if "id" in message and method not in CLIENT_METHODS:
         return METHOD_NOT_FOUND, f"Method not found: {method[:60]!r}"
     return None
+
+
+def refusal(body: bytes) -> tuple[int, bytes] | None:
+    """Return (HTTP status, JSON-RPC error) when ``body`` is not one message the server can take, else None.
+
+    A request for a method the server lacks is answered to its id (200); anything that
+    cannot be read as a message gets ``id: null`` (400).
+    """
+    try:
+        message = parse_strict_json(body)
+    except ValueError as error:
+        return 400, jsonrpc_error(PARSE_ERROR, f"Parse error: {error}.")
+    problem = message_problem(message)
+    if problem is None:
+        return None
+    code, reason = problem
+    if code == METHOD_NOT_FOUND:
+        return 200, jsonrpc_error(code, reason, message["id"])
+    return 400, jsonrpc_error(code, f"Invalid request: {reason}.")

@@ -11,7 +11,6 @@ from mcp_api import transport
 from mcp_api.server import current_caller, server
 from memories.access import AuthenticationFailed
 from memories.services.keys import api_key_authenticate
-from memoryproject.jsontext import parse_strict_json
 
 
 class _AnyAccept(BaseContentNegotiation):
@@ -69,18 +68,10 @@ class MemoryMCPView(MCPServerStreamableHttpView):
             return _refusal(413, transport.INVALID_REQUEST, transport.too_large_message(limit))
         if request.content_type != "application/json":
             return _refusal(415, transport.INVALID_REQUEST, "Content-Type must be application/json.")
-        try:
-            message = parse_strict_json(request.body)
-        except ValueError as error:
-            return _refusal(400, transport.PARSE_ERROR, f"Parse error: {error}.")
-        problem = transport.message_problem(message)
-        if problem is not None:
-            code, reason = problem
-            if code == transport.METHOD_NOT_FOUND:
-                # A well-formed request for a method this server lacks gets a JSON-RPC answer to its id.
-                return HttpResponse(transport.jsonrpc_error(code, reason, message["id"]),
-                                    content_type="application/json")
-            return _refusal(400, code, f"Invalid request: {reason}.")
+        refused = transport.refusal(request.body)
+        if refused is not None:
+            status, answer = refused
+            return HttpResponse(answer, status=status, content_type="application/json")
 
         reset = current_caller.set(caller)
         try:

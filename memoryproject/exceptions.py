@@ -6,13 +6,24 @@ imports nothing of memories).
 """
 
 
+def encodable(text: str) -> str:
+    """Return ``text`` with any lone surrogate written as its escape (``\\ud800``), so it encodes as UTF-8.
+
+    JSON's ``"\\ud800"`` parses to a string no UTF-8 writer accepts; a message that echoes
+    one would fail while it is being sent.
+    """
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 class MemoryServiceError(Exception):
     code = "error"
 
     def __init__(self, message: str, *, field: str | None = None):
+        # Messages echo what a client sent: made safe here, once, for every door.
+        message = encodable(message)
         super().__init__(message)
         self.message = message
-        self.field = field
+        self.field = encodable(field) if field else field
 
     def as_dict(self) -> dict:
         error = {"code": self.code, "message": self.message}

@@ -1,9 +1,14 @@
-"""Strict JSON for request bodies: what Python's json accepts but JSON does not mean one way is refused.
+"""Strict JSON for documents from outside: what Python's json accepts but JSON does not mean one way is refused.
 
-The MCP endpoint and the REST API both parse bodies with ``parse_strict_json``.
+Every door parses with ``parse_strict_json``: REST bodies, the MCP endpoint, and the
+import of an export document (REST's and the CLI's, in ``memories.services.imports``).
 """
 
 import json
+
+# Deeper than any document the server reads (an export item is six levels down); far from
+# the depth at which anything that walks the parsed value runs out of stack.
+MAX_DEPTH = 64
 
 
 def _object_without_duplicates(pairs):
@@ -19,18 +24,34 @@ def _no_constants(name):
     raise ValueError(f"{name} is not JSON")
 
 
-def parse_strict_json(body: bytes):
-    """Parse a request body, refusing what Python's json accepts but JSON does not mean one way.
+def _nested_deeper_than(value, limit: int) -> bool:
+    """Whether lists and objects in ``value`` nest more than ``limit`` levels; read without recursion."""
+    stack = [(value, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = value.values() if isinstance(value, dict) else value
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
+
+
+def parse_strict_json(body: bytes | str):
+    """Parse a JSON document, refusing what Python's json accepts but JSON does not mean one way.
 
     A duplicate key would otherwise silently keep the last value (a client and the server
-    could read different requests from one body), and NaN/Infinity are not JSON.
+    could read different requests from one body), NaN/Infinity are not JSON, and nesting
+    deeper than ``MAX_DEPTH`` is refused, so nothing that reads the value recurses that deep.
     Raises ValueError with a short reason.
     """
     try:
-        return json.loads(body, object_pairs_hook=_object_without_duplicates, parse_constant=_no_constants)
+        parsed = json.loads(body, object_pairs_hook=_object_without_duplicates, parse_constant=_no_constants)
     except RecursionError:
-        raise ValueError("nested too deeply") from None
+        raise ValueError(f"nested too deeply (more than {MAX_DEPTH} levels)") from None
     except UnicodeDecodeError:
         raise ValueError("not UTF-8") from None
     except json.JSONDecodeError as error:
         raise ValueError(f"{error.msg} at line {error.lineno} column {error.colno}") from None
+    if isinstance(parsed, (dict, list)) and _nested_deeper_than(parsed, MAX_DEPTH):
+        raise ValueError(f"nested too deeply (more than {MAX_DEPTH} levels)")
+    return parsed

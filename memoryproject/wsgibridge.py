@@ -14,8 +14,9 @@ client's requests in a row run on one thread: threads taken in turn, as
 likely because each connection's page cache goes stale when another connection writes.
 
 Bodies are read before the view runs (``memoryproject.bodylimit`` refuses oversized
-ones first); streamed responses go out chunk by chunk; the response is always closed,
-which is what fires Django's ``request_finished``.
+ones first), so every request reaches Django with the ``CONTENT_LENGTH`` of the body it
+carries, a chunked one included; streamed responses go out chunk by chunk; the response
+is always closed, which is what fires Django's ``request_finished``.
 """
 
 import asyncio
@@ -106,14 +107,15 @@ class WsgiBridge:
                 body.write(message.get("body", b""))
                 if not message.get("more_body"):
                     break
+            size = body.tell()
             body.seek(0)
             loop = asyncio.get_running_loop()
-            if await asyncio.wrap_future(self.pool.submit(self._respond, scope, body, send, loop)):
+            if await asyncio.wrap_future(self.pool.submit(self._respond, scope, body, size, send, loop)):
                 # The last message goes out once the thread is idle again: the client's next
                 # request then finds it, warm connection and all.
                 await send({"type": "http.response.body", "body": b""})
 
-    def _respond(self, scope, body, send, loop) -> bool:
+    def _respond(self, scope, body, size: int, send, loop) -> bool:
         """Run the WSGI application in this pool thread and pass its response to ``send`` on the loop.
 
         Every message but the last is sent from here; True when the caller is to send the
@@ -144,6 +146,9 @@ class WsgiBridge:
                      "headers": [(b"content-type", b"text/plain; charset=utf-8")]})
             deliver({"type": "http.response.body", "body": f"Bad request: {error}".encode()})
             return False
+        # The body is whole: its length is known even when it came chunked, and Django reads
+        # no more of wsgi.input than CONTENT_LENGTH says (none, without it).
+        environ["CONTENT_LENGTH"] = str(size)
         response = self.wsgi_application(environ, start_response)
         try:
             for chunk in response:

@@ -627,6 +627,36 @@ def test_django_validation_errors_become_400_not_500():
         "A rule in a model was broken.")}})
 
 
+LONE_SURROGATE = "\ud800"  # what JSON's "\\ud800" parses to: a str no UTF-8 writer takes
+
+
+@pytest.mark.parametrize("path, body, field", [
+    (MEMORIES, {"content": "Odd kind.", "kind": LONE_SURROGATE}, "kind"),
+    (RECALL, {"query": "odd", "mode": LONE_SURROGATE}, "mode"),
+    (RECALL, {"query": "odd", "match": LONE_SURROGATE}, "match"),
+    (RECALL, {"query": "odd", "kinds": [LONE_SURROGATE]}, "kinds"),
+    ("/api/v1/hooks/recall/", {"query": "odd", "mode": LONE_SURROGATE}, "mode"),
+    ("/api/v1/hooks/recall/", {"query": "odd", "kinds": ["note", LONE_SURROGATE]}, "kinds"),
+    ("/api/v1/hooks/ingest/", {"text": "Odd kind.", "kind": LONE_SURROGATE}, "kind"),
+    (MEMORIES, {"content": "Odd field name.", LONE_SURROGATE: 1}, LONE_SURROGATE),
+])
+def test_a_lone_surrogate_in_a_value_or_a_name_is_a_clear_400_that_escapes_it(api, path, body, field):
+    # json.dumps escapes it, as a client's JSON would; parsed, it is a lone surrogate again.
+    response = api().post(path, json.dumps(body), content_type="application/json")
+    error = error_of(response, 400)
+    assert error["code"] == "invalid" and error["field"] == field.encode("utf-8", "backslashreplace").decode()
+    assert "\\ud800" in error["message"]
+
+
+def test_more_query_parameters_than_django_reads_are_a_clear_400_with_or_without_a_key(api, settings):
+    query = "&".join(f"p{index}=1" for index in range(settings.DATA_UPLOAD_MAX_NUMBER_FIELDS + 1))
+    for client in (api(), api(None)):
+        error = error_of(client.get(f"{MEMORIES}?{query}"), 400)
+        assert error == {"code": "invalid", "message": (
+            f"More than {settings.DATA_UPLOAD_MAX_NUMBER_FIELDS} query parameters: send at most "
+            f"{settings.DATA_UPLOAD_MAX_NUMBER_FIELDS}, and long lists in a JSON body.")}
+
+
 def test_each_key_is_throttled_on_its_own_with_retry_after(api, settings):
     settings.MEMORY_API_READS_PER_MINUTE = 2
     settings.MEMORY_API_WRITES_PER_MINUTE = 1

@@ -123,34 +123,46 @@ def test_a_declared_oversized_body_is_refused_before_it_is_sent(server):
         "(MEMORY_API_MAX_BODY_BYTES). Send less per request: split the content or the import into smaller parts."}
 
 
-def _post_chunked(base, path, key, body: bytes) -> tuple[int, dict]:
+def _post_chunked(base, path, key, body: bytes, *, chunk: int = 16 * 1024, headers=None) -> tuple[int, dict]:
+    """POST ``body`` with Transfer-Encoding: chunked (no Content-Length), ``chunk`` bytes a chunk."""
     url = urllib.parse.urlsplit(base)
     connection = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
     try:
-        chunks = (body[start:start + 16 * 1024] for start in range(0, len(body), 16 * 1024))
+        chunks = (body[start:start + chunk] for start in range(0, len(body), chunk))
         connection.request("POST", path, body=chunks, encode_chunked=True, headers={
-            "Content-Type": "application/json", "Authorization": f"Bearer {key}"})
+            "Content-Type": "application/json", "Authorization": f"Bearer {key}", **(headers or {})})
         response = connection.getresponse()
         return response.status, json.loads(response.read())
     finally:
         connection.close()
 
 
-def test_a_chunked_body_is_cut_off_at_its_paths_limit_and_otherwise_asked_for_a_length(server):
+def test_a_chunked_body_reaches_mcp_and_rest_whole(server):
+    base, keys = server
+    ping = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}).encode()
+    status, answer = _post_chunked(base, "/mcp", keys["writer"], ping, chunk=7,
+                                   headers={"Accept": "application/json, text/event-stream"})
+    assert (status, answer) == (200, {"jsonrpc": "2.0", "id": 1, "result": {}})
+    memory = json.dumps({"content": "This memory was sent in chunks.", "namespace": "chunked"}).encode()
+    status, stored = _post_chunked(base, "/api/v1/memories/", keys["writer"], memory, chunk=10)
+    assert status == 201 and (stored["content"], stored["namespace"]) == ("This memory was sent in chunks.", "chunked")
+
+
+def test_a_chunked_body_is_cut_off_at_its_paths_limit_and_otherwise_read_whole(server):
     base, keys = server
     memory = json.dumps({"content": "x", "source": "y" * (BODY_LIMIT + 10)}).encode()
     status, error = _post_chunked(base, "/api/v1/memories/", keys["writer"], memory)
     assert status == 413 and "MEMORY_API_MAX_BODY_BYTES" in error["error"]["message"]
     # Imports have their own, larger limit: a document over the plain limit but under it passes the
-    # cut-off, and is then refused for its missing length (DRF would read it as empty).
+    # cut-off and is imported whole.
     document = json.dumps({"format": "memory-export", "version": 1, "memories": [
         {"namespace": "big", "key": f"k{index}", "revisions": [{"content": f"Item {index} " + "z" * 900}]}
         for index in range(100)]}).encode()
     assert BODY_LIMIT < len(document) < IMPORT_LIMIT
-    status, error = _post_chunked(base, "/api/v1/import/", keys["writer"], document)
-    assert status == 411 and error["error"]["code"] == "length_required"
+    status, report = _post_chunked(base, "/api/v1/import/", keys["writer"], document)
+    assert status == 200 and report["created"] == 100
     status, error = _post_chunked(base, "/api/v1/import/", keys["writer"], document * 3)
     assert status == 413 and "MEMORY_API_MAX_IMPORT_BYTES" in error["error"]["message"]
-    # The same document with its length declared is imported whole.
+    # The same document with its length declared changes nothing more.
     status, _, report = call(base, "POST", "/api/v1/import/", keys["writer"], document)
-    assert status == 200 and report["created"] == 100
+    assert status == 200 and (report["created"], report["unchanged"]) == (0, 100)

@@ -4,9 +4,11 @@ import datetime as dt
 import re
 
 import pytest
+from django.contrib.auth.models import Permission
+from django.urls import reverse
 from django.utils import timezone
 
-from dashboard import timeseries
+from dashboard import timeseries, urls, views
 from dashboard.charts import Series, axis_step, bar_chart
 from memories import selectors, services
 from memories.access import Caller
@@ -27,10 +29,19 @@ def bars(html: str) -> list[str]:
     return found
 
 
+def granted(user, permissions: list[str]):
+    """Give ``user`` these permissions ("app_label.codename"); return the user."""
+    for name in permissions:
+        app_label, codename = name.split(".")
+        user.user_permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
+    return user
+
+
 @pytest.fixture
 def staff(client, django_user_model):
+    """A staff login allowed to view memories and telemetry."""
     user = django_user_model.objects.create_user("curator", password="pw", is_staff=True)
-    client.force_login(user)
+    client.force_login(granted(user, views.TELEMETRY))
     return client
 
 
@@ -65,6 +76,52 @@ def test_a_user_who_is_not_staff_gets_nothing(client, django_user_model, store, 
     assert response.status_code == 302
     assert response["Location"].startswith("/admin/login/")
     assert b"Tuesdays" not in response.content and b"Thursdays" not in response.content
+
+
+# Every page the dashboard routes, with the permissions it needs (a page added to the routes is checked too).
+NEEDS = {"overview": views.MEMORIES, "time_travel": views.MEMORIES, "timeline": views.MEMORIES,
+         "telemetry": views.TELEMETRY}
+
+
+# What each page shows of the store (telemetry names memories, never their text).
+SHOWN = {"overview": b"<td>release</td>", "time_travel": b"Thursdays", "timeline": b"Thursdays",
+         "telemetry": b"acme/deploy"}
+
+
+def test_every_dashboard_route_is_listed_with_the_permissions_it_needs():
+    assert {pattern.name for pattern in urls.urlpatterns} == set(NEEDS)
+
+
+def page_url(name: str, store) -> str:
+    url = reverse(f"dashboard:{name}", kwargs={"memory_id": store["deploy"].id} if name == "timeline" else None)
+    return url + ("?query=deploy+standup" if name == "time_travel" else "")
+
+
+@pytest.mark.parametrize("name", NEEDS)
+def test_a_staff_user_without_the_view_permissions_gets_403_and_no_memory_text(client, django_user_model, telemetry,
+                                                                              store, name):
+    # Staff without permissions see no admin page either; nor, now, a dashboard page.
+    user = django_user_model.objects.create_user("no-rights", password="pw", is_staff=True)
+    client.force_login(user)
+    response = client.get(page_url(name, store))
+    assert response.status_code == 403
+    for text in (b"Tuesdays", b"Thursdays", b"deploy", b"acme", b"staging"):
+        assert text not in response.content, text
+    assert client.get("/admin/memories/memory/").status_code == 403
+
+
+@pytest.mark.parametrize("name", NEEDS)
+def test_a_staff_user_with_the_pages_view_permissions_sees_it_and_one_short_of_them_does_not(
+        client, django_user_model, telemetry, store, name):
+    for index, missing in enumerate(NEEDS[name]):
+        short = django_user_model.objects.create_user(f"short-{index}", password="pw", is_staff=True)
+        client.force_login(granted(short, [permission for permission in NEEDS[name] if permission != missing]))
+        assert client.get(page_url(name, store)).status_code == 403, missing
+    client.force_login(granted(django_user_model.objects.create_user("viewer", password="pw", is_staff=True),
+                               NEEDS[name]))
+    response = client.get(page_url(name, store))
+    assert response.status_code == 200
+    assert SHOWN[name] in response.content
 
 
 def test_the_overview_shows_totals_activity_tags_expiry_and_search_health(staff, store):

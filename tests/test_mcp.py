@@ -15,7 +15,7 @@ from mcp_api.server import MemoryToolError
 from mcp_api.tools import tool
 from memoryproject.exceptions import NotFound
 from tests.mcp_client import ToolFailed, http_client, stdio_client_for
-from tests.subprocesses import migrated_db, module_instance, serve  # noqa: F401  (fixtures)
+from tests.subprocesses import manage, migrated_db, module_instance, serve  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.slow
 
@@ -405,7 +405,18 @@ HOSTILE_REQUESTS = {
     "deeply-nested": ("[" * 100_000 + "]" * 100_000, {}, 400, -32700, "nested too deeply"),
     "empty-body": ("", {}, 400, -32700, "Parse error"),
     "batch": (json.dumps([rpc("ping")]), {}, 400, -32600, "batches are not supported"),
-    "not-json-rpc": (json.dumps({"hello": "world"}), {}, 400, -32602, "Validation error"),
+    "not-json-rpc": (json.dumps({"hello": "world"}), {}, 400, -32600, 'Invalid request: jsonrpc must be "2.0".'),
+    "jsonrpc-1.0": (json.dumps({**rpc("ping"), "jsonrpc": "1.0"}), {}, 400, -32600, 'jsonrpc must be "2.0"'),
+    "jsonrpc-missing": (json.dumps({"id": 1, "method": "ping"}), {}, 400, -32600, 'jsonrpc must be "2.0"'),
+    "method-null": (json.dumps({**rpc("ping"), "method": None}), {}, 400, -32600, "method must be a string"),
+    "method-missing": (json.dumps({"jsonrpc": "2.0", "id": 1}), {}, 400, -32600, "method is missing"),
+    "params-list": (json.dumps({**rpc("ping"), "params": []}), {}, 400, -32600, "params must be a JSON object"),
+    "a-response": (json.dumps({"jsonrpc": "2.0", "id": 1, "result": {}}), {}, 400, -32600, "takes no responses"),
+    **{f"id-{name}": (json.dumps(rpc("ping", request_id=value)), {}, 400, -32600,
+                      "Invalid request: id must be a string or an integer (a notification has no id).")
+       for name, value in [("null", None), ("float", 1.5), ("true", True), ("list", []), ("object", {})]},
+    # Every answer carries the id back, and a lone surrogate cannot be written as UTF-8.
+    "id-lone-surrogate": (json.dumps(rpc("ping", request_id="\ud800")), {}, 400, -32600, "without lone surrogates"),
     "unknown-method": (json.dumps(rpc("memories/delete_everything", request_id=7)), {}, 200, -32601,
                        "Method not found: 'memories/delete_everything'"),
     "tools-call-without-a-name": (json.dumps(rpc("tools/call", {"arguments": {}})), {}, 200, -32602,
@@ -425,6 +436,9 @@ def test_hostile_requests_get_a_protocol_error_and_the_server_keeps_serving(mcp_
     assert error["code"] == code and message in error["message"], error
     if case == "unknown-method":
         assert answer.json()["id"] == 7
+    if status == 400:  # the request could not be read: no id to answer to, and no library's internals
+        assert answer.json()["id"] is None and set(error) == {"code", "message"}
+        assert "pydantic" not in error["message"] and "validation error" not in error["message"].lower()
     assert post(mcp_server, rpc("ping", request_id=2)).json() == {"jsonrpc": "2.0", "id": 2, "result": {}}
 
 
@@ -497,3 +511,20 @@ def test_stdio_read_only_offers_only_the_reading_tools(mcp_server):
     with stdio_client_for("mcp_stdio", "--namespace", "stdio-notes", "--read-only", env=mcp_server["env"]) as stdio:
         assert {tool.name for tool in stdio.list_tools()} == READ_TOOLS
         assert "needs the 'write' scope" in stdio.error("memory_remember", {"content": "x"})
+
+
+def test_stdio_checks_every_line_as_http_checks_a_body(mcp_server):
+    lines = ['{"jsonrpc": "2.0", "id": 1, "method": "ping", "method": "tools/list"}',
+             json.dumps(rpc("ping", request_id=None)),
+             "[" * 100_000 + "]" * 100_000,
+             json.dumps(rpc("memories/delete_everything", request_id=3)),
+             json.dumps(rpc("ping", request_id=4))]
+    done = manage("mcp_stdio", "--namespace", "stdio-strict", env=mcp_server["env"], stdin="\n".join(lines) + "\n")
+    assert done.returncode == 0, done.stderr
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [(answer["id"], answer.get("error", {}).get("code")) for answer in answers] == [
+        (None, -32700), (None, -32600), (None, -32700), (3, -32601), (4, None)]
+    assert "duplicate key 'method'" in answers[0]["error"]["message"]
+    assert "id must be a string or an integer" in answers[1]["error"]["message"]
+    assert "nested too deeply" in answers[2]["error"]["message"]
+    assert answers[4]["result"] == {}

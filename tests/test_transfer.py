@@ -265,6 +265,10 @@ def test_every_problem_is_reported_with_its_item_and_field():
     ('{"memories": {}}', "document: expected a JSON object with a 'memories' list"),
     ('{"memories": [], "version": 2}', "version: 2 is not a version this server reads"),
     (b'{"memories": ["\xff"]}', "document: not UTF-8 text"),
+    # The parser REST and MCP use: a repeated key is not read as its last value, nesting is bounded.
+    ('{"memories": [{"key": "dropped"}], "memories": []}', r"document: not valid JSON \(duplicate key 'memories'"),
+    ("[" * 100_000 + "]" * 100_000, r"document: not valid JSON \(nested too deeply \(more than 64 levels\)\)"),
+    ('{"memories": [], "version": NaN}', r"document: not valid JSON \(NaN is not JSON\)"),
 ])
 def test_a_document_that_is_not_an_export_is_refused(db, bad, expected):
     with pytest.raises(InvalidInput, match=expected):
@@ -597,6 +601,15 @@ def test_the_export_and_import_commands_copy_a_store_into_an_empty_one(instance,
     assert streamed.returncode == 0, streamed.stderr
     assert "Exported 2 memories known at 2024-02-15T00:00:00.000000Z to stdout." in streamed.stderr
     assert json.loads(streamed.stdout)["memories"][1]["state"] == "active"
+
+    # The command parses as strictly as REST: a repeated key or a deep nesting is refused in one line.
+    for text, expected in [(json.dumps(document(item("x", revision("Text.", "2024-01-01"))))[:-1] + ', "memories": []}',
+                            "duplicate key 'memories'"),
+                           ("[" * 100_000 + "]" * 100_000, "nested too deeply")]:
+        bad.write_text(text)
+        refused = instance.manage("import_memories", str(bad))
+        assert refused.returncode == 1 and expected in refused.stderr, refused.stderr
+        assert "Traceback" not in refused.stderr
 
     empty_dir = tmp_path / "empty"
     empty_dir.mkdir()

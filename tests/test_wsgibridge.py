@@ -9,6 +9,7 @@ import threading
 from concurrent.futures import wait
 
 import pytest
+from django.core.handlers.wsgi import WSGIRequest
 
 from memoryproject.wsgibridge import LastIdlePool, WsgiBridge
 
@@ -67,6 +68,24 @@ def test_a_streamed_response_goes_out_chunk_by_chunk_on_a_pool_thread_and_is_clo
     assert body.closed and all(name.startswith("django") for name in body.threads)
     assert seen["body"] == b"hello" and seen["PATH_INFO"] == "/p" and seen["QUERY_STRING"] == "q=1"
     assert seen["CONTENT_TYPE"] == "text/plain" and seen["HTTP_X_THING"] == "a"
+
+
+def test_a_body_sent_in_chunks_reaches_django_whole_with_its_length():
+    # A chunked request has no Content-Length header, and Django reads no body without CONTENT_LENGTH.
+    seen = {}
+
+    def app(environ, start_response):
+        seen["length"], seen["body"] = environ["CONTENT_LENGTH"], WSGIRequest(environ).body
+        start_response("200 OK", [])
+        return [b"ok"]
+
+    chunked = {**SCOPE, "method": "POST", "headers": [(b"content-type", b"application/json"),
+                                                      (b"transfer-encoding", b"chunked")]}
+    run(app, messages=[{"type": "http.request", "body": b'{"jsonrpc": ', "more_body": True},
+                       {"type": "http.request", "body": b'"2.0"}', "more_body": False}], scope=chunked)
+    assert seen == {"length": "18", "body": b'{"jsonrpc": "2.0"}'}
+    run(app, scope=chunked)  # no body at all: zero, not absent
+    assert seen == {"length": "0", "body": b""}
 
 
 def test_an_empty_response_still_starts_and_ends_and_is_closed():

@@ -12,7 +12,6 @@ the outcome of writing them one by one. The document is the one
 import dataclasses
 import datetime as dt
 import gc
-import json
 import math
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -47,6 +46,7 @@ from memories.services.lifecycle import (
     validity_interval,
 )
 from memoryproject.exceptions import Conflict, DuplicateContent, InvalidInput, MemoryServiceError, TooLarge
+from memoryproject.jsontext import parse_strict_json
 from memoryproject.timeparse import format_instant, parse_optional_instant
 from search import indexing
 
@@ -123,10 +123,10 @@ def _parse_document(document) -> dict:
             raise InvalidInput(f"document: not UTF-8 text (byte {error.start}).", field="document") from None
     if isinstance(document, str):
         try:
-            document = json.loads(document)
-        except json.JSONDecodeError as error:
-            raise InvalidInput(f"document: not valid JSON ({error.msg} at line {error.lineno}, "
-                               f"column {error.colno}).", field="document") from None
+            # The parser every door uses: a repeated key or deep nesting is refused, not guessed at.
+            document = parse_strict_json(document)
+        except ValueError as error:
+            raise InvalidInput(f"document: not valid JSON ({error}).", field="document") from None
     if not isinstance(document, dict) or not isinstance(document.get("memories"), list):
         raise InvalidInput("document: expected a JSON object with a 'memories' list (the format export writes).",
                            field="document")

@@ -1,5 +1,7 @@
+import anyio
 from django.core.management.base import BaseCommand, CommandError
 
+from mcp_api import stdio
 from mcp_api.server import current_caller, server
 from memories import validation
 from memories.access import Caller
@@ -30,4 +32,4 @@ class Command(BaseCommand):
         current_caller.set(Caller(actor=actor, interface=Interface.MCP.value, scopes=frozenset(scopes),
                                   namespaces=(namespace,)))
         # stdout is the protocol channel from here on; logs go to stderr.
-        server.run(transport="stdio")
+        anyio.run(stdio.serve, server)
