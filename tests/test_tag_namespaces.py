@@ -90,11 +90,8 @@ def test_stats_count_each_namespaces_tags_apart(secret, remember):
         {"tag": "secretprojectx", "namespace": "alpha", "count": 1}]
 
 
-def test_the_dashboard_names_each_tags_namespace(secret, client, django_user_model):
-    django_user_model.objects.create_user("curator", password="pw", is_staff=True)
-    client.login(username="curator", password="pw")
-
-    html = client.get("/").content.decode()
+def test_the_dashboard_names_each_tags_namespace(secret, admin_client):
+    html = admin_client.get("/").content.decode()
 
     section = html[html.index('id="top-tags"'):]
     assert "<td>SecretProjectX</td><td>beta</td>" in section
