@@ -271,7 +271,8 @@ def run_rest_group(config: dict, output: str) -> None:
     import http.client
 
     recorder = Recorder()
-    plans = [Plan(**spec) for spec in config["plans"]]
+    plans = [Plan(**spec, queries=config["queries"], texts=config["texts"], store_ids=config["store_ids"])
+             for spec in config["plans"]]
     start, end = _phase_clock(config)
     inbox: queue.Queue = queue.Queue()
 
@@ -353,7 +354,8 @@ async def _mcp_group(config: dict, output: str) -> None:
     from mcp.client.streamable_http import streamable_http_client
 
     recorder = Recorder()
-    plans = [Plan(**spec) for spec in config["plans"]]
+    plans = [Plan(**spec, queries=config["queries"], texts=config["texts"], store_ids=config["store_ids"])
+             for spec in config["plans"]]
     start, end = _phase_clock(config)
     inbox: asyncio.Queue = asyncio.Queue()
     tools = {operation: f"memory_{operation}" for operation in OPERATIONS}
@@ -450,10 +452,11 @@ def run_phase(name: str, *, args, run: str, bases: list[str], token: str, querie
     for group, (target, clients) in groups.items():
         if not clients:
             continue
-        plans = [{"name": f"{run}-{name}-{group}{number}", "seed": f"{args.seed}-{name}-{group}{number}",
-                  "queries": queries, "texts": texts, "store_ids": store_ids} for number in range(clients)]
+        plans = [{"name": f"{run}-{name}-{group}{number}", "seed": f"{args.seed}-{name}-{group}{number}"}
+                 for number in range(clients)]
         # The open rate is shared out by the groups' client counts.
-        config = {"plans": plans, "bases": bases, "token": token, "start_at": start_at, "seconds": seconds,
+        config = {"plans": plans, "queries": queries, "texts": texts, "store_ids": store_ids,
+                  "bases": bases, "token": token, "start_at": start_at, "seconds": seconds,
                   "open_rate": open_rate * clients / args.clients if open_rate else None,
                   "seed": f"{args.seed}-{name}-{group}"}
         outputs[group] = workdir / f"{name}-{group}.json"
@@ -466,8 +469,8 @@ def run_phase(name: str, *, args, run: str, bases: list[str], token: str, querie
         writer = threading.Thread(target=cli_writer, args=(env, start_at, seconds, f"{run}-{name}", texts, cli))
         writer.start()
     for process in processes:
-        process.join()
-        if process.exitcode != 0:
+        process.join(timeout=seconds + 600)
+        if process.exitcode != 0:  # None: still running long after the phase should have ended
             raise SystemExit(f"client group {process.name} failed (exit status {process.exitcode})")
     if writer is not None:
         writer.join()
