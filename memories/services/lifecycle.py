@@ -261,19 +261,14 @@ def memory_revise(
     current expiry, 0 removes it, N expires N days from now.
     """
     check_interface(interface)
-    changes = {}
-    if content is not None:
-        changes["content"] = validation.content(content)
-    if title is not None:
-        changes["title"] = validation.short_text(title, field="title", limit=validation.TITLE_MAX)
+    changes = _text_changes(content, title)
     if source is not None:
         changes["source"] = validation.short_text(source, field="source", limit=validation.SOURCE_MAX)
     if subject is not None or predicate is not None or object is not None:
         changes.update(zip(("subject", "predicate", "object"), validation.triple(subject, predicate, object)))
     kind = validation.kind(kind) if kind is not None else None
     ttl = validation.ttl_days(ttl_days, allow_keep=True)
-    if "content" in changes or "title" in changes:
-        _prepare_revision(memory_id, changes)
+    _prepare_revision(memory_id, changes)
 
     with transaction.atomic():
         now = timezone.now()  # under the write lock, see memory_remember
@@ -314,8 +309,23 @@ def memory_revise(
         return ChangeResult(memory=_record(memory, shown), changed=True)
 
 
+def _text_changes(content: str | None, title: str | None) -> dict:
+    """The checked content and title a revision changes (the ones given)."""
+    changes = {}
+    if content is not None:
+        changes["content"] = validation.content(content)
+    if title is not None:
+        changes["title"] = validation.short_text(title, field="title", limit=validation.TITLE_MAX)
+    return changes
+
+
 def _prepare_revision(memory_id, changes: dict) -> None:
-    """Embed the revision a revise will write, from an unlocked read (a stale guess only costs a miss)."""
+    """Embed the revision a revise will write, from an unlocked read (a stale guess only costs a miss).
+
+    Does nothing when neither content nor title changes: the vector is the current one's.
+    """
+    if "content" not in changes and "title" not in changes:
+        return
     memory = Memory.objects.filter(pk=memory_id).first() if isinstance(memory_id, int) else None
     base = _current(memory, timezone.now()) if memory is not None else None
     if base is not None:
@@ -429,6 +439,8 @@ def memory_update(
     if not revise and not retag and ttl_days == -1:
         raise InvalidInput("Nothing to update: give content, title, source, tags to add or remove, ttl_days, "
                            "or a validity interval.", field="id")
+    # Embedded before the transaction takes the write lock; memory_revise then finds the vector ready.
+    _prepare_revision(memory_id, _text_changes(content, title))
     with transaction.atomic():
         changed = False
         if revise or ttl_days != -1:

@@ -4,6 +4,8 @@ import sqlite_vec
 from django.conf import settings
 from django.db.backends.sqlite3 import base as sqlite3_base
 
+from memoryproject.sqlite_backend.writelock import WriteLock
+
 Database = sqlite3_base.Database
 
 # Pragmas set on every new connection, and why:
@@ -20,6 +22,44 @@ CONNECTION_PRAGMAS = (
 
 
 class DatabaseWrapper(sqlite3_base.DatabaseWrapper):
+    """Django's SQLite wrapper; a transaction waits in line for the write lock (``writelock``) before BEGIN."""
+
+    # None for an in-memory database (tests): no other process can share it.
+    write_lock = None
+
+    def _start_transaction_under_autocommit(self):
+        if self.write_lock is not None:
+            self.write_lock.acquire()
+        try:
+            super()._start_transaction_under_autocommit()
+        except BaseException:
+            self._release_write_lock()
+            raise
+
+    def _commit(self):
+        try:
+            return super()._commit()
+        finally:
+            self._release_write_lock()
+
+    def _rollback(self):
+        try:
+            return super()._rollback()
+        finally:
+            self._release_write_lock()
+
+    def _close(self):
+        try:
+            return super()._close()
+        finally:
+            if self.write_lock is not None:
+                self.write_lock.close()
+                self.write_lock = None
+
+    def _release_write_lock(self):
+        if self.write_lock is not None:
+            self.write_lock.release()
+
     def get_new_connection(self, conn_params):
         conn = super().get_new_connection(conn_params)
         conn.enable_load_extension(True)
@@ -27,10 +67,16 @@ class DatabaseWrapper(sqlite3_base.DatabaseWrapper):
             sqlite_vec.load(conn)
         finally:
             conn.enable_load_extension(False)
-        timeout_ms = int(float(conn_params.get("timeout", 5)) * 1000)
+        timeout = float(conn_params.get("timeout", 5))
+        timeout_ms = int(timeout * 1000)
         conn.execute(f"PRAGMA busy_timeout = {timeout_ms:d}")
         for pragma in CONNECTION_PRAGMAS:
             conn.execute(pragma)
         # Reads through a memory map (settings.MEMORY_DB_MMAP_MB): no read() call or copy per page.
         conn.execute(f"PRAGMA mmap_size = {int(settings.MEMORY_DB_MMAP_MB) * 2**20:d}")
+        if self.write_lock is not None:
+            self.write_lock.close()
+        # The lock file sits beside the database, like SQLite's own -wal and -shm.
+        in_memory = self.is_in_memory_db()
+        self.write_lock = None if in_memory else WriteLock(f"{self.settings_dict['NAME']}-writelock", timeout=timeout)
         return conn
