@@ -57,3 +57,11 @@ class Unavailable(MemoryServiceError):
     """A part of the server the request needs cannot run here (for example, no embedding model)."""
 
     code = "unavailable"
+
+
+class Busy(Unavailable):
+    """The database stayed locked by other writers for the whole busy timeout (MEMORY_DB_BUSY_TIMEOUT)."""
+
+    code = "busy"
+    # What REST sends as Retry-After: long enough for a long write to finish, short for a client to wait.
+    retry_after_seconds = 2
