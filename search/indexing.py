@@ -139,11 +139,11 @@ def prepare_many(texts: list[tuple[str, str]]) -> None:
             _prepared.pop(next(iter(_prepared)))
 
 
-def visibility_changed() -> None:
-    """Tell every process's search snapshot that which rows count changed without new rows (an import published)."""
+def import_published() -> None:
+    """Tell every process's search snapshot that an import was published: rows it holds now count (search 0006)."""
     with connection.cursor() as cursor:
-        # The one-row state table; readers compare its generation before every query.
-        cursor.execute("UPDATE search_state SET generation = generation + 1 WHERE id = 1")
+        # The one-row state table; readers compare the counter before every query.
+        cursor.execute("UPDATE search_state SET published = published + 1 WHERE id = 1")
 
 
 # Texts per embedding call when indexing many revisions: sentence-transformers sorts each

@@ -5,14 +5,15 @@ then the last candidate row of its run. The copy follows the database cheaply:
 revisions are append-only, so new rows are found by polling for ids above the last
 one seen, and everything else a cached column depends on (a deleted revision, a
 memory moved or re-kinded) bumps ``search_state.generation`` by trigger, which makes
-the next query reload from scratch. So does publishing an import: rows an import
-writes are loaded as they come, counting from never (``counts_from``), and the
-publish changes that time without adding rows.
+the next query reload from scratch. Rows an import writes are loaded as they come,
+counting from never (``counts_from``); its publication bumps ``search_state.published``,
+and the next query reads the publication times of the imports it holds rows of.
 
 This is the same rule as ``memories.models._visibility_candidates`` (the SQL form);
 the property tests check the two agree.
 """
 
+import dataclasses
 import datetime as dt
 import threading
 from dataclasses import dataclass, field
@@ -50,7 +51,8 @@ _LOAD = f"""
            {_micros('r.known_at')}, {_micros('r.valid_from')},
            {_micros('r.valid_to', str(OPEN))}, {_micros('r.expires_at', str(OPEN))},
            r.tombstone, coalesce(d.ntok, 0), coalesce(d.nbigram, 0),
-           CASE WHEN r.batch_id IS NULL THEN {ALWAYS} ELSE {_micros('b.counts_from', str(OPEN))} END
+           CASE WHEN r.batch_id IS NULL THEN {ALWAYS} ELSE {_micros('b.counts_from', str(OPEN))} END,
+           coalesce(r.batch_id, 0)
     FROM memories_revision r
     JOIN memories_memory m ON m.id = r.memory_id
     LEFT JOIN search_document d ON d.revision_id = r.id
@@ -60,7 +62,7 @@ _LOAD = f"""
 """
 
 _COLUMNS = ("revision", "memory", "namespace", "kind", "known", "valid_from", "valid_to", "expires", "tombstone",
-            "ntok", "nbigram", "counts_from")
+            "ntok", "nbigram", "counts_from", "batch")
 
 
 @dataclass
@@ -77,6 +79,7 @@ class Columns:
     ntok: np.ndarray  # int64
     nbigram: np.ndarray  # int64
     counts_from: np.ndarray  # int64 microseconds (ALWAYS, OPEN, or an import's publication)
+    batch: np.ndarray  # int64 id of the import that wrote the row, 0 for none
 
 
 # Visible sets kept per view: "now" and a few points in the past, per namespace choice.
@@ -240,6 +243,7 @@ class Snapshot:
 
     def __init__(self):
         self.generation = -1
+        self.published = -1
         self.view = _EMPTY
         self.lock = threading.Lock()
 
@@ -259,20 +263,42 @@ class Snapshot:
                 # and the row the cached view ends with (gone or different: ids were reused
                 # after a rollback, so the cache cannot be extended).
                 cursor.execute(
-                    "SELECT generation, (SELECT max(id) FROM memories_revision), "
+                    "SELECT generation, published, (SELECT max(id) FROM memories_revision), "
                     "(SELECT memory_id || ' ' || known_at FROM memories_revision WHERE id = %s) FROM search_state",
                     [view.max_id],
                 )
-                generation, max_id, anchor = cursor.fetchone()
+                generation, published, max_id, anchor = cursor.fetchone()
             max_id = max_id or 0
             if generation != self.generation or anchor != view.anchor:
                 view = _EMPTY
+            elif published != self.published:
+                view = _republished(view)
             if max_id > view.max_id:
                 # Rows this connection has not committed may roll back: never in the shared room.
                 view = _extend(view, after=view.max_id, shared=not connection.in_atomic_block)
             if not connection.in_atomic_block:
-                self.view, self.generation = view, generation
+                self.view, self.generation, self.published = view, generation, published
             return view
+
+
+def _republished(view: View) -> View:
+    """``view`` with the rows of imports unpublished when they were loaded counting from their publication now."""
+    c = view.columns
+    waiting = np.flatnonzero(c.counts_from == OPEN)
+    if not len(waiting):
+        return view
+    batches = np.unique(c.batch[waiting])
+    with connection.cursor() as cursor:
+        # Primary-key lookups of the few imports the view holds unpublished rows of.
+        cursor.execute(f"SELECT id, {_micros('counts_from', str(OPEN))} FROM memories_importbatch "
+                       f"WHERE id IN ({', '.join(['%s'] * len(batches))})", batches.tolist())
+        times = dict(cursor.fetchall())
+    counts_from = c.counts_from.copy()
+    counts_from[waiting] = [times.get(batch, OPEN) for batch in c.batch[waiting].tolist()]
+    # New arrays for one column: outside the room (see _extend), whose arrays later views would share.
+    return View(columns=dataclasses.replace(c, counts_from=counts_from), position=view.position,
+                namespaces=view.namespaces, kinds=view.kinds, max_id=view.max_id, anchor=view.anchor,
+                import_times=np.unique(counts_from[counts_from != ALWAYS]), events=list(view.events))
 
 
 def _codes(names: list[str], values) -> np.ndarray:
@@ -314,6 +340,7 @@ def _extend(view: View, *, after: int, shared: bool = False) -> View:
         ntok=np.asarray(fields[9], dtype=np.int64),
         nbigram=np.asarray(fields[10], dtype=np.int64),
         counts_from=np.asarray(fields[11], dtype=np.int64),
+        batch=np.asarray(fields[12], dtype=np.int64),
     )
     # Sort by (memory, known_at, id); np.lexsort takes the primary key last.
     order = np.lexsort((new.revision, new.known, new.memory))

@@ -177,6 +177,22 @@ def test_a_key_being_imported_is_refused_to_other_writers_and_one_written_meanwh
     assert selectors.memory_get(namespace="acme", key="third").content == "Imported third."
 
 
+@pytest.mark.parametrize("trusted", [True, False])
+def test_a_key_another_unfinished_import_holds_is_refused_and_nothing_is_imported(db, trusted):
+    other = batches.batch_begin(trusted=False, **ACTOR)
+    with staging.writing(other.pk):
+        services.memory_remember(namespace="acme", key="shared", content="Theirs.", **ACTOR)
+    before = rows()
+
+    with pytest.raises(Conflict) as raised:
+        import_(document(item("mine", revision("Mine.", "2024-01-01T00:00:00Z")),
+                         item("shared", revision("Ours.", "2024-01-01T00:00:00Z"))), trusted=trusted)
+
+    assert raised.value.field == "memories[1].key"
+    assert "another import that has not finished" in raised.value.message
+    assert rows() == before
+
+
 def test_a_dry_run_leaves_no_batch_and_no_row(db, small_chunks):
     before = rows()
 
@@ -185,6 +201,36 @@ def test_a_dry_run_leaves_no_batch_and_no_row(db, small_chunks):
 
     assert report.created == 5
     assert rows() == before
+
+
+def test_a_snapshot_takes_in_a_publication_without_a_reload_and_matches_a_fresh_load(db):
+    from search import snapshot
+
+    def columns(view):
+        return {name: getattr(view.columns, name).tolist() for name in snapshot._COLUMNS}
+
+    def visible(view, moment):
+        at = snapshot.to_micros(moment) if isinstance(moment, dt.datetime) else moment
+        return len(view.visible_rows(as_of=at, valid_at=at))
+
+    services.memory_remember(namespace="acme", content="Written before the import.", **ACTOR)
+    batch = batches.batch_begin(trusted=False, **ACTOR)
+    with staging.writing(batch.pk):
+        services.memory_remember(namespace="acme", content="Written by the import.", **ACTOR)
+    loaded = snapshot._extend(snapshot._EMPTY, after=0, shared=True)
+    assert visible(loaded, timezone.now()) == 1
+    published = batches.batch_publish(batch)
+
+    republished = snapshot._republished(loaded)
+
+    assert columns(republished) == columns(snapshot._extend(snapshot._EMPTY, after=0))
+    assert visible(republished, timezone.now()) == 2
+    assert visible(republished, snapshot.to_micros(published) - 1) == 1  # before the publication
+    assert visible(loaded, timezone.now()) == 1  # an earlier view never changes
+    services.memory_remember(namespace="acme", content="Written after the publication.", **ACTOR)
+    extended = snapshot._extend(republished, after=republished.max_id, shared=True)
+    assert columns(extended) == columns(snapshot._extend(snapshot._EMPTY, after=0))
+    assert visible(extended, timezone.now()) == 3
 
 
 def _dead_pid() -> int:

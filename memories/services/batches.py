@@ -60,7 +60,7 @@ def batch_publish(batch: ImportBatch) -> dt.datetime:
     ImportBatch.objects.filter(pk=batch.pk).update(state=ImportBatch.Status.PUBLISHED, published_at=now,
                                                   progress_at=now, counts_from=counts_from)
     # The search snapshots hold which rows count: visibility changed without new rows.
-    indexing.visibility_changed()
+    indexing.import_published()
     return now
 
 
