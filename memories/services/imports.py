@@ -320,7 +320,7 @@ def _collector_paused():
 # transaction takes about CHUNK_SECONDS, and a writer waiting for the lock gets it soon.
 STAGED_CHUNK = 200
 STAGED_CHUNK_RANGE = (10, 5000)
-CHUNK_SECONDS = 0.25
+CHUNK_SECONDS = 0.2
 # Seconds at least between two chunks' transactions. SQLite's busy handler retries a waiting
 # writer every 100 ms at most: a shorter gap could let the import take the lock back every time.
 LOCK_GAP = 0.11
