@@ -284,6 +284,8 @@ from memories.models import ImportBatch, Memory
 from django.db import connection
 
 connection.ensure_connection()
+# Loads what a process's first write loads (the embedder, the search snapshot): the timing below is the lock's.
+services.memory_remember(namespace="warm", content="Warming up.", actor="writer", interface="cli")
 print("ready", flush=True)
 deadline = time.monotonic() + 60
 while not ImportBatch.objects.filter(state="writing").exists():
