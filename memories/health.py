@@ -120,6 +120,26 @@ def index_in_step() -> Check:
     return Check("index drift", not problems, " ".join(problems) or "FTS indexes match the revisions")
 
 
+def unfinished_imports() -> Check:
+    """Imports still writing: a live one is fine; one whose process died leaves rows only purge removes."""
+    from memories.services import batches
+    from memoryproject.timeparse import format_instant
+
+    unfinished = batches.unpublished_batches()
+    dead = [batch for batch in unfinished if batches.is_dead(batch)]
+    if dead:
+        lines = []
+        for batch in dead:
+            counts = batches.batch_rows(batch)
+            lines.append(f"import batch {batch.pk} (started {format_instant(batch.started_at)} by {batch.actor}, "
+                         f"pid {batch.pid} on {batch.host}) died unpublished with {counts['memories']} memory(ies) "
+                         f"and {counts['revisions']} revision(s), visible nowhere;")
+        return Check("imports", False, " ".join(lines) + " run 'manage.py purge' to remove them.")
+    if unfinished:
+        return Check("imports", True, f"{len(unfinished)} import(s) in progress")
+    return Check("imports", True, "no unfinished import")
+
+
 def run_checks() -> list[Check]:
     """Return every check, in the order an operator reads them: platform, file, schema, indexes."""
     connection = connections[DEFAULT_DB_ALIAS]
@@ -136,6 +156,7 @@ def run_checks() -> list[Check]:
         ("integrity", integrity),
         ("schema", schema_current),
         ("index drift", index_in_step),
+        ("imports", unfinished_imports),
     ):
         try:
             result = check()

@@ -2,13 +2,17 @@
 
 Revisions are never updated or deleted (database triggers enforce it, see migration
 0002); the one exception is erasure, which opens ``ErasureGate`` inside its own
-transaction and leaves an ``ErasureReceipt``.
+transaction and leaves an ``ErasureReceipt``. Rows an import writes carry its
+``ImportBatch`` and count nowhere until the batch is published.
 """
 
 import datetime as dt
 
-from django.db import models
+from django.db import connection, models
 from django.db.models import OuterRef, Q, Subquery
+from django.db.models.expressions import RawSQL
+
+from memories import staging
 
 
 class Kind(models.TextChoices):
@@ -56,6 +60,56 @@ class Tag(models.Model):
         return self.name
 
 
+class ImportBatch(models.Model):
+    """One import, written in short transactions: its memories and revisions count only once it is published.
+
+    ``counts_from`` is null while the import writes, and its rows are then invisible
+    everywhere but in the import itself (``memories.staging``). Publishing sets it, in
+    one short transaction: to the publish time for an import on the server clock, so
+    that no answer as of an earlier time changes, and to ``EARLIEST`` for a trusted
+    import (a restore), whose recorded history then answers as of its own times. A
+    batch left ``writing`` by a process that died is removed by ``manage.py purge``.
+    """
+
+    class Status(models.TextChoices):
+        WRITING = "writing"
+        PUBLISHED = "published"
+
+    EARLIEST = dt.datetime(1, 1, 1, tzinfo=dt.timezone.utc)
+
+    state = models.CharField(max_length=16, choices=Status.choices, default=Status.WRITING)
+    trusted = models.BooleanField()
+    actor = models.CharField(max_length=200)
+    interface = models.CharField(max_length=8)
+    started_at = models.DateTimeField()
+    progress_at = models.DateTimeField()  # when its last chunk committed
+    published_at = models.DateTimeField(null=True, blank=True)
+    counts_from = models.DateTimeField(null=True, blank=True)
+    host = models.CharField(max_length=255)
+    pid = models.IntegerField()
+
+    def __str__(self):
+        return f"import batch {self.pk} ({self.state})"
+
+
+def counted_rows(as_of: dt.datetime | None = None) -> Q:
+    """Rows (memories or revisions) that count: written outside an import, or by one published (by ``as_of``).
+
+    The import writing in this thread also sees its own rows. The batches are few, so
+    the subquery is read once per statement and rows without a batch never need it.
+    Raw SQL: nearly every query on memories and revisions carries it, and the ORM's
+    form of the subquery costs more to build than most of those queries take to run.
+    """
+    if as_of is None:
+        published = RawSQL("SELECT id FROM memories_importbatch WHERE counts_from IS NOT NULL", ())
+    else:
+        published = RawSQL("SELECT id FROM memories_importbatch WHERE counts_from <= %s",
+                           (connection.ops.adapt_datetimefield_value(as_of),))
+    counted = Q(batch__isnull=True) | Q(batch_id__in=published)
+    own = staging.own_batch_id()
+    return counted | Q(batch_id=own) if own is not None else counted
+
+
 def _visibility_candidates(memory_ref, *, as_of: dt.datetime, valid_at: dt.datetime | None):
     """Return the revisions of ``memory_ref`` that compete at (as_of, valid_at), the winner first.
 
@@ -63,10 +117,11 @@ def _visibility_candidates(memory_ref, *, as_of: dt.datetime, valid_at: dt.datet
     known by ``as_of`` and not expired by then, whose valid interval holds
     ``valid_at`` (a tombstone holds at every valid time), the newest by
     (known_at, id) wins. A tombstone winner means the memory is not visible.
+    Revisions of an import count from its publication (``ImportBatch.counts_from``).
     """
     valid_at = as_of if valid_at is None else valid_at
     return (
-        Revision.objects.filter(memory=memory_ref, known_at__lte=as_of)
+        Revision.all_objects.filter(memory=memory_ref).known_by(as_of)
         .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=as_of))
         .filter(
             Q(tombstone=True)
@@ -96,7 +151,18 @@ class MemoryQuerySet(models.QuerySet):
         return self._with_winner(as_of=as_of, valid_at=valid_at).exclude(_SHOWN)
 
 
+class MemoryManager(models.Manager.from_queryset(MemoryQuerySet)):
+    """Memories that count: those of an import still being written are left out (see ImportBatch)."""
+
+    def get_queryset(self):
+        return super().get_queryset().filter(counted_rows())
+
+
 class RevisionQuerySet(models.QuerySet):
+    def known_by(self, as_of: dt.datetime):
+        """Revisions known at ``as_of``: learned by then, and of no import or one that counts by then."""
+        return self.filter(counted_rows(as_of), known_at__lte=as_of)
+
     def visible(self, *, as_of: dt.datetime, valid_at: dt.datetime | None = None):
         """The one revision each memory shows at (as_of, valid_at); memories hidden there have none."""
         winners = _visibility_candidates(OuterRef("memory_id"), as_of=as_of, valid_at=valid_at)
@@ -107,6 +173,13 @@ class RevisionQuerySet(models.QuerySet):
         return self.order_by("-known_at", "-id")
 
 
+class RevisionManager(models.Manager.from_queryset(RevisionQuerySet)):
+    """Revisions that count: those of an import still being written are left out (see ImportBatch)."""
+
+    def get_queryset(self):
+        return super().get_queryset().filter(counted_rows())
+
+
 class Memory(models.Model):
     namespace = models.SlugField(max_length=64)
     key = models.CharField(max_length=255)
@@ -114,8 +187,12 @@ class Memory(models.Model):
     state = models.CharField(max_length=16, choices=State.choices, default=State.ACTIVE)
     tags = models.ManyToManyField(Tag, related_name="memories", blank=True)
     created_at = models.DateTimeField()
+    # Set on a memory an import created; it counts once that import is published.
+    batch = models.ForeignKey(ImportBatch, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
 
-    objects = MemoryQuerySet.as_manager()
+    objects = MemoryManager()
+    # Every row, the unpublished imports' too: for the imports themselves, purge and doctor.
+    all_objects = models.Manager()
 
     class Meta:
         verbose_name_plural = "memories"
@@ -147,8 +224,12 @@ class Revision(models.Model):
     author = models.CharField(max_length=200)
     interface = models.CharField(max_length=8, choices=Interface.choices)
     embedding_model = models.CharField(max_length=200, blank=True)
+    # Set at insert on a revision an import wrote (revisions are never updated); it counts once that import is published.
+    batch = models.ForeignKey(ImportBatch, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
 
-    objects = RevisionQuerySet.as_manager()
+    objects = RevisionManager()
+    # Every row, the unpublished imports' too: for the imports themselves, purge and doctor.
+    all_objects = RevisionQuerySet.as_manager()
 
     class Meta:
         indexes = [

@@ -213,7 +213,7 @@ def memory_history(*, memory_id: int, as_of=None) -> list[RevisionRecord]:
     as_of_time, _ = resolve_times(as_of)
     if not Memory.objects.filter(pk=memory_id).exists():
         raise NotFound(f"Memory {memory_id} not found. Use memory_list or memory_recall to find valid ids.", field="id")
-    revisions = Revision.objects.filter(memory_id=memory_id, known_at__lte=as_of_time).order_by("known_at", "id")
+    revisions = Revision.objects.filter(memory_id=memory_id).known_by(as_of_time).order_by("known_at", "id")
     return [RevisionRecord.from_model(revision) for revision in revisions]
 
 

@@ -80,3 +80,11 @@ class ReadOnlyStorage(Unavailable):
     """The database cannot be written (a read-only file, folder or mount); the write was rolled back whole."""
 
     code = "read_only"
+
+
+class Busy(Unavailable):
+    """The database stayed locked by other writers for the whole busy timeout (MEMORY_DB_BUSY_TIMEOUT)."""
+
+    code = "busy"
+    # What REST sends as Retry-After: long enough for a long write to finish, short for a client to wait.
+    retry_after_seconds = 2

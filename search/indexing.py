@@ -113,6 +113,37 @@ def text_vector(embedder, title: str, content: str) -> np.ndarray:
     return vector
 
 
+def prepare_many(texts: list[tuple[str, str]]) -> None:
+    """Embed many revisions' (title, content) ahead of the transaction that writes them (an import's next chunk).
+
+    Like ``prepare``: the write finds the vectors ready and holds the lock for the inserts only.
+    """
+    embedder = get_embedder()
+    if not texts or not embedder.available():
+        return
+    bodies = list(dict.fromkeys(revision_text(title, content) for title, content in texts))
+    with _prepared_lock:
+        bodies = [body for body in bodies if (embedder.name, body) not in _prepared]
+    try:
+        embedded = [vector for start in range(0, len(bodies), EMBED_CHUNK)
+                    for vector in embedder.embed(bodies[start:start + EMBED_CHUNK])]
+    except EmbedderUnavailable:
+        return
+    with _prepared_lock:
+        for body, vector in zip(bodies, embedded):
+            _prepared[(embedder.name, body)] = vector
+        # Room for this chunk beside what single writes prepared; the oldest go first.
+        while len(_prepared) > _PREPARED_MAX + len(bodies):
+            _prepared.pop(next(iter(_prepared)))
+
+
+def import_published() -> None:
+    """Tell every process's search snapshot that an import was published: rows it holds now count (search 0006)."""
+    with connection.cursor() as cursor:
+        # The one-row state table; readers compare the counter before every query.
+        cursor.execute("UPDATE search_state SET published = published + 1 WHERE id = 1")
+
+
 # Texts per embedding call when indexing many revisions: sentence-transformers sorts each
 # call's texts by length, so larger calls pad less; this bounds the memory one call takes.
 EMBED_CHUNK = 512

@@ -5,12 +5,15 @@ then the last candidate row of its run. The copy follows the database cheaply:
 revisions are append-only, so new rows are found by polling for ids above the last
 one seen, and everything else a cached column depends on (a deleted revision, a
 memory moved or re-kinded) bumps ``search_state.generation`` by trigger, which makes
-the next query reload from scratch.
+the next query reload from scratch. Rows an import writes are loaded as they come,
+counting from never (``counts_from``); its publication bumps ``search_state.published``,
+and the next query reads the publication times of the imports it holds rows of.
 
 This is the same rule as ``memories.models._visibility_candidates`` (the SQL form);
 the property tests check the two agree.
 """
 
+import dataclasses
 import datetime as dt
 import threading
 from dataclasses import dataclass, field
@@ -20,6 +23,7 @@ from django.db import connection
 
 
 OPEN = np.iinfo(np.int64).max  # valid_to / expires_at that never come
+ALWAYS = -OPEN  # counts_from of a revision written outside an import
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 _MICRO = dt.timedelta(microseconds=1)
 
@@ -40,20 +44,25 @@ def _micros(column: str, default: str | None = None) -> str:
     return f"coalesce({expression}, {default})"
 
 
+# counts_from: the earliest as_of at which the row counts (memories.models.ImportBatch): always
+# outside an import, never while its import is unpublished, else from the batch's time.
 _LOAD = f"""
     SELECT r.id, r.memory_id, m.namespace, m.kind,
            {_micros('r.known_at')}, {_micros('r.valid_from')},
            {_micros('r.valid_to', str(OPEN))}, {_micros('r.expires_at', str(OPEN))},
-           r.tombstone, coalesce(d.ntok, 0), coalesce(d.nbigram, 0)
+           r.tombstone, coalesce(d.ntok, 0), coalesce(d.nbigram, 0),
+           CASE WHEN r.batch_id IS NULL THEN {ALWAYS} ELSE {_micros('b.counts_from', str(OPEN))} END,
+           coalesce(r.batch_id, 0)
     FROM memories_revision r
     JOIN memories_memory m ON m.id = r.memory_id
     LEFT JOIN search_document d ON d.revision_id = r.id
+    LEFT JOIN memories_importbatch b ON b.id = r.batch_id
     WHERE r.id > %s
     ORDER BY r.id
 """
 
 _COLUMNS = ("revision", "memory", "namespace", "kind", "known", "valid_from", "valid_to", "expires", "tombstone",
-            "ntok", "nbigram")
+            "ntok", "nbigram", "counts_from", "batch")
 
 
 @dataclass
@@ -69,6 +78,8 @@ class Columns:
     tombstone: np.ndarray  # bool
     ntok: np.ndarray  # int64
     nbigram: np.ndarray  # int64
+    counts_from: np.ndarray  # int64 microseconds (ALWAYS, OPEN, or an import's publication)
+    batch: np.ndarray  # int64 id of the import that wrote the row, 0 for none
 
 
 # Visible sets kept per view: "now" and a few points in the past, per namespace choice.
@@ -115,6 +126,9 @@ class View:
     kinds: tuple[str, ...]
     max_id: int
     anchor: str | None  # "memory_id known_at" of the revision max_id, to notice reused ids
+    # The distinct counts_from of its rows other than ALWAYS, sorted: a few (one per import), so they
+    # key the visible sets apart without a column of events.
+    import_times: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64), compare=False)
     events: list = field(default_factory=list, compare=False, repr=False)  # [Events], filled on first use
     cache: dict = field(default_factory=dict, compare=False, repr=False)
     stats: dict = field(default_factory=dict, compare=False, repr=False)  # see visible_memo
@@ -138,11 +152,12 @@ class View:
         key = (
             tuple(sorted(namespaces)) if namespaces is not None else None,
             tuple(sorted(kinds)) if kinds is not None else None,
-            # known <= as_of, expires > as_of, valid_from <= valid_at, valid_at < valid_to
+            # known <= as_of, expires > as_of, valid_from <= valid_at, valid_at < valid_to, counts_from <= as_of
             int(np.searchsorted(events.known, as_of, side="right")),
             int(np.searchsorted(events.expires, as_of, side="right")),
             int(np.searchsorted(events.valid_from, valid_at, side="right")),
             int(np.searchsorted(events.valid_to, valid_at, side="right")),
+            int(np.searchsorted(self.import_times, as_of, side="right")),
         )
         winners = self.cache.get(key)
         if winners is None:
@@ -201,7 +216,7 @@ class View:
 
     def _visible_rows(self, *, as_of, valid_at, namespaces, kinds) -> np.ndarray:
         c = self.columns
-        candidate = (c.known <= as_of) & (c.expires > as_of) & (
+        candidate = (c.known <= as_of) & (c.expires > as_of) & (c.counts_from <= as_of) & (
             c.tombstone | ((c.valid_from <= valid_at) & (valid_at < c.valid_to)))
         if namespaces is not None:
             # Namespace is a property of the memory, so filtering rows before the rule is the same as after.
@@ -228,6 +243,7 @@ class Snapshot:
 
     def __init__(self):
         self.generation = -1
+        self.published = -1
         self.view = _EMPTY
         self.lock = threading.Lock()
 
@@ -247,20 +263,42 @@ class Snapshot:
                 # and the row the cached view ends with (gone or different: ids were reused
                 # after a rollback, so the cache cannot be extended).
                 cursor.execute(
-                    "SELECT generation, (SELECT max(id) FROM memories_revision), "
+                    "SELECT generation, published, (SELECT max(id) FROM memories_revision), "
                     "(SELECT memory_id || ' ' || known_at FROM memories_revision WHERE id = %s) FROM search_state",
                     [view.max_id],
                 )
-                generation, max_id, anchor = cursor.fetchone()
+                generation, published, max_id, anchor = cursor.fetchone()
             max_id = max_id or 0
             if generation != self.generation or anchor != view.anchor:
                 view = _EMPTY
+            elif published != self.published:
+                view = _republished(view)
             if max_id > view.max_id:
                 # Rows this connection has not committed may roll back: never in the shared room.
                 view = _extend(view, after=view.max_id, shared=not connection.in_atomic_block)
             if not connection.in_atomic_block:
-                self.view, self.generation = view, generation
+                self.view, self.generation, self.published = view, generation, published
             return view
+
+
+def _republished(view: View) -> View:
+    """``view`` with the rows of imports unpublished when they were loaded counting from their publication now."""
+    c = view.columns
+    waiting = np.flatnonzero(c.counts_from == OPEN)
+    if not len(waiting):
+        return view
+    batches = np.unique(c.batch[waiting])
+    with connection.cursor() as cursor:
+        # Primary-key lookups of the few imports the view holds unpublished rows of.
+        cursor.execute(f"SELECT id, {_micros('counts_from', str(OPEN))} FROM memories_importbatch "
+                       f"WHERE id IN ({', '.join(['%s'] * len(batches))})", batches.tolist())
+        times = dict(cursor.fetchall())
+    counts_from = c.counts_from.copy()
+    counts_from[waiting] = [times.get(batch, OPEN) for batch in c.batch[waiting].tolist()]
+    # New arrays for one column: outside the room (see _extend), whose arrays later views would share.
+    return View(columns=dataclasses.replace(c, counts_from=counts_from), position=view.position,
+                namespaces=view.namespaces, kinds=view.kinds, max_id=view.max_id, anchor=view.anchor,
+                import_times=np.unique(counts_from[counts_from != ALWAYS]), events=list(view.events))
 
 
 def _codes(names: list[str], values) -> np.ndarray:
@@ -301,11 +339,14 @@ def _extend(view: View, *, after: int, shared: bool = False) -> View:
         tombstone=np.asarray(fields[8], dtype=bool),
         ntok=np.asarray(fields[9], dtype=np.int64),
         nbigram=np.asarray(fields[10], dtype=np.int64),
+        counts_from=np.asarray(fields[11], dtype=np.int64),
+        batch=np.asarray(fields[12], dtype=np.int64),
     )
     # Sort by (memory, known_at, id); np.lexsort takes the primary key last.
     order = np.lexsort((new.revision, new.known, new.memory))
     new = Columns(*(getattr(new, name)[order] for name in _COLUMNS))
     max_id = int(new.revision.max())  # new ids are above every old one
+    import_times = np.union1d(view.import_times, new.counts_from[new.counts_from != ALWAYS])
     old = view.columns
     if len(old.revision) and (
             new.memory[0] > old.memory[-1] or (new.memory[0] == old.memory[-1] and new.known[0] >= old.known[-1])):
@@ -317,14 +358,14 @@ def _extend(view: View, *, after: int, shared: bool = False) -> View:
         if room is not None:
             columns, position, events = room.append(view, new, max_id)
             return View(columns=columns, position=position, namespaces=tuple(namespaces), kinds=tuple(kinds),
-                        max_id=max_id, anchor=anchor, events=events, room=room)
+                        max_id=max_id, anchor=anchor, import_times=import_times, events=events, room=room)
     columns = _merged(old, new) if len(old.revision) else new
     position = np.full(max_id + 1, -1, dtype=np.int64)
     position[columns.revision] = np.arange(len(columns.revision))
     # A write adds a few rows: merging their times into the sorted ones beats sorting afresh.
     events = [view.events[0].plus(new)] if view.events else []
     return View(columns=columns, position=position, namespaces=tuple(namespaces), kinds=tuple(kinds),
-                max_id=max_id, anchor=anchor, events=events)
+                max_id=max_id, anchor=anchor, import_times=import_times, events=events)
 
 
 class _Room:

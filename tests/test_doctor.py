@@ -11,7 +11,7 @@ from search.indexing import index_drift
 from tests.subprocesses import instance, migrated_db  # noqa: F401  (fixtures)
 
 CHECKS = ["python", "sqlite", "fts5", "sqlite-vec", "database writable", "integrity", "schema",
-          "index drift"]
+          "index drift", "imports"]
 
 
 def test_every_check_passes_on_a_healthy_store(remember):

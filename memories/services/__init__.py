@@ -1,7 +1,8 @@
 """The only write path. Admin, REST, MCP and commands call these; nothing else writes models."""
 
+from memories.services.batches import purge_dead_imports
 from memories.services.curation import memory_move
-from memories.services.erasure import database_vacuum, memory_erase, purge_expired
+from memories.services.erasure import database_release_free_pages, database_vacuum, memory_erase, purge_expired
 from memories.services.export import memories_export
 from memories.services.hooks import hook_ingest, hook_recall, hook_report
 from memories.services.imports import memories_import
@@ -19,7 +20,9 @@ __all__ = [
     "markdown_import",
     "memories_export",
     "memories_import",
+    "database_release_free_pages",
     "database_vacuum",
+    "purge_dead_imports",
     "hook_ingest",
     "hook_recall",
     "hook_report",

@@ -43,7 +43,7 @@ def _gate_open():
         gate.delete()
 
 
-def _delete_revisions(revision_ids) -> int:
+def delete_revisions(revision_ids) -> int:
     """Delete these revisions under the gate; tombstones go first, since ``hides`` protects what they hide.
 
     The FTS triggers follow each row. Anything else keyed by revision id and holding
@@ -53,8 +53,9 @@ def _delete_revisions(revision_ids) -> int:
     revision_ids = list(revision_ids)
     indexing.unindex_revisions(revision_ids)
     with _gate_open():
-        tombstones, _ = Revision.objects.filter(pk__in=revision_ids, tombstone=True).delete()
-        others, _ = Revision.objects.filter(pk__in=revision_ids, tombstone=False).delete()
+        # all_objects: an import's unpublished rows are deleted by id too (purge of a dead import).
+        tombstones, _ = Revision.all_objects.filter(pk__in=revision_ids, tombstone=True).delete()
+        others, _ = Revision.all_objects.filter(pk__in=revision_ids, tombstone=False).delete()
     return tombstones + others
 
 
@@ -77,11 +78,30 @@ def _truncate_wal() -> None:
 
 
 def database_vacuum() -> None:
-    """Rebuild the database file so the space that purged rows held goes back to the filesystem."""
+    """Rebuild the database file so the space that purged rows held goes back to the filesystem.
+
+    VACUUM rewrites the whole file and holds the write lock for as long as that takes:
+    every other writer waits. Only ``purge --vacuum`` asks for it.
+    """
     with connection.cursor() as cursor:
         # VACUUM cannot run inside a transaction; callers run it in autocommit, after the purge committed.
         cursor.execute("VACUUM")
     _truncate_wal()
+
+
+def database_release_free_pages() -> bool:
+    """Give freed pages back to the filesystem without a full VACUUM, where the file allows it; return whether it did.
+
+    Only a file created with ``auto_vacuum = INCREMENTAL`` can; its mode is left as it is
+    (changing it needs a VACUUM). Otherwise freed pages stay in the file and new rows reuse them.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA auto_vacuum")
+        if cursor.fetchone()[0] != 2:  # 0 none, 1 full, 2 incremental
+            return False
+        cursor.execute("PRAGMA incremental_vacuum")
+        cursor.fetchall()
+    return True
 
 
 def memory_erase(*, memory_id: int, actor: str, interface: str, reason: str | None = None) -> ErasureReceipt:
@@ -97,9 +117,10 @@ def memory_erase(*, memory_id: int, actor: str, interface: str, reason: str | No
     with transaction.atomic():
         now = timezone.now()  # under the write lock, like every lifecycle write
         memory = get_memory(memory_id)
-        revisions = list(memory.revisions.order_by("id").values_list("id", "content_hash"))
+        # all_objects: an import still writing may have added revisions; erasure takes them too.
+        revisions = list(Revision.all_objects.filter(memory=memory).order_by("id").values_list("id", "content_hash"))
         revision_ids = [revision_id for revision_id, _ in revisions]
-        _delete_revisions(revision_ids)
+        delete_revisions(revision_ids)
         # Telemetry names the memory, and its recalls' and injections' queries can say as much as the text.
         queries_removed = telemetry.memory_traces_erase(memory_id=memory_id)
         tag_ids = list(memory.tags.values_list("pk", flat=True))
@@ -152,7 +173,7 @@ def _purge_batch(expired_ids: list[int], *, now: dt.datetime) -> dict:
         with _gate_open():
             for tombstone_id, revision_id in repoint.items():
                 Revision.objects.filter(pk=tombstone_id).update(hides_id=revision_id)
-    removed = _delete_revisions(gone)
+    removed = delete_revisions(gone)
     emptied = list(
         Memory.objects.filter(pk__in=memory_ids)
         .filter(~Exists(Revision.objects.filter(memory=OuterRef("pk"))))

@@ -60,7 +60,7 @@ def memories_export(
     cutoff = parse_optional_instant(as_of, field="as_of") or timezone.now()
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InvalidInput(f"batch_size: {batch_size!r} is not a positive integer.", field="batch_size")
-    memories = Memory.objects.filter(Exists(Revision.objects.filter(memory=OuterRef("pk"), known_at__lte=cutoff)))
+    memories = Memory.objects.filter(Exists(Revision.objects.filter(memory=OuterRef("pk")).known_by(cutoff)))
     if namespace is not None:
         memories = memories.filter(namespace=namespace)
     if ids is not None:
@@ -72,7 +72,7 @@ def memories_export(
 
 def _export_chunks(memories, *, header, cutoff, batch_size, progress) -> Iterator[str]:
     total = memories.count() if progress else 0
-    revisions = Prefetch("revisions", queryset=Revision.objects.filter(known_at__lte=cutoff).order_by("known_at", "id"),
+    revisions = Prefetch("revisions", queryset=Revision.objects.known_by(cutoff).order_by("known_at", "id"),
                          to_attr="exported_revisions")
     tags = Prefetch("tags", queryset=Tag.objects.order_by("slug"))
     yield json.dumps(header, ensure_ascii=False)[:-1] + ', "memories": ['

@@ -1,30 +1,36 @@
-"""The JSON import: an export document read back, checked whole, then written in one transaction.
+"""The JSON import: an export document read back, checked whole, then written all or nothing.
 
-Imports check the whole batch before writing anything, then write it in one
-transaction: a bad item anywhere means nothing is written. A trusted import replays
-the revisions with their recorded times; an untrusted one remembers each memory's
-current text through ``memory_remember``, on the server clock. The new memories of a
-trusted import (a restore, a migration) are written in bulk, a chunk at a time, with
-the outcome of writing them one by one. The document is the one
+Imports check the whole batch before writing anything. They then write it a chunk per
+transaction, so other writers get the write lock between chunks, into an import batch
+whose rows count nowhere until one short final transaction publishes them
+(``memories.services.batches``); a failure takes out what was written, and a process
+that dies leaves rows only ``manage.py purge`` sees. A bad item anywhere means nothing
+is imported. A trusted import replays the revisions with their recorded times; an
+untrusted one remembers each memory's current text through ``memory_remember``, on the
+server clock. The new memories of a trusted import (a restore, a migration) are
+written in bulk, with the outcome of writing them one by one. The document is the one
 ``memories.services.export`` writes.
 """
 
 import dataclasses
 import datetime as dt
 import gc
+import logging
 import math
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
-from memories import selectors, validation
+from memories import selectors, staging, validation
 from memories.inserts import insert_all
 from memories.models import Kind, Memory, Revision, State, Tag
 from memories.records import ImportReport
+from memories.services import batches
 from memories.services.export import (
     DOCUMENT_FIELDS,
     EXPORT_FORMAT,
@@ -49,6 +55,8 @@ from memoryproject.exceptions import Conflict, DuplicateContent, InvalidInput, M
 from memoryproject.jsontext import parse_strict_json
 from memoryproject.timeparse import format_instant, parse_optional_instant
 from search import indexing
+
+logger = logging.getLogger(__name__)
 
 # Enough to fix a file in one go without burying the first problem.
 PROBLEMS_SHOWN = 20
@@ -269,15 +277,16 @@ def memories_import(
     *, document, actor: str, interface: str, trusted: bool, dry_run: bool = False,
     progress: Callable[[int, int], None] | None = None,
 ) -> ImportReport:
-    """Import an export document (parsed, or its JSON text) in one transaction; return what changed.
+    """Import an export document (parsed, or its JSON text), all or nothing; return what changed.
 
-    Every item is checked before anything is written. ``trusted`` replays each
+    Every item is checked before anything is written; the items are then written a chunk
+    per transaction, unseen, and published together at the end. ``trusted`` replays each
     revision with its recorded times, tombstones included (a restore from a trusted
     export: admin only). Otherwise the server clock applies and only each memory's
     current text is remembered, as any writer would; forgotten or expired memories
     are skipped. Memories already present with the same history (trusted) or text
     (untrusted), and text that another visible memory of the namespace holds, are
-    counted and left alone. ``dry_run`` does all of it and then rolls it back.
+    counted and left alone. ``dry_run`` does all of it and then takes it out unpublished.
     """
     check_interface(interface)
     if not isinstance(trusted, bool):
@@ -307,25 +316,109 @@ def _collector_paused():
             gc.enable()
 
 
+# Memories in the first chunk; each next chunk is sized from the last one's time so that a
+# transaction takes about CHUNK_SECONDS, and a writer waiting for the lock gets it soon.
+STAGED_CHUNK = 200
+STAGED_CHUNK_RANGE = (10, 5000)
+CHUNK_SECONDS = 0.2
+# Seconds at least between two chunks' transactions: a writer waiting in line for the write lock
+# (another process retries every millisecond, memoryproject.sqlite_backend.writelock) gets it first.
+LOCK_GAP = 0.01
+
+
 def _import(document, *, actor, interface, trusted, dry_run, progress) -> ImportReport:
     now = timezone.now()
     items = _read_batch(document, trusted=trusted, actor=actor, interface=interface, now=now)
-    write = _replayed if trusted else _remembered
+    batch = batches.batch_begin(actor=actor, interface=interface, trusted=trusted)
+    try:
+        with staging.writing(batch.pk):
+            report = _write_batch(items, batch=batch, actor=actor, interface=interface, trusted=trusted,
+                                  dry_run=dry_run, progress=progress, now=now)
+    except BaseException:
+        _take_out(batch)
+        raise
+    if dry_run:
+        _take_out(batch)
+    return report
+
+
+def _take_out(batch) -> None:
+    try:
+        batches.batch_abandon(batch)
+    except Exception:  # noqa: BLE001 - the rows stay unpublished: purge removes them
+        logger.exception("Could not remove the rows of unpublished import batch %s; 'manage.py purge' will.",
+                         batch.pk)
+
+
+def _write_batch(items, *, batch, actor, interface, trusted, dry_run, progress, now) -> ImportReport:
+    """Write ``items`` a chunk per transaction into ``batch``, then publish it (or, on a dry run, not)."""
     counts = Counter()
-    # Indexed in one batch at the end of the transaction: far cheaper than per revision.
+    done = 0
+    # Untrusted: items whose key names a stored memory. Trusted: changes to a stored memory's tags,
+    # kind and state. Neither can wait unseen in the batch; both are made in the step that publishes it.
+    later, settle = [], []
+
+    def count(item, outcome):
+        nonlocal done
+        counts[outcome] += 1
+        if outcome in ("created", "revised") and item.state == State.FORGOTTEN and trusted:
+            counts["forgotten"] += 1
+        done += 1
+        if progress:
+            progress(done, len(items))
+
+    released, start, size = None, 0, STAGED_CHUNK
+    while start < len(items):
+        chunk = items[start:start + size]
+        start += len(chunk)
+        indexing.prepare_many(_texts(chunk, trusted=trusted))
+        _leave_a_gap(released)
+        # Indexed in one batch at the end of each transaction: far cheaper than per revision.
+        with transaction.atomic(), indexing.batched():
+            began = time.monotonic()  # once the lock is held
+            existing = _existing_keys(chunk)
+            if trusted:
+                outcomes = _replayed(chunk, existing=existing, settle=settle, actor=actor, interface=interface,
+                                     now=now)
+            else:
+                later.extend(item for item in chunk if (item.namespace, item.key) in existing)
+                outcomes = _remembered([item for item in chunk if (item.namespace, item.key) not in existing],
+                                       actor=actor, interface=interface, now=now)
+            for item, outcome in outcomes:
+                count(item, outcome)
+            batches.batch_progress(batch)
+        released = time.monotonic()
+        low, high = STAGED_CHUNK_RANGE
+        # At most doubled: a small chunk's time is mostly fixed costs.
+        size = max(low, min(high, 2 * len(chunk), int(len(chunk) * CHUNK_SECONDS / max(released - began, 0.001))))
+    _leave_a_gap(released)
     with transaction.atomic(), indexing.batched():
-        for done, (item, outcome) in enumerate(write(items, actor=actor, interface=interface, now=now), start=1):
-            counts[outcome] += 1
-            if outcome in ("created", "revised") and item.state == State.FORGOTTEN and trusted:
-                counts["forgotten"] += 1
-            if progress:
-                progress(done, len(items))
+        for item, outcome in _remembered(later, actor=actor, interface=interface, now=now):
+            count(item, outcome)
+        for item, memory_id, revised in settle:
+            _guarded(_settle, item, memory_id=memory_id, revised=revised, actor=actor, interface=interface, now=now)
         report = ImportReport(**counts)
         audit(actor=actor, interface=interface, action="import", memory_id=None, at=now, trusted=trusted,
-              **report.as_dict())
+              batch_id=batch.pk, **report.as_dict())
         if dry_run:
             transaction.set_rollback(True)
+        else:
+            batches.batch_publish(batch)
     return report
+
+
+def _texts(items: list[_MemoryIn], *, trusted: bool) -> list[tuple[str, str]]:
+    """(title, content) of the revisions writing ``items`` adds: embedded before the lock is taken."""
+    revisions = [revision for item in items for revision in (item.revisions if trusted else item.revisions[-1:])]
+    return [(revision.fields["title"], revision.fields["content"]) for revision in revisions
+            if not revision.tombstone]
+
+
+def _leave_a_gap(released: float | None) -> None:
+    """Wait until LOCK_GAP has passed since the last chunk let the lock go, so a waiting writer takes it."""
+    if released is None or connection.in_atomic_block:  # inside a caller's transaction no one else can write
+        return
+    time.sleep(max(0.0, LOCK_GAP - (time.monotonic() - released)))
 
 
 def _relocated(error: MemoryServiceError, path: str) -> MemoryServiceError:
@@ -356,19 +449,20 @@ def _remembered(items: list[_MemoryIn], **context) -> Iterator[tuple[_MemoryIn, 
 IMPORT_CHUNK = 500
 
 
-def _replayed(items: list[_MemoryIn], *, actor, interface, now) -> Iterator[tuple[_MemoryIn, str]]:
+def _replayed(items: list[_MemoryIn], *, existing: set[tuple[str, str]], settle: list, actor, interface,
+              now) -> Iterator[tuple[_MemoryIn, str]]:
     """Replay ``items`` in order, yielding each with its outcome.
 
-    A memory that already exists goes through ``_replay``, one at a time. New ones (a
-    restore, a migration: most of a trusted import) are written in bulk by ``_NewMemories``,
-    which gives the same rows and outcomes as ``_replay`` would.
+    A memory that already exists (its key is in ``existing``) goes through ``_replay``,
+    one at a time; what it leaves to settle goes to ``settle``. New ones (a restore, a
+    migration: most of a trusted import) are written in bulk by ``_NewMemories``, which
+    gives the same rows and outcomes as ``_replay`` would.
     """
-    existing = _existing_keys(items)
     new = _NewMemories(actor=actor, interface=interface, now=now)
     for item in items:
         if (item.namespace, item.key) in existing:
             yield from new.flush()  # the items before it are written first, as in document order
-            yield item, _guarded(_replay, item, actor=actor, interface=interface, now=now)
+            yield item, _guarded(_replay, item, settle=settle, actor=actor, interface=interface, now=now)
             continue
         if new.could_duplicate(item):
             # An earlier new memory of the batch may show this text: write them, so the check sees them.
@@ -380,7 +474,11 @@ def _replayed(items: list[_MemoryIn], *, actor, interface, now) -> Iterator[tupl
 
 
 def _existing_keys(items: list[_MemoryIn]) -> set[tuple[str, str]]:
-    """The (namespace, key) pairs of ``items`` that already name a memory."""
+    """The (namespace, key) pairs of ``items`` that already name a memory.
+
+    Read under the write lock, in the transaction that writes the items, so no other
+    writer can take a key meanwhile. A key another unfinished import holds is refused.
+    """
     keys: dict[str, list[str]] = {}
     for item in items:
         keys.setdefault(item.namespace, []).append(item.key)
@@ -388,8 +486,15 @@ def _existing_keys(items: list[_MemoryIn]) -> set[tuple[str, str]]:
     for namespace, names in keys.items():
         for start in range(0, len(names), IMPORT_CHUNK):
             # The (namespace, key) unique index serves the IN.
-            chunk = Memory.objects.filter(namespace=namespace, key__in=names[start:start + IMPORT_CHUNK])
-            found.update((namespace, key) for key in chunk.values_list("key", flat=True))
+            chunk = Memory.all_objects.filter(namespace=namespace, key__in=names[start:start + IMPORT_CHUNK])
+            taken = dict(chunk.values_list("key", "batch_id"))
+            counted = set(Memory.objects.filter(pk__in=chunk.values("pk")).values_list("key", flat=True))
+            for key in taken.keys() - counted:
+                path = next(item.path for item in items if (item.namespace, item.key) == (namespace, key))
+                raise Conflict(f"Nothing was imported: {path}.key: {key!r} in namespace {namespace!r} belongs to "
+                               f"another import that has not finished (batch {taken[key]}). Try again once it is "
+                               "done (or, if it died, after 'manage.py purge').", field=f"{path}.key")
+            found.update((namespace, key) for key in counted)
     return found
 
 
@@ -454,7 +559,7 @@ class _NewMemories:
             return
         memories = insert_all([
             Memory(namespace=item.namespace, key=item.key, kind=item.kind, state=item.state,
-                   created_at=item.created_at) for item in items])
+                   created_at=item.created_at, batch_id=staging.own_batch_id()) for item in items])
         self._tag(items, memories)
         # Position by position, so a tombstone's hidden revision (an earlier one) already has its id.
         written: list[list[Revision]] = [[] for _ in items]
@@ -488,10 +593,13 @@ class _NewMemories:
                     for item, memory in zip(items, memories, strict=True) for name in item.tags])
 
 
-def _replay(item: _MemoryIn, *, actor, interface, now) -> str:
+def _replay(item: _MemoryIn, *, settle: list, actor, interface, now) -> str:
     """Write ``item``'s revisions as they were recorded; extend a memory whose history they continue.
 
     New memories are written by ``_NewMemories``: only a memory that exists comes here.
+    The revisions wait unseen in the import's batch; the memory's own fields (tags, kind,
+    state) cannot, so ``(item, memory id, revised)`` goes to ``settle``, for ``_settle``
+    in the step that publishes the batch.
     """
     memory = Memory.objects.get(namespace=item.namespace, key=item.key)
     existing = list(memory.revisions.order_by("known_at", "id"))
@@ -501,15 +609,24 @@ def _replay(item: _MemoryIn, *, actor, interface, now) -> str:
         raise Conflict(f"key: memory {memory.pk} ({memory.namespace}/{memory.key}) already exists with a different "
                        "history. A trusted import only adds revisions after the ones a memory already has.",
                        field="key")
-    add_tags(memory, item.tags)
     if len(existing) == len(item.revisions):
+        settle.append((item, memory.pk, 0))
         return "unchanged"
     written = _write_revisions(memory, item.revisions[len(existing):], written=existing)
+    settle.append((item, memory.pk, len(written) - len(existing)))
+    return "revised"
+
+
+def _settle(item: _MemoryIn, *, memory_id: int, revised: int, actor, interface, now) -> None:
+    """Give a memory ``_replay`` extended (``revised``: by that many revisions) the item's tags, kind and state."""
+    memory = Memory.objects.get(pk=memory_id)
+    add_tags(memory, item.tags)
+    if not revised:
+        return
     memory.kind, memory.state = item.kind, item.state
     memory.save(update_fields=["kind", "state"])
     audit(actor=actor, interface=interface, action="import", memory_id=memory.pk, at=now, trusted=True,
-          revisions=len(written) - len(existing))
-    return "revised"
+          revisions=revised)
 
 
 def _fingerprints(history: list[Revision]) -> list[tuple]:

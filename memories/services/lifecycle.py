@@ -11,7 +11,7 @@ import uuid
 from django.db import transaction
 from django.utils import timezone
 
-from memories import selectors, validation
+from memories import selectors, staging, validation
 from memories.inserts import insert_all
 from memories.models import AuditEvent, Interface, Kind, Memory, Revision, State, Tag
 from memories.records import ChangeResult, MemoryRecord, NearTwinRecord, RememberResult
@@ -83,8 +83,10 @@ def append_revisions(revisions: list[dict]) -> list[Revision]:
     Each dict holds one revision's fields. The rows go in with multi-row INSERTs, and the
     objects come back with their ids (SQLite's RETURNING), in the order given. A tombstone's
     ``hides`` must be a revision written before this call: ids are given by the insert.
+    Inside an import the revisions carry its batch (``memories.staging``).
     """
-    written = insert_all([Revision(**fields) for fields in revisions])
+    batch_id = staging.own_batch_id()
+    written = insert_all([Revision(**fields, batch_id=batch_id) for fields in revisions])
     indexing.index_revisions(written)
     return written
 
@@ -174,6 +176,9 @@ def memory_remember(
         fields = dict(content=content, title=title, subject=triple[0], predicate=triple[1], object=triple[2],
                       source=source, valid_from=start, valid_to=end, expires_at=_expiry(ttl, now=now, keep=None))
         existing = Memory.objects.filter(namespace=namespace, key=key).first() if key else None
+        if existing is None and key and Memory.all_objects.filter(namespace=namespace, key=key).exists():
+            raise Conflict(f"key: {key!r} in namespace {namespace!r} belongs to an import that has not finished. "
+                           "Try again once it is done (or, if it died, after 'manage.py purge').", field="key")
         if existing is not None:
             result = _remember_into(existing, fields, digest, kind, tag_names, now=now, actor=actor,
                                     interface=interface)
@@ -188,7 +193,7 @@ def memory_remember(
             return RememberResult(memory=_record(duplicate, _current(duplicate, now)), created=False,
                                   deduplicated=True)
         memory = Memory.objects.create(namespace=namespace, key=key or uuid.uuid4().hex[:16], kind=kind,
-                                       created_at=now)
+                                       created_at=now, batch_id=staging.own_batch_id())
         tag_rows = tag_objects(namespace=namespace, names=tag_names) if tag_names else []
         if tag_rows:  # a new memory has no tags: set([]) would only query that
             memory.tags.set(tag_rows)

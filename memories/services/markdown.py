@@ -72,6 +72,10 @@ def markdown_import(
         raise TooLarge(f"root: the folder makes {len(chunks)} chunks, over the limit of {limit} per import "
                        "(MEMORY_MAX_IMPORT_ITEMS). Import its subfolders separately.", field="root")
     counts = Counter()
+    # New chunks (a first import: most of the work) are embedded before the transaction, so the
+    # write lock is held for their writes only. An unlocked read: a stale guess costs a miss.
+    stored = set(Memory.objects.filter(namespace=namespace, key__startswith=prefix).values_list("key", flat=True))
+    indexing.prepare_many([(chunk.title, chunk.content) for chunk in chunks if chunk.key not in stored])
     # Indexed in one batch at the end of the transaction: far cheaper than per revision.
     with transaction.atomic(), indexing.batched():
         # startswith is a case-insensitive LIKE in SQLite; the exact test is done here.

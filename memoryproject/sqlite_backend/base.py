@@ -3,10 +3,15 @@
 import sqlite_vec
 from django.conf import settings
 from django.db.backends.sqlite3 import base as sqlite3_base
+from django.db.utils import DatabaseErrorWrapper, OperationalError
+from django.utils.functional import cached_property
 
+from memoryproject.exceptions import Busy
 from memoryproject.sqlite_backend.writelock import WriteLock
 
 Database = sqlite3_base.Database
+# SQLite's result code when the busy timeout ran out with the database still locked.
+_SQLITE_BUSY = 5
 
 # Pragmas set on every new connection, and why:
 CONNECTION_PRAGMAS = (
@@ -21,6 +26,32 @@ CONNECTION_PRAGMAS = (
 )
 
 
+class DatabaseLocked(OperationalError, Busy):
+    """"database is locked" after the busy timeout: a database error, and the domain error every door maps once."""
+
+
+_LOCKED_MESSAGE = ("The database is busy with other writes (an import, a purge --vacuum) and stayed locked for "
+                   "the whole busy timeout. Nothing was written; try again in a few seconds.")
+
+
+def is_lock_timeout(error: BaseException) -> bool:
+    """Whether ``error`` is SQLite giving up on a lock after the busy timeout."""
+    code = getattr(error, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF == _SQLITE_BUSY
+    return str(error).startswith("database is locked")
+
+
+class _ErrorWrapper(DatabaseErrorWrapper):
+    """Django's wrapper of driver errors, turning a lock timeout into ``DatabaseLocked``."""
+
+    def __exit__(self, exc_type, exc_value, traceback):
+        if exc_type is not None and issubclass(exc_type, Database.OperationalError) and is_lock_timeout(exc_value):
+            self.wrapper.errors_occurred = True
+            raise DatabaseLocked(_LOCKED_MESSAGE) from exc_value
+        return super().__exit__(exc_type, exc_value, traceback)
+
+
 class DatabaseWrapper(sqlite3_base.DatabaseWrapper):
     """Django's SQLite wrapper; a transaction waits in line for the write lock (``writelock``) before BEGIN."""
 
@@ -29,7 +60,10 @@ class DatabaseWrapper(sqlite3_base.DatabaseWrapper):
 
     def _start_transaction_under_autocommit(self):
         if self.write_lock is not None:
-            self.write_lock.acquire()
+            try:
+                self.write_lock.acquire()
+            except OperationalError as error:  # waited the whole busy timeout in line
+                raise DatabaseLocked(_LOCKED_MESSAGE) from error
         try:
             super()._start_transaction_under_autocommit()
         except BaseException:
@@ -59,6 +93,10 @@ class DatabaseWrapper(sqlite3_base.DatabaseWrapper):
     def _release_write_lock(self):
         if self.write_lock is not None:
             self.write_lock.release()
+
+    @cached_property
+    def wrap_database_errors(self):
+        return _ErrorWrapper(self)
 
     def get_new_connection(self, conn_params):
         conn = super().get_new_connection(conn_params)

@@ -9,7 +9,8 @@ from memoryproject.exceptions import MemoryServiceError
 
 
 class Command(BaseCommand):
-    help = "Import a JSON export: every item is checked first, then all are written in one transaction."
+    help = ("Import a JSON export: every item is checked first, then all are written, unseen until the last "
+            "step publishes them together.")
 
     def add_arguments(self, parser):
         parser.add_argument("path", help="The export file, or '-' for stdin.")

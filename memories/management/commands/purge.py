@@ -8,27 +8,34 @@ from memoryproject.exceptions import MemoryServiceError
 
 
 class Command(BaseCommand):
-    help = ("Delete revisions whose TTL has run out, the tombstones and memories they leave, and old telemetry, "
-            "then compact the file.")
+    help = ("Delete revisions whose TTL has run out, the tombstones and memories they leave, old telemetry and "
+            "the rows of imports that died; with --vacuum, then compact the file.")
 
     def add_arguments(self, parser):
         parser.add_argument("--dry-run", action="store_true", help="Count what would be removed; change nothing.")
         parser.add_argument("--batch-size", type=int, default=PURGE_BATCH_SIZE,
                             help=f"Revisions per transaction (default {PURGE_BATCH_SIZE}).")
+        parser.add_argument("--vacuum", action="store_true",
+                            help="Rebuild the file afterwards so freed space goes back to the disk. It holds "
+                                 "every writer for its whole length (seconds per GB).")
 
-    def handle(self, *args, dry_run, batch_size, **options):
+    def handle(self, *args, dry_run, batch_size, vacuum, **options):
         progress = ProgressLine("Purging")
         try:
+            imports = services.purge_dead_imports(actor=cli_actor(), interface="cli", dry_run=dry_run)
             counts = services.purge_expired(actor=cli_actor(), interface="cli", dry_run=dry_run,
                                             batch_size=batch_size, progress=progress)
+            compacted = False
+            if vacuum and not dry_run:
+                services.database_vacuum()
+                compacted = True
+            elif not dry_run:
+                # Only where the file was made for it (auto_vacuum = INCREMENTAL): quick, no rewrite.
+                compacted = services.database_release_free_pages()
         except MemoryServiceError as error:
             raise CommandError(error.message) from error
         finally:
             progress.close()
-        # Telemetry rows hold prompts (the queries): their pages are worth compacting away too.
-        removed = counts["revisions"] + counts["tombstones"] + counts["memories"] + counts["telemetry"]
-        if removed and not dry_run:
-            services.database_vacuum()
         verb = "Would purge" if dry_run else "Purged"
         summary = (f"{verb} {counts['revisions']} expired revision(s), {counts['tombstones']} tombstone(s) and "
                    f"{counts['memories']} emptied memory(ies)")
@@ -37,4 +44,7 @@ class Command(BaseCommand):
         if counts["telemetry"]:
             summary += (f"; {counts['telemetry']} telemetry row(s) older than "
                         f"{settings.MEMORY_TELEMETRY_DAYS} days")
-        self.stdout.write(summary + ("; file compacted." if removed and not dry_run else "."))
+        if imports["imports"]:
+            summary += (f"; {imports['imports']} unfinished import(s) whose process died, with "
+                        f"{imports['memories']} memory(ies) and {imports['revisions']} revision(s)")
+        self.stdout.write(summary + ("; file compacted." if compacted else "."))
