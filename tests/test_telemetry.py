@@ -98,7 +98,7 @@ def test_the_purge_command_reports_the_telemetry_it_deleted(instance):
     assert dry.stdout == ("Would purge 0 expired revision(s), 0 tombstone(s) and 0 emptied memory(ies); "
                           "1 telemetry row(s) older than 1 days.\n")
     assert first.stdout == ("Purged 0 expired revision(s), 0 tombstone(s) and 0 emptied memory(ies); "
-                            "1 telemetry row(s) older than 1 days; file compacted.\n")
+                            "1 telemetry row(s) older than 1 days.\n")
     assert instance.run("from telemetry.models import Injection\nprint(Injection.objects.count())") == "1\n"
 
 

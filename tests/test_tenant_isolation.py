@@ -38,10 +38,13 @@ def sqlite_steps(call) -> int:
 def alpha(db, monkeypatch):
     """Alpha's memories, and one in omega, whose keys sort after everyone's (as they would in a live store).
 
-    The per-process caches see through the test's transaction, as they work in a server.
+    The per-process caches see through the test's transaction, as they work in a server, and
+    are dropped after it: its rows roll back, and later tests reuse their ids.
     """
     monkeypatch.setattr(snapshot, "connection", Committed())
     monkeypatch.setattr(cosines, "connection", Committed())
+    monkeypatch.setattr(snapshot, "_snapshots", {})
+    monkeypatch.setattr(cosines, "_copies", {})
     for number in range(20):
         services.memory_remember(namespace="alpha", content=f"Alpha note {number} about the quarterly budget.",
                                  **ACTOR)
