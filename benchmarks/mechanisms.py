@@ -5,6 +5,9 @@
 One store of ``--size`` memories (``history.make_history``, hash-embedder vectors), then,
 alternating with and without, over the same queries:
 
+- kept term rows (``channels.KEPT_TERM_MIN_POSTINGS``): keyword recall "now", query after
+  query, after a pass over the same queries (common terms recur from query to query);
+  timed whole, and its own stage (``channels._postings``, the terms' visible rows) alone;
 - the packed postings a process keeps (``postings._packed``): the same keyword recalls, with
   and without the cache (capacity 0: every recall reads its terms' packed rows); timed
   whole, and its own stage (``postings.read_terms``) alone;
@@ -55,7 +58,7 @@ def main():
 
     from memories.selectors import memory_recall
     from memories.services import memory_remember
-    from search import cosines, postings, snapshot
+    from search import channels, cosines, postings, snapshot
 
     corpus = Corpus(0)
     memories = make_history(corpus, args.size, now=timezone.now(), namespace="bench")
@@ -64,10 +67,22 @@ def main():
     stored = cosines.stored_vectors()
     vector = stored.matrix[len(stored.matrix) // 2].copy()
     split_min = cosines._SPLIT_MIN_ROWS
-    samples = {name: [] for name in ("packed_kept", "packed_read_each_time", "read_terms_kept",
+    samples = {name: [] for name in ("keyword_follow_up_kept", "keyword_follow_up_not_kept", "term_rows_kept",
+                                     "term_rows_not_kept", "packed_kept", "packed_read_each_time", "read_terms_kept",
                                      "read_terms_read_each_time", "substrings_kept", "substrings_built_each_time",
                                      "containing_kept", "containing_built_each_time", "scan_split", "scan_one_thread", "refresh_in_room",
                                      "refresh_copying")}
+    stage, read_rows = [], channels._postings
+
+    def timed_read_rows(*args, **kwargs):
+        started = time.perf_counter()
+        try:
+            return read_rows(*args, **kwargs)
+        finally:
+            stage.append(time.perf_counter() - started)
+
+    channels._postings = timed_read_rows
+    kept_min = channels.KEPT_TERM_MIN_POSTINGS
     read_stage, read_terms = [], postings.read_terms
 
     def timed_read_terms(*args, **kwargs):
@@ -92,9 +107,24 @@ def main():
     for query in queries:
         memory_recall(query=query, mode="keyword", limit=10)
     for round_number in range(args.rounds):
+        for kept in (True, False):
+            channels.KEPT_TERM_MIN_POSTINGS = kept_min if kept else 10**12
+            channels._kept_terms.clear()
+            name = "keyword_follow_up_kept" if kept else "keyword_follow_up_not_kept"
+            for query in queries:
+                memory_recall(query=query, mode="keyword", limit=10)
+            for query in queries:
+                stage.clear()
+                started = time.perf_counter()
+                memory_recall(query=query, mode="keyword", limit=10)
+                samples[name].append(time.perf_counter() - started)
+                samples["term_rows_kept" if kept else "term_rows_not_kept"].append(sum(stage))
+        channels.KEPT_TERM_MIN_POSTINGS = 10**12  # the packed postings below are read by every recall
+        channels._kept_terms.clear()
         capacity = postings._packed.capacity
         for cached in (True, False):
             postings._packed.capacity = capacity if cached else 0
+            postings._packed.clear()
             for query in queries:
                 memory_recall(query=query, mode="keyword", limit=10)
             for query in queries:
@@ -107,6 +137,7 @@ def main():
         capacity = postings._vocabularies.capacity
         for kept in (True, False):
             postings._vocabularies.capacity = capacity if kept else 0
+            postings._vocabularies.clear()
             for query in missing:
                 containing_stage.clear()
                 started = time.perf_counter()
@@ -115,6 +146,7 @@ def main():
                     time.perf_counter() - started)
                 samples["containing_kept" if kept else "containing_built_each_time"].append(sum(containing_stage))
         postings._vocabularies.capacity = capacity
+        channels.KEPT_TERM_MIN_POSTINGS = kept_min
         for split in (True, False):
             cosines._SPLIT_MIN_ROWS = split_min if split else 10**12
             for _ in range(50):
@@ -136,6 +168,10 @@ def main():
         "benchmark": "mechanisms", "command": " ".join(sys.argv), "environment": harness.environment(),
         "size": args.size, "queries": len(queries), "rounds": args.rounds, "medians_ms": medians,
         "saving_share": {
+            "kept term rows (keyword recall)": round(
+                1 - medians["keyword_follow_up_kept"] / medians["keyword_follow_up_not_kept"], 3),
+            "kept term rows (their stage: the terms' visible rows)": round(
+                1 - medians["term_rows_kept"] / medians["term_rows_not_kept"], 3),
             "packed postings kept (keyword recall)": round(
                 1 - medians["packed_kept"] / medians["packed_read_each_time"], 3),
             "packed postings kept (their stage: reading the terms)": round(

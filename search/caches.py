@@ -42,3 +42,8 @@ class LeastRecentlyUsed:
             value = self.entries.pop(key, None)
             if value is not None:
                 self.size -= self.cost(value)
+
+    def clear(self) -> None:
+        with self.lock:
+            self.entries.clear()
+            self.size = 0

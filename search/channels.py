@@ -14,12 +14,13 @@ A channel answers with a ``Found``: dense arrays over the view's rows.
 
 import functools
 import math
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
 from django.conf import settings
 
-from search import postings, text
+from search import caches, postings, text
 
 # FTS5's bm25() constants.
 K1 = 1.2
@@ -31,6 +32,10 @@ COVERAGE_POWER = 0.5
 # semantic match and those close to it stand out among a few varied facts, not among many alike.
 TOP_MATCH_SHARE = 0.4
 TOP_MATCH_WIDTH = 0.03
+# Common terms come back query after query, and between two writes "now" is one visible set:
+# a term of at least this many postings keeps its visible rows and counts per visible set.
+KEPT_TERM_MIN_POSTINGS = 2048
+_kept_terms = caches.LeastRecentlyUsed(32 << 20, cost=lambda entry: entry[1].nbytes + entry[2].nbytes)
 
 
 @dataclass(frozen=True)
@@ -107,12 +112,24 @@ def _postings(scope: Scope, column: str, ranges_per_term) -> tuple[list, float]:
     visible_set, _, avgdl = view.visible_stats(scope.visible, column)
     if n_docs == 0 or avgdl == 0:
         return [], 0.0
-    found, total = [], 0.0
-    for ids, tfs in postings.read_terms(ranges_per_term, max_id=view.max_id):
+    keys = [(id(scope.visible), column, tuple(ranges)) for ranges in ranges_per_term]
+    # Keyed by the visible set's identity, checked through a weak reference (a set gone lets its id be reused).
+    kept = [_kept_terms.get(key) for key in keys]
+    kept = [(entry[1], entry[2]) if entry is not None and entry[0]() is scope.visible else None for entry in kept]
+    unread = [index for index, entry in enumerate(kept) if entry is None]
+    read = postings.read_terms([ranges_per_term[index] for index in unread], max_id=view.max_id) if unread else []
+    for index, (ids, tfs) in zip(unread, read):
         # An id the view lacks maps to -1, the mask's last slot, which is always False.
         rows = view.position[ids]
         keep = visible_set[rows]
-        rows, tf = rows[keep], tfs[keep]
+        kept[index] = rows[keep], tfs[keep]
+        if len(ids) >= KEPT_TERM_MIN_POSTINGS:
+            kept[index][0].flags.writeable = kept[index][1].flags.writeable = False
+            # Dropped when its visible set goes (a write replaces "now"): stale entries slowed what came after.
+            gone = weakref.ref(scope.visible, lambda _, key=keys[index]: _kept_terms.drop(key))
+            _kept_terms.put(keys[index], (gone, *kept[index]))
+    found, total = [], 0.0
+    for rows, tf in kept:
         idf = math.log((n_docs - len(rows) + 0.5) / (len(rows) + 0.5))
         if idf <= 0.0:
             idf = 1e-6
