@@ -35,7 +35,6 @@ from memoryproject.exceptions import (
     TooLarge,
     Unavailable,
 )
-from memoryproject.storage import storage_error
 
 logger = logging.getLogger(__name__)
 
@@ -136,10 +135,6 @@ def handler(exc, context) -> Response:
     set_rollback()
     if isinstance(exc, MemoryServiceError):
         return _domain_response(exc)
-    refused = storage_error(exc)
-    if refused is not None:
-        logger.warning("REST %s: %s", type(context.get("view")).__name__, exc)  # the operator has to act
-        return _domain_response(refused)
     if isinstance(exc, drf.ValidationError):
         return _validation_response(exc)
     if isinstance(exc, drf.APIException):

@@ -25,7 +25,6 @@ from memories.access import AuthenticationFailed, Caller
 from memories.models import Scope
 from memories.records import ChangeResult, History, MemoryRecord, Page, RecallResult, RememberResult, Stats
 from memoryproject.exceptions import InvalidInput, MemoryServiceError
-from memoryproject.storage import storage_error
 
 logger = logging.getLogger(__name__)
 
@@ -76,11 +75,7 @@ def tool(*, title: str, scope: str, read_only: bool, destructive: bool = False, 
                 return method(self, *args, **kwargs)
             except MemoryServiceError as error:
                 raise MemoryToolError(error.message) from None
-            except Exception as error:
-                refused = storage_error(error)
-                if refused is not None:
-                    logger.warning("MCP tool %s: %s", method.__name__, error)  # the operator has to act
-                    raise MemoryToolError(refused.message) from None
+            except Exception:
                 logger.exception("MCP tool %s failed", method.__name__)
                 raise MemoryToolError(f"{method.__name__} failed because of an internal error (logged on the "
                                       "server). Try again; if it keeps failing, tell the operator.") from None

@@ -4,13 +4,12 @@ SQLite answers "database or disk is full" (SQLITE_FULL) when the file cannot gro
 "attempt to write a readonly database" (SQLITE_READONLY) when it cannot be written; the
 transaction is rolled back either way, so nothing was partly written. "unable to open
 database file" (SQLITE_CANTOPEN) is the same trouble met earlier, as a connection opens.
-``storage_error`` turns those into domain errors, which REST answers with 507 and 503
-(``api.exceptions``), MCP as tool errors (``mcp_api.tools``) and the CLI as JSON errors
-(``manage.py memory``). The health probe's view of the same conditions is
+The project's SQLite backend raises them as domain errors (``refusal``), which REST answers
+with 507 and 503, MCP as tool errors and the CLI as JSON errors, as every domain error. The health probe's view of the same conditions is
 ``memories.health.database_state``.
 """
 
-from django.db import DatabaseError
+from django.db.utils import OperationalError
 
 from memoryproject.exceptions import MemoryServiceError, ReadOnlyStorage, StorageFull, Unavailable
 
@@ -28,30 +27,35 @@ CANT_OPEN_MESSAGE = ("The database file cannot be opened, so nothing was read or
                      "that the server can write it and its folder (or remount its disk read-write), then retry.")
 
 
-def _sqlite_code(error: DatabaseError) -> int | None:
-    """SQLite's primary result code of ``error`` (Django keeps the driver's exception as the cause), else None."""
-    code = getattr(error.__cause__, "sqlite_errorcode", None)
+def refusal(error: BaseException) -> MemoryServiceError | None:
+    """The domain error for a driver error that says the database is full, read-only or cannot be opened, else None.
+
+    Called on the driver's own exception (``sqlite_backend``'s error wrapper), before Django wraps it.
+    """
+    code = getattr(error, "sqlite_errorcode", None)
     if code is not None:
-        return code & 0xFF
-    text = str(error)  # drivers without sqlite_errorcode: SQLite's own fixed messages for these codes
-    if "database or disk is full" in text:
-        return SQLITE_FULL
-    if "readonly database" in text:
-        return SQLITE_READONLY
-    if "unable to open database file" in text:
-        return SQLITE_CANTOPEN
-    return None
-
-
-def storage_error(error: BaseException) -> MemoryServiceError | None:
-    """Return the domain error for a write the database refused for lack of room or of write access, else None."""
-    if not isinstance(error, DatabaseError):
-        return None
-    code = _sqlite_code(error)
+        code &= 0xFF
+    else:  # drivers without sqlite_errorcode: SQLite's own fixed messages for these codes
+        text = str(error)
+        code = (SQLITE_FULL if "database or disk is full" in text else SQLITE_READONLY if "readonly database" in text
+                else SQLITE_CANTOPEN if "unable to open database file" in text else None)
     if code == SQLITE_FULL:
-        return StorageFull(FULL_MESSAGE)
+        return DatabaseFull(FULL_MESSAGE)
     if code == SQLITE_READONLY:
-        return ReadOnlyStorage(READ_ONLY_MESSAGE)
+        return DatabaseReadOnly(READ_ONLY_MESSAGE)
     if code == SQLITE_CANTOPEN:
-        return Unavailable(CANT_OPEN_MESSAGE)
+        return DatabaseCannotOpen(CANT_OPEN_MESSAGE)
     return None
+
+
+# Both a database error (Django's transaction handling treats them as one) and the domain error every door maps.
+class DatabaseFull(OperationalError, StorageFull):
+    pass
+
+
+class DatabaseReadOnly(OperationalError, ReadOnlyStorage):
+    pass
+
+
+class DatabaseCannotOpen(OperationalError, Unavailable):
+    pass

@@ -12,7 +12,7 @@ import hmac
 import json
 import secrets
 
-from django.db import DatabaseError, IntegrityError, connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -20,8 +20,7 @@ from memories import validation
 from memories.access import AuthenticationFailed, Caller
 from memories.models import ApiKey, Scope
 from memories.services.lifecycle import audit, check_interface
-from memoryproject.exceptions import InvalidInput, NotFound
-from memoryproject.storage import storage_error
+from memoryproject.exceptions import InvalidInput, NotFound, ReadOnlyStorage, StorageFull
 from memoryproject.timeparse import stored_instant
 
 KEY_PREFIX = "mem"
@@ -126,10 +125,8 @@ def api_key_authenticate(token, *, interface: str) -> Caller:
         try:
             ApiKey.objects.filter(Q(last_used_at__isnull=True) | Q(last_used_at__lte=stale), pk=key_id).update(
                 last_used_at=now)
-        except DatabaseError as error:
-            if storage_error(error) is None:
-                raise
-            # Only a hint: a full or read-only database still answers reads, and refuses writes itself.
+        except (StorageFull, ReadOnlyStorage):
+            pass  # only a hint: a full or read-only database still answers reads, and refuses writes itself
     namespaces = json.loads(namespaces) if namespaces is not None else None
     return Caller(actor=f"key:{parts[1]}", interface=interface, scopes=frozenset(json.loads(scopes)),
                   namespaces=tuple(namespaces) if namespaces is not None else None)

@@ -8,6 +8,7 @@ from django.utils.functional import cached_property
 
 from memoryproject.exceptions import Busy
 from memoryproject.sqlite_backend.writelock import WriteLock
+from memoryproject.storage import refusal
 
 Database = sqlite3_base.Database
 # SQLite's result code when the busy timeout ran out with the database still locked.
@@ -43,12 +44,15 @@ def is_lock_timeout(error: BaseException) -> bool:
 
 
 class _ErrorWrapper(DatabaseErrorWrapper):
-    """Django's wrapper of driver errors, turning a lock timeout into ``DatabaseLocked``."""
+    """Django's wrapper of driver errors, turning a lock timeout, a full disk and a read-only or unopenable
+    database into errors that are both database errors and domain errors (what every door maps)."""
 
     def __exit__(self, exc_type, exc_value, traceback):
-        if exc_type is not None and issubclass(exc_type, Database.OperationalError) and is_lock_timeout(exc_value):
-            self.wrapper.errors_occurred = True
-            raise DatabaseLocked(_LOCKED_MESSAGE) from exc_value
+        if exc_type is not None and issubclass(exc_type, Database.OperationalError):
+            refused = DatabaseLocked(_LOCKED_MESSAGE) if is_lock_timeout(exc_value) else refusal(exc_value)
+            if refused is not None:
+                self.wrapper.errors_occurred = True
+                raise refused from exc_value
         return super().__exit__(exc_type, exc_value, traceback)
 
 

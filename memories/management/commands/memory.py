@@ -12,7 +12,6 @@ from memories.arguments import ForgetArgs, GetArgs, HistoryArgs, ListArgs, Recal
 from memories.management.cli import cli_actor
 from memories.records import History
 from memoryproject.exceptions import InvalidInput, MemoryServiceError
-from memoryproject.storage import storage_error
 
 # "argument --ttl-days: invalid int value: 'x'" names the option; it becomes the field.
 _ARGUMENT = re.compile(r"argument (?:\S+/)?-*([\w-]+):")
@@ -117,9 +116,6 @@ class Command(BaseCommand):
         except MemoryServiceError as error:
             self._fail({**error.as_dict(), "field": error.field})
         except OperationalError as error:
-            refused = storage_error(error)
-            if refused is not None:
-                self._fail({**refused.as_dict(), "field": None})
             if "no such table" not in str(error):
                 raise
             self._fail({"code": "not_migrated", "field": None,
