@@ -4,11 +4,5 @@ from django.apps import AppConfig
 class McpApiConfig(AppConfig):
     name = "mcp_api"
     verbose_name = "MCP"
-
-    def ready(self):
-        # Registered here rather than by installing django-mcp-server's own app, whose ready()
-        # also publishes the package's model-query tools on its global server.
-        from mcp_api.server import server
-        from mcp_api.tools import MemoryTools
-
-        server.register_mcptoolset(MemoryTools())
+    # The tools are registered when mcp_api.tools is imported (by the /mcp view and mcp_stdio),
+    # not here: the MCP SDK takes most of a second to import, which every other command would pay.

@@ -175,3 +175,8 @@ class MemoryTools(MCPToolset):
         caller = self._caller()
         # The database file, schema and vector counts are the operator's (manage.py memory stats).
         return Stats.of(selectors.memory_stats(namespace=caller.namespace_to_count(namespace)))
+
+
+# Registered on import, rather than by installing django-mcp-server's own app, whose ready()
+# also publishes the package's model-query tools on its global server.
+server.register_mcptoolset(MemoryTools())

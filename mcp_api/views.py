@@ -8,7 +8,7 @@ from mcp_server.views import MCPServerStreamableHttpView
 from rest_framework.negotiation import BaseContentNegotiation
 
 from mcp_api import transport
-from mcp_api.server import current_caller, server
+from mcp_api.tools import current_caller, server  # importing the tools registers them
 from memories.access import AuthenticationFailed
 from memories.services.keys import api_key_authenticate
 

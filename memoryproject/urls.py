@@ -3,6 +3,8 @@ from django.urls import include, path
 
 from mcp_api.views import MemoryMCPView
 
+admin.autodiscover()  # here rather than at start-up (settings.INSTALLED_APPS says why)
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("mcp", MemoryMCPView.as_view(), name="mcp"),

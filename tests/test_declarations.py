@@ -25,7 +25,7 @@ from pydantic_core import PydanticUndefined
 from rest_framework.test import APIClient
 
 from api.records import ErrorResponse, Health
-from mcp_api.server import current_caller, server
+from mcp_api.tools import current_caller, server
 from memories import arguments as declared
 from memories.access import Caller
 from memories.records import (

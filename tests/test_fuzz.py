@@ -22,7 +22,7 @@ from django.core.cache import cache
 from django.test import Client
 
 from api.docs import openapi_schema
-from mcp_api.server import current_caller, server
+from mcp_api.tools import current_caller, server
 from memories.access import Caller
 from memories.services.keys import api_key_create
 from memoryproject.jsontext import MAX_DEPTH

@@ -2,7 +2,7 @@ import anyio
 from django.core.management.base import BaseCommand, CommandError
 
 from mcp_api import stdio
-from mcp_api.server import current_caller, server
+from mcp_api.tools import current_caller, server  # importing the tools registers them
 from memories import validation
 from memories.access import Caller
 from memories.management.cli import cli_actor
