@@ -9,6 +9,7 @@ import time
 
 import pytest
 from django.db import OperationalError, connection
+from django.test.utils import CaptureQueriesContext
 
 from memories import services
 from memoryproject.sqlite_backend.writelock import WriteLock
@@ -147,3 +148,18 @@ def test_a_transaction_on_a_database_file_holds_the_lock_file_until_it_ends(inst
     seen = json.loads(instance.run(HELD_DURING_TRANSACTIONS))
 
     assert seen == {"in a transaction": False, "after commit": True, "after rollback": True}
+
+
+def test_a_remember_s_transaction_runs_only_its_checks_and_inserts(db):
+    services.memory_remember(namespace="acme", content="Warms the per-process caches.", **ACTOR)
+    with CaptureQueriesContext(connection) as captured:
+        services.memory_remember(namespace="acme", content="The deploy runs on Fridays.", **ACTOR)
+
+    statements = [query["sql"] for query in captured.captured_queries]
+    begin = next(number for number, sql in enumerate(statements) if sql.startswith("SAVEPOINT"))
+    # Inside the transaction (its savepoint here, the test's own transaction around it): the
+    # exact-duplicate check; the memory and revision inserts; the revision's document row,
+    # postings and the tail's new count; the vector (the embedding space read, then a savepoint
+    # with the space, the vector's check, insert and generation); the audit event. The namespace
+    # comes with the memory the service holds: nothing is read back.
+    assert len(statements[begin:]) == 16, "\n".join(statements[begin:])

@@ -80,14 +80,16 @@ def _expiry(ttl_days: int, *, now: dt.datetime, keep: dt.datetime | None) -> dt.
 def append_revisions(revisions: list[dict]) -> list[Revision]:
     """Write revisions and make them searchable, in the caller's transaction (the one way revisions are added).
 
-    Each dict holds one revision's fields. The rows go in with multi-row INSERTs, and the
-    objects come back with their ids (SQLite's RETURNING), in the order given. A tombstone's
+    Each dict holds one revision's fields, ``memory`` among them (the Memory object, whose
+    namespace keys the postings). The rows go in with multi-row INSERTs, and the objects
+    come back with their ids (SQLite's RETURNING), in the order given. A tombstone's
     ``hides`` must be a revision written before this call: ids are given by the insert.
     Inside an import the revisions carry its batch (``memories.staging``).
     """
     batch_id = staging.own_batch_id()
     written = insert_all([Revision(**fields, batch_id=batch_id) for fields in revisions])
-    indexing.index_revisions(written)
+    indexing.index_revisions([(revision.pk, fields["memory"].namespace, revision.title, revision.content)
+                              for revision, fields in zip(written, revisions) if not revision.tombstone])
     return written
 
 
