@@ -11,7 +11,8 @@ import pytest
 from django.db import OperationalError, connection
 from django.test.utils import CaptureQueriesContext
 
-from memories import services
+from memories import selectors, services
+from memories.models import Memory
 from memoryproject.sqlite_backend.writelock import WriteLock
 from search.embeddings import HashEmbedder
 from tests.subprocesses import instance, migrated_db  # noqa: F401  (fixtures)
@@ -58,6 +59,32 @@ def test_revise_embeds_its_new_text_before_the_write_lock(embedded_under_lock):
     services.memory_revise(memory_id=memory.id, content="The deploy runs on Mondays.", **ACTOR)
 
     assert embedded_under_lock == [("The deploy runs on Mondays.", False)]
+
+
+def test_the_admin_add_page_embeds_its_text_before_the_write_lock(embedded_under_lock, admin_client):
+    response = admin_client.post("/admin/memories/memory/add/", {
+        "namespace": "acme", "kind": "note", "content": "The deploy runs on Fridays.", "_save": "Save"})
+
+    assert response.status_code == 302
+    assert embedded_under_lock == [("The deploy runs on Fridays.", False)]
+
+
+def test_the_admin_change_page_embeds_its_new_text_before_the_write_lock(embedded_under_lock, admin_client):
+    from memories.admin.forms import MemoryChangeForm
+
+    memory_id = services.memory_remember(namespace="acme", content="The deploy runs on Fridays.", tags=["ops"],
+                                         **ACTOR).memory.id
+    embedded_under_lock.clear()
+    page = MemoryChangeForm(instance=Memory.objects.get(pk=memory_id))
+    data = {name: value or "" for name, value in page.initial.items() if name in page.fields}
+    data.update(kind="decision", content="The deploy runs on Thursdays.", tags="ops, ci", ttl_days="", _save="Save")
+
+    response = admin_client.post(f"/admin/memories/memory/{memory_id}/change/", data)
+
+    assert response.status_code == 302
+    assert embedded_under_lock == [("The deploy runs on Thursdays.", False)]
+    memory = selectors.memory_get(memory_id=memory_id)
+    assert (memory.kind, memory.content, memory.tags) == ("decision", "The deploy runs on Thursdays.", ["ci", "ops"])
 
 
 def test_a_waiting_writer_gets_the_lock_when_the_holder_releases_it(tmp_path):
