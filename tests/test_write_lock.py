@@ -14,6 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from memories import selectors, services
 from memories.models import Memory
 from memoryproject.sqlite_backend.writelock import WriteLock
+from search import postings
 from search.embeddings import HashEmbedder
 from tests.subprocesses import instance, migrated_db  # noqa: F401  (fixtures)
 
@@ -85,6 +86,34 @@ def test_the_admin_change_page_embeds_its_new_text_before_the_write_lock(embedde
     assert embedded_under_lock == [("The deploy runs on Thursdays.", False)]
     memory = selectors.memory_get(memory_id=memory_id)
     assert (memory.kind, memory.content, memory.tags) == ("decision", "The deploy runs on Thursdays.", ["ci", "ops"])
+
+
+def test_the_write_that_fills_the_postings_tail_folds_it_only_after_it_commits(
+        db, monkeypatch, django_capture_on_commit_callbacks):
+    services.memory_remember(namespace="acme", content="The deploy runs on Fridays.", **ACTOR)
+    monkeypatch.setattr(postings, "COMPACT_AFTER", 8)  # the next write's postings cross it
+    test_blocks = len(connection.atomic_blocks)
+    fold, folds = postings._fold, []
+
+    def watched(cursor, new, **terms):
+        folds.append(len(connection.atomic_blocks) > test_blocks)  # in a transaction (its own, below)
+        return fold(cursor, new, **terms)
+
+    monkeypatch.setattr(postings, "_fold", watched)
+
+    def recalled():
+        return [(hit.memory.id, hit.score) for hit in selectors.memory_recall(query="deploy", mode="keyword").hits]
+
+    with django_capture_on_commit_callbacks(execute=True):  # run what a commit runs, as on a server
+        services.memory_remember(namespace="acme", content="The deploy pipeline needs two approvals.", **ACTOR)
+        assert folds == []  # the write has returned, its transaction over, and nothing was folded
+        unfolded = recalled()
+
+    assert folds == [True]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*), (SELECT tail_rows FROM search_state) FROM search_posting_tail")
+        assert cursor.fetchone() == (0, 0)
+    assert len(unfolded) == 2 and recalled() == unfolded
 
 
 def test_a_waiting_writer_gets_the_lock_when_the_holder_releases_it(tmp_path):
