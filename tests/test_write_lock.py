@@ -95,9 +95,9 @@ def test_the_write_that_fills_the_postings_tail_folds_it_only_after_it_commits(
     test_blocks = len(connection.atomic_blocks)
     fold, folds = postings._fold, []
 
-    def watched(cursor, new, **terms):
+    def watched(cursor, new, **bounds):
         folds.append(len(connection.atomic_blocks) > test_blocks)  # in a transaction (its own, below)
-        return fold(cursor, new, **terms)
+        return fold(cursor, new, **bounds)
 
     monkeypatch.setattr(postings, "_fold", watched)
 

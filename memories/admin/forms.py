@@ -61,8 +61,7 @@ class ServiceForm:
         pass
 
     def run(self, write):
-        """Call ``write()`` (one service call); return its result, or None after turning its error into a form
-        error."""
+        """Call ``write()``, one service call: its result, or None after turning its error into a form error."""
         try:
             return write()
         except MemoryServiceError as error:
