@@ -15,7 +15,6 @@ corrections of past periods, tombstones and TTLs, at the rates in ``RATES``.
 
 import datetime as dt
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 
 import numpy as np
 
@@ -156,9 +155,9 @@ def bulk_load(memories: list[MemorySpec], *, batch: int = 5000, progress=None) -
                     )
                     revision_id = cursor.fetchone()[0]
                     ids[number].append(revision_id)
-                    indexed.append(SimpleNamespace(pk=revision_id, tombstone=revision.tombstone, title="",
-                                                   content=revision.content))
-            indexed.sort(key=lambda revision: revision.pk)
+                    if not revision.tombstone:
+                        indexed.append((revision_id, memory.namespace, "", revision.content))
+            indexed.sort()
             indexing.index_revisions(indexed)
             written += len(indexed)
         if progress:

@@ -9,7 +9,6 @@ import logging
 import math
 import threading
 from contextlib import contextmanager
-from types import SimpleNamespace
 
 import numpy as np
 from django.db import DatabaseError, connection, transaction
@@ -191,41 +190,27 @@ def _index_stored(revision_ids: list[int]) -> None:
     savepoint inside it rolled back: a revision written there is gone (or its id was
     given to a later revision, which is then indexed once, with its own text).
     """
-    ids = sorted(set(revision_ids))
-    rows = []
-    with connection.cursor() as cursor:
-        for start in range(0, len(ids), _IDS_PER_QUERY):
-            chunk = ids[start:start + _IDS_PER_QUERY]
-            # Primary key lookups.
-            cursor.execute(
-                "SELECT id, title, content, tombstone FROM memories_revision WHERE id IN (%s) ORDER BY id"
-                % ",".join(["%s"] * len(chunk)),
-                chunk,
-            )
-            rows.extend(cursor.fetchall())
-    index_revisions([SimpleNamespace(pk=pk, title=title, content=content, tombstone=bool(tombstone))
-                     for pk, title, content, tombstone in rows])
+    index_revisions(_with_text(sorted(set(revision_ids))))
 
 
-def index_revisions(revisions) -> None:
+def index_revisions(revisions: list[tuple[int, str, str, str]]) -> None:
     """Make new revisions searchable, inside the writer's transaction.
 
-    The FTS5 tables follow by trigger; this adds the engine's postings and, when the
-    embedding model is available and the stored vectors are its own, the vectors.
-    Otherwise the vectors stay pending for ``manage.py backfill`` and the write
-    still succeeds: keyword recall finds it at once, semantic recall after a backfill.
-    Inside ``batched`` the revisions are only noted, and indexed when the block ends.
+    ``revisions``: (id, namespace of its memory, title, content) of each new revision
+    that carries text (tombstones have nothing to index). The FTS5 tables follow by
+    trigger; this adds the engine's postings and, when the embedding model is available
+    and the stored vectors are its own, the vectors. Otherwise the vectors stay pending
+    for ``manage.py backfill`` and the write still succeeds: keyword recall finds it at
+    once, semantic recall after a backfill. Inside ``batched`` the revisions are only
+    noted, and indexed when the block ends.
     """
     pending = getattr(_batch, "ids", None)
     if pending is not None:
-        pending.extend(revision.pk for revision in revisions)
+        pending.extend(revision_id for revision_id, *_ in revisions)
         return
-    with_text = [revision for revision in revisions if not revision.tombstone]
-    if not with_text:
+    if not revisions:
         return
-    namespaces = _namespaces([revision.pk for revision in with_text])
-    postings.add(postings.analyse([(revision.pk, namespaces[revision.pk], revision.title, revision.content)
-                                   for revision in with_text]))
+    postings.add(postings.analyse(revisions))
     embedder = get_embedder()
     if not embedder.available():
         logger.warning("Embedding model unavailable (%s); vectors left pending for 'manage.py backfill'.",
@@ -236,7 +221,7 @@ def index_revisions(revisions) -> None:
     except SpaceConflict:
         logger.warning("Stored vectors belong to another embedder; run 'manage.py backfill --reembed'.")
         return
-    bodies = [revision_text(revision.title, revision.content) for revision in with_text]
+    bodies = [revision_text(title, content) for _, _, title, content in revisions]
     with _prepared_lock:
         ready = [_prepared.pop((embedder.name, body), None) for body in bodies]
     try:
@@ -251,20 +236,7 @@ def index_revisions(revisions) -> None:
     except EmbedderUnavailable as error:
         logger.warning("Embedding failed (%s); vectors left pending for 'manage.py backfill'.", error)
         return
-    vectors.insert_vectors([revision.pk for revision in with_text], np.stack(ready), embedder=embedder)
-
-
-def _namespaces(revision_ids: list[int]) -> dict[int, str]:
-    """The namespace of each revision's memory, by revision id."""
-    found = {}
-    with connection.cursor() as cursor:
-        for start in range(0, len(revision_ids), _IDS_PER_QUERY):
-            chunk = revision_ids[start:start + _IDS_PER_QUERY]
-            # Primary key lookups on both tables.
-            cursor.execute("SELECT r.id, m.namespace FROM memories_revision r JOIN memories_memory m "
-                           "ON m.id = r.memory_id WHERE r.id IN (%s)" % ",".join(["%s"] * len(chunk)), chunk)
-            found.update(cursor.fetchall())
-    return found
+    vectors.insert_vectors([revision_id for revision_id, *_ in revisions], np.stack(ready), embedder=embedder)
 
 
 def _with_text(revision_ids) -> list[tuple[int, str, str, str]]:
@@ -276,7 +248,8 @@ def _with_text(revision_ids) -> list[tuple[int, str, str, str]]:
             # Primary key lookups on both tables.
             cursor.execute(
                 "SELECT r.id, m.namespace, r.title, r.content FROM memories_revision r JOIN memories_memory m "
-                "ON m.id = r.memory_id WHERE r.tombstone = 0 AND r.id IN (%s)" % ",".join(["%s"] * len(chunk)),
+                "ON m.id = r.memory_id WHERE r.tombstone = 0 AND r.id IN (%s) ORDER BY r.id"
+                % ",".join(["%s"] * len(chunk)),
                 chunk,
             )
             rows.extend(cursor.fetchall())

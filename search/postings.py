@@ -5,11 +5,15 @@ migration 0006), so reading a term costs the same whatever other namespaces hold
 
 Writes go to a tail table; ``compact`` folds the tail into packed rows (ascending
 uint32 revision ids and uint16 counts) once it grows past a threshold, so reading a
-term costs a short b-tree range and a ``numpy.frombuffer``. Revision ids only grow
-(revisions are append-only and writes are serialised), so folding a tail into a term's
-packed rows is an append, never a merge: each fold adds a segment holding the new ids,
-and joins the term's last segments into it only while they are small beside it
-(migration 0005), so a fold does not rewrite the long rows of common terms.
+term costs a short b-tree range and a ``numpy.frombuffer``. The write that crosses the
+threshold does not fold: the fold runs once that write has committed, in transactions
+of its own, a range of terms each, so nothing holds the write lock for a whole fold.
+
+Revision ids only grow (revisions are append-only and writes are serialised), so
+folding a tail into a term's packed rows is an append, never a merge: each fold adds a
+segment holding the new ids, and joins the term's last segments into it only while they
+are small beside it (migration 0005), so a fold does not rewrite the long rows of common
+terms.
 
 Packed rows change only when a fold or an erasure rewrites them, and each such change
 draws a new ``search_state.packed_version`` (migration 0004). A process keeps the
@@ -25,7 +29,7 @@ from itertools import chain, groupby
 from typing import NamedTuple
 
 import numpy as np
-from django.db import connection
+from django.db import connection, transaction
 
 from search import caches, text
 from search.embeddings import revision_text
@@ -39,6 +43,9 @@ COMPACT_AFTER = 20_000
 # is rewritten once the ids after it reach half its size (the term grown by half), not
 # at every fold.
 SEGMENT_JOIN_RATIO = 2
+# Terms one fold transaction moves from the tail to the packed rows: bounds how long a fold
+# holds the write lock at a time; writers waiting for it get their turn between ranges.
+FOLD_TERMS = 500
 # CJK bigram terms live in the same tables under a prefix no word can start with, so
 # no prefix range of a word ever reaches them.
 BIGRAM_PREFIX = "\x01"
@@ -100,7 +107,8 @@ def add(documents: list[DocumentTerms]) -> None:
                        [len(rows.terms)])
         tail_rows = cursor.fetchone()[0]
     if tail_rows >= COMPACT_AFTER:
-        compact()
+        # Once this write has committed; a fold that fails (a busy lock) is logged, and the next write tries again.
+        transaction.on_commit(compact, robust=True)
 
 
 class _Rows(NamedTuple):
@@ -130,20 +138,38 @@ _NO_ROWS = _Rows([], np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
 
 
 def compact() -> int:
-    """Fold the tail into the packed rows; return how many terms were rewritten."""
-    with connection.cursor() as cursor:
-        return _fold(cursor, _NO_ROWS)
+    """Fold the tail into the packed rows, FOLD_TERMS terms per transaction; return how many terms were rewritten.
+
+    Each transaction moves its terms' postings from the tail to the packed rows and draws
+    a new packed_version, so a reader finds each posting once, before, during and after a
+    fold. Postings written meanwhile to terms already folded wait in the tail for the next.
+    """
+    rewritten, after = 0, ""  # every key is above "": it starts with its namespace
+    while True:
+        with transaction.atomic(), connection.cursor() as cursor:
+            # The tail's primary key: the next terms, in order.
+            cursor.execute("SELECT DISTINCT term FROM search_posting_tail WHERE term > %s ORDER BY term LIMIT %s",
+                           [after, FOLD_TERMS])
+            terms = [row[0] for row in cursor.fetchall()]
+            if not terms:
+                return rewritten
+            rewritten += _fold(cursor, _NO_ROWS, after=after, through=terms[-1])
+        after = terms[-1]
 
 
-def _fold(cursor, new: _Rows) -> int:
-    """Append the tail's postings, then the ``new`` ones, to the packed rows; empty the tail.
+def _fold(cursor, new: _Rows, *, after: str = "", through: str | None = None) -> int:
+    """Append the tail's postings of the terms above ``after`` up to ``through`` (all of them without it), then
+    the ``new`` ones, to the packed rows; take those out of the tail.
 
     Per touched term, one segment is written: its new ids, joined with the term's last
     segments while those are small beside them (SEGMENT_JOIN_RATIO). Returns the number
     of terms touched.
     """
-    # Primary key order: grouped by term, ids ascending within a term.
-    cursor.execute("SELECT revision_id, term, tf FROM search_posting_tail ORDER BY term, revision_id")
+    # A fixed clause, values as parameters: the terms in (after, through].
+    where, bounds = ("term > %s", [after]) if through is None else ("term > %s AND term <= %s", [after, through])
+    # The tail's primary key: grouped by term, ids ascending within a term.
+    cursor.execute(f"SELECT revision_id, term, tf FROM search_posting_tail WHERE {where} ORDER BY term, revision_id",
+                   bounds)
     tail = cursor.fetchall()
     if not tail and not new.terms:
         return 0
@@ -201,8 +227,10 @@ def _fold(cursor, new: _Rows) -> int:
     )
     cursor.execute(_NEW_PACKED_VERSION)
     if tail:
-        cursor.execute("DELETE FROM search_posting_tail")
-        cursor.execute("UPDATE search_state SET tail_rows = 0 WHERE id = 1")
+        cursor.execute(f"DELETE FROM search_posting_tail WHERE {where}", bounds)
+        # Counted (the tail's revision index, its smaller b-tree) rather than subtracted: an erasure's
+        # trigger deletes tail rows without counting them.
+        cursor.execute("UPDATE search_state SET tail_rows = (SELECT count(*) FROM search_posting_tail) WHERE id = 1")
     return len(writes)
 
 

@@ -50,23 +50,27 @@ query_strategy = st.fixed_dictionaries({
 })
 
 
-def write_history(memories):
+def write_history(memories, committed):
+    """Write each revision; ``committed`` runs what its commit would run (a fold of the postings tail) after it."""
     for number, spec in enumerate(memories):
         memory = Memory.objects.create(namespace=spec["namespace"], key=f"m{number}", created_at=T0)
         last_text = None
         for step in sorted(spec["revisions"], key=lambda step: step["known"]):
             known = T0 + step["known"] * DAY
             if step["tombstone"] and last_text is not None:
-                append_revision(memory=memory, tombstone=True, hides=last_text, content="",
-                                content_hash=validation.content_hash(""), known_at=known, valid_from=known,
-                                author="test", interface="cli")
+                with committed(execute=True):
+                    append_revision(memory=memory, tombstone=True, hides=last_text, content="",
+                                    content_hash=validation.content_hash(""), known_at=known, valid_from=known,
+                                    author="test", interface="cli")
                 continue
             start = T0 + step["start"] * DAY if step["bounded"] else known
-            last_text = append_revision(
-                memory=memory, content=step["content"], content_hash=validation.content_hash(step["content"]),
-                known_at=known, valid_from=start, valid_to=start + step["length"] * DAY if step["bounded"] else None,
-                expires_at=known + step["ttl"] * DAY if step["ttl"] else None, author="test", interface="cli",
-            )
+            with committed(execute=True):
+                last_text = append_revision(
+                    memory=memory, content=step["content"], content_hash=validation.content_hash(step["content"]),
+                    known_at=known, valid_from=start,
+                    valid_to=start + step["length"] * DAY if step["bounded"] else None,
+                    expires_at=known + step["ttl"] * DAY if step["ttl"] else None, author="test", interface="cli",
+                )
 
 
 def reference(words, *, as_of, valid_at, namespaces):
@@ -97,17 +101,19 @@ def reference(words, *, as_of, valid_at, namespaces):
                                                                             HealthCheck.too_slow])
 @given(memories=st.lists(memory_strategy, min_size=1, max_size=8), queries=st.lists(query_strategy, min_size=1,
                                                                                     max_size=4),
-       fold_after=st.sampled_from([None, 1, 4, 9]))
-def test_keyword_scores_equal_fts5_on_a_fresh_table_of_the_visible_rows(db, memories, queries, fold_after):
+       fold_after=st.sampled_from([None, 1, 4, 9]), fold_terms=st.sampled_from([1, 3, postings.FOLD_TERMS]))
+def test_keyword_scores_equal_fts5_on_a_fresh_table_of_the_visible_rows(db, django_capture_on_commit_callbacks,
+                                                                       memories, queries, fold_after, fold_terms):
     # fold_after: tail rows before a fold (None: the default, so nothing here is folded; 1:
     # every write folds, its postings a new segment joined with the small ones before it).
+    # fold_terms: terms per fold transaction (1: each term moves on its own).
     with transaction.atomic():
-        default = postings.COMPACT_AFTER
-        postings.COMPACT_AFTER = fold_after or default
+        defaults = postings.COMPACT_AFTER, postings.FOLD_TERMS
+        postings.COMPACT_AFTER, postings.FOLD_TERMS = fold_after or defaults[0], fold_terms
         try:
-            write_history(memories)
+            write_history(memories, django_capture_on_commit_callbacks)
         finally:
-            postings.COMPACT_AFTER = default
+            postings.COMPACT_AFTER, postings.FOLD_TERMS = defaults
         for query in queries:
             as_of = T0 + query["as_of"] * DAY
             valid_at = None if query["valid_at"] is None else T0 + query["valid_at"] * DAY

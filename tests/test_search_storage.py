@@ -185,6 +185,38 @@ def test_a_fold_between_reading_the_tail_and_the_packed_rows_is_read_again(db, m
     assert folded and (ids.tolist(), tfs.tolist()) == ([first.pk, second.pk], [1.0, 2.0])  # each once
 
 
+def test_a_fold_moves_a_few_terms_per_transaction_and_reads_between_them_answer_the_same(db, monkeypatch):
+    monkeypatch.setattr(postings, "COMPACT_AFTER", 10_000)
+    monkeypatch.setattr(postings, "FOLD_TERMS", 2)
+    write(new_memory("a"), "apple banana cherry", T0)
+    postings.compact()  # some terms already packed: the fold appends to them
+    for number, content in enumerate(["apple banana delta", "cherry echo golf", "apple golf hotel"]):
+        write(new_memory(f"b{number}", namespace=("acme", "home")[number % 2]), content, T0 + DAY)
+    terms = [(namespace, term) for namespace in ("acme", "home")
+             for term in ("appl", "banana", "cherri", "delta", "echo", "golf", "hotel")]
+
+    def everything():
+        return [(ids.tolist(), tfs.tolist()) for ids, tfs in (posted(term, namespace) for namespace, term in terms)]
+
+    expected = everything()
+    test_blocks = len(connection.atomic_blocks)
+    fold, seen = postings._fold, []
+
+    def watched(cursor, new, **bounds):
+        assert len(connection.atomic_blocks) == test_blocks + 1  # a transaction of its own per range
+        rewritten = fold(cursor, new, **bounds)
+        seen.append((rewritten, everything()))
+        return rewritten
+
+    monkeypatch.setattr(postings, "_fold", watched)
+    assert postings.compact() == 8  # the tail's terms, of both namespaces
+    assert [rewritten for rewritten, _ in seen] == [2, 2, 2, 2]
+    assert all(answers == expected for _, answers in seen)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*), (SELECT tail_rows FROM search_state) FROM search_posting_tail")
+        assert cursor.fetchone() == (0, 0)
+
+
 def test_the_packed_cache_keeps_the_most_recently_read_within_its_bytes():
     cache = caches.LeastRecentlyUsed(3 * 800, cost=lambda entry: entry.ids.nbytes + entry.tfs.nbytes)  # three entries
 

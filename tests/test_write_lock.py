@@ -9,9 +9,12 @@ import time
 
 import pytest
 from django.db import OperationalError, connection
+from django.test.utils import CaptureQueriesContext
 
-from memories import services
+from memories import selectors, services
+from memories.models import Memory
 from memoryproject.sqlite_backend.writelock import WriteLock
+from search import postings
 from search.embeddings import HashEmbedder
 from tests.subprocesses import instance, migrated_db  # noqa: F401  (fixtures)
 
@@ -57,6 +60,60 @@ def test_revise_embeds_its_new_text_before_the_write_lock(embedded_under_lock):
     services.memory_revise(memory_id=memory.id, content="The deploy runs on Mondays.", **ACTOR)
 
     assert embedded_under_lock == [("The deploy runs on Mondays.", False)]
+
+
+def test_the_admin_add_page_embeds_its_text_before_the_write_lock(embedded_under_lock, admin_client):
+    response = admin_client.post("/admin/memories/memory/add/", {
+        "namespace": "acme", "kind": "note", "content": "The deploy runs on Fridays.", "_save": "Save"})
+
+    assert response.status_code == 302
+    assert embedded_under_lock == [("The deploy runs on Fridays.", False)]
+
+
+def test_the_admin_change_page_embeds_its_new_text_before_the_write_lock(embedded_under_lock, admin_client):
+    from memories.admin.forms import MemoryChangeForm
+
+    memory_id = services.memory_remember(namespace="acme", content="The deploy runs on Fridays.", tags=["ops"],
+                                         **ACTOR).memory.id
+    embedded_under_lock.clear()
+    page = MemoryChangeForm(instance=Memory.objects.get(pk=memory_id))
+    data = {name: value or "" for name, value in page.initial.items() if name in page.fields}
+    data.update(kind="decision", content="The deploy runs on Thursdays.", tags="ops, ci", ttl_days="", _save="Save")
+
+    response = admin_client.post(f"/admin/memories/memory/{memory_id}/change/", data)
+
+    assert response.status_code == 302
+    assert embedded_under_lock == [("The deploy runs on Thursdays.", False)]
+    memory = selectors.memory_get(memory_id=memory_id)
+    assert (memory.kind, memory.content, memory.tags) == ("decision", "The deploy runs on Thursdays.", ["ci", "ops"])
+
+
+def test_the_write_that_fills_the_postings_tail_folds_it_only_after_it_commits(
+        db, monkeypatch, django_capture_on_commit_callbacks):
+    services.memory_remember(namespace="acme", content="The deploy runs on Fridays.", **ACTOR)
+    monkeypatch.setattr(postings, "COMPACT_AFTER", 8)  # the next write's postings cross it
+    test_blocks = len(connection.atomic_blocks)
+    fold, folds = postings._fold, []
+
+    def watched(cursor, new, **bounds):
+        folds.append(len(connection.atomic_blocks) > test_blocks)  # in a transaction (its own, below)
+        return fold(cursor, new, **bounds)
+
+    monkeypatch.setattr(postings, "_fold", watched)
+
+    def recalled():
+        return [(hit.memory.id, hit.score) for hit in selectors.memory_recall(query="deploy", mode="keyword").hits]
+
+    with django_capture_on_commit_callbacks(execute=True):  # run what a commit runs, as on a server
+        services.memory_remember(namespace="acme", content="The deploy pipeline needs two approvals.", **ACTOR)
+        assert folds == []  # the write has returned, its transaction over, and nothing was folded
+        unfolded = recalled()
+
+    assert folds == [True]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*), (SELECT tail_rows FROM search_state) FROM search_posting_tail")
+        assert cursor.fetchone() == (0, 0)
+    assert len(unfolded) == 2 and recalled() == unfolded
 
 
 def test_a_waiting_writer_gets_the_lock_when_the_holder_releases_it(tmp_path):
@@ -147,3 +204,18 @@ def test_a_transaction_on_a_database_file_holds_the_lock_file_until_it_ends(inst
     seen = json.loads(instance.run(HELD_DURING_TRANSACTIONS))
 
     assert seen == {"in a transaction": False, "after commit": True, "after rollback": True}
+
+
+def test_a_remember_s_transaction_runs_only_its_checks_and_inserts(db):
+    services.memory_remember(namespace="acme", content="Warms the per-process caches.", **ACTOR)
+    with CaptureQueriesContext(connection) as captured:
+        services.memory_remember(namespace="acme", content="The deploy runs on Fridays.", **ACTOR)
+
+    statements = [query["sql"] for query in captured.captured_queries]
+    begin = next(number for number, sql in enumerate(statements) if sql.startswith("SAVEPOINT"))
+    # Inside the transaction (its savepoint here, the test's own transaction around it): the
+    # exact-duplicate check; the memory and revision inserts; the revision's document row,
+    # postings and the tail's new count; the vector (the embedding space read, then a savepoint
+    # with the space, the vector's check, insert and generation); the audit event. The namespace
+    # comes with the memory the service holds: nothing is read back.
+    assert len(statements[begin:]) == 16, "\n".join(statements[begin:])

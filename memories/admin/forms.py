@@ -2,16 +2,16 @@
 
 The write happens during validation on purpose: the domain errors a service raises
 (duplicate content naming its twin, a forgotten memory, a bad date) must come back as
-form errors on a 200 page, and ``ModelAdmin.save_model`` runs too late for that. The
-admin wraps each change view in one transaction, and every write here runs in its own
-savepoint, so a refused write leaves nothing behind.
+form errors on a 200 page, and ``ModelAdmin.save_model`` runs too late for that. Each
+form makes one service call, which is one transaction, so a refused write leaves nothing
+behind. The memory pages run it outside any transaction of the admin's (see
+``MemoryAdmin.changeform_view``): the service embeds the text before it takes the write lock.
 """
 
 import re
 
 from django import forms
 from django.conf import settings
-from django.db import transaction
 from django.utils import timezone
 
 from memories import selectors, services
@@ -61,10 +61,9 @@ class ServiceForm:
         pass
 
     def run(self, write):
-        """Call ``write()`` in a savepoint; return its result, or None after turning its error into a form error."""
+        """Call ``write()``, one service call: its result, or None after turning its error into a form error."""
         try:
-            with transaction.atomic():
-                return write()
+            return write()
         except MemoryServiceError as error:
             add_service_error(self, error, self.field_aliases)
             return None
@@ -107,10 +106,10 @@ class MemoryAddForm(ServiceForm, forms.ModelForm):
 
 
 class MemoryChangeForm(ServiceForm, forms.ModelForm):
-    """The current text and settings of a memory; saving appends a revision through ``memory_revise``.
+    """The current text and settings of a memory; saving appends a revision and retags through ``memory_update``.
 
     Only the fields the person changed are passed on, so saving an untouched form
-    writes nothing. Tags belong to the memory, not a revision: ``memory_retag``.
+    writes nothing. Tags belong to the memory, not a revision.
     """
 
     kind = forms.ChoiceField(choices=Kind.choices)
@@ -166,19 +165,10 @@ class MemoryChangeForm(ServiceForm, forms.ModelForm):
         want = {name.casefold() for name in wanted}
         add = [name for name in wanted if name.casefold() not in have]
         remove = [name for name in self.current_tags if name.casefold() not in want]
-        memory_id = self.instance.pk
-
-        def write():
-            changes = []
-            if revise:
-                changes.append(services.memory_revise(memory_id=memory_id, actor=self.actor, interface="admin",
-                                                      **revise))
-            if add or remove:
-                changes.append(services.memory_retag(memory_id=memory_id, add=add, remove=remove, actor=self.actor,
-                                                     interface="admin"))
-            return changes
-
-        self.changes = self.run(write)
+        revise = {name: value for name, value in revise.items() if value is not None}  # None: carried over
+        if revise or add or remove:
+            self.run(lambda: services.memory_update(memory_id=self.instance.pk, add_tags=add, remove_tags=remove,
+                                                    actor=self.actor, interface="admin", **revise))
         return data
 
 

@@ -185,6 +185,11 @@ class MemoryAdmin(MemoryActions, admin.ModelAdmin):
         form.actor = admin_actor(request)  # get_form built this class for this request
         return form
 
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        # Without the transaction Django puts around a POST: the form's service call is then its own
+        # transaction, and embeds the text before it takes the write lock (docs/reliability.md).
+        return self._changeform_view(request, object_id, form_url, extra_context)
+
     def save_form(self, request, form, change):
         if change:
             return form.instance

@@ -80,14 +80,16 @@ def _expiry(ttl_days: int, *, now: dt.datetime, keep: dt.datetime | None) -> dt.
 def append_revisions(revisions: list[dict]) -> list[Revision]:
     """Write revisions and make them searchable, in the caller's transaction (the one way revisions are added).
 
-    Each dict holds one revision's fields. The rows go in with multi-row INSERTs, and the
-    objects come back with their ids (SQLite's RETURNING), in the order given. A tombstone's
+    Each dict holds one revision's fields, ``memory`` among them (the Memory object, whose
+    namespace keys the postings). The rows go in with multi-row INSERTs, and the objects
+    come back with their ids (SQLite's RETURNING), in the order given. A tombstone's
     ``hides`` must be a revision written before this call: ids are given by the insert.
     Inside an import the revisions carry its batch (``memories.staging``).
     """
     batch_id = staging.own_batch_id()
     written = insert_all([Revision(**fields, batch_id=batch_id) for fields in revisions])
-    indexing.index_revisions(written)
+    indexing.index_revisions([(revision.pk, fields["memory"].namespace, revision.title, revision.content)
+                              for revision, fields in zip(written, revisions) if not revision.tombstone])
     return written
 
 
@@ -426,23 +428,25 @@ def memory_update(
     content: str | None = None,
     title: str | None = None,
     source: str | None = None,
+    kind: str | None = None,
     ttl_days: int | None = -1,
     valid_from=None,
     valid_to=None,
     add_tags: list[str] | None = None,
     remove_tags: list[str] | None = None,
 ) -> ChangeResult:
-    """Revise the given fields and add or remove tags, in one transaction: the update agents and scripts make.
+    """Revise the given fields and add or remove tags, in one transaction: the update agents, scripts and the
+    admin's change page make.
 
     Fields left None carry over; ``ttl_days`` -1 keeps the expiry (see memory_revise).
     Asking for no change at all is refused, so a caller learns its request was empty.
     A refused retag leaves no revision behind.
     """
-    revise = dict(content=content, title=title, source=source, valid_from=valid_from, valid_to=valid_to)
+    revise = dict(content=content, title=title, source=source, kind=kind, valid_from=valid_from, valid_to=valid_to)
     revise = {name: value for name, value in revise.items() if value is not None}
     retag = bool(add_tags or remove_tags)
     if not revise and not retag and ttl_days == -1:
-        raise InvalidInput("Nothing to update: give content, title, source, tags to add or remove, ttl_days, "
+        raise InvalidInput("Nothing to update: give content, title, source, kind, tags to add or remove, ttl_days, "
                            "or a validity interval.", field="id")
     # Embedded before the transaction takes the write lock; memory_revise then finds the vector ready.
     _prepare_revision(memory_id, _text_changes(content, title))
