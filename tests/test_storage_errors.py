@@ -13,6 +13,7 @@ import contextlib
 import importlib
 import io
 import json
+import logging
 import subprocess
 
 import pytest
@@ -30,6 +31,7 @@ from memories.management.commands.memory import Command as MemoryCommand
 from memories.models import AuditEvent, Memory, Revision, Tag
 from memories.services.keys import api_key_create
 from memoryproject.storage import CANT_OPEN_MESSAGE, FULL_MESSAGE, READ_ONLY_MESSAGE
+from telemetry.models import HookRecall
 from tests.helpers import error_of, key_caller
 from tests.subprocesses import clean_env, instance, manage, migrated_db, python  # noqa: F401  (fixtures)
 
@@ -37,6 +39,7 @@ pytestmark = pytest.mark.django_db
 
 MEMORIES = "/api/v1/memories/"
 HEALTH = "/api/v1/health/"
+HOOK_RECALL = "/api/v1/hooks/recall/"
 # Long enough to need new pages (its text overflows one), so a full file must refuse it.
 CONTENT = "The quarterly storage review found " + " ".join(f"finding{number}" for number in range(800)) + "."
 
@@ -127,6 +130,37 @@ def test_a_read_only_database_answers_503_writes_nothing_and_reads_still_work(ap
     assert (health.json()["status"], health.json()["database"]) == ("degraded", "read-only")
     assert listed.status_code == 200 and listed.json()["items"]
     assert write(api).status_code == 201
+
+
+def test_a_hook_recall_on_a_read_only_database_answers_its_block_without_the_telemetry_row(api, caplog):
+    with read_only_database(), caplog.at_level(logging.WARNING, logger="memories.services.hooks"):
+        recalled = api.post(HOOK_RECALL, {"query": "stored before the trouble", "harness": "claude-code"},
+                            format="json")
+        searched = api.get("/api/v1/recall/", {"query": "stored before the trouble"})
+
+    assert recalled.status_code == 200
+    assert "Already stored before the trouble." in recalled.json()["block"]
+    assert recalled.json()["recall_id"] is None
+    assert not HookRecall.objects.exists()
+    assert READ_ONLY_MESSAGE in caplog.text
+    assert searched.status_code == 200 and searched.json()["hits"]
+    again = api.post(HOOK_RECALL, {"query": "stored before the trouble"}, format="json").json()
+    assert again["recall_id"] == HookRecall.objects.get().pk
+
+
+# Near the 2,000-character limit: three such rows cannot share one page, so one needs a page the file may not grow by.
+LONG_QUERY = "stored before the trouble " + " ".join(f"padding{number}" for number in range(185))
+
+
+def test_a_hook_recall_on_a_full_database_answers_its_block_without_the_telemetry_row(api):
+    with full_database():
+        answers = [api.post(HOOK_RECALL, {"query": LONG_QUERY}, format="json") for _ in range(3)]
+
+    assert [answer.status_code for answer in answers] == [200, 200, 200]
+    assert all("Already stored before the trouble." in answer.json()["block"] for answer in answers)
+    stored = [answer.json()["recall_id"] for answer in answers if answer.json()["recall_id"] is not None]
+    assert len(stored) < 3
+    assert sorted(HookRecall.objects.values_list("pk", flat=True)) == sorted(stored)
 
 
 def _remember_through_mcp():
