@@ -34,9 +34,17 @@ def dashboard_page(permissions: list[str]):
     """Staff only (anyone else goes to the admin's login), then 403 without every one of ``permissions``."""
 
     def decorate(view):
-        return staff_member_required(permission_required(permissions, raise_exception=True)(view))
+        page = staff_member_required(permission_required(permissions, raise_exception=True)(view))
+        page.permissions = permissions  # what the navigation checks before it links to the page
+        return page
 
     return decorate
+
+
+def _render(request, template: str, context: dict, *, status: int = 200):
+    """Render a dashboard page; its navigation (``NAVIGATION``, after the pages) links those its user may open."""
+    navigation = [(name, label) for name, label, page in NAVIGATION if request.user.has_perms(page.permissions)]
+    return render(request, template, {**context, "navigation": navigation}, status=status)
 
 
 @dashboard_page(MEMORIES)
@@ -46,7 +54,7 @@ def overview(request):
     series = timeseries.time_series(selectors.memory_activity_per_day(), today=now.date())
     chart = bar_chart(title=f"Memories added and forgotten, per {series.unit}", labels=series.labels,
                       series=series.series, x_label=f"{series.unit} (UTC)", y_label="memories")
-    return render(request, "dashboard/overview.html", {
+    return _render(request, "dashboard/overview.html", {
         "stats": stats,
         "namespace_kinds": selectors.namespace_kind_totals(now=now),
         "activity_chart": chart,
@@ -76,7 +84,7 @@ def time_travel(request):
                 error = exc.message
     namespaces = Memory.objects.values_list("namespace", flat=True).distinct().order_by("namespace")
     status = 400 if form.errors or error else 200
-    return render(request, "dashboard/time_travel.html", {
+    return _render(request, "dashboard/time_travel.html", {
         "form": form, "result": result, "error": error, "namespaces": list(namespaces),
         "as_of": format_instant(result.as_of) if result else None,
         "valid_at": format_instant(result.valid_at) if result else None,
@@ -107,7 +115,7 @@ def timeline(request, memory_id: int):
     shown = selectors.visible_revision(memory=memory, as_of=now)
     chart = timeline_chart(title=f"Revisions of memory {memory.pk} ({memory.namespace}/{memory.key})",
                            lanes=[_lane(revision) for revision in revisions], now=now)
-    return render(request, "dashboard/timeline.html", {
+    return _render(request, "dashboard/timeline.html", {
         "memory": memory, "revisions": list(reversed(revisions)), "chart": chart,
         "shown_id": shown.pk if shown else None, "now": now,
     })
@@ -132,7 +140,7 @@ def telemetry(request):
     latest = telemetry_selectors.latest_injections()
     labels = selectors.memory_labels({row.memory_id for row in top}
                                     | {memory_id for injection in latest for memory_id in injection.memory_ids})
-    return render(request, "dashboard/telemetry.html", {
+    return _render(request, "dashboard/telemetry.html", {
         "totals": telemetry_selectors.telemetry_totals(), "hooks": hooks, "over_time_chart": over_time,
         "by_hook_chart": by_hook,
         "most_injected": [{"memory_id": row.memory_id, "injections": row.injections, **labels[row.memory_id]}
@@ -142,3 +150,8 @@ def telemetry(request):
                               for memory_id, revision_id in zip(injection.memory_ids, injection.revision_ids)]}
                    for injection in latest],
     })
+
+
+# The top navigation, in order (the admin's link follows, for every staff user).
+NAVIGATION = [("dashboard:overview", "Overview", overview), ("dashboard:time_travel", "Time travel", time_travel),
+              ("dashboard:telemetry", "Telemetry", telemetry)]

@@ -5,8 +5,9 @@ SQLite answers "database or disk is full" (SQLITE_FULL) when the file cannot gro
 transaction is rolled back either way, so nothing was partly written. "unable to open
 database file" (SQLITE_CANTOPEN) is the same trouble met earlier, as a connection opens.
 The project's SQLite backend raises them as domain errors (``refusal``), which REST answers
-with 507 and 503, MCP as tool errors and the CLI as JSON errors, as every domain error. The health probe's view of the same conditions is
-``memories.health.database_state``.
+with 507 and 503, MCP as tool errors, the ``memory`` command as JSON errors and every other
+command as one line (``memories.management.cli.ProjectCommand``), as every domain error. The
+health probe's view of the same conditions is ``memories.health.database_state``.
 """
 
 from django.db.utils import OperationalError
@@ -14,6 +15,7 @@ from django.db.utils import OperationalError
 from memoryproject.exceptions import MemoryServiceError, ReadOnlyStorage, StorageFull, Unavailable
 
 # SQLite's primary result codes (extended codes carry them in the low byte).
+SQLITE_ERROR = 1
 SQLITE_READONLY = 8
 SQLITE_FULL = 13
 SQLITE_CANTOPEN = 14
@@ -26,6 +28,10 @@ READ_ONLY_MESSAGE = ("The database is read-only, so nothing was written. Make th
 CANT_OPEN_MESSAGE = ("The database file cannot be opened, so nothing was read or written. Check that it exists and "
                      "that the server can write it and its folder (or remount its disk read-write), then retry.")
 
+# A write the database refused whole for want of room or write access: about the database, not the data sent.
+# What a read writes on the side (a key's last use, a hook's telemetry row) is skipped on these.
+WRITE_REFUSALS = (StorageFull, ReadOnlyStorage)
+
 
 def refusal(error: BaseException) -> MemoryServiceError | None:
     """The domain error for a driver error that says the database is full, read-only or cannot be opened, else None.
@@ -35,10 +41,13 @@ def refusal(error: BaseException) -> MemoryServiceError | None:
     code = getattr(error, "sqlite_errorcode", None)
     if code is not None:
         code &= 0xFF
-    else:  # drivers without sqlite_errorcode: SQLite's own fixed messages for these codes
+    if code in (None, SQLITE_ERROR):
+        # Drivers without sqlite_errorcode, and virtual tables (sqlite-vec's) that report SQLite's failure as a
+        # plain error ending with its message: SQLite's own fixed messages for these codes.
         text = str(error)
-        code = (SQLITE_FULL if "database or disk is full" in text else SQLITE_READONLY if "readonly database" in text
-                else SQLITE_CANTOPEN if "unable to open database file" in text else None)
+        code = (SQLITE_FULL if text.endswith("database or disk is full")
+                else SQLITE_READONLY if text.endswith("readonly database")
+                else SQLITE_CANTOPEN if text.endswith("unable to open database file") else None)
     if code == SQLITE_FULL:
         return DatabaseFull(FULL_MESSAGE)
     if code == SQLITE_READONLY:

@@ -26,7 +26,8 @@ class HookBlock(Record):
 
     ``hits`` are the memories the block shows, in recall's order (the first of recall's
     hits); ``omitted`` counts the hits that did not fit in ``budget``. ``block`` is empty
-    when nothing matched. ``recall_id`` names the telemetry row this answer wrote.
+    when nothing matched. ``recall_id`` names the telemetry row this answer wrote (None where
+    the database refused the row: full or read-only).
     """
 
     query: str
@@ -43,7 +44,9 @@ class HookBlock(Record):
     mode: str
     note: str | None
     hint: str | None
-    recall_id: int
+    recall_id: int | None = Field(description=(
+        "The telemetry row this answer wrote; null when the database could not store it (full or read-only), "
+        "which leaves the block as good."))
 
 
 class IngestResult(Record):

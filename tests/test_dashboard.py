@@ -97,6 +97,26 @@ def page_url(name: str, store) -> str:
     return url + ("?query=deploy+standup" if name == "time_travel" else "")
 
 
+# The pages the top navigation can link to, besides the admin's index.
+NAVIGATION = {"/": "overview", "/search/": "time_travel", "/telemetry/": "telemetry"}
+
+
+@pytest.mark.parametrize("permissions", [[], views.MEMORIES, views.TELEMETRY], ids=["none", "memories", "all"])
+def test_the_navigation_links_exactly_the_pages_the_user_may_open(client, django_user_model, store, permissions):
+    user = granted(django_user_model.objects.create_user("partial", password="pw", is_staff=True), permissions)
+    client.force_login(user)
+    may_open = {url for url, name in NAVIGATION.items() if user.has_perms(NEEDS[name])}
+
+    assert {url for url in NAVIGATION if client.get(url).status_code == 200} == may_open
+    for name in NEEDS:
+        response = client.get(page_url(name, store))
+        if response.status_code == 403:
+            assert b"<nav" not in response.content
+            continue
+        navigation = re.search(r'<nav aria-label="Dashboard">(.*?)</nav>', response.content.decode(), re.S).group(1)
+        assert set(re.findall(r'href="([^"]+)"', navigation)) == may_open | {"/admin/"}, name
+
+
 @pytest.mark.parametrize("name", NEEDS)
 def test_a_staff_user_without_the_view_permissions_gets_403_and_no_memory_text(client, django_user_model, telemetry,
                                                                               store, name):

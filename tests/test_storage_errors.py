@@ -10,21 +10,28 @@ read-only file mode changes nothing).
 """
 
 import contextlib
+import importlib
 import io
 import json
+import logging
 import subprocess
 
 import pytest
+from django.apps import apps
+from django.conf import settings
 from django.core.cache import cache
-from django.db import connection
+from django.core.management import get_commands
+from django.db import connection, transaction
 from rest_framework.test import APIClient
 
 from mcp_api.server import MemoryToolError, current_caller
 from mcp_api.tools import MemoryTools
+from memories.management.cli import NOT_MIGRATED_MESSAGE, ProjectCommand
 from memories.management.commands.memory import Command as MemoryCommand
 from memories.models import AuditEvent, Memory, Revision, Tag
 from memories.services.keys import api_key_create
 from memoryproject.storage import CANT_OPEN_MESSAGE, FULL_MESSAGE, READ_ONLY_MESSAGE
+from telemetry.models import HookRecall
 from tests.helpers import error_of, key_caller
 from tests.subprocesses import clean_env, instance, manage, migrated_db, python  # noqa: F401  (fixtures)
 
@@ -32,6 +39,7 @@ pytestmark = pytest.mark.django_db
 
 MEMORIES = "/api/v1/memories/"
 HEALTH = "/api/v1/health/"
+HOOK_RECALL = "/api/v1/hooks/recall/"
 # Long enough to need new pages (its text overflows one), so a full file must refuse it.
 CONTENT = "The quarterly storage review found " + " ".join(f"finding{number}" for number in range(800)) + "."
 
@@ -124,6 +132,37 @@ def test_a_read_only_database_answers_503_writes_nothing_and_reads_still_work(ap
     assert write(api).status_code == 201
 
 
+def test_a_hook_recall_on_a_read_only_database_answers_its_block_without_the_telemetry_row(api, caplog):
+    with read_only_database(), caplog.at_level(logging.WARNING, logger="memories.services.hooks"):
+        recalled = api.post(HOOK_RECALL, {"query": "stored before the trouble", "harness": "claude-code"},
+                            format="json")
+        searched = api.get("/api/v1/recall/", {"query": "stored before the trouble"})
+
+    assert recalled.status_code == 200
+    assert "Already stored before the trouble." in recalled.json()["block"]
+    assert recalled.json()["recall_id"] is None
+    assert not HookRecall.objects.exists()
+    assert READ_ONLY_MESSAGE in caplog.text
+    assert searched.status_code == 200 and searched.json()["hits"]
+    again = api.post(HOOK_RECALL, {"query": "stored before the trouble"}, format="json").json()
+    assert again["recall_id"] == HookRecall.objects.get().pk
+
+
+# Near the 2,000-character limit: three such rows cannot share one page, so one needs a page the file may not grow by.
+LONG_QUERY = "stored before the trouble " + " ".join(f"padding{number}" for number in range(185))
+
+
+def test_a_hook_recall_on_a_full_database_answers_its_block_without_the_telemetry_row(api):
+    with full_database():
+        answers = [api.post(HOOK_RECALL, {"query": LONG_QUERY}, format="json") for _ in range(3)]
+
+    assert [answer.status_code for answer in answers] == [200, 200, 200]
+    assert all("Already stored before the trouble." in answer.json()["block"] for answer in answers)
+    stored = [answer.json()["recall_id"] for answer in answers if answer.json()["recall_id"] is not None]
+    assert len(stored) < 3
+    assert sorted(HookRecall.objects.values_list("pk", flat=True)) == sorted(stored)
+
+
 def _remember_through_mcp():
     arguments = dict(content=CONTENT, namespace="acme", key=None, title=None, kind="note", tags=None, ttl_days=None,
                      valid_from=None, valid_to=None, source=None, subject=None, predicate=None, object=None)
@@ -167,6 +206,51 @@ def test_the_cli_prints_the_same_messages_as_json_errors():
     assert not Memory.objects.exists()
 
 
+def test_every_command_of_the_project_ends_a_domain_error_in_one_place():
+    project_apps = {config.name for config in apps.get_app_configs() if (settings.BASE_DIR / config.name).is_dir()}
+    commands = {name: app for name, app in get_commands().items() if app in project_apps}
+
+    assert {"memory", "import_memories", "purge", "first_run", "load_demo", "mcp_stdio"} <= set(commands)
+    for name, app in commands.items():
+        assert issubclass(importlib.import_module(f"{app}.management.commands.{name}").Command, ProjectCommand), name
+
+
+def _run_command(name: str, *arguments: str) -> tuple[int, str, str]:
+    """Run ``manage.py name arguments`` as the shell does; return its exit status, stdout and stderr."""
+    stdout, stderr = io.StringIO(), io.StringIO()
+    command = importlib.import_module(f"memories.management.commands.{name}").Command(stdout=stdout, stderr=stderr)
+    # A savepoint, as the command's own process has a transaction: a refused write cannot break the test's.
+    with transaction.atomic(), pytest.raises(SystemExit) as exited:
+        command.run_from_argv(["manage.py", name, *arguments])
+    return exited.value.code, stdout.getvalue(), stderr.getvalue()
+
+
+@pytest.fixture
+def export_file(tmp_path):
+    path = tmp_path / "export.json"
+    path.write_text(json.dumps({"format": "memory-export", "version": 1, "memories": [
+        {"namespace": "acme", "key": "review", "kind": "note", "revisions": [{"content": CONTENT}]}]}))
+    return str(path)
+
+
+# Writes big enough to need new pages of a full file, and every writing command's first write on a read-only one.
+@pytest.mark.parametrize("condition, message, arguments", [
+    (full_database, FULL_MESSAGE, ["load_demo"]),
+    (full_database, FULL_MESSAGE, ["import_memories", "EXPORT"]),
+    (read_only_database, READ_ONLY_MESSAGE, ["load_demo"]),
+    (read_only_database, READ_ONLY_MESSAGE, ["import_memories", "EXPORT"]),
+    (read_only_database, READ_ONLY_MESSAGE, ["first_run"]),
+    (read_only_database, READ_ONLY_MESSAGE, ["create_api_key", "--name", "ops"]),
+])
+def test_other_commands_print_the_message_on_one_line_and_exit_1(export_file, condition, message, arguments):
+    arguments = [export_file if argument == "EXPORT" else argument for argument in arguments]
+    with condition():
+        status, stdout, stderr = _run_command(*arguments)
+
+    assert (status, stdout, stderr) == (1, "", f"CommandError: {message}\n")
+    assert not Memory.objects.exists()
+
+
 @contextlib.contextmanager
 def read_only_mount(folder, at):
     """``folder`` bind-mounted read-only at ``at``: what root cannot write either. Skips where mounts are refused."""
@@ -187,9 +271,23 @@ def test_a_database_on_a_read_only_disk_is_refused_with_the_message_not_a_traceb
         env = clean_env(folder, MEMORY_SECRET_KEY="read-only-test-" + "k" * 40)  # none can be written there
         # SQLite cannot make the -wal and -shm files a WAL database needs there, so it cannot open it at all.
         refused = manage("memory", "remember", "Written to a read-only disk.", env=env)
+        first_run = manage("first_run", env=env)
         state = python("from memories.health import database_state; print(database_state())", env=env)
 
     assert refused.returncode == 2 and refused.stdout == ""
     assert json.loads(refused.stderr) == {"error": {"code": "unavailable", "message": CANT_OPEN_MESSAGE, "field": None}}
+    assert (first_run.returncode, first_run.stdout, first_run.stderr) == (1, "", f"CommandError: {CANT_OPEN_MESSAGE}\n")
     assert state.stdout == "error\n"
     assert instance.memory("remember", "Written once the disk is writable again.")["content"].startswith("Written")
+
+
+@pytest.mark.slow
+def test_a_database_without_tables_is_one_line_for_every_command_and_json_for_memory(tmp_path):
+    env = clean_env(tmp_path)  # a new, empty database file: never migrated
+
+    listed = manage("memory", "list", env=env)
+    purged = manage("purge", env=env)
+
+    assert listed.returncode == 2 and json.loads(listed.stderr) == {
+        "error": {"code": "not_migrated", "message": NOT_MIGRATED_MESSAGE, "field": None}}
+    assert (purged.returncode, purged.stdout, purged.stderr) == (1, "", f"CommandError: {NOT_MIGRATED_MESSAGE}\n")

@@ -1,11 +1,45 @@
-"""What the management commands share: the acting user's name and a progress line."""
+"""What the management commands share: their base class, the acting user's name and a progress line."""
 
 import getpass
 import os
 import sys
 import time
+from typing import NoReturn
+
+from django.core.management.base import BaseCommand, CommandError
+from django.db.utils import OperationalError
 
 from memories.records import ImportReport
+from memoryproject.exceptions import MemoryServiceError, Unavailable
+
+NOT_MIGRATED_MESSAGE = "The database has no tables yet. Run 'python manage.py migrate' (or 'make run') first."
+
+
+class NotMigrated(Unavailable):
+    code = "not_migrated"
+
+
+class ProjectCommand(BaseCommand):
+    """Base of the project's commands: a domain error ends the command with its one-line message, not a traceback.
+
+    Among them a full, read-only or unopenable database (``memoryproject.storage``), and a
+    database not migrated yet, which is recognised here. From the shell Django prints the
+    ``CommandError`` as one line and exits with status 1; ``call_command`` raises it.
+    """
+
+    def execute(self, *args, **options):
+        try:
+            return super().execute(*args, **options)
+        except MemoryServiceError as error:
+            self.fail(error)
+        except OperationalError as error:
+            if "no such table" not in str(error):
+                raise
+            self.fail(NotMigrated(NOT_MIGRATED_MESSAGE))
+
+    def fail(self, error: MemoryServiceError) -> NoReturn:
+        """End the command because of ``error``."""
+        raise CommandError(error.message) from error
 
 
 def cli_actor() -> str:

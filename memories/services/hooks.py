@@ -11,6 +11,7 @@ memory text), and raises domain errors from ``memoryproject.exceptions``.
 """
 
 import datetime as dt
+import logging
 import re
 import unicodedata
 
@@ -23,10 +24,13 @@ from memories.models import Kind, Memory, Revision, Scope
 from memories.records import MemoryRecord
 from memories.services.lifecycle import get_memory, memory_remember, memory_revise
 from memoryproject.exceptions import InvalidInput, NotFound, TooLarge
+from memoryproject.storage import WRITE_REFUSALS
 from search import duplicates
 from telemetry import screening, wrapper
 from telemetry import services as telemetry
 from telemetry.records import HookBlock, HookHit, IngestResult, InjectionRecord
+
+logger = logging.getLogger(__name__)
 
 HOOK_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._:/+-]{0,63}")
 SESSION_MAX = 200
@@ -97,6 +101,8 @@ def hook_recall(
     The hits are recall's own (same arguments, same order); the block shows as many of
     the first ones as fit, the last perhaps cut short. A ``HookRecall`` row records the
     answer's size and the memories recall found (so erasing one also removes the query).
+    Recall is a read: where the database refuses that row (full, read-only), the block is
+    still returned, with ``recall_id`` None.
     """
     caller.require(Scope.READ)
     budget = _budget(budget)
@@ -116,10 +122,15 @@ def hook_recall(
                 key=hit.memory.key, title=hit.memory.title, score=hit.score, age=hit.age)
         for hit in result.hits[:block.shown]
     ]
-    recall_id = telemetry.hook_recall_create(actor=caller.actor, harness=harness, hook=hook, session=session,
-                                             namespaces=namespaces, query=query, hits=len(shown),
-                                             characters=len(block.text),
-                                             memory_ids=[hit.memory.id for hit in result.hits])
+    try:
+        recall_id = telemetry.hook_recall_create(actor=caller.actor, harness=harness, hook=hook, session=session,
+                                                 namespaces=namespaces, query=query, hits=len(shown),
+                                                 characters=len(block.text),
+                                                 memory_ids=[hit.memory.id for hit in result.hits])
+    except WRITE_REFUSALS as error:
+        recall_id = None
+        # The agent still gets its block; the operator has to act on the database.
+        logger.warning("hooks/recall answered without its telemetry row: %s", error.message)
     return HookBlock(
         query=query, block=block.text, characters=len(block.text), budget=budget, truncated=block.truncated,
         hits=shown, omitted=len(result.hits) - len(shown), terms=result.terms, match_mode=result.match_mode,

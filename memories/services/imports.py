@@ -53,6 +53,7 @@ from memories.services.lifecycle import (
 )
 from memoryproject.exceptions import Conflict, DuplicateContent, InvalidInput, MemoryServiceError, TooLarge
 from memoryproject.jsontext import parse_strict_json
+from memoryproject.storage import WRITE_REFUSALS
 from memoryproject.timeparse import format_instant, parse_optional_instant
 from search import indexing
 
@@ -431,9 +432,11 @@ def _relocated(error: MemoryServiceError, path: str) -> MemoryServiceError:
 
 
 def _guarded(write, item: _MemoryIn, **context) -> str:
-    """``write(item)``'s outcome; a domain error comes out naming the item."""
+    """``write(item)``'s outcome; a domain error about the item comes out naming it."""
     try:
         return write(item, **context)
+    except WRITE_REFUSALS:
+        raise  # about the database, not this item
     except MemoryServiceError as error:
         raise _relocated(error, item.path) from None
 

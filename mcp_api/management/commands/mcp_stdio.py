@@ -1,17 +1,15 @@
 import anyio
-from django.core.management.base import BaseCommand, CommandError
 
 from mcp_api import stdio
 from mcp_api.tools import current_caller, server  # importing the tools registers them
 from memories import validation
 from memories.access import Caller
-from memories.management.cli import cli_actor
+from memories.management.cli import ProjectCommand, cli_actor
 from memories.models import Interface, Scope
-from memoryproject.exceptions import MemoryServiceError
 from search.embeddings import warm_up
 
 
-class Command(BaseCommand):
+class Command(ProjectCommand):
     help = "Serve the memory tools over MCP stdio for one namespace, for clients that launch a command."
 
     def add_arguments(self, parser):
@@ -21,10 +19,7 @@ class Command(BaseCommand):
     def handle(self, *args, namespace: str, read_only: bool, **options):
         # No API key here: whoever can start this command can open the database file anyway.
         # The namespace and scopes still go through the same Caller rules as a key's.
-        try:
-            namespace = validation.namespace(namespace)
-        except MemoryServiceError as error:
-            raise CommandError(error.message) from None
+        namespace = validation.namespace(namespace)
         # Load the embedding model before the first request, not under the first write's lock.
         warm_up()
         scopes = {Scope.READ.value} if read_only else {Scope.READ.value, Scope.WRITE.value}

@@ -1,8 +1,8 @@
 import time
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
-from memories.management.cli import ProgressLine
+from memories.management.cli import ProgressLine, ProjectCommand
 from memoryproject.exceptions import MemoryServiceError
 from search import vectors
 from search.embeddings import EmbedderUnavailable, get_embedder
@@ -39,7 +39,7 @@ class RateProgress(ProgressLine):
         self.stream.flush()
 
 
-class Command(BaseCommand):
+class Command(ProjectCommand):
     help = "Embed the revisions that have no vector yet (all of them with --reembed), in id order, resumably."
 
     def add_arguments(self, parser):
@@ -67,7 +67,7 @@ class Command(BaseCommand):
                 vectors.reset_space(embedder)
             else:
                 vectors.ensure_space(embedder)
-        except (MemoryServiceError, SearchError) as error:
+        except SearchError as error:
             raise CommandError(error.message) from error
 
         total = vectors.pending_count()

@@ -1,15 +1,12 @@
-from django.core.management.base import BaseCommand, CommandError
-
-from memories.management.cli import cli_actor
+from memories.management.cli import ProjectCommand, cli_actor
 from memories.services.keys import api_key_create
-from memoryproject.exceptions import MemoryServiceError
 
 
 def _names(value: str | None) -> list[str] | None:
     return None if value is None else [item.strip() for item in value.split(",") if item.strip()]
 
 
-class Command(BaseCommand):
+class Command(ProjectCommand):
     help = "Create an API key for the REST and MCP interfaces and print it once (only its hash is stored)."
 
     def add_arguments(self, parser):
@@ -19,11 +16,8 @@ class Command(BaseCommand):
         parser.add_argument("--namespaces", help="comma-separated namespaces the key may use (default: all)")
 
     def handle(self, *args, name: str, scopes: str, namespaces: str | None, **options):
-        try:
-            key, token = api_key_create(name=name, scopes=_names(scopes), namespaces=_names(namespaces),
-                                        actor=cli_actor(), interface="cli")
-        except MemoryServiceError as error:
-            raise CommandError(error.message) from None
+        key, token = api_key_create(name=name, scopes=_names(scopes), namespaces=_names(namespaces),
+                                    actor=cli_actor(), interface="cli")
         reach = ", ".join(key.namespaces) if key.namespaces is not None else "all namespaces"
         self.stderr.write(f"Created API key {key.prefix} '{key.name}' ({', '.join(key.scopes)}; {reach}). "
                           "It is shown only this once:")

@@ -1,11 +1,12 @@
 import json
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from memories import health
+from memories.management.cli import ProjectCommand
 
 
-class Command(BaseCommand):
+class Command(ProjectCommand):
     help = "Check Python, SQLite features, the database file, the schema and the search indexes."
 
     # Doctor reports missing SQLite features and unapplied migrations itself, one line each.

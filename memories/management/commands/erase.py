@@ -1,11 +1,8 @@
-from django.core.management.base import BaseCommand, CommandError
-
 from memories import selectors, services
-from memories.management.cli import cli_actor
-from memoryproject.exceptions import MemoryServiceError
+from memories.management.cli import ProjectCommand, cli_actor
 
 
-class Command(BaseCommand):
+class Command(ProjectCommand):
     help = "Destroy a memory's text everywhere in the database (every revision) and record an erasure receipt."
 
     def add_arguments(self, parser):
@@ -14,14 +11,11 @@ class Command(BaseCommand):
         parser.add_argument("--yes", action="store_true", help="confirm; without it, only show what would go")
 
     def handle(self, *args, id: int, reason: str, yes: bool, **options):
-        try:
-            revisions = selectors.memory_history(memory_id=id)
-            if not yes:
-                self.stdout.write(f"Would erase memory {id} and its {len(revisions)} revision(s); this cannot be "
-                                  "undone. Run again with --yes to erase.")
-                return
-            receipt = services.memory_erase(memory_id=id, reason=reason, actor=cli_actor(), interface="cli")
-        except MemoryServiceError as error:
-            raise CommandError(error.message) from None
+        revisions = selectors.memory_history(memory_id=id)
+        if not yes:
+            self.stdout.write(f"Would erase memory {id} and its {len(revisions)} revision(s); this cannot be "
+                              "undone. Run again with --yes to erase.")
+            return
+        receipt = services.memory_erase(memory_id=id, reason=reason, actor=cli_actor(), interface="cli")
         self.stdout.write(f"Erased memory {id}: {len(receipt.revision_ids)} revision(s); receipt {receipt.pk}; "
                           f"{receipt.telemetry_queries_removed} telemetry query(ies) removed.")

@@ -1,15 +1,14 @@
 from pathlib import Path
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.utils import timezone
 
 from memories import services
-from memories.management.cli import ProgressLine
-from memoryproject.exceptions import MemoryServiceError
+from memories.management.cli import ProgressLine, ProjectCommand
 from memoryproject.timeparse import format_instant, parse_optional_instant
 
 
-class Command(BaseCommand):
+class Command(ProjectCommand):
     help = "Write memories with every revision known at a cutoff as one JSON document, to a new file or stdout."
 
     def add_arguments(self, parser):
@@ -26,11 +25,8 @@ class Command(BaseCommand):
             exported[0] = done
             progress(done, total)
 
-        try:
-            cutoff = parse_optional_instant(as_of, field="as-of") or timezone.now()
-            chunks = services.memories_export(namespace=namespace, as_of=cutoff, progress=track)
-        except MemoryServiceError as error:
-            raise CommandError(error.message) from error
+        cutoff = parse_optional_instant(as_of, field="as-of") or timezone.now()
+        chunks = services.memories_export(namespace=namespace, as_of=cutoff, progress=track)
         if output == "-":
             for chunk in chunks:
                 self.stdout.write(chunk, ending="")

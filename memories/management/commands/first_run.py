@@ -1,14 +1,13 @@
 import secrets
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand
 
-from memories.management.cli import cli_actor
+from memories.management.cli import ProjectCommand, cli_actor
 from memories.models import ApiKey
 from memories.services.keys import api_key_create
 
 
-class Command(BaseCommand):
+class Command(ProjectCommand):
     help = "On an empty database, create an admin login and a first API key and print them once (`serve` runs it)."
 
     def add_arguments(self, parser):

@@ -1,13 +1,10 @@
 from pathlib import Path
 
-from django.core.management.base import BaseCommand, CommandError
-
 from memories import services
-from memories.management.cli import ProgressLine, cli_actor, report_line
-from memoryproject.exceptions import MemoryServiceError
+from memories.management.cli import ProgressLine, ProjectCommand, cli_actor, report_line
 
 
-class Command(BaseCommand):
+class Command(ProjectCommand):
     help = "Import a folder of Markdown files as chunk memories; re-running updates, and forgets removed chunks."
 
     def add_arguments(self, parser):
@@ -24,8 +21,6 @@ class Command(BaseCommand):
             report = services.markdown_import(root=Path(path).expanduser(), namespace=namespace,
                                               collection=collection, tags=tags, actor=cli_actor(),
                                               interface="cli", dry_run=dry_run, progress=progress)
-        except MemoryServiceError as error:
-            raise CommandError(error.message) from error
         finally:
             progress.close()
         self.stdout.write(report_line(report, dry_run=dry_run), style_func=self.style.SUCCESS)

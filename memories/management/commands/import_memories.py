@@ -1,14 +1,13 @@
 import sys
 from pathlib import Path
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from memories import services
-from memories.management.cli import ProgressLine, cli_actor, report_line
-from memoryproject.exceptions import MemoryServiceError
+from memories.management.cli import ProgressLine, ProjectCommand, cli_actor, report_line
 
 
-class Command(BaseCommand):
+class Command(ProjectCommand):
     help = ("Import a JSON export: every item is checked first, then all are written, unseen until the last "
             "step publishes them together.")
 
@@ -32,8 +31,6 @@ class Command(BaseCommand):
         try:
             report = services.memories_import(document=document, actor=cli_actor(), interface="cli",
                                               trusted=trusted, dry_run=dry_run, progress=progress)
-        except MemoryServiceError as error:
-            raise CommandError(error.message) from error
         finally:
             progress.close()
         self.stdout.write(report_line(report, dry_run=dry_run), style_func=self.style.SUCCESS)

@@ -1,9 +1,9 @@
 from dataclasses import dataclass
 
-from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from memories import selectors, services
+from memories.management.cli import ProjectCommand
 from memoryproject.timeparse import parse_instant
 
 NAMESPACE = "demo"
@@ -116,7 +116,7 @@ DEMO = (
 )
 
 
-class Command(BaseCommand):
+class Command(ProjectCommand):
     help = "Load the fictional Northwind Robotics sample into the 'demo' namespace (safe to re-run)."
 
     def handle(self, *args, **options):

@@ -4,12 +4,10 @@ import sys
 from functools import partial
 
 from django.conf import settings
-from django.core.management.base import BaseCommand
-from django.db.utils import OperationalError
 
 from memories import selectors, services
 from memories.arguments import ForgetArgs, GetArgs, HistoryArgs, ListArgs, RecallArgs, RememberArgs
-from memories.management.cli import cli_actor
+from memories.management.cli import ProjectCommand, cli_actor
 from memories.records import History
 from memoryproject.exceptions import InvalidInput, MemoryServiceError
 
@@ -35,7 +33,7 @@ def _given(**values) -> dict:
     return {name: value for name, value in values.items() if value is not None}
 
 
-class Command(BaseCommand):
+class Command(ProjectCommand):
     help = "Remember, read, forget and restore memories from the shell; answers are JSON."
     # Configuration is checked by serve, doctor and check; here the checks would import every door's URLs.
     requires_system_checks = []
@@ -116,16 +114,11 @@ class Command(BaseCommand):
         try:
             super().run_from_argv(argv)
         except MemoryServiceError as error:
-            self._fail({**error.as_dict(), "field": error.field})
-        except OperationalError as error:
-            if "no such table" not in str(error):
-                raise
-            self._fail({"code": "not_migrated", "field": None,
-                        "message": "The database has no tables yet. Run 'python manage.py migrate' (or 'make run') first."})
+            self.stderr.write(json.dumps({"error": {**error.as_dict(), "field": error.field}}, ensure_ascii=False))
+            sys.exit(2)
 
-    def _fail(self, error: dict):
-        self.stderr.write(json.dumps({"error": error}, ensure_ascii=False))
-        sys.exit(2)
+    def fail(self, error: MemoryServiceError):
+        raise error  # for run_from_argv to print as JSON, with its code
 
     def handle(self, *args, command, **options):
         answer = getattr(self, f"_{command}")(options)

@@ -1,13 +1,11 @@
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
 
 from memories import services
-from memories.management.cli import ProgressLine, cli_actor
+from memories.management.cli import ProgressLine, ProjectCommand, cli_actor
 from memories.services.erasure import PURGE_BATCH_SIZE
-from memoryproject.exceptions import MemoryServiceError
 
 
-class Command(BaseCommand):
+class Command(ProjectCommand):
     help = ("Delete revisions whose TTL has run out, the tombstones and memories they leave, old telemetry and "
             "the rows of imports that died; with --vacuum, then compact the file.")
 
@@ -32,8 +30,6 @@ class Command(BaseCommand):
             elif not dry_run:
                 # Only where the file was made for it (auto_vacuum = INCREMENTAL): quick, no rewrite.
                 compacted = services.database_release_free_pages()
-        except MemoryServiceError as error:
-            raise CommandError(error.message) from error
         finally:
             progress.close()
         verb = "Would purge" if dry_run else "Purged"

@@ -2,12 +2,12 @@ import threading
 
 import uvicorn
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
 
+from memories.management.cli import ProjectCommand
 from search.embeddings import warm_up
 
 
-class Command(BaseCommand):
+class Command(ProjectCommand):
     help = "Serve over HTTP with uvicorn (what `make run` runs); print the URLs once the port accepts connections."
 
     def add_arguments(self, parser):
