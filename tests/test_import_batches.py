@@ -310,6 +310,55 @@ def test_a_markdown_import_that_fails_in_a_later_transaction_leaves_nothing(db, 
     assert index_drift() == []
 
 
+# Writes that meet a key an unfinished import holds -----------------------------------------------------------------
+
+
+@pytest.fixture
+def held(db):
+    """An unfinished import (another process's, alive) holding the key "fridge" in namespace "home"."""
+    batch = batches.batch_begin(trusted=False, **ACTOR)
+    with staging.writing(batch.pk):
+        memory = services.memory_remember(namespace="home", key="fridge", content="Theirs.", **ACTOR).memory
+    return batch, memory.id
+
+
+def test_a_move_into_a_key_an_unfinished_import_holds_is_a_conflict_and_moves_nothing(held):
+    batch, _ = held
+    mover = services.memory_remember(namespace="acme", key="fridge", content="The fridge is empty.", tags=["food"],
+                                     **ACTOR).memory.id
+    before = rows()
+
+    with pytest.raises(Conflict) as raised:
+        services.memory_move(memory_id=mover, namespace="home", **ACTOR)
+
+    assert raised.value.field == "namespace"
+    assert raised.value.message == (
+        f"Memory {mover} cannot move to 'home': its key 'fridge' there belongs to an import that has not finished "
+        f"(batch {batch.pk}). Try again once it is done (or, if it died, after 'manage.py purge').")
+    assert rows() == before
+    assert Memory.objects.get(pk=mover).namespace == "acme"
+    batches.batch_abandon(batch)  # the import gone, the key is free
+    assert services.memory_move(memory_id=mover, namespace="home", **ACTOR).changed
+
+
+def test_a_memory_moved_while_an_import_extends_it_is_found_by_its_new_text_in_its_new_namespace(db, small_chunks):
+    import_(document(item("kept", revision("Otters hold hands.", "2024-01-01T00:00:00Z"))), trusted=True)
+    kept = Memory.objects.get(key="kept").pk
+
+    def meanwhile(done, total):
+        if done == 3:  # the first transaction, which extended "kept", has committed
+            outside(lambda: services.memory_move(memory_id=kept, namespace="attic", **ACTOR))
+
+    batch = document(item("kept", revision("Otters hold hands.", "2024-01-01T00:00:00Z"),
+                          revision("Otters hold hands with zebras.", "2024-02-01T00:00:00Z")),
+                     *(item(f"new{n}", revision(f"New fact {n}.", "2024-01-01T00:00:00Z")) for n in range(3)))
+    assert import_(batch, trusted=True, progress=meanwhile).revised == 1
+
+    hits = selectors.memory_recall(query="zebras", namespace="attic", mode="keyword").hits
+    assert [hit.memory.id for hit in hits] == [kept]
+    assert selectors.memory_recall(query="zebras", namespace="acme", mode="keyword").hits == []
+
+
 def _dead_pid() -> int:
     process = subprocess.Popen([sys.executable, "-c", "pass"])
     process.wait()  # reaped: no process has the pid now
