@@ -359,6 +359,30 @@ def test_a_memory_moved_while_an_import_extends_it_is_found_by_its_new_text_in_i
     assert selectors.memory_recall(query="zebras", namespace="acme", mode="keyword").hits == []
 
 
+def test_a_memory_erased_while_an_import_extends_it_stops_the_import_with_a_conflict(db, small_chunks):
+    import_(document(item("kept", revision("Otters hold hands.", "2024-01-01T00:00:00Z"))), trusted=True)
+    kept = Memory.objects.get(key="kept").pk
+
+    def meanwhile(done, total):
+        if done == 3:  # the first transaction, which extended "kept", has committed
+            outside(lambda: services.memory_erase(memory_id=kept, **ACTOR))
+
+    batch = document(item("kept", revision("Otters hold hands.", "2024-01-01T00:00:00Z"),
+                          revision("Otters hold hands with zebras.", "2024-02-01T00:00:00Z")),
+                     *(item(f"new{n}", revision(f"New fact {n}.", "2024-01-01T00:00:00Z")) for n in range(3)))
+    before = rows()
+    with pytest.raises(Conflict) as raised:
+        import_(batch, trusted=True, progress=meanwhile)
+
+    assert raised.value.field == "memories[0]"
+    assert raised.value.message.startswith(f"Nothing was imported: memories[0]: memory {kept} was erased while")
+    after = rows()
+    assert after.pop("Memory") == before.pop("Memory") - 1 and after.pop("Revision") == before.pop("Revision") - 1
+    assert after.pop("AuditEvent") >= before.pop("AuditEvent")  # the erasure's own event
+    assert after == before
+    assert index_drift() == []
+
+
 def _dead_pid() -> int:
     process = subprocess.Popen([sys.executable, "-c", "pass"])
     process.wait()  # reaped: no process has the pid now

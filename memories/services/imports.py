@@ -565,7 +565,10 @@ def _replay(item: _MemoryIn, *, settle: list, actor, interface, now) -> str:
 
 def _settle(item: _MemoryIn, *, memory_id: int, revised: int, actor, interface, now) -> None:
     """Give a memory ``_replay`` extended (``revised``: by that many revisions) the item's tags, kind and state."""
-    memory = Memory.objects.get(pk=memory_id)
+    memory = Memory.objects.filter(pk=memory_id).first()
+    if memory is None:  # erased by another writer since, with the revisions the import added
+        raise Conflict(f"memory {memory_id} was erased while the import was adding revisions to it. Run the import "
+                       "again: it then writes the memory anew.")
     add_tags(memory, item.tags)
     if not revised:
         return
