@@ -15,7 +15,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from contextlib import closing
+from contextlib import closing, contextmanager
 
 import pytest
 from django.db import connection
@@ -201,6 +201,23 @@ def test_a_dry_run_leaves_no_batch_and_no_row(db, small_chunks):
 
     assert report.created == 5
     assert rows() == before
+
+
+def test_an_interrupt_just_after_the_publishing_step_committed_leaves_the_import_whole(db, monkeypatch):
+    publishing = batches.publishing
+
+    @contextmanager
+    def interrupted(batch, *, dry_run):
+        with publishing(batch, dry_run=dry_run):
+            yield
+        raise KeyboardInterrupt  # Ctrl-C, after the commit and before the import returns
+
+    monkeypatch.setattr(batches, "publishing", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        import_(document(item("kept", revision("Otters hold hands.", "2024-01-01T00:00:00Z"))), trusted=True)
+
+    assert selectors.memory_get(namespace="acme", key="kept").content == "Otters hold hands."
+    assert ImportBatch.objects.get().state == "published"
 
 
 def test_a_snapshot_takes_in_a_publication_without_a_reload_and_matches_a_fresh_load(db):

@@ -98,7 +98,9 @@ def import_batch(*, actor: str, interface: str, trusted: bool, dry_run: bool) ->
 
 def _take_out(batch: ImportBatch) -> None:
     try:
-        batch_abandon(batch)
+        # A failure after the publishing transaction committed (an interrupt) leaves the import whole.
+        if ImportBatch.objects.filter(pk=batch.pk, state=ImportBatch.Status.WRITING).exists():
+            batch_abandon(batch)
     except Exception:  # noqa: BLE001 - the rows stay unpublished: purge removes them
         logger.exception("Could not remove the rows of unpublished import batch %s; 'manage.py purge' will.",
                          batch.pk)
