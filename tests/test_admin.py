@@ -10,9 +10,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from memories import selectors, services
+from memories import selectors, services, staging
 from memories.models import AuditEvent, ErasureReceipt, Memory, Revision, State
 from memories.selectors import memory_recall
+from memories.services import batches
 from memories.validation import QUERY_MAX_CHARS, RECALL_LIMIT_MAX
 from memoryproject.exceptions import InvalidInput
 
@@ -481,6 +482,21 @@ def test_a_move_the_target_refuses_moves_nothing(admin_client, remember):
     response = action(admin_client, "move_namespace", [other], apply="yes", namespace="Bad Name")
     assert any("is not a valid namespace" in text for text in message_texts(response))
     assert Memory.objects.get(pk=other).namespace == "acme"
+
+
+def test_a_move_into_a_key_an_unfinished_import_holds_moves_nothing_and_says_why(admin_client, remember):
+    batch = batches.batch_begin(trusted=False, actor="importer", interface="cli")
+    with staging.writing(batch.pk):
+        remember("Theirs.", key="fridge", namespace="home")
+    mover = remember("The fridge is empty.", key="fridge").memory.id
+    other = remember("The car needs petrol.").memory.id
+
+    response = action(admin_client, "move_namespace", [mover, other], apply="yes", namespace="home")
+
+    assert response.status_code == 200
+    assert any("its key 'fridge' there belongs to an import that has not finished" in text
+               for text in message_texts(response))
+    assert set(Memory.objects.filter(pk__in=[mover, other]).values_list("namespace", flat=True)) == {"acme"}
 
 
 def test_export_json_downloads_the_selected_memories_in_the_import_format(admin_client, three, actor):

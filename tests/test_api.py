@@ -9,7 +9,9 @@ from rest_framework.test import APIClient
 
 import memoryproject
 from api.exceptions import handler
-from memories.models import Memory
+from memories import services, staging
+from memories.models import Memory, Revision
+from memories.services import batches
 from memories.services.keys import api_key_create, api_key_revoke
 from tests.helpers import error_of
 
@@ -341,6 +343,24 @@ def test_patch_revises_and_retags_in_one_call(api):
     assert [revision["content"] for revision in history["revisions"]] == ["Lunch is at noon.", "Lunch is at one."]
     same = client.patch(f"{MEMORIES}{first['id']}/", {"add_tags": ["food"]}, format="json").json()
     assert same["changed"] is False
+
+
+def test_writes_that_meet_an_unfinished_imports_memory_answer_409_or_404_and_write_nothing(api):
+    batch = batches.batch_begin(trusted=False, actor="importer", interface="cli")
+    with staging.writing(batch.pk):
+        held = services.memory_remember(namespace="acme", key="fridge", content="Theirs.", actor="importer",
+                                        interface="cli").memory.id
+    client = api()
+
+    taken = error_of(client.post(MEMORIES, {"content": "Mine.", "namespace": "acme", "key": "fridge"},
+                                 format="json"), 409)
+    assert taken["code"] == "conflict" and "belongs to an import that has not finished" in taken["message"]
+    for response in (client.patch(f"{MEMORIES}{held}/", {"content": "Changed."}, format="json"),
+                     client.post(f"{MEMORIES}{held}/restore/", {}, format="json"),
+                     client.delete(f"{MEMORIES}{held}/")):
+        assert error_of(response, 404)["code"] == "not_found"
+    assert [revision.content for revision in Revision.all_objects.filter(memory_id=held)] == ["Theirs."]
+    assert Memory.all_objects.count() == 1
 
 
 def test_patch_refuses_nothing_to_do_duplicates_and_forgotten_memories(api):

@@ -15,7 +15,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from contextlib import closing
+from contextlib import closing, contextmanager
 
 import pytest
 from django.db import connection
@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from memories import health, selectors, services, staging, validation
 from memories.models import AuditEvent, ImportBatch, Memory, Revision, Tag
-from memories.services import batches, imports
+from memories.services import batches
 from memories.services.export import EXPORT_FORMAT, EXPORT_VERSION
 from memoryproject.exceptions import Conflict, NotFound
 from memoryproject.timeparse import format_instant
@@ -62,8 +62,8 @@ def outside(check):
 @pytest.fixture
 def small_chunks(monkeypatch):
     """Two memories per transaction, and no pause between them (nothing else writes here)."""
-    monkeypatch.setattr(imports, "STAGED_CHUNK", 2)
-    monkeypatch.setattr(imports, "STAGED_CHUNK_RANGE", (2, 2))
+    monkeypatch.setattr(batches, "STAGED_CHUNK", 2)
+    monkeypatch.setattr(batches, "STAGED_CHUNK_RANGE", (2, 2))
 
 
 @pytest.mark.parametrize("trusted", [True, False])
@@ -203,6 +203,23 @@ def test_a_dry_run_leaves_no_batch_and_no_row(db, small_chunks):
     assert rows() == before
 
 
+def test_an_interrupt_just_after_the_publishing_step_committed_leaves_the_import_whole(db, monkeypatch):
+    publishing = batches.publishing
+
+    @contextmanager
+    def interrupted(batch, *, dry_run):
+        with publishing(batch, dry_run=dry_run):
+            yield
+        raise KeyboardInterrupt  # Ctrl-C, after the commit and before the import returns
+
+    monkeypatch.setattr(batches, "publishing", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        import_(document(item("kept", revision("Otters hold hands.", "2024-01-01T00:00:00Z"))), trusted=True)
+
+    assert selectors.memory_get(namespace="acme", key="kept").content == "Otters hold hands."
+    assert ImportBatch.objects.get().state == "published"
+
+
 def test_a_snapshot_takes_in_a_publication_without_a_reload_and_matches_a_fresh_load(db):
     from search import snapshot
 
@@ -231,6 +248,156 @@ def test_a_snapshot_takes_in_a_publication_without_a_reload_and_matches_a_fresh_
     extended = snapshot._extend(republished, after=republished.max_id, shared=True)
     assert columns(extended) == columns(snapshot._extend(snapshot._EMPTY, after=0))
     assert visible(extended, timezone.now()) == 3
+
+
+def _notes(root, texts: dict[str, str]):
+    root.mkdir(exist_ok=True)
+    for name, text in texts.items():
+        (root / name).write_text(text, encoding="utf-8")
+    return root
+
+
+def import_markdown(root, **options):
+    return services.markdown_import(root=root, namespace="acme", collection="docs", **ACTOR, **options)
+
+
+def test_a_markdown_import_is_seen_by_no_one_until_its_last_step_publishes_it(db, small_chunks, tmp_path):
+    services.memory_remember(namespace="acme", key="kept", content="Otters hold hands while they sleep.", **ACTOR)
+
+    def view():
+        return {
+            "list": sorted(record.key for record in selectors.memory_list(namespace="acme", state="all").items),
+            "recall": sorted(hit.memory.key for hit in selectors.memory_recall(query="zebra otters", match="any",
+                                                                              mode="keyword").hits),
+            "counts": (Memory.objects.count(), Revision.objects.count()),
+            "duplicate": selectors.visible_duplicate(namespace="acme",
+                                                     content_hash=validation.content_hash("Zebra note 3.")),
+        }
+
+    before = view()
+    seen = []
+    root = _notes(tmp_path / "notes", {f"z{n}.md": f"Zebra note {n}." for n in range(5)})
+
+    report = import_markdown(root, progress=lambda done, total: seen.append(outside(view)))
+
+    assert report.created == 5
+    assert seen == [before] * 5
+    after = view()
+    assert after["list"] == ["kept"] + [f"md:docs:z{n}.md#1" for n in range(5)]
+    assert after["recall"] == after["list"]
+    assert ImportBatch.objects.get().state == "published"
+
+
+def test_a_markdown_import_refuses_its_keys_to_other_writers_and_revises_one_taken_meanwhile(db, small_chunks,
+                                                                                             tmp_path):
+    refused = []
+
+    def meanwhile(done, total):
+        if done != 1:
+            return
+        try:  # the import has written the first file's chunk: its key is not free
+            outside(lambda: services.memory_remember(namespace="acme", key="md:docs:a.md#1", content="Mine.",
+                                                     **ACTOR))
+        except Conflict as error:
+            refused.append(error.message)
+        # c.md comes in a later transaction: a writer may still take its key, and the import then revises it.
+        outside(lambda: services.memory_remember(namespace="acme", key="md:docs:c.md#1", content="Written meanwhile.",
+                                                 **ACTOR))
+
+    root = _notes(tmp_path / "notes", {name: f"Imported {name}." for name in ("a.md", "b.md", "c.md")})
+    report = import_markdown(root, progress=meanwhile)
+
+    assert (report.created, report.revised) == (2, 1)
+    assert refused and "belongs to an import that has not finished" in refused[0]
+    assert selectors.memory_get(namespace="acme", key="md:docs:a.md#1").content == "Imported a.md."
+    assert selectors.memory_get(namespace="acme", key="md:docs:c.md#1").content == "Imported c.md."
+
+
+def test_a_markdown_import_that_fails_in_a_later_transaction_leaves_nothing(db, small_chunks, tmp_path):
+    other = batches.batch_begin(trusted=False, **ACTOR)
+    with staging.writing(other.pk):
+        services.memory_remember(namespace="acme", key="md:docs:e.md#1", content="Theirs.", **ACTOR)
+    before = rows()
+    root = _notes(tmp_path / "notes", {f"{name}.md": f"Note {name}." for name in "abcde"})
+
+    with pytest.raises(Conflict, match="belongs to an import that has not finished"):
+        import_markdown(root)
+
+    assert rows() == before
+    assert index_drift() == []
+
+
+# Writes that meet a key an unfinished import holds -----------------------------------------------------------------
+
+
+@pytest.fixture
+def held(db):
+    """An unfinished import (another process's, alive) holding the key "fridge" in namespace "home"."""
+    batch = batches.batch_begin(trusted=False, **ACTOR)
+    with staging.writing(batch.pk):
+        memory = services.memory_remember(namespace="home", key="fridge", content="Theirs.", **ACTOR).memory
+    return batch, memory.id
+
+
+def test_a_move_into_a_key_an_unfinished_import_holds_is_a_conflict_and_moves_nothing(held):
+    batch, _ = held
+    mover = services.memory_remember(namespace="acme", key="fridge", content="The fridge is empty.", tags=["food"],
+                                     **ACTOR).memory.id
+    before = rows()
+
+    with pytest.raises(Conflict) as raised:
+        services.memory_move(memory_id=mover, namespace="home", **ACTOR)
+
+    assert raised.value.field == "namespace"
+    assert raised.value.message == (
+        f"Memory {mover} cannot move to 'home': its key 'fridge' there belongs to an import that has not finished "
+        f"(batch {batch.pk}). Try again once it is done (or, if it died, after 'manage.py purge').")
+    assert rows() == before
+    assert Memory.objects.get(pk=mover).namespace == "acme"
+    batches.batch_abandon(batch)  # the import gone, the key is free
+    assert services.memory_move(memory_id=mover, namespace="home", **ACTOR).changed
+
+
+def test_a_memory_moved_while_an_import_extends_it_is_found_by_its_new_text_in_its_new_namespace(db, small_chunks):
+    import_(document(item("kept", revision("Otters hold hands.", "2024-01-01T00:00:00Z"))), trusted=True)
+    kept = Memory.objects.get(key="kept").pk
+
+    def meanwhile(done, total):
+        if done == 3:  # the first transaction, which extended "kept", has committed
+            outside(lambda: services.memory_move(memory_id=kept, namespace="attic", **ACTOR))
+
+    batch = document(item("kept", revision("Otters hold hands.", "2024-01-01T00:00:00Z"),
+                          revision("Otters hold hands with zebras.", "2024-02-01T00:00:00Z")),
+                     *(item(f"new{n}", revision(f"New fact {n}.", "2024-01-01T00:00:00Z")) for n in range(3)))
+    assert import_(batch, trusted=True, progress=meanwhile).revised == 1
+
+    hits = selectors.memory_recall(query="zebras", namespace="attic", mode="keyword").hits
+    assert [hit.memory.id for hit in hits] == [kept]
+    assert selectors.memory_recall(query="zebras", namespace="acme", mode="keyword").hits == []
+
+
+def test_a_memory_erased_while_an_import_extends_it_stops_the_import_with_a_conflict(db, small_chunks):
+    import_(document(item("kept", revision("Otters hold hands.", "2024-01-01T00:00:00Z"))), trusted=True)
+    kept = Memory.objects.get(key="kept").pk
+
+    def meanwhile(done, total):
+        if done == 3:  # the first transaction, which extended "kept", has committed
+            outside(lambda: services.memory_erase(memory_id=kept, **ACTOR))
+
+    batch = document(item("kept", revision("Otters hold hands.", "2024-01-01T00:00:00Z"),
+                          revision("Otters hold hands with zebras.", "2024-02-01T00:00:00Z")),
+                     *(item(f"new{n}", revision(f"New fact {n}.", "2024-01-01T00:00:00Z")) for n in range(3)))
+    before = rows()
+    with pytest.raises(Conflict) as raised:
+        import_(batch, trusted=True, progress=meanwhile)
+
+    assert raised.value.field == "memories[0]"
+    assert raised.value.message.startswith(f"Nothing was imported: memories[0]: memory {kept} was erased while")
+    after = rows()
+    assert after.pop("Memory") == before.pop("Memory") - 1 and after.pop("Revision") == before.pop("Revision") - 1
+    assert after.pop("AuditEvent") >= before.pop("AuditEvent")  # the erasure's own event
+    assert after == before
+    assert index_drift() == []
 
 
 def _dead_pid() -> int:
@@ -310,22 +477,34 @@ def _bulk_document(path, count: int) -> None:
     path.write_text(json.dumps(document(*memories)))
 
 
+def _bulk_folder(root, count: int) -> None:
+    """Markdown files of ten paragraphs, each paragraph a chunk of its own (two do not fit in one)."""
+    root.mkdir()
+    for first in range(0, count, 10):
+        paragraphs = [(f"Bulk fact number {n} about {n % 97} things. " * 40)[:1000] for n in range(first, first + 10)]
+        (root / f"part{first:06}.md").write_text("\n\n".join(paragraphs), encoding="utf-8")
+
+
 def _count(db_path, sql: str) -> int:
     with closing(sqlite3.connect(db_path)) as db:
         return db.execute(sql).fetchone()[0]
 
 
 @pytest.mark.slow
-def test_a_remember_gets_in_while_a_large_import_runs_and_sees_none_of_it(instance, tmp_path):
-    path = tmp_path / "bulk.json"
-    _bulk_document(path, 10_000)
+@pytest.mark.parametrize("kind, count", [("json", 10_000), ("markdown", 1_000)])
+def test_a_remember_gets_in_while_a_large_import_runs_and_sees_none_of_it(instance, tmp_path, kind, count):
+    if kind == "json":
+        _bulk_document(tmp_path / "bulk.json", count)
+        command = ["import_memories", str(tmp_path / "bulk.json"), "--trusted"]
+    else:
+        _bulk_folder(tmp_path / "bulk", count)
+        command = ["import_markdown", str(tmp_path / "bulk"), "--namespace", "bulk", "--collection", "bulk"]
     writer = subprocess.Popen([sys.executable, "-c", WRITER], cwd=BASE_DIR, env=instance.env, text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         assert writer.stdout.readline().strip() == "ready", writer.stderr.read()
-        importer = subprocess.Popen([sys.executable, "manage.py", "import_memories", str(path), "--trusted"],
-                                    cwd=BASE_DIR, env=instance.env, text=True, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE)
+        importer = subprocess.Popen([sys.executable, "manage.py", *command], cwd=BASE_DIR, env=instance.env,
+                                    text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         out, err = writer.communicate(timeout=120)
         assert writer.returncode == 0, err
         imported, import_err = importer.communicate(timeout=180)
@@ -336,11 +515,11 @@ def test_a_remember_gets_in_while_a_large_import_runs_and_sees_none_of_it(instan
                 process.kill()
     result = json.loads(out.splitlines()[-1])
 
-    assert result["writing"], "the import ended before the writer looked: make the document larger"
+    assert result["writing"], "the import ended before the writer looked: make the import larger"
     assert result["seen"] == {"bulk": 0, "listed": 0, "recalled": 0}
     assert result["took"] < 1.0
-    assert "10000 created" in imported
-    assert _count(instance.db_path, "SELECT count(*) FROM memories_memory WHERE namespace = 'bulk'") == 10_000
+    assert f"{count} created" in imported
+    assert _count(instance.db_path, "SELECT count(*) FROM memories_memory WHERE namespace = 'bulk'") == count
     assert _count(instance.db_path, "SELECT count(*) FROM memories_memory WHERE key = 'meanwhile'") == 1
 
 

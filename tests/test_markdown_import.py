@@ -1,16 +1,30 @@
-"""Markdown folders as chunk memories: chunking, stable keys, re-import, and files refused by name."""
+"""Markdown folders as chunk memories: chunking, stable keys, re-import, and files refused by name.
+
+Every import here writes two chunks per transaction, as a large folder's import writes
+many (``memories.services.batches``): what the chunks do to each other must come out
+the same across transactions. ``tests/test_import_batches.py`` checks that nothing is
+seen before the import publishes.
+"""
 
 import os
 import random
 import string
 
 import pytest
+from django.utils import timezone
 
 from memories import selectors, services
 from memories.models import AuditEvent, Memory, Revision, Tag
+from memories.services import batches
 from memories.services.markdown import MARKDOWN_CHUNK_MAX_CHARS, MARKDOWN_FILE_MAX_BYTES
 from memoryproject.exceptions import InvalidInput, NotFound, TooLarge
 from tests.subprocesses import instance, migrated_db  # noqa: F401  (fixtures)
+
+
+@pytest.fixture(autouse=True)
+def small_chunks(monkeypatch):
+    monkeypatch.setattr(batches, "STAGED_CHUNK", 2)
+    monkeypatch.setattr(batches, "STAGED_CHUNK_RANGE", (2, 2))
 
 
 @pytest.fixture
@@ -156,7 +170,7 @@ def test_a_shorter_file_forgets_its_surplus_chunks_and_a_deleted_file_all_of_the
     write(notes, "doc.md", "\n\n".join(parts))
     gone = write(notes, "gone.md", "Soon deleted.")
     run(notes)
-    before = chunk("doc.md", 3)
+    before = timezone.now()  # the import's chunks count from its publication, before this
 
     write(notes, "doc.md", "\n\n".join(parts[:2]))
     gone.unlink()
@@ -167,7 +181,7 @@ def test_a_shorter_file_forgets_its_surplus_chunks_and_a_deleted_file_all_of_the
         with pytest.raises(NotFound):
             chunk(relpath, number)
     # What was known before the import is still answerable.
-    past = selectors.memory_get(namespace="acme", key="md:docs:doc.md#3", as_of=before.known_at)
+    past = selectors.memory_get(namespace="acme", key="md:docs:doc.md#3", as_of=before)
     assert past.content == parts[2]
     assert run(notes).forgotten == 0
 
@@ -186,6 +200,20 @@ def test_removing_the_first_paragraph_moves_every_text_up_a_chunk(db, notes):
 
     assert (report.revised, report.forgotten, report.duplicates) == (3, 1, 0)
     assert chunk_texts("doc.md") == parts[1:]
+
+
+def test_a_renamed_file_gives_its_text_to_its_new_keys(db, notes):
+    parts = [paragraph(f"Part{n}", 1500) for n in range(3)]
+    old = write(notes, "old.md", "\n\n".join(parts))
+    write(notes, "other.md", "Stays as it is.")
+    run(notes)
+
+    old.rename(notes / "new.md")
+    report = run(notes)
+
+    assert (report.created, report.forgotten, report.unchanged, report.duplicates) == (3, 3, 1, 0)
+    assert chunk_texts("new.md") == parts
+    assert chunk_texts("old.md") == []
 
 
 def test_two_chunks_that_swap_texts_both_end_up_with_their_new_text(db, notes):

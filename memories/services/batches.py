@@ -6,18 +6,24 @@ its ``ImportBatch`` and count nowhere until ``batch_publish`` flips the batch in
 short transaction (``memories.models.counted_rows``). An import that fails is taken
 out again by ``batch_abandon``; one whose process died stays ``writing``, and
 ``purge_dead_imports`` (``manage.py purge``) removes it. ``doctor`` reports it.
+
+Both imports (JSON documents and Markdown folders) write through ``import_batch``,
+``write_chunks`` and ``publishing``, in that order.
 """
 
 import datetime as dt
 import logging
 import os
 import socket
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
+from memories import staging
 from memories.models import AuditEvent, ImportBatch, Memory, Revision, Tag
 from memories.services.erasure import delete_revisions
 from memories.services.lifecycle import audit
@@ -62,6 +68,89 @@ def batch_publish(batch: ImportBatch) -> dt.datetime:
     # The search snapshots hold which rows count: visibility changed without new rows.
     indexing.import_published()
     return now
+
+
+# Items in the first chunk; each next chunk is sized from the last one's time so that a
+# transaction takes about CHUNK_SECONDS, and a writer waiting for the lock gets it soon.
+# Small: an item remembered one by one (Markdown, an untrusted import) costs far more than
+# one written in bulk (a trusted import), and the first chunk has no timing to go by.
+STAGED_CHUNK = 10
+STAGED_CHUNK_RANGE = (10, 5000)
+CHUNK_SECONDS = 0.2
+# Seconds at least between two chunks' transactions: a writer waiting in line for the write lock
+# (another process retries every millisecond, memoryproject.sqlite_backend.writelock) gets it first.
+LOCK_GAP = 0.01
+
+
+@contextmanager
+def import_batch(*, actor: str, interface: str, trusted: bool, dry_run: bool) -> Iterator[ImportBatch]:
+    """Open a batch and run the block as its writer; its rows are taken out on any failure, and after a dry run."""
+    batch = batch_begin(actor=actor, interface=interface, trusted=trusted)
+    try:
+        with staging.writing(batch.pk):
+            yield batch
+    except BaseException:
+        _take_out(batch)
+        raise
+    if dry_run:
+        _take_out(batch)
+
+
+def _take_out(batch: ImportBatch) -> None:
+    try:
+        # A failure after the publishing transaction committed (an interrupt) leaves the import whole.
+        if ImportBatch.objects.filter(pk=batch.pk, state=ImportBatch.Status.WRITING).exists():
+            batch_abandon(batch)
+    except Exception:  # noqa: BLE001 - the rows stay unpublished: purge removes them
+        logger.exception("Could not remove the rows of unpublished import batch %s; 'manage.py purge' will.",
+                         batch.pk)
+
+
+def write_chunks(batch: ImportBatch, items: list, *, texts: Callable[[list], list[tuple[str, str]]],
+                 write: Callable[[list], None]) -> None:
+    """Call ``write(chunk)`` on ``items`` a chunk per short transaction, unseen in ``batch``.
+
+    ``texts(chunk)``: the (title, content) of the revisions the chunk may add, embedded
+    before its transaction takes the write lock. Between two transactions, and before
+    the one that publishes, a writer waiting for the lock gets it.
+    """
+    released, start, size = None, 0, STAGED_CHUNK
+    while start < len(items):
+        chunk = items[start:start + size]
+        start += len(chunk)
+        indexing.prepare_many(texts(chunk))
+        _leave_a_gap(released)
+        # Indexed in one batch at the end of each transaction: far cheaper than per revision.
+        with transaction.atomic(), indexing.batched():
+            began = time.monotonic()  # once the lock is held
+            write(chunk)
+            batch_progress(batch)
+        released = time.monotonic()
+        low, high = STAGED_CHUNK_RANGE
+        # At most doubled: a small chunk's time is mostly fixed costs.
+        size = max(low, min(high, 2 * len(chunk), int(len(chunk) * CHUNK_SECONDS / max(released - began, 0.001))))
+    _leave_a_gap(released)
+
+
+def _leave_a_gap(released: float | None) -> None:
+    """Wait until LOCK_GAP has passed since the last chunk let the lock go, so a waiting writer takes it."""
+    if released is None or connection.in_atomic_block:  # inside a caller's transaction no one else can write
+        return
+    time.sleep(max(0.0, LOCK_GAP - (time.monotonic() - released)))
+
+
+@contextmanager
+def publishing(batch: ImportBatch, *, dry_run: bool) -> Iterator[None]:
+    """The import's last transaction: the block writes what cannot wait unseen, then ``batch`` is published.
+
+    Keep the block short: every other writer waits for it. A dry run rolls it back instead.
+    """
+    with transaction.atomic(), indexing.batched():
+        yield
+        if dry_run:
+            transaction.set_rollback(True)
+        else:
+            batch_publish(batch)
 
 
 def is_dead(batch: ImportBatch, *, now: dt.datetime | None = None) -> bool:

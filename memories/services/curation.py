@@ -9,7 +9,7 @@ from django.utils import timezone
 from memories import selectors, validation
 from memories.models import Memory, Revision, Tag
 from memories.records import ChangeResult, MemoryRecord
-from memories.services.lifecycle import audit, check_interface, get_memory, tag_objects
+from memories.services.lifecycle import UNFINISHED_IMPORT_ADVICE, audit, check_interface, get_memory, tag_objects
 from memoryproject.exceptions import Conflict, DuplicateContent
 from search import indexing
 
@@ -48,10 +48,17 @@ def memory_move(*, memory_id: int, namespace: str, actor: str, interface: str) -
         memory = get_memory(memory_id)
         if memory.namespace == namespace:
             return ChangeResult(memory=_shown(memory, now), changed=False)
-        clash = Memory.objects.filter(namespace=namespace, key=memory.key).values_list("pk", flat=True).first()
+        # Every row: the (namespace, key) unique index also holds the keys of imports not yet published.
+        clash = Memory.all_objects.filter(namespace=namespace, key=memory.key).first()
+        if clash is not None and not Memory.objects.filter(pk=clash.pk).exists():
+            raise Conflict(
+                f"Memory {memory.pk} cannot move to {namespace!r}: its key {memory.key!r} there belongs to an "
+                f"import that has not finished (batch {clash.batch_id}). {UNFINISHED_IMPORT_ADVICE}",
+                field="namespace",
+            )
         if clash is not None:
             raise Conflict(
-                f"Memory {memory.pk} cannot move to {namespace!r}: memory {clash} there already has the key "
+                f"Memory {memory.pk} cannot move to {namespace!r}: memory {clash.pk} there already has the key "
                 f"{memory.key!r}. Erase or move that memory first, or pick another namespace.",
                 field="namespace",
             )
@@ -66,7 +73,8 @@ def memory_move(*, memory_id: int, namespace: str, actor: str, interface: str) -
                 )
         moved_from = memory.namespace
         # Search keys a memory's terms by its namespace; its snapshot notices the move by trigger.
-        indexing.move_revisions(list(Revision.objects.filter(memory=memory).values_list("pk", flat=True)),
+        # all_objects: revisions an unfinished import added to the memory move with it.
+        indexing.move_revisions(list(Revision.all_objects.filter(memory=memory).values_list("pk", flat=True)),
                                 to_namespace=namespace)
         memory.namespace = namespace
         memory.save(update_fields=["namespace"])

@@ -15,15 +15,12 @@ written in bulk, with the outcome of writing them one by one. The document is th
 import dataclasses
 import datetime as dt
 import gc
-import logging
 import math
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 
 from django.conf import settings
-from django.db import connection, transaction
 from django.utils import timezone
 
 from memories import selectors, staging, validation
@@ -41,6 +38,7 @@ from memories.services.export import (
     TIME_FIELDS,
 )
 from memories.services.lifecycle import (
+    UNFINISHED_IMPORT_ADVICE,
     add_tags,
     append_revision,
     append_revisions,
@@ -56,8 +54,6 @@ from memoryproject.jsontext import parse_strict_json
 from memoryproject.storage import WRITE_REFUSALS
 from memoryproject.timeparse import format_instant, parse_optional_instant
 from search import indexing
-
-logger = logging.getLogger(__name__)
 
 # Enough to fix a file in one go without burying the first problem.
 PROBLEMS_SHOWN = 20
@@ -317,38 +313,12 @@ def _collector_paused():
             gc.enable()
 
 
-# Memories in the first chunk; each next chunk is sized from the last one's time so that a
-# transaction takes about CHUNK_SECONDS, and a writer waiting for the lock gets it soon.
-STAGED_CHUNK = 200
-STAGED_CHUNK_RANGE = (10, 5000)
-CHUNK_SECONDS = 0.2
-# Seconds at least between two chunks' transactions: a writer waiting in line for the write lock
-# (another process retries every millisecond, memoryproject.sqlite_backend.writelock) gets it first.
-LOCK_GAP = 0.01
-
-
 def _import(document, *, actor, interface, trusted, dry_run, progress) -> ImportReport:
     now = timezone.now()
     items = _read_batch(document, trusted=trusted, actor=actor, interface=interface, now=now)
-    batch = batches.batch_begin(actor=actor, interface=interface, trusted=trusted)
-    try:
-        with staging.writing(batch.pk):
-            report = _write_batch(items, batch=batch, actor=actor, interface=interface, trusted=trusted,
-                                  dry_run=dry_run, progress=progress, now=now)
-    except BaseException:
-        _take_out(batch)
-        raise
-    if dry_run:
-        _take_out(batch)
-    return report
-
-
-def _take_out(batch) -> None:
-    try:
-        batches.batch_abandon(batch)
-    except Exception:  # noqa: BLE001 - the rows stay unpublished: purge removes them
-        logger.exception("Could not remove the rows of unpublished import batch %s; 'manage.py purge' will.",
-                         batch.pk)
+    with batches.import_batch(actor=actor, interface=interface, trusted=trusted, dry_run=dry_run) as batch:
+        return _write_batch(items, batch=batch, actor=actor, interface=interface, trusted=trusted,
+                            dry_run=dry_run, progress=progress, now=now)
 
 
 def _write_batch(items, *, batch, actor, interface, trusted, dry_run, progress, now) -> ImportReport:
@@ -368,32 +338,19 @@ def _write_batch(items, *, batch, actor, interface, trusted, dry_run, progress, 
         if progress:
             progress(done, len(items))
 
-    released, start, size = None, 0, STAGED_CHUNK
-    while start < len(items):
-        chunk = items[start:start + size]
-        start += len(chunk)
-        indexing.prepare_many(_texts(chunk, trusted=trusted))
-        _leave_a_gap(released)
-        # Indexed in one batch at the end of each transaction: far cheaper than per revision.
-        with transaction.atomic(), indexing.batched():
-            began = time.monotonic()  # once the lock is held
-            existing = _existing_keys(chunk)
-            if trusted:
-                outcomes = _replayed(chunk, existing=existing, settle=settle, actor=actor, interface=interface,
-                                     now=now)
-            else:
-                later.extend(item for item in chunk if (item.namespace, item.key) in existing)
-                outcomes = _remembered([item for item in chunk if (item.namespace, item.key) not in existing],
-                                       actor=actor, interface=interface, now=now)
-            for item, outcome in outcomes:
-                count(item, outcome)
-            batches.batch_progress(batch)
-        released = time.monotonic()
-        low, high = STAGED_CHUNK_RANGE
-        # At most doubled: a small chunk's time is mostly fixed costs.
-        size = max(low, min(high, 2 * len(chunk), int(len(chunk) * CHUNK_SECONDS / max(released - began, 0.001))))
-    _leave_a_gap(released)
-    with transaction.atomic(), indexing.batched():
+    def write(chunk):
+        existing = _existing_keys(chunk)
+        if trusted:
+            outcomes = _replayed(chunk, existing=existing, settle=settle, actor=actor, interface=interface, now=now)
+        else:
+            later.extend(item for item in chunk if (item.namespace, item.key) in existing)
+            outcomes = _remembered([item for item in chunk if (item.namespace, item.key) not in existing],
+                                   actor=actor, interface=interface, now=now)
+        for item, outcome in outcomes:
+            count(item, outcome)
+
+    batches.write_chunks(batch, items, texts=lambda chunk: _texts(chunk, trusted=trusted), write=write)
+    with batches.publishing(batch, dry_run=dry_run):
         for item, outcome in _remembered(later, actor=actor, interface=interface, now=now):
             count(item, outcome)
         for item, memory_id, revised in settle:
@@ -401,10 +358,6 @@ def _write_batch(items, *, batch, actor, interface, trusted, dry_run, progress, 
         report = ImportReport(**counts)
         audit(actor=actor, interface=interface, action="import", memory_id=None, at=now, trusted=trusted,
               batch_id=batch.pk, **report.as_dict())
-        if dry_run:
-            transaction.set_rollback(True)
-        else:
-            batches.batch_publish(batch)
     return report
 
 
@@ -413,13 +366,6 @@ def _texts(items: list[_MemoryIn], *, trusted: bool) -> list[tuple[str, str]]:
     revisions = [revision for item in items for revision in (item.revisions if trusted else item.revisions[-1:])]
     return [(revision.fields["title"], revision.fields["content"]) for revision in revisions
             if not revision.tombstone]
-
-
-def _leave_a_gap(released: float | None) -> None:
-    """Wait until LOCK_GAP has passed since the last chunk let the lock go, so a waiting writer takes it."""
-    if released is None or connection.in_atomic_block:  # inside a caller's transaction no one else can write
-        return
-    time.sleep(max(0.0, LOCK_GAP - (time.monotonic() - released)))
 
 
 def _relocated(error: MemoryServiceError, path: str) -> MemoryServiceError:
@@ -495,8 +441,8 @@ def _existing_keys(items: list[_MemoryIn]) -> set[tuple[str, str]]:
             for key in taken.keys() - counted:
                 path = next(item.path for item in items if (item.namespace, item.key) == (namespace, key))
                 raise Conflict(f"Nothing was imported: {path}.key: {key!r} in namespace {namespace!r} belongs to "
-                               f"another import that has not finished (batch {taken[key]}). Try again once it is "
-                               "done (or, if it died, after 'manage.py purge').", field=f"{path}.key")
+                               f"another import that has not finished (batch {taken[key]}). "
+                               f"{UNFINISHED_IMPORT_ADVICE}", field=f"{path}.key")
             found.update((namespace, key) for key in counted)
     return found
 
@@ -622,7 +568,10 @@ def _replay(item: _MemoryIn, *, settle: list, actor, interface, now) -> str:
 
 def _settle(item: _MemoryIn, *, memory_id: int, revised: int, actor, interface, now) -> None:
     """Give a memory ``_replay`` extended (``revised``: by that many revisions) the item's tags, kind and state."""
-    memory = Memory.objects.get(pk=memory_id)
+    memory = Memory.objects.filter(pk=memory_id).first()
+    if memory is None:  # erased by another writer since, with the revisions the import added
+        raise Conflict(f"memory {memory_id} was erased while the import was adding revisions to it. Run the import "
+                       "again: it then writes the memory anew.")
     add_tags(memory, item.tags)
     if not revised:
         return

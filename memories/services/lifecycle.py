@@ -19,6 +19,8 @@ from memoryproject.exceptions import Conflict, DuplicateContent, InvalidInput, N
 from memoryproject.timeparse import parse_optional_instant
 from search import duplicates, indexing
 
+# What a writer refused a key that an unpublished import holds can do (memories.services.batches).
+UNFINISHED_IMPORT_ADVICE = "Try again once it is done (or, if it died, after 'manage.py purge')."
 # The fields a revision carries forward from the one it revises.
 _CARRIED = ("content", "title", "subject", "predicate", "object", "source", "valid_from", "valid_to", "expires_at")
 
@@ -180,7 +182,7 @@ def memory_remember(
         existing = Memory.objects.filter(namespace=namespace, key=key).first() if key else None
         if existing is None and key and Memory.all_objects.filter(namespace=namespace, key=key).exists():
             raise Conflict(f"key: {key!r} in namespace {namespace!r} belongs to an import that has not finished. "
-                           "Try again once it is done (or, if it died, after 'manage.py purge').", field="key")
+                           f"{UNFINISHED_IMPORT_ADVICE}", field="key")
         if existing is not None:
             result = _remember_into(existing, fields, digest, kind, tag_names, now=now, actor=actor,
                                     interface=interface)

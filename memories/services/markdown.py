@@ -3,7 +3,7 @@
 Each file is cut at blank lines outside fenced code and packed into chunks of at most
 ``MARKDOWN_CHUNK_MAX_CHARS``, each remembered under the key
 ``md:{collection}:{path}#{n}``; a later run revises changed chunks and forgets the ones
-the folder no longer has.
+the folder no longer has. It writes as the JSON import does (``memories.services.batches``).
 """
 
 import dataclasses
@@ -14,12 +14,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from django.conf import settings
-from django.db import transaction
 from django.utils import timezone
 
-from memories import validation
+from memories import selectors, validation
 from memories.models import Kind, Memory, State
 from memories.records import ImportReport
+from memories.services import batches
 from memories.services.imports import PROBLEMS_SHOWN
 from memories.services.lifecycle import audit, check_interface, memory_forget, memory_remember
 from memoryproject.exceptions import Conflict, DuplicateContent, InvalidInput, TooLarge
@@ -36,6 +36,7 @@ class _Chunk:
     source: str
     title: str
     content: str
+    content_hash: str
 
 
 def markdown_import(
@@ -52,9 +53,11 @@ def markdown_import(
     """Import a folder of ``.md`` files as chunk memories keyed ``md:{collection}:{path}#{n}``; return what changed.
 
     Hidden files and folders and symlinks are skipped. Every file is read and checked
-    before anything is written, then the import runs in one transaction: unchanged
-    chunks are left alone, changed ones get a revision, and chunks the folder no longer
-    has (a shorter or deleted file) are forgotten. ``dry_run`` rolls it all back.
+    before anything is written; then, all or nothing, unchanged chunks are left alone,
+    changed ones get a revision, and chunks the folder no longer has (a shorter or
+    deleted file) are forgotten. It writes as the JSON import does, a chunk per short
+    transaction into an import batch that one last transaction publishes
+    (``memories.services.batches``). ``dry_run`` does it all and takes it out unpublished.
     """
     check_interface(interface)
     namespace = validation.namespace(namespace)
@@ -71,30 +74,76 @@ def markdown_import(
     if len(chunks) > limit:
         raise TooLarge(f"root: the folder makes {len(chunks)} chunks, over the limit of {limit} per import "
                        "(MEMORY_MAX_IMPORT_ITEMS). Import its subfolders separately.", field="root")
-    counts = Counter()
-    # New chunks (a first import: most of the work) are embedded before the transaction, so the
-    # write lock is held for their writes only. An unlocked read: a stale guess costs a miss.
+    counts, done = Counter(), 0
+    # Chunks whose outcome depends on the import's other writes wait for the step that publishes.
+    later: list[_Chunk] = []
+    # Texts more than one chunk carries: which chunk keeps one depends on the order of the writes.
+    repeated = {digest for digest, number in Counter(chunk.content_hash for chunk in chunks).items() if number > 1}
+    # New chunks (a first import: most of the work) are embedded before their transaction takes the
+    # write lock. An unlocked read: a stale guess costs a miss.
     stored = set(Memory.objects.filter(namespace=namespace, key__startswith=prefix).values_list("key", flat=True))
-    indexing.prepare_many([(chunk.title, chunk.content) for chunk in chunks if chunk.key not in stored])
-    # Indexed in one batch at the end of the transaction: far cheaper than per revision.
-    with transaction.atomic(), indexing.batched():
-        # startswith is a case-insensitive LIKE in SQLite; the exact test is done here.
-        existing = {memory.key: memory for memory in Memory.objects.filter(namespace=namespace, key__startswith=prefix)
-                    if memory.key.startswith(prefix)}
-        wanted = {chunk.key for chunk in chunks}
-        # Surplus chunks go first, so their text is free for the chunks that take it over (a renamed file).
-        for key, memory in sorted(existing.items()):
-            if key not in wanted and memory.state == State.ACTIVE and _forget(memory.pk, actor, interface):
-                counts["forgotten"] += 1
-        owners = {memory.pk: key for key, memory in existing.items() if key in wanted}
-        _write_chunks(chunks, owners=owners, namespace=namespace, tags=tag_names, actor=actor, interface=interface,
-                      counts=counts, progress=progress)
-        report = ImportReport(**counts)
-        audit(actor=actor, interface=interface, action="import_markdown", memory_id=None, at=timezone.now(),
-              collection=collection, **report.as_dict())
-        if dry_run:
-            transaction.set_rollback(True)
+
+    def new_texts(part: list[_Chunk]) -> list[tuple[str, str]]:
+        return [(chunk.title, chunk.content) for chunk in part if chunk.key not in stored]
+
+    def advance():
+        nonlocal done
+        done += 1
+        if progress:
+            progress(done, len(chunks))
+
+    context = dict(namespace=namespace, tags=tag_names, actor=actor, interface=interface, counts=counts,
+                   advance=advance)
+
+    def write(part: list[_Chunk]) -> None:
+        ready = _only_adding(part, namespace=namespace, repeated=repeated)
+        adding = {chunk.key for chunk in ready}
+        later.extend(chunk for chunk in part if chunk.key not in adding)
+        _write_chunks(ready, owners={}, **context)
+
+    with batches.import_batch(actor=actor, interface=interface, trusted=False, dry_run=dry_run) as batch:
+        batches.write_chunks(batch, chunks, texts=new_texts, write=write)
+        indexing.prepare_many(new_texts(later))
+        with batches.publishing(batch, dry_run=dry_run):
+            # startswith is a case-insensitive LIKE in SQLite; the exact test is done here.
+            existing = {memory.key: memory for memory in
+                        Memory.objects.filter(namespace=namespace, key__startswith=prefix)
+                        if memory.key.startswith(prefix)}
+            wanted = {chunk.key for chunk in chunks}
+            # Surplus chunks go first, so their text is free for the chunks that take it over (a renamed file).
+            for key, memory in sorted(existing.items()):
+                if key not in wanted and memory.state == State.ACTIVE and _forget(memory.pk, actor, interface):
+                    counts["forgotten"] += 1
+            waiting = {chunk.key for chunk in later}
+            owners = {memory.pk: key for key, memory in existing.items() if key in waiting}
+            _write_chunks(later, owners=owners, **context)
+            report = ImportReport(**counts)
+            audit(actor=actor, interface=interface, action="import_markdown", memory_id=None, at=timezone.now(),
+                  collection=collection, batch_id=batch.pk, **report.as_dict())
     return report
+
+
+# Keys and hashes per query when a chunk of the import is looked up.
+_LOOKUP_CHUNK = 500
+
+
+def _only_adding(part: list[_Chunk], *, namespace: str, repeated: set[str]) -> list[_Chunk]:
+    """The chunks of ``part`` that can only add a memory, whatever else the import writes.
+
+    Run under the write lock, in the transaction that writes them. A chunk whose key
+    names a stored memory, whose text another chunk of the import carries, or whose
+    text a visible memory shows (one that the import may forget, or move on) waits
+    for the step that publishes: there the chunks are written in the order their texts
+    move, as ``_write_chunks`` explains.
+    """
+    stored = set()
+    for start in range(0, len(part), _LOOKUP_CHUNK):
+        keys = [chunk.key for chunk in part[start:start + _LOOKUP_CHUNK]]
+        # The (namespace, key) unique index serves the IN.
+        stored.update(Memory.objects.filter(namespace=namespace, key__in=keys).values_list("key", flat=True))
+    fresh = [chunk for chunk in part if chunk.key not in stored and chunk.content_hash not in repeated]
+    shown = selectors.visible_duplicates(namespace=namespace, content_hashes=[chunk.content_hash for chunk in fresh])
+    return [chunk for chunk in fresh if chunk.content_hash not in shown]
 
 
 def _forget(memory_id: int, actor: str, interface: str) -> bool:
@@ -106,17 +155,17 @@ def _forget(memory_id: int, actor: str, interface: str) -> bool:
 
 
 def _write_chunks(chunks: list[_Chunk], *, owners: dict[int, str], namespace, tags, actor, interface, counts,
-                  progress) -> None:
+                  advance) -> None:
     """Remember every chunk, writing a chunk after any chunk of this import whose old text it takes.
 
     Deleting a paragraph moves text from chunk n+1 to chunk n. Remembering chunk n
     first would collide with chunk n+1, which still shows that text (the duplicate
     rule), so the chunk that must change first goes first; two chunks that swap texts
-    are untied by forgetting one, which its own write then brings back.
+    are untied by forgetting one, which its own write then brings back. ``owners``:
+    the key of each stored memory among ``chunks``, by memory id.
     """
     by_key = {chunk.key: chunk for chunk in chunks}
     status = dict.fromkeys(by_key, "pending")
-    done = 0
     for start in by_key:
         stack = [start] if status[start] == "pending" else []
         while stack:
@@ -151,9 +200,7 @@ def _write_chunks(chunks: list[_Chunk], *, owners: dict[int, str], namespace, ta
                 counts["unchanged"] += 1
             status[key] = "done"
             stack.pop()
-            done += 1
-            if progress:
-                progress(done, len(chunks))
+            advance()
 
 
 def _markdown_chunks(root: Path, *, prefix: str) -> list[_Chunk]:
@@ -168,7 +215,8 @@ def _markdown_chunks(root: Path, *, prefix: str) -> list[_Chunk]:
             for number, content in enumerate(_pack_blocks(blocks, MARKDOWN_CHUNK_MAX_CHARS), start=1):
                 key = validation.key(f"{prefix}{relpath}#{number}")
                 content = validation.content(content, field=f"chunk {number}")
-                chunks.append(_Chunk(key=key, source=source, title=title, content=content))
+                chunks.append(_Chunk(key=key, source=source, title=title, content=content,
+                                     content_hash=validation.content_hash(content)))
         except InvalidInput as error:
             problems.append(f"{relpath}: {error.message}")
     if problems:
