@@ -16,7 +16,6 @@ what the wall time would be alone.
 """
 
 import argparse
-import contextlib
 import json
 import os
 import statistics
@@ -36,8 +35,6 @@ def main():
     parser.add_argument("--repeat", type=int, default=3, help="imports of the document (medians are reported)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--embedder", choices=("hash", "minilm"), default="hash")
-    parser.add_argument("--collector", choices=("paused", "running"), default="paused",
-                        help="running: leave Python's cycle collector on during the import, to time what pausing it saves")
     parser.add_argument("--label", default="run", help="what code was measured (before, after, ...)")
     parser.add_argument("--output", default="benchmarks/results/bulk_import.json")
     args = parser.parse_args()
@@ -52,11 +49,9 @@ def main():
     from history import bulk_load, import_document, make_history
 
     from memories.models import Memory, Revision
-    from memories.services import imports, memories_import
+    from memories.services import memories_import
     from search.embeddings import get_embedder
 
-    if args.collector == "running":
-        imports._collector_paused = contextlib.nullcontext
     corpus = Corpus(args.seed)
     now = timezone.now()
     stored = make_history(corpus, args.store, now=now, namespace="bench")
@@ -85,7 +80,6 @@ def main():
     run = {
         "path": "memories.services.memories_import(trusted=True), JSON text in",
         "embedder": embedder.name,
-        "collector": args.collector,
         "store_memories": args.store,
         "imported_memories": args.import_size,
         "imported_revisions": revisions,

@@ -1,7 +1,6 @@
 """JSON export and import: streaming, whole-batch validation, one transaction, trusted replay."""
 
 import datetime as dt
-import gc
 import json
 import shutil
 
@@ -525,32 +524,6 @@ def test_new_memories_are_written_with_a_number_of_queries_that_does_not_grow_wi
     # where 3 take one, at each of the 2 positions in the histories (one at a time: 734 queries).
     assert many <= few + 2 * 2
     assert Revision.objects.count() == 2 * 123
-
-
-def test_a_trusted_import_pauses_the_cycle_collector_and_turns_it_back_on_after_success_or_failure(db, monkeypatch):
-    from memories.services import imports
-
-    seen = []
-    read = imports._read_batch
-    monkeypatch.setattr(imports, "_read_batch", lambda *args, **kwargs: seen.append(gc.isenabled()) or
-                        read(*args, **kwargs))
-    good = document(item("one", revision("One.", "2024-01-01T00:00:00Z")))
-    bad = document(item("two", revision("Two.", "2024-01-01T00:00:00Z", valid_from="2024-13-01")))
-    assert gc.isenabled()
-
-    import_(good, trusted=True)
-    with pytest.raises(InvalidInput):
-        import_(bad, trusted=True)
-    import_(document(item("three", revision("Three.", "2024-01-01T00:00:00Z"))), trusted=False)
-    gc.disable()  # a caller that turned it off keeps it off
-    try:
-        import_(document(item("four", revision("Four.", "2024-01-01T00:00:00Z"))), trusted=True)
-        assert not gc.isenabled()
-    finally:
-        gc.enable()
-
-    assert seen == [False, False, True, False]
-    assert Memory.objects.filter(key__in=["one", "three", "four"]).count() == 3
 
 
 def test_a_trusted_dry_run_of_new_memories_counts_them_and_writes_and_indexes_nothing(remember):

@@ -14,11 +14,10 @@ written in bulk, with the outcome of writing them one by one. The document is th
 
 import dataclasses
 import datetime as dt
-import gc
 import math
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 
 from django.conf import settings
 from django.utils import timezone
@@ -288,32 +287,6 @@ def memories_import(
     check_interface(interface)
     if not isinstance(trusted, bool):
         raise InvalidInput(f"trusted: expected true or false, got {trusted!r}.", field="trusted")
-    # Only the trusted path writes in bulk (seconds); an untrusted one embeds item by item (minutes).
-    with _collector_paused() if trusted else nullcontext():
-        return _import(document, actor=actor, interface=interface, trusted=trusted, dry_run=dry_run,
-                       progress=progress)
-
-
-@contextmanager
-def _collector_paused():
-    """Python's cycle collector off while a trusted import is read and written, back on after.
-
-    An import makes tens of thousands of short-lived containers (the parsed document,
-    model objects, postings) and no cycles worth collecting before it ends; each
-    automatic collection on the way walks them, and the process's older objects too
-    (``benchmarks/bulk_import.py``). The switch is per process: an import that finds it off (another import, or a caller's
-    choice) leaves it off.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
-def _import(document, *, actor, interface, trusted, dry_run, progress) -> ImportReport:
     now = timezone.now()
     items = _read_batch(document, trusted=trusted, actor=actor, interface=interface, now=now)
     with batches.import_batch(actor=actor, interface=interface, trusted=trusted, dry_run=dry_run) as batch:
