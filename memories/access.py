@@ -16,7 +16,7 @@ from django.conf import settings
 
 from memories import validation
 from memories.models import Memory, Scope
-from memoryproject.exceptions import InvalidInput, MemoryServiceError, NotFound
+from memoryproject.exceptions import InvalidInput, MemoryServiceError, MemoryNotFound
 
 
 class AuthenticationFailed(MemoryServiceError):
@@ -29,15 +29,6 @@ class PermissionDenied(MemoryServiceError):
     """The caller is known but its scopes or namespaces do not allow this."""
 
     code = "forbidden"
-
-
-def _hidden_memory(memory_id) -> NotFound:
-    # Word for word what the selectors say about a memory that does not exist (selectors._not_found).
-    return NotFound(
-        f"Memory {memory_id} not found — it may have expired or been forgotten. "
-        "Use memory_list or memory_recall to find valid ids.",
-        field="id",
-    )
 
 
 @dataclass(frozen=True)
@@ -123,4 +114,5 @@ class Caller:
             raise InvalidInput(f"id: {memory_id!r} is not a memory id (a positive integer).", field="id")
         namespace = Memory.objects.filter(pk=memory_id).values_list("namespace", flat=True).first()
         if namespace is None or not self.may_use(namespace):
-            raise _hidden_memory(memory_id)
+            # Word for word what the selectors say about a memory that does not exist.
+            raise MemoryNotFound(memory_id)

@@ -119,7 +119,7 @@ def test_a_key_for_one_namespace_sees_other_namespaces_memories_as_missing(api):
     mine = remember(api("acme"), "Acme's plan.")
     acme = api("acme")
     hidden = (f"Memory {elsewhere['id']} not found — it may have expired or been forgotten. "
-              "Use memory_list or memory_recall to find valid ids.")
+              "List or recall memories to find valid ids.")
 
     for response in (acme.get(f"{MEMORIES}{elsewhere['id']}/"), acme.get(f"{MEMORIES}{elsewhere['id']}/history/"),
                      acme.patch(f"{MEMORIES}{elsewhere['id']}/", {"title": "x"}, format="json"),
@@ -393,7 +393,7 @@ def test_delete_forgets_once_keeps_history_and_restore_brings_it_back(api):
     assert error_of(client.post(f"{MEMORIES}{stored['id']}/restore/", {"why": "x"}, format="json"), 400)[
         "field"] == "why"
     assert error_of(client.delete(f"{MEMORIES}{MISSING}/"), 404)["message"] == (
-        f"Memory {MISSING} not found. Use memory_list or memory_recall to find valid ids.")
+        f"Memory {MISSING} not found. List or recall memories to find valid ids.")
 
 
 # --- recall/ ----------------------------------------------------------------------------------------------------

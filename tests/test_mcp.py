@@ -253,7 +253,7 @@ BAD_CALLS = [
     ("memory_get", {"id": 0}, "id: Input should be greater than or equal to 1"),
     ("memory_get", {"id": True}, "id: Input should be a valid integer"),
     ("memory_get", {"id": MISSING}, f"Memory {MISSING} not found — it may have expired or been forgotten. "
-                                    "Use memory_list or memory_recall to find valid ids."),
+                                    "List or recall memories to find valid ids."),
     ("memory_get", {"key": "no-such-key", "namespace": "nowhere"}, "Memory nowhere/no-such-key not found"),
     ("memory_update", {"content": "x"}, "id: required"),
     ("memory_update", {"id": MISSING, "content": "x"}, f"Memory {MISSING} not found"),

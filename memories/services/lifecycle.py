@@ -15,7 +15,7 @@ from memories import selectors, staging, validation
 from memories.inserts import insert_all
 from memories.models import AuditEvent, Interface, Kind, Memory, Revision, State, Tag
 from memories.records import ChangeResult, MemoryRecord, NearTwinRecord, RememberResult
-from memoryproject.exceptions import Conflict, DuplicateContent, InvalidInput, NotFound
+from memoryproject.exceptions import Conflict, DuplicateContent, InvalidInput, MemoryNotFound
 from memoryproject.timeparse import parse_optional_instant
 from search import duplicates, indexing
 
@@ -111,15 +111,13 @@ def _current(memory: Memory, now: dt.datetime) -> Revision | None:
 
 
 def get_memory(memory_id) -> Memory:
-    """Return the memory with this id, or raise InvalidInput / NotFound naming it (every write starts here)."""
+    """Return the memory with this id, or raise InvalidInput / MemoryNotFound naming it (every write starts here)."""
     if isinstance(memory_id, bool) or not isinstance(memory_id, int) or memory_id < 1:
         raise InvalidInput(f"id: {memory_id!r} is not a memory id (a positive integer).", field="id")
     try:
         return Memory.objects.get(pk=memory_id)
     except Memory.DoesNotExist:
-        raise NotFound(
-            f"Memory {memory_id} not found. Use memory_list or memory_recall to find valid ids.", field="id"
-        ) from None
+        raise MemoryNotFound(memory_id, maybe_hidden=False) from None
 
 
 def memory_remember(
@@ -358,7 +356,7 @@ def memory_forget(*, memory_id: int, actor: str, interface: str, reason: str | N
         if visible is None:
             raise Conflict(
                 f"Memory {memory.pk} is not visible now (its TTL passed or it is outside its validity "
-                "interval), so there is nothing to forget. Use memory_history to see its revisions.",
+                "interval), so there is nothing to forget. Its history shows its revisions.",
                 field="id",
             )
         append_revision(
