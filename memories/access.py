@@ -42,6 +42,9 @@ class Caller:
     interface: str
     scopes: frozenset[str]
     namespaces: tuple[str, ...] | None = None
+    # How refusals name what the caller holds, and how to get more: an API key's words unless told otherwise.
+    held_by: str = "this API key"
+    wider_access: str = "Ask the operator for a key with the {scope!r} scope."
 
     @property
     def credit(self) -> dict:
@@ -57,8 +60,8 @@ class Caller:
         if not self.has(scope):
             held = ", ".join(sorted(self.scopes)) or "none"
             raise PermissionDenied(
-                f"This needs the {scope!r} scope, and this API key has only: {held}. "
-                f"Ask the operator for a key with the {scope!r} scope.",
+                f"This needs the {scope!r} scope, and {self.held_by} has only: {held}. "
+                + self.wider_access.format(scope=scope),
             )
 
     def may_use(self, namespace: str) -> bool:
@@ -68,7 +71,7 @@ class Caller:
         name = validation.namespace(namespace)
         if not self.may_use(name):
             raise PermissionDenied(
-                f"namespace: {name!r} is not available to this API key; it may use "
+                f"namespace: {name!r} is not available to {self.held_by}; it may use "
                 f"{', '.join(self.namespaces)}.",
                 field="namespace",
             )
@@ -102,7 +105,7 @@ class Caller:
         if len(self.namespaces) == 1:
             return self.namespaces[0]
         raise InvalidInput(
-            f"namespace: this API key may use several namespaces ({', '.join(self.namespaces)}); name one.",
+            f"namespace: {self.held_by} may use several namespaces ({', '.join(self.namespaces)}); name one.",
             field="namespace",
         )
 

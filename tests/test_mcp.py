@@ -498,7 +498,9 @@ def test_stdio_serves_the_same_tools_for_one_namespace(mcp_server, client):
         stored = stdio.call("memory_remember", {"content": "Standups move to 9:30 from March.", "tags": ["team"]})
         assert stored["namespace"] == "stdio-notes"
         assert stdio.call("memory_recall", {"query": "standups"})["hits"][0]["id"] == stored["id"]
-        assert "not available" in stdio.error("memory_recall", {"query": "x", "namespace": "default"})
+        assert stdio.error("memory_recall", {"query": "x", "namespace": "default"}) == (
+            "namespace: 'default' is not available to this mcp_stdio session (started with --namespace stdio-notes); "
+            "it may use stdio-notes.")
         author = stdio.call("memory_history", {"id": stored["id"]})["revisions"][0]["author"]
         assert author.startswith("stdio:")
         with pytest.raises(ToolFailed, match="Unknown argument"):
@@ -510,7 +512,9 @@ def test_stdio_serves_the_same_tools_for_one_namespace(mcp_server, client):
 def test_stdio_read_only_offers_only_the_reading_tools(mcp_server):
     with stdio_client_for("mcp_stdio", "--namespace", "stdio-notes", "--read-only", env=mcp_server["env"]) as stdio:
         assert {tool.name for tool in stdio.list_tools()} == READ_TOOLS
-        assert "needs the 'write' scope" in stdio.error("memory_remember", {"content": "x"})
+        assert stdio.error("memory_remember", {"content": "x"}) == (
+            "This needs the 'write' scope, and this mcp_stdio session (started with --namespace stdio-notes "
+            "--read-only) has only: read. Start mcp_stdio without --read-only to change memories.")
 
 
 def test_stdio_checks_every_line_as_http_checks_a_body(mcp_server):
