@@ -26,6 +26,7 @@ TOOLS = {
     "memory_get": (True, False, True),
     "memory_update": (False, True, False),
     "memory_forget": (False, True, True),
+    "memory_restore": (False, False, True),
     "memory_history": (True, False, True),
     "memory_list": (True, False, True),
     "memory_stats": (True, False, True),
@@ -215,6 +216,18 @@ def test_every_tool_answers_good_arguments(client, namespace):
     assert client.call("memory_stats", {"namespace": namespace})["forgotten"] == 1
     assert client.call("memory_recall", {"query": "invoices paid", "namespace": namespace,
                                          "mode": "keyword"})["hits"] == []
+
+
+def test_an_agent_can_restore_a_memory_it_forgot(client, namespace):
+    stored = client.call("memory_remember", {"content": "The VPN gateway is vpn2.example.org.", "namespace": namespace})
+    client.call("memory_forget", {"id": stored["id"], "reason": "thought it was outdated"})
+
+    restored = client.call("memory_restore", {"id": stored["id"], "reason": "it still holds"})
+    assert (restored["changed"], restored["state"], restored["content"]) == (True, "active", stored["content"])
+    assert client.call("memory_get", {"id": stored["id"]})["content"] == stored["content"]
+    assert client.call("memory_history", {"id": stored["id"]})["revisions"][-1]["reason"] == "it still holds"
+    assert client.call("memory_restore", {"id": stored["id"]})["changed"] is False
+    assert f"Memory {MISSING} not found" in client.error("memory_restore", {"id": MISSING})
 
 
 BAD_CALLS = [
