@@ -14,7 +14,7 @@ from django.utils import timezone
 from memories import selectors, staging, validation
 from memories.inserts import insert_all
 from memories.models import AuditEvent, Interface, Kind, Memory, Revision, State, Tag
-from memories.records import ChangeResult, MemoryRecord, NearTwinRecord, RememberResult
+from memories.records import ChangeResult, CorrectionRecord, MemoryRecord, NearTwinRecord, RememberResult
 from memoryproject.exceptions import Conflict, DuplicateContent, InvalidInput, MemoryNotFound
 from memoryproject.timeparse import parse_optional_instant
 from search import duplicates, indexing
@@ -311,7 +311,9 @@ def memory_revise(
         audit(actor=actor, interface=interface, action="revise", memory_id=memory.pk, at=now,
               revision_id=revision.pk, previous_revision_id=base.pk, bounded=bounded)
         shown = selectors.visible_revision(memory=memory, as_of=now) or revision
-        return ChangeResult(memory=_record(memory, shown), changed=True)
+        correction = CorrectionRecord(revision_id=revision.pk, title=revision.title, content=revision.content,
+                                      valid_from=revision.valid_from, valid_to=revision.valid_to) if bounded else None
+        return ChangeResult(memory=_record(memory, shown), changed=True, correction=correction)
 
 
 def _text_changes(content: str | None, title: str | None) -> dict:
@@ -449,12 +451,12 @@ def memory_update(
     # Embedded before the transaction takes the write lock; memory_revise then finds the vector ready.
     _prepare_revision(memory_id, _text_changes(content, title))
     with transaction.atomic():
-        changed = False
+        changed, correction = False, None
         if revise or ttl_days != -1:
             result = memory_revise(memory_id=memory_id, ttl_days=ttl_days, actor=actor, interface=interface, **revise)
-            changed = result.changed
+            changed, correction = result.changed, result.correction
         if retag:
             result = memory_retag(memory_id=memory_id, add=add_tags, remove=remove_tags, actor=actor,
                                   interface=interface)
             changed = changed or result.changed
-    return ChangeResult(memory=result.memory, changed=changed)
+    return ChangeResult(memory=result.memory, changed=changed, correction=correction)
