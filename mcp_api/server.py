@@ -14,7 +14,6 @@ import inspect
 import logging
 from dataclasses import dataclass
 
-import pydantic_core
 from mcp import types
 from mcp.server.fastmcp.exceptions import ToolError
 from mcp.types import ToolAnnotations
@@ -22,6 +21,7 @@ from mcp_server.djangomcp import DjangoMCP
 from pydantic import ValidationError
 
 import memoryproject
+from mcp_api.text import as_text
 from memories.access import AuthenticationFailed, Caller
 from memories.arguments import problems
 from memoryproject.exceptions import MemoryServiceError, encodable
@@ -138,10 +138,10 @@ class MemoryMCP(DjangoMCP):
                                   "Try again; if it keeps failing, tell the operator.") from error
         # The structured content is the dump of the record, whose model is the outputSchema, so it
         # conforms by construction. Handed over as a finished result, the SDK does not validate it
-        # again with jsonschema, which rechecked the schema itself on every call.
+        # again with jsonschema, which rechecked the schema itself on every call. The text content,
+        # what most clients show the model, is the record's short form (mcp_api.text).
         structured = record.model_dump(mode="json")
-        text = pydantic_core.to_json(structured, indent=2).decode()
-        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structuredContent=structured,
-                                    isError=False)
+        return types.CallToolResult(content=[types.TextContent(type="text", text=as_text(record))],
+                                    structuredContent=structured, isError=False)
 
 server = MemoryMCP(name="memory", instructions=INSTRUCTIONS)

@@ -14,7 +14,7 @@ import memoryproject
 from mcp_api.server import MemoryToolError
 from mcp_api.tools import tool
 from memoryproject.exceptions import NotFound
-from tests.mcp_client import ToolFailed, http_client, stdio_client_for
+from tests.mcp_client import ToolFailed, http_client, memory_texts, stdio_client_for
 from tests.subprocesses import manage, migrated_db, module_instance, serve  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.slow
@@ -152,6 +152,58 @@ def test_remember_then_recall_finds_the_memory_and_remembering_it_again_stores_n
     again = client.call("memory_remember", {"content": stored["content"], "namespace": namespace, "tags": ["tuesday"]})
     assert (again["id"], again["created"], again["deduplicated"]) == (stored["id"], False, True)
     assert again["tags"] == ["Deploys", "ops", "tuesday"]
+
+
+def test_the_text_a_model_reads_is_each_memory_under_one_short_header(client, namespace):
+    # As long as recall-dev's short facts (58 characters on average).
+    facts = ["Alex takes his coffee black with no sugar, never with milk.",
+             "Nadia is vegetarian and does not eat fish or seafood at all.",
+             "The team standup is at 09:30 on weekdays in the Orchard room."]
+    stored = [client.call("memory_remember", {"content": facts[0], "namespace": namespace, "key": "alex.coffee",
+                                              "tags": ["people", "coffee"]})]
+    stored += [client.call("memory_remember", {"content": fact, "namespace": namespace}) for fact in facts[1:]]
+    day = stored[0]["known_at"][:10]
+
+    read = []
+
+    def text(tool, arguments):
+        result = client.call_raw(tool, arguments)
+        assert not result.isError, result.content
+        read.append((result.content[0].text, memory_texts(result.structuredContent)))
+        return result.content[0].text, result.structuredContent
+
+    remembered, record = text("memory_remember", {"content": facts[1], "namespace": namespace})
+    assert remembered == f"[already stored #{stored[1]['id']} · {day}]\n{facts[1]}"
+    # The full record stays in the structured content.
+    assert record["content_hash"] == stored[1]["content_hash"] and record["deduplicated"] is True
+    assert text("memory_get", {"id": stored[0]["id"]})[0] == (
+        f"[#{stored[0]['id']} alex.coffee · {day} · tags: coffee, people]\n{facts[0]}")
+    history, record = text("memory_history", {"id": stored[2]["id"]})
+    author = record["revisions"][0]["author"]
+    assert re.fullmatch(rf"\[r{stored[2]['revision_id']} · {day} \d\d:\d\d · {author} \(mcp\)\]\n"
+                        + re.escape(facts[2]), history), history
+    listed, _ = text("memory_list", {"namespace": namespace})
+    assert listed.splitlines()[0] == "3 memories, newest first; last page."
+
+    recalled, record = text("memory_recall", {"query": "coffee", "namespace": namespace, "mode": "keyword"})
+    hit = record["hits"][0]
+    assert recalled == f"[#{hit['id']} alex.coffee · {hit['score']:.2g} · {day} · tags: coffee, people]\n{facts[0]}"
+    assert record["hits"][0]["snippet"] and record["terms"] == ["coffee"]
+    # What a model pays for: at most twice the memory text it reads.
+    assert sum(len(answer) for answer, _ in read) <= 2 * sum(len(memory) for _, carried in read for memory in carried)
+    corrected, record = text("memory_update", {"id": stored[2]["id"], "content": "The standup was at 10:00.",
+                                               "valid_from": "2020-01-01", "valid_to": "2020-02-01T12:00:00Z"})
+    assert corrected == (f"[changed #{stored[2]['id']} · {day}]\n{facts[2]}\nCorrection written as revision "
+                         f"{record['correction']['revision_id']}, holding from 2020-01-01 to 2020-02-01 12:00:\n"
+                         "The standup was at 10:00.")
+    forgotten, _ = text("memory_forget", {"id": stored[1]["id"], "reason": "wrong person"})
+    assert forgotten == f"[changed #{stored[1]['id']} · {day} · forgotten]\n{facts[1]}"
+    tombstone = text("memory_history", {"id": stored[1]["id"]})[0].splitlines()[-1]
+    assert re.fullmatch(rf"\[r\d+ · {day} \d\d:\d\d · {author} \(mcp\) · forgot r{stored[1]['revision_id']} · "
+                        r"reason: wrong person\]", tombstone), tombstone
+    assert text("memory_recall", {"query": "zebra", "namespace": namespace, "mode": "keyword"})[0] == (
+        "No hits (keyword search, match all).\nHint: " + client.call("memory_recall", {
+            "query": "zebra", "namespace": namespace, "mode": "keyword"})["hint"])
 
 
 def test_recall_as_of_a_time_before_a_revision_returns_the_old_text(mcp_server, client, namespace):

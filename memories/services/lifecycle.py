@@ -6,7 +6,6 @@ settings), records the actor and the interface, and raises domain errors from
 """
 
 import datetime as dt
-import uuid
 
 from django.db import transaction
 from django.utils import timezone
@@ -192,7 +191,7 @@ def memory_remember(
                   added_tags=added)
             return RememberResult(memory=_record(duplicate, _current(duplicate, now)), created=False,
                                   deduplicated=True)
-        memory = Memory.objects.create(namespace=namespace, key=key or uuid.uuid4().hex[:16], kind=kind,
+        memory = Memory.objects.create(namespace=namespace, key=key or validation.generated_key(), kind=kind,
                                        created_at=now, batch_id=staging.own_batch_id())
         tag_rows = tag_objects(namespace=namespace, names=tag_names) if tag_names else []
         if tag_rows:  # a new memory has no tags: set([]) would only query that
