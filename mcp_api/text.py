@@ -9,9 +9,10 @@ memory text and a header per memory:
     [#12 user.editor · 0.61 · 2025-05-01 · tags: tools, editor]
     The user edits in Helix.
 
-The header holds the id, the key (unless the server made it up), the score (hits), the day the revision became known,
-and only what differs from the usual (a kind other than note, a title, a validity
-interval, an expiry, a forgotten state) and the tags when there are any.
+The header holds the id, the key (unless the server made it up), the score (hits), the
+day (UTC) the revision became known, and only what differs from the usual (a kind other
+than note, a state other than active, a title, a validity interval, an expiry) and the
+tags when there are any.
 """
 
 import datetime as dt
