@@ -154,6 +154,15 @@ class MemoryTools(MCPToolset):
         caller.check_memory(id)
         return services.memory_forget(memory_id=id, reason=reason, **caller.credit)
 
+    @tool(title="Restore a memory", scope=Scope.WRITE, read_only=False, idempotent=True,
+          arguments=declared.RestoreArgs)
+    def memory_restore(self, id, reason) -> ChangeResult:
+        """Undo a forget: the memory is visible again with the text its forget hid, as a new revision. Restoring
+        a memory that is not forgotten changes nothing."""
+        caller = self._caller()
+        caller.check_memory(id)
+        return services.memory_restore(memory_id=id, reason=reason, **caller.credit)
+
     @tool(title="Memory history", scope=Scope.READ, read_only=True, idempotent=True, arguments=declared.HistoryArgs)
     def memory_history(self, id, as_of) -> History:
         """List every revision of a memory, oldest first: what changed, when, by whom, and forgets."""

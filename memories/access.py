@@ -16,7 +16,7 @@ from django.conf import settings
 
 from memories import validation
 from memories.models import Memory, Scope
-from memoryproject.exceptions import InvalidInput, MemoryServiceError, NotFound
+from memoryproject.exceptions import InvalidInput, MemoryServiceError, MemoryNotFound
 
 
 class AuthenticationFailed(MemoryServiceError):
@@ -31,15 +31,6 @@ class PermissionDenied(MemoryServiceError):
     code = "forbidden"
 
 
-def _hidden_memory(memory_id) -> NotFound:
-    # Word for word what the selectors say about a memory that does not exist (selectors._not_found).
-    return NotFound(
-        f"Memory {memory_id} not found — it may have expired or been forgotten. "
-        "Use memory_list or memory_recall to find valid ids.",
-        field="id",
-    )
-
-
 @dataclass(frozen=True)
 class Caller:
     """An authenticated principal: the actor name services record, its interface, scopes and namespaces.
@@ -51,6 +42,9 @@ class Caller:
     interface: str
     scopes: frozenset[str]
     namespaces: tuple[str, ...] | None = None
+    # How refusals name what the caller holds, and how to get more: an API key's words unless told otherwise.
+    held_by: str = "this API key"
+    wider_access: str = "Ask the operator for a key with the {scope!r} scope."
 
     @property
     def credit(self) -> dict:
@@ -66,8 +60,8 @@ class Caller:
         if not self.has(scope):
             held = ", ".join(sorted(self.scopes)) or "none"
             raise PermissionDenied(
-                f"This needs the {scope!r} scope, and this API key has only: {held}. "
-                f"Ask the operator for a key with the {scope!r} scope.",
+                f"This needs the {scope!r} scope, and {self.held_by} has only: {held}. "
+                + self.wider_access.format(scope=scope),
             )
 
     def may_use(self, namespace: str) -> bool:
@@ -77,7 +71,7 @@ class Caller:
         name = validation.namespace(namespace)
         if not self.may_use(name):
             raise PermissionDenied(
-                f"namespace: {name!r} is not available to this API key; it may use "
+                f"namespace: {name!r} is not available to {self.held_by}; it may use "
                 f"{', '.join(self.namespaces)}.",
                 field="namespace",
             )
@@ -111,7 +105,7 @@ class Caller:
         if len(self.namespaces) == 1:
             return self.namespaces[0]
         raise InvalidInput(
-            f"namespace: this API key may use several namespaces ({', '.join(self.namespaces)}); name one.",
+            f"namespace: {self.held_by} may use several namespaces ({', '.join(self.namespaces)}); name one.",
             field="namespace",
         )
 
@@ -123,4 +117,5 @@ class Caller:
             raise InvalidInput(f"id: {memory_id!r} is not a memory id (a positive integer).", field="id")
         namespace = Memory.objects.filter(pk=memory_id).values_list("namespace", flat=True).first()
         if namespace is None or not self.may_use(namespace):
-            raise _hidden_memory(memory_id)
+            # Word for word what the selectors say about a memory that does not exist.
+            raise MemoryNotFound(memory_id)

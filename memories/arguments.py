@@ -225,7 +225,8 @@ class HookRecallArgs(HookNames):
 
 
 class HookIngestArgs(HookNames):
-    text: Content = Field(description="The captured text to keep.")
+    content: Content | None = Field(None, description="The captured text to keep (required, as content or text).")
+    text: Content | None = Field(None, description="The older name of content, still taken; give one of them.")
     namespace: NamespaceToWrite = None
     kind: MemoryKind = Kind.ARTIFACT.value
     title: Title | None = None

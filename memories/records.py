@@ -110,10 +110,23 @@ class RememberResult(MemoryPlus):
                           "memory_update on the twin instead, or memory_forget one of them.")
 
 
+class CorrectionRecord(Record):
+    """The revision a bounded correction wrote: what it says, and the interval it holds for."""
+
+    revision_id: int
+    title: str
+    content: str
+    valid_from: Instant
+    valid_to: Instant | None
+
+
 class ChangeResult(MemoryPlus):
     """Result of revise, forget, restore and retag: the memory after, and whether anything changed."""
 
     changed: bool = Field(description="False when the call changed nothing (for example, already forgotten).")
+    correction: OmittedWhenEmpty[CorrectionRecord] = Field(
+        None, description="Present after a bounded correction (valid_from, valid_to): the revision written and the "
+                          "interval it holds for. The memory's own fields show the value that holds now.")
 
 
 class Page(Record):

@@ -14,7 +14,7 @@ from memories import validation
 from memories.models import Kind, Memory, Revision, State, Tag
 from memories.records import Hit, MemoryRecord, Page, RecallResult, RevisionRecord
 from memoryproject.dbfunctions import UtcDay
-from memoryproject.exceptions import InvalidInput, NotFound, Unavailable
+from memoryproject.exceptions import InvalidInput, MemoryNotFound, Unavailable
 from memoryproject.timeparse import format_instant, parse_optional_instant, stored_instant
 from search import engine, errors, hits
 
@@ -26,14 +26,6 @@ RECALL_MATCH_DEFAULT = "auto"
 RECALL_MODE_DEFAULT = "hybrid"
 EXPIRING_DAYS = 7
 EXPIRING_SHOWN = 50
-
-
-def _not_found(memory_id) -> NotFound:
-    return NotFound(
-        f"Memory {memory_id} not found — it may have expired or been forgotten. "
-        "Use memory_list or memory_recall to find valid ids.",
-        field="id",
-    )
 
 
 def resolve_times(as_of=None, valid_at=None) -> tuple[dt.datetime, dt.datetime]:
@@ -204,7 +196,7 @@ def memory_get(*, memory_id=None, namespace=None, key=None, as_of=None, valid_at
         .first()
     )
     if revision is None:
-        raise _not_found(wanted)
+        raise MemoryNotFound(wanted)
     return _record(revision)
 
 
@@ -212,7 +204,7 @@ def memory_history(*, memory_id: int, as_of=None) -> list[RevisionRecord]:
     """Return every revision known by ``as_of`` (default now), tombstones included, oldest first."""
     as_of_time, _ = resolve_times(as_of)
     if not Memory.objects.filter(pk=memory_id).exists():
-        raise NotFound(f"Memory {memory_id} not found. Use memory_list or memory_recall to find valid ids.", field="id")
+        raise MemoryNotFound(memory_id, maybe_hidden=False)
     revisions = Revision.objects.filter(memory_id=memory_id).known_by(as_of_time).order_by("known_at", "id")
     return [RevisionRecord.from_model(revision) for revision in revisions]
 

@@ -3,6 +3,7 @@
 import hashlib
 import re
 import unicodedata
+import uuid
 
 from django.conf import settings
 
@@ -41,6 +42,14 @@ def key(value) -> str:
     if any(unicodedata.category(ch) == "Cc" for ch in value):
         raise InvalidInput("key: control characters are not allowed.", field="key")
     return value
+
+
+# The key a memory remembered without one gets: 16 hex digits, unique in practice, and meaningless to read.
+GENERATED_KEY_RE = re.compile(r"[0-9a-f]{16}")
+
+
+def generated_key() -> str:
+    return uuid.uuid4().hex[:16]
 
 
 _KINDS = frozenset(Kind.values)

@@ -48,6 +48,18 @@ class NotFound(MemoryServiceError):
     code = "not_found"
 
 
+class MemoryNotFound(NotFound):
+    """No memory with this id (that the caller may see): the one wording every door sends.
+
+    ``maybe_hidden``: the memory may exist but be hidden (expired, forgotten, another
+    namespace), so the message says so. The hint names no door's own tool or endpoint.
+    """
+
+    def __init__(self, memory_id, *, maybe_hidden: bool = True):
+        why = " — it may have expired or been forgotten" if maybe_hidden else ""
+        super().__init__(f"Memory {memory_id} not found{why}. List or recall memories to find valid ids.", field="id")
+
+
 class Conflict(MemoryServiceError):
     """The request is valid but clashes with the memory's current state."""
 

@@ -121,7 +121,7 @@ def test_a_key_for_one_namespace_sees_other_namespaces_memories_as_missing(api):
     mine = remember(api("acme"), "Acme's plan.")
     acme = api("acme")
     hidden = (f"Memory {elsewhere['id']} not found — it may have expired or been forgotten. "
-              "Use memory_list or memory_recall to find valid ids.")
+              "List or recall memories to find valid ids.")
 
     for response in (acme.get(f"{MEMORIES}{elsewhere['id']}/"), acme.get(f"{MEMORIES}{elsewhere['id']}/history/"),
                      acme.patch(f"{MEMORIES}{elsewhere['id']}/", {"title": "x"}, format="json"),
@@ -298,9 +298,17 @@ def test_get_answers_as_of_a_past_time_and_about_a_valid_time(api):
     client = api()
     first = remember(client, "The VPN endpoint is vpn1.example.")
     client.patch(f"{MEMORIES}{first['id']}/", {"content": "The VPN endpoint is vpn2.example."}, format="json")
-    client.patch(f"{MEMORIES}{first['id']}/", {"content": "During the migration: vpn3.example.",
-                                               "valid_from": "2020-01-01", "valid_to": "2020-02-01"}, format="json")
+    corrected = client.patch(f"{MEMORIES}{first['id']}/", {"content": "During the migration: vpn3.example.",
+                                                           "valid_from": "2020-01-01", "valid_to": "2020-02-01"},
+                             format="json").json()
     bounded = client.get(f"{MEMORIES}{first['id']}/history/").json()["revisions"][-1]
+    # The answer shows what holds now, and says what the correction wrote and where it holds.
+    assert (corrected["changed"], corrected["content"]) == (True, "The VPN endpoint is vpn2.example.")
+    assert corrected["correction"] == {
+        "revision_id": bounded["revision_id"], "title": "", "content": "During the migration: vpn3.example.",
+        "valid_from": "2020-01-01T00:00:00.000000Z", "valid_to": "2020-02-01T00:00:00.000000Z"}
+    plain = client.patch(f"{MEMORIES}{first['id']}/", {"title": "VPN"}, format="json").json()
+    assert "correction" not in plain
     assert (bounded["valid_from"], bounded["valid_to"]) == ("2020-01-01T00:00:00.000000Z",
                                                             "2020-02-01T00:00:00.000000Z")
 
@@ -413,7 +421,7 @@ def test_delete_forgets_once_keeps_history_and_restore_brings_it_back(api):
     assert error_of(client.post(f"{MEMORIES}{stored['id']}/restore/", {"why": "x"}, format="json"), 400)[
         "field"] == "why"
     assert error_of(client.delete(f"{MEMORIES}{MISSING}/"), 404)["message"] == (
-        f"Memory {MISSING} not found. Use memory_list or memory_recall to find valid ids.")
+        f"Memory {MISSING} not found. List or recall memories to find valid ids.")
 
 
 # --- recall/ ----------------------------------------------------------------------------------------------------

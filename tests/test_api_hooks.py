@@ -66,7 +66,9 @@ def test_ingest_refuses_text_that_looks_like_a_prompt_injection_and_counts_it(ap
 
 
 @pytest.mark.parametrize("body, status, field", [
-    ({}, 400, "text"),
+    ({}, 400, "content"),
+    ({"content": "x", "text": "y"}, 400, "text"),
+    ({"content": ""}, 400, "content"),
     ({"text": 7}, 400, "text"),
     ({"text": "x", "ttl_days": "3"}, 400, "ttl_days"),
     ({"text": "x", "ttl_days": -1}, 400, "ttl_days"),
@@ -80,6 +82,24 @@ def test_ingest_refuses_bad_input_naming_the_field(api, body, status, field):
     error = error_of(api().post(INGEST, {"namespace": "acme", **body}, format="json"), status)
     assert error["field"] == field
     assert Memory.objects.count() == 0
+
+
+def test_ingest_takes_content_like_every_other_write_and_text_as_its_older_name(api):
+    stored = api().post(INGEST, {"content": "The release train leaves on Thursdays.", "namespace": "acme"},
+                        format="json")
+    assert stored.status_code == 201, stored.content
+    same = api().post(INGEST, {"text": "The release train leaves on Thursdays.", "namespace": "acme"}, format="json")
+    both = api().post(INGEST, {"content": "The release train leaves on Thursdays.",
+                               "text": "The release train leaves on Thursdays.", "namespace": "acme"}, format="json")
+    assert (same.json()["status"], both.json()["status"]) == ("duplicate", "duplicate")
+    assert same.json()["memory_id"] == both.json()["memory_id"] == stored.json()["memory_id"]
+    assert Memory.objects.get().revisions.order_by("id").first().content == "The release train leaves on Thursdays."
+
+    different = error_of(api().post(INGEST, {"content": "One thing.", "text": "Another.", "namespace": "acme"},
+                                    format="json"), 400)
+    assert different["message"] == ("content and text are two names for the same field and were given different "
+                                    "values; send only content.")
+    assert Memory.objects.count() == 1
 
 
 def test_ingest_needs_the_write_scope_and_an_allowed_namespace(api):

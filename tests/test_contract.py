@@ -234,7 +234,7 @@ def test_forget_hides_the_memory_once_and_keeps_its_history(interface):
     assert (forgotten["changed"], forgotten["state"], again["changed"]) == (True, "forgotten", False)
     assert refused(interface.get, stored["id"]) == (
         f"Memory {stored['id']} not found — it may have expired or been forgotten. "
-        "Use memory_list or memory_recall to find valid ids.")
+        "List or recall memories to find valid ids.")
     assert interface.get(stored["id"], as_of=stored["known_at"])["content"] == stored["content"]
     tombstone = interface.history(stored["id"])[-1]
     assert (tombstone["tombstone"], tombstone["hides"], tombstone["reason"]) == (True, stored["revision_id"],
@@ -269,7 +269,7 @@ def test_refusals_name_the_problem_the_same_way(interface):
         f"Memory {first['id']} ({interface.namespace}/{first['key']}) already holds exactly this content. "
         f"Update or tag memory {first['id']} instead of duplicating it.")
     assert refused(interface.forget, 987_654) == (
-        "Memory 987654 not found. Use memory_list or memory_recall to find valid ids.")
+        "Memory 987654 not found. List or recall memories to find valid ids.")
     assert refused(interface.remember, "x", valid_from="next week").startswith(
         "valid_from: 'next week' is not a date or a time with a timezone.")
     assert refused(interface.recall, "lunch", as_of="2025-02-30") .startswith(

@@ -14,7 +14,7 @@ import memoryproject
 from mcp_api.server import MemoryToolError
 from mcp_api.tools import tool
 from memoryproject.exceptions import NotFound
-from tests.mcp_client import ToolFailed, http_client, stdio_client_for
+from tests.mcp_client import ToolFailed, http_client, memory_texts, stdio_client_for
 from tests.subprocesses import manage, migrated_db, module_instance, serve  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.slow
@@ -26,6 +26,7 @@ TOOLS = {
     "memory_get": (True, False, True),
     "memory_update": (False, True, False),
     "memory_forget": (False, True, True),
+    "memory_restore": (False, False, True),
     "memory_history": (True, False, True),
     "memory_list": (True, False, True),
     "memory_stats": (True, False, True),
@@ -153,6 +154,58 @@ def test_remember_then_recall_finds_the_memory_and_remembering_it_again_stores_n
     assert again["tags"] == ["Deploys", "ops", "tuesday"]
 
 
+def test_the_text_a_model_reads_is_each_memory_under_one_short_header(client, namespace):
+    # As long as recall-dev's short facts (58 characters on average).
+    facts = ["Alex takes his coffee black with no sugar, never with milk.",
+             "Nadia is vegetarian and does not eat fish or seafood at all.",
+             "The team standup is at 09:30 on weekdays in the Orchard room."]
+    stored = [client.call("memory_remember", {"content": facts[0], "namespace": namespace, "key": "alex.coffee",
+                                              "tags": ["people", "coffee"]})]
+    stored += [client.call("memory_remember", {"content": fact, "namespace": namespace}) for fact in facts[1:]]
+    day = stored[0]["known_at"][:10]
+
+    read = []
+
+    def text(tool, arguments):
+        result = client.call_raw(tool, arguments)
+        assert not result.isError, result.content
+        read.append((result.content[0].text, memory_texts(result.structuredContent)))
+        return result.content[0].text, result.structuredContent
+
+    remembered, record = text("memory_remember", {"content": facts[1], "namespace": namespace})
+    assert remembered == f"[already stored #{stored[1]['id']} · {day}]\n{facts[1]}"
+    # The full record stays in the structured content.
+    assert record["content_hash"] == stored[1]["content_hash"] and record["deduplicated"] is True
+    assert text("memory_get", {"id": stored[0]["id"]})[0] == (
+        f"[#{stored[0]['id']} alex.coffee · {day} · tags: coffee, people]\n{facts[0]}")
+    history, record = text("memory_history", {"id": stored[2]["id"]})
+    author = record["revisions"][0]["author"]
+    assert re.fullmatch(rf"\[r{stored[2]['revision_id']} · {day} \d\d:\d\d · {author} \(mcp\)\]\n"
+                        + re.escape(facts[2]), history), history
+    listed, _ = text("memory_list", {"namespace": namespace})
+    assert listed.splitlines()[0] == "3 memories, newest first; last page."
+
+    recalled, record = text("memory_recall", {"query": "coffee", "namespace": namespace, "mode": "keyword"})
+    hit = record["hits"][0]
+    assert recalled == f"[#{hit['id']} alex.coffee · {hit['score']:.2g} · {day} · tags: coffee, people]\n{facts[0]}"
+    assert record["hits"][0]["snippet"] and record["terms"] == ["coffee"]
+    # What a model pays for: at most twice the memory text it reads.
+    assert sum(len(answer) for answer, _ in read) <= 2 * sum(len(memory) for _, carried in read for memory in carried)
+    corrected, record = text("memory_update", {"id": stored[2]["id"], "content": "The standup was at 10:00.",
+                                               "valid_from": "2020-01-01", "valid_to": "2020-02-01T12:00:00Z"})
+    assert corrected == (f"[changed #{stored[2]['id']} · {day}]\n{facts[2]}\nCorrection written as revision "
+                         f"{record['correction']['revision_id']}, holding from 2020-01-01 to 2020-02-01 12:00:\n"
+                         "The standup was at 10:00.")
+    forgotten, _ = text("memory_forget", {"id": stored[1]["id"], "reason": "wrong person"})
+    assert forgotten == f"[changed #{stored[1]['id']} · {day} · forgotten]\n{facts[1]}"
+    tombstone = text("memory_history", {"id": stored[1]["id"]})[0].splitlines()[-1]
+    assert re.fullmatch(rf"\[r\d+ · {day} \d\d:\d\d · {author} \(mcp\) · forgot r{stored[1]['revision_id']} · "
+                        r"reason: wrong person\]", tombstone), tombstone
+    assert text("memory_recall", {"query": "zebra", "namespace": namespace, "mode": "keyword"})[0] == (
+        "No hits (keyword search, match all).\nHint: " + client.call("memory_recall", {
+            "query": "zebra", "namespace": namespace, "mode": "keyword"})["hint"])
+
+
 def test_recall_as_of_a_time_before_a_revision_returns_the_old_text(mcp_server, client, namespace):
     first = client.call("memory_remember", {"content": "The staging database runs Postgres 14.", "key": "staging-db",
                                             "namespace": namespace})
@@ -217,6 +270,18 @@ def test_every_tool_answers_good_arguments(client, namespace):
                                          "mode": "keyword"})["hits"] == []
 
 
+def test_an_agent_can_restore_a_memory_it_forgot(client, namespace):
+    stored = client.call("memory_remember", {"content": "The VPN gateway is vpn2.example.org.", "namespace": namespace})
+    client.call("memory_forget", {"id": stored["id"], "reason": "thought it was outdated"})
+
+    restored = client.call("memory_restore", {"id": stored["id"], "reason": "it still holds"})
+    assert (restored["changed"], restored["state"], restored["content"]) == (True, "active", stored["content"])
+    assert client.call("memory_get", {"id": stored["id"]})["content"] == stored["content"]
+    assert client.call("memory_history", {"id": stored["id"]})["revisions"][-1]["reason"] == "it still holds"
+    assert client.call("memory_restore", {"id": stored["id"]})["changed"] is False
+    assert f"Memory {MISSING} not found" in client.error("memory_restore", {"id": MISSING})
+
+
 BAD_CALLS = [
     ("memory_remember", {}, "content: required"),
     ("memory_remember", {"content": 5}, "content: Input should be a valid string (got 5)"),
@@ -253,7 +318,7 @@ BAD_CALLS = [
     ("memory_get", {"id": 0}, "id: Input should be greater than or equal to 1"),
     ("memory_get", {"id": True}, "id: Input should be a valid integer"),
     ("memory_get", {"id": MISSING}, f"Memory {MISSING} not found — it may have expired or been forgotten. "
-                                    "Use memory_list or memory_recall to find valid ids."),
+                                    "List or recall memories to find valid ids."),
     ("memory_get", {"key": "no-such-key", "namespace": "nowhere"}, "Memory nowhere/no-such-key not found"),
     ("memory_update", {"content": "x"}, "id: required"),
     ("memory_update", {"id": MISSING, "content": "x"}, f"Memory {MISSING} not found"),
@@ -498,7 +563,9 @@ def test_stdio_serves_the_same_tools_for_one_namespace(mcp_server, client):
         stored = stdio.call("memory_remember", {"content": "Standups move to 9:30 from March.", "tags": ["team"]})
         assert stored["namespace"] == "stdio-notes"
         assert stdio.call("memory_recall", {"query": "standups"})["hits"][0]["id"] == stored["id"]
-        assert "not available" in stdio.error("memory_recall", {"query": "x", "namespace": "default"})
+        assert stdio.error("memory_recall", {"query": "x", "namespace": "default"}) == (
+            "namespace: 'default' is not available to this mcp_stdio session (started with --namespace stdio-notes); "
+            "it may use stdio-notes.")
         author = stdio.call("memory_history", {"id": stored["id"]})["revisions"][0]["author"]
         assert author.startswith("stdio:")
         with pytest.raises(ToolFailed, match="Unknown argument"):
@@ -510,7 +577,9 @@ def test_stdio_serves_the_same_tools_for_one_namespace(mcp_server, client):
 def test_stdio_read_only_offers_only_the_reading_tools(mcp_server):
     with stdio_client_for("mcp_stdio", "--namespace", "stdio-notes", "--read-only", env=mcp_server["env"]) as stdio:
         assert {tool.name for tool in stdio.list_tools()} == READ_TOOLS
-        assert "needs the 'write' scope" in stdio.error("memory_remember", {"content": "x"})
+        assert stdio.error("memory_remember", {"content": "x"}) == (
+            "This needs the 'write' scope, and this mcp_stdio session (started with --namespace stdio-notes "
+            "--read-only) has only: read. Start mcp_stdio without --read-only to change memories.")
 
 
 def test_stdio_checks_every_line_as_http_checks_a_body(mcp_server):

@@ -144,7 +144,7 @@ def test_revisions_cannot_be_updated_or_deleted_in_the_database(remember):
 def test_get_by_namespace_and_key_and_history_of_unknown_memory(remember):
     memory = remember("Deploy on Tuesdays", key="deploy-day").memory
     assert selectors.memory_get(namespace="acme", key="deploy-day").id == memory.id
-    with pytest.raises(NotFound, match="memory_list or memory_recall"):
+    with pytest.raises(NotFound, match="List or recall memories"):
         selectors.memory_get(memory_id=memory.id + 1000)
     with pytest.raises(NotFound):
         selectors.memory_history(memory_id=memory.id + 1000)

@@ -3,6 +3,8 @@
 import datetime as dt
 import json
 import shutil
+import subprocess
+import sys
 
 import pytest
 from django.db import connection, transaction
@@ -15,7 +17,7 @@ from memories.selectors import memory_recall
 from memories.services import batches
 from memories.services.export import EXPORT_FORMAT, EXPORT_VERSION
 from memoryproject.exceptions import Conflict, InvalidInput, NotFound, TooLarge
-from tests.subprocesses import Instance, clean_env, instance, migrated_db  # noqa: F401  (fixtures)
+from tests.subprocesses import BASE_DIR, Instance, clean_env, instance, migrated_db  # noqa: F401  (fixtures)
 
 UTC = dt.timezone.utc
 
@@ -597,3 +599,16 @@ def test_the_export_and_import_commands_copy_a_store_into_an_empty_one(instance,
     again = empty.manage("export_memories")
     assert json.loads(again.stdout)["memories"] == json.loads(exported)["memories"]
     assert json.loads(exported)["memories"][0]["revisions"][0]["known_at"] == "2024-01-01T08:00:00.000000Z"
+
+
+def test_export_into_a_reader_that_stops_early_ends_quietly(instance):
+    instance.run("""
+        for number in range(150):
+            services.memory_remember(namespace="acme", content=f"Note {number}: " + "words " * 200, **ACTOR)
+    """)
+    exporting = subprocess.Popen([sys.executable, "manage.py", "export_memories"], cwd=BASE_DIR, env=instance.env,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert exporting.stdout.read(100).startswith(b"{")
+    exporting.stdout.close()  # as `| head -c 100` does: the export is far larger than the pipe's buffer
+    stderr = exporting.stderr.read()
+    assert (exporting.wait(timeout=60), stderr) == (0, b"")

@@ -30,6 +30,8 @@ class ProjectCommand(BaseCommand):
     def execute(self, *args, **options):
         try:
             return super().execute(*args, **options)
+        except BrokenPipeError:
+            _stop_writing_to_stdout()
         except MemoryServiceError as error:
             self.fail(error)
         except OperationalError as error:
@@ -40,6 +42,13 @@ class ProjectCommand(BaseCommand):
     def fail(self, error: MemoryServiceError) -> NoReturn:
         """End the command because of ``error``."""
         raise CommandError(error.message) from error
+
+
+def _stop_writing_to_stdout() -> NoReturn:
+    """End quietly because whoever read stdout has stopped (``| head``): what it asked for, not an error."""
+    # Python flushes stdout again at exit: pointed at /dev/null, that flush cannot fail and print a traceback.
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    sys.exit(0)
 
 
 def cli_actor() -> str:

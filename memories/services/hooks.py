@@ -155,10 +155,23 @@ def _refresh(memory_id: int, *, ttl_days: int, caller: Caller) -> MemoryRecord:
     return memory_revise(memory_id=memory_id, ttl_days=ttl_days, **caller.credit).memory
 
 
+def _captured_text(content, text) -> tuple[str, str]:
+    """The checked text to keep, given as ``content`` or by its older name ``text``, and the name it came by."""
+    if content is None and text is None:
+        raise InvalidInput("content: required (the captured text to keep; 'text' is its older name).",
+                           field="content")
+    if content is not None and text is not None and content != text:
+        raise InvalidInput("content and text are two names for the same field and were given different values; "
+                           "send only content.", field="text")
+    named = "content" if content is not None else "text"
+    return validation.content(content if content is not None else text, field=named), named
+
+
 def hook_ingest(
     *,
     caller: Caller,
-    text: str,
+    content: str | None = None,
+    text: str | None = None,
     namespace=None,
     kind: str = Kind.ARTIFACT,
     title: str | None = None,
@@ -175,14 +188,14 @@ def hook_ingest(
     stored again: that memory's expiry is renewed and its id returned. Text that matches
     a prompt-injection pattern (``telemetry.screening``) is refused with
     ``InjectionSuspected`` naming the pattern, and the refusal is counted (a
-    ``RefusedIngest`` row, without the text).
+    ``RefusedIngest`` row, without the text). ``text`` is the older name of ``content``.
     """
     caller.require(Scope.WRITE)
     namespace = caller.namespace_to_write(namespace)
     harness = _name(harness, field="harness", required=False)
     hook = _name(hook, field="hook", required=False)
     session = _session(session)
-    content = validation.content(text, field="text")
+    content, named = _captured_text(content, text)
     kind = validation.kind(kind)
     title = validation.short_text(title, field="title", limit=validation.TITLE_MAX)
     tags = validation.tags(tags)
@@ -196,10 +209,10 @@ def hook_ingest(
         telemetry.refused_ingest_create(actor=caller.actor, harness=harness, hook=hook, session=session,
                                         namespace=namespace, pattern=pattern.name, characters=len(content))
         raise InjectionSuspected(
-            f"text: refused because it {pattern.description} (pattern {pattern.name!r}); captured text is "
+            f"{named}: refused because it {pattern.description} (pattern {pattern.name!r}); captured text is "
             "replayed to models as memory, so text written to steer one is not stored. Remove that passage "
             "and send the rest.",
-            field="text",
+            field=named,
         )
 
     exact = selectors.visible_duplicate(namespace=namespace, content_hash=validation.content_hash(content))

@@ -6,7 +6,6 @@ settings), records the actor and the interface, and raises domain errors from
 """
 
 import datetime as dt
-import uuid
 
 from django.db import transaction
 from django.utils import timezone
@@ -14,8 +13,8 @@ from django.utils import timezone
 from memories import selectors, staging, validation
 from memories.inserts import insert_all
 from memories.models import AuditEvent, Interface, Kind, Memory, Revision, State, Tag
-from memories.records import ChangeResult, MemoryRecord, NearTwinRecord, RememberResult
-from memoryproject.exceptions import Conflict, DuplicateContent, InvalidInput, NotFound
+from memories.records import ChangeResult, CorrectionRecord, MemoryRecord, NearTwinRecord, RememberResult
+from memoryproject.exceptions import Conflict, DuplicateContent, InvalidInput, MemoryNotFound
 from memoryproject.timeparse import parse_optional_instant
 from search import duplicates, indexing
 
@@ -113,15 +112,13 @@ def _current(memory: Memory, now: dt.datetime) -> Revision | None:
 
 
 def get_memory(memory_id) -> Memory:
-    """Return the memory with this id, or raise InvalidInput / NotFound naming it (every write starts here)."""
+    """Return the memory with this id, or raise InvalidInput / MemoryNotFound naming it (every write starts here)."""
     if isinstance(memory_id, bool) or not isinstance(memory_id, int) or memory_id < 1:
         raise InvalidInput(f"id: {memory_id!r} is not a memory id (a positive integer).", field="id")
     try:
         return Memory.objects.get(pk=memory_id)
     except Memory.DoesNotExist:
-        raise NotFound(
-            f"Memory {memory_id} not found. Use memory_list or memory_recall to find valid ids.", field="id"
-        ) from None
+        raise MemoryNotFound(memory_id, maybe_hidden=False) from None
 
 
 def memory_remember(
@@ -196,7 +193,7 @@ def memory_remember(
                   added_tags=added)
             return RememberResult(memory=_record(duplicate, _current(duplicate, now)), created=False,
                                   deduplicated=True)
-        memory = Memory.objects.create(namespace=namespace, key=key or uuid.uuid4().hex[:16], kind=kind,
+        memory = Memory.objects.create(namespace=namespace, key=key or validation.generated_key(), kind=kind,
                                        created_at=now, batch_id=staging.own_batch_id())
         tag_rows = tag_objects(namespace=namespace, names=tag_names) if tag_names else []
         if tag_rows:  # a new memory has no tags: set([]) would only query that
@@ -315,7 +312,9 @@ def memory_revise(
         audit(actor=actor, interface=interface, action="revise", memory_id=memory.pk, at=now,
               revision_id=revision.pk, previous_revision_id=base.pk, bounded=bounded)
         shown = selectors.visible_revision(memory=memory, as_of=now) or revision
-        return ChangeResult(memory=_record(memory, shown), changed=True)
+        correction = CorrectionRecord(revision_id=revision.pk, title=revision.title, content=revision.content,
+                                      valid_from=revision.valid_from, valid_to=revision.valid_to) if bounded else None
+        return ChangeResult(memory=_record(memory, shown), changed=True, correction=correction)
 
 
 def _text_changes(content: str | None, title: str | None) -> dict:
@@ -360,7 +359,7 @@ def memory_forget(*, memory_id: int, actor: str, interface: str, reason: str | N
         if visible is None:
             raise Conflict(
                 f"Memory {memory.pk} is not visible now (its TTL passed or it is outside its validity "
-                "interval), so there is nothing to forget. Use memory_history to see its revisions.",
+                "interval), so there is nothing to forget. Its history shows its revisions.",
                 field="id",
             )
         append_revision(
@@ -453,12 +452,12 @@ def memory_update(
     # Embedded before the transaction takes the write lock; memory_revise then finds the vector ready.
     _prepare_revision(memory_id, _text_changes(content, title))
     with transaction.atomic():
-        changed = False
+        changed, correction = False, None
         if revise or ttl_days != -1:
             result = memory_revise(memory_id=memory_id, ttl_days=ttl_days, actor=actor, interface=interface, **revise)
-            changed = result.changed
+            changed, correction = result.changed, result.correction
         if retag:
             result = memory_retag(memory_id=memory_id, add=add_tags, remove=remove_tags, actor=actor,
                                   interface=interface)
             changed = changed or result.changed
-    return ChangeResult(memory=result.memory, changed=changed)
+    return ChangeResult(memory=result.memory, changed=changed, correction=correction)

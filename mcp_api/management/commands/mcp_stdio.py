@@ -24,7 +24,9 @@ class Command(ProjectCommand):
         warm_up()
         scopes = {Scope.READ.value} if read_only else {Scope.READ.value, Scope.WRITE.value}
         actor = "stdio:" + cli_actor().split(":", 1)[1]
+        started = f"--namespace {namespace}" + (" --read-only" if read_only else "")
         current_caller.set(Caller(actor=actor, interface=Interface.MCP.value, scopes=frozenset(scopes),
-                                  namespaces=(namespace,)))
+                                  namespaces=(namespace,), held_by=f"this mcp_stdio session (started with {started})",
+                                  wider_access="Start mcp_stdio without --read-only to change memories."))
         # stdout is the protocol channel from here on; logs go to stderr.
         anyio.run(stdio.serve, server)

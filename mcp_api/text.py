@@ -1,0 +1,175 @@
+"""What a model reads from a tool: each memory's text under one short header, in plain lines.
+
+A tool's answer carries its record twice: whole, as the structured content that matches
+the tool's outputSchema (what clients and programs read), and as this text content, which
+is what most clients hand the model. A model pays for every character, and most of a
+record (hashes, four timestamps, empty triples) tells it nothing, so the text keeps the
+memory text and a header per memory:
+
+    [#12 user.editor · 0.61 · 2025-05-01 · tags: tools, editor]
+    The user edits in Helix.
+
+The header holds the id, the key (unless the server made it up), the score (hits), the
+day (UTC) the revision became known, and only what differs from the usual (a kind other
+than note, a state other than active, a title, a validity interval, an expiry) and the
+tags when there are any.
+"""
+
+import datetime as dt
+import functools
+
+from memories import validation
+from memories.models import Kind, State
+from memories.records import (
+    ChangeResult,
+    CorrectionRecord,
+    History,
+    MemoryRecord,
+    Page,
+    RecallResult,
+    RememberResult,
+    RevisionRecord,
+    Stats,
+)
+
+
+def _day(instant: dt.datetime) -> str:
+    return instant.strftime("%Y-%m-%d")
+
+
+def _moment(instant: dt.datetime) -> str:
+    """The day, with the time of day when it is not midnight UTC."""
+    return _day(instant) if instant.time() == dt.time() else instant.strftime("%Y-%m-%d %H:%M")
+
+
+def _validity(known_at: dt.datetime, valid_from: dt.datetime, valid_to: dt.datetime | None) -> str | None:
+    """The interval a revision holds for, when it is not the usual 'from when it became known, open'."""
+    if valid_to is not None:
+        return f"valid {_moment(valid_from)} to {_moment(valid_to)}"
+    if valid_from.date() < known_at.date():
+        return f"valid from {_moment(valid_from)}"
+    return None
+
+
+def _header(parts: list[str | None]) -> str:
+    return "[" + " · ".join(part for part in parts if part) + "]"
+
+
+def _memory(memory: MemoryRecord, *, lead: str = "", score: float | None = None) -> str:
+    """The memory's header line, then its text."""
+    header = _header([
+        # A key the server made up says nothing the id does not.
+        f"{lead}#{memory.id}" + ("" if validation.GENERATED_KEY_RE.fullmatch(memory.key) else f" {memory.key}"),
+        f"{score:.2g}" if score is not None else None,
+        _day(memory.known_at),
+        memory.kind if memory.kind != Kind.NOTE else None,
+        memory.state if memory.state != State.ACTIVE else None,
+        f"title: {memory.title}" if memory.title else None,
+        _validity(memory.known_at, memory.valid_from, memory.valid_to),
+        f"expires {_day(memory.expires_at)}" if memory.expires_at else None,
+        f"tags: {', '.join(memory.tags)}" if memory.tags else None,
+    ])
+    return f"{header}\n{memory.content}"
+
+
+def _explain(value) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{key}={_explain(item)}" for key, item in value.items())
+    return str(value)
+
+
+@functools.singledispatch
+def as_text(record) -> str:
+    """The text content of a tool's answer ``record``."""
+    raise TypeError(f"No text form for {type(record).__name__}")
+
+
+@as_text.register
+def _(record: MemoryRecord) -> str:
+    return _memory(record)
+
+
+@as_text.register
+def _(record: RememberResult) -> str:
+    lead = "already stored " if record.deduplicated else "revised " if record.revised else "stored "
+    text = _memory(record.memory, lead=lead)
+    if record.near_twin is not None:
+        twin = record.near_twin
+        text += (f"\nNear twin: memory {twin.memory_id} says nearly the same (cosine {twin.cosine:.2f}); consider "
+                 "memory_update on it, or memory_forget one of them.")
+    return text
+
+
+def _correction(correction: CorrectionRecord) -> str:
+    until = f" to {_moment(correction.valid_to)}" if correction.valid_to else " on"
+    title = f" (title: {correction.title})" if correction.title else ""
+    return (f"Correction written as revision {correction.revision_id}, holding from "
+            f"{_moment(correction.valid_from)}{until}{title}:\n{correction.content}")
+
+
+@as_text.register
+def _(record: ChangeResult) -> str:
+    text = _memory(record.memory, lead="changed " if record.changed else "unchanged ")
+    if record.correction is not None:
+        text += "\n" + _correction(record.correction)
+    return text
+
+
+@as_text.register
+def _(record: RecallResult) -> str:
+    # The hits speak for themselves; the mode and match used are in the structured content.
+    lines = [] if record.hits else [f"No hits ({record.mode} search, match {record.match_mode})."]
+    if record.note:
+        lines.append(f"Note: {record.note}")
+    if record.hint:
+        lines.append(f"Hint: {record.hint}")
+    for hit in record.hits:
+        lines.append(_memory(hit.memory, score=hit.score))
+        if hit.explain:
+            lines.append(f"explain: {_explain(hit.explain)}")
+    return "\n".join(lines)
+
+
+@as_text.register
+def _(record: Page) -> str:
+    more = f"next page: cursor {record.next_cursor}" if record.next_cursor else "last page"
+    lines = [f"{len(record.items)} memor{'y' if len(record.items) == 1 else 'ies'}, newest first; {more}."]
+    lines.extend(_memory(memory) for memory in record.items)
+    return "\n".join(lines)
+
+
+def _revision(revision: RevisionRecord) -> str:
+    header = _header([
+        f"r{revision.id}",
+        revision.known_at.strftime("%Y-%m-%d %H:%M"),
+        f"{revision.author} ({revision.interface})",
+        f"forgot r{revision.hides}" if revision.tombstone else None,
+        f"reason: {revision.reason}" if revision.reason else None,
+        f"title: {revision.title}" if revision.title and not revision.tombstone else None,
+        _validity(revision.known_at, revision.valid_from, revision.valid_to) if not revision.tombstone else None,
+        f"expires {_day(revision.expires_at)}" if revision.expires_at else None,
+    ])
+    return header if revision.tombstone else f"{header}\n{revision.content}"
+
+
+@as_text.register
+def _(record: History) -> str:
+    if not record.revisions:
+        return f"Memory {record.memory_id} has no revision known by then."
+    return "\n".join(_revision(revision) for revision in record.revisions)
+
+
+@as_text.register
+def _(record: Stats) -> str:
+    kinds = ", ".join(f"{kind} {count}" for kind, count in record.kinds.items()) or "none"
+    namespaces = ", ".join(f"{name} {count.visible} of {count.memories}"
+                           for name, count in record.namespaces.items()) or "none"
+    tags = ", ".join(f"{tag.tag} ({tag.namespace}) {tag.count}" for tag in record.top_tags) or "none"
+    return "\n".join([
+        f"{record.visible} memories visible of {record.memories} stored; {record.forgotten} forgotten, "
+        f"{record.revisions} revisions, {record.with_ttl} expiring.",
+        f"Visible per kind: {kinds}.",
+        f"Visible per namespace (of stored): {namespaces}.",
+        f"Top tags: {tags}.",
+        f"Embedder: {record.embedder}.",
+    ])
