@@ -135,8 +135,9 @@ def test_the_export_is_lazy_and_reads_memories_in_primary_key_batches(remember):
 
     with CaptureQueriesContext(connection) as reading:
         text = "".join(chunks)
-    # Three batches of (memories, their tags, their revisions), then the empty batch that ends it.
-    assert len(reading) == 3 * 3 + 1
+    # Three batches of (memories, their revisions, their attribute rows at the cutoff, those rows' tags),
+    # then the empty batch that ends it.
+    assert len(reading) == 3 * 4 + 1
     exported = json.loads(text)["memories"]
     assert [Memory.objects.get(key=entry["key"]).pk for entry in exported] == ids
 
