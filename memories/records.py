@@ -158,7 +158,7 @@ class RevisionRecord(Record):
 
 
 class AttributesRecord(Record):
-    """A memory's namespace, kind and tags from known_at on, as one change (a create, retag, re-kind or move) left them."""
+    """A memory's namespace, kind and tags from known_at on, as a change (create, retag, re-kind, move) left them."""
 
     known_at: Instant = Field(description="When the server learned these values.")
     namespace: str

@@ -209,10 +209,9 @@ def memory_recall(*, query: str, namespace=None, tags=None, kinds=None, limit: i
     tag_names = validation.tags(tags) if tags else []
     kind_names = _names(kinds, field="kinds", check=validation.kind)
     as_of_time, valid_time = resolve_times(as_of, valid_at)
+    tagged = _tagged_memories(tag_names, namespaces, as_of=as_of_time) if tag_names else None
     try:
-        ranking = engine.rank(query=query, namespaces=namespaces, kinds=kind_names,
-                              memory_ids=_tagged_memories(tag_names, namespaces, as_of=as_of_time) if tag_names else None,
-                              limit=limit,
+        ranking = engine.rank(query=query, namespaces=namespaces, kinds=kind_names, memory_ids=tagged, limit=limit,
                               match=match, mode=mode, as_of=as_of_time, valid_at=valid_time, explain=explain)
     except errors.Unavailable as error:
         raise Unavailable(error.message) from None

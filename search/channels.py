@@ -47,7 +47,7 @@ class Scope:
     visible: np.ndarray  # rows visible at the point asked, one per memory, ascending
     eligible: np.ndarray  # a mask over the view's rows: visible, and of the kinds and memories asked for
     narrowed: bool  # whether kinds or memories narrowed ``eligible`` below ``visible``
-    namespace: np.ndarray  # per row, the code of its memory's namespace at the point asked (View.attributes_at)
+    attributes: object  # snapshot.AttributesAt: each memory's namespace and kind at the point asked
 
 
 @dataclass
@@ -134,7 +134,7 @@ def _postings(scope: Scope, column: str, ranges_per_term) -> tuple[list, float]:
             rows = view.position[ids]
             keep = visible_set[rows]
             if code is not None:
-                keep[keep] = scope.namespace[rows[keep]] == code
+                keep[keep] = scope.attributes.namespace(rows[keep]) == code
             parts.append((rows[keep], tfs[keep]))
         kept[index] = parts[0] if len(parts) == 1 else tuple(np.concatenate(part) for part in zip(*parts))
         if len(ids) >= KEPT_TERM_MIN_POSTINGS:
@@ -208,9 +208,9 @@ def words(scope: Scope, terms: list[text.QueryToken], match: str) -> Words:
     bigram = np.zeros(len(eligible))
     grams = list(dict.fromkeys(text.cjk_bigrams(" ".join(token.raw for token in terms))))
     if grams:
-        found, bigram_idf_total = _postings(scope, "nbigram", [[[(postings.key(namespace, postings.BIGRAM_PREFIX + gram),
-                                                                  None)] for namespace in scope.namespaces]
-                                                               for gram in grams])
+        found, bigram_idf_total = _postings(scope, "nbigram", [
+            [[(postings.key(namespace, postings.BIGRAM_PREFIX + gram), None)] for namespace in scope.namespaces]
+            for gram in grams])
         bigram, bigram_idf = _bm25(scope, "nbigram", found, eligible)
         held = (bigram > 0) & eligible
         if held.any():

@@ -63,12 +63,14 @@ def rank(*, query: str, namespaces: list[str] | None, kinds: list[str] | None, m
     size = len(view.columns.revision)
     eligible = view.visible_mask(visible)[:size]
     if kinds is not None and size:
-        eligible = eligible & np.isin(attributes.kind, [code for code, name in enumerate(view.kinds) if name in kinds])
+        eligible = np.zeros(size, dtype=bool)
+        eligible[visible[np.isin(attributes.kind(visible), [code for code, name in enumerate(view.kinds)
+                                                            if name in kinds])]] = True
     if memory_ids is not None and size:
         eligible = eligible & np.isin(view.columns.memory, memory_ids)
     searched = tuple(name for name in view.namespaces if namespaces is None or name in namespaces)
     scope = channels.Scope(view, searched, visible, eligible, narrowed=kinds is not None or memory_ids is not None,
-                           namespace=attributes.namespace)
+                           attributes=attributes)
 
     found, words, notes = {}, None, []
     if mode != "semantic" and cleaned.terms:

@@ -94,11 +94,21 @@ class AttributeColumns:
 
 @dataclass(frozen=True)
 class AttributesAt:
-    """Per revision row, its memory's namespace and kind codes as of one time; ``key`` names that time's rows."""
+    """The namespace and kind codes of each memory as of one time; ``key`` names the attribute rows counted then."""
 
-    namespace: np.ndarray  # int32, read-only
-    kind: np.ndarray  # int32, read-only
+    codes: np.ndarray  # by memory id: namespace code << 32 | kind code, or -1 where no row counts then
+    columns: "Columns"
     key: tuple
+
+    def namespace(self, rows: np.ndarray) -> np.ndarray:
+        """The namespace code of each of revision ``rows``' memories."""
+        codes = self.codes[self.columns.memory[rows]]
+        return np.where(codes >= 0, codes >> 32, self.columns.namespace[rows])
+
+    def kind(self, rows: np.ndarray) -> np.ndarray:
+        """The kind code of each of revision ``rows``' memories."""
+        codes = self.codes[self.columns.memory[rows]]
+        return np.where(codes >= 0, codes & 0xFFFFFFFF, self.columns.kind[rows])
 
 
 @dataclass
@@ -183,8 +193,9 @@ class View:
     attributes_cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     def attributes_at(self, as_of: int) -> AttributesAt:
-        """Per revision row, the namespace and kind of its memory as of ``as_of``: from the newest attribute row
-        known by then that counts, else (a memory without rows) as loaded. Cached per set of rows counted."""
+        """The namespace and kind of each memory as of ``as_of``: its newest attribute row known by then that
+        counts, else (a memory without rows) as loaded with its revisions. Cached per set of rows counted; the
+        work is per attribute row, and a query then reads the codes of the rows it needs."""
         a = self.attributes
         key = (int(np.searchsorted(self.attribute_times, as_of, side="right")),
                int(np.searchsorted(self.import_times, as_of, side="right")))
@@ -192,20 +203,18 @@ class View:
         if found is not None:
             return found
         c = self.columns
-        namespace, kind = c.namespace, c.kind
-        if a is not None and len(a.id) and len(c.revision):
+        top = max(int(a.memory[-1]) if a is not None and len(a.id) else 0,
+                  int(c.memory[-1]) if len(c.memory) else 0)  # both sorted by memory
+        codes = np.full(top + 1, -1, dtype=np.int64)
+        if a is not None and len(a.id):
             rows = np.flatnonzero((a.known <= as_of) & (a.counts_from <= as_of))
+            # The newest of each memory's rows: they are sorted by memory, then known_at and id.
             memory = a.memory[rows]
-            last = np.ones(len(rows), dtype=bool)
-            last[:-1] = memory[1:] != memory[:-1]
-            rows = rows[last]  # one per memory, the newest, ascending by memory
+            rows = rows[np.append(memory[1:] != memory[:-1], True)] if len(rows) else rows
             if len(rows):
-                at = np.minimum(np.searchsorted(a.memory[rows], c.memory), len(rows) - 1)
-                has = a.memory[rows][at] == c.memory
-                namespace = np.where(has, a.namespace[rows][at], c.namespace).astype(np.int32)
-                kind = np.where(has, a.kind[rows][at], c.kind).astype(np.int32)
-        namespace.flags.writeable = kind.flags.writeable = False
-        found = AttributesAt(namespace, kind, key)
+                codes[a.memory[rows]] = a.namespace[rows].astype(np.int64) << 32 | a.kind[rows]
+        codes.flags.writeable = False
+        found = AttributesAt(codes, c, key)
         with self.lock:
             if len(self.attributes_cache) >= _VISIBLE_CACHE_SIZE:
                 del self.attributes_cache[next(iter(self.attributes_cache))]
@@ -298,10 +307,6 @@ class View:
         c = self.columns
         candidate = (c.known <= as_of) & (c.expires > as_of) & (c.counts_from <= as_of) & (
             c.tombstone | ((c.valid_from <= valid_at) & (valid_at < c.valid_to)))
-        if namespaces is not None:
-            # The namespace as of as_of is one per memory, so filtering rows before the rule is the same as after.
-            candidate &= np.isin(attributes.namespace,
-                                 [code for code, name in enumerate(self.namespaces) if name in namespaces])
         rows = np.flatnonzero(candidate)
         if len(rows) == 0:
             return rows
@@ -310,8 +315,12 @@ class View:
         last[:-1] = memory[1:] != memory[:-1]
         winners = rows[last]
         winners = winners[~c.tombstone[winners]]
+        # Namespace and kind as of as_of are one per memory: choosing winners by them is choosing memories.
+        if namespaces is not None:
+            winners = winners[np.isin(attributes.namespace(winners),
+                                      [code for code, name in enumerate(self.namespaces) if name in namespaces])]
         if kinds is not None:
-            winners = winners[np.isin(attributes.kind[winners],
+            winners = winners[np.isin(attributes.kind(winners),
                                       [code for code, kind in enumerate(self.kinds) if kind in kinds])]
         return winners
 

@@ -119,7 +119,8 @@ def batch_abandon(batch: ImportBatch, *, progress: Callable[[int], None] | None 
             ids = list(attributes.order_by("pk").values_list("pk", flat=True)[:REMOVE_CHUNK])
             if not ids:
                 break
-            tag_ids = set(Attributes.tags.through.objects.filter(attributes_id__in=ids).values_list("tag_id", flat=True))
+            links = Attributes.tags.through.objects.filter(attributes_id__in=ids)
+            tag_ids = set(links.values_list("tag_id", flat=True))
             delete_attribute_rows(Attributes.all_objects.filter(pk__in=ids))
             _drop_unused_tags(tag_ids)
     memories = Memory.all_objects.filter(batch=batch)
