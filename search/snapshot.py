@@ -94,21 +94,52 @@ class AttributeColumns:
 
 @dataclass(frozen=True)
 class AttributesAt:
-    """The namespace and kind codes of each memory as of one time; ``key`` names the attribute rows counted then."""
+    """The namespace and kind of each memory as of one time (``as_of``); ``key`` names the attribute rows counted then.
 
-    codes: np.ndarray  # by memory id: namespace code << 32 | kind code, or -1 where no row counts then
+    While no memory ever changed namespace (``moved``) or kind (``rekinded``), the values the
+    revision rows were loaded with are the only ones, and nothing is worked out; otherwise the
+    codes of every memory are, once, on first use.
+    """
+
+    attributes: "AttributeColumns"
     columns: "Columns"
+    as_of: int
     key: tuple
+    moved: bool
+    rekinded: bool
+    computed: dict = field(default_factory=dict, compare=False, repr=False)
 
     def namespace(self, rows: np.ndarray) -> np.ndarray:
         """The namespace code of each of revision ``rows``' memories."""
-        codes = self.codes[self.columns.memory[rows]]
+        if not self.moved:
+            return self.columns.namespace[rows]
+        codes = self._codes()[self.columns.memory[rows]]
         return np.where(codes >= 0, codes >> 32, self.columns.namespace[rows])
 
     def kind(self, rows: np.ndarray) -> np.ndarray:
         """The kind code of each of revision ``rows``' memories."""
-        codes = self.codes[self.columns.memory[rows]]
+        if not self.rekinded:
+            return self.columns.kind[rows]
+        codes = self._codes()[self.columns.memory[rows]]
         return np.where(codes >= 0, codes & 0xFFFFFFFF, self.columns.kind[rows])
+
+    def _codes(self) -> np.ndarray:
+        """By memory id: namespace code << 32 | kind code of its newest row counted at as_of, or -1 (none)."""
+        codes = self.computed.get("codes")
+        if codes is not None:
+            return codes
+        a, c = self.attributes, self.columns
+        top = max(int(a.memory[-1]) if len(a.id) else 0, int(c.memory[-1]) if len(c.memory) else 0)  # both sorted
+        codes = np.full(top + 1, -1, dtype=np.int64)
+        rows = np.flatnonzero((a.known <= self.as_of) & (a.counts_from <= self.as_of))
+        if len(rows):
+            # The newest of each memory's rows: they are sorted by memory, then known_at and id.
+            memory = a.memory[rows]
+            rows = rows[np.append(memory[1:] != memory[:-1], True)]
+            codes[a.memory[rows]] = a.namespace[rows].astype(np.int64) << 32 | a.kind[rows]
+        codes.flags.writeable = False
+        self.computed["codes"] = codes
+        return codes
 
 
 @dataclass
@@ -185,6 +216,7 @@ class View:
     # Whether a memory has attribute rows in more than one namespace (it moved): its revisions' postings
     # then sit under several keys, and only the one of its namespace as of the query counts.
     moved: bool = False
+    rekinded: bool = False  # whether a memory has attribute rows of more than one kind
     events: list = field(default_factory=list, compare=False, repr=False)  # [Events], filled on first use
     cache: dict = field(default_factory=dict, compare=False, repr=False)
     stats: dict = field(default_factory=dict, compare=False, repr=False)  # see visible_memo
@@ -202,19 +234,8 @@ class View:
         found = self.attributes_cache.get(key)
         if found is not None:
             return found
-        c = self.columns
-        top = max(int(a.memory[-1]) if a is not None and len(a.id) else 0,
-                  int(c.memory[-1]) if len(c.memory) else 0)  # both sorted by memory
-        codes = np.full(top + 1, -1, dtype=np.int64)
-        if a is not None and len(a.id):
-            rows = np.flatnonzero((a.known <= as_of) & (a.counts_from <= as_of))
-            # The newest of each memory's rows: they are sorted by memory, then known_at and id.
-            memory = a.memory[rows]
-            rows = rows[np.append(memory[1:] != memory[:-1], True)] if len(rows) else rows
-            if len(rows):
-                codes[a.memory[rows]] = a.namespace[rows].astype(np.int64) << 32 | a.kind[rows]
-        codes.flags.writeable = False
-        found = AttributesAt(codes, c, key)
+        found = AttributesAt(a if a is not None else _NO_ATTRIBUTES, self.columns, as_of, key,
+                             moved=self.moved, rekinded=self.rekinded)
         with self.lock:
             if len(self.attributes_cache) >= _VISIBLE_CACHE_SIZE:
                 del self.attributes_cache[next(iter(self.attributes_cache))]
@@ -325,6 +346,8 @@ class View:
         return winners
 
 
+_NO_ATTRIBUTES = AttributeColumns(*(np.zeros(0, dtype=np.int32 if name in ("namespace", "kind") else np.int64)
+                                   for name in _ATTRIBUTE_COLUMNS))
 _EMPTY = View(columns=Columns(*(np.zeros(0, dtype=bool if name == "tombstone" else np.int64) for name in _COLUMNS)),
               position=np.full(1, -1, dtype=np.int64), namespaces=(), kinds=(), max_id=0, anchor=None)
 
@@ -380,7 +403,8 @@ class Snapshot:
 def _attribute_fields(view: View) -> dict:
     """The attribute rows of ``view``, for a view built from it."""
     return dict(attributes=view.attributes, attributes_max_id=view.attributes_max_id,
-                attributes_anchor=view.attributes_anchor, attribute_times=view.attribute_times, moved=view.moved)
+                attributes_anchor=view.attributes_anchor, attribute_times=view.attribute_times, moved=view.moved,
+                rekinded=view.rekinded)
 
 
 def _republished(view: View) -> View:
@@ -440,11 +464,12 @@ def _extend_attributes(view: View, *, after: int) -> View:
     attribute_times = np.insert(view.attribute_times, np.searchsorted(view.attribute_times, times), times)
     same_memory = merged.memory[1:] == merged.memory[:-1]
     moved = bool(np.any(same_memory & (merged.namespace[1:] != merged.namespace[:-1])))
+    rekinded = bool(np.any(same_memory & (merged.kind[1:] != merged.kind[:-1])))
     return View(columns=view.columns, position=view.position, namespaces=tuple(namespaces), kinds=tuple(kinds),
                 max_id=view.max_id, anchor=view.anchor,
                 import_times=np.union1d(view.import_times, new.counts_from[new.counts_from != ALWAYS]),
                 events=list(view.events), room=view.room, attributes=merged, attributes_max_id=int(new.id.max()),
-                attributes_anchor=anchor, attribute_times=attribute_times, moved=moved)
+                attributes_anchor=anchor, attribute_times=attribute_times, moved=moved, rekinded=rekinded)
 
 
 def _codes(names: list[str], values) -> np.ndarray:
