@@ -145,7 +145,7 @@ def test_the_export_is_lazy_and_reads_memories_in_primary_key_batches(remember):
     with CaptureQueriesContext(connection) as reading:
         exported = export(batch_size=100)["memories"]
     # The number of queries depends on the batches, not on the memories in them.
-    assert len(reading) == 3 + 1
+    assert len(reading) == 4 + 1
     assert len(exported) == len(ids) + len(more)
 
 
