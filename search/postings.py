@@ -1,7 +1,10 @@
 """The engine's own postings: which revisions hold a term, and how often (see migration 0003).
 
 A term's key starts with the namespace of the memory whose revision holds it (``key``;
-migration 0006), so reading a term costs the same whatever other namespaces hold.
+migration 0006), so reading a term costs the same whatever other namespaces hold. A
+memory that moved has its revisions' postings under each namespace it has been in
+(``add_keys``); the search counts each under the namespace the memory had at the
+query's time.
 
 Writes go to a tail table; ``compact`` folds the tail into packed rows (ascending
 uint32 revision ids and uint16 counts) once it grows past a threshold, so reading a
