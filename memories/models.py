@@ -202,7 +202,11 @@ class Memory(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["namespace", "key"], name="memory_key_unique_per_namespace"),
         ]
-        indexes = [models.Index(fields=["namespace", "kind"], name="memory_namespace_kind")]
+        indexes = [
+            models.Index(fields=["namespace", "kind"], name="memory_namespace_kind"),
+            # A get by namespace and key as of a time finds the memory by key, then where it was then.
+            models.Index(fields=["key"], name="memory_key"),
+        ]
 
     def __str__(self):
         return f"{self.namespace}/{self.key}"

@@ -261,11 +261,15 @@ def memory_get(*, memory_id=None, namespace=None, key=None, as_of=None, valid_at
         memories = memories.filter(pk=memory_id)
         wanted = memory_id
     elif namespace is not None and key is not None:
-        namespace = validation.namespace(namespace)
-        # The memory with this key that was in the namespace then (one at most: a key names one memory at a time).
-        there = Attributes.objects.as_of(as_of_time).filter(namespace=namespace).values("memory_id")
-        rowless = ~Exists(Attributes.all_objects.filter(memory=OuterRef("pk")))
-        memories = memories.filter(Q(pk__in=there) | (Q(namespace=namespace) & rowless), key=validation.key(key))
+        namespace, key = validation.namespace(namespace), validation.key(key)
+        if as_of is None:  # now: where the memory is, by the unique (namespace, key) index
+            memories = memories.filter(namespace=namespace, key=key)
+        else:
+            # The memory with this key (memory_key index) that was in the namespace then: one at most, since a
+            # key names one memory of a namespace at a time. Memories without attribute rows by their own.
+            there = Exists(Attributes.objects.as_of(as_of_time).filter(memory=OuterRef("pk"), namespace=namespace))
+            rowless = ~Exists(Attributes.all_objects.filter(memory=OuterRef("pk")))
+            memories = memories.filter(Q(there) | (Q(namespace=namespace) & Q(rowless)), key=key)
         wanted = f"{namespace}/{key}"
     else:
         raise InvalidInput("Give an id, or a namespace and a key.", field="id")

@@ -129,6 +129,7 @@ class Migration(migrations.Migration):
                 'indexes': [models.Index(fields=['memory', 'known_at', 'id'], name='attributes_memory_known')],
             },
         ),
+        migrations.AddIndex(model_name="memory", index=models.Index(fields=["key"], name="memory_key")),
         migrations.RunPython(backfill, migrations.RunPython.noop),
         migrations.RunSQL(sql=TRIGGERS, reverse_sql=DROP_TRIGGERS),
     ]

@@ -64,9 +64,9 @@ def memories_export(
     memories = Memory.objects.filter(Exists(Revision.objects.filter(memory=OuterRef("pk")).known_by(cutoff)))
     if namespace is not None:
         # In the namespace at the cutoff; a memory without attribute rows (written outside the services) by its own.
-        there = Attributes.objects.as_of(cutoff).filter(namespace=namespace).values("memory_id")
+        there = Exists(Attributes.objects.as_of(cutoff).filter(memory=OuterRef("pk"), namespace=namespace))
         rowless = ~Exists(Attributes.all_objects.filter(memory=OuterRef("pk")))
-        memories = memories.filter(Q(pk__in=there) | (Q(namespace=namespace) & rowless))
+        memories = memories.filter(Q(there) | (Q(namespace=namespace) & Q(rowless)))
     if ids is not None:
         memories = memories.filter(pk__in=ids)
     header = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "exported_at": format_instant(timezone.now()),
