@@ -188,13 +188,15 @@ class MemoryDetailView(ApiView):
 class MemoryHistoryView(ApiView):
     @extend_schema(summary="Memory history", operation_id="memories_history",
                    parameters=parameters(HistoryArgs, path=IN_PATH), responses={200: History, **errors(404)},
-                   description="Every revision of the memory known by as_of, oldest first, tombstones included.")
+                   description="Every revision of the memory known by as_of, oldest first, tombstones included, "
+                               "and its namespace, kind and tags after each change known by then.")
     def get(self, request, id: int):
         self.caller.require(Scope.READ)
         args = self.query(HistoryArgs, id=id)
         self.caller.check_memory(args.id)
         revisions = selectors.memory_history(memory_id=args.id, as_of=args.as_of)
-        return answer(History(memory_id=args.id, revisions=revisions))
+        attributes = selectors.attribute_history(memory_id=args.id, as_of=args.as_of)
+        return answer(History(memory_id=args.id, revisions=revisions, attributes=attributes))
 
 
 class MemoryRestoreView(ApiView):

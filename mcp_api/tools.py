@@ -165,10 +165,12 @@ class MemoryTools(MCPToolset):
 
     @tool(title="Memory history", scope=Scope.READ, read_only=True, idempotent=True, arguments=declared.HistoryArgs)
     def memory_history(self, id, as_of) -> History:
-        """List every revision of a memory, oldest first: what changed, when, by whom, and forgets."""
+        """List every revision of a memory, oldest first: what changed, when, by whom, and forgets; and its
+        namespace, kind and tags after each change."""
         caller = self._caller()
         caller.check_memory(id)
-        return History(memory_id=id, revisions=selectors.memory_history(memory_id=id, as_of=as_of))
+        return History(memory_id=id, revisions=selectors.memory_history(memory_id=id, as_of=as_of),
+                       attributes=selectors.attribute_history(memory_id=id, as_of=as_of))
 
     # No state argument: a model pages through what is visible now; the other states are the operator's.
     @tool(title="List memories", scope=Scope.READ, read_only=True, idempotent=True, arguments=declared.ListArgs)

@@ -1,7 +1,7 @@
-"""The store: memories (identities), their append-only revisions, tags, and the audit trail.
+"""The store: memories (identities), their append-only revisions and attributes, tags, and the audit trail.
 
-Revisions are never updated or deleted (database triggers enforce it, see migration
-0002); the one exception is erasure, which opens ``ErasureGate`` inside its own
+Revisions and attributes are never updated or deleted (database triggers enforce it, see
+migrations 0002 and 0007); the one exception is erasure, which opens ``ErasureGate`` inside its own
 transaction and leaves an ``ErasureReceipt``. Rows an import writes carry its
 ``ImportBatch`` and count nowhere until the batch is published.
 """
@@ -181,6 +181,9 @@ class RevisionManager(models.Manager.from_queryset(RevisionQuerySet)):
 
 
 class Memory(models.Model):
+    """One memory's identity. ``namespace``, ``kind`` and ``tags`` are its current values (its newest ``Attributes``
+    row), kept for the key's uniqueness, access checks and queries about now; as of a time, read ``Attributes``."""
+
     namespace = models.SlugField(max_length=64)
     key = models.CharField(max_length=255)
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.NOTE)
@@ -199,7 +202,11 @@ class Memory(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["namespace", "key"], name="memory_key_unique_per_namespace"),
         ]
-        indexes = [models.Index(fields=["namespace", "kind"], name="memory_namespace_kind")]
+        indexes = [
+            models.Index(fields=["namespace", "kind"], name="memory_namespace_kind"),
+            # A get by namespace and key as of a time finds the memory by key, then where it was then.
+            models.Index(fields=["key"], name="memory_key"),
+        ]
 
     def __str__(self):
         return f"{self.namespace}/{self.key}"
@@ -253,6 +260,60 @@ class Revision(models.Model):
 
     def __str__(self):
         return f"revision {self.pk} of memory {self.memory_id}"
+
+
+class AttributesQuerySet(models.QuerySet):
+    def known_by(self, as_of: dt.datetime):
+        """Rows known at ``as_of``: written by then, and of no import or one that counts by then."""
+        return self.filter(counted_rows(as_of), known_at__lte=as_of)
+
+    def as_of(self, as_of: dt.datetime):
+        """The one row each memory carries at ``as_of``: its newest known by then, by (known_at, id)."""
+        newest = (Attributes.all_objects.filter(memory_id=OuterRef("memory_id")).known_by(as_of)
+                  .order_by("-known_at", "-id").values("id")[:1])
+        return self.filter(id=Subquery(newest))
+
+
+class AttributesManager(models.Manager.from_queryset(AttributesQuerySet)):
+    """Rows that count: those of an import still being written are left out (see ImportBatch)."""
+
+    def get_queryset(self):
+        return super().get_queryset().filter(counted_rows())
+
+
+class Attributes(models.Model):
+    """A memory's namespace, kind and tags from ``known_at`` on: the whole set after a change, never a delta.
+
+    Every write that creates a memory or changes one of these appends a row, in its own
+    transaction and at its own clock reading. As of T a memory carries the newest row by
+    (known_at, id) known by T that counts at T (an import's rows count from its
+    publication, as its revisions do). They are facts of knowledge time: they do not vary
+    with ``valid_at``. Append-only like revisions (migration 0007); only erasure and the
+    removal of a dead import delete rows.
+    """
+
+    memory = models.ForeignKey(Memory, on_delete=models.PROTECT, related_name="attribute_rows")
+    known_at = models.DateTimeField()
+    namespace = models.SlugField(max_length=64)
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    tags = models.ManyToManyField(Tag, related_name="attribute_rows", blank=True)
+    author = models.CharField(max_length=200)
+    interface = models.CharField(max_length=8, choices=Interface.choices)
+    batch = models.ForeignKey(ImportBatch, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+
+    objects = AttributesManager()
+    # Every row, the unpublished imports' too: for the imports themselves, purge and erasure.
+    all_objects = AttributesQuerySet.as_manager()
+
+    class Meta:
+        verbose_name_plural = "attributes"
+        indexes = [
+            # As of T, a memory's row is its newest by (known_at, id).
+            models.Index(fields=["memory", "known_at", "id"], name="attributes_memory_known"),
+        ]
+
+    def __str__(self):
+        return f"attributes {self.pk} of memory {self.memory_id}"
 
 
 class AuditEvent(models.Model):

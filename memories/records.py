@@ -170,9 +170,22 @@ class RevisionRecord(Record):
         )
 
 
+class AttributesRecord(Record):
+    """A memory's namespace, kind and tags from known_at on, as a change (create, retag, re-kind, move) left them."""
+
+    known_at: Instant = Field(description="When the server learned these values.")
+    namespace: str
+    kind: str
+    tags: list[str]
+    author: str
+    interface: str
+
+
 class History(Record):
     memory_id: int
     revisions: list[RevisionRecord] = Field(description="Every revision known by as_of, oldest first.")
+    attributes: list[AttributesRecord] = Field(
+        description="The memory's namespace, kind and tags after each change known by as_of, oldest first.")
 
 
 # Recall ---------------------------------------------------------------------------------------------------------

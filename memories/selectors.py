@@ -7,12 +7,12 @@ import os
 from django.conf import settings
 from django.db import connection
 from django.db.migrations.recorder import MigrationRecorder
-from django.db.models import Count, IntegerField, Max, OuterRef, Prefetch, QuerySet, Subquery
+from django.db.models import Count, Exists, IntegerField, Max, OuterRef, Prefetch, Q, QuerySet, Subquery
 from django.utils import timezone
 
-from memories import validation
-from memories.models import Kind, Memory, Revision, State, Tag
-from memories.records import Hit, MemoryRecord, Page, RecallResult, RevisionRecord
+from memories import staging, validation
+from memories.models import Attributes, Kind, Memory, Revision, State, Tag
+from memories.records import AttributesRecord, Hit, MemoryRecord, Page, RecallResult, RevisionRecord
 from memoryproject.dbfunctions import UtcDay
 from memoryproject.exceptions import InvalidInput, MemoryNotFound, Unavailable
 from memoryproject.timeparse import format_instant, parse_optional_instant, stored_instant
@@ -54,14 +54,62 @@ _RECORD_SQL = """
 _TAGS_SQL = """
     SELECT mt.memory_id, t.name FROM memories_memory_tags mt JOIN memories_tag t ON t.id = mt.tag_id
     WHERE mt.memory_id IN ({marks}) ORDER BY mt.memory_id, t.slug"""
+# The attribute rows of some memories known by a time, oldest first; each memory's last counted one is its row then.
+_ATTRIBUTES_SQL = """
+    SELECT a.memory_id, a.id, a.namespace, a.kind, a.batch_id FROM memories_attributes a
+    WHERE a.memory_id IN ({marks}) AND a.known_at <= %s ORDER BY a.memory_id, a.known_at, a.id"""
+# Tag names per attribute row in slug order.
+_ATTRIBUTE_TAGS_SQL = """
+    SELECT at.attributes_id, t.name FROM memories_attributes_tags at JOIN memories_tag t ON t.id = at.tag_id
+    WHERE at.attributes_id IN ({marks}) ORDER BY at.attributes_id, t.slug"""
 _IDS_PER_QUERY = 500
 
 
-def records_for_revisions(revision_ids: list[int]) -> dict[int, MemoryRecord]:
+def _counting_batches(cursor, as_of: dt.datetime) -> set[int]:
+    """Ids of the import batches whose rows count at ``as_of`` (memories.models.counted_rows)."""
+    # The batches are few: one scan of their small table.
+    cursor.execute("SELECT id FROM memories_importbatch WHERE counts_from <= %s",
+                   [connection.ops.adapt_datetimefield_value(as_of)])
+    counted = {row[0] for row in cursor.fetchall()}
+    own = staging.own_batch_id()
+    return counted | {own} if own is not None else counted
+
+
+def _attributes_as_of(cursor, memory_ids: list[int], as_of: dt.datetime) -> dict[int, tuple[str, str, list[str]]]:
+    """{memory id: (namespace, kind, tag names by slug)} as of ``as_of`` (Attributes); memories without a row then are
+    left out."""
+    chosen: dict[int, tuple[int, str, str]] = {}
+    batches = None
+    for start in range(0, len(memory_ids), _IDS_PER_QUERY):
+        chunk = memory_ids[start:start + _IDS_PER_QUERY]
+        # The (memory, known_at, id) index: a few rows per memory.
+        cursor.execute(_ATTRIBUTES_SQL.format(marks=",".join(["%s"] * len(chunk))),
+                       [*chunk, connection.ops.adapt_datetimefield_value(as_of)])
+        for memory_id, row_id, namespace, kind, batch_id in cursor.fetchall():
+            if batch_id is not None:
+                batches = _counting_batches(cursor, as_of) if batches is None else batches
+                if batch_id not in batches:
+                    continue
+            chosen[memory_id] = (row_id, namespace, kind)  # the newest wins
+    names: dict[int, list[str]] = {}
+    row_ids = sorted(row_id for row_id, _, _ in chosen.values())
+    for start in range(0, len(row_ids), _IDS_PER_QUERY):
+        chunk = row_ids[start:start + _IDS_PER_QUERY]
+        # The m2m table's (attributes_id, tag_id) unique index serves the IN.
+        cursor.execute(_ATTRIBUTE_TAGS_SQL.format(marks=",".join(["%s"] * len(chunk))), chunk)
+        for row_id, name in cursor.fetchall():
+            names.setdefault(row_id, []).append(name)
+    return {memory_id: (namespace, kind, names.get(row_id, []))
+            for memory_id, (row_id, namespace, kind) in chosen.items()}
+
+
+def records_for_revisions(revision_ids: list[int], *, as_of: dt.datetime | None = None) -> dict[int, MemoryRecord]:
     """The records of these revisions (with their memories' tags), by revision id; missing ids are left out.
 
-    Two plain queries: search answers build ten or a hundred records per request, and
-    querysets would cost more than the rest of a keyword recall.
+    With ``as_of`` (revisions visible then: a recall's hits, a get) the memory's namespace,
+    kind and tags are those it carried then, and its state is active. Plain queries:
+    search answers build ten or a hundred records per request, and querysets would cost
+    more than the rest of a keyword recall.
     """
     records, rows = {}, []
     with connection.cursor() as cursor:
@@ -70,16 +118,23 @@ def records_for_revisions(revision_ids: list[int]) -> dict[int, MemoryRecord]:
             # Primary-key lookups, each joined to its memory by primary key.
             cursor.execute(_RECORD_SQL.format(marks=",".join(["%s"] * len(chunk))), chunk)
             rows.extend(cursor.fetchall())
-        tags: dict[int, list[str]] = {}
         memory_ids = sorted({row[1] for row in rows})
-        for start in range(0, len(memory_ids), _IDS_PER_QUERY):
-            chunk = memory_ids[start:start + _IDS_PER_QUERY]
+        then = _attributes_as_of(cursor, memory_ids, as_of) if as_of is not None else {}
+        tags: dict[int, list[str]] = {}
+        # Memories without a row then (written outside the services) show their current tags.
+        current = [memory_id for memory_id in memory_ids if memory_id not in then]
+        for start in range(0, len(current), _IDS_PER_QUERY):
+            chunk = current[start:start + _IDS_PER_QUERY]
             # The m2m table's (memory_id, tag_id) unique index serves the IN; tags are few per memory.
             cursor.execute(_TAGS_SQL.format(marks=",".join(["%s"] * len(chunk))), chunk)
             for memory_id, name in cursor.fetchall():
                 tags.setdefault(memory_id, []).append(name)
     for (revision_id, memory_id, key, namespace, kind, state, title, content, known_at, valid_from, valid_to,
          expires_at, source, content_hash, subject, predicate, object_, author, created_at) in rows:
+        if memory_id in then:
+            namespace, kind, tags[memory_id] = then[memory_id]
+        if as_of is not None:
+            state = State.ACTIVE.value  # visible then, so not forgotten then
         records[revision_id] = MemoryRecord(
             id=memory_id, key=key, namespace=namespace, kind=kind, state=state, title=title, content=content,
             tags=tags.get(memory_id, []), revision_id=revision_id, known_at=stored_instant(known_at),
@@ -105,12 +160,24 @@ def _choice(value, *, field: str, choices: tuple[str, ...]) -> str:
     return value
 
 
-def _tagged_memories(tags: list[str], namespaces: list[str] | None) -> list[int]:
-    """Ids of the memories of ``namespaces`` (None: all) that carry every one of ``tags``."""
-    memories = Memory.objects.all() if namespaces is None else Memory.objects.filter(namespace__in=namespaces)
+def _tagged_memories(tags: list[str], namespaces: list[str] | None, *, as_of: dt.datetime | None) -> list[int]:
+    """Ids of the memories of ``namespaces`` (None: all) that carry every one of ``tags``, both as of ``as_of``.
+
+    ``as_of`` None is now: a memory's current values are its newest attribute row's, one join cheaper.
+    """
+    if as_of is None:
+        memories = Memory.objects.all() if namespaces is None else Memory.objects.filter(namespace__in=namespaces)
+        for slug in sorted({tag.casefold() for tag in tags}):
+            memories = memories.filter(tags__slug=slug)
+        return list(memories.values_list("pk", flat=True))
+    rows = Attributes.objects.as_of(as_of)
+    # Memories without attribute rows (written outside the services) by their current values.
+    rowless = Memory.objects.filter(~Exists(Attributes.all_objects.filter(memory=OuterRef("pk"))))
+    if namespaces is not None:
+        rows, rowless = rows.filter(namespace__in=namespaces), rowless.filter(namespace__in=namespaces)
     for slug in sorted({tag.casefold() for tag in tags}):
-        memories = memories.filter(tags__slug=slug)
-    return list(memories.values_list("pk", flat=True))
+        rows, rowless = rows.filter(tags__slug=slug), rowless.filter(tags__slug=slug)
+    return sorted({*rows.values_list("memory_id", flat=True), *rowless.values_list("pk", flat=True)})
 
 
 def _age(known_at: dt.datetime, now: dt.datetime) -> str:
@@ -142,13 +209,15 @@ def memory_recall(*, query: str, namespace=None, tags=None, kinds=None, limit: i
     tag_names = validation.tags(tags) if tags else []
     kind_names = _names(kinds, field="kinds", check=validation.kind)
     as_of_time, valid_time = resolve_times(as_of, valid_at)
+    tagged = None
+    if tag_names:  # without as_of, now: the memories' current tags
+        tagged = _tagged_memories(tag_names, namespaces, as_of=None if as_of is None else as_of_time)
     try:
-        ranking = engine.rank(query=query, namespaces=namespaces, kinds=kind_names,
-                              memory_ids=_tagged_memories(tag_names, namespaces) if tag_names else None, limit=limit,
+        ranking = engine.rank(query=query, namespaces=namespaces, kinds=kind_names, memory_ids=tagged, limit=limit,
                               match=match, mode=mode, as_of=as_of_time, valid_at=valid_time, explain=explain)
     except errors.Unavailable as error:
         raise Unavailable(error.message) from None
-    records = records_for_revisions([hit.revision_id for hit in ranking.hits])
+    records = records_for_revisions([hit.revision_id for hit in ranking.hits], as_of=as_of_time)
     found = []
     for ranked in ranking.hits:
         record = records[ranked.revision_id]
@@ -184,20 +253,23 @@ def memory_get(*, memory_id=None, namespace=None, key=None, as_of=None, valid_at
         memories = memories.filter(pk=memory_id)
         wanted = memory_id
     elif namespace is not None and key is not None:
-        memories = memories.filter(namespace=validation.namespace(namespace), key=validation.key(key))
+        namespace, key = validation.namespace(namespace), validation.key(key)
+        if as_of is None:  # now: where the memory is, by the unique (namespace, key) index
+            memories = memories.filter(namespace=namespace, key=key)
+        else:
+            # The memory with this key (memory_key index) that was in the namespace then: one at most, since a
+            # key names one memory of a namespace at a time. Memories without attribute rows by their own.
+            there = Exists(Attributes.objects.as_of(as_of_time).filter(memory=OuterRef("pk"), namespace=namespace))
+            rowless = ~Exists(Attributes.all_objects.filter(memory=OuterRef("pk")))
+            memories = memories.filter(Q(there) | (Q(namespace=namespace) & Q(rowless)), key=key)
         wanted = f"{namespace}/{key}"
     else:
         raise InvalidInput("Give an id, or a namespace and a key.", field="id")
-    revision = (
-        Revision.objects.filter(memory__in=memories)
-        .visible(as_of=as_of_time, valid_at=valid_time)
-        .select_related("memory")
-        .prefetch_related(Prefetch("memory__tags", queryset=Tag.objects.order_by("slug")))
-        .first()
-    )
-    if revision is None:
+    revision_id = (Revision.objects.filter(memory__in=memories).visible(as_of=as_of_time, valid_at=valid_time)
+                   .values_list("pk", flat=True).first())
+    if revision_id is None:
         raise MemoryNotFound(wanted)
-    return _record(revision)
+    return records_for_revisions([revision_id], as_of=as_of_time)[revision_id]
 
 
 def memory_history(*, memory_id: int, as_of=None) -> list[RevisionRecord]:
@@ -207,6 +279,16 @@ def memory_history(*, memory_id: int, as_of=None) -> list[RevisionRecord]:
         raise MemoryNotFound(memory_id, maybe_hidden=False)
     revisions = Revision.objects.filter(memory_id=memory_id).known_by(as_of_time).order_by("known_at", "id")
     return [RevisionRecord.from_model(revision) for revision in revisions]
+
+
+def attribute_history(*, memory_id: int, as_of=None) -> list[AttributesRecord]:
+    """Return the memory's namespace, kind and tags after each change known by ``as_of`` (default now), oldest first."""
+    as_of_time, _ = resolve_times(as_of)
+    rows = (Attributes.objects.filter(memory_id=memory_id).known_by(as_of_time).order_by("known_at", "id")
+            .prefetch_related(Prefetch("tags", queryset=Tag.objects.order_by("slug"))))
+    return [AttributesRecord(known_at=row.known_at, namespace=row.namespace, kind=row.kind,
+                             tags=[tag.name for tag in row.tags.all()], author=row.author, interface=row.interface)
+            for row in rows]
 
 
 def _encode_cursor(memory_id: int) -> str:

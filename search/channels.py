@@ -47,6 +47,7 @@ class Scope:
     visible: np.ndarray  # rows visible at the point asked, one per memory, ascending
     eligible: np.ndarray  # a mask over the view's rows: visible, and of the kinds and memories asked for
     narrowed: bool  # whether kinds or memories narrowed ``eligible`` below ``visible``
+    attributes: object  # snapshot.AttributesAt: each memory's namespace and kind at the point asked
 
 
 @dataclass
@@ -105,24 +106,37 @@ class Words:
 def _postings(scope: Scope, column: str, ranges_per_term) -> tuple[list, float]:
     """Per term, the visible rows holding it, their counts and the term's idf; and the idf of all the terms.
 
-    ``column`` names the document lengths (ntok or nbigram). A term no visible row holds
-    counts with the formula's idf for no hits: the query asked for it.
+    ``ranges_per_term``: per term, per namespace searched (in ``scope.namespaces`` order), that
+    namespace's key ranges. ``column`` names the document lengths (ntok or nbigram). A term no
+    visible row holds counts with the formula's idf for no hits: the query asked for it.
     """
     view, n_docs = scope.view, len(scope.visible)
     visible_set, _, avgdl = view.visible_stats(scope.visible, column)
     if n_docs == 0 or avgdl == 0:
         return [], 0.0
-    keys = [(id(scope.visible), column, tuple(ranges)) for ranges in ranges_per_term]
+    keys = [(id(scope.visible), column, tuple(map(tuple, ranges))) for ranges in ranges_per_term]
     # Keyed by the visible set's identity, checked through a weak reference (a set gone lets its id be reused).
     kept = [_kept_terms.get(key) for key in keys]
     kept = [(entry[1], entry[2]) if entry is not None and entry[0]() is scope.visible else None for entry in kept]
     unread = [index for index, entry in enumerate(kept) if entry is None]
-    read = postings.read_terms([ranges_per_term[index] for index in unread], max_id=view.max_id) if unread else []
-    for index, (ids, tfs) in zip(unread, read):
-        # An id the view lacks maps to -1, the mask's last slot, which is always False.
-        rows = view.position[ids]
-        keep = visible_set[rows]
-        kept[index] = rows[keep], tfs[keep]
+    # A moved memory's postings sit under each namespace it has been in; only those of its namespace at the
+    # point asked count. Otherwise each revision is under one key, and the namespaces are read as one.
+    apart = view.moved and len(scope.namespaces) > 1
+    groups = [ranges for index in unread for ranges in
+              (ranges_per_term[index] if apart else [[item for ranges in ranges_per_term[index] for item in ranges]])]
+    read = iter(postings.read_terms(groups, max_id=view.max_id) if unread else [])
+    codes = [view.namespaces.index(name) for name in scope.namespaces]
+    for index in unread:
+        parts = []
+        for code in codes if apart else [None]:
+            ids, tfs = next(read)
+            # An id the view lacks maps to -1, the mask's last slot, which is always False.
+            rows = view.position[ids]
+            keep = visible_set[rows]
+            if code is not None:
+                keep[keep] = scope.attributes.namespace(rows[keep]) == code
+            parts.append((rows[keep], tfs[keep]))
+        kept[index] = parts[0] if len(parts) == 1 else tuple(np.concatenate(part) for part in zip(*parts))
         if len(ids) >= KEPT_TERM_MIN_POSTINGS:
             kept[index][0].flags.writeable = kept[index][1].flags.writeable = False
             # Dropped when its visible set goes (a write replaces "now"): stale entries slowed what came after.
@@ -168,9 +182,8 @@ def _share_score(bm25: np.ndarray, matched_idf: np.ndarray, idf_total: float, ro
 def words(scope: Scope, terms: list[text.QueryToken], match: str) -> Words:
     """The keyword, bigram and trigram channels for the query's terms (those that found something)."""
     view, eligible = scope.view, scope.eligible
-    found, idf_total = _postings(scope, "ntok", [[found for namespace in scope.namespaces
-                                                  for found in postings.term_ranges(namespace, token.stem, token.prefix)]
-                                                 for token in terms])
+    found, idf_total = _postings(scope, "ntok", [[postings.term_ranges(namespace, token.stem, token.prefix)
+                                                  for namespace in scope.namespaces] for token in terms])
     counts = np.zeros(len(eligible), dtype=np.int16)
     for rows, _, _ in found:
         counts[rows] += 1
@@ -195,9 +208,9 @@ def words(scope: Scope, terms: list[text.QueryToken], match: str) -> Words:
     bigram = np.zeros(len(eligible))
     grams = list(dict.fromkeys(text.cjk_bigrams(" ".join(token.raw for token in terms))))
     if grams:
-        found, bigram_idf_total = _postings(scope, "nbigram", [[(postings.key(namespace, postings.BIGRAM_PREFIX + gram),
-                                                                 None) for namespace in scope.namespaces]
-                                                               for gram in grams])
+        found, bigram_idf_total = _postings(scope, "nbigram", [
+            [[(postings.key(namespace, postings.BIGRAM_PREFIX + gram), None)] for namespace in scope.namespaces]
+            for gram in grams])
         bigram, bigram_idf = _bm25(scope, "nbigram", found, eligible)
         held = (bigram > 0) & eligible
         if held.any():

@@ -65,7 +65,8 @@ def find_near_twin(content: str, *, namespace: str, title: str = "", exclude_mem
     sources = np.flatnonzero(dots >= threshold)
     sources = sources[stored.ids[sources] <= view.max_id]
     found = view.position[stored.ids[sources]]
-    keep = view.visible_mask(visible)[found] & (view.columns.namespace[found] == view.namespaces.index(namespace))
+    keep = view.visible_mask(visible)[found] & (view.attributes_at(now).namespace(found)
+                                                == view.namespaces.index(namespace))
     if exclude_memory_id is not None:
         keep &= view.columns.memory[found] != exclude_memory_id
     rows, scores = found[keep], dots[sources][keep]

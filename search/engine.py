@@ -56,16 +56,21 @@ def rank(*, query: str, namespaces: list[str] | None, kinds: list[str] | None, m
 
     view = snapshot.current()
     # BM25 statistics come from every visible row of the namespaces searched; kinds and
-    # tags only choose which of them may be returned.
-    visible = view.visible_rows(as_of=snapshot.to_micros(as_of), valid_at=snapshot.to_micros(valid_at), namespaces=namespaces)
+    # tags only choose which of them may be returned. Namespace and kind are the memory's as of as_of.
+    as_of_micros = snapshot.to_micros(as_of)
+    visible = view.visible_rows(as_of=as_of_micros, valid_at=snapshot.to_micros(valid_at), namespaces=namespaces)
+    attributes = view.attributes_at(as_of_micros)
     size = len(view.columns.revision)
     eligible = view.visible_mask(visible)[:size]
     if kinds is not None and size:
-        eligible = eligible & np.isin(view.columns.kind, [code for code, name in enumerate(view.kinds) if name in kinds])
+        eligible = np.zeros(size, dtype=bool)
+        eligible[visible[np.isin(attributes.kind(visible), [code for code, name in enumerate(view.kinds)
+                                                            if name in kinds])]] = True
     if memory_ids is not None and size:
         eligible = eligible & np.isin(view.columns.memory, memory_ids)
     searched = tuple(name for name in view.namespaces if namespaces is None or name in namespaces)
-    scope = channels.Scope(view, searched, visible, eligible, narrowed=kinds is not None or memory_ids is not None)
+    scope = channels.Scope(view, searched, visible, eligible, narrowed=kinds is not None or memory_ids is not None,
+                           attributes=attributes)
 
     found, words, notes = {}, None, []
     if mode != "semantic" and cleaned.terms:

@@ -76,7 +76,7 @@ def _neighbours(scope: Scope) -> tuple[np.ndarray, np.ndarray]:
     """
     def make():
         sequence = np.flatnonzero(scope.eligible)  # row order is memory order
-        codes = scope.view.columns.namespace[sequence]
+        codes = scope.attributes.namespace(sequence)
         order = np.argsort(codes, kind="stable")
         sequence, codes = sequence[order], codes[order]
         changes = np.ones(len(codes), dtype=bool)

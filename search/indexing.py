@@ -239,12 +239,32 @@ def index_revisions(revisions: list[tuple[int, str, str, str]]) -> None:
     vectors.insert_vectors([revision_id for revision_id, *_ in revisions], np.stack(ready), embedder=embedder)
 
 
-def _with_text(revision_ids) -> list[tuple[int, str, str, str]]:
-    """(id, namespace, title, content) of the revisions with these ids that carry text."""
+# Every namespace a revision's memory has been in: its current one and those of its attribute rows.
+_EVERY_NAMESPACE = """
+    SELECT r.id, m.namespace, r.title, r.content FROM memories_revision r JOIN memories_memory m ON m.id = r.memory_id
+    WHERE r.tombstone = 0 AND r.id IN ({marks})
+    UNION
+    SELECT r.id, a.namespace, r.title, r.content FROM memories_revision r
+    JOIN memories_attributes a ON a.memory_id = r.memory_id
+    WHERE r.tombstone = 0 AND r.id IN ({marks})
+    ORDER BY 1, 2"""
+
+
+def _with_text(revision_ids, *, every_namespace: bool = False) -> list[tuple[int, str, str, str]]:
+    """(id, namespace, title, content) of the revisions with these ids that carry text.
+
+    ``every_namespace``: one tuple per namespace the revision's memory has been in, not only its current one.
+    """
     rows, ids = [], list(revision_ids)
     with connection.cursor() as cursor:
         for start in range(0, len(ids), _IDS_PER_QUERY):
             chunk = ids[start:start + _IDS_PER_QUERY]
+            if every_namespace:
+                # Primary key lookups; the attribute rows by their (memory, known_at, id) index.
+                marks = ",".join(["%s"] * len(chunk))
+                cursor.execute(_EVERY_NAMESPACE.format(marks=marks), chunk + chunk)
+                rows.extend(cursor.fetchall())
+                continue
             # Primary key lookups on both tables.
             cursor.execute(
                 "SELECT r.id, m.namespace, r.title, r.content FROM memories_revision r JOIN memories_memory m "
@@ -260,14 +280,17 @@ def unindex_revisions(revision_ids) -> None:
     """Before revision rows are deleted (erase, purge): take their terms out of the packed postings.
 
     Their FTS5 entries, tail postings, document rows and vectors follow the row
-    deletion by trigger; a term in a packed row is text, so it is removed here.
+    deletion by trigger; a term in a packed row is text, so it is removed here, under
+    every namespace the revision's memory has been in (a move keeps the old keys).
     """
-    postings.remove(_with_text(revision_ids))
+    postings.remove(_with_text(revision_ids, every_namespace=True))
 
 
 def move_revisions(revision_ids, *, to_namespace: str) -> None:
-    """Before a memory's namespace changes: key its revisions' postings under ``to_namespace`` (in the move's
-    transaction)."""
+    """When a memory moves: key its revisions' postings under ``to_namespace`` too (in the move's transaction).
+
+    The old keys stay: as of a time before the move the memory is still in its old
+    namespace, and the snapshot's namespace as of each query says which keys count.
+    """
     rows = _with_text(revision_ids)
-    postings.rekey(postings.analyse(rows),
-                   postings.analyse([(pk, to_namespace, title, content) for pk, _, title, content in rows]))
+    postings.add_keys(postings.analyse([(pk, to_namespace, title, content) for pk, _, title, content in rows]))

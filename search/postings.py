@@ -1,7 +1,10 @@
 """The engine's own postings: which revisions hold a term, and how often (see migration 0003).
 
 A term's key starts with the namespace of the memory whose revision holds it (``key``;
-migration 0006), so reading a term costs the same whatever other namespaces hold.
+migration 0006), so reading a term costs the same whatever other namespaces hold. A
+memory that moved has its revisions' postings under each namespace it has been in
+(``add_keys``); the search counts each under the namespace the memory had at the
+query's time.
 
 Writes go to a tail table; ``compact`` folds the tail into packed rows (ascending
 uint32 revision ids and uint16 counts) once it grows past a threshold, so reading a
@@ -273,14 +276,15 @@ def remove_terms(documents: list[DocumentTerms]) -> None:
             cursor.execute(_NEW_PACKED_VERSION)
 
 
-def rekey(old: list[DocumentTerms], new: list[DocumentTerms]) -> None:
-    """Move existing revisions' postings from their ``old`` keys to the ``new`` (a memory's namespace changed).
+def add_keys(new: list[DocumentTerms]) -> None:
+    """Add existing revisions' postings under ``new`` keys (a memory moved to another namespace); ids a key holds
+    already (a memory moved back) are left as they are.
 
     Rare (an admin's move), so simple: the tail is folded first, so every posting of these
-    revisions is packed; then each new key's rows are rewritten whole as one segment.
+    revisions is packed; then each new key's rows are rewritten whole as one segment, since
+    the old ids would break the ascending order an appended segment keeps.
     """
     compact()
-    remove_terms(old)
     added: dict[str, list[tuple[int, int]]] = {}
     for document in new:
         for term, count in document.terms.items():
@@ -294,10 +298,13 @@ def rekey(old: list[DocumentTerms], new: list[DocumentTerms]) -> None:
                                  + [np.array([pair[0] for pair in pairs], dtype="<u4")])
             tfs = np.concatenate([np.frombuffer(row[1], dtype="<u2") for row in held]
                                  + [np.array([pair[1] for pair in pairs], dtype="<u2")])
+            # Stable: a held id comes before the same id added again, and np.unique keeps the first.
             order = np.argsort(ids, kind="stable")
+            ids, first = np.unique(ids[order], return_index=True)
+            order = order[first]
             cursor.execute("DELETE FROM search_posting WHERE term = %s", [term])
             cursor.execute("INSERT INTO search_posting (term, segment, revision_ids, tfs) VALUES (%s, 0, %s, %s)",
-                           [term, ids[order].tobytes(), tfs[order].tobytes()])
+                           [term, ids.astype("<u4").tobytes(), tfs[order].tobytes()])
         cursor.execute(_NEW_PACKED_VERSION)
 
 

@@ -1,11 +1,13 @@
 """A per-process columnar copy of what the visibility rule reads, so recall resolves it in numpy.
 
 Rows are kept sorted by (memory, known_at, id): the rule's winner for a memory is
-then the last candidate row of its run. The copy follows the database cheaply:
-revisions are append-only, so new rows are found by polling for ids above the last
-one seen, and everything else a cached column depends on (a deleted revision, a
-memory moved or re-kinded) bumps ``search_state.generation`` by trigger, which makes
-the next query reload from scratch. Rows an import writes are loaded as they come,
+then the last candidate row of its run. A memory's namespace and kind are read as of
+the query's time from its attribute rows (``memories.models.Attributes``), held as a
+second set of columns sorted the same way: the newest row known by then that counts.
+The copy follows the database cheaply: revisions and attribute rows are append-only,
+so new rows are found by polling for ids above the last one seen, and a deleted row
+(erasure, purge) bumps ``search_state.generation`` by trigger, which makes the next
+query reload from scratch. Rows an import writes are loaded as they come,
 counting from never (``counts_from``); its publication bumps ``search_state.published``,
 and the next query reads the publication times of the imports it holds rows of.
 
@@ -64,13 +66,90 @@ _LOAD = f"""
 _COLUMNS = ("revision", "memory", "namespace", "kind", "known", "valid_from", "valid_to", "expires", "tombstone",
             "ntok", "nbigram", "counts_from", "batch")
 
+# A memory's attribute rows, with the same counts_from rule as revisions.
+_LOAD_ATTRIBUTES = f"""
+    SELECT a.id, a.memory_id, a.namespace, a.kind, {_micros('a.known_at')},
+           CASE WHEN a.batch_id IS NULL THEN {ALWAYS} ELSE {_micros('b.counts_from', str(OPEN))} END,
+           coalesce(a.batch_id, 0)
+    FROM memories_attributes a
+    LEFT JOIN memories_importbatch b ON b.id = a.batch_id
+    WHERE a.id > %s
+    ORDER BY a.id
+"""
+_ATTRIBUTE_COLUMNS = ("id", "memory", "namespace", "kind", "known", "counts_from", "batch")
+
+
+@dataclass
+class AttributeColumns:
+    """The attribute rows, sorted by (memory, known_at, id); namespace and kind coded as in ``Columns``."""
+
+    id: np.ndarray  # int64
+    memory: np.ndarray  # int64
+    namespace: np.ndarray  # int32
+    kind: np.ndarray  # int32
+    known: np.ndarray  # int64 microseconds
+    counts_from: np.ndarray  # int64 microseconds (ALWAYS, OPEN, or an import's publication)
+    batch: np.ndarray  # int64
+
+
+@dataclass(frozen=True)
+class AttributesAt:
+    """The namespace and kind of each memory as of one time (``as_of``); ``key`` names the attribute rows counted then.
+
+    While no memory ever changed namespace (``moved``) or kind (``rekinded``), the values the
+    revision rows were loaded with are the only ones, and nothing is worked out; otherwise the
+    codes of every memory are, once, on first use.
+    """
+
+    attributes: "AttributeColumns"
+    columns: "Columns"
+    as_of: int
+    key: tuple
+    moved: bool
+    rekinded: bool
+    computed: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def namespace(self, rows: np.ndarray) -> np.ndarray:
+        """The namespace code of each of revision ``rows``' memories."""
+        if not self.moved:
+            return self.columns.namespace[rows]
+        codes = self._codes()[self.columns.memory[rows]]
+        return np.where(codes >= 0, codes >> 32, self.columns.namespace[rows])
+
+    def kind(self, rows: np.ndarray) -> np.ndarray:
+        """The kind code of each of revision ``rows``' memories."""
+        if not self.rekinded:
+            return self.columns.kind[rows]
+        codes = self._codes()[self.columns.memory[rows]]
+        return np.where(codes >= 0, codes & 0xFFFFFFFF, self.columns.kind[rows])
+
+    def _codes(self) -> np.ndarray:
+        """By memory id: namespace code << 32 | kind code of its newest row counted at as_of, or -1 (none)."""
+        codes = self.computed.get("codes")
+        if codes is not None:
+            return codes
+        a, c = self.attributes, self.columns
+        top = max(int(a.memory[-1]) if len(a.id) else 0, int(c.memory[-1]) if len(c.memory) else 0)  # both sorted
+        codes = np.full(top + 1, -1, dtype=np.int64)
+        rows = np.flatnonzero((a.known <= self.as_of) & (a.counts_from <= self.as_of))
+        if len(rows):
+            # The newest of each memory's rows: they are sorted by memory, then known_at and id.
+            memory = a.memory[rows]
+            rows = rows[np.append(memory[1:] != memory[:-1], True)]
+            codes[a.memory[rows]] = a.namespace[rows].astype(np.int64) << 32 | a.kind[rows]
+        codes.flags.writeable = False
+        self.computed["codes"] = codes
+        return codes
+
 
 @dataclass
 class Columns:
     revision: np.ndarray  # int64
     memory: np.ndarray  # int64
-    namespace: np.ndarray  # int32 code into Snapshot.namespaces
-    kind: np.ndarray  # int32 code into Snapshot.kinds
+    # The memory's namespace and kind when the row was loaded: only for a memory without attribute rows
+    # (written outside the services); every other one reads them as of the query (View.attributes_at).
+    namespace: np.ndarray  # int32 code into View.namespaces
+    kind: np.ndarray  # int32 code into View.kinds
     known: np.ndarray  # int64 microseconds
     valid_from: np.ndarray
     valid_to: np.ndarray
@@ -129,11 +208,39 @@ class View:
     # The distinct counts_from of its rows other than ALWAYS, sorted: a few (one per import), so they
     # key the visible sets apart without a column of events.
     import_times: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64), compare=False)
+    attributes: AttributeColumns = field(default=None, compare=False, repr=False)
+    attributes_max_id: int = 0
+    attributes_anchor: str | None = None  # as ``anchor``, for the attribute rows
+    # The attribute rows' known times, sorted: where the attributes as of a time change.
+    attribute_times: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64), compare=False)
+    # Whether a memory has attribute rows in more than one namespace (it moved): its revisions' postings
+    # then sit under several keys, and only the one of its namespace as of the query counts.
+    moved: bool = False
+    rekinded: bool = False  # whether a memory has attribute rows of more than one kind
     events: list = field(default_factory=list, compare=False, repr=False)  # [Events], filled on first use
     cache: dict = field(default_factory=dict, compare=False, repr=False)
     stats: dict = field(default_factory=dict, compare=False, repr=False)  # see visible_memo
     lock: threading.Lock = field(default_factory=threading.Lock, compare=False, repr=False)
     room: "_Room | None" = field(default=None, compare=False, repr=False)  # see _extend
+    attributes_cache: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def attributes_at(self, as_of: int) -> AttributesAt:
+        """The namespace and kind of each memory as of ``as_of``: its newest attribute row known by then that
+        counts, else (a memory without rows) as loaded with its revisions. Cached per set of rows counted; the
+        work is per attribute row, and a query then reads the codes of the rows it needs."""
+        a = self.attributes
+        key = (int(np.searchsorted(self.attribute_times, as_of, side="right")),
+               int(np.searchsorted(self.import_times, as_of, side="right")))
+        found = self.attributes_cache.get(key)
+        if found is not None:
+            return found
+        found = AttributesAt(a if a is not None else _NO_ATTRIBUTES, self.columns, as_of, key,
+                             moved=self.moved, rekinded=self.rekinded)
+        with self.lock:
+            if len(self.attributes_cache) >= _VISIBLE_CACHE_SIZE:
+                del self.attributes_cache[next(iter(self.attributes_cache))]
+            self.attributes_cache[key] = found
+        return found
 
     def visible_rows(self, *, as_of: int, valid_at: int, namespaces: list[str] | None = None,
                      kinds: list[str] | None = None) -> np.ndarray:
@@ -149,9 +256,11 @@ class View:
             if not self.events:
                 self.events.append(Events.of(c))
             events = self.events[0]
+        attributes = self.attributes_at(as_of)
         key = (
             tuple(sorted(namespaces)) if namespaces is not None else None,
             tuple(sorted(kinds)) if kinds is not None else None,
+            attributes.key,
             # known <= as_of, expires > as_of, valid_from <= valid_at, valid_at < valid_to, counts_from <= as_of
             int(np.searchsorted(events.known, as_of, side="right")),
             int(np.searchsorted(events.expires, as_of, side="right")),
@@ -161,7 +270,8 @@ class View:
         )
         winners = self.cache.get(key)
         if winners is None:
-            winners = self._visible_rows(as_of=as_of, valid_at=valid_at, namespaces=namespaces, kinds=kinds)
+            winners = self._visible_rows(as_of=as_of, valid_at=valid_at, namespaces=namespaces, kinds=kinds,
+                                         attributes=attributes)
             winners.flags.writeable = False
             with self.lock:
                 if len(self.cache) >= _VISIBLE_CACHE_SIZE:
@@ -214,13 +324,10 @@ class View:
                 self.stats[key] = entry
         return entry[1]
 
-    def _visible_rows(self, *, as_of, valid_at, namespaces, kinds) -> np.ndarray:
+    def _visible_rows(self, *, as_of, valid_at, namespaces, kinds, attributes: AttributesAt) -> np.ndarray:
         c = self.columns
         candidate = (c.known <= as_of) & (c.expires > as_of) & (c.counts_from <= as_of) & (
             c.tombstone | ((c.valid_from <= valid_at) & (valid_at < c.valid_to)))
-        if namespaces is not None:
-            # Namespace is a property of the memory, so filtering rows before the rule is the same as after.
-            candidate &= np.isin(c.namespace, [code for code, name in enumerate(self.namespaces) if name in namespaces])
         rows = np.flatnonzero(candidate)
         if len(rows) == 0:
             return rows
@@ -229,11 +336,18 @@ class View:
         last[:-1] = memory[1:] != memory[:-1]
         winners = rows[last]
         winners = winners[~c.tombstone[winners]]
+        # Namespace and kind as of as_of are one per memory: choosing winners by them is choosing memories.
+        if namespaces is not None:
+            winners = winners[np.isin(attributes.namespace(winners),
+                                      [code for code, name in enumerate(self.namespaces) if name in namespaces])]
         if kinds is not None:
-            winners = winners[np.isin(c.kind[winners], [code for code, kind in enumerate(self.kinds) if kind in kinds])]
+            winners = winners[np.isin(attributes.kind(winners),
+                                      [code for code, kind in enumerate(self.kinds) if kind in kinds])]
         return winners
 
 
+_NO_ATTRIBUTES = AttributeColumns(*(np.zeros(0, dtype=np.int32 if name in ("namespace", "kind") else np.int64)
+                                   for name in _ATTRIBUTE_COLUMNS))
 _EMPTY = View(columns=Columns(*(np.zeros(0, dtype=bool if name == "tombstone" else np.int64) for name in _COLUMNS)),
               position=np.full(1, -1, dtype=np.int64), namespaces=(), kinds=(), max_id=0, anchor=None)
 
@@ -264,41 +378,98 @@ class Snapshot:
                 # after a rollback, so the cache cannot be extended).
                 cursor.execute(
                     "SELECT generation, published, (SELECT max(id) FROM memories_revision), "
-                    "(SELECT memory_id || ' ' || known_at FROM memories_revision WHERE id = %s) FROM search_state",
-                    [view.max_id],
+                    "(SELECT memory_id || ' ' || known_at FROM memories_revision WHERE id = %s), "
+                    "(SELECT max(id) FROM memories_attributes), "
+                    "(SELECT memory_id || ' ' || known_at FROM memories_attributes WHERE id = %s) FROM search_state",
+                    [view.max_id, view.attributes_max_id],
                 )
-                generation, published, max_id, anchor = cursor.fetchone()
-            max_id = max_id or 0
-            if generation != self.generation or anchor != view.anchor:
+                generation, published, max_id, anchor, attributes_max_id, attributes_anchor = cursor.fetchone()
+            max_id, attributes_max_id = max_id or 0, attributes_max_id or 0
+            if (generation != self.generation or anchor != view.anchor
+                    or attributes_anchor != view.attributes_anchor):
                 view = _EMPTY
             elif published != self.published:
                 view = _republished(view)
             if max_id > view.max_id:
                 # Rows this connection has not committed may roll back: never in the shared room.
                 view = _extend(view, after=view.max_id, shared=not connection.in_atomic_block)
+            if attributes_max_id > view.attributes_max_id:
+                view = _extend_attributes(view, after=view.attributes_max_id)
             if not connection.in_atomic_block:
                 self.view, self.generation, self.published = view, generation, published
             return view
 
 
+def _attribute_fields(view: View) -> dict:
+    """The attribute rows of ``view``, for a view built from it."""
+    return dict(attributes=view.attributes, attributes_max_id=view.attributes_max_id,
+                attributes_anchor=view.attributes_anchor, attribute_times=view.attribute_times, moved=view.moved,
+                rekinded=view.rekinded)
+
+
 def _republished(view: View) -> View:
     """``view`` with the rows of imports unpublished when they were loaded counting from their publication now."""
-    c = view.columns
+    c, a = view.columns, view.attributes
     waiting = np.flatnonzero(c.counts_from == OPEN)
-    if not len(waiting):
+    waiting_attributes = np.flatnonzero(a.counts_from == OPEN) if a is not None else np.zeros(0, dtype=np.int64)
+    if not len(waiting) and not len(waiting_attributes):
         return view
-    batches = np.unique(c.batch[waiting])
+    batches = np.union1d(c.batch[waiting], a.batch[waiting_attributes] if a is not None else [])
     with connection.cursor() as cursor:
         # Primary-key lookups of the few imports the view holds unpublished rows of.
         cursor.execute(f"SELECT id, {_micros('counts_from', str(OPEN))} FROM memories_importbatch "
-                       f"WHERE id IN ({', '.join(['%s'] * len(batches))})", batches.tolist())
+                       f"WHERE id IN ({', '.join(['%s'] * len(batches))})", [int(batch) for batch in batches])
         times = dict(cursor.fetchall())
     counts_from = c.counts_from.copy()
     counts_from[waiting] = [times.get(batch, OPEN) for batch in c.batch[waiting].tolist()]
+    attribute_fields = _attribute_fields(view)
+    if len(waiting_attributes):
+        attributes_from = a.counts_from.copy()
+        attributes_from[waiting_attributes] = [times.get(batch, OPEN) for batch in a.batch[waiting_attributes].tolist()]
+        attribute_fields["attributes"] = dataclasses.replace(a, counts_from=attributes_from)
+    times = [counts_from]
+    if a is not None:
+        times.append(attribute_fields["attributes"].counts_from)
+    import_times = np.unique(np.concatenate(times))
+    import_times = import_times[import_times != ALWAYS]
     # New arrays for one column: outside the room (see _extend), whose arrays later views would share.
     return View(columns=dataclasses.replace(c, counts_from=counts_from), position=view.position,
                 namespaces=view.namespaces, kinds=view.kinds, max_id=view.max_id, anchor=view.anchor,
-                import_times=np.unique(counts_from[counts_from != ALWAYS]), events=list(view.events))
+                import_times=import_times, events=list(view.events), **attribute_fields)
+
+
+def _extend_attributes(view: View, *, after: int) -> View:
+    """Return ``view`` plus the attribute rows with ids above ``after``, merged into their sorted place."""
+    with connection.cursor() as cursor:
+        # The primary key's range: rows written since the view was taken.
+        cursor.execute(_LOAD_ATTRIBUTES, [after])
+        rows = cursor.fetchall()
+        if not rows:
+            return view
+        # The same text the refresh check reads, so the two compare equal.
+        cursor.execute("SELECT memory_id || ' ' || known_at FROM memories_attributes WHERE id = %s", [rows[-1][0]])
+        anchor = cursor.fetchone()[0]
+    fields = list(zip(*rows))
+    namespaces, kinds = list(view.namespaces), list(view.kinds)
+    new = AttributeColumns(
+        id=np.asarray(fields[0], dtype=np.int64), memory=np.asarray(fields[1], dtype=np.int64),
+        namespace=_codes(namespaces, fields[2]), kind=_codes(kinds, fields[3]),
+        known=np.asarray(fields[4], dtype=np.int64), counts_from=np.asarray(fields[5], dtype=np.int64),
+        batch=np.asarray(fields[6], dtype=np.int64))
+    order = np.lexsort((new.id, new.known, new.memory))
+    new = AttributeColumns(*(getattr(new, name)[order] for name in _ATTRIBUTE_COLUMNS))
+    old = view.attributes
+    merged = _merged(old, new, names=_ATTRIBUTE_COLUMNS, ids="id") if old is not None and len(old.id) else new
+    times = np.sort(new.known)
+    attribute_times = np.insert(view.attribute_times, np.searchsorted(view.attribute_times, times), times)
+    same_memory = merged.memory[1:] == merged.memory[:-1]
+    moved = bool(np.any(same_memory & (merged.namespace[1:] != merged.namespace[:-1])))
+    rekinded = bool(np.any(same_memory & (merged.kind[1:] != merged.kind[:-1])))
+    return View(columns=view.columns, position=view.position, namespaces=tuple(namespaces), kinds=tuple(kinds),
+                max_id=view.max_id, anchor=view.anchor,
+                import_times=np.union1d(view.import_times, new.counts_from[new.counts_from != ALWAYS]),
+                events=list(view.events), room=view.room, attributes=merged, attributes_max_id=int(new.id.max()),
+                attributes_anchor=anchor, attribute_times=attribute_times, moved=moved, rekinded=rekinded)
 
 
 def _codes(names: list[str], values) -> np.ndarray:
@@ -358,14 +529,15 @@ def _extend(view: View, *, after: int, shared: bool = False) -> View:
         if room is not None:
             columns, position, events = room.append(view, new, max_id)
             return View(columns=columns, position=position, namespaces=tuple(namespaces), kinds=tuple(kinds),
-                        max_id=max_id, anchor=anchor, import_times=import_times, events=events, room=room)
+                        max_id=max_id, anchor=anchor, import_times=import_times, events=events, room=room,
+                        **_attribute_fields(view))
     columns = _merged(old, new) if len(old.revision) else new
     position = np.full(max_id + 1, -1, dtype=np.int64)
     position[columns.revision] = np.arange(len(columns.revision))
     # A write adds a few rows: merging their times into the sorted ones beats sorting afresh.
     events = [view.events[0].plus(new)] if view.events else []
     return View(columns=columns, position=position, namespaces=tuple(namespaces), kinds=tuple(kinds),
-                max_id=max_id, anchor=anchor, import_times=import_times, events=events)
+                max_id=max_id, anchor=anchor, import_times=import_times, events=events, **_attribute_fields(view))
 
 
 class _Room:
@@ -435,8 +607,9 @@ class _Room:
         return columns, position, events
 
 
-def _merged(old: Columns, new: Columns) -> Columns:
-    """Return ``old`` and ``new`` (each sorted by memory, known_at, id) as one sorted copy.
+def _merged(old, new, *, names=_COLUMNS, ids="revision"):
+    """Return ``old`` and ``new`` (each sorted by memory, known_at, id; columns ``names``, ids in column ``ids``)
+    as one sorted copy, of their class.
 
     The usual write adds revisions that sort last within their memory (a new memory, or
     a revision learned after the memory's others): each goes right after its memory's
@@ -447,11 +620,12 @@ def _merged(old: Columns, new: Columns) -> Columns:
     before = np.maximum(at - 1, 0)
     same_memory = (at > 0) & (old.memory[before] == new.memory)
     # New ids are above every old id, so an equal known_at still sorts the new row last.
+    kind = type(old)
     if np.any(same_memory & (old.known[before] > new.known)):
-        both = Columns(*(np.concatenate([getattr(old, name), getattr(new, name)]) for name in _COLUMNS))
-        order = np.lexsort((both.revision, both.known, both.memory))
-        return Columns(*(getattr(both, name)[order] for name in _COLUMNS))
-    return Columns(*(np.insert(getattr(old, name), at, getattr(new, name)) for name in _COLUMNS))
+        both = kind(*(np.concatenate([getattr(old, name), getattr(new, name)]) for name in names))
+        order = np.lexsort((getattr(both, ids), both.known, both.memory))
+        return kind(*(getattr(both, name)[order] for name in names))
+    return kind(*(np.insert(getattr(old, name), at, getattr(new, name)) for name in names))
 
 
 _snapshots: dict[str, Snapshot] = {}

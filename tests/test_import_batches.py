@@ -22,8 +22,8 @@ from django.db import connection
 from django.utils import timezone
 
 from memories import health, selectors, services, staging, validation
-from memories.models import AuditEvent, ImportBatch, Memory, Revision, Tag
-from memories.services import batches
+from memories.models import Attributes, AuditEvent, ImportBatch, Memory, Revision, Tag
+from memories.services import batches, imports
 from memories.services.export import EXPORT_FORMAT, EXPORT_VERSION
 from memoryproject.exceptions import Conflict, NotFound
 from memoryproject.timeparse import format_instant
@@ -51,7 +51,7 @@ def import_(document, *, trusted, **options):
 
 def rows() -> dict:
     return {model.__name__: model.all_objects.count() if hasattr(model, "all_objects") else model.objects.count()
-            for model in (Memory, Revision, Tag, AuditEvent, ImportBatch)}
+            for model in (Memory, Revision, Attributes, Tag, AuditEvent, ImportBatch)}
 
 
 def outside(check):
@@ -128,10 +128,13 @@ def test_an_untrusted_import_counts_from_its_publication_and_a_trusted_one_from_
     assert selectors.memory_list(namespace="acme").items[0].key == "zebra"
     assert [hit.memory.key for hit in selectors.memory_recall(query="zebras", mode="keyword").hits] == ["zebra"]
 
-    import_(document(item("otter", revision("Otters restored from a backup.", "2024-01-01T00:00:00Z"))),
-            trusted=True)
+    import_(document(item("otter", revision("Otters restored from a backup.", "2024-01-01T00:00:00Z"),
+                          kind="fact", tags=["Zoo"])), trusted=True)
     restored = selectors.memory_get(namespace="acme", key="otter", as_of="2024-06-01")
     assert restored.content == "Otters restored from a backup."
+    # Its namespace, kind and tags hold from its first revision on, like its text.
+    assert (restored.namespace, restored.kind, restored.tags) == ("acme", "fact", ["Zoo"])
+    assert [row.known_at for row in selectors.attribute_history(memory_id=restored.id)] == [restored.known_at]
     hits = selectors.memory_recall(query="otters", mode="keyword", as_of="2024-06-01").hits
     assert [hit.memory.key for hit in hits] == ["otter"]
 
@@ -226,6 +229,12 @@ def test_a_snapshot_takes_in_a_publication_without_a_reload_and_matches_a_fresh_
     def columns(view):
         return {name: getattr(view.columns, name).tolist() for name in snapshot._COLUMNS}
 
+    def attribute_columns(view):
+        return {name: getattr(view.attributes, name).tolist() for name in snapshot._ATTRIBUTE_COLUMNS}
+
+    def fresh():
+        return snapshot._extend_attributes(snapshot._extend(snapshot._EMPTY, after=0), after=0)
+
     def visible(view, moment):
         at = snapshot.to_micros(moment) if isinstance(moment, dt.datetime) else moment
         return len(view.visible_rows(as_of=at, valid_at=at))
@@ -234,13 +243,16 @@ def test_a_snapshot_takes_in_a_publication_without_a_reload_and_matches_a_fresh_
     batch = batches.batch_begin(trusted=False, **ACTOR)
     with staging.writing(batch.pk):
         services.memory_remember(namespace="acme", content="Written by the import.", **ACTOR)
-    loaded = snapshot._extend(snapshot._EMPTY, after=0, shared=True)
+    loaded = snapshot._extend_attributes(snapshot._extend(snapshot._EMPTY, after=0, shared=True), after=0)
     assert visible(loaded, timezone.now()) == 1
     published = batches.batch_publish(batch)
 
     republished = snapshot._republished(loaded)
 
     assert columns(republished) == columns(snapshot._extend(snapshot._EMPTY, after=0))
+    # The import's attribute rows count from the publication too.
+    assert attribute_columns(republished) == attribute_columns(fresh())
+    assert republished.import_times.tolist() == fresh().import_times.tolist()
     assert visible(republished, timezone.now()) == 2
     assert visible(republished, snapshot.to_micros(published) - 1) == 1  # before the publication
     assert visible(loaded, timezone.now()) == 1  # an earlier view never changes

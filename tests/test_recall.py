@@ -186,11 +186,12 @@ def test_neighbours_are_kept_with_the_visible_set_unless_kinds_or_tags_narrow_it
     every = view.visible_mask(visible)[:len(view.columns.revision)]
 
     def neighbours(eligible, narrowed):
-        return fusion._neighbours(channels.Scope(view, view.namespaces, visible, eligible, narrowed))
+        return fusion._neighbours(channels.Scope(view, view.namespaces, visible, eligible, narrowed,
+                                                 attributes=view.attributes_at(now)))
 
     whole = neighbours(every, False)
     assert neighbours(every, False) is whole  # one per visible set
-    decisions = every & (view.columns.kind == view.kinds.index("decision"))
+    decisions = every & (view.attributes_at(now).kind(np.arange(len(every))) == view.kinds.index("decision"))
     narrowed = neighbours(decisions, True)
     assert narrowed is not whole and narrowed[0].tolist() == np.flatnonzero(decisions).tolist()
     assert whole[0].tolist() == np.flatnonzero(every).tolist()

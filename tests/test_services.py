@@ -171,7 +171,7 @@ def test_stats_count_what_is_visible_per_namespace(remember):
     assert stats["namespaces"] == {"a": {"memories": 2, "visible": 2}, "b": {"memories": 1, "visible": 0}}
     assert stats["top_tags"][0] == {"tag": "x", "namespace": "a", "count": 2}
     assert stats["with_ttl"] == 1
-    assert stats["database_bytes"] >= 0 and stats["schema"]["memories"].startswith("0006")
+    assert stats["database_bytes"] >= 0 and stats["schema"]["memories"].startswith("0007")
     assert selectors.memory_stats(namespace="b")["visible"] == 0
 
 

@@ -3,19 +3,21 @@
 The case: namespace beta tags a memory ``SecretProjectX``; alpha later uses the same word in
 lower case. Alpha must never see beta's spelling, through the service, REST, stats, recall,
 the dashboard, the admin, export or import, and moving a memory carries its tags over to the
-target namespace. The migration that split the old store-wide tags is run back and forth.
+target namespace. The migration that split the old store-wide tags is run back and forth, and
+the one that gave each memory its attribute history is run on a store with an audit trail.
 """
 
 import datetime as dt
 import json
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.db.migrations.executor import MigrationExecutor
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from memories import selectors, services
-from memories.models import Memory, Tag
+from memories.models import Attributes, ErasureGate, Memory, Revision, Tag
 from memories.services.keys import api_key_create
 
 ACTOR = {"actor": "tester", "interface": "cli"}
@@ -118,8 +120,9 @@ def test_moving_a_memory_moves_its_tags_to_the_target_namespaces_rows(secret, re
     assert moved.memory.tags == ["Launch", "secretprojectx"]
     alpha_row = Tag.objects.get(namespace="alpha", slug="secretprojectx")
     assert set(alpha_row.memories.values_list("pk", flat=True)) == {alpha.id, beta.id}
-    # Beta's rows carried nothing else: they go, so beta's tags no longer name the moved memory.
-    assert not Tag.objects.filter(namespace="beta").exists()
+    # Beta's rows no longer name the moved memory; they stay only for its history (as of before the move).
+    assert not Tag.objects.filter(namespace="beta", memories__isnull=False).exists()
+    assert set(Tag.objects.filter(namespace="beta").values_list("slug", flat=True)) == {"launch", "secretprojectx"}
     assert Memory.objects.get(pk=beta.id).tags.get(slug="launch").namespace == "alpha"
     assert [hit.memory.id for hit in selectors.memory_recall(query="quiet engine", namespace="alpha",
                                                              tags=["launch"]).hits] == [beta.id]
@@ -173,8 +176,21 @@ def _links(apps) -> dict:
             for memory in Memory.objects.order_by("key")}
 
 
+@pytest.fixture
+def append_only_rows_cleared():
+    """After a test that migrates (transaction=True): revisions and attribute rows are append-only, so the flush
+    that ends the test needs them removed first, under the gate erasure opens."""
+    yield
+    with transaction.atomic():
+        ErasureGate.objects.create(opened_at=timezone.now())
+        Attributes.all_objects.all().delete()
+        Revision.all_objects.filter(tombstone=True).delete()
+        Revision.all_objects.all().delete()
+        ErasureGate.objects.all().delete()
+
+
 @pytest.mark.django_db(transaction=True)
-def test_the_migration_splits_shared_tags_per_namespace_and_merges_them_back():
+def test_the_migration_splits_shared_tags_per_namespace_and_merges_them_back(append_only_rows_cleared):
     apps = _migrate(BEFORE)
     OldMemory, OldTag = apps.get_model("memories", "Memory"), apps.get_model("memories", "Tag")
     shared = OldTag.objects.create(slug="secretprojectx", name="SecretProjectX")
@@ -213,3 +229,51 @@ def test_the_migration_splits_shared_tags_per_namespace_and_merges_them_back():
     assert sorted(Tag.objects.values_list("namespace", "name")) == [
         ("alpha", "secretprojectx"), ("beta", "SecretProjectX"), ("beta", "Solo")]
     assert [tag.name for tag in Memory.objects.get(key="alpha-later").tags.all()] == ["secretprojectx"]
+
+
+AUDITED = ("memories", "0006_import_batch")
+ATTRIBUTES = ("memories", "0007_attributes")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_attributes_migration_rebuilds_each_memorys_history_from_the_audit_trail(append_only_rows_cleared):
+    apps = _migrate(AUDITED)
+    OldMemory, OldTag = apps.get_model("memories", "Memory"), apps.get_model("memories", "Tag")
+    OldRevision, OldEvent = apps.get_model("memories", "Revision"), apps.get_model("memories", "AuditEvent")
+
+    def day(number):
+        return dt.datetime(2024, 1, number, tzinfo=UTC)
+
+    # Created in beta tagged Old (a note), retagged to New, moved to alpha, re-kinded to fact, then to decision.
+    moved = OldMemory.objects.create(namespace="alpha", key="moved", kind="decision", created_at=day(1))
+    moved.tags.set([OldTag.objects.create(namespace="alpha", slug="new", name="New")])
+    OldRevision.objects.create(memory=moved, content="The deploy runs on Fridays.", content_hash="x", known_at=day(1),
+                               valid_from=day(1), author="writer", interface="api")
+    for at, action, detail in [(3, "retag", {"added": ["New"], "removed": ["Old"]}),
+                               (5, "move", {"from_namespace": "beta", "to_namespace": "alpha"}),
+                               (6, "rekind", {"kind": "fact"}), (7, "rekind", {"kind": "decision"}),
+                               (8, "revise", {"revision_id": 99})]:
+        OldEvent.objects.create(at=day(at), actor=f"{action} by ann", interface="mcp", action=action,
+                                memory_id=moved.pk, detail=detail)
+    plain = OldMemory.objects.create(namespace="gamma", key="plain", kind="skill", created_at=day(2))
+    plain.tags.set([OldTag.objects.create(namespace="gamma", slug="solo", name="Solo")])
+
+    apps = _migrate(ATTRIBUTES)
+
+    rows = apps.get_model("memories", "Attributes").objects.order_by("memory_id", "known_at", "id")
+    assert [(row.memory_id, row.known_at.day, row.namespace, row.kind, sorted(tag.name for tag in row.tags.all()),
+             row.author, row.interface) for row in rows] == [
+        # The kind before the first re-kind is not recorded: the one that event set stands for it.
+        (moved.pk, 1, "beta", "fact", ["Old"], "writer", "api"),
+        (moved.pk, 3, "beta", "fact", ["New"], "retag by ann", "mcp"),
+        (moved.pk, 5, "alpha", "fact", ["New"], "move by ann", "mcp"),
+        (moved.pk, 6, "alpha", "fact", ["New"], "rekind by ann", "mcp"),
+        (moved.pk, 7, "alpha", "decision", ["New"], "rekind by ann", "mcp"),
+        (plain.pk, 2, "gamma", "skill", ["Solo"], "migration", "cli"),
+    ]
+
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+    then = selectors.memory_get(memory_id=moved.pk, as_of="2024-01-04")
+    assert (then.namespace, then.tags) == ("beta", ["New"])
+    assert selectors.memory_get(namespace="beta", key="moved", as_of="2024-01-02").tags == ["Old"]

@@ -1,13 +1,14 @@
 """The visibility rule: what was known at as_of, about valid time valid_at."""
 
 import datetime as dt
+import json
 
 import pytest
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from memories import selectors, services
-from memories.models import Revision
+from memories.models import AuditEvent, Revision
 from memoryproject.exceptions import Conflict, NotFound
 from memoryproject.timeparse import parse_instant
 
@@ -148,3 +149,105 @@ def test_get_by_namespace_and_key_and_history_of_unknown_memory(remember):
         selectors.memory_get(memory_id=memory.id + 1000)
     with pytest.raises(NotFound):
         selectors.memory_history(memory_id=memory.id + 1000)
+
+
+# Namespace, kind and tags answer as of a time, like the text -------------------------------------------------------
+
+
+@pytest.fixture
+def changed(remember):
+    """A memory retagged, re-kinded and moved, one change after another; returns it and the instant of each change."""
+    memory = remember("The deploy runs on Fridays", namespace="ops", kind="note", tags=["Deploy"]).memory
+    services.memory_retag(memory_id=memory.id, add=["Urgent"], remove=["deploy"], **ACTOR)
+    services.memory_revise(memory_id=memory.id, kind="decision", **ACTOR)
+    services.memory_move(memory_id=memory.id, namespace="platform", **ACTOR)
+    changes = AuditEvent.objects.filter(memory_id=memory.id, action__in=["retag", "rekind", "move"]).order_by("at")
+    return memory, tuple(changes.values_list("at", flat=True))
+
+
+def _fields(record):
+    return record.namespace, record.kind, record.tags
+
+
+def test_get_shows_the_namespace_kind_and_tags_the_memory_had_at_as_of(changed):
+    memory, (retagged, rekinded, moved) = changed
+    assert _fields(selectors.memory_get(memory_id=memory.id, as_of=retagged - MICRO)) == ("ops", "note", ["Deploy"])
+    assert _fields(selectors.memory_get(memory_id=memory.id, as_of=retagged)) == ("ops", "note", ["Urgent"])
+    assert _fields(selectors.memory_get(memory_id=memory.id, as_of=rekinded)) == ("ops", "decision", ["Urgent"])
+    assert _fields(selectors.memory_get(memory_id=memory.id, as_of=moved)) == ("platform", "decision", ["Urgent"])
+    assert _fields(selectors.memory_get(memory_id=memory.id)) == ("platform", "decision", ["Urgent"])
+    # By namespace and key: where it was then.
+    assert selectors.memory_get(namespace="ops", key=memory.key, as_of=moved - MICRO).id == memory.id
+    with pytest.raises(NotFound):
+        selectors.memory_get(namespace="platform", key=memory.key, as_of=moved - MICRO)
+    with pytest.raises(NotFound):
+        selectors.memory_get(namespace="ops", key=memory.key)
+
+
+def test_history_lists_each_change_of_namespace_kind_and_tags_known_by_as_of(changed):
+    memory, (retagged, rekinded, moved) = changed
+    history = selectors.attribute_history(memory_id=memory.id)
+    # Each row has the instant of the write that appended it (a new memory's, its first revision's).
+    assert [row.known_at for row in history] == [memory.known_at, retagged, rekinded, moved]
+    assert [_fields(row) for row in history] == [
+        ("ops", "note", ["Deploy"]), ("ops", "note", ["Urgent"]), ("ops", "decision", ["Urgent"]),
+        ("platform", "decision", ["Urgent"])]
+    assert [_fields(row) for row in selectors.attribute_history(memory_id=memory.id, as_of=rekinded - MICRO)] == [
+        ("ops", "note", ["Deploy"]), ("ops", "note", ["Urgent"])]
+
+
+def test_recall_filters_and_hits_use_the_namespace_kind_and_tags_of_as_of(changed, remember):
+    memory, (retagged, rekinded, moved) = changed
+    remember("Fridays are for reviews", namespace="platform", kind="decision", tags=["urgent"])
+
+    def found(as_of, **filters):
+        hits = selectors.memory_recall(query="deploy Fridays", mode="keyword", match="all", as_of=as_of,
+                                       **filters).hits
+        return [hit.memory.id for hit in hits]
+
+    before = retagged - MICRO
+    assert found(before, tags=["deploy"]) == [memory.id] and found(before, tags=["urgent"]) == []
+    assert found(before, kinds=["note"]) == [memory.id] and found(before, kinds=["decision"]) == []
+    assert found(before, namespace="ops") == [memory.id] and found(before, namespace="platform") == []
+    hit = selectors.memory_recall(query="deploy Fridays", mode="keyword", as_of=before).hits[0].memory
+    assert _fields(hit) == ("ops", "note", ["Deploy"])
+    assert found(rekinded, kinds=["decision"], namespace="ops", tags=["urgent"]) == [memory.id]
+    now = timezone.now()
+    assert found(now, tags=["urgent"]) == [memory.id] and found(now, tags=["deploy"]) == []
+    assert found(now, kinds=["decision"]) == [memory.id] and found(now, kinds=["note"]) == []
+    assert found(now, namespace="platform") == [memory.id] and found(now, namespace="ops") == []
+
+
+def test_export_as_of_gives_the_namespace_kind_and_tags_of_the_cutoff(changed):
+    memory, (retagged, rekinded, moved) = changed
+    document = json.loads("".join(services.memories_export(namespace="ops", as_of=moved - MICRO)))
+    [entry] = document["memories"]
+    assert (entry["namespace"], entry["kind"], entry["tags"]) == ("ops", "decision", ["Urgent"])
+    assert json.loads("".join(services.memories_export(namespace="ops")))["memories"] == []
+
+
+def test_attribute_rows_cannot_be_updated_or_deleted_in_the_database(changed):
+    memory, _ = changed
+    for statement in ("UPDATE memories_attributes SET kind = 'fact'", "DELETE FROM memories_attributes",
+                      "DELETE FROM memories_attributes_tags"):
+        with pytest.raises(IntegrityError, match="append-only"), transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(statement)
+
+
+def test_erasing_a_moved_memory_removes_its_postings_and_history_under_every_namespace(changed):
+    memory, _ = changed
+
+    def keyed():
+        """Postings (packed and tail) under each namespace: only this memory's revisions are stored."""
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT substr(term, 1, instr(term, char(31)) - 1) FROM search_posting "
+                           "UNION ALL SELECT substr(term, 1, instr(term, char(31)) - 1) FROM search_posting_tail")
+            return {row[0] for row in cursor.fetchall()}
+
+    assert keyed() == {"ops", "platform"}  # the move added keys and kept the old ones
+    services.memory_erase(memory_id=memory.id, **ACTOR)
+    assert keyed() == set()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM memories_attributes")
+        assert cursor.fetchone()[0] == 0
+    assert selectors.memory_recall(query="deploy", mode="keyword", as_of=memory.known_at).hits == []

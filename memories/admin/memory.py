@@ -212,4 +212,6 @@ class MemoryAdmin(MemoryActions, admin.ModelAdmin):
         memory = self.get_object(request, object_id)
         if memory is not None:
             extra_context["revision_history"] = revision_history(memory, now=timezone.now())
+            # Newest first, like the revisions: each change of namespace, kind and tags.
+            extra_context["attribute_history"] = selectors.attribute_history(memory_id=memory.pk)[::-1]
         return super().change_view(request, object_id, form_url, extra_context=extra_context)

@@ -24,8 +24,8 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from memories import staging
-from memories.models import AuditEvent, ImportBatch, Memory, Revision, Tag
-from memories.services.erasure import delete_revisions
+from memories.models import Attributes, AuditEvent, ImportBatch, Memory, Revision, Tag
+from memories.services.erasure import delete_attribute_rows, delete_revisions
 from memories.services.lifecycle import audit
 from search import indexing
 
@@ -201,6 +201,17 @@ def batch_abandon(batch: ImportBatch, *, progress: Callable[[int], None] | None 
         removed += len(ids)
         if progress:
             progress(len(ids))
+    # The import's attribute rows, its memories' and any it added to memories stored before it.
+    attributes = Attributes.all_objects.filter(batch=batch)
+    while True:
+        with transaction.atomic():
+            ids = list(attributes.order_by("pk").values_list("pk", flat=True)[:REMOVE_CHUNK])
+            if not ids:
+                break
+            links = Attributes.tags.through.objects.filter(attributes_id__in=ids)
+            tag_ids = set(links.values_list("tag_id", flat=True))
+            delete_attribute_rows(Attributes.all_objects.filter(pk__in=ids))
+            _drop_unused_tags(tag_ids)
     memories = Memory.all_objects.filter(batch=batch)
     while True:
         with transaction.atomic():
@@ -213,12 +224,17 @@ def batch_abandon(batch: ImportBatch, *, progress: Callable[[int], None] | None 
             Memory.tags.through.objects.filter(memory_id__in=ids).delete()
             AuditEvent.objects.filter(memory_id__in=ids).delete()
             Memory.all_objects.filter(pk__in=ids).delete()
-            # Tags only these memories used came with the import.
-            Tag.objects.filter(pk__in=tag_ids).filter(~Exists(Memory.tags.through.objects.filter(
-                tag_id=OuterRef("pk")))).delete()
+            _drop_unused_tags(tag_ids)
     with transaction.atomic():
         ImportBatch.objects.filter(pk=batch.pk).delete()
     return removed
+
+
+def _drop_unused_tags(tag_ids) -> None:
+    """Delete the tags of ``tag_ids`` that no memory and no attribute row carries: only the import's rows used them."""
+    Tag.objects.filter(pk__in=tag_ids).filter(
+        ~Exists(Memory.tags.through.objects.filter(tag_id=OuterRef("pk"))),
+        ~Exists(Attributes.tags.through.objects.filter(tag_id=OuterRef("pk")))).delete()
 
 
 def purge_dead_imports(*, actor: str, interface: str, dry_run: bool = False) -> dict:

@@ -9,7 +9,8 @@ from django.utils import timezone
 from memories import selectors, validation
 from memories.models import Memory, Revision, Tag
 from memories.records import ChangeResult, MemoryRecord
-from memories.services.lifecycle import UNFINISHED_IMPORT_ADVICE, audit, check_interface, get_memory, tag_objects
+from memories.services.lifecycle import (UNFINISHED_IMPORT_ADVICE, append_attributes, audit, check_interface,
+                                         get_memory, tag_objects)
 from memoryproject.exceptions import Conflict, DuplicateContent
 from search import indexing
 
@@ -26,8 +27,9 @@ def _move_tags(memory: Memory, namespace: str) -> None:
     if not old:
         return
     memory.tags.set(tag_objects(namespace=namespace, names=[tag.name for tag in old]))
-    # A tag no memory of the old namespace carries any more would still show the moved memory's label there.
-    Tag.objects.filter(pk__in=[tag.pk for tag in old], memories__isnull=True).delete()
+    # A tag nothing carries any more, now or in an earlier attribute row, would still show the moved memory's
+    # label there; one that history holds stays, so answers as of before the move keep it.
+    Tag.objects.filter(pk__in=[tag.pk for tag in old], memories__isnull=True, attribute_rows__isnull=True).delete()
 
 
 def memory_move(*, memory_id: int, namespace: str, actor: str, interface: str) -> ChangeResult:
@@ -72,13 +74,15 @@ def memory_move(*, memory_id: int, namespace: str, actor: str, interface: str) -
                     memory_id=twin.pk, field="namespace",
                 )
         moved_from = memory.namespace
-        # Search keys a memory's terms by its namespace; its snapshot notices the move by trigger.
+        # Search keys a memory's terms by its namespace: they are added under the new one and kept under the
+        # old, and the namespace as of each query's time (the attribute rows) decides which count.
         # all_objects: revisions an unfinished import added to the memory move with it.
         indexing.move_revisions(list(Revision.all_objects.filter(memory=memory).values_list("pk", flat=True)),
                                 to_namespace=namespace)
         memory.namespace = namespace
         memory.save(update_fields=["namespace"])
         _move_tags(memory, namespace)
+        append_attributes(memory, known_at=now, actor=actor, interface=interface)
         audit(actor=actor, interface=interface, action="move", memory_id=memory.pk, at=now,
               from_namespace=moved_from, to_namespace=namespace)
         return ChangeResult(memory=_shown(memory, now), changed=True)

@@ -21,7 +21,7 @@ from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from memories import validation
-from memories.models import AuditEvent, ErasureGate, ErasureReceipt, Memory, Revision, Tag
+from memories.models import Attributes, AuditEvent, ErasureGate, ErasureReceipt, Memory, Revision, Tag
 from memories.services.lifecycle import audit, check_interface, get_memory
 from memoryproject.exceptions import InvalidInput
 from memoryproject.timeparse import parse_optional_instant
@@ -57,6 +57,15 @@ def delete_revisions(revision_ids) -> int:
         tombstones, _ = Revision.all_objects.filter(pk__in=revision_ids, tombstone=True).delete()
         others, _ = Revision.all_objects.filter(pk__in=revision_ids, tombstone=False).delete()
     return tombstones + others
+
+
+def delete_attribute_rows(rows) -> None:
+    """Delete these attribute rows (a queryset of ``Attributes.all_objects``) and their tag links, under the gate.
+
+    Only for memories that go entirely (erase, purge, a dead import's removal): the rows hold tag names.
+    """
+    with _gate_open():
+        rows.delete()
 
 
 def _truncate_wal() -> None:
@@ -123,11 +132,14 @@ def memory_erase(*, memory_id: int, actor: str, interface: str, reason: str | No
         delete_revisions(revision_ids)
         # Telemetry names the memory, and its recalls' and injections' queries can say as much as the text.
         queries_removed = telemetry.memory_traces_erase(memory_id=memory_id)
-        tag_ids = list(memory.tags.values_list("pk", flat=True))
+        history = Attributes.all_objects.filter(memory=memory)
+        tag_ids = {*memory.tags.values_list("pk", flat=True),
+                   *Tag.objects.filter(attribute_rows__in=history).values_list("pk", flat=True)}
+        delete_attribute_rows(history)
         memory.delete()
-        # A tag can say as much as the text: drop the ones only this memory used,
+        # A tag can say as much as the text: drop the ones only this memory used (now or in its history),
         # and the tag names earlier audit events recorded for it.
-        Tag.objects.filter(pk__in=tag_ids, memories__isnull=True).delete()
+        Tag.objects.filter(pk__in=tag_ids, memories__isnull=True, attribute_rows__isnull=True).delete()
         AuditEvent.objects.filter(memory_id=memory_id).update(detail={})
         receipt = ErasureReceipt.objects.create(
             erased_at=now, actor=actor, interface=interface, reason=reason, memory_id=memory_id,
@@ -179,6 +191,7 @@ def _purge_batch(expired_ids: list[int], *, now: dt.datetime) -> dict:
         .filter(~Exists(Revision.objects.filter(memory=OuterRef("pk"))))
         .order_by("pk").values_list("pk", flat=True)
     )
+    delete_attribute_rows(Attributes.all_objects.filter(memory_id__in=emptied))
     Memory.objects.filter(pk__in=emptied).delete()
     return {
         "revisions": len(expired_ids),

@@ -9,11 +9,11 @@ the row ids of the database it came from. ``memories.services.imports`` reads it
 import json
 from collections.abc import Callable, Iterator
 
-from django.db.models import Exists, OuterRef, Prefetch
+from django.db.models import Exists, OuterRef, Prefetch, Q
 from django.utils import timezone
 
 from memories import validation
-from memories.models import Memory, Revision, State, Tag
+from memories.models import Attributes, Memory, Revision, State, Tag
 from memoryproject.exceptions import InvalidInput
 from memoryproject.timeparse import format_instant, parse_optional_instant
 
@@ -52,7 +52,8 @@ def memories_export(
     ``namespace`` and ``memory_ids`` (a hand-picked set, as the admin exports) narrow it.
     The arguments are checked at once, so a bad one raises before the caller opens
     its output; rows are read only as the chunks are consumed, in primary-key order.
-    Revisions never change, so a cutoff in the past gives the same memories on every run.
+    Revisions and attribute rows never change, so a cutoff in the past gives the same
+    memories on every run: each with the namespace, kind and tags it had at the cutoff.
     """
     if namespace is not None:
         namespace = validation.namespace(namespace)
@@ -62,7 +63,10 @@ def memories_export(
         raise InvalidInput(f"batch_size: {batch_size!r} is not a positive integer.", field="batch_size")
     memories = Memory.objects.filter(Exists(Revision.objects.filter(memory=OuterRef("pk")).known_by(cutoff)))
     if namespace is not None:
-        memories = memories.filter(namespace=namespace)
+        # In the namespace at the cutoff; a memory without attribute rows (written outside the services) by its own.
+        there = Exists(Attributes.objects.as_of(cutoff).filter(memory=OuterRef("pk"), namespace=namespace))
+        rowless = ~Exists(Attributes.all_objects.filter(memory=OuterRef("pk")))
+        memories = memories.filter(Q(there) | (Q(namespace=namespace) & Q(rowless)))
     if ids is not None:
         memories = memories.filter(pk__in=ids)
     header = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "exported_at": format_instant(timezone.now()),
@@ -74,12 +78,14 @@ def _export_chunks(memories, *, header, cutoff, batch_size, progress) -> Iterato
     total = memories.count() if progress else 0
     revisions = Prefetch("revisions", queryset=Revision.objects.known_by(cutoff).order_by("known_at", "id"),
                          to_attr="exported_revisions")
-    tags = Prefetch("tags", queryset=Tag.objects.order_by("slug"))
+    # A memory's tags as of the cutoff are its attribute row's (Memory.tags are today's).
+    attributes = Prefetch("attribute_rows", to_attr="exported_attributes", queryset=Attributes.objects.as_of(cutoff)
+                          .prefetch_related(Prefetch("tags", queryset=Tag.objects.order_by("slug"))))
     yield json.dumps(header, ensure_ascii=False)[:-1] + ', "memories": ['
     done, after = 0, 0
     while True:
         # Keyset pagination: each batch is one indexed range scan, however deep into the table.
-        batch = list(memories.filter(pk__gt=after).order_by("pk").prefetch_related(tags, revisions)[:batch_size])
+        batch = list(memories.filter(pk__gt=after).order_by("pk").prefetch_related(revisions, attributes)[:batch_size])
         if not batch:
             break
         for memory in batch:
@@ -96,11 +102,14 @@ def _memory_entry(memory: Memory) -> dict:
     position = {revision.pk: index for index, revision in enumerate(revisions)}
     # The state at the cutoff, not today's: every change of state appends a revision.
     state = State.FORGOTTEN if revisions[-1].tombstone else State.ACTIVE
+    # Namespace, kind and tags at the cutoff too; today's for a memory without attribute rows then.
+    then = memory.exported_attributes[0] if memory.exported_attributes else memory
     return {
-        "namespace": memory.namespace,
+        "namespace": then.namespace,
         "key": memory.key,
-        "kind": memory.kind,
-        "tags": [tag.name for tag in memory.tags.all()],
+        "kind": then.kind,
+        "tags": [tag.name for tag in then.tags.order_by("slug")] if then is memory else [
+            tag.name for tag in then.tags.all()],
         "state": state.value,
         "created_at": format_instant(memory.created_at),
         "revisions": [

@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from memories import selectors, staging, validation
 from memories.inserts import insert_all
-from memories.models import Kind, Memory, Revision, State, Tag
+from memories.models import Attributes, Kind, Memory, Revision, State, Tag
 from memories.records import ImportReport
 from memories.services import batches
 from memories.services.export import (
@@ -39,6 +39,7 @@ from memories.services.export import (
 from memories.services.lifecycle import (
     UNFINISHED_IMPORT_ADVICE,
     add_tags,
+    append_attributes,
     append_revision,
     append_revisions,
     audit,
@@ -482,7 +483,15 @@ class _NewMemories:
         memories = insert_all([
             Memory(namespace=item.namespace, key=item.key, kind=item.kind, state=item.state,
                    created_at=item.created_at, batch_id=staging.own_batch_id()) for item in items])
-        self._tag(items, memories)
+        tags = self._tag(items, memories)
+        # Each memory's namespace, kind and tags from its first revision on (the export holds only the last ones).
+        rows = insert_all([
+            Attributes(memory_id=memory.pk, known_at=min(item.created_at, item.revisions[0].fields["known_at"]),
+                       namespace=item.namespace, kind=item.kind, author=item.revisions[0].fields["author"],
+                       interface=item.revisions[0].fields["interface"], batch_id=staging.own_batch_id())
+            for item, memory in zip(items, memories, strict=True)])
+        insert_all([Attributes.tags.through(attributes_id=row.pk, tag_id=tag.pk)
+                    for row, memory_tags in zip(rows, tags, strict=True) for tag in memory_tags])
         # Position by position, so a tombstone's hidden revision (an earlier one) already has its id.
         written: list[list[Revision]] = [[] for _ in items]
         for position in range(max(len(item.revisions) for item in items)):
@@ -499,7 +508,8 @@ class _NewMemories:
             (memory.pk, {"trusted": True, "revisions": len(item.revisions)})
             for item, memory in zip(items, memories, strict=True)])
 
-    def _tag(self, items: list[_MemoryIn], memories: list[Memory]) -> None:
+    def _tag(self, items: list[_MemoryIn], memories: list[Memory]) -> list[list[Tag]]:
+        """Give each memory its item's tags; return each one's tag rows."""
         # Each namespace's new slugs with their first spelling in document order, which wins as it does one item
         # at a time.
         spelled: dict[str, dict[str, str]] = {}
@@ -510,9 +520,11 @@ class _NewMemories:
             missing = [name for slug, name in names.items() if (namespace, slug) not in self.tags]
             for tag in tag_objects(namespace=namespace, names=missing) if missing else []:
                 self.tags[namespace, tag.slug] = tag
+        tags = [[self.tags[item.namespace, name.casefold()] for name in item.tags] for item in items]
         through = Memory.tags.through
-        insert_all([through(memory_id=memory.pk, tag_id=self.tags[item.namespace, name.casefold()].pk)
-                    for item, memory in zip(items, memories, strict=True) for name in item.tags])
+        insert_all([through(memory_id=memory.pk, tag_id=tag.pk)
+                    for memory, memory_tags in zip(memories, tags, strict=True) for tag in memory_tags])
+        return tags
 
 
 def _replay(item: _MemoryIn, *, settle: list, actor, interface, now) -> str:
@@ -545,11 +557,15 @@ def _settle(item: _MemoryIn, *, memory_id: int, revised: int, actor, interface, 
     if memory is None:  # erased by another writer since, with the revisions the import added
         raise Conflict(f"memory {memory_id} was erased while the import was adding revisions to it. Run the import "
                        "again: it then writes the memory anew.")
-    add_tags(memory, item.tags)
+    added = add_tags(memory, item.tags)
+    kind_changed = bool(revised) and memory.kind != item.kind
+    if revised:
+        memory.kind, memory.state = item.kind, item.state
+        memory.save(update_fields=["kind", "state"])
+    if added or kind_changed:
+        append_attributes(memory, known_at=now, actor=actor, interface=interface)
     if not revised:
         return
-    memory.kind, memory.state = item.kind, item.state
-    memory.save(update_fields=["kind", "state"])
     audit(actor=actor, interface=interface, action="import", memory_id=memory.pk, at=now, trusted=True,
           revisions=revised)
 

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from memories import selectors, staging, validation
 from memories.inserts import insert_all
-from memories.models import AuditEvent, Interface, Kind, Memory, Revision, State, Tag
+from memories.models import Attributes, AuditEvent, Interface, Kind, Memory, Revision, State, Tag
 from memories.records import ChangeResult, CorrectionRecord, MemoryRecord, NearTwinRecord, RememberResult
 from memoryproject.exceptions import Conflict, DuplicateContent, InvalidInput, MemoryNotFound
 from memoryproject.timeparse import parse_optional_instant
@@ -97,6 +97,18 @@ def append_revisions(revisions: list[dict]) -> list[Revision]:
 def append_revision(**fields) -> Revision:
     """Write one revision and make it searchable (see append_revisions)."""
     return append_revisions([fields])[0]
+
+
+def append_attributes(memory: Memory, *, known_at: dt.datetime, actor: str, interface: str,
+                      tags: list[Tag] | None = None) -> Attributes:
+    """Record ``memory``'s namespace, kind and tags (``tags``: its tag rows, when the caller has them) from ``known_at``
+    on, in the caller's transaction: every write that creates a memory or changes one of these calls it."""
+    row = Attributes.objects.create(memory=memory, known_at=known_at, namespace=memory.namespace, kind=memory.kind,
+                                    author=actor, interface=interface, batch_id=staging.own_batch_id())
+    tags = list(memory.tags.all()) if tags is None else tags
+    if tags:
+        insert_all([Attributes.tags.through(attributes_id=row.pk, tag_id=tag.pk) for tag in tags])
+    return row
 
 
 def _record(memory: Memory, revision: Revision, *, tags: list[Tag] | None = None) -> MemoryRecord:
@@ -189,6 +201,8 @@ def memory_remember(
         duplicate = selectors.visible_duplicate(namespace=namespace, content_hash=digest)
         if duplicate is not None:
             added = add_tags(duplicate, tag_names)
+            if added:
+                append_attributes(duplicate, known_at=now, actor=actor, interface=interface)
             audit(actor=actor, interface=interface, action="deduplicate", memory_id=duplicate.pk, at=now,
                   added_tags=added)
             return RememberResult(memory=_record(duplicate, _current(duplicate, now)), created=False,
@@ -198,6 +212,7 @@ def memory_remember(
         tag_rows = tag_objects(namespace=namespace, names=tag_names) if tag_names else []
         if tag_rows:  # a new memory has no tags: set([]) would only query that
             memory.tags.set(tag_rows)
+        append_attributes(memory, known_at=now, actor=actor, interface=interface, tags=tag_rows)
         revision = append_revision(memory=memory, content_hash=digest, known_at=now, author=actor,
                                            interface=interface, **fields)
         audit(actor=actor, interface=interface, action="remember", memory_id=memory.pk, at=now,
@@ -209,9 +224,12 @@ def _remember_into(memory, fields, digest, kind, tag_names, *, now, actor, inter
     """Remember under an existing key: a no-op when nothing changes, else a new revision."""
     current = _current(memory, now)
     added = add_tags(memory, tag_names)
-    if memory.kind != kind:
+    kind_changed = memory.kind != kind
+    if kind_changed:
         memory.kind = kind
         memory.save(update_fields=["kind"])
+    if added or kind_changed:
+        append_attributes(memory, known_at=now, actor=actor, interface=interface)
     visible = selectors.visible_revision(memory=memory, as_of=now)
     if (memory.state == State.ACTIVE and visible is not None
             and all(getattr(visible, name) == value for name, value in fields.items()
@@ -295,6 +313,7 @@ def memory_revise(
         if kind_changed:
             memory.kind = kind
             memory.save(update_fields=["kind"])
+            append_attributes(memory, known_at=now, actor=actor, interface=interface)
         unchanged = not bounded and all(fields[name] == getattr(base, name) for name in _CARRIED
                                         if name not in ("valid_from", "valid_to"))
         visible = selectors.visible_revision(memory=memory, as_of=now)
@@ -416,6 +435,7 @@ def memory_retag(
         if removed:
             memory.tags.remove(*memory.tags.filter(slug__in=remove_slugs))
         if added or removed:
+            append_attributes(memory, known_at=now, actor=actor, interface=interface)
             audit(actor=actor, interface=interface, action="retag", memory_id=memory.pk, at=now, added=added,
                   removed=removed)
         return ChangeResult(memory=_record(memory, _current(memory, now)), changed=bool(added or removed))

@@ -145,7 +145,8 @@ class Command(ProjectCommand):
 
     def _history(self, options):
         revisions = selectors.memory_history(memory_id=options["id"], as_of=options["as_of"])
-        return History(memory_id=options["id"], revisions=revisions).as_dict()
+        attributes = selectors.attribute_history(memory_id=options["id"], as_of=options["as_of"])
+        return History(memory_id=options["id"], revisions=revisions, attributes=attributes).as_dict()
 
     def _forget(self, options):
         return services.memory_forget(memory_id=options["id"], reason=options["reason"], actor=cli_actor(),

@@ -1,0 +1,32 @@
+"""The search snapshot reads namespace and kind as of each query from the attribute rows (memories 0007).
+
+A move or re-kind appends a row, which the snapshot finds by polling for new ids like
+revisions, so it no longer needs a reload: the trigger that bumped the generation on
+an update of a memory's namespace or kind goes. Deleting attribute rows (erasure, a dead
+import's removal) bumps it, as deleting revisions does.
+"""
+
+from django.db import migrations
+
+FORWARD = [
+    "DROP TRIGGER IF EXISTS search_memory_updated",
+    """CREATE TRIGGER search_attributes_deleted AFTER DELETE ON memories_attributes
+       BEGIN
+           UPDATE search_state SET generation = generation + 1 WHERE id = 1;
+       END""",
+]
+
+REVERSE = [
+    "DROP TRIGGER IF EXISTS search_attributes_deleted",
+    """CREATE TRIGGER search_memory_updated AFTER UPDATE OF namespace, kind ON memories_memory
+       WHEN OLD.namespace IS NOT NEW.namespace OR OLD.kind IS NOT NEW.kind
+       BEGIN
+           UPDATE search_state SET generation = generation + 1 WHERE id = 1;
+       END""",
+]
+
+
+class Migration(migrations.Migration):
+    dependencies = [("search", "0008_import_published"), ("memories", "0007_attributes")]
+
+    operations = [migrations.RunSQL(sql=FORWARD, reverse_sql=REVERSE)]
