@@ -8,7 +8,7 @@ The bulk actions, and erasing (which stands in for deleting), are ``MemoryAction
 from django.contrib import admin, messages
 from django.contrib.admin.views.main import ORDER_VAR, ChangeList
 from django.db.models import Case, IntegerField, Value, When
-from django.utils import timezone
+from django.utils import dateformat, timezone
 from django.utils.html import format_html
 from django.utils.text import Truncator
 
@@ -90,6 +90,7 @@ class MemoryAdmin(MemoryActions, admin.ModelAdmin):
     actions = ("forget_memories", "restore_memories", "add_tag", "remove_tag", "move_namespace", "export_json",
                "erase_memories")
     change_form_template = "admin/memories/memory/change_form.html"
+    change_list_template = "admin/memories/memory/change_list.html"
 
     # Queries and lists -----------------------------------------------------------------------------------------
 
@@ -142,9 +143,9 @@ class MemoryAdmin(MemoryActions, admin.ModelAdmin):
     def tag_list(self, memory):
         return ", ".join(tag.name for tag in memory.tags.all())
 
-    @admin.display(description="last change", ordering="last_change")
+    @admin.display(description="last change (UTC)", ordering="last_change")
     def last_change(self, memory):
-        return memory.last_change
+        return dateformat.format(timezone.localtime(memory.last_change), "Y-m-d H:i")  # short: the text gets the room
 
     @admin.display(description="revisions", ordering="revision_count")
     def revision_count(self, memory):
