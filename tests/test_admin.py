@@ -583,3 +583,30 @@ def test_a_forgotten_memory_moves_and_stays_forgotten_with_its_history(remember,
 def test_exporting_a_selection_refuses_anything_but_ids(db, memory_ids):
     with pytest.raises(InvalidInput, match="memory_ids"):
         services.memories_export(memory_ids=memory_ids)
+
+
+# Names --------------------------------------------------------------------------------------------------------------
+
+
+def english_plural(name: str) -> str:
+    if re.search(r"[^aeiou]y$", name):
+        return name[:-1] + "ies"
+    if re.search(r"(s|x|z|ch|sh)$", name):
+        return name + "es"
+    return name + "s"
+
+
+def test_every_model_of_the_project_is_named_in_the_plural_as_english_does():
+    from django.apps import apps
+    from django.conf import settings
+
+    models = [model for config in apps.get_app_configs() if config.path.startswith(str(settings.BASE_DIR))
+              for model in config.get_models()]
+    assert {model._meta.model_name for model in models} >= {"memory", "injectedmemory", "importbatch"}
+    for model in models:
+        assert str(model._meta.verbose_name_plural) == english_plural(str(model._meta.verbose_name)), model
+
+
+def test_the_admin_sidebar_says_injected_memories(admin_client):
+    page = admin_client.get("/admin/").content.decode()
+    assert "Injected memories" in page and "memorys" not in page
