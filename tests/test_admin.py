@@ -14,7 +14,7 @@ from memories import selectors, services, staging
 from memories.models import AuditEvent, ErasureReceipt, Memory, Revision, State
 from memories.selectors import memory_recall
 from memories.services import batches
-from memories.validation import QUERY_MAX_CHARS, RECALL_LIMIT_MAX
+from memories.validation import QUERY_MAX_CHARS, REASON_MAX, RECALL_LIMIT_MAX
 from memoryproject.exceptions import InvalidInput
 
 CHANGELIST = "/admin/memories/memory/"
@@ -402,7 +402,7 @@ def test_the_action_menu_offers_the_curation_actions_and_not_delete(admin_client
 
 def test_forget_and_restore_actions_show_the_state_in_the_list(admin_client, three):
     tea, deploy, _ = three
-    response = action(admin_client, "forget_memories", [tea.id, deploy.id])
+    response = action(admin_client, "forget_memories", [tea.id, deploy.id], apply="yes")
     assert "Forgot 2 memories." in message_texts(response)
     assert {Memory.objects.get(pk=pk).state for pk in (tea.id, deploy.id)} == {State.FORGOTTEN}
     assert Revision.objects.filter(memory_id=tea.id, tombstone=True, author="user:admin").exists()
@@ -416,10 +416,34 @@ def test_forget_and_restore_actions_show_the_state_in_the_list(admin_client, thr
     assert (row_states[tea.id], row_states[deploy.id]) == ("active", "forgotten")
 
 
+def test_forget_asks_for_a_reason_then_passes_it_to_the_service(admin_client, three):
+    tea, deploy, _ = three
+    response = action(admin_client, "forget_memories", [tea.id, deploy.id])
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert 'name="reason"' in page and "Forget memories" in page
+    assert {Memory.objects.get(pk=pk).state for pk in (tea.id, deploy.id)} == {State.ACTIVE}  # nothing yet
+
+    response = action(admin_client, "forget_memories", [tea.id, deploy.id], apply="yes",
+                      reason="Superseded by the new handbook")
+    assert "Forgot 2 memories." in message_texts(response)
+    tombstones = Revision.objects.filter(memory_id__in=[tea.id, deploy.id], tombstone=True)
+    assert [(t.reason, t.author, t.interface) for t in tombstones] == [
+        ("Superseded by the new handbook", "user:admin", "admin")] * 2
+
+
+def test_a_forget_reason_over_the_bound_shows_the_form_again_and_forgets_nothing(admin_client, three):
+    tea, _, _ = three
+    response = action(admin_client, "forget_memories", [tea.id], apply="yes", reason="x" * (REASON_MAX + 1))
+    assert response.status_code == 200
+    assert response.context["form"].errors["reason"]
+    assert Memory.objects.get(pk=tea.id).state == State.ACTIVE
+
+
 def test_forgetting_a_memory_that_is_not_visible_changes_nothing_in_the_batch(admin_client, remember):
     visible = remember("Visible fact.").memory.id
     past = remember("Past fact.", valid_from="2020-01-01", valid_to="2021-01-01").memory.id
-    response = action(admin_client, "forget_memories", [visible, past])
+    response = action(admin_client, "forget_memories", [visible, past], apply="yes", reason="stale")
     assert any(text.startswith(f"Nothing was changed: Memory {past} is not visible now")
                for text in message_texts(response))
     assert Memory.objects.get(pk=visible).state == State.ACTIVE

@@ -74,13 +74,21 @@ def test_editing_a_memory_appends_a_revision_shown_first_in_the_history(page, si
     assert revisions[-1]["interface"] == "admin" and "curator" in revisions[-1]["author"]
 
 
-def test_forget_and_restore_from_the_changelist(page, site):
+def test_forget_and_restore_from_the_changelist(page, site, screenshot):
     memory = site.remember("Visitors sign in at the east gate.", key="visitors", namespace="admin-forget")
     page.goto(f"{site.base}{CHANGELIST}?namespace__exact=admin-forget")
     assert "active" in row_of(page, memory["id"]).inner_text()
 
     run_action(page, memory["id"], "forget_memories")
+    # Forget asks why first, on a page of its own, as delete does.
+    assert site.instance.memory("get", str(memory["id"]))["state"] == "active"
+    page.fill('input[name="reason"]', "The east gate closed for works")
+    screenshot(page, "admin-forget-reason")
+    page.click('input[type="submit"][value="Yes, forget them"]')
+    page.wait_for_load_state()
     assert page.locator(".messagelist .success").count() == 1
+    revisions = site.instance.memory("history", str(memory["id"]))["revisions"]
+    assert revisions[-1]["tombstone"] and revisions[-1]["reason"] == "The east gate closed for works"
     page.goto(f"{site.base}{CHANGELIST}?namespace__exact=admin-forget")
     assert "forgotten" in row_of(page, memory["id"]).inner_text()
     assert site.instance.memory_error("get", str(memory["id"]))["code"] == "not_found"
