@@ -5,6 +5,7 @@ import json
 import re
 
 import pytest
+from django.contrib.auth.models import Permission
 from django.contrib.messages import get_messages
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -249,6 +250,24 @@ def test_change_page_shows_the_editable_text_and_the_history_newest_first(admin_
     # The diff against the previous revision marks what went and what came.
     assert "<del>First &lt;b&gt;version&lt;/b&gt;</del><ins>Second version</ins>" in history
     assert "<b>version</b>" not in page
+
+
+def test_the_change_page_links_to_the_memory_timeline_for_a_user_who_may_open_it(client, django_user_model,
+                                                                                   remember):
+    memory = remember("Deploys happen on Tuesdays.").memory
+    timeline = f'href="/memories/{memory.id}/timeline/"'
+    editor = django_user_model.objects.create_user("editor", password="pw", is_staff=True)
+    editor.user_permissions.add(Permission.objects.get(codename="change_memory"))
+    client.force_login(editor)
+    # The admin lets a change permission view the page; the dashboard's timeline needs view_memory itself.
+    page = client.get(change_url(memory.id))
+    assert page.status_code == 200 and timeline not in page.content.decode()
+    assert client.get(f"/memories/{memory.id}/timeline/").status_code == 403
+
+    editor.user_permissions.add(Permission.objects.get(codename="view_memory"))
+    page = client.get(change_url(memory.id)).content.decode()
+    assert timeline in page
+    assert client.get(f"/memories/{memory.id}/timeline/").status_code == 200
 
 
 def test_saving_the_change_page_appends_a_revision_by_the_admin(admin_client, remember):

@@ -8,6 +8,7 @@ The bulk actions, and erasing (which stands in for deleting), are ``MemoryAction
 from django.contrib import admin, messages
 from django.contrib.admin.views.main import ORDER_VAR, ChangeList
 from django.db.models import Case, IntegerField, Value, When
+from django.urls import resolve, reverse
 from django.utils import dateformat, timezone
 from django.utils.html import format_html
 from django.utils.text import Truncator
@@ -20,6 +21,12 @@ from memories.models import Memory, Revision, State, Tag
 from memoryproject.exceptions import MemoryServiceError
 
 PREVIEW_CHARS = 120
+
+
+def page_for(request, name: str, *args) -> str | None:
+    """The URL of dashboard page ``name`` when this user may open it (the permissions its view declares)."""
+    url = reverse(name, args=args)
+    return url if request.user.has_perms(resolve(url).func.permissions) else None
 
 
 class VisibleNowFilter(admin.SimpleListFilter):
@@ -213,4 +220,5 @@ class MemoryAdmin(MemoryActions, admin.ModelAdmin):
         memory = self.get_object(request, object_id)
         if memory is not None:
             extra_context["revision_history"] = revision_history(memory, now=timezone.now())
+            extra_context["timeline_url"] = page_for(request, "dashboard:timeline", memory.pk)
         return super().change_view(request, object_id, form_url, extra_context=extra_context)
