@@ -142,7 +142,10 @@ def _legend(series: list[Series], *, x: float) -> SafeString:
 
 @dataclass(frozen=True)
 class Lane:
-    """One row of a timeline: a bar from ``start`` to ``end`` (None: still open) and a mark at ``at``."""
+    """One row of a timeline: a bar from ``start`` to ``end`` (None: still open) and a mark at ``at``.
+
+    A tombstone's band runs from ``at`` to ``end`` (its restore), or on to the edge while it still holds.
+    """
 
     label: str
     start: dt.datetime | None
@@ -150,6 +153,8 @@ class Lane:
     at: dt.datetime
     tombstone: bool = False
     note: str = ""
+    superseded: bool = False  # the bar ends where a later revision took over
+    restore: bool = False  # this revision brought a forgotten memory back
 
 
 def _time_label(moment: dt.datetime, span: dt.timedelta) -> str:
@@ -161,7 +166,8 @@ def _time_label(moment: dt.datetime, span: dt.timedelta) -> str:
 def timeline_chart(*, title: str, lanes: list[Lane], now: dt.datetime, width: int = 900) -> SafeString:
     """Return lanes on a shared time axis: validity intervals as bars, the moment each was learned as a dot.
 
-    A tombstone has no validity of its own: it is a red mark from the moment it was learned on.
+    A tombstone has no validity of its own: it is a red band from the moment it was learned
+    until the memory was restored, or on while it is still forgotten.
     """
     lane_height = 28
     height = _TOP + lane_height * max(len(lanes), 1) + _BOTTOM
@@ -202,10 +208,11 @@ def timeline_chart(*, title: str, lanes: list[Lane], now: dt.datetime, width: in
                                  left - 8, middle + 4, lane.label))
         if lane.tombstone:
             x = x_of(lane.at)
+            end = x_of(lane.end) if lane.end else x_of(last)
             parts.append(_svg(
-                '<rect class="tombstone" x="{}" y="{}" width="{}" height="{}">'
+                '<rect class="tombstone{}" x="{}" y="{}" width="{}" height="{}">'
                 '<title>{}</title></rect>',
-                x, y + 6, max(x_of(last) - x, 2), lane_height - 12, lane.note,
+                " restored" if lane.end else "", x, y + 6, max(end - x, 2), lane_height - 12, lane.note,
             ))
         elif lane.start is not None:
             start = x_of(lane.start)
@@ -213,10 +220,18 @@ def timeline_chart(*, title: str, lanes: list[Lane], now: dt.datetime, width: in
             parts.append(_svg(
                 '<rect class="validity{}" x="{}" y="{}" width="{}" height="{}">'
                 '<title>{}</title></rect>',
-                "" if lane.end else " open", start, y + 6, max(end - start, 2), lane_height - 12, lane.note,
+                " superseded" if lane.superseded else "" if lane.end else " open", start, y + 6, max(end - start, 2), lane_height - 12, lane.note,
             ))
+        mark = " tombstone-mark" if lane.tombstone else " restore-mark" if lane.restore else ""
         parts.append(_svg('<circle class="known{}" cx="{}" cy="{}" r="5"><title>{}</title></circle>',
-                                 " tombstone-mark" if lane.tombstone else "", x_of(lane.at), middle, lane.note))
+                                 mark, x_of(lane.at), middle, lane.note))
+        if lane.restore:
+            # The word goes left of the dot (a restore is usually near now, the right edge) when it fits there.
+            x, fits_left = x_of(lane.at), x_of(lane.at) - 70 > left
+            parts.append(_svg(
+                '<text class="mark-label restore-label" x="{}" y="{}" text-anchor="{}">restored</text>',
+                x - 9 if fits_left else x + 9, middle + 4, "end" if fits_left else "start",
+            ))
     parts.append(_svg('<line class="axis" x1="{}" y1="{}" x2="{}" y2="{}"/>',
                              left, height - _BOTTOM, width - _RIGHT, height - _BOTTOM))
     parts.append(_svg(

@@ -4,6 +4,9 @@ Each page is for staff users holding the view permissions of what it shows, as t
 admin's pages are: a staff user without them gets 403, as the admin gives.
 """
 
+import datetime as dt
+from dataclasses import dataclass
+
 from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.decorators import permission_required
 from django.http import Http404
@@ -15,6 +18,7 @@ from dashboard.charts import Lane, Series, bar_chart, timeline_chart
 from dashboard.forms import TimeTravelForm
 from memories import selectors
 from memories.models import Memory
+from memories.records import RevisionRecord
 from memories.selectors import memory_recall
 from memoryproject.exceptions import MemoryServiceError, NotFound
 from memoryproject.timeparse import format_instant
@@ -91,17 +95,71 @@ def time_travel(request):
     }, status=status)
 
 
-def _lane(revision) -> Lane:
-    known = format_instant(revision.known_at)
+@dataclass(frozen=True)
+class Step:
+    """One revision of a timeline with what followed it.
+
+    ``ended_by`` is the revision that took over from an open one (a tombstone, or later text
+    open-ended in valid time), or the restore that ended a forget; ``ends_at`` is when.
+    ``restores`` is, for a restore, the revision it brought back.
+    """
+
+    revision: RevisionRecord
+    ended_by: RevisionRecord | None = None
+    ends_at: dt.datetime | None = None
+    restores: int | None = None
+
+    def lane(self) -> Lane:
+        revision, known = self.revision, format_instant(self.revision.known_at)
+        ended = f"revision {self.ended_by.id} at {format_instant(self.ends_at)}" if self.ended_by else ""
+        if revision.tombstone:
+            note = f"revision {revision.id}: forgotten at {known} (hides revision {revision.hides})"
+            if revision.reason:
+                note += f": {revision.reason}"
+            if ended:
+                note += f"; restored by {ended}"
+            return Lane(label=f"rev {revision.id} (forgotten)", start=None, end=self.ends_at, at=revision.known_at,
+                        tombstone=True, note=note)
+        until = format_instant(revision.valid_to) or "open"
+        learned = f"restored at {known} (brings back revision {self.restores})" if self.restores else f"known {known}"
+        note = f"revision {revision.id}: {learned}; valid {format_instant(revision.valid_from)} to {until}"
+        if ended:
+            note += f"; replaced by {ended}"
+        label = f"rev {revision.id} (restored)" if self.restores else f"rev {revision.id}"
+        return Lane(label=label, start=revision.valid_from, end=revision.valid_to or self.ends_at, at=revision.known_at,
+                    note=note, superseded=revision.valid_to is None and self.ended_by is not None,
+                    restore=self.restores is not None)
+
+
+def _takes_over(revision, later: list) -> tuple:
+    """The first of ``later`` to take over from ``revision``, and when; (None, None) while nothing has.
+
+    A restore ends a forget. An open revision ends at the next forget, or at the next text open-ended
+    in valid time, from when that was learned (or from its valid_from, if later). A revision with a
+    valid_to ends there, and a bounded correction replaces only its own interval: it ends nothing.
+    """
     if revision.tombstone:
-        note = f"revision {revision.id}: forgotten at {known} (hides revision {revision.hides})"
-        if revision.reason:
-            note += f": {revision.reason}"
-        return Lane(label=f"rev {revision.id} (forgotten)", start=None, end=None, at=revision.known_at,
-                    tombstone=True, note=note)
-    until = format_instant(revision.valid_to) or "open"
-    return Lane(label=f"rev {revision.id}", start=revision.valid_from, end=revision.valid_to, at=revision.known_at,
-                note=f"revision {revision.id}: known {known}; valid {format_instant(revision.valid_from)} to {until}")
+        restore = next((other for other in later if not other.tombstone), None)
+        return (restore, restore.known_at) if restore else (None, None)
+    if revision.valid_to is not None:
+        return None, None
+    for other in later:
+        if other.tombstone:
+            return other, other.known_at
+        if other.valid_to is None:
+            return other, max(other.known_at, other.valid_from)
+    return None, None
+
+
+def timeline_steps(revisions: list) -> list[Step]:
+    """Each revision of a history (oldest first) with what took over from it, and, for a restore, what it restored."""
+    steps = []
+    for index, revision in enumerate(revisions):
+        ended_by, ends_at = _takes_over(revision, revisions[index + 1:])
+        before = revisions[index - 1] if index else None
+        restores = before.hides if before is not None and before.tombstone and not revision.tombstone else None
+        steps.append(Step(revision=revision, ended_by=ended_by, ends_at=ends_at, restores=restores))
+    return steps
 
 
 @dashboard_page(MEMORIES)
@@ -113,10 +171,11 @@ def timeline(request, memory_id: int):
         raise Http404(exc.message) from None
     memory = Memory.objects.prefetch_related("tags").get(pk=memory_id)
     shown = selectors.visible_revision(memory=memory, as_of=now)
+    steps = timeline_steps(revisions)
     chart = timeline_chart(title=f"Revisions of memory {memory.pk} ({memory.namespace}/{memory.key})",
-                           lanes=[_lane(revision) for revision in revisions], now=now)
+                           lanes=[step.lane() for step in steps], now=now)
     return _render(request, "dashboard/timeline.html", {
-        "memory": memory, "revisions": list(reversed(revisions)), "chart": chart,
+        "memory": memory, "steps": list(reversed(steps)), "chart": chart,
         "shown_id": shown.pk if shown else None, "now": now,
     })
 

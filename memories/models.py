@@ -88,6 +88,9 @@ class ImportBatch(models.Model):
     host = models.CharField(max_length=255)
     pid = models.IntegerField()
 
+    class Meta:
+        verbose_name_plural = "import batches"
+
     def __str__(self):
         return f"import batch {self.pk} ({self.state})"
 

@@ -41,6 +41,7 @@ class RecalledMemory(models.Model):
     memory_id = models.BigIntegerField(db_index=True)
 
     class Meta:
+        verbose_name_plural = "recalled memories"
         ordering = ["recall_id", "id"]
 
 
@@ -75,6 +76,7 @@ class InjectedMemory(models.Model):
     revision_id = models.BigIntegerField(null=True, blank=True)
 
     class Meta:
+        verbose_name_plural = "injected memories"
         ordering = ["injection_id", "id"]
 
 

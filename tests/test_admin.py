@@ -5,6 +5,7 @@ import json
 import re
 
 import pytest
+from django.contrib.auth.models import Permission
 from django.contrib.messages import get_messages
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -14,7 +15,7 @@ from memories import selectors, services, staging
 from memories.models import AuditEvent, ErasureReceipt, Memory, Revision, State
 from memories.selectors import memory_recall
 from memories.services import batches
-from memories.validation import QUERY_MAX_CHARS, RECALL_LIMIT_MAX
+from memories.validation import QUERY_MAX_CHARS, REASON_MAX, RECALL_LIMIT_MAX
 from memoryproject.exceptions import InvalidInput
 
 CHANGELIST = "/admin/memories/memory/"
@@ -251,6 +252,24 @@ def test_change_page_shows_the_editable_text_and_the_history_newest_first(admin_
     assert "<b>version</b>" not in page
 
 
+def test_the_change_page_links_to_the_memory_timeline_for_a_user_who_may_open_it(client, django_user_model,
+                                                                                   remember):
+    memory = remember("Deploys happen on Tuesdays.").memory
+    timeline = f'href="/memories/{memory.id}/timeline/"'
+    editor = django_user_model.objects.create_user("editor", password="pw", is_staff=True)
+    editor.user_permissions.add(Permission.objects.get(codename="change_memory"))
+    client.force_login(editor)
+    # The admin lets a change permission view the page; the dashboard's timeline needs view_memory itself.
+    page = client.get(change_url(memory.id))
+    assert page.status_code == 200 and timeline not in page.content.decode()
+    assert client.get(f"/memories/{memory.id}/timeline/").status_code == 403
+
+    editor.user_permissions.add(Permission.objects.get(codename="view_memory"))
+    page = client.get(change_url(memory.id)).content.decode()
+    assert timeline in page
+    assert client.get(f"/memories/{memory.id}/timeline/").status_code == 200
+
+
 def test_saving_the_change_page_appends_a_revision_by_the_admin(admin_client, remember):
     memory = Memory.objects.get(pk=remember("The build takes ten minutes.").memory.id)
     response = admin_client.post(change_url(memory.pk),
@@ -402,7 +421,7 @@ def test_the_action_menu_offers_the_curation_actions_and_not_delete(admin_client
 
 def test_forget_and_restore_actions_show_the_state_in_the_list(admin_client, three):
     tea, deploy, _ = three
-    response = action(admin_client, "forget_memories", [tea.id, deploy.id])
+    response = action(admin_client, "forget_memories", [tea.id, deploy.id], apply="yes")
     assert "Forgot 2 memories." in message_texts(response)
     assert {Memory.objects.get(pk=pk).state for pk in (tea.id, deploy.id)} == {State.FORGOTTEN}
     assert Revision.objects.filter(memory_id=tea.id, tombstone=True, author="user:admin").exists()
@@ -416,10 +435,34 @@ def test_forget_and_restore_actions_show_the_state_in_the_list(admin_client, thr
     assert (row_states[tea.id], row_states[deploy.id]) == ("active", "forgotten")
 
 
+def test_forget_asks_for_a_reason_then_passes_it_to_the_service(admin_client, three):
+    tea, deploy, _ = three
+    response = action(admin_client, "forget_memories", [tea.id, deploy.id])
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert 'name="reason"' in page and "Forget memories" in page
+    assert {Memory.objects.get(pk=pk).state for pk in (tea.id, deploy.id)} == {State.ACTIVE}  # nothing yet
+
+    response = action(admin_client, "forget_memories", [tea.id, deploy.id], apply="yes",
+                      reason="Superseded by the new handbook")
+    assert "Forgot 2 memories." in message_texts(response)
+    tombstones = Revision.objects.filter(memory_id__in=[tea.id, deploy.id], tombstone=True)
+    assert [(t.reason, t.author, t.interface) for t in tombstones] == [
+        ("Superseded by the new handbook", "user:admin", "admin")] * 2
+
+
+def test_a_forget_reason_over_the_bound_shows_the_form_again_and_forgets_nothing(admin_client, three):
+    tea, _, _ = three
+    response = action(admin_client, "forget_memories", [tea.id], apply="yes", reason="x" * (REASON_MAX + 1))
+    assert response.status_code == 200
+    assert response.context["form"].errors["reason"]
+    assert Memory.objects.get(pk=tea.id).state == State.ACTIVE
+
+
 def test_forgetting_a_memory_that_is_not_visible_changes_nothing_in_the_batch(admin_client, remember):
     visible = remember("Visible fact.").memory.id
     past = remember("Past fact.", valid_from="2020-01-01", valid_to="2021-01-01").memory.id
-    response = action(admin_client, "forget_memories", [visible, past])
+    response = action(admin_client, "forget_memories", [visible, past], apply="yes", reason="stale")
     assert any(text.startswith(f"Nothing was changed: Memory {past} is not visible now")
                for text in message_texts(response))
     assert Memory.objects.get(pk=visible).state == State.ACTIVE
@@ -583,3 +626,30 @@ def test_a_forgotten_memory_moves_and_stays_forgotten_with_its_history(remember,
 def test_exporting_a_selection_refuses_anything_but_ids(db, memory_ids):
     with pytest.raises(InvalidInput, match="memory_ids"):
         services.memories_export(memory_ids=memory_ids)
+
+
+# Names --------------------------------------------------------------------------------------------------------------
+
+
+def english_plural(name: str) -> str:
+    if re.search(r"[^aeiou]y$", name):
+        return name[:-1] + "ies"
+    if re.search(r"(s|x|z|ch|sh)$", name):
+        return name + "es"
+    return name + "s"
+
+
+def test_every_model_of_the_project_is_named_in_the_plural_as_english_does():
+    from django.apps import apps
+    from django.conf import settings
+
+    models = [model for config in apps.get_app_configs() if config.path.startswith(str(settings.BASE_DIR))
+              for model in config.get_models()]
+    assert {model._meta.model_name for model in models} >= {"memory", "injectedmemory", "importbatch"}
+    for model in models:
+        assert str(model._meta.verbose_name_plural) == english_plural(str(model._meta.verbose_name)), model
+
+
+def test_the_admin_sidebar_says_injected_memories(admin_client):
+    page = admin_client.get("/admin/").content.decode()
+    assert "Injected memories" in page and "memorys" not in page

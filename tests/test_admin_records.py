@@ -168,7 +168,7 @@ def test_anonymous_visitors_are_sent_to_the_login_page_everywhere(client, every_
     for url in pages:
         response = client.get(url)
         assert response.status_code == 302 and response["Location"].startswith("/admin/login/"), url
-    response = client.post("/admin/memories/memory/", {"action": "forget_memories",
+    response = client.post("/admin/memories/memory/", {"action": "forget_memories", "apply": "yes",
                                                        "_selected_action": [str(memory_id)], "index": "0"})
     assert response.status_code == 302 and response["Location"].startswith("/admin/login/")
     assert not Revision.objects.filter(memory_id=memory_id, tombstone=True).exists()
@@ -181,7 +181,7 @@ def test_a_logged_in_user_who_is_not_staff_gets_nothing(client, every_page, djan
         response = client.get(url)
         assert response.status_code == 302 and response["Location"].startswith("/admin/login/"), url
     client.post("/admin/memories/memory/", {"action": "forget_memories", "_selected_action": [str(memory_id)],
-                                            "index": "0"})
+                                            "index": "0", "apply": "yes"})
     assert not Revision.objects.filter(memory_id=memory_id, tombstone=True).exists()
 
 
@@ -192,7 +192,7 @@ def test_staff_without_permissions_are_refused_each_model(client, every_page):
     for url in pages[1:]:
         assert client.get(url).status_code == 403, url
     assert client.post("/admin/memories/memory/", {"action": "forget_memories", "_selected_action": [str(memory_id)],
-                                                   "index": "0"}).status_code == 403
+                                                   "index": "0", "apply": "yes"}).status_code == 403
     assert not Revision.objects.filter(memory_id=memory_id, tombstone=True).exists()
 
 

@@ -74,13 +74,21 @@ def test_editing_a_memory_appends_a_revision_shown_first_in_the_history(page, si
     assert revisions[-1]["interface"] == "admin" and "curator" in revisions[-1]["author"]
 
 
-def test_forget_and_restore_from_the_changelist(page, site):
+def test_forget_and_restore_from_the_changelist(page, site, screenshot):
     memory = site.remember("Visitors sign in at the east gate.", key="visitors", namespace="admin-forget")
     page.goto(f"{site.base}{CHANGELIST}?namespace__exact=admin-forget")
     assert "active" in row_of(page, memory["id"]).inner_text()
 
     run_action(page, memory["id"], "forget_memories")
+    # Forget asks why first, on a page of its own, as delete does.
+    assert site.instance.memory("get", str(memory["id"]))["state"] == "active"
+    page.fill('input[name="reason"]', "The east gate closed for works")
+    screenshot(page, "admin-forget-reason")
+    page.click('input[type="submit"][value="Yes, forget them"]')
+    page.wait_for_load_state()
     assert page.locator(".messagelist .success").count() == 1
+    revisions = site.instance.memory("history", str(memory["id"]))["revisions"]
+    assert revisions[-1]["tombstone"] and revisions[-1]["reason"] == "The east gate closed for works"
     page.goto(f"{site.base}{CHANGELIST}?namespace__exact=admin-forget")
     assert "forgotten" in row_of(page, memory["id"]).inner_text()
     assert site.instance.memory_error("get", str(memory["id"]))["code"] == "not_found"
@@ -114,3 +122,25 @@ def test_time_travel_to_before_an_admin_edit_shows_the_old_text(page, site, scre
     page.click("#recall")
     results = page.locator("#results").inner_text()
     assert "21:30" in results and "22:00" not in results
+
+
+def test_the_changelist_reads_on_a_laptop_screen(page, site, screenshot):
+    long_text = ("The quarterly safety audit covers the loading docks, the cold store, the forklift charging "
+                 "bays and the mezzanine racking; findings go to the site lead within five working days. ") * 2
+    memory = site.remember(long_text, key="a-rather-long-key-for-the-quarterly-safety-audit",
+                           namespace="admin-layout-with-a-long-namespace")
+    site.remember("Safety audit findings are filed under the site lead's name.",
+                  key="a-rather-long-key-for-the-quarterly-safety-audit",
+                  namespace="admin-layout-with-a-long-namespace")
+    page.goto(f"{site.base}{CHANGELIST}")
+    row = row_of(page, memory["id"])
+    text = row.locator("td.field-preview").bounding_box()
+    count = row.locator("td.field-revision_count").bounding_box()
+    results = page.locator("#changelist .results")
+    widths = results.evaluate("element => [element.scrollWidth, element.clientWidth]")
+    screenshot(page, "admin-changelist-1366")
+    # The text column gets the room, and the revision count is on screen without scrolling sideways.
+    assert text["width"] >= 300, text
+    assert widths[0] <= widths[1], widths
+    assert count["x"] + count["width"] <= page.viewport_size["width"], count
+    assert row.locator("td.field-revision_count").inner_text() == "2"

@@ -115,6 +115,50 @@ def test_a_forgotten_memory_timeline_marks_the_tombstone(page, site):
     assert "decommissioned" in page.locator("#revisions").inner_text()
 
 
+def right(box: dict) -> float:
+    return box["x"] + box["width"]
+
+
+def middle(box: dict) -> float:
+    return box["x"] + box["width"] / 2
+
+
+def test_a_revised_forgotten_and_restored_memory_timeline_ends_each_bar_where_the_next_takes_over(
+        page, site, screenshot):
+    memory = site.remember("The canteen opens at 07:00.", key="canteen")
+    site.remember("The canteen opens at 07:30.", key="canteen")
+    site.instance.memory("forget", str(memory["id"]), "--reason", "canteen closed for works")
+    site.instance.memory("restore", str(memory["id"]), "--reason", "canteen reopened")
+    # The admin's page of the memory links to its timeline.
+    page.goto(f"{site.base}/admin/memories/memory/{memory['id']}/change/")
+    page.click("a.timelinelink")
+    page.wait_for_url(f"{site.base}/memories/{memory['id']}/timeline/")
+
+    chart = page.locator("svg.chart")
+    # Lanes, oldest first: 07:00, 07:30, the forget, the restore.
+    dots = drawn(chart.locator("circle.known"))
+    assert len(dots) == 4
+    superseded = drawn(chart.locator("rect.validity.superseded"))
+    assert len(superseded) == 2
+    # 07:00 ends where 07:30 was learned; 07:30 ends at the forget; neither runs on to the open edge.
+    assert right(superseded[0]) == pytest.approx(middle(dots[1]), abs=1)
+    assert right(superseded[1]) == pytest.approx(middle(dots[2]), abs=1)
+    open_bar = drawn(chart.locator("rect.validity.open"))
+    assert len(open_bar) == 1 and right(superseded[1]) < right(open_bar[0]) - 5
+    # The red band stops at the restore, short of now.
+    band = drawn(chart.locator("rect.tombstone"))[0]
+    assert right(band) == pytest.approx(middle(dots[3]), abs=1)
+    assert right(band) < middle(chart.locator("line.now").bounding_box())
+    # The restore is labelled, in the chart and in the list.
+    label = chart.locator("text.restore-label")
+    assert label.text_content() == "restored" and drawn(label)
+    assert "(restored)" in chart.locator("text.lane-label").nth(3).text_content()
+    newest = page.locator("#revisions article").first.inner_text()
+    assert "restored (brings back revision" in newest and "shown now" in newest
+    assert "07:30" in newest
+    screenshot(page, "dashboard-timeline-restored")
+
+
 def test_time_travel_works_without_javascript(chromium, site):
     context = chromium.new_context(viewport=VIEWPORT, java_script_enabled=False)
     try:

@@ -309,6 +309,52 @@ def test_the_timeline_marks_the_revision_shown_now(staff, store):
     assert "Thursdays" in newest and "shown now" in newest
 
 
+def shapes(html: str, tag: str) -> list[dict]:
+    """The chart's ``tag`` elements (rect, circle), each as its attributes plus its class and title."""
+    found = []
+    for classes, attributes, title in re.findall(rf'<{tag} class="([^"]*)" ([^>]*)><title>([^<]*)</title>', html):
+        found.append({"class": classes, "title": title,
+                      **{name: float(value) for name, value in re.findall(r'(\w+)="([\d.]+)"', attributes)}})
+    return found
+
+
+def test_a_replaced_revision_bar_ends_where_the_next_revision_takes_over(staff, store):
+    memory = store["deploy"]
+    first, second = selectors.memory_history(memory_id=memory.id)
+    html = staff.get(f"/memories/{memory.id}/timeline/").content.decode()
+    bars = {bar["title"].split(":")[0]: bar for bar in shapes(html, "rect")}
+    dots = {dot["title"].split(":")[0]: dot for dot in shapes(html, "circle")}
+    old, new = bars[f"revision {first.id}"], bars[f"revision {second.id}"]
+    assert old["class"] == "validity superseded" and new["class"] == "validity open"
+    # The Tuesday text ends where the Thursday text was learned, not at the right edge as the open one does.
+    assert old["x"] + old["width"] == pytest.approx(dots[f"revision {second.id}"]["cx"], abs=0.01)
+    assert old["x"] + old["width"] < new["x"] + new["width"]
+    assert f"replaced by revision {second.id} at" in old["title"]
+    article = html.split(f'id="revision-{first.id}"')[1].split("</article>")[0]
+    assert f"by revision {second.id} at" in article
+
+
+def test_a_restored_memory_timeline_ends_the_forget_at_the_restore_and_labels_it(staff, store):
+    memory = store["vpn"]
+    restored = services.memory_restore(memory_id=memory.id, reason="vpn1 is back", **ACTOR).memory
+    first, tombstone, restore = selectors.memory_history(memory_id=memory.id)
+    html = staff.get(f"/memories/{memory.id}/timeline/").content.decode()
+    bars = {bar["title"].split(":")[0]: bar for bar in shapes(html, "rect")}
+    dots = {dot["title"].split(":")[0]: dot for dot in shapes(html, "circle")}
+    band = bars[f"revision {tombstone.id}"]
+    # The red band runs from the forget to the restore, not on to now.
+    assert band["class"] == "tombstone restored"
+    assert band["x"] == pytest.approx(dots[f"revision {tombstone.id}"]["cx"], abs=0.01)
+    assert band["x"] + band["width"] == pytest.approx(dots[f"revision {restore.id}"]["cx"], abs=0.01)
+    assert f"restored by revision {restore.id} at" in band["title"]
+    # The restore is labelled in the chart, on its dot and lane, and in the list.
+    assert dots[f"revision {restore.id}"]["class"] == "known restore-mark"
+    assert f">rev {restore.id} (restored)</text>" in html and ">restored</text>" in html
+    article = html.split(f'id="revision-{restore.id}"')[1].split("</article>")[0]
+    assert f"restored (brings back revision {first.id})" in article and "shown now" in article
+    assert restored.state == "active" and 'id="memory-state">active<' in html
+
+
 def test_the_timeline_of_an_unknown_memory_is_not_found(staff, db):
     assert staff.get("/memories/999999/timeline/").status_code == 404
 

@@ -13,7 +13,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from memories import services
-from memories.admin.forms import EraseForm, MoveForm, TagsForm, admin_actor, split_names
+from memories.admin.forms import EraseForm, ForgetForm, MoveForm, TagsForm, admin_actor, split_names
 from memories.admin.history import attach_shown_revisions
 from memoryproject.exceptions import MemoryServiceError
 
@@ -81,9 +81,18 @@ class MemoryActions:
     @admin.action(description="Forget selected memories (history stays; restore brings them back)",
                   permissions=["change"])
     def forget_memories(self, request, queryset):
-        results = self._each(request, queryset, lambda memory_id: services.memory_forget(
-            memory_id=memory_id, actor=admin_actor(request), interface="admin"))
-        self._report(request, results, "Forgot", "already forgotten")
+        form = ForgetForm(request.POST if "apply" in request.POST else None)
+        if form.is_valid():
+            reason = form.cleaned_data["reason"] or None
+            results = self._each(request, queryset, lambda memory_id: services.memory_forget(
+                memory_id=memory_id, actor=admin_actor(request), interface="admin", reason=reason))
+            self._report(request, results, "Forgot", "already forgotten")
+            if results is not None:
+                return None
+        return self._form_page(request, queryset, action="forget_memories", form=form, title="Forget memories",
+                               intro="Hide the memories below from now on. Their history stays, and restore "
+                                     "brings them back.",
+                               button="Yes, forget them")
 
     @admin.action(description="Restore selected forgotten memories", permissions=["change"])
     def restore_memories(self, request, queryset):

@@ -14,7 +14,7 @@ from django import forms
 from django.conf import settings
 from django.utils import timezone
 
-from memories import selectors, services
+from memories import selectors, services, validation
 from memories.models import ApiKey, Kind, Memory, Scope
 from memories.services.keys import api_key_create
 from memoryproject.exceptions import MemoryServiceError
@@ -178,6 +178,12 @@ class TagsForm(forms.Form):
 
 class MoveForm(forms.Form):
     namespace = forms.CharField(max_length=64, help_text="The namespace to move the selected memories to.")
+
+
+class ForgetForm(forms.Form):
+    reason = forms.CharField(required=False, max_length=validation.REASON_MAX,
+                             widget=forms.TextInput(attrs={"size": 60}),
+                             help_text="Why they go. Kept on each tombstone; the history and the timeline show it.")
 
 
 class EraseForm(forms.Form):

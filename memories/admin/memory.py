@@ -8,7 +8,8 @@ The bulk actions, and erasing (which stands in for deleting), are ``MemoryAction
 from django.contrib import admin, messages
 from django.contrib.admin.views.main import ORDER_VAR, ChangeList
 from django.db.models import Case, IntegerField, Value, When
-from django.utils import timezone
+from django.urls import resolve, reverse
+from django.utils import dateformat, timezone
 from django.utils.html import format_html
 from django.utils.text import Truncator
 
@@ -20,6 +21,12 @@ from memories.models import Memory, Revision, State, Tag
 from memoryproject.exceptions import MemoryServiceError
 
 PREVIEW_CHARS = 120
+
+
+def page_for(request, name: str, *args) -> str | None:
+    """The URL of dashboard page ``name`` when this user may open it (the permissions its view declares)."""
+    url = reverse(name, args=args)
+    return url if request.user.has_perms(resolve(url).func.permissions) else None
 
 
 class VisibleNowFilter(admin.SimpleListFilter):
@@ -90,6 +97,7 @@ class MemoryAdmin(MemoryActions, admin.ModelAdmin):
     actions = ("forget_memories", "restore_memories", "add_tag", "remove_tag", "move_namespace", "export_json",
                "erase_memories")
     change_form_template = "admin/memories/memory/change_form.html"
+    change_list_template = "admin/memories/memory/change_list.html"
 
     # Queries and lists -----------------------------------------------------------------------------------------
 
@@ -142,9 +150,9 @@ class MemoryAdmin(MemoryActions, admin.ModelAdmin):
     def tag_list(self, memory):
         return ", ".join(tag.name for tag in memory.tags.all())
 
-    @admin.display(description="last change", ordering="last_change")
+    @admin.display(description="last change (UTC)", ordering="last_change")
     def last_change(self, memory):
-        return memory.last_change
+        return dateformat.format(timezone.localtime(memory.last_change), "Y-m-d H:i")  # short: the text gets the room
 
     @admin.display(description="revisions", ordering="revision_count")
     def revision_count(self, memory):
@@ -214,4 +222,5 @@ class MemoryAdmin(MemoryActions, admin.ModelAdmin):
             extra_context["revision_history"] = revision_history(memory, now=timezone.now())
             # Newest first, like the revisions: each change of namespace, kind and tags.
             extra_context["attribute_history"] = selectors.attribute_history(memory_id=memory.pk)[::-1]
+            extra_context["timeline_url"] = page_for(request, "dashboard:timeline", memory.pk)
         return super().change_view(request, object_id, form_url, extra_context=extra_context)
