@@ -309,7 +309,8 @@ class Attributes(models.Model):
     all_objects = AttributesQuerySet.as_manager()
 
     class Meta:
-        verbose_name_plural = "attributes"
+        # Each row is the whole set of a memory's attributes after one change.
+        verbose_name = "attribute set"
         indexes = [
             # As of T, a memory's row is its newest by (known_at, id).
             models.Index(fields=["memory", "known_at", "id"], name="attributes_memory_known"),

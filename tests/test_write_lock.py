@@ -214,8 +214,8 @@ def test_a_remember_s_transaction_runs_only_its_checks_and_inserts(db):
     statements = [query["sql"] for query in captured.captured_queries]
     begin = next(number for number, sql in enumerate(statements) if sql.startswith("SAVEPOINT"))
     # Inside the transaction (its savepoint here, the test's own transaction around it): the
-    # exact-duplicate check; the memory and revision inserts; the revision's document row,
+    # exact-duplicate check; the memory, its attribute set and revision inserts; the revision's document row,
     # postings and the tail's new count; the vector (the embedding space read, then a savepoint
     # with the space, the vector's check, insert and generation); the audit event. The namespace
     # comes with the memory the service holds: nothing is read back.
-    assert len(statements[begin:]) == 16, "\n".join(statements[begin:])
+    assert len(statements[begin:]) == 17, "\n".join(statements[begin:])
