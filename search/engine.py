@@ -96,7 +96,8 @@ def rank(*, query: str, namespaces: list[str] | None, kinds: list[str] | None, m
                        terms=cleaned.terms, context=context, explain=explain)
     return Ranking(tokens=cleaned.terms, terms=[token.raw for token in cleaned.terms], match_mode=words.match_used if words else match,
                    hits=ranked, note=" ".join(note for note in notes if note) or None,
-                   hint=None if ranked else _hint(cleaned, visible_count=len(visible), mode=mode))
+                   hint=None if ranked else _hint(cleaned, visible_count=len(visible), mode=mode, match=match,
+                                                   narrowed=scope.narrowed))
 
 
 def _cosines(view, query: str, pending) -> cosines.Cosines | None:
@@ -108,11 +109,20 @@ def _cosines(view, query: str, pending) -> cosines.Cosines | None:
     return cosines.Cosines(view, stored, vector)
 
 
-def _hint(cleaned, *, visible_count: int, mode: str) -> str:
+def _hint(cleaned, *, visible_count: int, mode: str, match: str, narrowed: bool) -> str:
+    """What to try when nothing matched: only what this recall did not already do."""
     if visible_count == 0:
         return ("Nothing is visible here at this time: check the namespace, or ask with an earlier or later "
                 "as_of / valid_at.")
     if not cleaned.terms and mode == "keyword":
         return "The query has no searchable words; try keywords or mode='hybrid'."
-    return ("No memory matched. Try other words, fewer filters (tags, kinds), mode='hybrid' for meaning, "
-            "or match='any'.")
+    untried = ["other words"]
+    if narrowed:
+        untried.append("fewer filters (tags, kinds)")
+    if mode == "keyword":
+        untried.append("mode='hybrid' for meaning")
+    elif mode == "semantic":
+        untried.append("mode='hybrid' for exact words too")
+    if match == "all":
+        untried.append("match='any'")
+    return "No memory matched. Try " + (", ".join(untried[:-1]) + " or " if len(untried) > 1 else "") + untried[-1] + "."

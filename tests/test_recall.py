@@ -37,6 +37,17 @@ def corpus(remember):
     return made
 
 
+def test_an_empty_answer_hints_only_at_what_the_recall_did_not_try(corpus):
+    keyword = recall(query="contract deploy", mode="keyword", match="all", kinds=["skill"])
+    assert keyword.hits == []
+    assert keyword.hint == ("No memory matched. Try other words, fewer filters (tags, kinds), mode='hybrid' for meaning "
+                            "or match='any'.")
+    hybrid = recall(query="contract deploy", mode="hybrid", kinds=["skill"])
+    assert hybrid.hits == [] and hybrid.hint == "No memory matched. Try other words or fewer filters (tags, kinds)."
+    semantic = recall(query="contract deploy", mode="semantic")
+    assert semantic.hits or "mode='hybrid' for exact words too" in semantic.hint
+
+
 def test_a_word_finds_its_family_by_light_root(corpus):
     assert set(contents(recall(query="deploys", mode="keyword"))) == {
         "We deploy on Tuesdays after the standup.", "The deployment to Kubernetes failed on Friday."}
