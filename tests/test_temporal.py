@@ -196,6 +196,20 @@ def test_history_lists_each_change_of_namespace_kind_and_tags_known_by_as_of(cha
         ("ops", "note", ["Deploy"]), ("ops", "note", ["Urgent"])]
 
 
+def test_an_update_of_text_kind_and_tags_is_one_instant_so_no_time_shows_half_of_it(remember):
+    memory = remember("The deploy runs on Fridays", namespace="ops", kind="note", tags=["deploy"]).memory
+    services.memory_update(memory_id=memory.id, content="The deploy runs on Mondays", kind="decision",
+                           add_tags=["urgent"], **ACTOR)
+    revision = Revision.objects.filter(memory_id=memory.id).latest("id")
+    history = selectors.attribute_history(memory_id=memory.id)
+    # The revision and every attribute set the update appended share its instant.
+    assert {row.known_at for row in history[1:]} == {revision.known_at}
+    before = selectors.memory_get(memory_id=memory.id, as_of=revision.known_at - MICRO)
+    after = selectors.memory_get(memory_id=memory.id, as_of=revision.known_at)
+    assert (before.content, before.kind, before.tags) == ("The deploy runs on Fridays", "note", ["deploy"])
+    assert (after.content, after.kind, after.tags) == ("The deploy runs on Mondays", "decision", ["deploy", "urgent"])
+
+
 def test_recall_filters_and_hits_use_the_namespace_kind_and_tags_of_as_of(changed, remember):
     memory, (retagged, rekinded, moved) = changed
     remember("Fridays are for reviews", namespace="platform", kind="decision", tags=["urgent"])

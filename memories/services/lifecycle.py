@@ -277,12 +277,14 @@ def memory_revise(
     subject: str | None = None,
     predicate: str | None = None,
     object: str | None = None,
+    at: dt.datetime | None = None,
 ) -> ChangeResult:
     """Append a revision that changes the given fields; the others carry over from the current one.
 
     With ``valid_from``/``valid_to`` the revision is a bounded correction: it
     overrides earlier values only inside that interval. ``ttl_days``: -1 keeps the
-    current expiry, 0 removes it, N expires N days from now.
+    current expiry, 0 removes it, N expires N days from now. ``at``: the instant of an
+    enclosing write (``memory_update``), so that one change is one instant.
     """
     check_interface(interface)
     changes = _text_changes(content, title)
@@ -295,7 +297,7 @@ def memory_revise(
     _prepare_revision(memory_id, changes)
 
     with transaction.atomic():
-        now = timezone.now()  # under the write lock, see memory_remember
+        now = at or timezone.now()  # under the write lock, see memory_remember
         start, end = validity_interval(valid_from, valid_to, default_from=now)
         memory = get_memory(memory_id)
         if memory.state == State.FORGOTTEN:
@@ -421,14 +423,18 @@ def memory_restore(*, memory_id: int, actor: str, interface: str, reason: str | 
 
 
 def memory_retag(
-    *, memory_id: int, actor: str, interface: str, add: list[str] | None = None, remove: list[str] | None = None
+    *, memory_id: int, actor: str, interface: str, add: list[str] | None = None, remove: list[str] | None = None,
+    at: dt.datetime | None = None,
 ) -> ChangeResult:
-    """Add and remove tags (case-insensitive) on a memory; tags belong to its identity, not a revision."""
+    """Add and remove tags (case-insensitive) on a memory; tags belong to its identity, not a revision.
+
+    ``at``: the instant of an enclosing write (``memory_update``), as for memory_revise.
+    """
     check_interface(interface)
     add_names = validation.tags(add)
     remove_slugs = {name.casefold() for name in validation.tags(remove)}
     with transaction.atomic():
-        now = timezone.now()  # under the write lock, see memory_remember
+        now = at or timezone.now()  # under the write lock, see memory_remember
         memory = get_memory(memory_id)
         added = add_tags(memory, [name for name in add_names if name.casefold() not in remove_slugs])
         removed = list(memory.tags.filter(slug__in=remove_slugs).values_list("name", flat=True))
@@ -472,12 +478,15 @@ def memory_update(
     # Embedded before the transaction takes the write lock; memory_revise then finds the vector ready.
     _prepare_revision(memory_id, _text_changes(content, title))
     with transaction.atomic():
+        # One instant for both halves: no time shows the new text or kind with the old tags.
+        now = timezone.now()  # under the write lock, see memory_remember
         changed, correction = False, None
         if revise or ttl_days != -1:
-            result = memory_revise(memory_id=memory_id, ttl_days=ttl_days, actor=actor, interface=interface, **revise)
+            result = memory_revise(memory_id=memory_id, ttl_days=ttl_days, actor=actor, interface=interface, at=now,
+                                   **revise)
             changed, correction = result.changed, result.correction
         if retag:
             result = memory_retag(memory_id=memory_id, add=add_tags, remove=remove_tags, actor=actor,
-                                  interface=interface)
+                                  interface=interface, at=now)
             changed = changed or result.changed
     return ChangeResult(memory=result.memory, changed=changed, correction=correction)
