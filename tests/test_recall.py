@@ -44,8 +44,10 @@ def test_an_empty_answer_hints_only_at_what_the_recall_did_not_try(corpus):
                             "or match='any'.")
     hybrid = recall(query="contract deploy", mode="hybrid", kinds=["skill"])
     assert hybrid.hits == [] and hybrid.hint == "No memory matched. Try other words or fewer filters (tags, kinds)."
-    semantic = recall(query="contract deploy", mode="semantic")
-    assert semantic.hits or "mode='hybrid' for exact words too" in semantic.hint
+    semantic = recall(query="contract deploy", mode="semantic", match="all", kinds=["skill"])
+    assert semantic.hits == [] and semantic.hint == (
+        "No memory matched. Try other words, fewer filters (tags, kinds), mode='hybrid' for exact words too "
+        "or match='any'.")
 
 
 def test_a_word_finds_its_family_by_light_root(corpus):
