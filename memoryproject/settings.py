@@ -70,6 +70,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "memories",
     "search",
+    "knowledge",
     "mcp_api",
     "telemetry",
     "api",

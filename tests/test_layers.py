@@ -1,9 +1,9 @@
 """The apps import each other top-down and never in a circle.
 
 The house reads: doors (api, mcp_api, dashboard, the admin modules, management
-commands) call services and selectors (memories), which call telemetry and search,
-which sit on the store (memoryproject's settings, database backend and the domain
-vocabulary every app speaks). Every import counts, at the top of a module or inside a
+commands) call services and selectors (memories), which call telemetry, knowledge and
+search; knowledge reads search's visibility snapshot; all of them sit on the store
+(memoryproject's settings, database backend and the domain vocabulary every app speaks). Every import counts, at the top of a module or inside a
 function. ``memoryproject`` holds both the project's entry points, which Django loads
 by name and which import the doors, and the platform below every app; they are
 two nodes here, and no module may import an entry point.
@@ -15,7 +15,7 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-APPS = ("memories", "search", "telemetry", "api", "mcp_api", "dashboard", "memoryproject")
+APPS = ("memories", "search", "knowledge", "telemetry", "api", "mcp_api", "dashboard", "memoryproject")
 # Loaded by name (ROOT_URLCONF, ASGI_APPLICATION, WSGI_APPLICATION), imported by no module.
 ENTRY_POINTS = {"memoryproject.urls", "memoryproject.asgi", "memoryproject.wsgi"}
 ENTRY_NODE = "memoryproject (entry points)"
@@ -135,6 +135,12 @@ def test_search_imports_no_other_project_app():
     edges = _edges()
     found = [where for (source, _), lines in edges.items() if source == "search" for where in lines]
     assert found == [], "search must stay below every app:\n" + "\n".join(found)
+
+
+def test_knowledge_imports_only_search_of_the_other_apps():
+    found = [where for (source, target), lines in _edges().items()
+             if source == "knowledge" and target not in ("search", "memoryproject") for where in lines]
+    assert found == [], "knowledge sits below memories and beside telemetry, on search:\n" + "\n".join(found)
 
 
 def test_telemetry_imports_nothing_of_memories():
