@@ -135,7 +135,8 @@ class MemoryListView(ApiView):
         self.caller.require(Scope.READ)
         args = self.query(ListArgs)
         return answer(selectors.memory_list(namespace=self.caller.namespaces_to_read(args.namespace), tags=args.tags,
-                                            kind=args.kind, state=args.state, limit=args.limit, cursor=args.cursor))
+                                            kind=args.kind, state=args.state, limit=args.limit, cursor=args.cursor,
+                                            as_of=args.as_of, valid_at=args.valid_at))
 
     @extend_schema(summary="Remember", operation_id="memories_create", request=RememberArgs,
                    responses={201: RememberResult, 200: RememberResult, **errors(409, 413, 415)},

@@ -174,11 +174,11 @@ class MemoryTools(MCPToolset):
 
     # No state argument: a model pages through what is visible now; the other states are the operator's.
     @tool(title="List memories", scope=Scope.READ, read_only=True, idempotent=True, arguments=declared.ListArgs)
-    def memory_list(self, namespace, tags, kind, limit, cursor) -> Page:
-        """Page through the memories visible now, newest first."""
+    def memory_list(self, namespace, tags, kind, limit, cursor, as_of, valid_at) -> Page:
+        """Page through the memories visible now (or at as_of/valid_at), newest first."""
         caller = self._caller()
         return selectors.memory_list(namespace=caller.namespaces_to_read(namespace), tags=tags, kind=kind,
-                                     limit=limit, cursor=cursor)
+                                     limit=limit, cursor=cursor, as_of=as_of, valid_at=valid_at)
 
     @tool(title="Memory statistics", scope=Scope.READ, read_only=True, idempotent=True, arguments=declared.StatsArgs)
     def memory_stats(self, namespace) -> Stats:

@@ -170,6 +170,9 @@ class ListArgs(Arguments):
     limit: int = Field(selectors.LIST_LIMIT_DEFAULT, ge=1, le=selectors.LIST_LIMIT_MAX,
                        description="Memories per page.")
     cursor: Cursor | None = Field(None, description="next_cursor from the previous page.")
+    as_of: InstantText | None = at_time("List what was known at this time, with the namespace, kind and tags "
+                                        "each memory carried then; default now.")
+    valid_at: InstantText | None = at_time("List what held at this time; default as_of.")
 
 
 class StatsArgs(Arguments):

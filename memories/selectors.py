@@ -314,17 +314,23 @@ def memory_list(
     state: str = "active",
     limit: int = LIST_LIMIT_DEFAULT,
     cursor: str | None = None,
+    as_of=None,
+    valid_at=None,
 ) -> Page:
     """Return memories newest first, one page at a time.
 
     ``state``: ``active`` (visible now), ``hidden`` (not forgotten, but not visible
     now: TTL passed or outside its validity), ``forgotten``, or ``all``. Each item
-    shows its visible revision, or its newest revision with text when hidden.
+    shows its visible revision, or its newest revision with text when hidden. With
+    ``as_of`` or ``valid_at``, all of it is read at that point instead of now.
     """
     if state not in LIST_STATES:
         raise InvalidInput(f"state: {state!r} is not one of {', '.join(LIST_STATES)}.", field="state")
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= LIST_LIMIT_MAX:
         raise InvalidInput(f"limit: {limit!r} is out of range 1..{LIST_LIMIT_MAX}.", field="limit")
+    if as_of is not None or valid_at is not None:
+        return _list_at(*resolve_times(as_of, valid_at), namespace=namespace, tags=tags, kind=kind, state=state,
+                        limit=limit, cursor=cursor)
     now = timezone.now()
     memories = Memory.objects.all()
     if namespace:
@@ -355,6 +361,50 @@ def memory_list(
         revision.memory = memory
         items.append(_record(revision))
     return Page(items=items, next_cursor=_encode_cursor(page[-1].pk) if more and page else None)
+
+
+def _list_at(as_of: dt.datetime, valid_at: dt.datetime, *, namespace, tags, kind, state: str, limit: int,
+             cursor) -> Page:
+    """memory_list at a past or chosen point: filters match the namespace, kind and tags each memory carried at
+    ``as_of``, and states follow the visibility rule there (a tombstone winner is forgotten, no winner is hidden)."""
+    carried = Attributes.objects.as_of(as_of)
+    rowless = Memory.objects.exclude(Exists(Attributes.all_objects.filter(memory=OuterRef("pk"))))
+    if namespace:
+        names = [validation.namespace(name) for name in ([namespace] if isinstance(namespace, str) else namespace)]
+        carried, rowless = carried.filter(namespace__in=names), rowless.filter(namespace__in=names)
+    if kind:
+        carried, rowless = carried.filter(kind=validation.kind(kind)), rowless.filter(kind=validation.kind(kind))
+    for tag in validation.tags(tags):
+        carried, rowless = carried.filter(tags__slug=tag.casefold()), rowless.filter(tags__slug=tag.casefold())
+    # Memories written outside the services have no attribute rows: their current values stand in.
+    memories = (Memory.objects.filter(Q(pk__in=carried.values("memory_id")) | Q(pk__in=rowless.values("pk")))
+                .filter(Exists(Revision.objects.filter(memory=OuterRef("pk")).known_by(as_of)))
+                ._with_winner(as_of=as_of, valid_at=valid_at))
+    if state == "active":
+        memories = memories.filter(winning_revision_id__isnull=False, winner_is_tombstone=False)
+    elif state == "hidden":
+        memories = memories.filter(winning_revision_id__isnull=True)
+    elif state == "forgotten":
+        memories = memories.filter(winner_is_tombstone=True)
+    if cursor:
+        memories = memories.filter(pk__lt=_decode_cursor(cursor))
+    page = list(memories.order_by("-pk").values_list("pk", "winning_revision_id", "winner_is_tombstone")[:limit + 1])
+    more = len(page) > limit
+    page = page[:limit]
+    shown = {}
+    for memory_id, revision_id, tombstone in page:
+        if revision_id is None or tombstone:  # hidden or forgotten then: its newest text known by then
+            revision_id = (Revision.objects.filter(memory_id=memory_id, tombstone=False).known_by(as_of)
+                           .latest_known().values_list("pk", flat=True).first())
+        shown[memory_id] = revision_id
+    records = records_for_revisions([revision_id for revision_id in shown.values() if revision_id is not None],
+                                    as_of=as_of)
+    items = []
+    for memory_id, _, tombstone in page:
+        record = records.get(shown[memory_id])
+        if record is not None:
+            items.append(record.model_copy(update={"state": State.FORGOTTEN.value}) if tombstone else record)
+    return Page(items=items, next_cursor=_encode_cursor(page[-1][0]) if more and page else None)
 
 
 def visible_duplicate(*, namespace: str, content_hash: str, exclude_memory_id: int | None = None) -> Memory | None:

@@ -278,12 +278,16 @@ def test_list_pages_newest_first_and_filters(api):
     client.delete(f"{MEMORIES}{made[0]['id']}/")
     assert [item["id"] for item in client.get(MEMORIES, {"state": "forgotten"}).json()["items"]] == [made[0]["id"]]
     assert len(client.get(MEMORIES).json()["items"]) == 5
+    # As of a time before the forget, the first memory is still active.
+    before = client.get(MEMORIES, {"namespace": "acme", "as_of": made[4]["known_at"]}).json()["items"]
+    assert [item["id"] for item in before] == [memory["id"] for memory in reversed(made)]
 
 
 @pytest.mark.parametrize("query, field", [
     ({"limit": 0}, "limit"), ({"limit": 201}, "limit"), ({"limit": "many"}, "limit"), ({"state": "gone"}, "state"),
     ({"kind": "opinion"}, "kind"), ({"cursor": "bm90IG1pbmU"}, "cursor"), ({"namespace": "Bad Name"}, "namespace"),
-    ({"colour": "blue"}, "colour"), ({"limit": ["1", "2"]}, "limit"),
+    ({"colour": "blue"}, "colour"), ({"limit": ["1", "2"]}, "limit"), ({"as_of": "yesterday"}, "as_of"),
+    ({"valid_at": "2026-13-01"}, "valid_at"),
 ])
 def test_list_refuses_bad_parameters(api, query, field):
     error = error_of(api().get(MEMORIES, query), 400)

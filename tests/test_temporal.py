@@ -196,6 +196,43 @@ def test_history_lists_each_change_of_namespace_kind_and_tags_known_by_as_of(cha
         ("ops", "note", ["Deploy"]), ("ops", "note", ["Urgent"])]
 
 
+def _listed(**filters):
+    return [(item.id, item.state, *_fields(item)) for item in selectors.memory_list(state="all", **filters).items]
+
+
+def test_list_as_of_filters_by_the_namespace_kind_and_tags_each_memory_carried_then(changed):
+    memory, (retagged, rekinded, moved) = changed
+    before = moved - MICRO
+    assert _listed(namespace="ops", as_of=before) == [(memory.id, "active", "ops", "decision", ["Urgent"])]
+    assert _listed(namespace="platform", as_of=before) == []
+    assert _listed(namespace="platform") == [(memory.id, "active", "platform", "decision", ["Urgent"])]
+    assert _listed(tags=["deploy"], as_of=retagged - MICRO) == [(memory.id, "active", "ops", "note", ["Deploy"])]
+    assert _listed(tags=["deploy"], as_of=retagged) == []
+    assert _listed(kind="note", as_of=rekinded - MICRO) == [(memory.id, "active", "ops", "note", ["Urgent"])]
+    assert _listed(kind="note", as_of=rekinded) == []
+    # Before the memory was written it is not there in any state.
+    assert _listed(as_of=memory.known_at - MICRO) == []
+
+
+def test_list_as_of_reads_states_at_that_time(remember):
+    kept = remember("The deploy runs on Fridays", namespace="ops").memory
+    dropped = remember("The standup is at nine", namespace="ops").memory
+    services.memory_forget(memory_id=dropped.id, reason="moved to ten", **ACTOR)
+    forgotten_at = Revision.objects.filter(memory_id=dropped.id, tombstone=True).get().known_at
+    then = selectors.memory_list(namespace="ops", as_of=forgotten_at - MICRO)
+    assert [item.id for item in then.items] == [dropped.id, kept.id]
+    now = selectors.memory_list(namespace="ops", state="forgotten", as_of=forgotten_at)
+    assert [(item.id, item.state, item.content) for item in now.items] == [
+        (dropped.id, "forgotten", "The standup is at nine")]
+    assert [item.id for item in selectors.memory_list(namespace="ops", state="active", as_of=forgotten_at).items] == [
+        kept.id]
+    # Valid time: a memory that holds only from tomorrow is hidden today and listed as valid tomorrow.
+    later = remember("The office moves to Lyon", namespace="ops", valid_from="2099-01-01").memory
+    assert later.id in [item.id for item in selectors.memory_list(namespace="ops", state="hidden",
+                                                                     valid_at="2026-06-01T00:00:00Z").items]
+    assert later.id in [item.id for item in selectors.memory_list(namespace="ops", valid_at="2099-06-01").items]
+
+
 def test_an_update_of_text_kind_and_tags_is_one_instant_so_no_time_shows_half_of_it(remember):
     memory = remember("The deploy runs on Fridays", namespace="ops", kind="note", tags=["deploy"]).memory
     services.memory_update(memory_id=memory.id, content="The deploy runs on Mondays", kind="decision",

@@ -93,6 +93,8 @@ class Command(ProjectCommand):
         listing.add_argument("--state", help=_help(ListArgs, "state"))
         listing.add_argument("--limit", type=int, help=_help(ListArgs, "limit"))
         listing.add_argument("--cursor", help=_help(ListArgs, "cursor"))
+        listing.add_argument("--as-of", help=_help(ListArgs, "as_of"))
+        listing.add_argument("--valid-at", help=_help(ListArgs, "valid_at"))
 
         stats = command("stats", "Show totals, per-namespace counts, top tags and database facts.")
         stats.add_argument("--namespace", help="default: every namespace")
@@ -159,7 +161,8 @@ class Command(ProjectCommand):
     def _list(self, options):
         return selectors.memory_list(
             **_given(namespace=options["namespace"], tags=options["tags"], kind=options["kind"],
-                     state=options["state"], limit=options["limit"], cursor=options["cursor"]),
+                     state=options["state"], limit=options["limit"], cursor=options["cursor"],
+                     as_of=options["as_of"], valid_at=options["valid_at"]),
         ).as_dict()
 
     def _stats(self, options):
