@@ -101,7 +101,7 @@ class MemoryTools(MCPToolset):
 
     @tool(title="Remember", scope=Scope.WRITE, read_only=False, arguments=declared.RememberArgs)
     def memory_remember(self, content, namespace, key, title, kind, tags, ttl_days, valid_from, valid_to, source,
-                        subject, predicate, object) -> RememberResult:
+                        subject, predicate, object, force) -> RememberResult:
         """Store a memory. Content already stored in the namespace is not stored twice: the existing memory
         comes back with deduplicated=true. To change a stored memory, use memory_update (or remember under
         its key) rather than storing a second one."""
@@ -109,7 +109,7 @@ class MemoryTools(MCPToolset):
         return services.memory_remember(
             namespace=caller.namespace_to_write(namespace), content=content, key=key, title=title, kind=kind,
             tags=tags, ttl_days=ttl_days, valid_from=valid_from, valid_to=valid_to, source=source,
-            subject=subject, predicate=predicate, object=object, **caller.credit)
+            subject=subject, predicate=predicate, object=object, force=force, **caller.credit)
 
     @tool(title="Recall", scope=Scope.READ, read_only=True, idempotent=True, arguments=declared.RecallArgs)
     def memory_recall(self, query, namespace, tags, kinds, limit, match, mode, as_of, valid_at,

@@ -103,6 +103,9 @@ class RememberArgs(Arguments):
     subject: TriplePart | None = Field(None, description="Optional triple: subject (give all three or none).")
     predicate: TriplePart | None = Field(None, description="Optional triple: predicate.")
     object: TriplePart | None = Field(None, description="Optional triple: object.")
+    force: bool = Field(False, description=(
+        "Store it even if it is only a pleasantry or an acknowledgement ('thanks', 'ok, got it'), which are "
+        "refused otherwise."))
 
 
 class RecallArgs(Arguments):

@@ -44,6 +44,12 @@ class TooLarge(InvalidInput):
     code = "too_large"
 
 
+class NotAdmitted(InvalidInput):
+    """A new memory's text is only a pleasantry or an acknowledgement (memories.admission)."""
+
+    code = "not_admitted"
+
+
 class NotFound(MemoryServiceError):
     code = "not_found"
 

@@ -354,6 +354,9 @@ def test_domain_refusals_reach_the_model_as_actionable_messages(client, namespac
     assert "is forgotten. Restore it first" in client.error("memory_update", {"id": first["id"], "title": "t"})
     # The refused update wrote nothing.
     assert client.call("memory_get", {"id": second["id"]})["revision_id"] == second["revision_id"]
+    assert "is an acknowledgement, not something to remember" in client.error(
+        "memory_remember", {"content": "ok, got it", "namespace": namespace})
+    assert client.call("memory_remember", {"content": "ok, got it", "namespace": namespace, "force": True})["created"]
 
 
 def test_the_error_mapping_passes_domain_messages_and_hides_everything_else(caplog):

@@ -101,7 +101,7 @@ class MemoryAddForm(ServiceForm, forms.ModelForm):
             namespace=data["namespace"], key=data["key"] or None, content=data["content"], title=data["title"],
             kind=data["kind"], tags=split_names(data["tags"]), source=data["source"], ttl_days=data["ttl_days"],
             valid_from=data["valid_from"] or None, valid_to=data["valid_to"] or None,
-            actor=self.actor, interface="admin"))
+            actor=self.actor, interface="admin", force=True))  # a person adding it by hand means it
         return data
 
 

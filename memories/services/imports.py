@@ -601,6 +601,7 @@ def _remember_current(item: _MemoryIn, *, actor, interface, now) -> str:
             kind=item.kind, tags=item.tags, source=fields["source"], ttl_days=ttl_days,
             valid_from=latest.given_valid_from, valid_to=fields["valid_to"], subject=fields["subject"],
             predicate=fields["predicate"], object=fields["object"], actor=actor, interface=interface,
+            force=True,  # an import stores what its file holds
         )
     except DuplicateContent:
         return "duplicates"

@@ -10,11 +10,11 @@ import datetime as dt
 from django.db import transaction
 from django.utils import timezone
 
-from memories import selectors, staging, validation
+from memories import admission, selectors, staging, validation
 from memories.inserts import insert_all
 from memories.models import Attributes, AuditEvent, Interface, Kind, Memory, Revision, State, Tag
 from memories.records import ChangeResult, CorrectionRecord, MemoryRecord, NearTwinRecord, RememberResult
-from memoryproject.exceptions import Conflict, DuplicateContent, InvalidInput, MemoryNotFound
+from memoryproject.exceptions import Conflict, DuplicateContent, InvalidInput, MemoryNotFound, NotAdmitted
 from memoryproject.timeparse import parse_optional_instant
 from search import duplicates, indexing
 
@@ -152,16 +152,21 @@ def memory_remember(
     object: str | None = None,
     known_at: dt.datetime | None = None,
     look_for_near_twin: bool = True,
+    force: bool = False,
 ) -> RememberResult:
     """Store a memory, or return the one that already holds this exact content.
 
     With a ``key`` that already exists in the namespace, this appends a revision
     to that memory (and brings it back if it was forgotten). ``known_at`` is for
-    trusted historical imports only; everyone else gets the server clock.
+    trusted historical imports only; everyone else gets the server clock. Text that is
+    only a pleasantry or an acknowledgement is refused (``memories.admission``) unless
+    ``force``.
     """
     check_interface(interface)
     namespace = validation.namespace(namespace)
     content = validation.content(content)
+    if not force and (rule := admission.refusal(content)) is not None:
+        raise NotAdmitted(admission.message(rule, content), field="content")
     key = validation.key(key) if key is not None else None
     title = validation.short_text(title, field="title", limit=validation.TITLE_MAX)
     kind = validation.kind(kind)

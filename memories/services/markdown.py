@@ -175,7 +175,7 @@ def _write_chunks(chunks: list[_Chunk], *, owners: dict[int, str], namespace, ta
             try:
                 result = memory_remember(namespace=namespace, key=key, content=chunk.content, title=chunk.title,
                                          kind=Kind.NOTE, tags=tags, source=chunk.source, actor=actor,
-                                         interface=interface)
+                                         interface=interface, force=True)
                 holder = None if result.memory.key == key else result.memory.id
             except DuplicateContent as error:
                 result, holder = None, error.memory_id

@@ -154,7 +154,7 @@ def _load(item: DemoMemory) -> None:
     memory = services.memory_remember(
         namespace=NAMESPACE, key=item.key, kind=item.kind, content=item.content, title=item.title,
         tags=list(item.tags), source=item.source, ttl_days=item.ttl_days, valid_from=item.valid_from,
-        subject=subject, predicate=predicate, object=object_, actor=ACTOR, interface="cli",
+        subject=subject, predicate=predicate, object=object_, actor=ACTOR, interface="cli", force=True,
         known_at=parse_instant(item.known_at, field="known_at") if item.known_at else None,
     ).memory
     if item.revised_to:

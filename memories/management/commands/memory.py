@@ -65,6 +65,7 @@ class Command(ProjectCommand):
         remember.add_argument("--valid-to", help=_help(RememberArgs, "valid_to"))
         for name in ("subject", "predicate", "object"):
             remember.add_argument(f"--{name}", help=_help(RememberArgs, name))
+        remember.add_argument("--force", action="store_true", help=_help(RememberArgs, "force"))
 
         get = command("get", "Show a memory as known at --as-of, for valid time --valid-at.")
         which = get.add_mutually_exclusive_group(required=True)
@@ -136,6 +137,7 @@ class Command(ProjectCommand):
                      source=options["source"], ttl_days=options["ttl_days"], valid_from=options["valid_from"],
                      valid_to=options["valid_to"], subject=options["subject"], predicate=options["predicate"],
                      object=options["object"]),
+            force=options["force"],
         ).as_dict()
 
     def _get(self, options):
