@@ -23,6 +23,10 @@ DATA_DIR = Path(env_str("MEMORY_DATA_DIR", str(BASE_DIR / "data"))).expanduser()
 if not DATA_DIR.is_absolute():
     DATA_DIR = BASE_DIR / DATA_DIR
 MEMORY_DB_PATH = env_path("MEMORY_DB_PATH", DATA_DIR / "memory.db", base=BASE_DIR)
+# Where `serve` binds (port 0: any free port) and the file that tells local clients where it listens.
+MEMORY_HOST = env_str("MEMORY_HOST", "127.0.0.1")
+MEMORY_PORT = env_int("MEMORY_PORT", 8000, minimum=0, maximum=65535)
+MEMORY_DISCOVERY_FILE = env_path("MEMORY_DISCOVERY_FILE", Path(f"{MEMORY_DB_PATH}.server.json"), base=BASE_DIR)
 
 DEBUG = env_bool("MEMORY_DEBUG", False)
 

@@ -1,5 +1,7 @@
 """The server as `make run` starts it: uvicorn on loopback, admin pages and their static files."""
 
+import importlib.util
+import json
 import socket
 import subprocess
 import sys
@@ -81,3 +83,52 @@ def test_serve_prints_the_first_credentials_then_the_urls_once_the_port_accepts_
         f"MCP:       http://127.0.0.1:{port}/mcp",
     ]
     assert status == 200
+
+
+def _start(env: dict) -> tuple[subprocess.Popen, dict]:
+    """Start `serve` with MEMORY_PORT=0 and return it with the JSON of its MEMORY_SERVER_LISTENING line."""
+    process = subprocess.Popen([sys.executable, "manage.py", "serve"], cwd=BASE_DIR, env={**env, "MEMORY_PORT": "0"},
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    for line in process.stdout:
+        if line.startswith("MEMORY_SERVER_LISTENING "):
+            return process, json.loads(line.split(" ", 1)[1])
+    process.kill()
+    pytest.fail("the server stopped without printing its MEMORY_SERVER_LISTENING line")
+
+
+def test_port_zero_binds_a_free_port_announces_it_and_the_discovery_file_goes_on_a_graceful_stop(instance):
+    discovery = instance.data_dir / "memory.db.server.json"
+    process, found = _start(instance.env)
+    try:
+        port = found["port"]
+        assert port > 0 and found == {"url": f"http://127.0.0.1:{port}", "mcp_url": f"http://127.0.0.1:{port}/mcp",
+                                      "port": port, "pid": process.pid}
+        # Listening before the line is out, and the file says the same.
+        assert get(f"{found['url']}/api/v1/health/")[0] == 200
+        assert json.loads(discovery.read_text()) == found
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    assert not discovery.exists()
+
+
+def test_a_killed_server_leaves_a_file_that_readers_know_is_stale(instance):
+    hook = _load_hook()
+    process, found = _start(instance.env)
+    discovery = instance.data_dir / "memory.db.server.json"
+    try:
+        assert hook.discovered_url({"MEMORY_DISCOVERY_FILE": str(discovery)}) == found["url"]
+        # With no MEMORY_URL the hook goes where the file points.
+        assert hook.Client({"MEMORY_API_KEY": "mem_x", "MEMORY_DB_PATH": str(instance.db_path)}).url == found["url"]
+    finally:
+        process.kill()
+        process.wait(timeout=30)
+    assert json.loads(discovery.read_text())["pid"] == process.pid  # no chance to clean up
+    assert hook.discovered_url({"MEMORY_DISCOVERY_FILE": str(discovery)}) is None
+
+
+def _load_hook():
+    spec = importlib.util.spec_from_file_location("memory_hook", BASE_DIR / "integrations/claude-code/memory_hook.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -15,10 +15,12 @@ It fails open: whatever goes wrong (no server, a slow one, a bad key, odd input)
 exits 0 within about MEMORY_TIMEOUT seconds, prints nothing on stdout and at most one
 line on stderr, so a memory server that is down never blocks a session.
 
-Environment: MEMORY_URL (default http://127.0.0.1:8000), MEMORY_API_KEY (required),
+Environment: MEMORY_URL (default: the URL in the server's discovery file when a live
+server wrote one, else http://127.0.0.1:8000), MEMORY_API_KEY (required),
 MEMORY_NAMESPACE (default: the key's first namespace), MEMORY_BUDGET (characters of
 recalled context; default: the server's), MEMORY_TIMEOUT (seconds for all requests of
-one run together, default 2).
+one run together, default 2). The discovery file is MEMORY_DISCOVERY_FILE, else
+MEMORY_DB_PATH with ``.server.json`` appended, else the project's ``data/memory.db.server.json``.
 """
 
 import json
@@ -52,6 +54,26 @@ _WRAPPED = re.compile(
 )
 
 
+def discovered_url(environ) -> str | None:
+    """The URL a running server wrote to its discovery file, or None when there is none or its server is gone."""
+    path = (environ.get("MEMORY_DISCOVERY_FILE")
+            or (environ["MEMORY_DB_PATH"] + ".server.json" if environ.get("MEMORY_DB_PATH") else None)
+            or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "data", "memory.db.server.json"))
+    try:
+        with open(path, encoding="utf-8") as handle:
+            found = json.load(handle)
+        pid, url = int(found["pid"]), str(found["url"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    try:
+        os.kill(pid, 0)  # signal 0 only asks whether the process exists
+    except ProcessLookupError:
+        return None  # killed without cleaning up: a stale file
+    except PermissionError:
+        pass  # alive, owned by another user
+    return url
+
+
 class Failed(Exception):
     """Something prevented the hook from doing its work; the session goes on without it."""
 
@@ -60,7 +82,7 @@ class Client:
     """POSTs JSON to the memory server, all requests of one run sharing one deadline."""
 
     def __init__(self, environ):
-        self.url = (environ.get("MEMORY_URL") or DEFAULT_URL).strip().rstrip("/")
+        self.url = (environ.get("MEMORY_URL") or discovered_url(environ) or DEFAULT_URL).strip().rstrip("/")
         parsed = urllib.parse.urlsplit(self.url)
         if parsed.scheme not in ("http", "https") or not parsed.hostname:
             raise Failed(f"MEMORY_URL={self.url!r} is not an http(s) URL")

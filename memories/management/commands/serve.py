@@ -1,18 +1,27 @@
+import json
+import os
 import threading
 
 import uvicorn
+from django.conf import settings
 from django.core.management import call_command
 
 from memories.management.cli import ProjectCommand
 from search.embeddings import warm_up
 
+# The line a parent process waits for; the JSON after it is the discovery file's content.
+LISTENING = "MEMORY_SERVER_LISTENING"
+
 
 class Command(ProjectCommand):
-    help = "Serve over HTTP with uvicorn (what `make run` runs); print the URLs once the port accepts connections."
+    help = ("Serve over HTTP with uvicorn (what `make run` runs). Once the port accepts connections, print the URLs "
+            f"and one '{LISTENING} {{json}}' line, and write the same JSON to the discovery file "
+            "(MEMORY_DISCOVERY_FILE), removed again on a graceful stop.")
 
     def add_arguments(self, parser):
-        parser.add_argument("--host", default="127.0.0.1")
-        parser.add_argument("--port", type=int, default=8000, help="0: any free port (the URLs name it)")
+        parser.add_argument("--host", default=settings.MEMORY_HOST, help="default: MEMORY_HOST (127.0.0.1)")
+        parser.add_argument("--port", type=int, default=settings.MEMORY_PORT,
+                            help="default: MEMORY_PORT (8000); 0: any free port (the URLs name it)")
 
     def handle(self, *args, host, port, **options):
         call_command("first_run", stdout=self.stdout)
@@ -24,15 +33,42 @@ class Command(ProjectCommand):
                 if self.started:  # listening: a client that reads the URLs can connect at once
                     command.listening(host, self.servers[0].sockets[0].getsockname()[1])
 
+            async def shutdown(self, sockets=None):
+                command.stopping()  # first, so no new client is sent to a server on its way out
+                await super().shutdown(sockets)
+
         # By name, as uvicorn's command line takes it: the entry point sits above every app.
         Server(uvicorn.Config("memoryproject.asgi:application", host=host, port=port, access_log=False)).run()
 
     def listening(self, host: str, port: int) -> None:
-        base = f"http://{host}:{port}"
+        # A server bound to every address is reached on loopback from this machine.
+        reachable = "127.0.0.1" if host in ("0.0.0.0", "") else "[::1]" if host == "::" else host
+        base = f"http://{reachable}:{port}"
         self.stdout.write(f"Dashboard: {base}/")
         self.stdout.write(f"Admin:     {base}/admin/")
         self.stdout.write(f"REST docs: {base}/api/docs/")
         self.stdout.write(f"MCP:       {base}/mcp")
+        found = {"url": base, "mcp_url": f"{base}/mcp", "port": port, "pid": os.getpid()}
+        _write_discovery(found)
+        self.stdout.write(f"{LISTENING} {json.dumps(found)}")
         self.stdout.flush()
         # The model loads beside the first requests, not under the first write's lock.
         threading.Thread(target=warm_up, name="warm-up", daemon=True).start()
+
+    def stopping(self) -> None:
+        path = settings.MEMORY_DISCOVERY_FILE
+        try:
+            ours = json.loads(path.read_text()).get("pid") == os.getpid()
+        except (OSError, ValueError, AttributeError):
+            return
+        if ours:  # a server started later on the same file owns it now
+            path.unlink(missing_ok=True)
+
+
+def _write_discovery(found: dict) -> None:
+    """Write the discovery file whole (a reader never sees half of it); the newest server on a database wins."""
+    path = settings.MEMORY_DISCOVERY_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    partial.write_text(json.dumps(found) + "\n")
+    os.replace(partial, path)
