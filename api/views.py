@@ -219,7 +219,7 @@ class LearnView(ApiView):
     @extend_schema(summary="Learn from text", operation_id="learn", request=LearnArgs,
                    responses={200: LearnResult, **errors(413, 415)},
                    description="Store the facts, decisions and skills a text states, found by fixed English rules "
-                               "(docs/rest.md lists them), one memory each with confidence 0.5. The answer lists "
+                               "(docs/concepts.md lists them), one memory each with confidence 0.5. The answer lists "
                                "what was stored, what the namespace already held, and each sentence skipped with "
                                "its reason.")
     def post(self, request):
