@@ -193,7 +193,7 @@ def _name(text: str) -> str | None:
     text = " ".join(words)
     if not words or len(words) > NAME_WORDS_MAX or not _NAME.fullmatch(text):
         return None
-    if words[0].casefold() in _NOT_NAMES or (len(words) == 1 and words[0].casefold() in _NOT_NAMES):
+    if words[0].casefold() in _NOT_NAMES:
         return None
     return text
 

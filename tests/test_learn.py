@@ -384,3 +384,12 @@ def test_rest_remember_takes_a_confidence_within_bounds(api):
     assert made.status_code == 201 and made.json()["confidence"] == 0.8
     error = error_of(api().post("/api/v1/memories/", {"content": "Sure.", "confidence": 1.5}, format="json"), 400)
     assert error["field"] == "confidence" and "less than or equal to 1" in error["message"]
+
+
+# --- the admin ---------------------------------------------------------------------------------------------------
+
+
+def test_the_admin_history_shows_a_learned_revisions_confidence_and_span(admin_client):
+    (item,) = learn_text("The API uses Redis.", source="wiki").stored
+    page = admin_client.get(f"/admin/memories/memory/{item.memory_id}/change/").content.decode()
+    assert "· confidence 0.5" in page and "source learn: wiki chars 0-19" in page

@@ -296,6 +296,8 @@ def test_an_agent_learns_from_a_paragraph_and_reads_a_short_account_of_it(client
     fact = client.call("memory_get", {"id": learned["stored"][0]["memory_id"]})
     assert (fact["kind"], fact["confidence"], fact["source"]) == ("fact", 0.5, "learn: standup chars 8-64")
     assert text[8:64] == "The billing API runs on Kubernetes and depends on Redis."
+    header = client.call_raw("memory_get", {"id": fact["id"]}).content[0].text.splitlines()[0]
+    assert "· fact ·" in header and "· confidence 0.5" in header
 
 
 def test_an_agent_can_restore_a_memory_it_forgot(client, namespace):
