@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, model_serializer
 from pydantic.json_schema import SkipJsonSchema
 
+from knowledge import learn
 from memoryproject.records import Instant, InstantText, OmittedWhenEmpty, Record
 
 
@@ -228,7 +229,7 @@ class LearnedItem(Record):
     content: str = Field(description="The clean sentence (or, for a skill, the steps) the rules made of the text.")
     subject: OmittedWhenEmpty[str] = Field(None, description="A fact's triple: subject.")
     predicate: OmittedWhenEmpty[str] = Field(None, description=(
-        "A fact's triple: predicate, one of uses, runs on, hosted on, depends on, owned by, prefers."))
+        f"A fact's triple: predicate, one of {', '.join(dict.fromkeys(p.name for p in learn.PREDICATES))}."))
     object: OmittedWhenEmpty[str] = Field(None, description="A fact's triple: object.")
     alternatives: OmittedWhenEmpty[list[str]] = Field(None, description=(
         "A decision's alternatives, when the text names them ('over Z', 'instead of Z', 'rather than Z')."))
