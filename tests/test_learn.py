@@ -393,3 +393,11 @@ def test_the_admin_history_shows_a_learned_revisions_confidence_and_span(admin_c
     (item,) = learn_text("The API uses Redis.", source="wiki").stored
     page = admin_client.get(f"/admin/memories/memory/{item.memory_id}/change/").content.decode()
     assert "· confidence 0.5" in page and "source learn: wiki chars 0-19" in page
+
+
+def test_the_revision_admin_lists_and_shows_the_confidence(admin_client):
+    (item,) = learn_text("The API uses Redis.").stored
+    listing = admin_client.get("/admin/memories/revision/").content.decode()
+    assert "column-confidence" in listing
+    page = admin_client.get(f"/admin/memories/revision/{item.revision_id}/change/").content.decode()
+    assert "field-confidence" in page and "0.5" in page
