@@ -138,17 +138,18 @@ _CLAUSE_END = re.compile(r"\s*(?:[;:]|\s[-–—]\s|,\s*(?:which|who|where|but|s
 # Between two objects (or two claims): "Redis and Postgres", "Redis, Kafka, and Postgres".
 _LIST = re.compile(r"\s*,\s*(?:and\s+)?|\s+and\s+", re.I)
 # A qualifier after the name: "Kubernetes in production", "Redis for caching".
-_QUALIFIER = re.compile(r"\s+(?:over|rather than|instead of|in|for|since|during|from|until|via|through|with|when|where|while|after|before|as of|"
-                        r"at|on|to|by)\s+.*$", re.I)
+_QUALIFIER = re.compile(r"\s+(?:over|rather than|instead of|in|for|since|during|from|until|via|through|with|"
+                        r"when|where|while|after|before|as of|at|on|to|by)\s+.*$", re.I)
 _TO_USE = re.compile(r"^(?:to use|using)\s+", re.I)
 
 
 # Decisions ------------------------------------------------------------------------------------------------------
 
-DECISION_PHRASES = ("decided not to", "chose not to", "agreed not to", "decided to", "decided on", "decided against", "decided that", "have decided to",
-                    "has decided to", "chose to", "chose", "have chosen", "has chosen", "agreed to", "agreed on",
-                    "agreed that", "opted for", "opted to", "opted against", "settled on", "went with", "picked",
-                    "selected", "standardized on", "standardised on", "are going with", "'re going with")
+DECISION_PHRASES = ("decided not to", "chose not to", "agreed not to", "decided to", "decided on", "decided against",
+                    "decided that", "have decided to", "has decided to", "chose to", "chose", "have chosen",
+                    "has chosen", "agreed to", "agreed on", "agreed that", "opted for", "opted to", "opted against",
+                    "settled on", "went with", "picked", "selected", "standardized on", "standardised on",
+                    "are going with", "'re going with")
 _DECIDED = "|".join(re.escape(phrase) for phrase in sorted(DECISION_PHRASES, key=len, reverse=True))
 # "<who> decided to <choice>", who in at most four words; or "Decision: <choice>".
 DECISION_RULES = (

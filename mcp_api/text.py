@@ -169,15 +169,18 @@ def _learned(item: LearnedItem, lead: str) -> str:
     return f"{_header([f'{lead} #{item.memory_id}', item.kind, triple, same])}\n{item.content}"
 
 
+def _why(reason: str) -> str:
+    """The kind of reason ("question"), or a refusal whole: its message says what the store objected to."""
+    return reason if reason.startswith("refused") else reason.split(":")[0]
+
+
 @as_text.register
 def _(record: LearnResult) -> str:
     lines = [f"Learned from the text in {record.namespace}: {len(record.stored)} stored, {len(record.deduplicated)} "
              f"already held, {len(record.skipped)} sentences skipped."]
     lines.extend(_learned(item, "stored") for item in record.stored)
     lines.extend(_learned(item, "already held by") for item in record.deduplicated)
-    # The kind of reason is enough, but for a refusal, whose message says what the store objected to.
-    lines.extend(f"Skipped ({sentence.reason if sentence.reason.startswith('refused') else sentence.reason.split(':')[0]}"
-                 f"): {sentence.text}" for sentence in record.skipped)
+    lines.extend(f"Skipped ({_why(sentence.reason)}): {sentence.text}" for sentence in record.skipped)
     return "\n".join(lines)
 
 

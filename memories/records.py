@@ -169,9 +169,10 @@ class RevisionRecord(Record):
         return cls(
             id=revision.pk, memory_id=revision.memory_id, title=revision.title, content=revision.content,
             subject=revision.subject, predicate=revision.predicate, object=revision.object, source=revision.source,
-            confidence=revision.confidence, content_hash=revision.content_hash, known_at=revision.known_at, valid_from=revision.valid_from,
-            valid_to=revision.valid_to, expires_at=revision.expires_at, tombstone=revision.tombstone,
-            hides=revision.hides_id, reason=revision.reason, author=revision.author, interface=revision.interface,
+            confidence=revision.confidence, content_hash=revision.content_hash, known_at=revision.known_at,
+            valid_from=revision.valid_from, valid_to=revision.valid_to, expires_at=revision.expires_at,
+            tombstone=revision.tombstone, hides=revision.hides_id, reason=revision.reason, author=revision.author,
+            interface=revision.interface,
         )
 
 

@@ -158,8 +158,8 @@ def confidence(value) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise InvalidInput(f"confidence: expected a number from {CONFIDENCE_MIN:g} to {CONFIDENCE_MAX:g}, got {value!r}.",
-                           field="confidence")
+        raise InvalidInput(f"confidence: expected a number from {CONFIDENCE_MIN:g} to {CONFIDENCE_MAX:g}, "
+                           f"got {value!r}.", field="confidence")
     if not CONFIDENCE_MIN <= value <= CONFIDENCE_MAX:
         raise InvalidInput(f"confidence: {value!r} is out of range {CONFIDENCE_MIN:g}..{CONFIDENCE_MAX:g}.",
                            field="confidence")

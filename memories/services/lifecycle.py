@@ -190,7 +190,8 @@ def memory_remember(
         now = known_at or timezone.now()
         start, end = validity_interval(valid_from, valid_to, default_from=now)
         fields = dict(content=content, title=title, subject=triple[0], predicate=triple[1], object=triple[2],
-                      confidence=confidence, source=source, valid_from=start, valid_to=end, expires_at=_expiry(ttl, now=now, keep=None))
+                      confidence=confidence, source=source, valid_from=start, valid_to=end,
+                      expires_at=_expiry(ttl, now=now, keep=None))
         existing = Memory.objects.filter(namespace=namespace, key=key).first() if key else None
         if existing is None and key and Memory.all_objects.filter(namespace=namespace, key=key).exists():
             raise Conflict(f"key: {key!r} in namespace {namespace!r} belongs to an import that has not finished. "
