@@ -39,8 +39,8 @@ logger = logging.getLogger(__name__)
 
 
 def _strictly(annotation):
-    """``annotation`` with its numbers and flags strict: JSON's 5 and true pass, "5" and 1 do not."""
-    if annotation in (int, bool):
+    """``annotation`` with its numbers and flags strict: JSON's 5, 0.5 and true pass, "5", "0.5" and 1 do not."""
+    if annotation in (int, float, bool):
         return Annotated[annotation, Strict()]
     origin, parts = get_origin(annotation), get_args(annotation)
     if origin is Annotated:

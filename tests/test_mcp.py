@@ -333,6 +333,7 @@ BAD_CALLS = [
     ("memory_remember", {"content": "x", "colour": "red"}, "Unknown argument for memory_remember: colour. "
                                                            "It accepts: content, namespace, key"),
     ("memory_remember", {"content": "x", "confidence": 1.5}, "confidence: Input should be less than or equal to 1"),
+    ("memory_remember", {"content": "x", "confidence": "0.5"}, "confidence: Input should be a valid number"),
     ("memory_learn", {}, "text: required"),
     ("memory_learn", {"text": ""}, "text: String should have at least 1 character"),
     ("memory_learn", {"text": "x" * 20001}, "text: String should have at most 20000 characters"),
