@@ -37,6 +37,7 @@ from memories.arguments import (
     HookRecallArgs,
     HookReportArgs,
     ImportArgs,
+    LearnArgs,
     ListArgs,
     RecallArgs,
     RememberArgs,
@@ -51,6 +52,7 @@ from memories.records import (
     ExportDocument,
     History,
     ImportResult,
+    LearnResult,
     MemoryRecord,
     Page,
     RecallResult,
@@ -212,6 +214,20 @@ class MemoryRestoreView(ApiView):
         args = self.body(RestoreArgs, id=id)
         self.caller.check_memory(args.id)
         return answer(services.memory_restore(memory_id=args.id, reason=args.reason, **self.caller.credit))
+
+
+class LearnView(ApiView):
+    @extend_schema(summary="Learn from text", operation_id="learn", request=LearnArgs,
+                   responses={200: LearnResult, **errors(413, 415)},
+                   description="Store the facts, decisions and skills a text states, found by fixed English rules "
+                               "(docs/concepts.md lists them), one memory each with confidence 0.5. The answer lists "
+                               "what was stored, what the namespace already held, and each sentence skipped with "
+                               "its reason.")
+    def post(self, request):
+        self.caller.require(Scope.WRITE)
+        fields = self.body(LearnArgs).model_dump()
+        namespace = self.caller.namespace_to_write(fields.pop("namespace"))
+        return answer(services.memory_learn(namespace=namespace, **fields, **self.caller.credit))
 
 
 class RecallView(ApiView):

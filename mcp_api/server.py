@@ -34,6 +34,8 @@ When to remember (memory_remember): when the user states a lasting fact, prefere
 corrects you, or asks you to remember something; when you learn something a later session will need \
 (a project convention, how a problem was solved). Store one fact per memory, written to stand on its \
 own, with tags for its topics; give a stable key (e.g. "user.editor") to facts that will change. \
+To keep what a longer text (notes, a design document) states, memory_learn stores each of its facts, \
+decisions and step-by-step skills as its own memory. \
 Do not store secrets (passwords, API keys, tokens), small talk, or what only matters for this turn.
 
 How to recall (memory_recall): at the start of a task, and before answering about the user, their \

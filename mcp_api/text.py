@@ -24,6 +24,8 @@ from memories.records import (
     ChangeResult,
     CorrectionRecord,
     History,
+    LearnedItem,
+    LearnResult,
     MemoryRecord,
     Page,
     RecallResult,
@@ -67,6 +69,7 @@ def _memory(memory: MemoryRecord, *, lead: str = "", score: float | None = None)
         f"title: {memory.title}" if memory.title else None,
         _validity(memory.known_at, memory.valid_from, memory.valid_to),
         f"expires {_day(memory.expires_at)}" if memory.expires_at else None,
+        f"confidence {memory.confidence:g}" if memory.confidence is not None else None,
         f"tags: {', '.join(memory.tags)}" if memory.tags else None,
     ])
     return f"{header}\n{memory.content}"
@@ -145,6 +148,7 @@ def _revision(revision: RevisionRecord) -> str:
         f"{revision.author} ({revision.interface})",
         f"forgot r{revision.hides}" if revision.tombstone else None,
         f"reason: {revision.reason}" if revision.reason else None,
+        f"confidence {revision.confidence:g}" if revision.confidence is not None else None,
         f"title: {revision.title}" if revision.title and not revision.tombstone else None,
         _validity(revision.known_at, revision.valid_from, revision.valid_to) if not revision.tombstone else None,
         f"expires {_day(revision.expires_at)}" if revision.expires_at else None,
@@ -157,6 +161,27 @@ def _(record: History) -> str:
     if not record.revisions:
         return f"Memory {record.memory_id} has no revision known by then."
     return "\n".join(_revision(revision) for revision in record.revisions)
+
+
+def _learned(item: LearnedItem, lead: str) -> str:
+    triple = f"{item.subject} | {item.predicate} | {item.object}" if item.subject else None
+    same = f"same {item.matched_by}" if item.matched_by else None
+    return f"{_header([f'{lead} #{item.memory_id}', item.kind, triple, same])}\n{item.content}"
+
+
+def _why(reason: str) -> str:
+    """The kind of reason ("question"), or a refusal whole: its message says what the store objected to."""
+    return reason if reason.startswith("refused") else reason.split(":")[0]
+
+
+@as_text.register
+def _(record: LearnResult) -> str:
+    lines = [f"Learned from the text in {record.namespace}: {len(record.stored)} stored, {len(record.deduplicated)} "
+             f"already held, {len(record.skipped)} sentences skipped."]
+    lines.extend(_learned(item, "stored") for item in record.stored)
+    lines.extend(_learned(item, "already held by") for item in record.deduplicated)
+    lines.extend(f"Skipped ({_why(sentence.reason)}): {sentence.text}" for sentence in record.skipped)
+    return "\n".join(lines)
 
 
 @as_text.register

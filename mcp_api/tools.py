@@ -23,15 +23,24 @@ from memories import arguments as declared
 from memories import selectors, services
 from memories.access import AuthenticationFailed, Caller
 from memories.models import Scope
-from memories.records import ChangeResult, History, MemoryRecord, Page, RecallResult, RememberResult, Stats
+from memories.records import (
+    ChangeResult,
+    History,
+    LearnResult,
+    MemoryRecord,
+    Page,
+    RecallResult,
+    RememberResult,
+    Stats,
+)
 from memoryproject.exceptions import InvalidInput, MemoryServiceError
 
 logger = logging.getLogger(__name__)
 
 
 def _strictly(annotation):
-    """``annotation`` with its numbers and flags strict: JSON's 5 and true pass, "5" and 1 do not."""
-    if annotation in (int, bool):
+    """``annotation`` with its numbers and flags strict: JSON's 5, 0.5 and true pass, "5", "0.5" and 1 do not."""
+    if annotation in (int, float, bool):
         return Annotated[annotation, Strict()]
     origin, parts = get_origin(annotation), get_args(annotation)
     if origin is Annotated:
@@ -101,7 +110,7 @@ class MemoryTools(MCPToolset):
 
     @tool(title="Remember", scope=Scope.WRITE, read_only=False, arguments=declared.RememberArgs)
     def memory_remember(self, content, namespace, key, title, kind, tags, ttl_days, valid_from, valid_to, source,
-                        subject, predicate, object, force) -> RememberResult:
+                        subject, predicate, object, force, confidence) -> RememberResult:
         """Store a memory. Content already stored in the namespace is not stored twice: the existing memory
         comes back with deduplicated=true. To change a stored memory, use memory_update (or remember under
         its key) rather than storing a second one."""
@@ -109,7 +118,18 @@ class MemoryTools(MCPToolset):
         return services.memory_remember(
             namespace=caller.namespace_to_write(namespace), content=content, key=key, title=title, kind=kind,
             tags=tags, ttl_days=ttl_days, valid_from=valid_from, valid_to=valid_to, source=source,
-            subject=subject, predicate=predicate, object=object, force=force, **caller.credit)
+            subject=subject, predicate=predicate, object=object, confidence=confidence, force=force,
+            **caller.credit)
+
+    @tool(title="Learn from text", scope=Scope.WRITE, read_only=False, arguments=declared.LearnArgs)
+    def memory_learn(self, text, namespace, source, tags) -> LearnResult:
+        """Store the facts, decisions and skills a text states, found by fixed English rules (no model): one
+        memory each, with a triple for facts and confidence 0.5. Questions, negations, plans and small talk
+        are skipped, and what the namespace already holds is not stored twice; the answer lists all three.
+        For one fact you can word yourself, memory_remember is more precise."""
+        caller = self._caller()
+        return services.memory_learn(text=text, namespace=caller.namespace_to_write(namespace), source=source,
+                                     tags=tags, **caller.credit)
 
     @tool(title="Recall", scope=Scope.READ, read_only=True, idempotent=True, arguments=declared.RecallArgs)
     def memory_recall(self, query, namespace, tags, kinds, limit, match, mode, as_of, valid_at,

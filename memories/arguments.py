@@ -19,6 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from memories import selectors, validation
 from memories.models import Kind
+from knowledge import learn
+from memories.services import learn as learning
 from memories.services.hooks import SESSION_MAX
 from search import engine
 
@@ -48,6 +50,7 @@ Reason = Annotated[str, Field(max_length=validation.REASON_MAX)]
 Cursor = Annotated[str, Field(max_length=CURSOR_MAX)]
 InstantText = Annotated[str, Field(max_length=INSTANT_MAX)]
 TtlDays = Annotated[int, Field(ge=0, le=validation.TTL_DAYS_MAX)]
+Confidence = Annotated[float, Field(ge=validation.CONFIDENCE_MIN, le=validation.CONFIDENCE_MAX)]
 
 # Arguments several operations take, described once.
 ID_HELP = "A memory id, as given by recall, list or remember."
@@ -106,6 +109,8 @@ class RememberArgs(Arguments):
     force: bool = Field(False, description=(
         "Store it even if it is only a pleasantry or an acknowledgement ('thanks', 'ok, got it'), which are "
         "refused otherwise."))
+    confidence: Confidence | None = Field(None, description=(
+        "How sure you are that it holds, from 0 to 1; absent: not stated."))
 
 
 class RecallArgs(Arguments):
@@ -197,6 +202,16 @@ class ImportArgs(Arguments):
         "export. Needs the admin scope. Otherwise the server clock applies and only each memory's current text "
         "is remembered."))
     dry_run: bool = Field(False, description="Check and count everything, then write nothing.")
+
+
+class LearnArgs(Arguments):
+    text: Annotated[str, Field(min_length=1, max_length=learn.TEXT_MAX_CHARS)] = Field(description=(
+        "Text to learn from (notes, a conversation, a design document): its facts ('X runs on Y'), decisions "
+        "('we chose X over Z because Y') and skills ('To X: 1. ... 2. ...') are stored as memories, one each."))
+    namespace: NamespaceToWrite = None
+    source: Annotated[str, Field(max_length=learning.SOURCE_MAX)] | None = Field(None, description=(
+        "Where the text came from (a file, a URL, 'conversation'); each memory's source adds the item's span."))
+    tags: TopicTags = None
 
 
 # Hooks (memories.services.hooks) --------------------------------------------------------------------------------

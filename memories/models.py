@@ -223,6 +223,8 @@ class Revision(models.Model):
     predicate = models.CharField(max_length=300, blank=True)
     object = models.CharField(max_length=300, blank=True)
     source = models.CharField(max_length=500, blank=True)
+    # The writer's stated confidence in this assertion, 0..1 (memories.validation.confidence); null: not stated.
+    confidence = models.FloatField(null=True, blank=True)
     content_hash = models.CharField(max_length=64)
     known_at = models.DateTimeField()
     valid_from = models.DateTimeField()

@@ -11,15 +11,18 @@ empty and sent as null by MCP, and a ``MemoryPlus`` record (a hit, a write's res
 holds a memory whose keys come first in its output.
 """
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, model_serializer
 from pydantic.json_schema import SkipJsonSchema
 
+from knowledge import learn
 from memoryproject.records import Instant, InstantText, OmittedWhenEmpty, Record
 
 
 # Memories ------------------------------------------------------------------------------------------------------
+
+CONFIDENCE_HELP = "The writer's stated confidence in this revision, from 0 to 1; null or absent: not stated."
 
 
 class MemoryRecord(Record):
@@ -45,6 +48,7 @@ class MemoryRecord(Record):
         "Set when the memory has a triple (subject, predicate, object)."))
     predicate: OmittedWhenEmpty[str] = None
     object: OmittedWhenEmpty[str] = None
+    confidence: OmittedWhenEmpty[float] = Field(None, description=CONFIDENCE_HELP)
     # Who wrote the revision: in recall's explain and the history, not in the memory itself.
     author: SkipJsonSchema[str] = Field("", exclude=True)
 
@@ -58,8 +62,8 @@ class MemoryRecord(Record):
             title=revision.title, content=revision.content, tags=tags, revision_id=revision.pk,
             known_at=revision.known_at, valid_from=revision.valid_from, valid_to=revision.valid_to,
             expires_at=revision.expires_at, source=revision.source, content_hash=revision.content_hash,
-            subject=revision.subject, predicate=revision.predicate, object=revision.object, author=revision.author,
-            created_at=memory.created_at,
+            subject=revision.subject, predicate=revision.predicate, object=revision.object,
+            confidence=revision.confidence, author=revision.author, created_at=memory.created_at,
         )
 
 
@@ -150,6 +154,7 @@ class RevisionRecord(Record):
     predicate: str
     object: str
     source: str
+    confidence: float | None = Field(description=CONFIDENCE_HELP)
     content_hash: str
     known_at: Instant
     valid_from: Instant
@@ -164,9 +169,10 @@ class RevisionRecord(Record):
         return cls(
             id=revision.pk, memory_id=revision.memory_id, title=revision.title, content=revision.content,
             subject=revision.subject, predicate=revision.predicate, object=revision.object, source=revision.source,
-            content_hash=revision.content_hash, known_at=revision.known_at, valid_from=revision.valid_from,
-            valid_to=revision.valid_to, expires_at=revision.expires_at, tombstone=revision.tombstone,
-            hides=revision.hides_id, reason=revision.reason, author=revision.author, interface=revision.interface,
+            confidence=revision.confidence, content_hash=revision.content_hash, known_at=revision.known_at,
+            valid_from=revision.valid_from, valid_to=revision.valid_to, expires_at=revision.expires_at,
+            tombstone=revision.tombstone, hides=revision.hides_id, reason=revision.reason, author=revision.author,
+            interface=revision.interface,
         )
 
 
@@ -210,6 +216,50 @@ class RecallResult(Record):
     hits: list[Hit]
     note: OmittedWhenEmpty[str] = None
     hint: OmittedWhenEmpty[str] = Field(None, description="What to try next when nothing matched.")
+
+
+# Learning from text ---------------------------------------------------------------------------------------------
+
+
+class LearnedItem(Record):
+    """One fact, decision or skill found in the text, and the memory that holds it."""
+
+    memory_id: int = Field(description="The memory that holds it: the one stored now, or the one that already did.")
+    revision_id: int = Field(description="That memory's revision holding it.")
+    kind: str = Field(description="fact, decision or skill.")
+    content: str = Field(description="The clean sentence (or, for a skill, the steps) the rules made of the text.")
+    subject: OmittedWhenEmpty[str] = Field(None, description="A fact's triple: subject.")
+    predicate: OmittedWhenEmpty[str] = Field(None, description=(
+        f"A fact's triple: predicate, one of {', '.join(dict.fromkeys(p.name for p in learn.PREDICATES))}."))
+    object: OmittedWhenEmpty[str] = Field(None, description="A fact's triple: object.")
+    alternatives: OmittedWhenEmpty[list[str]] = Field(None, description=(
+        "A decision's alternatives, when the text names them ('over Z', 'instead of Z', 'rather than Z')."))
+    start: int = Field(description="Where it is in the text: the offset of its first character (from 0).")
+    end: int = Field(description="The offset just past its last character.")
+    matched_by: OmittedWhenEmpty[Literal["triple", "content"]] = Field(None, description=(
+        "Deduplicated items only: the memory already held the same triple (names compared in normal form) or "
+        "the same content."))
+
+
+class SkippedSentence(Record):
+    """A sentence that taught nothing, and why."""
+
+    text: str
+    start: int
+    end: int
+    reason: str = Field(description=(
+        "Why: it starts with question, hypothetical, negation, past, pleasantry or vague; or it says why the store "
+        "refused the item."))
+
+
+class LearnResult(Record):
+    """What learn found in the text: what it stored, what the namespace already held, and what it skipped."""
+
+    namespace: str
+    stored: list[LearnedItem] = Field(description="Items stored as new memories, in the text's order.")
+    deduplicated: list[LearnedItem] = Field(description=(
+        "Items the namespace already held (visible now): nothing was stored for them."))
+    skipped: list[SkippedSentence] = Field(description="Sentences that gave no item, each with its reason.")
 
 
 # Statistics, import and export -----------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from django.db.migrations.recorder import MigrationRecorder
 from django.db.models import Count, Exists, IntegerField, Max, OuterRef, Prefetch, Q, QuerySet, Subquery
 from django.utils import timezone
 
+from knowledge.names import entity_name, predicate_name
 from memories import staging, validation
 from memories.models import Attributes, Kind, Memory, Revision, State, Tag
 from memories.records import AttributesRecord, Hit, MemoryRecord, Page, RecallResult, RevisionRecord
@@ -46,8 +47,8 @@ def _record(revision: Revision) -> MemoryRecord:
 # The columns records_for_revisions reads, in MemoryRecord's order after the ids.
 _RECORD_SQL = """
     SELECT r.id, m.id, m.key, m.namespace, m.kind, m.state, r.title, r.content, r.known_at, r.valid_from,
-           r.valid_to, r.expires_at, r.source, r.content_hash, r.subject, r.predicate, r.object, r.author,
-           m.created_at
+           r.valid_to, r.expires_at, r.source, r.content_hash, r.subject, r.predicate, r.object, r.confidence,
+           r.author, m.created_at
     FROM memories_revision r JOIN memories_memory m ON m.id = r.memory_id
     WHERE r.id IN ({marks})"""
 # Tag names per memory in slug order, as the ORM's records list them.
@@ -130,7 +131,7 @@ def records_for_revisions(revision_ids: list[int], *, as_of: dt.datetime | None 
             for memory_id, name in cursor.fetchall():
                 tags.setdefault(memory_id, []).append(name)
     for (revision_id, memory_id, key, namespace, kind, state, title, content, known_at, valid_from, valid_to,
-         expires_at, source, content_hash, subject, predicate, object_, author, created_at) in rows:
+         expires_at, source, content_hash, subject, predicate, object_, confidence, author, created_at) in rows:
         if memory_id in then:
             namespace, kind, tags[memory_id] = then[memory_id]
         if as_of is not None:
@@ -141,7 +142,7 @@ def records_for_revisions(revision_ids: list[int], *, as_of: dt.datetime | None 
             valid_from=stored_instant(valid_from), valid_to=stored_instant(valid_to),
             expires_at=stored_instant(expires_at),
             source=source, content_hash=content_hash, subject=subject, predicate=predicate, object=object_,
-            author=author, created_at=stored_instant(created_at))
+            confidence=confidence, author=author, created_at=stored_instant(created_at))
     return records
 
 
@@ -421,6 +422,24 @@ def visible_duplicate(*, namespace: str, content_hash: str, exclude_memory_id: i
         return None
     shown = revisions.visible(as_of=timezone.now()).values("memory_id")
     return Memory.objects.filter(pk__in=shown).order_by("pk").first()
+
+
+def visible_same_triple(*, namespace: str, subject: str, predicate: str, object: str) -> Revision | None:
+    """Return the visible-now revision in ``namespace`` whose triple is this one in normal form (knowledge.names).
+
+    "The Billing API runs_on K8s" and "billing API runs on k8s" are the same triple. The
+    lowest memory id wins when several memories hold it.
+    """
+    wanted = (entity_name(subject), predicate_name(predicate), entity_name(object))
+    # LIKE (ASCII case-insensitive) narrows to the few rows naming both before visibility and the exact comparison.
+    candidates = (Revision.objects.filter(memory__namespace=namespace, subject__icontains=wanted[0].split()[-1],
+                                          object__icontains=wanted[2].split()[-1])
+                  .visible(as_of=timezone.now()).order_by("memory_id", "id"))
+    for revision in candidates:
+        if (entity_name(revision.subject), predicate_name(revision.predicate),
+                entity_name(revision.object)) == wanted:
+            return revision
+    return None
 
 
 # Hashes per query in visible_duplicates: well under SQLite's 999 parameters.

@@ -1,6 +1,7 @@
 """Input rules for memory fields, shared by every write path (services and importers)."""
 
 import hashlib
+import math
 import re
 import unicodedata
 import uuid
@@ -84,6 +85,24 @@ def content(value, *, field: str = "content") -> str:
     return value
 
 
+def text_to_learn(value, *, limit: int) -> str:
+    """Return text to learn from as given (learn reports offsets into it), checked: text, not blank, bounded."""
+    if not isinstance(value, str):
+        raise InvalidInput(f"text: expected text, got {type(value).__name__}.", field="text")
+    if not value.strip():
+        raise InvalidInput("text: must not be empty.", field="text")
+    if len(value) > limit:
+        raise TooLarge(f"text: {len(value)} characters is over the limit of {limit}. Split it and learn each part "
+                       "in its own call.", field="text")
+    if "\x00" in value:
+        raise InvalidInput("text: NUL characters are not allowed.", field="text")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput("text: contains characters that are not valid Unicode (lone surrogates).", field="text")
+    return value
+
+
 def short_text(value, *, field: str, limit: int) -> str:
     if value is None:
         return ""
@@ -128,6 +147,23 @@ def ttl_days(value, *, allow_keep: bool = False) -> int | None:
     if not low <= value <= TTL_DAYS_MAX:
         raise InvalidInput(f"ttl_days: {value} is out of range {low}..{TTL_DAYS_MAX}.", field="ttl_days")
     return value
+
+
+CONFIDENCE_MIN = 0.0
+CONFIDENCE_MAX = 1.0
+
+
+def confidence(value) -> float | None:
+    """Return a stated confidence as a float in [0, 1], or None when it is not stated."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise InvalidInput(f"confidence: expected a number from {CONFIDENCE_MIN:g} to {CONFIDENCE_MAX:g}, "
+                           f"got {value!r}.", field="confidence")
+    if not CONFIDENCE_MIN <= value <= CONFIDENCE_MAX:
+        raise InvalidInput(f"confidence: {value!r} is out of range {CONFIDENCE_MIN:g}..{CONFIDENCE_MAX:g}.",
+                           field="confidence")
+    return float(value)
 
 
 def triple(subject, predicate, object_) -> tuple[str, str, str]:

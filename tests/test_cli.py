@@ -137,6 +137,26 @@ def test_content_dash_is_read_from_stdin(instance):
     assert (error["field"], error["code"]) == ("content", "invalid")
 
 
+def test_learn_reads_text_from_an_argument_or_stdin_and_stores_each_item(instance):
+    learned = instance.memory("learn", "The billing API runs on Kubernetes. Is it fast?", "--namespace", "ops",
+                              "--source", "notes.md", "--tag", "infra")
+    (fact,) = learned["stored"]
+    assert (fact["subject"], fact["predicate"], fact["object"]) == ("billing API", "runs on", "Kubernetes")
+    assert learned["skipped"] == [{"text": "Is it fast?", "start": 36, "end": 47, "reason": "question"}]
+    got = instance.memory("get", str(fact["memory_id"]))
+    assert (got["confidence"], got["source"], got["tags"]) == (0.5, "learn: notes.md chars 0-35", ["infra"])
+
+    piped = instance.memory("learn", "--namespace", "ops", stdin="To release:\n1. Tag it.\n2. Push the tag.\n"
+                                                               "The billing API runs on Kubernetes.\n")
+    assert [item["kind"] for item in piped["stored"]] == ["skill"]
+    assert piped["deduplicated"][0]["memory_id"] == fact["memory_id"]
+
+    error = instance.memory_error("learn", "-", stdin="  \n")
+    assert (error["field"], error["code"]) == ("text", "invalid")
+    error = instance.memory_error("learn", "x" * 20001)
+    assert (error["field"], error["code"]) == ("text", "too_large")
+
+
 def test_recall_finds_what_was_remembered_and_time_travels(instance):
     first = instance.memory("remember", "The deploy window opens at 09:00", "--namespace", "ops", "--key", "window")
     instance.memory("remember", "The deploy window opens at 11:00", "--namespace", "ops", "--key", "window")

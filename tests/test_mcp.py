@@ -22,6 +22,7 @@ pytestmark = pytest.mark.slow
 TOOLS = {
     # name: (readOnlyHint, destructiveHint, idempotentHint)
     "memory_remember": (False, False, False),
+    "memory_learn": (False, False, False),
     "memory_recall": (True, False, True),
     "memory_get": (True, False, True),
     "memory_update": (False, True, False),
@@ -270,6 +271,35 @@ def test_every_tool_answers_good_arguments(client, namespace):
                                          "mode": "keyword"})["hits"] == []
 
 
+def test_an_agent_learns_from_a_paragraph_and_reads_a_short_account_of_it(client, namespace):
+    text = ("Thanks! The billing API runs on Kubernetes and depends on Redis. Should we add Kafka?\n"
+            "We chose Postgres over MySQL because of JSON support.\n"
+            "To deploy billing:\n1. Build the image.\n2. Restart the pods.")
+    result = client.call_raw("memory_learn", {"text": text, "namespace": namespace, "source": "standup"})
+    learned = result.structuredContent
+    assert [(item["kind"], item["subject"], item["predicate"], item["object"]) for item in learned["stored"]] == [
+        ("fact", "billing API", "runs on", "Kubernetes"), ("fact", "billing API", "depends on", "Redis"),
+        ("decision", None, None, None), ("skill", None, None, None)]
+    assert learned["stored"][2]["alternatives"] == ["MySQL"]
+    assert [(entry["text"], entry["reason"]) for entry in learned["skipped"]] == [
+        ("Thanks!", "pleasantry: nothing to learn"), ("Should we add Kafka?", "question")]
+    assert result.content[0].text.splitlines()[:3] == [
+        f"Learned from the text in {namespace}: 4 stored, 0 already held, 2 sentences skipped.",
+        f"[stored #{learned['stored'][0]['memory_id']} · fact · billing API | runs on | Kubernetes]",
+        "The billing API runs on Kubernetes.",
+    ]
+    assert "Skipped (question): Should we add Kafka?" in result.content[0].text
+
+    again = client.call("memory_learn", {"text": text, "namespace": namespace})
+    assert again["stored"] == [] and [item["matched_by"] for item in again["deduplicated"]] == [
+        "triple", "triple", "content", "content"]
+    fact = client.call("memory_get", {"id": learned["stored"][0]["memory_id"]})
+    assert (fact["kind"], fact["confidence"], fact["source"]) == ("fact", 0.5, "learn: standup chars 8-64")
+    assert text[8:64] == "The billing API runs on Kubernetes and depends on Redis."
+    header = client.call_raw("memory_get", {"id": fact["id"]}).content[0].text.splitlines()[0]
+    assert "· fact ·" in header and "· confidence 0.5" in header
+
+
 def test_an_agent_can_restore_a_memory_it_forgot(client, namespace):
     stored = client.call("memory_remember", {"content": "The VPN gateway is vpn2.example.org.", "namespace": namespace})
     client.call("memory_forget", {"id": stored["id"], "reason": "thought it was outdated"})
@@ -302,6 +332,13 @@ BAD_CALLS = [
     ("memory_remember", {"content": "x", "subject": "a"}, "give all three or none"),
     ("memory_remember", {"content": "x", "colour": "red"}, "Unknown argument for memory_remember: colour. "
                                                            "It accepts: content, namespace, key"),
+    ("memory_remember", {"content": "x", "confidence": 1.5}, "confidence: Input should be less than or equal to 1"),
+    ("memory_remember", {"content": "x", "confidence": "0.5"}, "confidence: Input should be a valid number"),
+    ("memory_learn", {}, "text: required"),
+    ("memory_learn", {"text": ""}, "text: String should have at least 1 character"),
+    ("memory_learn", {"text": "x" * 20001}, "text: String should have at most 20000 characters"),
+    ("memory_learn", {"text": "x", "confidence": 1}, "Unknown argument for memory_learn: confidence"),
+    ("memory_learn", {"text": "x", "tags": "ops"}, "tags: Input should be a valid list"),
     ("memory_recall", {"query": ""}, "query: String should have at least 1 character"),
     ("memory_recall", {"query": "x", "limit": 500}, "limit: Input should be less than or equal to 100 (got 500)"),
     ("memory_recall", {"query": "x", "limit": 0}, "limit: Input should be greater than or equal to 1"),
@@ -421,6 +458,7 @@ def test_a_read_only_key_lists_and_runs_only_the_reading_tools(mcp_server, clien
         assert {tool.name for tool in reader.list_tools()} == READ_TOOLS
         for name, arguments in [("memory_remember", {"content": "sneaky", "namespace": namespace}),
                                 ("memory_update", {"id": stored["id"], "content": "changed"}),
+                                ("memory_learn", {"text": "The API uses Redis.", "namespace": namespace}),
                                 ("memory_forget", {"id": stored["id"]})]:
             refused = reader.error(name, arguments)
             assert refused.startswith("This needs the 'write' scope, and this API key has only: read.")

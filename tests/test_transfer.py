@@ -153,7 +153,7 @@ def test_the_export_is_lazy_and_reads_memories_in_primary_key_batches(remember):
 
 def test_the_export_carries_every_field_and_names_the_hidden_revision_by_position(remember, actor):
     made = remember("The office is in Lyon.", key="office", kind="fact", tags=["Places"], title="Office",
-                    source="wiki", ttl_days=10, valid_from="2020-01-01")
+                    source="wiki", ttl_days=10, valid_from="2020-01-01", confidence=0.75)
     services.memory_revise(memory_id=made.memory.id, content="The office is in Paris.", **actor)
     services.memory_forget(memory_id=made.memory.id, reason="closed", **actor)
 
@@ -170,10 +170,12 @@ def test_the_export_carries_every_field_and_names_the_hidden_revision_by_positio
     assert (first["title"], first["source"], first["author"], first["interface"]) == ("Office", "wiki", "tester",
                                                                                        "cli")
     assert second["content"] == "The office is in Paris."
+    # A revise carries the stated confidence over, as it carries the triple.
+    assert (first["confidence"], second["confidence"], tombstone["confidence"]) == (0.75, 0.75, None)
     assert (tombstone["tombstone"], tombstone["hides"], tombstone["reason"]) == (True, 1, "closed")
     assert set(first) == {"known_at", "valid_from", "valid_to", "expires_at", "tombstone", "hides", "title",
-                          "content", "subject", "predicate", "object", "source", "content_hash", "reason",
-                          "author", "interface"}
+                          "content", "subject", "predicate", "object", "source", "confidence", "content_hash",
+                          "reason", "author", "interface"}
 
 
 def test_an_export_as_of_a_past_moment_leaves_out_what_was_learned_later(remember, actor):
@@ -293,6 +295,25 @@ def test_trusted_import_requires_and_keeps_known_at_and_authorship(db):
     assert stored.valid_from == stored.known_at
     assert (stored.author, stored.interface) == ("api:ci", "api")
     assert AuditEvent.objects.filter(action="import", actor="importer", memory_id=stored.memory_id).exists()
+
+
+def test_import_keeps_a_stated_confidence_and_refuses_one_out_of_range(db):
+    for bad in (1.5, -0.1, "high", True):
+        with pytest.raises(InvalidInput, match=r"memories\[0\].revisions\[0\].confidence: "):
+            import_(document(item("k", revision("Sure.", "2020-02-02T10:00:00Z", confidence=bad))), trusted=True)
+    assert Revision.objects.count() == 0
+
+    import_(document(item("trusted", revision("Fairly sure.", "2020-02-02T10:00:00Z", confidence=0.5)),
+                     item("unstated", revision("Not said.", "2020-02-02T10:00:00Z"))), trusted=True)
+    import_(document(item("untrusted", revision("Quite sure.", "2020-02-02T10:00:00Z", confidence=0.9))),
+            trusted=False)
+
+    stated = dict(Revision.objects.values_list("memory__key", "confidence"))
+    assert stated == {"trusted": 0.5, "unstated": None, "untrusted": 0.9}
+    # The same history again is unchanged; another confidence is another assertion.
+    again = import_(document(item("trusted", revision("Fairly sure.", "2020-02-02T10:00:00Z", confidence=0.5))),
+                    trusted=True)
+    assert (again.unchanged, again.created) == (1, 0)
 
 
 def test_untrusted_import_ignores_known_at_and_remembers_only_the_current_text(db):

@@ -8,8 +8,8 @@ from memoryproject.readonly_admin import ReadOnlyAdmin
 
 @admin.register(Revision)
 class RevisionAdmin(ReadOnlyAdmin):
-    list_display = ("id", "memory_link", "known_at", "tombstone", "title", "author", "interface", "valid_from",
-                    "valid_to", "expires_at")
+    list_display = ("id", "memory_link", "known_at", "tombstone", "title", "confidence", "author", "interface",
+                    "valid_from", "valid_to", "expires_at")
     list_filter = ("interface", "tombstone")
     list_select_related = ("memory",)
     ordering = ("-id",)

@@ -6,6 +6,7 @@ from memories.services.erasure import database_release_free_pages, database_vacu
 from memories.services.export import memories_export
 from memories.services.hooks import hook_ingest, hook_recall, hook_report
 from memories.services.imports import memories_import
+from memories.services.learn import memory_learn
 from memories.services.lifecycle import (
     memory_forget,
     memory_remember,
@@ -29,6 +30,7 @@ __all__ = [
     "memory_erase",
     "purge_expired",
     "memory_forget",
+    "memory_learn",
     "memory_move",
     "memory_remember",
     "memory_restore",

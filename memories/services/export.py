@@ -29,7 +29,9 @@ MEMORY_FIELDS = {"namespace", "key", "kind", "tags", "state", "created_at", "rev
 TIME_FIELDS = ("known_at", "valid_from", "valid_to", "expires_at")
 TEXT_FIELDS = ("title", "content", "subject", "predicate", "object", "source", "content_hash", "reason",
                "author", "interface")
-REVISION_FIELDS = {*TIME_FIELDS, "tombstone", "hides", *TEXT_FIELDS}
+# The writer's stated confidence, 0..1, or null when not stated.
+NUMBER_FIELDS = ("confidence",)
+REVISION_FIELDS = {*TIME_FIELDS, "tombstone", "hides", *TEXT_FIELDS, *NUMBER_FIELDS}
 
 
 def _memory_ids(values) -> list[int]:
@@ -118,6 +120,7 @@ def _memory_entry(memory: Memory) -> dict:
                 "tombstone": revision.tombstone,
                 "hides": position.get(revision.hides_id),
                 **{name: getattr(revision, name) for name in TEXT_FIELDS},
+                **{name: getattr(revision, name) for name in NUMBER_FIELDS},
             }
             for revision in revisions
         ],

@@ -32,6 +32,7 @@ from memories.services.export import (
     EXPORT_FORMAT,
     EXPORT_VERSION,
     MEMORY_FIELDS,
+    NUMBER_FIELDS,
     REVISION_FIELDS,
     TEXT_FIELDS,
     TIME_FIELDS,
@@ -58,7 +59,7 @@ from search import indexing
 # Enough to fix a file in one go without burying the first problem.
 PROBLEMS_SHOWN = 20
 # What makes two revisions the same assertion; content_hash stands for the content.
-_COMPARED_FIELDS = tuple(sorted({*TIME_FIELDS, "tombstone", *TEXT_FIELDS} - {"content"}))
+_COMPARED_FIELDS = tuple(sorted({*TIME_FIELDS, "tombstone", *TEXT_FIELDS, *NUMBER_FIELDS} - {"content"}))
 _AUTHOR_MAX = Revision._meta.get_field("author").max_length
 
 
@@ -253,6 +254,7 @@ def _read_revision(raw, *, earlier: list[_RevisionIn], trusted, actor, interface
         predicate=predicate,
         object=object_,
         source=validation.short_text(raw.get("source"), field="source", limit=validation.SOURCE_MAX),
+        confidence=validation.confidence(raw.get("confidence")),
         reason=validation.short_text(raw.get("reason"), field="reason", limit=validation.REASON_MAX),
         author=validation.short_text(raw.get("author"), field="author", limit=_AUTHOR_MAX) or actor,
         # The import's own interface was checked once, before the batch was read.
@@ -600,8 +602,8 @@ def _remember_current(item: _MemoryIn, *, actor, interface, now) -> str:
             namespace=item.namespace, key=item.key, content=fields["content"], title=fields["title"],
             kind=item.kind, tags=item.tags, source=fields["source"], ttl_days=ttl_days,
             valid_from=latest.given_valid_from, valid_to=fields["valid_to"], subject=fields["subject"],
-            predicate=fields["predicate"], object=fields["object"], actor=actor, interface=interface,
-            force=True,  # an import stores what its file holds
+            predicate=fields["predicate"], object=fields["object"], confidence=fields["confidence"], actor=actor,
+            interface=interface, force=True,  # an import stores what its file holds
         )
     except DuplicateContent:
         return "duplicates"

@@ -21,7 +21,8 @@ from search import duplicates, indexing
 # What a writer refused a key that an unpublished import holds can do (memories.services.batches).
 UNFINISHED_IMPORT_ADVICE = "Try again once it is done (or, if it died, after 'manage.py purge')."
 # The fields a revision carries forward from the one it revises.
-_CARRIED = ("content", "title", "subject", "predicate", "object", "source", "valid_from", "valid_to", "expires_at")
+_CARRIED = ("content", "title", "subject", "predicate", "object", "confidence", "source", "valid_from", "valid_to",
+            "expires_at")
 
 
 def check_interface(interface: str) -> str:
@@ -150,6 +151,7 @@ def memory_remember(
     subject: str | None = None,
     predicate: str | None = None,
     object: str | None = None,
+    confidence: float | None = None,
     known_at: dt.datetime | None = None,
     look_for_near_twin: bool = True,
     force: bool = False,
@@ -174,6 +176,7 @@ def memory_remember(
     source = validation.short_text(source, field="source", limit=validation.SOURCE_MAX)
     ttl = validation.ttl_days(ttl_days)
     triple = validation.triple(subject, predicate, object)
+    confidence = validation.confidence(confidence)
     digest = validation.content_hash(content)
     # Embedding and the near-twin check run before the write lock is taken, so other writers never wait for them.
     indexing.prepare(title, content)
@@ -192,7 +195,8 @@ def memory_remember(
         now = known_at or timezone.now()
         start, end = validity_interval(valid_from, valid_to, default_from=now)
         fields = dict(content=content, title=title, subject=triple[0], predicate=triple[1], object=triple[2],
-                      source=source, valid_from=start, valid_to=end, expires_at=_expiry(ttl, now=now, keep=None))
+                      confidence=confidence, source=source, valid_from=start, valid_to=end,
+                      expires_at=_expiry(ttl, now=now, keep=None))
         existing = Memory.objects.filter(namespace=namespace, key=key).first() if key else None
         if existing is None and key and Memory.all_objects.filter(namespace=namespace, key=key).exists():
             raise Conflict(f"key: {key!r} in namespace {namespace!r} belongs to an import that has not finished. "

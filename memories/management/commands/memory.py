@@ -6,7 +6,7 @@ from functools import partial
 from django.conf import settings
 
 from memories import selectors, services
-from memories.arguments import ForgetArgs, GetArgs, HistoryArgs, ListArgs, RecallArgs, RememberArgs
+from memories.arguments import ForgetArgs, GetArgs, HistoryArgs, LearnArgs, ListArgs, RecallArgs, RememberArgs
 from memories.management.cli import ProjectCommand, cli_actor
 from memories.records import History
 from memoryproject.exceptions import InvalidInput, MemoryServiceError
@@ -34,7 +34,7 @@ def _given(**values) -> dict:
 
 
 class Command(ProjectCommand):
-    help = "Remember, read, forget and restore memories from the shell; answers are JSON."
+    help = "Remember, learn, read, forget and restore memories from the shell; answers are JSON."
     # Configuration is checked by serve, doctor and check; here the checks would import every door's URLs.
     requires_system_checks = []
 
@@ -66,6 +66,16 @@ class Command(ProjectCommand):
         for name in ("subject", "predicate", "object"):
             remember.add_argument(f"--{name}", help=_help(RememberArgs, name))
         remember.add_argument("--force", action="store_true", help=_help(RememberArgs, "force"))
+        remember.add_argument("--confidence", type=float, help=_help(RememberArgs, "confidence"))
+
+        learn = command("learn", "Store the facts, decisions and skills a text states, one memory each.")
+        learn.add_argument("text", nargs="?", default="-",
+                           help="the text to learn from, or - (the default) to read it from stdin")
+        learn.add_argument("--namespace", default=settings.MEMORY_DEFAULT_NAMESPACE,
+                           help=f"default: {settings.MEMORY_DEFAULT_NAMESPACE}")
+        learn.add_argument("--source", help=_help(LearnArgs, "source"))
+        learn.add_argument("--tag", action="append", dest="tags", metavar="TAG",
+                           help=_help(LearnArgs, "tags") + " Repeatable.")
 
         get = command("get", "Show a memory as known at --as-of, for valid time --valid-at.")
         which = get.add_mutually_exclusive_group(required=True)
@@ -136,9 +146,16 @@ class Command(ProjectCommand):
             **_given(key=options["key"], title=options["title"], kind=options["kind"], tags=options["tags"],
                      source=options["source"], ttl_days=options["ttl_days"], valid_from=options["valid_from"],
                      valid_to=options["valid_to"], subject=options["subject"], predicate=options["predicate"],
-                     object=options["object"]),
+                     object=options["object"], confidence=options["confidence"]),
             force=options["force"],
         ).as_dict()
+
+    def _learn(self, options):
+        text = options["text"]
+        if text == "-":
+            text = options.get("stdin", sys.stdin).read()
+        return services.memory_learn(text=text, namespace=options["namespace"], source=options["source"],
+                                     tags=options["tags"], actor=cli_actor(), interface="cli").as_dict()
 
     def _get(self, options):
         by_key = options["key"] is not None
