@@ -12,7 +12,7 @@ health probe's view of the same conditions is ``memories.health.database_state``
 
 from django.db.utils import OperationalError
 
-from memoryproject.exceptions import MemoryServiceError, ReadOnlyStorage, StorageFull, Unavailable
+from memoryproject.exceptions import Busy, MemoryServiceError, ReadOnlyStorage, StorageFull, Unavailable
 
 # SQLite's primary result codes (extended codes carry them in the low byte).
 SQLITE_ERROR = 1
@@ -29,8 +29,10 @@ CANT_OPEN_MESSAGE = ("The database file cannot be opened, so nothing was read or
                      "that the server can write it and its folder (or remount its disk read-write), then retry.")
 
 # A write the database refused whole for want of room or write access: about the database, not the data sent.
-# What a read writes on the side (a key's last use, a hook's telemetry row) is skipped on these.
 WRITE_REFUSALS = (StorageFull, ReadOnlyStorage)
+# What a read writes on the side (a key's last use, a hook's telemetry row) is skipped on these, and on a lock
+# that stayed busy: the read itself still answers.
+SIDE_WRITE_SKIPPED = (*WRITE_REFUSALS, Busy)
 
 
 def refusal(error: BaseException) -> MemoryServiceError | None:

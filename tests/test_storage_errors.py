@@ -292,3 +292,30 @@ def test_a_database_without_tables_is_one_line_for_every_command_and_json_for_me
     assert listed.returncode == 2 and json.loads(listed.stderr) == {
         "error": {"code": "not_migrated", "message": NOT_MIGRATED_MESSAGE, "field": None}}
     assert (purged.returncode, purged.stdout, purged.stderr) == (1, "", f"CommandError: {NOT_MIGRATED_MESSAGE}\n")
+
+
+BUSY_READS = """
+import json, sqlite3, sys
+from django.db import connection
+from django.test import Client
+from memories.services.keys import api_key_create
+
+services.memory_remember(namespace="acme", content="The VPN endpoint is vpn1.example.", **ACTOR)
+_, token = api_key_create(name="reader", scopes=["read"], **ACTOR)
+# Another writer holds the database's write lock for longer than this process's busy timeout.
+holder = sqlite3.connect(connection.settings_dict["NAME"], isolation_level=None)
+holder.execute("BEGIN IMMEDIATE")
+client = Client(HTTP_AUTHORIZATION=f"Bearer {token}")
+recall = client.get("/api/v1/recall/", {"query": "VPN endpoint", "mode": "keyword"})
+hook = client.post("/api/v1/hooks/recall/", {"query": "VPN endpoint"}, content_type="application/json")
+holder.execute("ROLLBACK")
+print(json.dumps({"recall": [recall.status_code, len(recall.json().get("hits", []))],
+                  "hook": [hook.status_code, hook.json().get("recall_id", "absent"), "vpn1" in hook.json().get("block", "")]}))
+"""
+
+
+@pytest.mark.slow
+def test_reads_answer_when_their_side_writes_meet_a_lock_that_stays_busy(instance):
+    # The key's last use and the hook's telemetry row are skipped; the reads answer as usual.
+    instance.env["MEMORY_DB_BUSY_TIMEOUT"] = "1"
+    assert json.loads(instance.run(BUSY_READS)) == {"recall": [200, 1], "hook": [200, None, True]}

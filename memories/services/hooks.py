@@ -24,7 +24,7 @@ from memories.models import Kind, Memory, Revision, Scope
 from memories.records import MemoryRecord
 from memories.services.lifecycle import get_memory, memory_remember, memory_revise
 from memoryproject.exceptions import InvalidInput, NotFound, TooLarge
-from memoryproject.storage import WRITE_REFUSALS
+from memoryproject.storage import SIDE_WRITE_SKIPPED
 from search import duplicates
 from telemetry import screening, wrapper
 from telemetry import services as telemetry
@@ -127,7 +127,7 @@ def hook_recall(
                                                  namespaces=namespaces, query=query, hits=len(shown),
                                                  characters=len(block.text),
                                                  memory_ids=[hit.memory.id for hit in result.hits])
-    except WRITE_REFUSALS as error:
+    except SIDE_WRITE_SKIPPED as error:
         recall_id = None
         # The agent still gets its block; the operator has to act on the database.
         logger.warning("hooks/recall answered without its telemetry row: %s", error.message)

@@ -21,7 +21,7 @@ from memories.access import AuthenticationFailed, Caller
 from memories.models import ApiKey, Scope
 from memories.services.lifecycle import audit, check_interface
 from memoryproject.exceptions import InvalidInput, NotFound
-from memoryproject.storage import WRITE_REFUSALS
+from memoryproject.storage import SIDE_WRITE_SKIPPED
 from memoryproject.timeparse import stored_instant
 
 KEY_PREFIX = "mem"
@@ -126,8 +126,8 @@ def api_key_authenticate(token, *, interface: str) -> Caller:
         try:
             ApiKey.objects.filter(Q(last_used_at__isnull=True) | Q(last_used_at__lte=stale), pk=key_id).update(
                 last_used_at=now)
-        except WRITE_REFUSALS:
-            pass  # only a hint: a full or read-only database still answers reads, and refuses writes itself
+        except SIDE_WRITE_SKIPPED:
+            pass  # only a hint: a full, read-only or busy database still answers reads
     namespaces = json.loads(namespaces) if namespaces is not None else None
     return Caller(actor=f"key:{parts[1]}", interface=interface, scopes=frozenset(json.loads(scopes)),
                   namespaces=tuple(namespaces) if namespaces is not None else None)
