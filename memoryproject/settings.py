@@ -63,8 +63,7 @@ ALLOWED_HOSTS = env_list("MEMORY_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::
 CSRF_TRUSTED_ORIGINS = env_list("MEMORY_CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
-    # The admin modules are found by memoryproject/urls.py, not at start-up, which commands would pay.
-    "django.contrib.admin.apps.SimpleAdminConfig",
+    "memoryproject.admin_site.MemoryAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

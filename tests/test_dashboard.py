@@ -496,3 +496,12 @@ def test_activity_is_drawn_per_day_week_or_month_to_fit_its_span(first_day_ago, 
     assert sum(added.values) == 3 and sum(forgotten.values) == 5
     assert added.values[-1] == 1 and forgotten.values[-1] == 5 and added.values[0] == (2 if first_day_ago > 13
                                                                                        else 0)
+
+
+def test_the_admin_links_to_the_dashboard_only_for_users_who_may_open_it(client, django_user_model):
+    keys = django_user_model.objects.create_user("keys-only", password="pw", is_staff=True)
+    client.force_login(granted(keys, ["memories.view_apikey"]))
+    assert b"View site" not in client.get("/admin/").content
+    client.force_login(granted(django_user_model.objects.create_user("viewer", password="pw", is_staff=True),
+                               ["memories.view_memory"]))
+    assert b"View site" in client.get("/admin/").content
