@@ -1,6 +1,7 @@
 import threading
 
 import uvicorn
+from django.conf import settings
 from django.core.management import call_command
 
 from memories.management.cli import ProjectCommand
@@ -24,8 +25,11 @@ class Command(ProjectCommand):
                 if self.started:  # listening: a client that reads the URLs can connect at once
                     command.listening(host, self.servers[0].sockets[0].getsockname()[1])
 
+        # JSON logs: uvicorn's own lines go through the project's handler too (settings.LOGGING), so every line is JSON.
+        logs = {"log_config": None} if settings.MEMORY_LOG_FORMAT == "json" else {}
         # By name, as uvicorn's command line takes it: the entry point sits above every app.
-        Server(uvicorn.Config("memoryproject.asgi:application", host=host, port=port, access_log=False)).run()
+        Server(uvicorn.Config("memoryproject.asgi:application", host=host, port=port, access_log=False,
+                              **logs)).run()
 
     def listening(self, host: str, port: int) -> None:
         base = f"http://{host}:{port}"
