@@ -37,6 +37,8 @@ class Command(ProjectCommand):
         if name == ":memory:" or name.startswith("file:"):
             raise CommandError("The database is in memory; there is no file to restore into.")
         database = Path(name)
+        if not database.parent.is_dir():
+            raise CommandError(f"The folder {database.parent} does not exist; create it, then run restore again.")
         now = "no database yet"
         if database.is_file():
             try:
