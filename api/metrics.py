@@ -17,6 +17,7 @@ from memories import selectors
 from memories.access import AuthenticationFailed, PermissionDenied
 from memories.models import Scope
 from memories.services.keys import api_key_authenticate
+from search.indexing import index_drift
 
 REFUSED = ("/metrics answers loopback clients, and others that send an API key with the 'admin' scope as "
            "'Authorization: Bearer <key>'.")
@@ -51,7 +52,8 @@ def _refusal(request) -> JsonResponse | None:
 
 
 class StoreCollector:
-    """The store's counts, read once per scrape: memories and revisions per namespace, vectors, the file's size."""
+    """The store's counts, read once per scrape: memories and revisions per namespace, vectors, index drift, the
+    file's size."""
 
     def collect(self):
         counts = selectors.store_counts()
@@ -71,6 +73,9 @@ class StoreCollector:
         yield from (memories, revisions, vectors)
         yield GaugeMetricFamily("memory_vectors_pending", "Revisions with text that have no vector yet (what "
                                 "'manage.py backfill' would embed).", value=search["pending_vectors"])
+        yield GaugeMetricFamily("memory_index_drift", "Disagreements between the keyword indexes and the revisions "
+                                "(missing triggers, row counts); 0 when in step. 'manage.py doctor' names them.",
+                                value=len(index_drift(full=False)))
         yield GaugeMetricFamily("memory_database_bytes", "Size of the database file and its write-ahead log.",
                                 value=selectors.database_size_bytes())
 

@@ -136,6 +136,19 @@ def test_the_store_is_counted_per_namespace_and_state_at_scrape_time(keys):
     }
     assert gauge("memory_vectors") == {(("embedder", "hash-v1"),): 4}
     assert gauge("memory_vectors_pending") == {(): 0}
+    assert gauge("memory_index_drift") == {(): 0}
+
+
+def test_index_drift_is_counted_at_scrape_time(remember):
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        # DDL is transactional in SQLite: the test's own rollback restores the trigger.
+        cursor.execute("DROP TRIGGER search_fts_words_after_insert")
+    remember("Written while the words index was not listening.")
+
+    # The missing trigger, and the row it missed.
+    assert scrape()[("memory_index_drift", ())] == 2
 
 
 def test_hook_telemetry_is_counted_by_kind(keys):
