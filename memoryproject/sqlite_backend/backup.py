@@ -91,6 +91,20 @@ def _fsync(path: Path) -> None:
         os.close(descriptor)
 
 
+def _move_to_new_name(partial: Path, path: Path) -> None:
+    """Give ``partial`` the name ``path``, raising FileExistsError rather than replacing a file there."""
+    try:
+        os.link(partial, path)  # fails if a file appeared at path meanwhile
+    except FileExistsError:
+        raise
+    except OSError:  # a file system without hard links: a rename, after one more look
+        if path.exists():
+            raise FileExistsError(path) from None
+        os.rename(partial, path)
+    else:
+        partial.unlink()
+
+
 def backup(source, path: Path, *, overwrite: bool) -> Copy:
     """Copy the database behind ``source`` (a DB-API connection in autocommit) to ``path`` and check the copy.
 
@@ -128,11 +142,12 @@ def backup(source, path: Path, *, overwrite: bool) -> Copy:
         if overwrite:
             os.replace(partial, path)
         else:
-            os.link(partial, path)  # fails if a file appeared at path meanwhile: never overwritten
-            partial.unlink()
+            _move_to_new_name(partial, path)
         _fsync(path.parent)
     except FileExistsError:
         raise CopyFailed(f"{path} already exists; backup does not overwrite a file unless given --force.") from None
+    except OSError as error:
+        raise CopyFailed(f"Cannot write {path}: {error.strerror}. Nothing was written there.") from None
     except Database.Error as error:
         raise CopyFailed(f"The backup failed: {error}. Nothing was written to {path}.") from None
     finally:
