@@ -133,3 +133,11 @@ def test_a_backup_of_a_server_taking_writes_restores_to_the_same_export_and_rest
     from_backup = _export(clean_env(fresh), as_of)
     assert len(from_backup["memories"]) == in_copy
     assert from_backup == from_live
+
+    # Over the live database, once its server has stopped: the writes after the backup are gone.
+    over_live = instance.manage("restore", str(copy), "--yes")
+    assert over_live.returncode == 0, over_live.stderr
+    with sqlite3.connect(instance.db_path) as database:
+        assert database.execute("SELECT count(*) FROM memories_memory").fetchone()[0] == in_copy
+        assert database.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    database.close()
