@@ -120,6 +120,26 @@ def index_in_step() -> Check:
     return Check("index drift", not problems, " ".join(problems) or "FTS indexes match the revisions")
 
 
+def embedder_matches() -> Check:
+    """The stored vectors come from the embedder MEMORY_EMBEDDER selects: vectors of two models mean nothing to each
+    other, and only a semantic recall would notice."""
+    from memories.selectors import search_mode
+    from search.embeddings import get_embedder
+
+    name = get_embedder().name  # its name only: its dimension would load a model
+    found = search_mode()
+    stored, source = found["vectors"], found["stored_vectors_from"]
+    if stored and source != name:
+        return Check("embedder", False,
+                     f"the database holds {stored} vector(s) from {source}, but MEMORY_EMBEDDER={found['embedder']} "
+                     f"selects {name}, so semantic recall compares unlike vectors; run 'manage.py backfill --reembed' "
+                     f"to re-embed every revision with {name}, or set MEMORY_EMBEDDER back")
+    detail = f"{stored} vector(s) from {name}"
+    if found["pending_vectors"]:
+        detail += f"; {found['pending_vectors']} revision(s) wait for one, which 'manage.py backfill' embeds"
+    return Check("embedder", True, detail)
+
+
 def unfinished_imports() -> Check:
     """Imports still writing: a live one is fine; one whose process died leaves rows only purge removes."""
     from memories.services import batches
@@ -156,6 +176,7 @@ def run_checks() -> list[Check]:
         ("integrity", integrity),
         ("schema", schema_current),
         ("index drift", index_in_step),
+        ("embedder", embedder_matches),
         ("imports", unfinished_imports),
     ):
         try:

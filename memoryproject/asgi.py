@@ -8,7 +8,11 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryproject.settings")
 
 from django.conf import settings  # noqa: E402
 
+from memoryproject.sqlite_backend.backup import hold_while_serving  # noqa: E402
 from memoryproject.wsgibridge import WsgiBridge  # noqa: E402
+
+# For as long as this process serves, `manage.py restore` refuses to replace its database.
+hold_while_serving(settings.DATABASES["default"]["NAME"])
 
 # Every view is synchronous: one thread hop per request instead of Django's ASGI handler's
 # hop per middleware hook (memoryproject/wsgibridge.py).

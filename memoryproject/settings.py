@@ -81,6 +81,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First, so it times, counts and logs every answer, with the request id (memoryproject/requestlog.py).
+    "memoryproject.requestlog.RequestLog",
     "django.middleware.security.SecurityMiddleware",
     # Serves the admin's and dashboard's static files from the app server, so
     # `make run` needs no web server in front (the server may run offline).
@@ -223,6 +225,8 @@ MEMORY_HOOK_BUDGET = env_int("MEMORY_HOOK_BUDGET", min(4000, MEMORY_HOOK_BUDGET_
                              maximum=MEMORY_HOOK_BUDGET_MAX)
 MEMORY_HOOK_TTL_DAYS = env_int("MEMORY_HOOK_TTL_DAYS", 30, minimum=0, maximum=36500)
 MEMORY_LOG_LEVEL = env_choice("MEMORY_LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR"))
+# json: one JSON object per log line, and a line per request at INFO (memoryproject/requestlog.py).
+MEMORY_LOG_FORMAT = env_choice("MEMORY_LOG_FORMAT", "plain", ("plain", "json"))
 
 REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
@@ -261,8 +265,9 @@ MEMORY_API_WRITES_PER_MINUTE = env_int("MEMORY_API_WRITES_PER_MINUTE", 120, mini
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+                   "json": {"()": "memoryproject.requestlog.JsonFormatter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": MEMORY_LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": MEMORY_LOG_LEVEL},
 }
 

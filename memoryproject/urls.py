@@ -1,6 +1,7 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from api.metrics import metrics
 from mcp_api.views import MemoryMCPView
 
 admin.autodiscover()  # here rather than at start-up (settings.INSTALLED_APPS says why)
@@ -8,6 +9,7 @@ admin.autodiscover()  # here rather than at start-up (settings.INSTALLED_APPS sa
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("mcp", MemoryMCPView.as_view(), name="mcp"),
+    path("metrics", metrics, name="metrics"),
     path("api/", include("api.urls")),
     path("", include("dashboard.urls")),
 ]

@@ -26,12 +26,14 @@ import os
 import re
 import tempfile
 import threading
+import time
 from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 
 import numpy as np
 from django.conf import settings
+from prometheus_client import Counter, Histogram
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +52,13 @@ PROBES = ("Ok", "  What did we decide about the release schedule for the mobile 
           "坐标系统使用 WGS84, und die Straße ist gesperrt.")
 # And, when the export is made, a text the tokenizer cuts at the model's limit.
 _LONG_TEXT = " ".join(f"line {number} of a long note that the tokenizer cuts at the limit" for number in range(60))
+
+
+# Served at /metrics with the rest (memoryproject.metrics); declared here, since search imports no other app.
+EMBEDDED_TEXTS = Counter("memory_embedded_texts", "Texts embedded (revisions and queries), by embedder.", ["embedder"])
+EMBED_SECONDS = Histogram("memory_embed_duration_seconds", "Time of one call into the embedder (one query, or a "
+                          "batch of up to BATCH_SIZE texts per pass), by embedder.", ["embedder"],
+                          buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0))
 
 
 class EmbedderUnavailable(RuntimeError):
@@ -107,7 +116,10 @@ class Embedder(abc.ABC):
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        started = time.perf_counter()
         vectors = np.ascontiguousarray(self._encode(texts), dtype=np.float32)
+        EMBED_SECONDS.labels(embedder=self.name).observe(time.perf_counter() - started)
+        EMBEDDED_TEXTS.labels(embedder=self.name).inc(len(texts))
         if vectors.shape != (len(texts), self.dim):
             raise EmbedderUnavailable(f"Embedder {self.name} returned shape {vectors.shape}, "
                                       f"expected ({len(texts)}, {self.dim}).")

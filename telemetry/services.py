@@ -11,6 +11,7 @@ import datetime as dt
 from django.db import transaction
 from django.utils import timezone
 
+from memoryproject.metrics import TELEMETRY_EVENTS
 from telemetry.models import HookRecall, InjectedMemory, Injection, RecalledMemory, RefusedIngest, estimate_tokens
 from telemetry.records import InjectionRecord
 
@@ -22,6 +23,7 @@ def hook_recall_create(*, actor: str, harness: str, hook: str, session: str, nam
         row = HookRecall.objects.create(at=timezone.now(), actor=actor, harness=harness, hook=hook, session=session,
                                         namespaces=namespaces, query=query, hits=hits, characters=characters)
         RecalledMemory.objects.bulk_create(RecalledMemory(recall=row, memory_id=memory_id) for memory_id in memory_ids)
+    TELEMETRY_EVENTS.labels(kind="hook_recall").inc()
     return row.pk
 
 
@@ -30,6 +32,7 @@ def refused_ingest_create(*, actor: str, harness: str, hook: str, session: str, 
     """Count one ingest refused for matching ``pattern``: its length is kept, never its text."""
     RefusedIngest.objects.create(at=timezone.now(), actor=actor, harness=harness, hook=hook, session=session,
                                  namespace=namespace, pattern=pattern, characters=characters)
+    TELEMETRY_EVENTS.labels(kind="refused_ingest").inc()
 
 
 def injection_create(*, actor: str, harness: str, hook: str, session: str, query: str, characters: int,
@@ -42,6 +45,7 @@ def injection_create(*, actor: str, harness: str, hook: str, session: str, query
             InjectedMemory(injection=injection, memory_id=memory_id, revision_id=revision_id)
             for memory_id, revision_id in items
         )
+    TELEMETRY_EVENTS.labels(kind="injection").inc()
     return InjectionRecord(id=injection.pk, at=injection.at, harness=harness, hook=hook, session=session,
                            characters=characters, tokens_estimate=estimate_tokens(characters), memories=len(items))
 

@@ -1,3 +1,4 @@
+from io import StringIO
 import json
 from contextlib import closing
 
@@ -11,7 +12,7 @@ from search.indexing import index_drift
 from tests.subprocesses import instance, migrated_db  # noqa: F401  (fixtures)
 
 CHECKS = ["python", "sqlite", "fts5", "sqlite-vec", "database writable", "integrity", "schema",
-          "index drift", "imports"]
+          "index drift", "embedder", "imports"]
 
 
 def test_every_check_passes_on_a_healthy_store(remember):
@@ -118,3 +119,37 @@ def test_doctor_reports_a_missing_database_without_creating_it(tmp_path):
     assert done.returncode == 1
     assert "database file" in done.stdout and "does not exist" in done.stdout
     assert not (tmp_path / "memory.db").exists()
+
+
+def _vectors_from_minilm(revision_ids):
+    """Store vectors recorded as all-MiniLM-L6-v2's, as a store that ran with the default model holds."""
+    import numpy as np
+
+    from search import vectors
+    from search.embeddings import MiniLMEmbedder
+
+    minilm = MiniLMEmbedder()  # its name and dimension, without loading the model
+    vectors.reset_space(minilm)
+    rows = np.random.default_rng(0).normal(size=(len(revision_ids), 384)).astype(np.float32)
+    vectors.insert_vectors(revision_ids, rows / np.linalg.norm(rows, axis=1, keepdims=True), embedder=minilm)
+
+
+def test_doctor_fails_when_the_stored_vectors_come_from_another_embedder_and_names_the_fix(remember):
+    from django.core.management import CommandError, call_command
+
+    first = remember("The build cache lives on the NAS.")
+    second = remember("Releases are tagged on Fridays.")
+    _vectors_from_minilm([first.memory.revision_id, second.memory.revision_id])
+
+    with pytest.raises(CommandError, match="checks failed: embedder"):
+        call_command("doctor", stdout=StringIO())
+    check = next(check for check in health.run_checks() if check.name == "embedder")
+
+    assert not check.ok
+    assert "2 vector(s) from all-MiniLM-L6-v2" in check.detail and "MEMORY_EMBEDDER=hash selects hash-v1" in check.detail
+    assert "manage.py backfill --reembed" in check.detail
+
+    # The command it names is the fix.
+    call_command("backfill", "--reembed", stdout=StringIO())
+    check = health.embedder_matches()
+    assert check.ok and check.detail == "2 vector(s) from hash-v1"

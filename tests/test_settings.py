@@ -17,6 +17,7 @@ pytestmark = pytest.mark.slow
         ("MEMORY_DB_MMAP_MB", "-1", "an integer from 0 to 1048576"),
         ("MEMORY_MAX_CONTENT_BYTES", "10", "an integer from 256 to 1048576"),
         ("MEMORY_LOG_LEVEL", "loud", "one of DEBUG, INFO, WARNING, ERROR"),
+        ("MEMORY_LOG_FORMAT", "xml", "one of plain, json"),
         ("MEMORY_FUSION", "borda", "one of weighted, rrf"),
         ("MEMORY_API_MAX_BODY_BYTES", "12", "an integer from 65536 to 67108864"),
     ],

@@ -15,6 +15,7 @@ from memories.inserts import insert_all
 from memories.models import Attributes, AuditEvent, Interface, Kind, Memory, Revision, State, Tag
 from memories.records import ChangeResult, CorrectionRecord, MemoryRecord, NearTwinRecord, RememberResult
 from memoryproject.exceptions import Conflict, DuplicateContent, InvalidInput, MemoryNotFound, NotAdmitted
+from memoryproject.metrics import REMEMBER_SECONDS, observed
 from memoryproject.timeparse import parse_optional_instant
 from search import duplicates, indexing
 
@@ -134,6 +135,12 @@ def get_memory(memory_id) -> Memory:
         raise MemoryNotFound(memory_id, maybe_hidden=False) from None
 
 
+def _remember_labels(result: RememberResult, arguments: dict) -> dict:
+    outcome = "created" if result.created else "revised" if result.revised else "deduplicated"
+    return {"interface": arguments["interface"], "outcome": outcome}
+
+
+@observed(REMEMBER_SECONDS, _remember_labels)
 def memory_remember(
     *,
     namespace: str,

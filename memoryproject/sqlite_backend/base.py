@@ -1,11 +1,14 @@
 """DatabaseWrapper: Django's SQLite backend plus sqlite-vec and durable, concurrent pragmas."""
 
+import time
+
 import sqlite_vec
 from django.conf import settings
 from django.db.backends.sqlite3 import base as sqlite3_base
 from django.db.utils import DatabaseErrorWrapper, OperationalError
 from django.utils.functional import cached_property
 
+from memoryproject import metrics
 from memoryproject.exceptions import Busy
 from memoryproject.sqlite_backend.writelock import WriteLock
 from memoryproject.storage import refusal
@@ -64,10 +67,15 @@ class DatabaseWrapper(sqlite3_base.DatabaseWrapper):
 
     def _start_transaction_under_autocommit(self):
         if self.write_lock is not None:
+            started = time.perf_counter()
             try:
-                self.write_lock.acquire()
+                waited = self.write_lock.acquire()
             except OperationalError as error:  # waited the whole busy timeout in line
+                metrics.WRITE_LOCK_TIMEOUTS.inc()
                 raise DatabaseLocked(_LOCKED_MESSAGE) from error
+            metrics.WRITE_LOCK_WAIT_SECONDS.observe(time.perf_counter() - started)
+            if waited:
+                metrics.WRITE_LOCK_CONTENDED.inc()
         try:
             super()._start_transaction_under_autocommit()
         except BaseException:

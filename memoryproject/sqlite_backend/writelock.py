@@ -41,28 +41,36 @@ class WriteLock:
         self.fd = None
         self.held = False
 
-    def acquire(self) -> None:
-        """Wait for the lock, at most ``timeout`` seconds; raise OperationalError("database is locked") after that."""
+    def acquire(self) -> bool:
+        """Wait for the lock, at most ``timeout`` seconds; raise OperationalError("database is locked") after that.
+
+        Return whether another thread or process held it, so that this one waited in line.
+        """
         deadline = time.monotonic() + self.timeout
-        if not self.process_lock.acquire(timeout=self.timeout):
+        waited = not self.process_lock.acquire(blocking=False)
+        if waited and not self.process_lock.acquire(timeout=self.timeout):
             raise OperationalError("database is locked")
         try:
-            self._lock_file(deadline)
+            waited = self._lock_file(deadline) or waited
         except BaseException:
             self.process_lock.release()
             raise
         self.held = True
+        return waited
 
-    def _lock_file(self, deadline: float) -> None:
+    def _lock_file(self, deadline: float) -> bool:
+        """Take the file lock; return whether another process held it first."""
         if self.fd is None:
             self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        waited = False
         while True:
             try:
                 fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return
+                return waited
             except BlockingIOError:
                 if time.monotonic() >= deadline:
                     raise OperationalError("database is locked") from None
+                waited = True
                 time.sleep(_RETRY_SECONDS)
 
     def release(self) -> None:

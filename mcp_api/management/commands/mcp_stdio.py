@@ -1,4 +1,5 @@
 import anyio
+from django.conf import settings
 
 from mcp_api import stdio
 from mcp_api.tools import current_caller, server  # importing the tools registers them
@@ -6,6 +7,7 @@ from memories import validation
 from memories.access import Caller
 from memories.management.cli import ProjectCommand, cli_actor
 from memories.models import Interface, Scope
+from memoryproject.sqlite_backend.backup import hold_while_serving
 from search.embeddings import warm_up
 
 
@@ -20,6 +22,8 @@ class Command(ProjectCommand):
         # No API key here: whoever can start this command can open the database file anyway.
         # The namespace and scopes still go through the same Caller rules as a key's.
         namespace = validation.namespace(namespace)
+        # For as long as this serves, `manage.py restore` refuses to replace the database.
+        hold_while_serving(settings.DATABASES["default"]["NAME"])
         # Load the embedding model before the first request, not under the first write's lock.
         warm_up()
         scopes = {Scope.READ.value} if read_only else {Scope.READ.value, Scope.WRITE.value}

@@ -37,8 +37,11 @@ class Command(ProjectCommand):
                 command.stopping()  # first, so no new client is sent to a server on its way out
                 await super().shutdown(sockets)
 
+        # JSON logs: uvicorn's own lines go through the project's handler too (settings.LOGGING), so every line is JSON.
+        logs = {"log_config": None} if settings.MEMORY_LOG_FORMAT == "json" else {}
         # By name, as uvicorn's command line takes it: the entry point sits above every app.
-        Server(uvicorn.Config("memoryproject.asgi:application", host=host, port=port, access_log=False)).run()
+        Server(uvicorn.Config("memoryproject.asgi:application", host=host, port=port, access_log=False,
+                              **logs)).run()
 
     def listening(self, host: str, port: int) -> None:
         # A server bound to every address is reached on loopback from this machine.

@@ -1,0 +1,39 @@
+from pathlib import Path
+
+from django.core.management.base import CommandError
+from django.db import connection
+
+from memories.management.cli import ProjectCommand
+from memoryproject.sqlite_backend.backup import CopyFailed, backup
+
+
+def size_text(count: int) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if count < 1024 or unit == "GiB":
+            return f"{count} {unit}" if unit == "bytes" else f"{count:.1f} {unit}"
+        count /= 1024
+    raise AssertionError("unreachable")
+
+
+class Command(ProjectCommand):
+    help = "Copy the live database to a new file with SQLite's online backup API while it serves, and check the copy."
+
+    def add_arguments(self, parser):
+        parser.add_argument("path", help="The file to create. An existing file is refused unless --force.")
+        parser.add_argument("--force", action="store_true", help="Replace the file at PATH if there is one.")
+
+    def handle(self, *args, path: str, force: bool, **options):
+        database = connection.settings_dict["NAME"]
+        if connection.is_in_memory_db():
+            raise CommandError("The database is in memory; there is no file to back up.")
+        if not Path(database).is_file():
+            raise CommandError(f"{database} does not exist; there is nothing to back up.")
+        connection.ensure_connection()
+        try:
+            copy = backup(connection.connection, Path(path), overwrite=force)
+        except CopyFailed as error:
+            raise CommandError(str(error)) from None
+        rows = copy.rows
+        self.stdout.write(f"Backed up {database} to {copy.path}: {size_text(copy.bytes)} in {copy.seconds:.2f} s; "
+                          f"integrity check ok; {rows['memories_memory']} memories, {rows['memories_revision']} "
+                          "revisions.", style_func=self.style.SUCCESS)

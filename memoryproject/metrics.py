@@ -1,0 +1,65 @@
+"""The server's Prometheus metrics, kept per process in prometheus_client's default registry.
+
+Every app records into the metrics declared here (the embedder declares its own in
+``search.embeddings``, since search imports no other app); ``api.metrics`` serves them at
+``/metrics`` with the store's counts, which it reads at scrape time. Each process counts
+its own requests from its start, so with several server processes Prometheus scrapes
+each one and sums (docs/operations.md, Metrics).
+"""
+
+import functools
+import time
+from collections.abc import Callable
+
+from prometheus_client import Counter, Histogram, disable_created_metrics
+
+# No `*_created` series beside each counter and histogram: Prometheus does not use them, and they double the lines.
+disable_created_metrics()
+
+# Seconds: from a cached read (a millisecond) to a write that waited for a long import.
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+# A write lock taken at once is a few microseconds; a wait up to the busy timeout (MEMORY_DB_BUSY_TIMEOUT).
+LOCK_WAIT_BUCKETS = (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, 120.0)
+
+HTTP_REQUESTS = Counter(
+    "memory_http_requests", "HTTP requests answered, by door, route pattern, method and status.",
+    ["door", "route", "method", "status"])
+HTTP_SECONDS = Histogram(
+    "memory_http_request_duration_seconds", "Time from a request reaching Django to its response (its first "
+    "chunk, for a streamed export), by door and route pattern.", ["door", "route"], buckets=LATENCY_BUCKETS)
+RECALL_SECONDS = Histogram(
+    "memory_recall_duration_seconds", "Time of a recall that answered, by the mode it ran in (keyword, semantic, "
+    "hybrid), through any door.", ["mode"], buckets=LATENCY_BUCKETS)
+REMEMBER_SECONDS = Histogram(
+    "memory_remember_duration_seconds", "Time of a remember that answered, by the interface that called it and "
+    "what it did (created, revised, deduplicated).", ["interface", "outcome"], buckets=LATENCY_BUCKETS)
+WRITE_LOCK_WAIT_SECONDS = Histogram(
+    "memory_write_lock_wait_seconds", "Time a transaction waited for the database's write lock before BEGIN.",
+    buckets=LOCK_WAIT_BUCKETS)
+WRITE_LOCK_CONTENDED = Counter(
+    "memory_write_lock_contended", "Transactions that found the write lock held and waited in line for it.")
+WRITE_LOCK_TIMEOUTS = Counter(
+    "memory_write_lock_timeouts", "Transactions that waited the whole busy timeout and failed with busy.")
+TELEMETRY_EVENTS = Counter(
+    "memory_telemetry_events", "Telemetry rows written: hook recalls, injection reports and refused ingests.",
+    ["kind"])
+
+
+def observed(histogram: Histogram, labels_of: Callable[[object, dict], dict]):
+    """Decorate a keyword-only service so each call that returns is timed into ``histogram``.
+
+    ``labels_of(result, keyword_arguments)`` gives the labels: read from what the call returned
+    and was given once it has checked them, so a refused call adds no label value of its own.
+    """
+
+    def decorate(function):
+        @functools.wraps(function)
+        def timed(*args, **kwargs):
+            started = time.perf_counter()
+            result = function(*args, **kwargs)
+            histogram.labels(**labels_of(result, kwargs)).observe(time.perf_counter() - started)
+            return result
+
+        return timed
+
+    return decorate
