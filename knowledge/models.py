@@ -26,3 +26,24 @@ class Fact(models.Model):
 
     def __str__(self):
         return f"{self.subject} {self.predicate} {self.object} (revision {self.revision_id})"
+
+
+class PredicateSetting(models.Model):
+    """Whether a predicate holds one value per subject in a namespace, overriding the default list either way.
+
+    A single-valued predicate ("runs on", "owned by") makes two visible facts with the same
+    subject and different objects a conflict (``knowledge.conflicts``); a multi-valued one
+    ("uses", "depends on") does not. ``predicate`` is kept in normal form (``knowledge.names``).
+    """
+
+    namespace = models.SlugField(max_length=64)
+    predicate = models.CharField(max_length=300)
+    single_valued = models.BooleanField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["namespace", "predicate"], name="predicate_setting_unique"),
+        ]
+
+    def __str__(self):
+        return f"{self.namespace}: {self.predicate} ({'one value' if self.single_valued else 'many values'})"
