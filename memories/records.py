@@ -255,7 +255,8 @@ class ConflictSide(Record):
     object: str
     valid_from: Instant
     valid_to: Instant | None
-    provenance: Provenance
+    provenance: Provenance = Field(description="Who wrote the revision, through which interface, from what source, "
+                                               "and when the server learned it.")
 
 
 class ConflictRecord(Record):
@@ -266,7 +267,7 @@ class ConflictRecord(Record):
     subject: str = Field(description="The subject both facts state, in normal form.")
     predicate: str = Field(description="The single-valued predicate both facts use, in normal form.")
     left: ConflictSide = Field(description="The memory with the smaller id.")
-    right: ConflictSide
+    right: ConflictSide = Field(description="The memory with the larger id.")
 
 
 class ConflictList(Record):
