@@ -87,13 +87,6 @@ def _normal(subject: str, predicate: str, object_: str) -> tuple[str, str, str] 
     return triple if all(triple) else None
 
 
-def _visible(view, *, as_of: dt.datetime, valid_at: dt.datetime, namespaces: list[str] | None):
-    """The rows of the revisions visible at (as_of, valid_at) in ``namespaces`` (None: all), and the key of that set."""
-    as_of_micros = snapshot.to_micros(as_of)
-    rows = view.visible_rows(as_of=as_of_micros, valid_at=snapshot.to_micros(valid_at), namespaces=namespaces)
-    return rows, as_of_micros
-
-
 def find_conflicts(*, namespaces: list[str] | None, as_of: dt.datetime, valid_at: dt.datetime) -> list[Pair]:
     """Every conflict among the facts visible at (as_of, valid_at) in ``namespaces`` (None: all), in order of
     namespace, subject, predicate and memory ids.
@@ -102,7 +95,9 @@ def find_conflicts(*, namespaces: list[str] | None, as_of: dt.datetime, valid_at
     other namespace's facts are read.
     """
     view = snapshot.current()
-    rows, as_of_micros = _visible(view, as_of=as_of, valid_at=valid_at, namespaces=namespaces)
+    as_of_micros = snapshot.to_micros(as_of)
+    rows = view.visible_rows(as_of=as_of_micros, valid_at=snapshot.to_micros(valid_at), namespaces=namespaces)
+    # Each visible revision's namespace as of as_of (a memory may have moved since).
     codes = view.attributes_at(as_of_micros).namespace(rows)
     namespace_of = dict(zip(view.columns.revision[rows].tolist(), (view.namespaces[code] for code in codes.tolist())))
     predicates = Predicates(set(namespace_of.values()))
@@ -155,11 +150,13 @@ def conflicts_of(probes: list[Probe], *, as_of: dt.datetime, valid_at: dt.dateti
     if not probes:
         return {}
     view = snapshot.current()
+    as_of_micros, valid_at_micros = snapshot.to_micros(as_of), snapshot.to_micros(valid_at)
     found = {}
     for probe in probes:
         subject, predicate, object_ = normal[probe.revision_id]
-        rows, _ = _visible(view, as_of=as_of, valid_at=valid_at, namespaces=[probe.namespace])
-        visible = view.visible_mask(rows)
+        # Which rows are visible in the probe's namespace then: kept with the view, shared by every probe of it.
+        visible = view.visible_mask(view.visible_rows(as_of=as_of_micros, valid_at=valid_at_micros,
+                                                      namespaces=[probe.namespace]))
         others = []
         # The (subject, predicate) index: this subject's facts with this predicate, of every time.
         for revision_id, memory_id in (Fact.objects.filter(subject=subject, predicate=predicate)

@@ -74,6 +74,23 @@ def test_facts_in_two_namespaces_do_not_conflict_and_each_namespace_is_asked_alo
     assert _ids() == _ids(namespace=["acme", "other"]) == _ids(namespace="other")
 
 
+def test_a_namespaces_conflicts_read_the_fact_rows_of_its_own_visible_revisions_only(remember):
+    import re
+
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    acme = [_fact(remember, "Payments API", "runs on", f"host-{n}").revision_id for n in (1, 2)]
+    other = [_fact(remember, f"Service {n}", "runs on", "host-1", namespace="other").revision_id for n in range(20)]
+
+    with CaptureQueriesContext(connection) as queries:
+        assert len(_ids(namespace="acme")) == 1
+    read = [query["sql"] for query in queries.captured_queries if "knowledge_fact" in query["sql"]]
+    assert len(read) == 1
+    asked = {int(number) for number in re.findall(r"\d+", read[0].split(" IN ", 1)[1])}
+    assert set(acme) <= asked and not asked & set(other)
+
+
 def test_three_values_make_three_conflicts_in_a_stable_order(remember):
     ids = [_fact(remember, "Payments API", "owned by", owner).id for owner in ("alice", "bob", "carol")]
 
@@ -263,6 +280,7 @@ def test_a_conflict_that_no_longer_exists_is_refused_and_nothing_is_written(host
     ({"conflict_id": "7-3", "resolution": "keep", "keep": 3}, "id"),
     ({"conflict_id": "3", "resolution": "keep", "keep": 3}, "id"),
     ({"conflict_id": "x-y", "resolution": "keep", "keep": 3}, "id"),
+    ({"conflict_id": "3-9999999999999999999", "resolution": "keep", "keep": 3}, "id"),
     ({"conflict_id": "3-7", "resolution": "drop", "keep": 3}, "resolution"),
     ({"conflict_id": "3-7", "resolution": "keep"}, "keep"),
     ({"conflict_id": "3-7", "resolution": "keep", "keep": 5}, "keep"),

@@ -35,6 +35,8 @@ from memoryproject.exceptions import Conflict, InvalidInput
 from memoryproject.timeparse import format_instant, parse_optional_instant
 
 RESOLUTIONS = ("keep", "split", "merge")
+# SQLite's INTEGER is 64-bit: a larger id can name no memory.
+_ID_MAX = 2**63 - 1
 # The arguments each resolution takes besides the conflict and the reason.
 _TAKES = {"keep": ("keep",), "split": ("boundary", "earlier"), "merge": ("keep", "content")}
 _REQUIRED = {"keep": ("keep",), "split": ("boundary",), "merge": ("keep", "content")}
@@ -47,6 +49,8 @@ def conflict_memory_ids(value) -> tuple[int, int]:
         raise InvalidInput(f"id: {value!r} is not a conflict id ('<memory id>-<memory id>', e.g. '3-7', as "
                            "memory_conflicts gives it).", field="id")
     first, second = int(parts[0]), int(parts[1])
+    if second > _ID_MAX:
+        raise InvalidInput(f"id: {value!r} names no memory (ids are at most {_ID_MAX}).", field="id")
     if first >= second:
         raise InvalidInput(f"id: {value!r} is not a conflict id: it names two different memories, smaller id "
                            f"first ({conflict_id(first, second)!r}).", field="id")
