@@ -284,6 +284,7 @@ def test_a_conflict_that_no_longer_exists_is_refused_and_nothing_is_written(host
     ({"conflict_id": "3-7", "resolution": "drop", "keep": 3}, "resolution"),
     ({"conflict_id": "3-7", "resolution": "keep"}, "keep"),
     ({"conflict_id": "3-7", "resolution": "keep", "keep": 5}, "keep"),
+    ({"conflict_id": "1-7", "resolution": "keep", "keep": True}, "keep"),
     ({"conflict_id": "3-7", "resolution": "keep", "keep": 3, "boundary": "2024-01-01"}, "boundary"),
     ({"conflict_id": "3-7", "resolution": "split"}, "boundary"),
     ({"conflict_id": "3-7", "resolution": "split", "boundary": "May"}, "boundary"),

@@ -68,7 +68,8 @@ def _check_arguments(resolution, given: dict, pair: tuple[int, int]) -> None:
         if given[name] is None:
             raise InvalidInput(f"{name}: required with resolution {resolution}.", field=name)
     for name in ("keep", "earlier"):
-        if given[name] is not None and given[name] not in pair:
+        # True == 1 in Python: a flag is not a memory id.
+        if given[name] is not None and (isinstance(given[name], bool) or given[name] not in pair):
             raise InvalidInput(f"{name}: {given[name]!r} is not one of the conflict's memories ({pair[0]} or "
                                f"{pair[1]}).", field=name)
 
