@@ -138,6 +138,20 @@ def test_a_conflict_that_appears_after_t_is_absent_as_of_t(remember):
     assert _ids(namespace="acme") == [f"{first.id}-{second.id}"]
 
 
+def test_a_memory_moved_to_another_namespace_leaves_its_conflict_there_only_as_of_before(remember):
+    first = _fact(remember, "Payments API", "runs on", "host-7")
+    second = _fact(remember, "Payments API", "runs on", "host-9")
+    before = format_instant(timezone.now())
+
+    services.memory_move(memory_id=second.id, namespace="other", **ACTOR)
+
+    assert _ids(namespace="acme") == [] and _ids(namespace="other") == []
+    assert _ids(namespace="acme", as_of=before) == [f"{first.id}-{second.id}"]
+    assert _ids(as_of=before) == [f"{first.id}-{second.id}"]
+    assert selectors.memory_get(memory_id=first.id, as_of=before).conflicts[0].memory_id == second.id
+    assert selectors.memory_get(memory_id=first.id).conflicts is None
+
+
 def test_facts_that_hold_at_different_valid_times_conflict_only_where_both_hold(remember):
     _fact(remember, "Payments API", "runs on", "host-7", valid_from="2024-01-01", valid_to="2024-06-01")
     _fact(remember, "Payments API", "runs on", "host-9", valid_from="2024-05-01")
