@@ -29,6 +29,7 @@ from api.throttling import ApiKeyRateThrottle
 from memories import selectors, services
 from memories.access import Caller, PermissionDenied
 from memories.arguments import (
+    ConflictsArgs,
     ExportArgs,
     ForgetArgs,
     GetArgs,
@@ -41,14 +42,17 @@ from memories.arguments import (
     ListArgs,
     RecallArgs,
     RememberArgs,
+    ResolveConflictArgs,
     RestoreArgs,
     StatsArgs,
     UpdateArgs,
 )
 from memories.health import database_state
 from memories.models import Scope
+from memories.conflicts import memory_conflicts
 from memories.records import (
     ChangeResult,
+    ConflictList,
     ExportDocument,
     History,
     ImportResult,
@@ -57,6 +61,7 @@ from memories.records import (
     Page,
     RecallResult,
     RememberResult,
+    ResolveResult,
     Stats,
     StoreStats,
 )
@@ -252,6 +257,35 @@ class RecallView(ApiView):
     def post(self, request):
         self.caller.require(Scope.READ)
         return self._recall(self.body(RecallArgs))
+
+
+class ConflictListView(ApiView):
+    @extend_schema(summary="Conflicts", operation_id="conflicts_list", parameters=parameters(ConflictsArgs),
+                   responses={200: ConflictList, **errors()},
+                   description="Pairs of visible facts in a namespace with the same subject and a single-valued "
+                               "predicate but different objects, each side with its provenance. With as_of and "
+                               "valid_at, the conflicts of that point.")
+    def get(self, request):
+        self.caller.require(Scope.READ)
+        args = self.query(ConflictsArgs)
+        return answer(memory_conflicts(namespace=self.caller.namespaces_to_read(args.namespace), as_of=args.as_of,
+                                       valid_at=args.valid_at, limit=args.limit))
+
+
+class ConflictResolveView(ApiView):
+    @extend_schema(summary="Resolve a conflict", operation_id="conflicts_resolve",
+                   parameters=parameters(ResolveConflictArgs, path=IN_PATH, query=False),
+                   request=body_model(ResolveConflictArgs, path=IN_PATH),
+                   responses={200: ResolveResult, **errors(404, 409, 413, 415)},
+                   description="Keep one memory (the other is forgotten), split the two at a boundary in valid "
+                               "time, or merge them into one text, by appending revisions; history keeps "
+                               "everything. 409 when the conflict no longer exists.")
+    def post(self, request, id: str):
+        self.caller.require(Scope.WRITE)
+        fields = self.body(ResolveConflictArgs, id=id).model_dump()
+        for memory_id in services.conflict_memory_ids(fields["id"]):
+            self.caller.check_memory(memory_id)
+        return answer(services.conflict_resolve(conflict_id=fields.pop("id"), **fields, **self.caller.credit))
 
 
 class ExportView(ApiView):

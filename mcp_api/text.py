@@ -22,6 +22,8 @@ from memories import validation
 from memories.models import Kind, State
 from memories.records import (
     ChangeResult,
+    ConflictList,
+    ConflictSide,
     CorrectionRecord,
     History,
     LearnedItem,
@@ -30,6 +32,7 @@ from memories.records import (
     Page,
     RecallResult,
     RememberResult,
+    ResolveResult,
     RevisionRecord,
     Stats,
 )
@@ -72,7 +75,13 @@ def _memory(memory: MemoryRecord, *, lead: str = "", score: float | None = None)
         f"confidence {memory.confidence:g}" if memory.confidence is not None else None,
         f"tags: {', '.join(memory.tags)}" if memory.tags else None,
     ])
-    return f"{header}\n{memory.content}"
+    text = f"{header}\n{memory.content}"
+    for conflict in memory.conflicts or ():
+        source = f", source {conflict.provenance.source}" if conflict.provenance.source else ""
+        text += (f"\nConflicts with #{conflict.memory_id}: it says {conflict.object!r} (by "
+                 f"{conflict.provenance.author}{source}, {_day(conflict.provenance.known_at)}); conflict "
+                 f"{conflict.conflict_id}.")
+    return text
 
 
 def _explain(value) -> str:
@@ -198,3 +207,34 @@ def _(record: Stats) -> str:
         f"Top tags: {tags}.",
         f"Embedder: {record.embedder}.",
     ])
+
+
+def _side(side: ConflictSide) -> str:
+    provenance = side.provenance
+    return "\n".join([
+        _header([f"#{side.memory_id}" + ("" if validation.GENERATED_KEY_RE.fullmatch(side.key) else f" {side.key}"),
+                 f"says {side.object!r}", f"by {provenance.author} ({provenance.interface})",
+                 f"source {provenance.source}" if provenance.source else None, _day(provenance.known_at),
+                 _validity(provenance.known_at, side.valid_from, side.valid_to)]),
+        side.content,
+    ])
+
+
+@as_text.register
+def _(record: ConflictList) -> str:
+    if not record.conflicts:
+        return "No conflicts."
+    lines = [f"{record.total} conflict{'' if record.total == 1 else 's'}"
+             + (f", the first {len(record.conflicts)} shown:" if record.total > len(record.conflicts) else ":")]
+    for conflict in record.conflicts:
+        lines.append(f"Conflict {conflict.id} in {conflict.namespace}: {conflict.subject} / {conflict.predicate}")
+        lines.extend((_side(conflict.left), _side(conflict.right)))
+    return "\n".join(lines)
+
+
+@as_text.register
+def _(record: ResolveResult) -> str:
+    lines = [f"Resolved conflict {record.conflict_id} ({record.resolution}); revisions appended: "
+             f"{', '.join(str(revision_id) for revision_id in record.revision_ids) or 'none'}."]
+    lines.extend(_memory(memory) for memory in record.memories)
+    return "\n".join(lines)

@@ -23,14 +23,17 @@ from memories import arguments as declared
 from memories import selectors, services
 from memories.access import AuthenticationFailed, Caller
 from memories.models import Scope
+from memories.conflicts import memory_conflicts
 from memories.records import (
     ChangeResult,
+    ConflictList,
     History,
     LearnResult,
     MemoryRecord,
     Page,
     RecallResult,
     RememberResult,
+    ResolveResult,
     Stats,
 )
 from memoryproject.exceptions import InvalidInput, MemoryServiceError
@@ -206,6 +209,29 @@ class MemoryTools(MCPToolset):
         caller = self._caller()
         # The database file, schema and vector counts are the operator's (manage.py memory stats).
         return Stats.of(selectors.memory_stats(namespace=caller.namespace_to_count(namespace)))
+
+
+    @tool(title="Conflicting facts", scope=Scope.READ, read_only=True, idempotent=True,
+          arguments=declared.ConflictsArgs)
+    def memory_conflicts(self, namespace, as_of, valid_at, limit) -> ConflictList:
+        """List contradictions: pairs of memories that give one subject different values of a single-valued
+        predicate (runs on, owned by, version, ...), each with where it came from. Resolve them with
+        memory_resolve_conflict rather than picking one silently."""
+        caller = self._caller()
+        return memory_conflicts(namespace=caller.namespaces_to_read(namespace), as_of=as_of, valid_at=valid_at,
+                                limit=limit)
+
+    @tool(title="Resolve a conflict", scope=Scope.WRITE, read_only=False, destructive=True,
+          arguments=declared.ResolveConflictArgs)
+    def memory_resolve_conflict(self, id, resolution, keep, boundary, earlier, content, reason) -> ResolveResult:
+        """Resolve a conflict from memory_conflicts: keep one memory (the other is forgotten), split them in time
+        (the earlier holds until boundary, the later from it), or merge them into one text. History keeps
+        everything. Ask the user when you cannot tell which value is right."""
+        caller = self._caller()
+        for memory_id in services.conflict_memory_ids(id):
+            caller.check_memory(memory_id)
+        return services.conflict_resolve(conflict_id=id, resolution=resolution, keep=keep, boundary=boundary,
+                                         earlier=earlier, content=content, reason=reason, **caller.credit)
 
 
 # Registered on import, rather than by installing django-mcp-server's own app, whose ready()

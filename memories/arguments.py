@@ -17,9 +17,10 @@ from typing import Annotated, Literal
 from django.conf import settings
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from memories import selectors, validation
-from memories.models import Kind
 from knowledge import learn
+from memories import conflicts, selectors, validation
+from memories.models import Kind
+from memories.services import conflicts as resolving
 from memories.services import learn as learning
 from memories.services.hooks import SESSION_MAX
 from search import engine
@@ -29,6 +30,7 @@ INSTANT_HELP = "YYYY-MM-DD (midnight UTC) or ISO 8601 with a timezone, e.g. 2025
 NAMESPACE_MAX = 64
 NAMESPACES_MAX = 50
 CURSOR_MAX = 100
+CONFLICT_ID_MAX = 40
 # SQLite's INTEGER is 64-bit: a larger id can name no memory.
 ID_MAX = 2**63 - 1
 
@@ -49,6 +51,8 @@ TriplePart = Annotated[str, Field(max_length=validation.TRIPLE_PART_MAX)]
 Reason = Annotated[str, Field(max_length=validation.REASON_MAX)]
 Cursor = Annotated[str, Field(max_length=CURSOR_MAX)]
 InstantText = Annotated[str, Field(max_length=INSTANT_MAX)]
+# "<memory id>-<memory id>", each a positive integer.
+ConflictId = Annotated[str, Field(pattern=r"^[1-9][0-9]{0,18}-[1-9][0-9]{0,18}$", max_length=CONFLICT_ID_MAX)]
 TtlDays = Annotated[int, Field(ge=0, le=validation.TTL_DAYS_MAX)]
 Confidence = Annotated[float, Field(ge=validation.CONFIDENCE_MIN, le=validation.CONFIDENCE_MAX)]
 
@@ -212,6 +216,30 @@ class LearnArgs(Arguments):
     source: Annotated[str, Field(max_length=learning.SOURCE_MAX)] | None = Field(None, description=(
         "Where the text came from (a file, a URL, 'conversation'); each memory's source adds the item's span."))
     tags: TopicTags = None
+
+
+# Conflicts (memories.conflicts, memories.services.conflicts) ----------------------------------------------------
+
+
+class ConflictsArgs(Arguments):
+    namespace: NamespacesToRead = None
+    as_of: InstantText | None = at_time("Conflicts as known at this time; default now.")
+    valid_at: InstantText | None = at_time("Conflicts about this time; default as_of.")
+    limit: int = Field(conflicts.CONFLICTS_LIMIT_DEFAULT, ge=1, le=conflicts.CONFLICTS_LIMIT_MAX,
+                       description="How many conflicts at most.")
+
+
+class ResolveConflictArgs(Arguments):
+    id: ConflictId = Field(description="The conflict's id, as memory_conflicts gives it (e.g. '3-7').")
+    resolution: Literal[resolving.RESOLUTIONS] = Field(description=(
+        "keep: keep one memory and forget the other; split: both hold, the earlier until boundary and the later "
+        "from it; merge: one text replaces both (the kept memory is revised, the other forgotten)."))
+    keep: MemoryId | None = Field(None, description="With keep and merge: the memory that stays (one of the two).")
+    boundary: InstantText | None = at_time("With split: when the earlier fact stops and the later one starts holding.")
+    earlier: MemoryId | None = Field(None, description=(
+        "With split: the memory that held before the boundary; default: the one whose validity starts first."))
+    content: Content | None = Field(None, description="With merge: the one text the kept memory holds from now on.")
+    reason: ChangeReason = None
 
 
 # Hooks (memories.services.hooks) --------------------------------------------------------------------------------

@@ -20,6 +20,30 @@ from knowledge import learn
 from memoryproject.records import Instant, InstantText, OmittedWhenEmpty, Record
 
 
+# Conflicts a memory is in (declared before the memory, which carries them) -----------------------------------
+
+
+class Provenance(Record):
+    """Where a revision came from."""
+
+    author: str = Field(description="Who wrote the revision: an API key, an admin user, the CLI.")
+    interface: str = Field(description="Through which interface: api, mcp, admin or cli.")
+    source: str
+    known_at: Instant
+
+
+class ConflictWith(Record):
+    """Another memory of the namespace that gives the same subject another value of a single-valued predicate."""
+
+    conflict_id: str = Field(description="The conflict's id (the two memory ids, smaller first): pass it to "
+                                         "memory_resolve_conflict.")
+    memory_id: int
+    revision_id: int
+    object: str = Field(description="The value the other memory gives, as written.")
+    provenance: Provenance = Field(description="Where the other memory's revision came from.")
+    own_provenance: Provenance = Field(description="Where this memory's revision came from.")
+
+
 # Memories ------------------------------------------------------------------------------------------------------
 
 CONFIDENCE_HELP = "The writer's stated confidence in this revision, from 0 to 1; null or absent: not stated."
@@ -49,6 +73,9 @@ class MemoryRecord(Record):
     predicate: OmittedWhenEmpty[str] = None
     object: OmittedWhenEmpty[str] = None
     confidence: OmittedWhenEmpty[float] = Field(None, description=CONFIDENCE_HELP)
+    conflicts: OmittedWhenEmpty[list[ConflictWith]] = Field(None, description=(
+        "In recall and get: other memories of the namespace whose fact contradicts this one's (same subject, a "
+        "single-valued predicate, another object) at that point."))
     # Who wrote the revision: in recall's explain and the history, not in the memory itself.
     author: SkipJsonSchema[str] = Field("", exclude=True)
 
@@ -260,6 +287,55 @@ class LearnResult(Record):
     deduplicated: list[LearnedItem] = Field(description=(
         "Items the namespace already held (visible now): nothing was stored for them."))
     skipped: list[SkippedSentence] = Field(description="Sentences that gave no item, each with its reason.")
+
+
+# Conflicts --------------------------------------------------------------------------------------------------------
+
+
+class ConflictSide(Record):
+    """One memory of a conflict, as the revision that states its fact shows it."""
+
+    memory_id: int
+    revision_id: int
+    key: str
+    title: str
+    content: str
+    subject: str
+    predicate: str
+    object: str
+    valid_from: Instant
+    valid_to: Instant | None
+    provenance: Provenance = Field(description="Who wrote the revision, through which interface, from what source, "
+                                               "and when the server learned it.")
+
+
+class ConflictRecord(Record):
+    """Two visible facts of a namespace with the same subject and a single-valued predicate, but different objects."""
+
+    id: str = Field(description="The two memory ids, smaller first: stable while both facts stand.")
+    namespace: str
+    subject: str = Field(description="The subject both facts state, in normal form.")
+    predicate: str = Field(description="The single-valued predicate both facts use, in normal form.")
+    left: ConflictSide = Field(description="The memory with the smaller id.")
+    right: ConflictSide = Field(description="The memory with the larger id.")
+
+
+class ConflictList(Record):
+    as_of: Instant
+    valid_at: Instant
+    total: int = Field(description="How many conflicts there are at that point; conflicts lists the first ones.")
+    conflicts: list[ConflictRecord] = Field(description="By namespace, subject, predicate and memory ids.")
+
+
+class ResolveResult(Record):
+    """What a resolution did: the two memories after it, and the revisions it appended."""
+
+    conflict_id: str
+    resolution: str
+    memories: list[MemoryRecord] = Field(description=(
+        "The two memories after the resolution, as now shows them (a forgotten one as its last text)."))
+    revision_ids: list[int] = Field(description="The revisions the resolution appended; history keeps every "
+                                                "earlier one.")
 
 
 # Statistics, import and export -----------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from django.db.models import Count, Exists, IntegerField, Max, OuterRef, Prefetc
 from django.utils import timezone
 
 from knowledge.names import entity_name, predicate_name
-from memories import staging, validation
+from memories import conflicts, staging, validation
 from memories.models import Attributes, Kind, Memory, Revision, State, Tag
 from memories.records import AttributesRecord, Hit, MemoryRecord, Page, RecallResult, RevisionRecord
 from memoryproject.dbfunctions import UtcDay
@@ -156,6 +156,11 @@ def _names(value, *, field: str, check) -> list[str] | None:
     return [check(item) for item in values]
 
 
+def namespace_names(value) -> list[str] | None:
+    """The namespaces a read names (one name or a list), checked; None when it names none."""
+    return _names(value, field="namespace", check=validation.namespace)
+
+
 def _choice(value, *, field: str, choices: tuple[str, ...]) -> str:
     if value not in choices:
         raise InvalidInput(f"{field}: {value!r} is not one of {', '.join(choices)}.", field=field)
@@ -221,6 +226,8 @@ def memory_recall(*, query: str, namespace=None, tags=None, kinds=None, limit: i
     except errors.Unavailable as error:
         raise Unavailable(error.message) from None
     records = records_for_revisions([hit.revision_id for hit in ranking.hits], as_of=as_of_time)
+    records = {record.revision_id: record for record in conflicts.with_conflicts(
+        list(records.values()), as_of=as_of_time, valid_at=valid_time)}
     found = []
     for ranked in ranking.hits:
         record = records[ranked.revision_id]
@@ -272,7 +279,8 @@ def memory_get(*, memory_id=None, namespace=None, key=None, as_of=None, valid_at
                    .values_list("pk", flat=True).first())
     if revision_id is None:
         raise MemoryNotFound(wanted)
-    return records_for_revisions([revision_id], as_of=as_of_time)[revision_id]
+    record = records_for_revisions([revision_id], as_of=as_of_time)[revision_id]
+    return conflicts.with_conflicts([record], as_of=as_of_time, valid_at=valid_time)[0]
 
 
 def memory_history(*, memory_id: int, as_of=None) -> list[RevisionRecord]:

@@ -717,6 +717,8 @@ ENDPOINTS = {
     "/api/v1/memories/{id}/restore/": {"post"},
     "/api/v1/recall/": {"get", "post"},
     "/api/v1/learn/": {"post"},
+    "/api/v1/conflicts/": {"get"},
+    "/api/v1/conflicts/{id}/resolve/": {"post"},
     "/api/v1/export/": {"get"},
     "/api/v1/import/": {"post"},
     "/api/v1/stats/": {"get"},

@@ -30,6 +30,7 @@ from memories import arguments as declared
 from memories.access import Caller
 from memories.records import (
     ChangeResult,
+    ConflictList,
     ExportDocument,
     History,
     ImportResult,
@@ -40,6 +41,7 @@ from memories.records import (
     RecallResult,
     Record,
     RememberResult,
+    ResolveResult,
     Stats,
     StoreStats,
 )
@@ -95,6 +97,11 @@ OPERATIONS = {
     "list": Operation(declared.ListArgs, [Rest("get", "/api/v1/memories/", "200", Page)], "memory_list", Page,
                       tool_leaves_out=("state",)),
     "stats": Operation(declared.StatsArgs, [Rest("get", "/api/v1/stats/", "200", StoreStats)], "memory_stats", Stats),
+    "conflicts": Operation(declared.ConflictsArgs, [Rest("get", "/api/v1/conflicts/", "200", ConflictList)],
+                           "memory_conflicts", ConflictList),
+    "resolve conflict": Operation(declared.ResolveConflictArgs, [Rest(
+        "post", "/api/v1/conflicts/{id}/resolve/", "200", ResolveResult, body=True, path_arguments=("id",))],
+        "memory_resolve_conflict", ResolveResult),
     "export": Operation(declared.ExportArgs, [Rest("get", "/api/v1/export/", "200", ExportDocument)]),
     "import": Operation(declared.ImportArgs, [Rest("post", "/api/v1/import/", "200", ImportResult)]),
     "health": Operation(None, [Rest("get", "/api/v1/health/", "200", Health)]),

@@ -31,6 +31,8 @@ TOOLS = {
     "memory_history": (True, False, True),
     "memory_list": (True, False, True),
     "memory_stats": (True, False, True),
+    "memory_conflicts": (True, False, True),
+    "memory_resolve_conflict": (False, True, False),
 }
 READ_TOOLS = {name for name, (read_only, _, _) in TOOLS.items() if read_only}
 ACCEPT = "application/json, text/event-stream"
@@ -638,3 +640,34 @@ def test_stdio_checks_every_line_as_http_checks_a_body(mcp_server):
     assert "id must be a string or an integer" in answers[1]["error"]["message"]
     assert "nested too deeply" in answers[2]["error"]["message"]
     assert answers[4]["result"] == {}
+
+
+# --- conflicts --------------------------------------------------------------------------------------------------
+
+
+def test_an_agent_sees_a_conflict_in_recall_lists_it_and_resolves_it(client, namespace):
+    first = client.call("memory_remember", {"content": "The payments API runs on host-7.", "namespace": namespace,
+                                            "source": "wiki", "subject": "Payments API", "predicate": "runs on",
+                                            "object": "host-7"})
+    second = client.call("memory_remember", {"content": "The payments API runs on host-9.", "namespace": namespace,
+                                             "subject": "payments api", "predicate": "Runs on", "object": "host-9"})
+    conflict_id = f"{first['id']}-{second['id']}"
+
+    recalled = client.call_raw("memory_recall", {"query": "payments api", "namespace": namespace, "mode": "keyword"})
+    assert f"Conflicts with #{second['id']}: it says 'host-9'" in recalled.content[0].text
+    assert f"conflict {conflict_id}" in recalled.content[0].text
+    hit = next(hit for hit in recalled.structuredContent["hits"] if hit["id"] == first["id"])
+    assert hit["conflicts"][0]["own_provenance"]["source"] == "wiki"
+    assert client.call("memory_get", {"id": second["id"]})["conflicts"][0]["memory_id"] == first["id"]
+
+    listed = client.call("memory_conflicts", {"namespace": namespace})
+    assert [conflict["id"] for conflict in listed["conflicts"]] == [conflict_id]
+
+    resolved = client.call("memory_resolve_conflict", {"id": conflict_id, "resolution": "keep", "keep": second["id"],
+                                                        "reason": "host-7 was retired"})
+    assert [memory["state"] for memory in resolved["memories"]] == ["forgotten", "active"]
+    assert client.call("memory_conflicts", {"namespace": namespace})["conflicts"] == []
+    assert "no longer exists" in client.error("memory_resolve_conflict", {
+        "id": conflict_id, "resolution": "keep", "keep": first["id"]})
+    assert "keep: required" in client.error("memory_resolve_conflict", {"id": conflict_id, "resolution": "merge",
+                                                                         "content": "x"})

@@ -15,6 +15,7 @@ from django.utils.text import Truncator
 
 from memories import selectors, validation
 from memories.admin.actions import MemoryActions
+from memories.admin.conflicts import ConflictQueue
 from memories.admin.forms import MemoryAddForm, MemoryChangeForm, admin_actor
 from memories.admin.history import attach_shown_revisions, revision_history
 from memories.models import Memory, Revision, State, Tag
@@ -27,6 +28,14 @@ def page_for(request, name: str, *args) -> str | None:
     """The URL of dashboard page ``name`` when this user may open it (the permissions its view declares)."""
     url = reverse(name, args=args)
     return url if request.user.has_perms(resolve(url).func.permissions) else None
+
+
+def conflicts_now(memory: Memory) -> list:
+    """The conflicts the memory's fact is in now; none when it is not visible now."""
+    try:
+        return selectors.memory_get(memory_id=memory.pk).conflicts or []
+    except MemoryServiceError:
+        return []
 
 
 class VisibleNowFilter(admin.SimpleListFilter):
@@ -82,7 +91,7 @@ class MemoryChangeList(ChangeList):
 
 
 @admin.register(Memory)
-class MemoryAdmin(MemoryActions, admin.ModelAdmin):
+class MemoryAdmin(ConflictQueue, MemoryActions, admin.ModelAdmin):
     list_display = ("id", "preview", "namespace", "kind", "tag_list", "state_value", "last_change",
                     "revision_count")
     list_display_links = ("id", "preview")
@@ -223,4 +232,5 @@ class MemoryAdmin(MemoryActions, admin.ModelAdmin):
             # Newest first, like the revisions: each change of namespace, kind and tags.
             extra_context["attribute_history"] = selectors.attribute_history(memory_id=memory.pk)[::-1]
             extra_context["timeline_url"] = page_for(request, "dashboard:timeline", memory.pk)
+            extra_context["conflicts"] = conflicts_now(memory)
         return super().change_view(request, object_id, form_url, extra_context=extra_context)

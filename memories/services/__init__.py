@@ -1,6 +1,7 @@
 """The only write path. Admin, REST, MCP and commands call these; nothing else writes models."""
 
 from memories.services.batches import purge_dead_imports
+from memories.services.conflicts import conflict_memory_ids, conflict_resolve
 from memories.services.curation import memory_move
 from memories.services.erasure import database_release_free_pages, database_vacuum, memory_erase, purge_expired
 from memories.services.export import memories_export
@@ -18,6 +19,8 @@ from memories.services.lifecycle import (
 from memories.services.markdown import markdown_import
 
 __all__ = [
+    "conflict_memory_ids",
+    "conflict_resolve",
     "markdown_import",
     "memories_export",
     "memories_import",

@@ -25,6 +25,7 @@ from memories.models import Attributes, AuditEvent, ErasureGate, ErasureReceipt,
 from memories.services.lifecycle import audit, check_interface, get_memory
 from memoryproject.exceptions import InvalidInput
 from memoryproject.timeparse import parse_optional_instant
+from knowledge import facts
 from search import indexing
 from telemetry import services as telemetry
 
@@ -47,11 +48,12 @@ def delete_revisions(revision_ids) -> int:
     """Delete these revisions under the gate; tombstones go first, since ``hides`` protects what they hide.
 
     The FTS triggers follow each row. Anything else keyed by revision id and holding
-    text or vectors (embeddings, once stored) must be deleted here too, so erase and
-    purge both reach it.
+    text or vectors (postings, fact rows) must be deleted here too, so erase, purge and
+    a dead import's removal all reach it.
     """
     revision_ids = list(revision_ids)
     indexing.unindex_revisions(revision_ids)
+    facts.delete_facts(revision_ids)
     with _gate_open():
         # all_objects: an import's unpublished rows are deleted by id too (purge of a dead import).
         tombstones, _ = Revision.all_objects.filter(pk__in=revision_ids, tombstone=True).delete()

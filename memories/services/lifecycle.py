@@ -17,6 +17,7 @@ from memories.records import ChangeResult, CorrectionRecord, MemoryRecord, NearT
 from memoryproject.exceptions import Conflict, DuplicateContent, InvalidInput, MemoryNotFound, NotAdmitted
 from memoryproject.metrics import REMEMBER_SECONDS, observed
 from memoryproject.timeparse import parse_optional_instant
+from knowledge import facts
 from search import duplicates, indexing
 
 # What a writer refused a key that an unpublished import holds can do (memories.services.batches).
@@ -81,7 +82,8 @@ def _expiry(ttl_days: int, *, now: dt.datetime, keep: dt.datetime | None) -> dt.
 
 
 def append_revisions(revisions: list[dict]) -> list[Revision]:
-    """Write revisions and make them searchable, in the caller's transaction (the one way revisions are added).
+    """Write revisions, make them searchable and record their facts, in the caller's transaction (the one way
+    revisions are added).
 
     Each dict holds one revision's fields, ``memory`` among them (the Memory object, whose
     namespace keys the postings). The rows go in with multi-row INSERTs, and the objects
@@ -93,6 +95,8 @@ def append_revisions(revisions: list[dict]) -> list[Revision]:
     written = insert_all([Revision(**fields, batch_id=batch_id) for fields in revisions])
     indexing.index_revisions([(revision.pk, fields["memory"].namespace, revision.title, revision.content)
                               for revision, fields in zip(written, revisions) if not revision.tombstone])
+    facts.record_facts([(revision.pk, revision.memory_id, revision.subject, revision.predicate, revision.object)
+                        for revision in written if not revision.tombstone])
     return written
 
 

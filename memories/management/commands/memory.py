@@ -6,7 +6,18 @@ from functools import partial
 from django.conf import settings
 
 from memories import selectors, services
-from memories.arguments import ForgetArgs, GetArgs, HistoryArgs, LearnArgs, ListArgs, RecallArgs, RememberArgs
+from memories.arguments import (
+    ConflictsArgs,
+    ForgetArgs,
+    GetArgs,
+    HistoryArgs,
+    LearnArgs,
+    ListArgs,
+    RecallArgs,
+    RememberArgs,
+    ResolveConflictArgs,
+)
+from memories.conflicts import memory_conflicts
 from memories.management.cli import ProjectCommand, cli_actor
 from memories.records import History
 from memoryproject.exceptions import InvalidInput, MemoryServiceError
@@ -34,7 +45,8 @@ def _given(**values) -> dict:
 
 
 class Command(ProjectCommand):
-    help = "Remember, learn, read, forget and restore memories from the shell; answers are JSON."
+    help = ("Remember, learn, read, forget and restore memories, and list and resolve conflicts, from the shell; "
+            "answers are JSON.")
     # Configuration is checked by serve, doctor and check; here the checks would import every door's URLs.
     requires_system_checks = []
 
@@ -122,6 +134,20 @@ class Command(ProjectCommand):
             recall.add_argument(f"--{name.replace('_', '-')}", help=_help(RecallArgs, name))
         recall.add_argument("--explain", action="store_true", default=None, help=_help(RecallArgs, "explain"))
 
+        conflicts = command("conflicts", "List facts that contradict each other, with where each came from.")
+        conflicts.add_argument("--namespace", action="append", help="Repeatable; default: every namespace.")
+        for name in ("as_of", "valid_at"):
+            conflicts.add_argument(f"--{name.replace('_', '-')}", help=_help(ConflictsArgs, name))
+        conflicts.add_argument("--limit", type=int, help=_help(ConflictsArgs, "limit"))
+
+        resolve = command("resolve", "Resolve a conflict: keep one memory, split them in time, or merge them.")
+        resolve.add_argument("id", help=_help(ResolveConflictArgs, "id"))
+        resolve.add_argument("--resolution", required=True, help=_help(ResolveConflictArgs, "resolution"))
+        for name in ("keep", "earlier"):
+            resolve.add_argument(f"--{name}", type=int, help=_help(ResolveConflictArgs, name))
+        for name in ("boundary", "content", "reason"):
+            resolve.add_argument(f"--{name}", help=_help(ResolveConflictArgs, name))
+
     def run_from_argv(self, argv):
         """Run from the shell: a domain or argument error prints as JSON on stderr and exits with status 2."""
         try:
@@ -193,3 +219,14 @@ class Command(ProjectCommand):
             match=options["match"], mode=options["mode"], as_of=options["as_of"], valid_at=options["valid_at"],
             explain=options["explain"],
         )).as_dict()
+
+    def _conflicts(self, options):
+        return memory_conflicts(**_given(namespace=options["namespace"], as_of=options["as_of"],
+                                         valid_at=options["valid_at"], limit=options["limit"])).as_dict()
+
+    def _resolve(self, options):
+        return services.conflict_resolve(
+            conflict_id=options["id"], resolution=options["resolution"], actor=cli_actor(), interface="cli",
+            **_given(keep=options["keep"], boundary=options["boundary"], earlier=options["earlier"],
+                     content=options["content"], reason=options["reason"]),
+        ).as_dict()
