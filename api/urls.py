@@ -15,6 +15,7 @@ urlpatterns = [
     path("v1/memories/<int:id>/history/", views.MemoryHistoryView.as_view(), name="memory-history"),
     path("v1/memories/<int:id>/restore/", views.MemoryRestoreView.as_view(), name="memory-restore"),
     path("v1/recall/", views.RecallView.as_view(), name="recall"),
+    path("v1/graph/", views.GraphView.as_view(), name="graph"),
     path("v1/export/", views.ExportView.as_view(), name="export"),
     path("v1/import/", views.ImportView.as_view(), name="import"),
     path("v1/stats/", views.StatsView.as_view(), name="stats"),

@@ -32,6 +32,7 @@ from memories.arguments import (
     ExportArgs,
     ForgetArgs,
     GetArgs,
+    GraphArgs,
     HistoryArgs,
     HookIngestArgs,
     HookRecallArgs,
@@ -49,6 +50,7 @@ from memories.models import Scope
 from memories.records import (
     ChangeResult,
     ExportDocument,
+    GraphResult,
     History,
     ImportResult,
     MemoryRecord,
@@ -235,6 +237,22 @@ class RecallView(ApiView):
     def post(self, request):
         self.caller.require(Scope.READ)
         return self._recall(self.body(RecallArgs))
+
+
+class GraphView(ApiView):
+    throttle_bucket = "read"
+
+    @extend_schema(summary="Knowledge graph", operation_id="graph", parameters=parameters(GraphArgs),
+                   responses={200: GraphResult, **errors()},
+                   description="Ask the facts (memories with a subject, predicate and object) of one namespace, as "
+                               "known at as_of about valid_at: an entity's relations (entity), the shortest paths "
+                               "between two entities (source and target), or the entities a text names (query). "
+                               "Give one of the three.")
+    def get(self, request):
+        self.caller.require(Scope.READ)
+        fields = self.query(GraphArgs).model_dump()
+        namespace = self.caller.namespace_to_write(fields.pop("namespace"))
+        return answer(selectors.memory_graph(namespace=namespace, **fields))
 
 
 class ExportView(ApiView):

@@ -23,7 +23,16 @@ from memories import arguments as declared
 from memories import selectors, services
 from memories.access import AuthenticationFailed, Caller
 from memories.models import Scope
-from memories.records import ChangeResult, History, MemoryRecord, Page, RecallResult, RememberResult, Stats
+from memories.records import (
+    ChangeResult,
+    GraphResult,
+    History,
+    MemoryRecord,
+    Page,
+    RecallResult,
+    RememberResult,
+    Stats,
+)
 from memoryproject.exceptions import InvalidInput, MemoryServiceError
 
 logger = logging.getLogger(__name__)
@@ -186,6 +195,16 @@ class MemoryTools(MCPToolset):
         caller = self._caller()
         # The database file, schema and vector counts are the operator's (manage.py memory stats).
         return Stats.of(selectors.memory_stats(namespace=caller.namespace_to_count(namespace)))
+
+
+    @tool(title="Knowledge graph", scope=Scope.READ, read_only=True, idempotent=True, arguments=declared.GraphArgs)
+    def memory_graph(self, namespace, entity, source, target, query, limit, as_of, valid_at) -> GraphResult:
+        """Ask the facts (memories with subject, predicate and object) of a namespace: an entity's relations
+        (entity), how two entities connect (source and target: shortest paths, each hop with its memory id), or
+        the entities a text names (query). Give one of the three; with as_of, as known then."""
+        caller = self._caller()
+        return selectors.memory_graph(namespace=caller.namespace_to_write(namespace), entity=entity, source=source,
+                                      target=target, query=query, limit=limit, as_of=as_of, valid_at=valid_at)
 
 
 # Registered on import, rather than by installing django-mcp-server's own app, whose ready()

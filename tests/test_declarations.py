@@ -31,6 +31,7 @@ from memories.access import Caller
 from memories.records import (
     ChangeResult,
     ExportDocument,
+    GraphResult,
     History,
     ImportResult,
     MemoryPlus,
@@ -92,6 +93,8 @@ OPERATIONS = {
     "list": Operation(declared.ListArgs, [Rest("get", "/api/v1/memories/", "200", Page)], "memory_list", Page,
                       tool_leaves_out=("state",)),
     "stats": Operation(declared.StatsArgs, [Rest("get", "/api/v1/stats/", "200", StoreStats)], "memory_stats", Stats),
+    "graph": Operation(declared.GraphArgs, [Rest("get", "/api/v1/graph/", "200", GraphResult)], "memory_graph",
+                       GraphResult),
     "export": Operation(declared.ExportArgs, [Rest("get", "/api/v1/export/", "200", ExportDocument)]),
     "import": Operation(declared.ImportArgs, [Rest("post", "/api/v1/import/", "200", ImportResult)]),
     "health": Operation(None, [Rest("get", "/api/v1/health/", "200", Health)]),

@@ -6,7 +6,7 @@ from functools import partial
 from django.conf import settings
 
 from memories import selectors, services
-from memories.arguments import ForgetArgs, GetArgs, HistoryArgs, ListArgs, RecallArgs, RememberArgs
+from memories.arguments import ForgetArgs, GetArgs, GraphArgs, HistoryArgs, ListArgs, RecallArgs, RememberArgs
 from memories.management.cli import ProjectCommand, cli_actor
 from memories.records import History
 from memoryproject.exceptions import InvalidInput, MemoryServiceError
@@ -34,7 +34,7 @@ def _given(**values) -> dict:
 
 
 class Command(ProjectCommand):
-    help = "Remember, read, forget and restore memories from the shell; answers are JSON."
+    help = "Remember, read, forget and restore memories, and ask the knowledge graph, from the shell; answers are JSON."
     # Configuration is checked by serve, doctor and check; here the checks would import every door's URLs.
     requires_system_checks = []
 
@@ -109,6 +109,14 @@ class Command(ProjectCommand):
             recall.add_argument(f"--{name.replace('_', '-')}", help=_help(RecallArgs, name))
         recall.add_argument("--explain", action="store_true", default=None, help=_help(RecallArgs, "explain"))
 
+        graph = command("graph", "Ask the facts of a namespace: an entity's relations (--entity), the paths between "
+                                 "two (--source, --target), or the entities a text names (--query).")
+        graph.add_argument("--namespace", default=settings.MEMORY_DEFAULT_NAMESPACE,
+                           help=f"default: {settings.MEMORY_DEFAULT_NAMESPACE}")
+        for name in ("entity", "source", "target", "query", "as_of", "valid_at"):
+            graph.add_argument(f"--{name.replace('_', '-')}", help=_help(GraphArgs, name))
+        graph.add_argument("--limit", type=int, help=_help(GraphArgs, "limit"))
+
     def run_from_argv(self, argv):
         """Run from the shell: a domain or argument error prints as JSON on stderr and exits with status 2."""
         try:
@@ -170,4 +178,10 @@ class Command(ProjectCommand):
             namespace=options["namespace"], tags=options["tags"], kinds=options["kinds"], limit=options["limit"],
             match=options["match"], mode=options["mode"], as_of=options["as_of"], valid_at=options["valid_at"],
             explain=options["explain"],
+        )).as_dict()
+
+    def _graph(self, options):
+        return selectors.memory_graph(namespace=options["namespace"], **_given(
+            entity=options["entity"], source=options["source"], target=options["target"], query=options["query"],
+            limit=options["limit"], as_of=options["as_of"], valid_at=options["valid_at"],
         )).as_dict()
