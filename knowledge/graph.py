@@ -21,11 +21,10 @@ says when it cut some (``truncated``).
 import datetime as dt
 import re
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from django.db import connection
-from django.db.models import Q
 
-from knowledge.models import Fact
 from knowledge.names import entity_name
 from memoryproject.exceptions import InvalidInput
 from search import snapshot
@@ -35,7 +34,7 @@ ALIAS_PREDICATES = ("also known as", "aka", "a.k.a", "alias", "alias of", "is al
                     "is also known as", "same as", "is the same as")
 MAX_DEPTH = 4
 # Relations of one entity a path search follows, at most.
-FANOUT = 50
+FANOUT = 25
 # Paths returned, at most (shortest first).
 PATHS_MAX = 10
 # Words of a free-text query looked at, and the longest name (in words) matched in it.
@@ -92,8 +91,7 @@ class Mentions:
     entities: list[Neighbourhood] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class _Fact:
+class _Fact(NamedTuple):
     revision_id: int
     memory_id: int
     subject: str
@@ -116,11 +114,15 @@ class _Reading:
         self.aliases_read: set[str] = set()  # names whose alias facts are all in alias_links
         self.spelling: dict[int, tuple[str, str, str]] = {}
 
-    def _visible(self, rows) -> list[_Fact]:
-        rows = list(rows)
+    def _visible(self, sql: str, names: list[str], params: list[str]) -> list[_Fact]:
+        """The visible facts among those ``sql`` finds, its ``{names}`` lists as long as ``names``."""
+        with connection.cursor() as cursor:
+            cursor.execute(sql.format(names=", ".join(["%s"] * len(names)),
+                                      aliases=", ".join(["%s"] * len(ALIAS_PREDICATES))), params)
+            rows = cursor.fetchall()
         shown = set(self.view.visible_among([row[0] for row in rows], as_of=self.as_of, valid_at=self.valid_at,
                                             namespace=self.namespace).tolist())
-        return sorted({_Fact(*row) for row in rows if row[0] in shown}, key=lambda fact: fact.revision_id)
+        return [_Fact(*row) for row in rows if row[0] in shown]
 
     def read(self, names) -> None:
         """Read every visible fact naming one of ``names`` (those not read yet)."""
@@ -130,16 +132,15 @@ class _Reading:
         self.aliases_read.update(names)
         for start in range(0, len(names), _NAMES_PER_QUERY):
             chunk = names[start:start + _NAMES_PER_QUERY]
-            # Two index lookups: (subject, predicate) by its first column, and (object, predicate).
-            rows = (Fact.objects.filter(subject__in=chunk).values_list(*_FIELDS)
-                    .union(Fact.objects.filter(object__in=chunk).values_list(*_FIELDS)))
             reading = set(chunk)
-            for fact in self._visible(rows):
+            for fact in self._visible(_BY_NAME, chunk, chunk * 3):
                 if fact.predicate in ALIAS_PREDICATES:
                     self._link(fact)
                     continue
-                for name in {fact.subject, fact.object} & reading:
-                    self.relations[name].append(fact)
+                if fact.subject in reading:
+                    self.relations[fact.subject].append(fact)
+                if fact.object in reading and fact.object != fact.subject:
+                    self.relations[fact.object].append(fact)
 
     def read_aliases(self, names) -> None:
         """Read only the alias facts naming ``names``: enough to know which entity each belongs to."""
@@ -147,11 +148,7 @@ class _Reading:
         self.aliases_read.update(names)
         for start in range(0, len(names), _NAMES_PER_QUERY):
             chunk = names[start:start + _NAMES_PER_QUERY]
-            # Both lookups use a two-column index to its end: (subject, predicate) and (object, predicate).
-            rows = (Fact.objects.filter(subject__in=chunk, predicate__in=ALIAS_PREDICATES).values_list(*_FIELDS)
-                    .union(Fact.objects.filter(object__in=chunk, predicate__in=ALIAS_PREDICATES)
-                           .values_list(*_FIELDS)))
-            for fact in self._visible(rows):
+            for fact in self._visible(_ALIASES_BY_NAME, chunk, [*chunk, *ALIAS_PREDICATES] * 2):
                 self._link(fact)
 
     def _link(self, fact: _Fact) -> None:
@@ -172,21 +169,32 @@ class _Reading:
         return frozenset(found)
 
     def entities_of(self, names, *, with_relations: bool) -> dict[str, frozenset[str]]:
-        """``names_of`` for many names, reading them together: {name: the names of its entity}."""
+        """``names_of`` for many names, reading them together: {name: the names of its entity}, for ``names`` and
+        every other name of their entities."""
         names = set(names)
         (self.read if with_relations else self.read_aliases)(names)
         known = {}
         for name in sorted(names):
-            if name not in known:
-                for each in (members := self.names_of(name, with_relations=with_relations)):
-                    known[each] = members
-        return {name: known[name] for name in names}
+            if name in known:
+                continue
+            if not self.alias_links.get(name):  # the usual case: a name without aliases
+                known[name] = frozenset((name,))
+                continue
+            for each in (members := self.names_of(name, with_relations=with_relations)):
+                known[each] = members
+        return known
 
     def facts_of(self, names: frozenset[str]) -> list[_Fact]:
         """The relations of the entity with these names, each fact once, in a fixed order."""
-        facts = {fact for name in names for fact in self.relations[name]}
-        return sorted(facts, key=lambda fact: (fact.predicate, fact.other(_end_in(fact, names)),
-                                               _direction(fact, names), fact.memory_id, fact.revision_id))
+        if len(names) == 1:  # the usual case: a name without aliases, whose facts are distinct already
+            facts = self.relations[next(iter(names))]
+        else:
+            facts = {fact for name in names for fact in self.relations[name]}
+        # By predicate, the other end's name, the direction (out first), then ids for equal triples.
+        keyed = [((fact.predicate, fact.object, 0) if fact.subject in names else (fact.predicate, fact.subject, 1),
+                  fact.memory_id, fact.revision_id, fact) for fact in facts]
+        keyed.sort()
+        return [item[-1] for item in keyed]
 
     def spell(self, revision_ids) -> None:
         """Read how the writers spelled the triples of these revisions (for display)."""
@@ -205,7 +213,20 @@ class _Reading:
         return EntityRef(name=name, display=(subject if name == fact.subject else object_).strip())
 
 
-_FIELDS = ("revision_id", "memory_id", "subject", "predicate", "object")
+# Two index lookups: (subject, predicate) by its first column, and (object, predicate) by its first; a fact
+# naming two of the names comes from the first only (UNION ALL: no sort to drop repeats).
+_BY_NAME = """
+    SELECT revision_id, memory_id, subject, predicate, object FROM knowledge_fact WHERE subject IN ({names})
+    UNION ALL
+    SELECT revision_id, memory_id, subject, predicate, object FROM knowledge_fact
+    WHERE object IN ({names}) AND subject NOT IN ({names})"""
+# The same indexes, both columns of each: alias facts are few, so this reads little of a name's facts.
+_ALIASES_BY_NAME = """
+    SELECT revision_id, memory_id, subject, predicate, object FROM knowledge_fact
+    WHERE subject IN ({names}) AND predicate IN ({aliases})
+    UNION
+    SELECT revision_id, memory_id, subject, predicate, object FROM knowledge_fact
+    WHERE object IN ({names}) AND predicate IN ({aliases})"""
 
 
 def _end_in(fact: _Fact, names) -> str:
@@ -281,7 +302,9 @@ def graph_paths(*, namespace: str, source: str, target: str, as_of: dt.datetime,
         entities = reading.entities_of(reached, with_relations=round_ < rounds - 1)
         frontier = sorted(set(entities.values()) - set(ends.values()), key=min)
         ends.update(entities)
-    found, cut = _enumerate(followed, ends, ends[start], ends[goal])
+    # Each entity by one of its names (the least), so the walk compares strings.
+    key = {name: min(names) for name, names in ends.items()}
+    found, cut = _enumerate(followed, key, key[start], key[goal])
     reading.spell(fact.revision_id for path in found for fact, _ in path)
     paths = [[Hop(source=reading.ref(fact, here), predicate=fact.predicate, direction="out" if fact.subject == here
                   else "in", target=reading.ref(fact, fact.other(here)), memory_id=fact.memory_id,
@@ -291,32 +314,28 @@ def graph_paths(*, namespace: str, source: str, target: str, as_of: dt.datetime,
                  paths=paths, truncated=truncated or cut)
 
 
-def _enumerate(facts: list[_Fact], entity_names: dict[str, frozenset[str]], source: frozenset[str],
-               target: frozenset[str]) -> tuple[list[list[tuple[_Fact, str]]], bool]:
-    """Simple paths from ``source`` to ``target`` over ``facts`` (entities as name sets), shortest first.
+def _enumerate(facts: list[_Fact], key: dict[str, str], source: str,
+               target: str) -> tuple[list[list[tuple[_Fact, str]]], bool]:
+    """Simple paths from ``source`` to ``target`` over ``facts``, shortest first; ``key``: each name's entity.
 
     Each path is [(fact, the name it leaves from)]; at most PATHS_MAX, and whether more were there.
     """
-    def entity(name: str) -> frozenset[str]:
-        return entity_names.get(name, frozenset([name]))
-
-    adjacent: dict[frozenset[str], list[tuple[_Fact, str, frozenset[str]]]] = {}
-    for fact in sorted(set(facts), key=lambda fact: (fact.predicate, fact.subject, fact.object, fact.memory_id,
-                                                      fact.revision_id)):
-        ends = entity(fact.subject), entity(fact.object)
-        if ends[0] == ends[1]:
-            continue
-        adjacent.setdefault(ends[0], []).append((fact, fact.subject, ends[1]))
-        adjacent.setdefault(ends[1], []).append((fact, fact.object, ends[0]))
+    adjacent: dict[str, list[tuple[_Fact, str, str]]] = {}
+    # In the order read (by entity, then predicate and name): the walk below then finds paths in a fixed order.
+    for fact in dict.fromkeys(facts):
+        # Every end of a fact followed is a name of an entity expanded or reached.
+        start, end = key[fact.subject], key[fact.object]
+        if start != end:
+            adjacent.setdefault(start, []).append((fact, fact.subject, end))
+            adjacent.setdefault(end, []).append((fact, fact.object, start))
     # Hops from each entity to the target, so the walk below only takes steps that can still arrive.
-    distance, frontier = {target: 0}, [target]
+    distance, frontier = {target: 0}, {target}
     for depth in range(1, MAX_DEPTH):
-        frontier = [other for here in frontier for _, _, other in adjacent.get(here, ()) if other not in distance]
-        for other in frontier:
-            distance.setdefault(other, depth)
+        frontier = {other for here in frontier for _, _, other in adjacent.get(here, ())} - distance.keys()
+        distance.update(dict.fromkeys(frontier, depth))
     found = []
 
-    def walk(here: frozenset[str], path: list, seen: set, left: int) -> None:
+    def walk(here: str, path: list, seen: set, left: int) -> None:
         if here == target:
             if not left:
                 found.append(list(path))

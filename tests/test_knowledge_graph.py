@@ -131,6 +131,8 @@ def test_aliases_merge_names_into_one_entity_while_the_alias_fact_is_visible(rem
     assert found.aliases == ["payments api", "payments-svc"]
     assert [(r.predicate, r.other.name) for r in found.relations] == [("owns", "team blue"), ("runs on", "host-1")]
     assert routes("team blue", "host-1") == [["team blue", "owns", "payments-svc", "runs on", "host-1"]]
+    # From a name that states none of the relations itself: its entity's relations start the path.
+    assert routes("pay", "host-1") == [["payments api", "runs on", "host-1"]]
 
     services.memory_forget(memory_id=alias.id, **ACTOR)
 
