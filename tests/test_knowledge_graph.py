@@ -141,6 +141,18 @@ def test_aliases_merge_names_into_one_entity_while_the_alias_fact_is_visible(rem
     assert len(routes("team blue", "host-1", as_of=t.isoformat())) == 1
 
 
+def test_a_path_leaves_from_any_name_of_the_source_even_one_the_search_reaches_no_other_way(remember, monkeypatch):
+    monkeypatch.setattr(graph, "FANOUT", 2)
+    fact(remember, "pay", "aka", "payments api")
+    fact(remember, "payments api", "runs on", "host-1")
+    # host-1 follows its first two relations only, so it never leads back to "payments api".
+    fact(remember, "host-1", "backs up", "host-2")
+    fact(remember, "host-1", "is in", "rack-1")
+    fact(remember, "rack-1", "is in", "dc-1")
+
+    assert routes("pay", "dc-1") == [["payments api", "runs on", "host-1", "is in", "rack-1", "is in", "dc-1"]]
+
+
 def test_paths_are_shortest_first_and_at_most_four_hops(remember):
     chain = [f"node-{n}" for n in range(6)]
     for here, there in zip(chain, chain[1:]):
