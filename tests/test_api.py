@@ -712,6 +712,7 @@ ENDPOINTS = {
     "/api/v1/memories/{id}/history/": {"get"},
     "/api/v1/memories/{id}/restore/": {"post"},
     "/api/v1/recall/": {"get", "post"},
+    "/api/v1/graph/": {"get"},
     "/api/v1/export/": {"get"},
     "/api/v1/import/": {"post"},
     "/api/v1/stats/": {"get"},
