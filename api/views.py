@@ -33,6 +33,7 @@ from memories.arguments import (
     ExportArgs,
     ForgetArgs,
     GetArgs,
+    GraphArgs,
     HistoryArgs,
     HookIngestArgs,
     HookRecallArgs,
@@ -54,6 +55,7 @@ from memories.records import (
     ChangeResult,
     ConflictList,
     ExportDocument,
+    GraphResult,
     History,
     ImportResult,
     LearnResult,
@@ -286,6 +288,22 @@ class ConflictResolveView(ApiView):
         for memory_id in services.conflict_memory_ids(fields["id"]):
             self.caller.check_memory(memory_id)
         return answer(services.conflict_resolve(conflict_id=fields.pop("id"), **fields, **self.caller.credit))
+
+
+class GraphView(ApiView):
+    throttle_bucket = "read"
+
+    @extend_schema(summary="Knowledge graph", operation_id="graph", parameters=parameters(GraphArgs),
+                   responses={200: GraphResult, **errors()},
+                   description="Ask the facts (memories with a subject, predicate and object) of one namespace, as "
+                               "known at as_of about valid_at: an entity's relations (entity), the shortest paths "
+                               "between two entities (source and target), or the entities a text names (query). "
+                               "Give one of the three.")
+    def get(self, request):
+        self.caller.require(Scope.READ)
+        fields = self.query(GraphArgs).model_dump()
+        namespace = self.caller.namespace_to_write(fields.pop("namespace"))
+        return answer(selectors.memory_graph(namespace=namespace, **fields))
 
 
 class ExportView(ApiView):

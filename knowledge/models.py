@@ -20,8 +20,8 @@ class Fact(models.Model):
         indexes = [
             # Neighbours and paths look a name up as a subject (with or without its predicate) ...
             models.Index(fields=["subject", "predicate"], name="fact_subject_predicate"),
-            # ... and as an object.
-            models.Index(fields=["object"], name="fact_object"),
+            # ... and as an object (with its predicate: the alias lookups probe both columns).
+            models.Index(fields=["object", "predicate"], name="fact_object_predicate"),
         ]
 
     def __str__(self):

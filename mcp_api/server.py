@@ -41,7 +41,9 @@ Do not store secrets (passwords, API keys, tokens), small talk, or what only mat
 How to recall (memory_recall): at the start of a task, and before answering about the user, their \
 projects or earlier decisions, recall with a few key words. Hits are ranked best first. as_of asks \
 what was known at an earlier time; valid_at asks what held at a given time. memory_get reads one \
-memory by id or key, memory_history shows how it changed, memory_list pages through a namespace.
+memory by id or key, memory_history shows how it changed, memory_list pages through a namespace. \
+Memories stored with a subject, predicate and object are facts: memory_graph shows an entity's \
+relations, how two entities connect, or the entities a text names, now or as of a time.
 
 Keep memories accurate: recall before remembering, so you do not store what is already there. When a \
 stored memory is outdated or wrong, change it with memory_update (or remember under its key) instead \

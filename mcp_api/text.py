@@ -18,6 +18,7 @@ tags when there are any.
 import datetime as dt
 import functools
 
+from knowledge.graph import MAX_DEPTH
 from memories import validation
 from memories.models import Kind, State
 from memories.records import (
@@ -25,6 +26,9 @@ from memories.records import (
     ConflictList,
     ConflictSide,
     CorrectionRecord,
+    GraphHop,
+    GraphNeighbourhood,
+    GraphResult,
     History,
     LearnedItem,
     LearnResult,
@@ -238,3 +242,36 @@ def _(record: ResolveResult) -> str:
              f"{', '.join(str(revision_id) for revision_id in record.revision_ids) or 'none'}."]
     lines.extend(_memory(memory) for memory in record.memories)
     return "\n".join(lines)
+
+
+def _neighbourhood(found: GraphNeighbourhood) -> list[str]:
+    """The entity, then one line per relation in the direction the fact reads, with its memory id."""
+    entity = found.entity.display
+    aliases = f" (also: {', '.join(found.aliases)})" if found.aliases else ""
+    more = "; more left out (raise limit)" if found.truncated else ""
+    lines = [f"{entity}{aliases}: {len(found.relations)} relation{'' if len(found.relations) == 1 else 's'}{more}"]
+    for relation in found.relations:
+        ends = (entity, relation.other.display) if relation.direction == "out" else (relation.other.display, entity)
+        lines.append(f"  {ends[0]} {relation.predicate} {ends[1]} [#{relation.memory_id}]")
+    return lines
+
+
+def _hop(hop: GraphHop) -> str:
+    if hop.direction == "out":
+        return f" -[{hop.predicate} #{hop.memory_id}]-> {hop.target.display}"
+    return f" <-[{hop.predicate} #{hop.memory_id}]- {hop.target.display}"
+
+
+@as_text.register
+def _(record: GraphResult) -> str:
+    if record.paths is not None:
+        cut = " The search was cut by its bounds: more paths may exist." if record.truncated else ""
+        if not record.paths:
+            return (f"No path of at most {MAX_DEPTH} hops between {record.source.display} and "
+                    f"{record.target.display}.{cut}")
+        lines = [f"{len(record.paths)} path{'' if len(record.paths) == 1 else 's'}, shortest first.{cut}"]
+        lines.extend(path[0].source.display + "".join(_hop(hop) for hop in path) for path in record.paths)
+        return "\n".join(lines)
+    if not record.entities:
+        return "The text names no entity the facts know."
+    return "\n".join(line for found in record.entities for line in _neighbourhood(found))

@@ -27,6 +27,7 @@ from memories.conflicts import memory_conflicts
 from memories.records import (
     ChangeResult,
     ConflictList,
+    GraphResult,
     History,
     LearnResult,
     MemoryRecord,
@@ -232,6 +233,15 @@ class MemoryTools(MCPToolset):
             caller.check_memory(memory_id)
         return services.conflict_resolve(conflict_id=id, resolution=resolution, keep=keep, boundary=boundary,
                                          earlier=earlier, content=content, reason=reason, **caller.credit)
+
+    @tool(title="Knowledge graph", scope=Scope.READ, read_only=True, idempotent=True, arguments=declared.GraphArgs)
+    def memory_graph(self, namespace, entity, source, target, query, limit, as_of, valid_at) -> GraphResult:
+        """Ask the facts (memories with subject, predicate and object) of a namespace: an entity's relations
+        (entity), how two entities connect (source and target: shortest paths, each hop with its memory id), or
+        the entities a text names (query). Give one of the three; with as_of, as known then."""
+        caller = self._caller()
+        return selectors.memory_graph(namespace=caller.namespace_to_write(namespace), entity=entity, source=source,
+                                      target=target, query=query, limit=limit, as_of=as_of, valid_at=valid_at)
 
 
 # Registered on import, rather than by installing django-mcp-server's own app, whose ready()

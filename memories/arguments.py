@@ -17,7 +17,7 @@ from typing import Annotated, Literal
 from django.conf import settings
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from knowledge import learn
+from knowledge import graph, learn
 from memories import conflicts, selectors, validation
 from memories.models import Kind
 from memories.services import conflicts as resolving
@@ -70,6 +70,7 @@ MemoryKind = Annotated[KindName, Field(description="What sort of memory this is.
 SearchMode = Annotated[Literal[engine.MODES], Field(description=(
     "hybrid: words and meaning; keyword: words only; semantic: meaning only."))]
 ChangeReason = Annotated[Reason | None, Field(description="Why, e.g. 'the user retracted it'.")]
+VALID_AT_HELP = "Answer about this time; default as_of."
 
 
 def at_time(description: str):
@@ -128,7 +129,7 @@ class RecallArgs(Arguments):
         "auto: all words, else any (with a note); all; any."))
     mode: SearchMode = selectors.RECALL_MODE_DEFAULT
     as_of: InstantText | None = at_time("Answer with what was known at this time; default now.")
-    valid_at: InstantText | None = at_time("Answer about this time; default as_of.")
+    valid_at: InstantText | None = at_time(VALID_AT_HELP)
     explain: bool = Field(False, description="Add each hit's component ranks and raw scores.")
 
 
@@ -240,6 +241,25 @@ class ResolveConflictArgs(Arguments):
         "With split: the memory that held before the boundary; default: the one whose validity starts first."))
     content: Content | None = Field(None, description="With merge: the one text the kept memory holds from now on.")
     reason: ChangeReason = None
+
+
+# The knowledge graph (memories.selectors.memory_graph) ------------------------------------------------------------
+
+
+class GraphArgs(Arguments):
+    namespace: NamespaceName | None = Field(None, description=(
+        "The namespace whose facts make the graph; default as for memory_remember."))
+    entity: TriplePart | None = Field(None, description=(
+        "An entity's name (any spelling or alias): its relations, with the memories that support them."))
+    source: TriplePart | None = Field(None, description=(
+        f"With target: the shortest paths between the two entities (at most {graph.MAX_DEPTH} hops)."))
+    target: TriplePart | None = Field(None, description="With source: where the paths end.")
+    query: QueryText | None = Field(None, description=(
+        "Free text: the entities it names, each with its relations."))
+    limit: int = Field(selectors.GRAPH_LIMIT_DEFAULT, ge=1, le=selectors.GRAPH_LIMIT_MAX,
+                       description="Relations shown per entity, at most.")
+    as_of: InstantText | None = at_time("Answer with the facts known at this time; default now.")
+    valid_at: InstantText | None = at_time(VALID_AT_HELP)
 
 
 # Hooks (memories.services.hooks) --------------------------------------------------------------------------------

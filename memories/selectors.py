@@ -13,11 +13,12 @@ from django.utils import timezone
 from knowledge.names import entity_name, predicate_name
 from memories import conflicts, staging, validation
 from memories.models import Attributes, Kind, Memory, Revision, State, Tag
-from memories.records import AttributesRecord, Hit, MemoryRecord, Page, RecallResult, RevisionRecord
+from memories.records import AttributesRecord, GraphResult, Hit, MemoryRecord, Page, RecallResult, RevisionRecord
 from memoryproject.dbfunctions import UtcDay
 from memoryproject.exceptions import InvalidInput, MemoryNotFound, Unavailable
 from memoryproject.metrics import RECALL_SECONDS, observed
 from memoryproject.timeparse import format_instant, parse_optional_instant, stored_instant
+from knowledge import graph
 from search import engine, errors, hits
 
 LIST_LIMIT_DEFAULT = 20
@@ -26,6 +27,8 @@ LIST_STATES = ("active", "hidden", "forgotten", "all")
 RECALL_LIMIT_DEFAULT = 8
 RECALL_MATCH_DEFAULT = "auto"
 RECALL_MODE_DEFAULT = "hybrid"
+GRAPH_LIMIT_DEFAULT = 20
+GRAPH_LIMIT_MAX = 200
 EXPIRING_DAYS = 7
 EXPIRING_SHOWN = 50
 
@@ -635,3 +638,43 @@ def memory_labels(memory_ids: set[int]) -> dict[int, dict]:
     return {pk: {"label": titles.get(pk) or f"{memories[pk].namespace}/{memories[pk].key}",
                  "state": memories[pk].state} if pk in memories else GONE
             for pk in memory_ids}
+
+
+_GRAPH_QUESTIONS = "Give entity (its relations), source and target (the paths between them), or query (the " \
+                   "entities it names)."
+
+
+def memory_graph(*, namespace: str, entity: str | None = None, source: str | None = None, target: str | None = None,
+                 query: str | None = None, limit: int = GRAPH_LIMIT_DEFAULT, as_of=None, valid_at=None) -> GraphResult:
+    """Answer one question about the facts of ``namespace`` as known at ``as_of`` about ``valid_at``.
+
+    Exactly one of: ``entity`` (its relations), ``source`` with ``target`` (paths), ``query``
+    (the entities it names). The facts are the visible revisions with a triple, so the
+    answer is the one a store holding only what was visible then would give.
+    """
+    namespace = validation.namespace(namespace)
+    entity, source, target = (validation.short_text(value, field=name, limit=validation.TRIPLE_PART_MAX)
+                              for name, value in (("entity", entity), ("source", source), ("target", target)))
+    query = validation.short_text(query, field="query", limit=validation.QUERY_MAX_CHARS)
+    given = [name for name, value in (("entity", entity), ("source", source), ("target", target), ("query", query))
+             if value]
+    if not given:
+        raise InvalidInput(f"Nothing to ask. {_GRAPH_QUESTIONS}", field="entity")
+    if ("source" in given) != ("target" in given):
+        missing = "target" if "source" in given else "source"
+        raise InvalidInput(f"{missing}: missing; paths need both source and target.", field=missing)
+    if len(given) > (2 if "source" in given else 1):
+        raise InvalidInput(f"{' and '.join(given)} ask different questions; ask one at a time. {_GRAPH_QUESTIONS}",
+                           field=given[-1])
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= GRAPH_LIMIT_MAX:
+        raise InvalidInput(f"limit: {limit!r} is not from 1 to {GRAPH_LIMIT_MAX}.", field="limit")
+    as_of_time, valid_time = resolve_times(as_of, valid_at)
+    at = {"namespace": namespace, "as_of": as_of_time, "valid_at": valid_time}
+    if entity:
+        found = {"entities": [graph.graph_neighbours(entity=entity, limit=limit, **at)]}
+    elif query:
+        found = {"entities": graph.graph_mentions(query=query, limit=limit, **at).entities}
+    else:
+        paths = graph.graph_paths(source=source, target=target, **at)
+        found = {"source": paths.source, "target": paths.target, "paths": paths.paths, "truncated": paths.truncated}
+    return GraphResult.model_validate({**at, **found}, from_attributes=True)

@@ -32,6 +32,7 @@ from memories.records import (
     ChangeResult,
     ConflictList,
     ExportDocument,
+    GraphResult,
     History,
     ImportResult,
     LearnResult,
@@ -102,6 +103,8 @@ OPERATIONS = {
     "resolve conflict": Operation(declared.ResolveConflictArgs, [Rest(
         "post", "/api/v1/conflicts/{id}/resolve/", "200", ResolveResult, body=True, path_arguments=("id",))],
         "memory_resolve_conflict", ResolveResult),
+    "graph": Operation(declared.GraphArgs, [Rest("get", "/api/v1/graph/", "200", GraphResult)], "memory_graph",
+                       GraphResult),
     "export": Operation(declared.ExportArgs, [Rest("get", "/api/v1/export/", "200", ExportDocument)]),
     "import": Operation(declared.ImportArgs, [Rest("post", "/api/v1/import/", "200", ImportResult)]),
     "health": Operation(None, [Rest("get", "/api/v1/health/", "200", Health)]),

@@ -33,6 +33,7 @@ TOOLS = {
     "memory_stats": (True, False, True),
     "memory_conflicts": (True, False, True),
     "memory_resolve_conflict": (False, True, False),
+    "memory_graph": (True, False, True),
 }
 READ_TOOLS = {name for name, (read_only, _, _) in TOOLS.items() if read_only}
 ACCEPT = "application/json, text/event-stream"
@@ -454,6 +455,25 @@ def test_the_official_client_cannot_connect_without_a_key(mcp_server):
     assert errors and errors[0].response.status_code == 401
 
 
+def test_an_agent_asks_how_two_entities_connect_now_and_before_a_fact_was_learned(client, namespace):
+    first = client.call("memory_remember", {"content": "Checkout runs on host-3.", "namespace": namespace,
+                                            "subject": "Checkout", "predicate": "runs on", "object": "host-3"})
+    second = client.call("memory_remember", {"content": "host-3 sits in rack 12.", "namespace": namespace,
+                                             "subject": "host-3", "predicate": "sits in", "object": "Rack 12"})
+    arguments = {"namespace": namespace, "source": "checkout", "target": "rack 12"}
+
+    result = client.call_raw("memory_graph", arguments)
+    assert not result.isError, result.content
+    assert result.content[0].text == (f"1 path, shortest first.\nCheckout -[runs on #{first['id']}]-> host-3 "
+                                      f"-[sits in #{second['id']}]-> Rack 12")
+    hops = result.structuredContent["paths"][0]
+    assert [(hop["predicate"], hop["memory_id"]) for hop in hops] == [("runs on", first["id"]),
+                                                                      ("sits in", second["id"])]
+    before = client.call("memory_graph", {**arguments, "as_of": first["known_at"]})
+    assert before["paths"] == []
+    assert "target: missing" in client.error("memory_graph", {"namespace": namespace, "source": "checkout"})
+
+
 def test_a_read_only_key_lists_and_runs_only_the_reading_tools(mcp_server, client, namespace):
     stored = client.call("memory_remember", {"content": "The wiki lives at wiki.example.", "namespace": namespace})
     with http_client(mcp_server["url"], mcp_server["keys"]["reader"]) as reader:
@@ -479,8 +499,8 @@ def test_a_key_for_one_namespace_can_neither_see_nor_write_another(mcp_server, c
         recalled = acme.call("memory_recall", {"query": "project launches"})
         assert [hit["id"] for hit in recalled["hits"]] == [ours["id"]]
         # Naming a namespace outside the key's list gets the same answer whether or not it holds anything.
-        for name in ("memory_recall", "memory_list", "memory_stats"):
-            arguments = {"query": "launches"} if name == "memory_recall" else {}
+        for name in ("memory_recall", "memory_list", "memory_stats", "memory_graph"):
+            arguments = {"query": "launches"} if name in ("memory_recall", "memory_graph") else {}
             refused = acme.error(name, {**arguments, "namespace": namespace})
             assert refused == acme.error(name, {**arguments, "namespace": "empty-namespace"}).replace(
                 "empty-namespace", namespace)

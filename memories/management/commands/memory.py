@@ -10,6 +10,7 @@ from memories.arguments import (
     ConflictsArgs,
     ForgetArgs,
     GetArgs,
+    GraphArgs,
     HistoryArgs,
     LearnArgs,
     ListArgs,
@@ -45,8 +46,8 @@ def _given(**values) -> dict:
 
 
 class Command(ProjectCommand):
-    help = ("Remember, learn, read, forget and restore memories, and list and resolve conflicts, from the shell; "
-            "answers are JSON.")
+    help = ("Remember, learn, read, forget and restore memories, list and resolve conflicts, and ask the "
+            "knowledge graph, from the shell; answers are JSON.")
     # Configuration is checked by serve, doctor and check; here the checks would import every door's URLs.
     requires_system_checks = []
 
@@ -148,6 +149,14 @@ class Command(ProjectCommand):
         for name in ("boundary", "content", "reason"):
             resolve.add_argument(f"--{name}", help=_help(ResolveConflictArgs, name))
 
+        graph = command("graph", "Ask the facts of a namespace: an entity's relations (--entity), the paths between "
+                                 "two (--source, --target), or the entities a text names (--query).")
+        graph.add_argument("--namespace", default=settings.MEMORY_DEFAULT_NAMESPACE,
+                           help=f"default: {settings.MEMORY_DEFAULT_NAMESPACE}")
+        for name in ("entity", "source", "target", "query", "as_of", "valid_at"):
+            graph.add_argument(f"--{name.replace('_', '-')}", help=_help(GraphArgs, name))
+        graph.add_argument("--limit", type=int, help=_help(GraphArgs, "limit"))
+
     def run_from_argv(self, argv):
         """Run from the shell: a domain or argument error prints as JSON on stderr and exits with status 2."""
         try:
@@ -230,3 +239,9 @@ class Command(ProjectCommand):
             **_given(keep=options["keep"], boundary=options["boundary"], earlier=options["earlier"],
                      content=options["content"], reason=options["reason"]),
         ).as_dict()
+
+    def _graph(self, options):
+        return selectors.memory_graph(namespace=options["namespace"], **_given(
+            entity=options["entity"], source=options["source"], target=options["target"], query=options["query"],
+            limit=options["limit"], as_of=options["as_of"], valid_at=options["valid_at"],
+        )).as_dict()
