@@ -21,6 +21,7 @@ REASON_MAX = 500
 TTL_DAYS_MAX = 36500
 QUERY_MAX_CHARS = 2000
 RECALL_LIMIT_MAX = 100
+MIN_SCORE_MAX = 10.0  # above any score recall gives
 
 
 def namespace(value) -> str:
@@ -128,6 +129,16 @@ def ttl_days(value, *, allow_keep: bool = False) -> int | None:
     if not low <= value <= TTL_DAYS_MAX:
         raise InvalidInput(f"ttl_days: {value} is out of range {low}..{TTL_DAYS_MAX}.", field="ttl_days")
     return value
+
+
+def min_score(value) -> float | None:
+    """Return recall's min_score: None (the relevance decision) or a number from 0 to MIN_SCORE_MAX."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MIN_SCORE_MAX:
+        raise InvalidInput(f"min_score: {value!r} is out of range 0..{MIN_SCORE_MAX:g} (a recall score).",
+                           field="min_score")
+    return float(value)
 
 
 def triple(subject, predicate, object_) -> tuple[str, str, str]:

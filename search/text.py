@@ -288,6 +288,43 @@ def cjk_bigrams(text: str) -> list[str]:
     return bigrams
 
 
+def script_share(ntok: int, nbigram: int) -> float:
+    """The share of a text written outside CJK scripts, from its FTS5 token count and CJK bigram count.
+
+    A CJK run is one token and holds about one character per bigram, so a text of ``ntok``
+    tokens and ``nbigram`` bigrams has some ``ntok - 1`` other words beside ``nbigram + 1``
+    CJK characters; a text without bigrams is read as wholly outside CJK.
+    """
+    if nbigram == 0:
+        return 1.0
+    return max(ntok - 1, 0) / (ntok + nbigram)
+
+
+def english_share(text: str) -> float:
+    """How much of ``text`` an English-only model reads: its script share times the English share of its
+    filler words (words filler in English only, against those filler only in another language; 1 without any)."""
+    tokens = query_tokens(text)
+    share = script_share(len(tokens), len(cjk_bigrams(text)))
+    english, other = _filler_by_language()
+    words = [token.raw for token in tokens if len(token.raw) > 1]  # a lone letter is any language's elision
+    english_words = sum(word in english for word in words)
+    other_words = sum(word in other for word in words)
+    if english_words + other_words:
+        share *= english_words / (english_words + other_words)
+    return share
+
+
+@cache
+def _filler_by_language() -> tuple[frozenset[str], frozenset[str]]:
+    """The filler words of English only, and those of the other languages only."""
+    def folded(words):
+        return frozenset(token.raw for token in query_tokens(words))
+
+    english = folded(_FILLER["en"])
+    other = frozenset().union(*(folded(words) for language, words in _FILLER.items() if language != "en"))
+    return english - other, other - english
+
+
 # --- MATCH -------------------------------------------------------------------------------
 
 

@@ -108,6 +108,7 @@ class Command(ProjectCommand):
         for name in ("match", "mode", "as_of", "valid_at"):
             recall.add_argument(f"--{name.replace('_', '-')}", help=_help(RecallArgs, name))
         recall.add_argument("--explain", action="store_true", default=None, help=_help(RecallArgs, "explain"))
+        recall.add_argument("--min-score", type=float, help=_help(RecallArgs, "min_score"))
 
     def run_from_argv(self, argv):
         """Run from the shell: a domain or argument error prints as JSON on stderr and exits with status 2."""
@@ -169,5 +170,5 @@ class Command(ProjectCommand):
         return selectors.memory_recall(query=options["query"], **_given(
             namespace=options["namespace"], tags=options["tags"], kinds=options["kinds"], limit=options["limit"],
             match=options["match"], mode=options["mode"], as_of=options["as_of"], valid_at=options["valid_at"],
-            explain=options["explain"],
+            explain=options["explain"], min_score=options["min_score"],
         )).as_dict()
