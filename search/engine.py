@@ -103,6 +103,7 @@ def rank(*, query: str, namespaces: list[str] | None, kinds: list[str] | None, m
         notes.append(_held_back(int(np.sum(~kept)), f"below min_score {min_score:g}"))
         rows, scores = rows[kept], scores[kept]
     elif mode == "hybrid" and len(rows) and not relevance.relevant(found):
+        notes = [note for note in notes if words is None or note != words.note]  # no partial hits to speak of
         notes.append(_held_back(len(rows), "none matched half the query's words or came close in meaning; "
                                            "min_score=0 shows them"))
         rows, scores = rows[:0], scores[:0]
