@@ -104,12 +104,13 @@ def rank(*, query: str, namespaces: list[str] | None, kinds: list[str] | None, m
         rows, scores = rows[kept], scores[kept]
     elif mode == "hybrid" and len(rows) and not relevance.relevant(found):
         notes = [note for note in notes if words is None or note != words.note]  # no partial hits to speak of
-        notes.append(_held_back(len(rows), "none matched half the query's words or came close in meaning; "
-                                           "min_score=0 shows them"))
+        notes.append(_held_back(len(rows), "none matched enough of the query's words or came close enough in "
+                                           "meaning; min_score=0 shows them"))
         rows, scores = rows[:0], scores[:0]
     ranked = hits.hits(view, rows, scores, channels=found, words=words, cosines=query_cosines,
                        terms=cleaned.terms, context=context, explain=explain)
-    return Ranking(tokens=cleaned.terms, terms=[token.raw for token in cleaned.terms], match_mode=words.match_used if words else match,
+    return Ranking(tokens=cleaned.terms, terms=[token.raw for token in cleaned.terms],
+                   match_mode=words.match_used if words else match,
                    hits=ranked, note=" ".join(note for note in notes if note) or None,
                    hint=None if ranked else _hint(cleaned, visible_count=len(visible), mode=mode, match=match,
                                                    narrowed=scope.narrowed))
