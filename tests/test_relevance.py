@@ -149,3 +149,10 @@ def test_a_hook_injects_nothing_for_an_unrelated_prompt_and_still_injects_for_a_
     assert (unrelated.block, unrelated.hits) == ("", [])
     related = hook_recall(caller=acme, query="when do our API tokens expire?")
     assert related.hits[0].memory_id == tech[2].id and TECH_FACTS[2] in related.block
+
+
+def test_the_decision_uses_only_what_was_visible_at_the_point_asked(db, minilm, tech, remember):
+    before = recall(query="write a haiku about the night", mode="hybrid").as_of
+    remember("Our team writes a haiku about the night shift every Friday.")
+    assert contents(recall(query="write a haiku about the night", mode="hybrid"))[0].startswith("Our team")
+    assert recall(query="write a haiku about the night", mode="hybrid", as_of=before).hits == []
