@@ -266,7 +266,8 @@ def vector(scope: Scope, cosines, *, found_by_words: np.ndarray | None, query_sh
         held = usable & (found_by_words | (judged >= settings.MEMORY_COSINE_FLOOR))
     if not held.any():
         return None
-    near_best = np.exp(np.minimum(known - cosines.best(scope.eligible), 0.0) / TOP_MATCH_WIDTH)
+    # Near the best judged cosine: a text the model cannot read does not set the mark.
+    near_best = np.exp(np.minimum(judged - np.max(judged, where=usable, initial=-1.0), 0.0) / TOP_MATCH_WIDTH)
     score = np.where(usable, weight * ((1.0 - TOP_MATCH_SHARE) * np.maximum(known, 0.0) + TOP_MATCH_SHARE * near_best),
                      0.0)
     return Found(held, np.where(usable, judged, np.nan), score, (judged,))
@@ -274,8 +275,5 @@ def vector(scope: Scope, cosines, *, found_by_words: np.ndarray | None, query_sh
 
 def _script_shares(view) -> np.ndarray:
     """Per row of ``view``, the share of its text outside CJK scripts (``text.script_share``)."""
-    def shares():
-        ntok, nbigram = view.columns.ntok, view.columns.nbigram
-        return np.where(nbigram == 0, 1.0, np.maximum(ntok - 1, 0) / np.maximum(ntok + nbigram, 1))
-
-    return view.visible_memo(view.columns.ntok, "script shares", shares)
+    return view.visible_memo(view.columns.ntok, "script shares",
+                             lambda: text.script_share(view.columns.ntok, view.columns.nbigram))
