@@ -69,6 +69,9 @@ KindFilter = Annotated[Kinds | None, Field(description="Only memories of these k
 MemoryKind = Annotated[KindName, Field(description="What sort of memory this is.")]
 SearchMode = Annotated[Literal[engine.MODES], Field(description=(
     "hybrid: words and meaning; keyword: words only; semantic: meaning only."))]
+MinScore = Annotated[float | None, Field(ge=0, le=validation.MIN_SCORE_MAX, description=(
+    "Hold back hits scoring below this (0: keep all). Default: in hybrid mode, hold back every hit when none is "
+    "relevant. The note says how many were held back."))]
 ChangeReason = Annotated[Reason | None, Field(description="Why, e.g. 'the user retracted it'.")]
 VALID_AT_HELP = "Answer about this time; default as_of."
 
@@ -131,6 +134,7 @@ class RecallArgs(Arguments):
     as_of: InstantText | None = at_time("Answer with what was known at this time; default now.")
     valid_at: InstantText | None = at_time(VALID_AT_HELP)
     explain: bool = Field(False, description="Add each hit's component ranks and raw scores.")
+    min_score: MinScore = None
 
 
 class GetArgs(Arguments):
@@ -291,6 +295,7 @@ class HookRecallArgs(HookNames):
     budget: int | None = Field(None, description=(
         "The block's size limit in characters; default MEMORY_HOOK_BUDGET, at most MEMORY_HOOK_BUDGET_MAX."))
     mode: SearchMode = selectors.RECALL_MODE_DEFAULT
+    min_score: MinScore = None
 
 
 class HookIngestArgs(HookNames):

@@ -203,8 +203,12 @@ def _age(known_at: dt.datetime, now: dt.datetime) -> str:
 @observed(RECALL_SECONDS, lambda result, arguments: {"mode": result.mode})
 def memory_recall(*, query: str, namespace=None, tags=None, kinds=None, limit: int = RECALL_LIMIT_DEFAULT,
                   match: str = RECALL_MATCH_DEFAULT, mode: str = RECALL_MODE_DEFAULT, as_of=None, valid_at=None,
-                  explain: bool = False) -> RecallResult:
-    """Return the memories that best answer ``query`` as known at ``as_of``, about ``valid_at``."""
+                  explain: bool = False, min_score=None) -> RecallResult:
+    """Return the memories that best answer ``query`` as known at ``as_of``, about ``valid_at``.
+
+    ``min_score``: hold back hits scoring below it; None: hold back every hit when none is relevant
+    (hybrid mode, ``search.relevance``). The note says how many were held back.
+    """
     if not isinstance(query, str) or not query.strip():
         raise InvalidInput("query: must be non-empty text.", field="query")
     if len(query) > validation.QUERY_MAX_CHARS:
@@ -216,6 +220,7 @@ def memory_recall(*, query: str, namespace=None, tags=None, kinds=None, limit: i
     mode = _choice(mode, field="mode", choices=engine.MODES)
     if not isinstance(explain, bool):
         raise InvalidInput("explain: expected true or false.", field="explain")
+    min_score = validation.min_score(min_score)
     namespaces = _names(namespace, field="namespace", check=validation.namespace)
     tag_names = validation.tags(tags) if tags else []
     kind_names = _names(kinds, field="kinds", check=validation.kind)
@@ -225,7 +230,8 @@ def memory_recall(*, query: str, namespace=None, tags=None, kinds=None, limit: i
         tagged = _tagged_memories(tag_names, namespaces, as_of=None if as_of is None else as_of_time)
     try:
         ranking = engine.rank(query=query, namespaces=namespaces, kinds=kind_names, memory_ids=tagged, limit=limit,
-                              match=match, mode=mode, as_of=as_of_time, valid_at=valid_time, explain=explain)
+                              match=match, mode=mode, as_of=as_of_time, valid_at=valid_time, explain=explain,
+                              min_score=min_score)
     except errors.Unavailable as error:
         raise Unavailable(error.message) from None
     records = records_for_revisions([hit.revision_id for hit in ranking.hits], as_of=as_of_time)

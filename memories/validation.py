@@ -22,6 +22,7 @@ REASON_MAX = 500
 TTL_DAYS_MAX = 36500
 QUERY_MAX_CHARS = 2000
 RECALL_LIMIT_MAX = 100
+MIN_SCORE_MAX = 10.0  # above any score recall gives
 
 
 def namespace(value) -> str:
@@ -163,6 +164,16 @@ def confidence(value) -> float | None:
     if not CONFIDENCE_MIN <= value <= CONFIDENCE_MAX:
         raise InvalidInput(f"confidence: {value!r} is out of range {CONFIDENCE_MIN:g}..{CONFIDENCE_MAX:g}.",
                            field="confidence")
+    return float(value)
+
+
+def min_score(value) -> float | None:
+    """Return recall's min_score: None (the relevance decision) or a number from 0 to MIN_SCORE_MAX."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MIN_SCORE_MAX:
+        raise InvalidInput(f"min_score: {value!r} is out of range 0..{MIN_SCORE_MAX:g} (a recall score).",
+                           field="min_score")
     return float(value)
 
 

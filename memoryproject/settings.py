@@ -212,6 +212,10 @@ MEMORY_FUSION = env_choice("MEMORY_FUSION", "weighted", ("weighted", "rrf"))
 MEMORY_RRF_K = env_int("MEMORY_RRF_K", 60, minimum=1, maximum=1000)
 MEMORY_FUSION_CONTEXT = env_float("MEMORY_FUSION_CONTEXT", 0.5, minimum=0.0, maximum=1.0)
 MEMORY_COSINE_FLOOR = env_float("MEMORY_COSINE_FLOOR", 0.2, minimum=-1.0, maximum=1.0)
+# A hybrid recall answers only when a candidate matched this share of the query's words (by idf)
+# or reached this judged cosine (search/relevance.py); otherwise it holds its hits back.
+MEMORY_RELEVANT_COVERAGE = env_float("MEMORY_RELEVANT_COVERAGE", 0.5, minimum=0.0, maximum=1.0)
+MEMORY_RELEVANT_COSINE = env_float("MEMORY_RELEVANT_COSINE", 0.27, minimum=-1.0, maximum=1.0)
 
 # A write whose text has a cosine of at least this with a visible memory of its namespace
 # reports that memory as its near twin (search/duplicates.py). Above 1: off.

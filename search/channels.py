@@ -57,12 +57,14 @@ class Found:
     ``order`` are the keys of the channel's own ranking, best first (each sorted descending,
     ties to the lower memory id); ``score`` runs from 0 to about 1 and is 0 where the
     channel has nothing to say (the vector channel scores every row with a vector).
+    ``coverage`` (word channels): per row, the share of the query's words it matched, weighted by idf.
     """
 
     held: np.ndarray
     raw: np.ndarray
     score: np.ndarray
     order: tuple[np.ndarray, ...]
+    coverage: np.ndarray | None = None
 
     @functools.cached_property
     def rows(self) -> np.ndarray:
@@ -171,12 +173,14 @@ def _bm25(scope: Scope, column: str, found, wanted: np.ndarray) -> tuple[np.ndar
     return scores, matched_idf
 
 
-def _share_score(bm25: np.ndarray, matched_idf: np.ndarray, idf_total: float, rows: np.ndarray) -> np.ndarray:
-    """BM25 over the most the query could reach ((K1 + 1) times its idf), times the matched share of that idf."""
-    score = np.zeros(len(bm25))
-    share = matched_idf[rows] / idf_total
-    score[rows] = bm25[rows] / ((K1 + 1.0) * idf_total) * share ** COVERAGE_POWER
-    return score
+def _share_score(bm25: np.ndarray, matched_idf: np.ndarray, idf_total: float,
+                 rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """BM25 over the most the query could reach ((K1 + 1) times its idf), times the matched share of that idf;
+    and that share (the coverage)."""
+    score, coverage = np.zeros(len(bm25)), np.zeros(len(bm25))
+    coverage[rows] = matched_idf[rows] / idf_total
+    score[rows] = bm25[rows] / ((K1 + 1.0) * idf_total) * coverage[rows] ** COVERAGE_POWER
+    return score, coverage
 
 
 def words(scope: Scope, terms: list[text.QueryToken], match: str) -> Words:
@@ -203,7 +207,7 @@ def words(scope: Scope, terms: list[text.QueryToken], match: str) -> Words:
         # "any" ranks by matched terms first, then BM25, then the most recently learned.
         order = (bm25,) if match_used == "all" else (counts, bm25, view.columns.known)
         keyword = channels["keyword"] = Found(held, bm25, None, order)
-        keyword.score = _share_score(bm25, matched_idf, idf_total, keyword.rows)
+        keyword.score, keyword.coverage = _share_score(bm25, matched_idf, idf_total, keyword.rows)
 
     bigram = np.zeros(len(eligible))
     grams = list(dict.fromkeys(text.cjk_bigrams(" ".join(token.raw for token in terms))))
@@ -215,7 +219,7 @@ def words(scope: Scope, terms: list[text.QueryToken], match: str) -> Words:
         held = (bigram > 0) & eligible
         if held.any():
             found = channels["bigram"] = Found(held, bigram, None, (bigram,))
-            found.score = _share_score(bigram, bigram_idf, bigram_idf_total, found.rows)
+            found.score, found.coverage = _share_score(bigram, bigram_idf, bigram_idf_total, found.rows)
 
     # Substrings, for the words the keyword channel found nowhere it may look.
     missing = [token for token, (rows, _, _) in zip(terms, keyword_found)
@@ -225,7 +229,8 @@ def words(scope: Scope, terms: list[text.QueryToken], match: str) -> Words:
         held = (count > 0) & eligible
         if held.any():
             # As a share of the query's terms, so it scales like the keyword score.
-            channels["trigram"] = Found(held, count, np.where(eligible, count, 0.0) / len(terms), (count,))
+            share = np.where(eligible, count, 0.0) / len(terms)
+            channels["trigram"] = Found(held, count, share, (count,), coverage=share)
     return Words(channels, scope, keyword_found, counts, bigram, match_used, note)
 
 
@@ -242,18 +247,33 @@ def _substrings(scope: Scope, tokens: list[text.QueryToken]) -> np.ndarray:
     return count
 
 
-def vector(scope: Scope, cosines, *, found_by_words: np.ndarray | None) -> Found | None:
+def vector(scope: Scope, cosines, *, found_by_words: np.ndarray | None, query_share: float | None) -> Found | None:
     """The vector channel: every eligible row with a vector; with ``found_by_words`` (hybrid), only those
-    a word found or whose cosine reaches MEMORY_COSINE_FLOOR. None when it holds no row."""
+    a word found or whose judged cosine reaches MEMORY_COSINE_FLOOR. None when it holds no row.
+
+    ``query_share``: for an English-only model, how English the query is (``text.english_share``); each
+    row's cosine and score are then weighed by it times the row's share of text outside CJK scripts, so
+    the cosine of texts the model cannot read does not outvote a word match. ``raw`` is that judged cosine.
+    """
     cosine = cosines.values
     usable = scope.eligible & cosines.has_vector & ~np.isnan(cosine)
+    known = np.where(usable, cosine, 0.0)
+    weight = 1.0 if query_share is None else query_share * _script_shares(scope.view)
+    judged = known * weight
     held = usable
     if found_by_words is not None:
         # A hit only the vectors found must be close enough to mean something.
-        held = usable & (found_by_words | (np.nan_to_num(cosine, nan=-2.0) >= settings.MEMORY_COSINE_FLOOR))
+        held = usable & (found_by_words | (judged >= settings.MEMORY_COSINE_FLOOR))
     if not held.any():
         return None
-    known = np.where(usable, cosine, 0.0)
-    near_best = np.exp(np.minimum(known - cosines.best(scope.eligible), 0.0) / TOP_MATCH_WIDTH)
-    score = np.where(usable, (1.0 - TOP_MATCH_SHARE) * np.maximum(known, 0.0) + TOP_MATCH_SHARE * near_best, 0.0)
-    return Found(held, cosine, score, (cosine,))
+    # Near the best judged cosine: a text the model cannot read does not set the mark.
+    near_best = np.exp(np.minimum(judged - np.max(judged, where=usable, initial=-1.0), 0.0) / TOP_MATCH_WIDTH)
+    score = np.where(usable, weight * ((1.0 - TOP_MATCH_SHARE) * np.maximum(known, 0.0) + TOP_MATCH_SHARE * near_best),
+                     0.0)
+    return Found(held, np.where(usable, judged, np.nan), score, (judged,))
+
+
+def _script_shares(view) -> np.ndarray:
+    """Per row of ``view``, the share of its text outside CJK scripts (``text.script_share``)."""
+    return view.visible_memo(view.columns.ntok, "script shares",
+                             lambda: text.script_share(view.columns.ntok, view.columns.nbigram))

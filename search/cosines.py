@@ -133,10 +133,6 @@ class Cosines:
         self.values = np.full(len(view.columns.revision), np.nan)
         self.values[rows] = dots(stored.matrix, vector)[sources]
 
-    def best(self, eligible: np.ndarray) -> float:
-        """The highest cosine among the eligible rows with a vector (-1 when there is none)."""
-        return float(np.max(self.values, where=eligible & self.has_vector, initial=-1.0))
-
 
 def _placement(view, stored: Stored) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Which stored vectors the view holds (their positions), the view rows they land in, and a mask of those rows.

@@ -85,6 +85,9 @@ class Embedder(abc.ABC):
     name: str
     #: Where it computes: every embedder here runs on the CPU.
     device: str = "cpu"
+    #: Whether its cosines mean something for English text only (recall then weighs them by how English the
+    #: query and the text are); a lexical or multilingual embedder reads every language alike.
+    english_only: bool = False
 
     @property
     def embeds_beside(self) -> bool:
@@ -499,6 +502,8 @@ def minilm_model_dir() -> Path:
 
 class MiniLMEmbedder(SentenceTransformerEmbedder):
     """The default: all-MiniLM-L6-v2, 384 dimensions, shipped as a wheel so it runs offline."""
+
+    english_only = True  # trained on English sentence pairs
 
     def __init__(self):
         try:

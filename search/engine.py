@@ -7,7 +7,8 @@ For a knowledge cutoff ``as_of`` and a valid time ``valid_at``:
    words, the vector channel over its embedding (worked out on a helper thread while
    the word channels run);
 3. fusion makes one ranking of them (``fusion``);
-4. the best rows become hits (``hits``); the caller cuts each one's snippet (``hits.snippet``).
+4. hits that are not relevant are held back (``relevance``, or the caller's ``min_score``);
+5. the best rows become hits (``hits``); the caller cuts each one's snippet (``hits.snippet``).
 
 Every statistic a score depends on comes from the visible set alone, so a recall at any
 point returns what a fresh store holding only the revisions visible there would return,
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from search import channels, cosines, fusion, hits, snapshot, text
+from search import channels, cosines, fusion, hits, relevance, snapshot, text
 from search.embeddings import get_embedder
 from search.errors import Unavailable
 
@@ -43,11 +44,14 @@ class Ranking:
 
 
 def rank(*, query: str, namespaces: list[str] | None, kinds: list[str] | None, memory_ids: list[int] | None,
-         limit: int, match: str, mode: str, as_of: dt.datetime, valid_at: dt.datetime, explain: bool) -> Ranking:
+         limit: int, match: str, mode: str, as_of: dt.datetime, valid_at: dt.datetime, explain: bool,
+         min_score: float | None = None) -> Ranking:
     """Return the revisions that best answer ``query`` as known at ``as_of``, about ``valid_at``.
 
     The arguments are checked by the caller (``memories.selectors.memory_recall``).
     ``memory_ids``: only these memories may be returned (a tag filter); None: any.
+    ``min_score``: hits scoring below it are held back; None: in hybrid mode, every hit is held
+    back when none is relevant (``relevance.relevant``).
     """
     cleaned = text.clean_query(query)
     query_vector = None
@@ -88,13 +92,25 @@ def rank(*, query: str, namespaces: list[str] | None, kinds: list[str] | None, m
         if query_cosines is not None:
             by_words = (words.found_rows() if words is not None else np.zeros(size, dtype=bool)
                         ) if mode == "hybrid" else None
-            vector = channels.vector(scope, query_cosines, found_by_words=by_words)
+            # Semantic mode asked for meaning alone: it keeps the model's own cosine order.
+            query_share = text.english_share(query) if mode == "hybrid" and get_embedder().english_only else None
+            vector = channels.vector(scope, query_cosines, found_by_words=by_words, query_share=query_share)
             if vector is not None:
                 found["vector"] = vector
     rows, scores, context = fusion.fuse(found, scope=scope, limit=limit, hybrid=mode == "hybrid")
+    if min_score is not None:
+        kept = scores >= min_score
+        notes.append(_held_back(int(np.sum(~kept)), f"below min_score {min_score:g}"))
+        rows, scores = rows[kept], scores[kept]
+    elif mode == "hybrid" and len(rows) and not relevance.relevant(found):
+        notes = [note for note in notes if words is None or note != words.note]  # no partial hits to speak of
+        notes.append(_held_back(len(rows), "none matched enough of the query's words or came close enough in "
+                                           "meaning; min_score=0 shows them"))
+        rows, scores = rows[:0], scores[:0]
     ranked = hits.hits(view, rows, scores, channels=found, words=words, cosines=query_cosines,
                        terms=cleaned.terms, context=context, explain=explain)
-    return Ranking(tokens=cleaned.terms, terms=[token.raw for token in cleaned.terms], match_mode=words.match_used if words else match,
+    return Ranking(tokens=cleaned.terms, terms=[token.raw for token in cleaned.terms],
+                   match_mode=words.match_used if words else match,
                    hits=ranked, note=" ".join(note for note in notes if note) or None,
                    hint=None if ranked else _hint(cleaned, visible_count=len(visible), mode=mode, match=match,
                                                    narrowed=scope.narrowed))
@@ -107,6 +123,13 @@ def _cosines(view, query: str, pending) -> cosines.Cosines | None:
         return None
     vector = pending.result() if pending is not None else cosines.embed(lambda embedder: embedder.embed_query(query))
     return cosines.Cosines(view, stored, vector)
+
+
+def _held_back(count: int, why: str) -> str | None:
+    """The note saying how many hits were held back and why; None when none was."""
+    if not count:
+        return None
+    return f"{count} hit{'s' if count > 1 else ''} held back: {why}."
 
 
 def _hint(cleaned, *, visible_count: int, mode: str, match: str, narrowed: bool) -> str:

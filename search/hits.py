@@ -65,7 +65,8 @@ def snippet(content: str, terms: list[text.QueryToken]) -> str:
     """About WINDOW_CHARS of ``content`` around its first matched word, matched words in [brackets].
 
     A word matches a query term the way the keyword channel does: the same porter stem,
-    or a stem that starts with the term's light root.
+    or a stem that starts with the term's light root. A CJK term matches where it occurs
+    in the text (a CJK run is one word to FTS5, so 坐标 lies inside the word 坐标系统).
     """
     distinct = dict.fromkeys(WORD.findall(content)) if terms else {}
     if not distinct:
@@ -85,10 +86,17 @@ def snippet(content: str, terms: list[text.QueryToken]) -> str:
     prefixes = tuple(term.prefix for term in terms if term.prefix)
     hit_words = {word for word in distinct if (stem := stems[word]) in exact
                  or (prefixes and stem.startswith(prefixes))}
-    if not hit_words:
+    cjk_terms = {term.raw for term in terms if text.has_cjk(term.raw) and term.raw in content}
+
+    def marks(start: int, end: int) -> list[tuple[int, str]]:
+        """The matched words and CJK terms wholly inside ``content[start:end]``, in order."""
+        return sorted([(at, word) for word in hit_words for at in _whole(content, word, start, end)]
+                      + [(at, term) for term in cjk_terms for at in _inside(content, term, start, end)])
+
+    found = marks(0, len(content))
+    if not found:
         return _cut(content, 0)
-    first = min(next(_whole(content, word, 0, len(content)), len(content)) for word in hit_words)
-    start = max(0, first - WINDOW_CHARS // 3)
+    start = max(0, found[0][0] - WINDOW_CHARS // 3)
     # Open the window at a whole word: the next word's start when it fell inside one.
     if start:
         following = WORD.search(content, start)
@@ -96,15 +104,24 @@ def snippet(content: str, terms: list[text.QueryToken]) -> str:
             following = WORD.search(content, following.end())
         start = following.start() if following else start
     end = min(len(content), start + WINDOW_CHARS)
-    # Matched words wholly inside the window, in order (one cut at its end is left as it is).
-    marks = sorted((at, word) for word in hit_words for at in _whole(content, word, start, end))
+    # Matched words wholly inside the window (one cut at its end is left as it is); overlaps keep the first.
     pieces, position = [], start
-    for at, word in marks:
+    for at, word in marks(start, end):
+        if at < position:
+            continue
         pieces.append(content[position:at])
         pieces.append(f"[{word}]")
         position = at + len(word)
     pieces.append(content[position:end])
     return ("…" if start else "") + "".join(pieces).strip() + ("…" if end < len(content) else "")
+
+
+def _inside(content: str, term: str, start: int, end: int):
+    """Yield where ``term`` occurs in ``content[start:end]``, anywhere (CJK text has no spaces between words)."""
+    at = content.find(term, start, end)
+    while at >= 0:
+        yield at
+        at = content.find(term, at + len(term), end)
 
 
 def _whole(content: str, word: str, start: int, end: int):

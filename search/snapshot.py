@@ -164,8 +164,8 @@ class Columns:
 # Visible sets kept per view: "now" and a few points in the past, per namespace choice.
 _VISIBLE_CACHE_SIZE = 16
 # visible_memo entries per visible set, at most: its mask, the statistics and BM25 length norms
-# of ntok and of nbigram, the engine's neighbours; and one per view for the vectors' placement.
-_MEMOS_PER_SET = 7
+# of ntok and of nbigram, the engine's neighbours; and per view the vectors' placement and the script shares.
+_MEMOS_PER_SET = 8
 
 
 @dataclass

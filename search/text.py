@@ -19,6 +19,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 
+import numpy as np
+
 if not hasattr(sqlite3.Connection, "enable_load_extension"):
     # The same rule as memoryproject.sqlite_backend, so the scratch tables tokenize with
     # the very SQLite library (and Unicode tables) that built the project's indexes.
@@ -286,6 +288,43 @@ def cjk_bigrams(text: str) -> list[str]:
     for run in _CJK_RUN.findall(text):
         bigrams += [run] if len(run) == 1 else [run[i:i + 2] for i in range(len(run) - 1)]
     return bigrams
+
+
+def script_share(ntok, nbigram) -> np.ndarray:
+    """The share of a text written outside CJK scripts, from its FTS5 token count and CJK bigram count
+    (numbers, or arrays of them).
+
+    A CJK run is one token and holds about one character per bigram, so a text of ``ntok``
+    tokens and ``nbigram`` bigrams has some ``ntok - 1`` other words beside ``nbigram + 1``
+    CJK characters; a text without bigrams is read as wholly outside CJK.
+    """
+    ntok, nbigram = np.asarray(ntok), np.asarray(nbigram)
+    return np.where(nbigram == 0, 1.0, np.maximum(ntok - 1, 0) / np.maximum(ntok + nbigram, 1))
+
+
+def english_share(text: str) -> float:
+    """How much of ``text`` an English-only model reads: its script share times the English share of its
+    filler words (words filler in English only, against those filler only in another language; 1 without any)."""
+    tokens = query_tokens(text)
+    share = float(script_share(len(tokens), len(cjk_bigrams(text))))
+    english, other = _filler_by_language()
+    words = [token.raw for token in tokens if len(token.raw) > 1]  # a lone letter is any language's elision
+    english_words = sum(word in english for word in words)
+    other_words = sum(word in other for word in words)
+    if english_words + other_words:
+        share *= english_words / (english_words + other_words)
+    return share
+
+
+@cache
+def _filler_by_language() -> tuple[frozenset[str], frozenset[str]]:
+    """The filler words of English only, and those of the other languages only."""
+    def folded(words):
+        return frozenset(token.raw for token in query_tokens(words))
+
+    english = folded(_FILLER["en"])
+    other = frozenset().union(*(folded(words) for language, words in _FILLER.items() if language != "en"))
+    return english - other, other - english
 
 
 # --- MATCH -------------------------------------------------------------------------------

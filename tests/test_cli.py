@@ -168,3 +168,5 @@ def test_recall_finds_what_was_remembered_and_time_travels(instance):
     assert [hit["content"] for hit in before["hits"]] == ["The deploy window opens at 09:00"]
     error = instance.memory_error("recall", "deploy", "--limit", "0")
     assert error["field"] == "limit"
+    held = instance.memory("recall", "deploy window", "--namespace", "ops", "--min-score", "9")
+    assert held["hits"] == [] and held["note"] == "1 hit held back: below min_score 9."

@@ -92,6 +92,7 @@ def hook_recall(
     limit: int = selectors.RECALL_LIMIT_DEFAULT,
     budget: int | None = None,
     mode: str = selectors.RECALL_MODE_DEFAULT,
+    min_score: float | None = None,
     harness: str = "",
     hook: str = "",
     session: str = "",
@@ -99,7 +100,8 @@ def hook_recall(
     """Recall for ``query`` and return the hits as a block of at most ``budget`` characters.
 
     The hits are recall's own (same arguments, same order); the block shows as many of
-    the first ones as fit, the last perhaps cut short. A ``HookRecall`` row records the
+    the first ones as fit, the last perhaps cut short. When nothing is relevant (or nothing reaches
+    ``min_score``), the block is empty: nothing is injected. A ``HookRecall`` row records the
     answer's size and the memories recall found (so erasing one also removes the query).
     Recall is a read: where the database refuses that row (full, read-only), the block is
     still returned, with ``recall_id`` None.
@@ -110,7 +112,8 @@ def hook_recall(
     hook = _name(hook, field="hook", required=False)
     session = _session(session)
     namespaces = caller.namespaces_to_read(namespace)
-    result = selectors.memory_recall(query=query, namespace=namespaces, tags=tags, kinds=kinds, limit=limit, mode=mode)
+    result = selectors.memory_recall(query=query, namespace=namespaces, tags=tags, kinds=kinds, limit=limit, mode=mode,
+                                     min_score=min_score)
     entries = [
         wrapper.Entry(memory_id=hit.memory.id, namespace=hit.memory.namespace, key=hit.memory.key,
                       title=hit.memory.title, age=hit.age, content=hit.memory.content)

@@ -134,6 +134,7 @@ class Command(ProjectCommand):
         for name in ("match", "mode", "as_of", "valid_at"):
             recall.add_argument(f"--{name.replace('_', '-')}", help=_help(RecallArgs, name))
         recall.add_argument("--explain", action="store_true", default=None, help=_help(RecallArgs, "explain"))
+        recall.add_argument("--min-score", type=float, help=_help(RecallArgs, "min_score"))
 
         conflicts = command("conflicts", "List facts that contradict each other, with where each came from.")
         conflicts.add_argument("--namespace", action="append", help="Repeatable; default: every namespace.")
@@ -226,7 +227,7 @@ class Command(ProjectCommand):
         return selectors.memory_recall(query=options["query"], **_given(
             namespace=options["namespace"], tags=options["tags"], kinds=options["kinds"], limit=options["limit"],
             match=options["match"], mode=options["mode"], as_of=options["as_of"], valid_at=options["valid_at"],
-            explain=options["explain"],
+            explain=options["explain"], min_score=options["min_score"],
         )).as_dict()
 
     def _conflicts(self, options):
