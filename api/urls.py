@@ -22,6 +22,7 @@ urlpatterns = [
     path("v1/export/", views.ExportView.as_view(), name="export"),
     path("v1/import/", views.ImportView.as_view(), name="import"),
     path("v1/stats/", views.StatsView.as_view(), name="stats"),
+    path("v1/audit/", views.AuditView.as_view(), name="audit"),
     path("v1/health/", views.HealthView.as_view(), name="health"),
     path("v1/hooks/recall/", views.HookRecallView.as_view(), name="hooks-recall"),
     path("v1/hooks/ingest/", views.HookIngestView.as_view(), name="hooks-ingest"),

@@ -29,6 +29,7 @@ from api.throttling import ApiKeyRateThrottle
 from memories import selectors, services
 from memories.access import Caller, PermissionDenied
 from memories.arguments import (
+    AuditArgs,
     ConflictsArgs,
     ExportArgs,
     ForgetArgs,
@@ -48,10 +49,12 @@ from memories.arguments import (
     StatsArgs,
     UpdateArgs,
 )
+from memories.audit import run_audit
 from memories.health import database_state
-from memories.models import Scope
 from memories.conflicts import memory_conflicts
+from memories.models import Scope
 from memories.records import (
+    AuditReport,
     ChangeResult,
     ConflictList,
     ExportDocument,
@@ -357,6 +360,18 @@ class ImportView(ApiView):
             except PermissionDenied as error:
                 raise PermissionDenied(f"memories[{index}].{error.message}",
                                        field=f"memories[{index}].namespace") from None
+
+
+class AuditView(ApiView):
+    @extend_schema(summary="Audit", operation_id="audit", parameters=parameters(AuditArgs),
+                   responses={200: AuditReport, **errors()},
+                   description="Check the whole store: indexes, fact rows, vectors, states and tombstones against "
+                               "the history, rows waiting for purge, stated confidence. Each finding has ids and "
+                               "the command that fixes it. Admin scope, a key for every namespace.")
+    def get(self, request):
+        self.caller.require_whole_store("The audit")
+        self.query(AuditArgs)
+        return answer(run_audit())
 
 
 class StatsView(ApiView):

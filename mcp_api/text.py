@@ -22,6 +22,7 @@ from knowledge.graph import MAX_DEPTH
 from memories import validation
 from memories.models import Kind, State
 from memories.records import (
+    AuditReport,
     ChangeResult,
     ConflictList,
     ConflictSide,
@@ -275,3 +276,13 @@ def _(record: GraphResult) -> str:
     if not record.entities:
         return "The text names no entity the facts know."
     return "\n".join(line for found in record.entities for line in _neighbourhood(found))
+
+
+@as_text.register
+def _(record: AuditReport) -> str:
+    lines = [f"Audit at {_moment(record.at)}: " + ("every check passed." if record.ok else "problems found.")]
+    for finding in record.findings:
+        ids = f" Ids: {', '.join(map(str, finding.ids))}." if finding.ids else ""
+        fix = f" Fix: {finding.fix}." if finding.fix else ""
+        lines.append(f"{'ok' if finding.ok else 'FAIL'} {finding.check}: {finding.detail}{ids}{fix}")
+    return "\n".join(lines)

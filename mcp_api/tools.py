@@ -22,9 +22,11 @@ from mcp_api.server import MemoryToolError, ToolSpec, current_caller, server
 from memories import arguments as declared
 from memories import selectors, services
 from memories.access import AuthenticationFailed, Caller
-from memories.models import Scope
+from memories.audit import run_audit
 from memories.conflicts import memory_conflicts
+from memories.models import Scope
 from memories.records import (
+    AuditReport,
     ChangeResult,
     ConflictList,
     GraphResult,
@@ -211,7 +213,12 @@ class MemoryTools(MCPToolset):
         # The database file, schema and vector counts are the operator's (manage.py memory stats).
         return Stats.of(selectors.memory_stats(namespace=caller.namespace_to_count(namespace)))
 
-
+    @tool(title="Audit the store", scope=Scope.ADMIN, read_only=True, idempotent=True, arguments=declared.AuditArgs)
+    def memory_audit(self) -> AuditReport:
+        """Check the whole store against its history (indexes, fact rows, vectors, states, tombstones, rows waiting
+        for purge) and report each finding with ids and the command that fixes it. Changes nothing."""
+        self._caller().require_whole_store("The audit")
+        return run_audit()
     @tool(title="Conflicting facts", scope=Scope.READ, read_only=True, idempotent=True,
           arguments=declared.ConflictsArgs)
     def memory_conflicts(self, namespace, as_of, valid_at, limit) -> ConflictList:

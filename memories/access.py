@@ -64,6 +64,13 @@ class Caller:
                 + self.wider_access.format(scope=scope),
             )
 
+    def require_whole_store(self, what: str) -> None:
+        """Refuse ``what`` (a check of every namespace at once) to a caller limited to some namespaces."""
+        self.require(Scope.ADMIN)
+        if self.namespaces is not None:
+            raise PermissionDenied(f"{what} covers every namespace, and {self.held_by} is limited to "
+                                   f"{', '.join(self.namespaces)}; use a key for every namespace.")
+
     def may_use(self, namespace: str) -> bool:
         return self.namespaces is None or namespace in self.namespaces
 

@@ -192,6 +192,10 @@ class ListArgs(Arguments):
     valid_at: InstantText | None = at_time("List what held at this time; default as_of.")
 
 
+class AuditArgs(Arguments):
+    """The audit takes no arguments: it checks the whole store."""
+
+
 class StatsArgs(Arguments):
     namespace: NamespaceName | None = Field(None, description=(
         "The namespace to count; default: all this key may use (a key limited to several namespaces must name "

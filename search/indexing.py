@@ -71,6 +71,59 @@ def index_drift(*, full: bool = True) -> list[str]:
     return problems
 
 
+# Ids named per line of document_drift, at most.
+_DRIFT_IDS_SHOWN = 5
+
+
+def _drifted_documents() -> tuple[list[int], list[int]]:
+    """(revisions with text but no postings document row, document rows of no revision with text)."""
+    with connection.cursor() as cursor:
+        # Both scans walk one table and look the other up by primary key: an audit's work, not a request's.
+        cursor.execute("SELECT r.id FROM memories_revision r WHERE r.tombstone = 0 AND NOT EXISTS "
+                       "(SELECT 1 FROM search_document d WHERE d.revision_id = r.id) ORDER BY r.id")
+        missing = [row[0] for row in cursor.fetchall()]
+        cursor.execute("SELECT d.revision_id FROM search_document d WHERE NOT EXISTS "
+                       "(SELECT 1 FROM memories_revision r WHERE r.id = d.revision_id AND r.tombstone = 0) "
+                       "ORDER BY d.revision_id")
+        extra = [row[0] for row in cursor.fetchall()]
+    return missing, extra
+
+
+def document_drift() -> list[str]:
+    """One line per disagreement between the engine's postings documents and the revisions with text."""
+    missing, extra = _drifted_documents()
+    problems = []
+    for ids, what in ((missing, "carry text but have no postings document"),
+                      (extra, "have a postings document but no revision with text")):
+        if ids:
+            shown = ", ".join(map(str, ids[:_DRIFT_IDS_SHOWN])) + (", ..." if len(ids) > _DRIFT_IDS_SHOWN else "")
+            problems.append(f"postings: {len(ids)} revision(s) {what} (revision {shown}).")
+    return problems
+
+
+def repair_indexes() -> dict:
+    """Rebuild the FTS5 indexes from their content and index again the revisions without a postings document;
+    return what was done. Stray postings of revisions that are gone are left (the visibility rule never shows them).
+    """
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            for table in FTS_TABLES:
+                cursor.execute(f"INSERT INTO {table}({table}) VALUES ('rebuild')")
+            missing, _ = _drifted_documents()
+            # Whatever is left of their postings goes first, so each term holds each revision once.
+            everywhere = _with_text(missing, every_namespace=True)
+            postings.remove(everywhere)
+            for start in range(0, len(missing), _IDS_PER_QUERY):
+                chunk = missing[start:start + _IDS_PER_QUERY]
+                cursor.execute("DELETE FROM search_posting_tail WHERE revision_id IN (%s)"
+                               % ",".join(["%s"] * len(chunk)), chunk)
+        current = _with_text(missing)
+        postings.add(postings.analyse(current))
+        # A moved memory's revisions are keyed under its earlier namespaces too (see move_revisions).
+        postings.add_keys(postings.analyse(sorted(set(everywhere) - set(current))))
+    return {"fts_rebuilt": len(FTS_TABLES), "documents_added": len(missing)}
+
+
 # Vectors embedded before a write took the lock, by (embedder, text); a write finds its
 # own there. Bounded: an entry a write never claimed (it failed validation) is dropped.
 _PREPARED_MAX = 256

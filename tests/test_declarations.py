@@ -29,6 +29,7 @@ from mcp_api.tools import current_caller, server
 from memories import arguments as declared
 from memories.access import Caller
 from memories.records import (
+    AuditReport,
     ChangeResult,
     ConflictList,
     ExportDocument,
@@ -98,6 +99,8 @@ OPERATIONS = {
     "list": Operation(declared.ListArgs, [Rest("get", "/api/v1/memories/", "200", Page)], "memory_list", Page,
                       tool_leaves_out=("state",)),
     "stats": Operation(declared.StatsArgs, [Rest("get", "/api/v1/stats/", "200", StoreStats)], "memory_stats", Stats),
+    "audit": Operation(declared.AuditArgs, [Rest("get", "/api/v1/audit/", "200", AuditReport)], "memory_audit",
+                       AuditReport),
     "conflicts": Operation(declared.ConflictsArgs, [Rest("get", "/api/v1/conflicts/", "200", ConflictList)],
                            "memory_conflicts", ConflictList),
     "resolve conflict": Operation(declared.ResolveConflictArgs, [Rest(

@@ -43,7 +43,8 @@ MISSING = 999_999
 @pytest.fixture(scope="module")
 def mcp_server(module_instance):
     keys = module_instance.create_api_keys(
-        writer={}, reader={"scopes": ["read"]}, acme={"namespaces": ["acme"]}, revoked={"revoked": True})
+        writer={}, reader={"scopes": ["read"]}, acme={"namespaces": ["acme"]}, revoked={"revoked": True},
+        operator={"scopes": ["read", "admin"]})
     with serve(module_instance.env) as base:
         yield {"url": f"{base}/mcp", "keys": keys, "env": module_instance.env}
 
@@ -487,6 +488,15 @@ def test_a_read_only_key_lists_and_runs_only_the_reading_tools(mcp_server, clien
         assert reader.call("memory_get", {"id": stored["id"]})["revision_id"] == stored["revision_id"]
         assert reader.call("memory_recall", {"query": "wiki", "namespace": namespace})["hits"][0]["id"] == stored["id"]
     assert client.call("memory_stats", {"namespace": namespace})["revisions"] == 1
+
+
+def test_only_an_admin_key_lists_and_runs_the_audit(mcp_server, client):
+    assert "memory_audit" not in {tool.name for tool in client.list_tools()}
+    with http_client(mcp_server["url"], mcp_server["keys"]["operator"]) as operator:
+        tool = next(tool for tool in operator.list_tools() if tool.name == "memory_audit")
+        assert tool.annotations.readOnlyHint is True
+        report = operator.call("memory_audit", {})
+        assert report["ok"] is True and {finding["check"] for finding in report["findings"]} >= {"indexes", "graph"}
 
 
 def test_a_key_for_one_namespace_can_neither_see_nor_write_another(mcp_server, client, namespace):

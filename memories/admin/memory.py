@@ -15,6 +15,7 @@ from django.utils.text import Truncator
 
 from memories import selectors, validation
 from memories.admin.actions import MemoryActions
+from memories.admin.audit_page import AuditPage
 from memories.admin.conflicts import ConflictQueue
 from memories.admin.forms import MemoryAddForm, MemoryChangeForm, admin_actor
 from memories.admin.history import attach_shown_revisions, revision_history
@@ -91,7 +92,7 @@ class MemoryChangeList(ChangeList):
 
 
 @admin.register(Memory)
-class MemoryAdmin(ConflictQueue, MemoryActions, admin.ModelAdmin):
+class MemoryAdmin(AuditPage, ConflictQueue, MemoryActions, admin.ModelAdmin):
     list_display = ("id", "preview", "namespace", "kind", "tag_list", "state_value", "last_change",
                     "revision_count")
     list_display_links = ("id", "preview")

@@ -1,5 +1,6 @@
 """The only write path. Admin, REST, MCP and commands call these; nothing else writes models."""
 
+from memories.services.audit import audit_fix
 from memories.services.batches import purge_dead_imports
 from memories.services.conflicts import conflict_memory_ids, conflict_resolve
 from memories.services.curation import memory_move
@@ -19,6 +20,7 @@ from memories.services.lifecycle import (
 from memories.services.markdown import markdown_import
 
 __all__ = [
+    "audit_fix",
     "conflict_memory_ids",
     "conflict_resolve",
     "markdown_import",
