@@ -7,11 +7,14 @@ from memories.services.export import memories_export
 from memories.services.hooks import hook_ingest, hook_recall, hook_report
 from memories.services.imports import memories_import
 from memories.services.lifecycle import (
+    memory_archive,
     memory_forget,
+    memory_promote,
     memory_remember,
     memory_restore,
     memory_retag,
     memory_revise,
+    memory_unarchive,
     memory_update,
 )
 from memories.services.markdown import markdown_import
@@ -28,11 +31,14 @@ __all__ = [
     "hook_report",
     "memory_erase",
     "purge_expired",
+    "memory_archive",
     "memory_forget",
     "memory_move",
+    "memory_promote",
     "memory_remember",
     "memory_restore",
     "memory_retag",
     "memory_revise",
+    "memory_unarchive",
     "memory_update",
 ]
