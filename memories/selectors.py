@@ -7,7 +7,8 @@ import os
 from django.conf import settings
 from django.db import connection
 from django.db.migrations.recorder import MigrationRecorder
-from django.db.models import Count, Exists, IntegerField, Max, OuterRef, Prefetch, Q, QuerySet, Subquery
+from django.db.models import Count, Exists, IntegerField, Max, OuterRef, Prefetch, Q, QuerySet, Subquery, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from memories import staging, validation
@@ -570,9 +571,13 @@ def memory_stats(*, namespace: str | None = None) -> dict:
 
 
 def memories_with_revision_totals(memories: QuerySet) -> QuerySet:
-    """Return ``memories`` with ``revision_count`` and ``last_change`` (newest known_at) per row, tags prefetched."""
+    """Return ``memories`` with ``revision_count``, ``last_change`` (newest known_at) and ``recorded_state`` (its
+    lifecycle state now) per row, tags prefetched."""
     revisions = Revision.objects.filter(memory=OuterRef("pk")).order_by().values("memory")
+    newest_row = Attributes.objects.filter(memory=OuterRef("pk")).order_by("-known_at", "-id").values("state")[:1]
     return memories.annotate(
+        # The attributes_memory_known index: the newest row of each memory.
+        recorded_state=Coalesce(Subquery(newest_row), Value(Lifecycle.ACTIVE.value)),
         # Both read the (memory, known_at, id) index; subqueries, so the tag filter's join cannot multiply them.
         revision_count=Subquery(revisions.annotate(n=Count("pk")).values("n"), output_field=IntegerField()),
         last_change=Subquery(revisions.annotate(at=Max("known_at")).values("at")),

@@ -186,6 +186,12 @@ class ForgetForm(forms.Form):
                              help_text="Why they go. Kept on each tombstone; the history and the timeline show it.")
 
 
+class StateChangeForm(forms.Form):
+    reason = forms.CharField(required=False, max_length=validation.REASON_MAX,
+                             widget=forms.TextInput(attrs={"size": 60}),
+                             help_text="Why. Kept in each memory's history with the new state, who and when.")
+
+
 class EraseForm(forms.Form):
     reason = forms.CharField(required=False, max_length=500, help_text="Kept on each erasure receipt.")
 

@@ -13,11 +13,11 @@ from django.utils import dateformat, timezone
 from django.utils.html import format_html
 from django.utils.text import Truncator
 
-from memories import selectors, validation
+from memories import selectors, states, validation
 from memories.admin.actions import MemoryActions
 from memories.admin.forms import MemoryAddForm, MemoryChangeForm, admin_actor
 from memories.admin.history import attach_shown_revisions, revision_history
-from memories.models import Memory, Revision, State, Tag
+from memories.models import Attributes, Lifecycle, Memory, Revision, State, Tag
 from memoryproject.exceptions import MemoryServiceError
 
 PREVIEW_CHARS = 120
@@ -42,6 +42,23 @@ class VisibleNowFilter(admin.SimpleListFilter):
             return queryset.filter(pk__in=Memory.objects.visible(as_of=now).values("pk"))
         if self.value() == "no":
             return queryset.filter(pk__in=Memory.objects.hidden(as_of=now).values("pk"))
+        return None
+
+
+class LifecycleFilter(admin.SimpleListFilter):
+    title = "lifecycle state now"
+    parameter_name = "lifecycle"
+
+    def lookups(self, request, model_admin):
+        return Lifecycle.choices
+
+    def queryset(self, request, queryset):
+        if self.value() in Lifecycle.values:
+            recorded = Attributes.objects.as_of(timezone.now()).filter(state=self.value()).values("memory_id")
+            if self.value() == Lifecycle.ACTIVE:  # a memory without attribute rows is active
+                rowless = Memory.objects.exclude(pk__in=Attributes.all_objects.values("memory_id")).values("pk")
+                return queryset.filter(pk__in=recorded) | queryset.filter(pk__in=rowless)
+            return queryset.filter(pk__in=recorded)
         return None
 
 
@@ -86,7 +103,7 @@ class MemoryAdmin(MemoryActions, admin.ModelAdmin):
     list_display = ("id", "preview", "namespace", "kind", "tag_list", "state_value", "last_change",
                     "revision_count")
     list_display_links = ("id", "preview")
-    list_filter = ("namespace", "kind", ("tags", TagFilter), "state", VisibleNowFilter,
+    list_filter = ("namespace", "kind", ("tags", TagFilter), "state", LifecycleFilter, VisibleNowFilter,
                    TtlFilter)
     # The search box runs the recall engine (get_search_results); this only switches the box on.
     search_fields = ("recall",)
@@ -94,8 +111,8 @@ class MemoryAdmin(MemoryActions, admin.ModelAdmin):
                         f"At most {validation.RECALL_LIMIT_MAX} matches.")
     ordering = ("-id",)
     list_per_page = 50
-    actions = ("forget_memories", "restore_memories", "add_tag", "remove_tag", "move_namespace", "export_json",
-               "erase_memories")
+    actions = ("forget_memories", "restore_memories", "promote_memories", "archive_memories", "unarchive_memories",
+               "add_tag", "remove_tag", "move_namespace", "export_json", "erase_memories")
     change_form_template = "admin/memories/memory/change_form.html"
     change_list_template = "admin/memories/memory/change_list.html"
 
@@ -144,7 +161,14 @@ class MemoryAdmin(MemoryActions, admin.ModelAdmin):
 
     @admin.display(description="state", ordering="state")
     def state_value(self, memory):
-        return memory.state  # the word the API uses: active or forgotten
+        """The word the API uses now (memories.states): candidate, active, stale, archived or forgotten."""
+        if memory.state == State.FORGOTTEN:
+            return states.FORGOTTEN
+        revision = getattr(memory, "shown_revision", None)
+        if revision is None:
+            return memory.recorded_state
+        return states.read_state(memory.recorded_state, kind=memory.kind, known_at=revision.known_at,
+                                 as_of=timezone.now())
 
     @admin.display(description="tags")
     def tag_list(self, memory):

@@ -224,7 +224,8 @@ def hook_ingest(
                                 namespace=record.namespace, cosine=twin.cosine, expires_at=record.expires_at)
     # No near twin was found above (or the text is an exact duplicate): no need to look again.
     result = memory_remember(namespace=namespace, content=content, kind=kind, title=title or None, tags=tags,
-                             source=source or None, ttl_days=ttl_days, look_for_near_twin=False, **caller.credit)
+                             source=source or None, ttl_days=ttl_days, look_for_near_twin=False,
+                             state=caller.new_memory_state, **caller.credit)
     record = result.memory
     if result.deduplicated:
         record = _refresh(record.id, ttl_days=ttl_days, caller=caller)

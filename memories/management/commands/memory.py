@@ -6,7 +6,7 @@ from functools import partial
 from django.conf import settings
 
 from memories import selectors, services
-from memories.arguments import ForgetArgs, GetArgs, HistoryArgs, ListArgs, RecallArgs, RememberArgs
+from memories.arguments import ForgetArgs, GetArgs, HistoryArgs, ListArgs, RecallArgs, RememberArgs, StateChangeArgs
 from memories.management.cli import ProjectCommand, cli_actor
 from memories.records import History
 from memoryproject.exceptions import InvalidInput, MemoryServiceError
@@ -34,7 +34,7 @@ def _given(**values) -> dict:
 
 
 class Command(ProjectCommand):
-    help = "Remember, read, forget and restore memories from the shell; answers are JSON."
+    help = "Remember, read, forget, restore, promote and archive memories from the shell; answers are JSON."
     # Configuration is checked by serve, doctor and check; here the checks would import every door's URLs.
     requires_system_checks = []
 
@@ -85,6 +85,12 @@ class Command(ProjectCommand):
             change = command(name, help_text)
             change.add_argument("id", type=int, help=_help(ForgetArgs, "id"))
             change.add_argument("--reason", help=_help(ForgetArgs, "reason"))
+        for name, help_text in (("promote", "Make a candidate memory active from now on."),
+                                ("archive", "Archive a memory from now on: recall leaves it out unless asked."),
+                                ("unarchive", "Bring an archived memory back to the state it had before.")):
+            change = command(name, help_text)
+            change.add_argument("id", type=int, help=_help(StateChangeArgs, "id"))
+            change.add_argument("--reason", help=_help(StateChangeArgs, "reason"))
 
         listing = command("list", "List memories newest first, one page at a time.")
         listing.add_argument("--namespace", help="default: every namespace")
@@ -111,6 +117,8 @@ class Command(ProjectCommand):
         for name in ("match", "mode", "as_of", "valid_at"):
             recall.add_argument(f"--{name.replace('_', '-')}", help=_help(RecallArgs, name))
         recall.add_argument("--explain", action="store_true", default=None, help=_help(RecallArgs, "explain"))
+        recall.add_argument("--state", action="append", dest="states", metavar="STATE",
+                            help=_help(RecallArgs, "states") + " Repeatable.")
 
     def run_from_argv(self, argv):
         """Run from the shell: a domain or argument error prints as JSON on stderr and exits with status 2."""
@@ -160,6 +168,18 @@ class Command(ProjectCommand):
         return services.memory_restore(memory_id=options["id"], reason=options["reason"], actor=cli_actor(),
                                        interface="cli").as_dict()
 
+    def _promote(self, options):
+        return services.memory_promote(memory_id=options["id"], reason=options["reason"], actor=cli_actor(),
+                                       interface="cli").as_dict()
+
+    def _archive(self, options):
+        return services.memory_archive(memory_id=options["id"], reason=options["reason"], actor=cli_actor(),
+                                       interface="cli").as_dict()
+
+    def _unarchive(self, options):
+        return services.memory_unarchive(memory_id=options["id"], reason=options["reason"], actor=cli_actor(),
+                                         interface="cli").as_dict()
+
     def _list(self, options):
         return selectors.memory_list(
             **_given(namespace=options["namespace"], tags=options["tags"], kind=options["kind"],
@@ -174,5 +194,5 @@ class Command(ProjectCommand):
         return selectors.memory_recall(query=options["query"], **_given(
             namespace=options["namespace"], tags=options["tags"], kinds=options["kinds"], limit=options["limit"],
             match=options["match"], mode=options["mode"], as_of=options["as_of"], valid_at=options["valid_at"],
-            explain=options["explain"],
+            explain=options["explain"], states=options["states"],
         )).as_dict()
