@@ -371,3 +371,37 @@ def test_the_migration_keeps_the_rows_active_and_the_attribute_rows_append_only(
             ErasureGate.objects.all().delete()
         cursor.execute("SELECT generation FROM search_state")
         assert cursor.fetchone()[0] == generation + 1  # search's trigger on the table came back too
+
+
+# --- export and import ---------------------------------------------------------------------------------------------
+
+
+def exported(namespace: str, **options) -> dict:
+    return json.loads("".join(services.memories_export(namespace=namespace, **options)))
+
+
+@pytest.mark.parametrize("trusted", [True, False])
+def test_exports_carry_the_recorded_state_at_their_cutoff_and_imports_keep_it(remember, trusted):
+    candidate = remember("The spare keys are in the blue box.", namespace="old", key="keys", state="candidate").memory
+    archived = remember("The old alarm code was changed.", namespace="old", key="alarm").memory
+    before_archive = timezone.now()
+    services.memory_archive(memory_id=archived.id, **ACTOR)
+
+    assert {item["key"]: item["state"] for item in exported("old")["memories"]} == {
+        "keys": "candidate", "alarm": "archived"}
+    assert exported("old", as_of=before_archive)["memories"][1]["state"] == "active"
+
+    document = exported("old")
+    for item in document["memories"]:
+        item["namespace"] = "new"
+    services.memories_import(document=document, trusted=trusted, **ACTOR)
+    assert {item.key: item.state for item in selectors.memory_list(namespace="new", state="all").items} == {
+        "keys": "candidate", "alarm": "archived"}
+
+
+def test_an_import_refuses_a_state_that_is_read_not_recorded(db):
+    document = {"memories": [{"namespace": "acme", "key": "k", "state": "stale", "revisions": [
+        {"content": "The plant needs water weekly.", "known_at": "2025-01-01T00:00:00Z"}]}]}
+    with pytest.raises(InvalidInput, match="state: 'stale' contradicts the history, whose last revision is not a "
+                                           "tombstone \\(expected one of candidate, active, archived\\)"):
+        services.memories_import(document=document, trusted=True, **ACTOR)
