@@ -323,7 +323,7 @@ class ImportView(ApiView):
         document = request.data
         self._check_namespaces(document)
         report = services.memories_import(document=document, trusted=options.trusted, dry_run=options.dry_run,
-                                          **self.caller.credit)
+                                          new_memory_state=self.caller.new_memory_state, **self.caller.credit)
         return answer(ImportResult(**report.model_dump(), **options.model_dump()))
 
     def _check_namespaces(self, document) -> None:

@@ -405,3 +405,16 @@ def test_an_import_refuses_a_state_that_is_read_not_recorded(db):
     with pytest.raises(InvalidInput, match="state: 'stale' contradicts the history, whose last revision is not a "
                                            "tombstone \\(expected one of candidate, active, archived\\)"):
         services.memories_import(document=document, trusted=True, **ACTOR)
+
+
+def test_an_untrusted_keys_import_makes_candidates_of_what_would_be_active(rest, remember):
+    remember("The boiler is serviced in October.", namespace="src", key="boiler")
+    archived = remember("The old boiler was a Vaillant.", namespace="src", key="old-boiler").memory
+    services.memory_archive(memory_id=archived.id, **ACTOR)
+    document = exported("src")
+    for item in document["memories"]:
+        item["namespace"] = "dst"
+    response = rest(False).post("/api/v1/import/", document, format="json")
+    assert response.status_code == 200, response.content
+    assert {item.key: item.state for item in selectors.memory_list(namespace="dst", state="all").items} == {
+        "boiler": "candidate", "old-boiler": "archived"}

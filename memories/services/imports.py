@@ -281,7 +281,7 @@ def _read_revision(raw, *, earlier: list[_RevisionIn], trusted, actor, interface
 
 def memories_import(
     *, document, actor: str, interface: str, trusted: bool, dry_run: bool = False,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Callable[[int, int], None] | None = None, new_memory_state: str = Lifecycle.ACTIVE,
 ) -> ImportReport:
     """Import an export document (parsed, or its JSON text), all or nothing; return what changed.
 
@@ -293,12 +293,17 @@ def memories_import(
     are skipped. Memories already present with the same history (trusted) or text
     (untrusted), and text that another visible memory of the namespace holds, are
     counted and left alone. ``dry_run`` does all of it and then takes it out unpublished.
+    ``new_memory_state`` candidate (an untrusted key's import) makes the items that would be
+    active candidates.
     """
     check_interface(interface)
     if not isinstance(trusted, bool):
         raise InvalidInput(f"trusted: expected true or false, got {trusted!r}.", field="trusted")
     now = timezone.now()
     items = _read_batch(document, trusted=trusted, actor=actor, interface=interface, now=now)
+    if new_memory_state == Lifecycle.CANDIDATE:
+        items = [dataclasses.replace(item, lifecycle=Lifecycle.CANDIDATE.value)
+                 if item.lifecycle == Lifecycle.ACTIVE else item for item in items]
     with batches.import_batch(actor=actor, interface=interface, trusted=trusted, dry_run=dry_run) as batch:
         return _write_batch(items, batch=batch, actor=actor, interface=interface, trusted=trusted,
                             dry_run=dry_run, progress=progress, now=now)
