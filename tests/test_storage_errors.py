@@ -165,7 +165,8 @@ def test_a_hook_recall_on_a_full_database_answers_its_block_without_the_telemetr
 
 def _remember_through_mcp():
     arguments = dict(content=CONTENT, namespace="acme", key=None, title=None, kind="note", tags=None, ttl_days=None,
-                     valid_from=None, valid_to=None, source=None, subject=None, predicate=None, object=None)
+                     valid_from=None, valid_to=None, source=None, subject=None, predicate=None, object=None,
+                     force=False)
     token = current_caller.set(key_caller(interface="mcp"))
     try:
         return MemoryTools().memory_remember(**arguments)
