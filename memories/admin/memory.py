@@ -164,11 +164,14 @@ class MemoryAdmin(MemoryActions, admin.ModelAdmin):
         """The word the API uses now (memories.states): candidate, active, stale, archived or forgotten."""
         if memory.state == State.FORGOTTEN:
             return states.FORGOTTEN
-        revision = getattr(memory, "shown_revision", None)
-        if revision is None:
+        now = timezone.now()
+        if hasattr(memory, "shown_revision"):  # the list attached each row's shown revision
+            revision = memory.shown_revision if memory.shown_is_visible else None
+        else:  # the change page
+            revision = Revision.objects.filter(memory=memory).visible(as_of=now).first()
+        if revision is None:  # hidden now: its age says nothing
             return memory.recorded_state
-        return states.read_state(memory.recorded_state, kind=memory.kind, known_at=revision.known_at,
-                                 as_of=timezone.now())
+        return states.read_state(memory.recorded_state, kind=memory.kind, known_at=revision.known_at, as_of=now)
 
     @admin.display(description="tags")
     def tag_list(self, memory):
@@ -190,7 +193,7 @@ class MemoryAdmin(MemoryActions, admin.ModelAdmin):
                 (None, {"fields": ("namespace", "key", "kind", "title", "content", "tags", "source")}),
                 ("Time", {"fields": ("ttl_days", "valid_from", "valid_to")}),
             ]
-        identity = (None, {"fields": ("namespace", "key", "state", "visible_now", "created_at")})
+        identity = (None, {"fields": ("namespace", "key", "state_value", "visible_now", "created_at")})
         if not self.has_change_permission(request, obj):
             return [identity]  # a viewer reads the text in the revision history below
         return [
@@ -200,7 +203,7 @@ class MemoryAdmin(MemoryActions, admin.ModelAdmin):
         ]
 
     def get_readonly_fields(self, request, obj=None):
-        return () if obj is None else ("namespace", "key", "state", "visible_now", "created_at")
+        return () if obj is None else ("namespace", "key", "state_value", "visible_now", "created_at")
 
     @admin.display(description="visible now")
     def visible_now(self, memory):
