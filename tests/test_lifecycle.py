@@ -424,3 +424,17 @@ def test_an_untrusted_keys_import_makes_candidates_of_what_would_be_active(rest,
     assert response.status_code == 200, response.content
     assert {item.key: item.state for item in selectors.memory_list(namespace="dst", state="all").items} == {
         "boiler": "candidate", "old-boiler": "archived"}
+
+
+def test_a_hook_block_marks_stale_and_candidate_memories_and_leaves_archived_ones_out(ages, remember):
+    remember("Parking permits are renewed in March.", known_at=T0)
+    remember("Parking for visitors is on level 2.", state="candidate")
+    archived = remember("Parking was free until 2020.").memory
+    services.memory_archive(memory_id=archived.id, **ACTOR)
+
+    answer = services.hook_recall(caller=key_caller(), query="parking", mode="keyword")
+
+    assert sorted(hit.state for hit in answer.hits) == ["candidate", "stale"]
+    headers = [line for line in answer.block.splitlines() if line.startswith("## memory")]
+    assert sorted(header.rsplit(" · ", 1)[1] for header in headers) == ["candidate", "stale"]
+    assert "free until 2020" not in answer.block

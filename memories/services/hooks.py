@@ -113,13 +113,13 @@ def hook_recall(
     result = selectors.memory_recall(query=query, namespace=namespaces, tags=tags, kinds=kinds, limit=limit, mode=mode)
     entries = [
         wrapper.Entry(memory_id=hit.memory.id, namespace=hit.memory.namespace, key=hit.memory.key,
-                      title=hit.memory.title, age=hit.age, content=hit.memory.content)
+                      title=hit.memory.title, age=hit.age, content=hit.memory.content, state=hit.memory.state)
         for hit in result.hits
     ]
     block = wrapper.build(entries, budget=budget)
     shown = [
         HookHit(memory_id=hit.memory.id, revision_id=hit.memory.revision_id, namespace=hit.memory.namespace,
-                key=hit.memory.key, title=hit.memory.title, score=hit.score, age=hit.age)
+                key=hit.memory.key, title=hit.memory.title, score=hit.score, age=hit.age, state=hit.memory.state)
         for hit in result.hits[:block.shown]
     ]
     try:
