@@ -74,7 +74,7 @@ def rank(*, query: str, namespaces: list[str] | None, kinds: list[str] | None, m
     # Like kinds, states choose among the visible rows; a filter that leaves every row in narrows nothing.
     narrowed = kinds is not None or memory_ids is not None
     if states is not None and size:
-        outside = visible[~attributes.in_states(visible, states, stale_after or {})]
+        outside = visible[~attributes.in_states(visible, states, stale_after or {}, as_of=as_of_micros)]
         if len(outside):
             eligible = eligible.copy() if not narrowed else eligible
             eligible[outside] = False

@@ -138,10 +138,12 @@ class AttributesAt:
         codes = self._codes()[self.columns.memory[rows]]
         return np.where(codes >= 0, codes & 0xFFFFFFFF, self.columns.kind[rows])
 
-    def in_states(self, rows: np.ndarray, states: list[str], stale_after: dict[str, int]) -> np.ndarray:
-        """Whether each of revision ``rows`` (visible at as_of, one per memory) shows its memory in one of ``states``:
-        its recorded state then, except that an active one whose row was learned more than ``stale_after[kind]``
-        microseconds before as_of reads ``stale`` (the rule of ``memories.states.read_state``)."""
+    def in_states(self, rows: np.ndarray, states: list[str], stale_after: dict[str, int], *, as_of: int) -> np.ndarray:
+        """Whether each of revision ``rows`` (visible at ``as_of``, one per memory) shows its memory in one of
+        ``states``: its recorded state then, except that an active one whose row was learned more than
+        ``stale_after[kind]`` microseconds before ``as_of`` reads ``stale`` (the rule of
+        ``memories.states.read_state``). ``as_of`` is the query's own: this object serves every time with the
+        same attribute rows counted, and ages differ between them."""
         # Whether active memories split into active and stale ones here: only when one of the two is asked for.
         split = (ACTIVE in states) != (STALE in states)
         active = np.ones(len(rows), dtype=bool)
@@ -155,7 +157,7 @@ class AttributesAt:
         stale = np.zeros(len(rows), dtype=bool)
         if stale_after and split:
             ages = np.array([stale_after.get(name, _NEVER) for name in self.kinds] or [_NEVER], dtype=np.int64)
-            stale = active & (self.columns.known[rows] < self.as_of - ages[self.kind(rows)])
+            stale = active & (self.columns.known[rows] < as_of - ages[self.kind(rows)])
         if ACTIVE in states:
             keep |= active & ~stale
         elif STALE in states:

@@ -20,7 +20,8 @@ from memories.models import Attributes, AuditEvent, ErasureGate, Kind, Revision
 from memories.services.keys import api_key_create
 from memoryproject.env import SettingError, env_days
 from memoryproject.exceptions import Conflict, InvalidInput
-from tests.helpers import error_of, key_caller
+from search import snapshot
+from tests.helpers import Committed, error_of, key_caller
 
 ACTOR = {"actor": "tester", "interface": "cli"}
 UTC = dt.timezone.utc
@@ -438,3 +439,19 @@ def test_a_hook_block_marks_stale_and_candidate_memories_and_leaves_archived_one
     headers = [line for line in answer.block.splitlines() if line.startswith("## memory")]
     assert sorted(header.rsplit(" · ", 1)[1] for header in headers) == ["candidate", "stale"]
     assert "free until 2020" not in answer.block
+
+
+def test_recall_reads_stale_at_each_querys_own_time_from_a_shared_copy(ages, remember, monkeypatch):
+    # As in a server: the per-process copy sees through the test's transaction and is kept between recalls.
+    monkeypatch.setattr(snapshot, "connection", Committed())
+    monkeypatch.setattr(snapshot, "_snapshots", {})
+    old = remember("Quarry blasting schedule notes.", known_at=T0).memory
+    later = remember("Quarry access road notes.", known_at=T0).memory
+    services.memory_archive(memory_id=later.id, **ACTOR)  # from now on: a state code to read, not before then
+
+    # Two points with the same attribute rows known: the copy answers both from one set of state codes.
+    assert recalled("quarry", states=["stale"], as_of=T0 + 40 * DAY) == {old.id: "stale", later.id: "stale"}
+    assert recalled("quarry", states=["stale"], as_of=T0 + 10 * DAY) == {}
+    assert recalled("quarry", states=["active"], as_of=T0 + 10 * DAY) == {old.id: "active", later.id: "active"}
+    assert recalled("quarry", states=["active"], as_of=T0 + 40 * DAY) == {}
+    assert recalled("quarry", states=["archived"]) == {later.id: "archived"}
