@@ -4,6 +4,7 @@ read answers them as of its time, through every door."""
 import datetime as dt
 import io
 import json
+import re
 from dataclasses import replace
 
 import pytest
@@ -16,8 +17,8 @@ from rest_framework.test import APIClient
 
 from memories import selectors, services
 from memories.access import PermissionDenied
-from memories.models import Attributes, AuditEvent, ErasureGate, Kind, Revision
-from memories.services.keys import api_key_create
+from memories.models import ApiKey, Attributes, AuditEvent, ErasureGate, Kind, Revision
+from memories.services.keys import api_key_authenticate, api_key_create
 from memoryproject.env import SettingError, env_days
 from memoryproject.exceptions import Conflict, InvalidInput
 from search import snapshot
@@ -455,3 +456,14 @@ def test_recall_reads_stale_at_each_querys_own_time_from_a_shared_copy(ages, rem
     assert recalled("quarry", states=["active"], as_of=T0 + 10 * DAY) == {old.id: "active", later.id: "active"}
     assert recalled("quarry", states=["active"], as_of=T0 + 40 * DAY) == {}
     assert recalled("quarry", states=["archived"]) == {later.id: "archived"}
+
+
+def test_a_key_made_untrusted_in_the_admin_writes_candidates(admin_client):
+    response = admin_client.post("/admin/memories/apikey/add/", {
+        "name": "scraper", "scopes": ["read", "write"], "namespaces": "", "untrusted": "on", "_save": "Save"})
+    assert response.status_code == 200
+    key = ApiKey.objects.get()
+    assert key.trusted is False
+    token = re.search(r'id="api-key" readonly size="80" value="(mem_[^"]+)"', response.content.decode()).group(1)
+    assert api_key_authenticate(token, interface="api").new_memory_state == "candidate"
+    assert "<td class=\"field-trusted\">" in admin_client.get("/admin/memories/apikey/").content.decode()

@@ -204,6 +204,9 @@ class ApiKeyCreateForm(ServiceForm, forms.ModelForm):
                                        initial=[Scope.READ, Scope.WRITE])
     namespaces = forms.CharField(required=False,
                                  help_text="Comma- or space-separated namespaces the key may use; blank for all.")
+    untrusted = forms.BooleanField(required=False, help_text=(
+        "The memories the key creates start as candidates until a person promotes them, and it may not promote "
+        "or archive."))
 
     class Meta:
         model = ApiKey
@@ -219,7 +222,7 @@ class ApiKeyCreateForm(ServiceForm, forms.ModelForm):
             return data
         result = self.run(lambda: api_key_create(
             name=data["name"], scopes=data["scopes"], namespaces=split_names(data["namespaces"]) or None,
-            actor=self.actor, interface="admin"))
+            trusted=not data["untrusted"], actor=self.actor, interface="admin"))
         if result is not None:
             self.created, self.token = result
         return data
