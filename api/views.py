@@ -46,6 +46,7 @@ from memories.arguments import (
     RememberArgs,
     ResolveConflictArgs,
     RestoreArgs,
+    StateChangeArgs,
     StatsArgs,
     UpdateArgs,
 )
@@ -159,7 +160,8 @@ class MemoryListView(ApiView):
         self.caller.require(Scope.WRITE)
         fields = self.body(RememberArgs).model_dump()
         namespace = self.caller.namespace_to_write(fields.pop("namespace"))
-        result = services.memory_remember(namespace=namespace, **fields, **self.caller.credit)
+        result = services.memory_remember(namespace=namespace, **fields, state=self.caller.new_memory_state,
+                                          **self.caller.credit)
         if not result.created:
             return answer(result)
         return answer(result, status=201, headers={"Location": reverse("api:memory", kwargs={"id": result.memory.id})})
@@ -238,6 +240,57 @@ class LearnView(ApiView):
         fields = self.body(LearnArgs).model_dump()
         namespace = self.caller.namespace_to_write(fields.pop("namespace"))
         return answer(services.memory_learn(namespace=namespace, **fields, **self.caller.credit))
+
+
+class MemoryStateView(ApiView):
+    """Base of the lifecycle's endpoints: one transition (``memories.states``) for a trusted key with write scope."""
+
+    action = ""
+
+    def change(self, request, id: int, service) -> HttpResponse:
+        self.caller.require(Scope.WRITE)
+        self.caller.require_trusted(self.action)
+        args = self.body(StateChangeArgs, id=id)
+        self.caller.check_memory(args.id)
+        return answer(service(memory_id=args.id, reason=args.reason, **self.caller.credit))
+
+
+def _state_schema(summary: str, operation_id: str, description: str):
+    return extend_schema(summary=summary, operation_id=operation_id,
+                         parameters=parameters(StateChangeArgs, path=IN_PATH, query=False),
+                         request=body_model(StateChangeArgs, path=IN_PATH),
+                         responses={200: ChangeResult, **errors(404, 409, 413, 415)},
+                         description=description + " Needs the write scope and a key not marked untrusted (403).")
+
+
+class MemoryPromoteView(MemoryStateView):
+    action = "promote"
+
+    @_state_schema("Promote a candidate", "memories_promote",
+                   "Make a candidate memory active from now on; the history records who, when and why. Promoting "
+                   "an active memory changes nothing (changed=false); an archived one is a conflict (409).")
+    def post(self, request, id: int):
+        return self.change(request, id, services.memory_promote)
+
+
+class MemoryArchiveView(MemoryStateView):
+    action = "archive"
+
+    @_state_schema("Archive a memory", "memories_archive",
+                   "Archive a memory from now on: get, list and history still read it, recall leaves it out unless "
+                   "states asks for archived. Archiving twice changes nothing (changed=false).")
+    def post(self, request, id: int):
+        return self.change(request, id, services.memory_archive)
+
+
+class MemoryUnarchiveView(MemoryStateView):
+    action = "unarchive"
+
+    @_state_schema("Unarchive a memory", "memories_unarchive",
+                   "Bring an archived memory back, from now on, to the state it had before (active or candidate). "
+                   "Unarchiving a memory that is not archived changes nothing (changed=false).")
+    def post(self, request, id: int):
+        return self.change(request, id, services.memory_unarchive)
 
 
 class RecallView(ApiView):
@@ -341,7 +394,7 @@ class ImportView(ApiView):
         document = request.data
         self._check_namespaces(document)
         report = services.memories_import(document=document, trusted=options.trusted, dry_run=options.dry_run,
-                                          **self.caller.credit)
+                                          new_memory_state=self.caller.new_memory_state, **self.caller.credit)
         return answer(ImportResult(**report.model_dump(), **options.model_dump()))
 
     def _check_namespaces(self, document) -> None:

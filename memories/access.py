@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from memories import validation
-from memories.models import Memory, Scope
+from memories.models import Lifecycle, Memory, Scope
 from memoryproject.exceptions import InvalidInput, MemoryServiceError, MemoryNotFound
 
 
@@ -45,6 +45,20 @@ class Caller:
     # How refusals name what the caller holds, and how to get more: an API key's words unless told otherwise.
     held_by: str = "this API key"
     wider_access: str = "Ask the operator for a key with the {scope!r} scope."
+    # An untrusted caller's new memories are candidates, and it may not promote or archive (ApiKey.trusted).
+    trusted: bool = True
+
+    @property
+    def new_memory_state(self) -> str:
+        """The lifecycle state a memory this caller creates starts in."""
+        return Lifecycle.ACTIVE.value if self.trusted else Lifecycle.CANDIDATE.value
+
+    def require_trusted(self, action: str) -> None:
+        """Refuse a lifecycle change (``action``: promote, archive, unarchive) to an untrusted caller."""
+        if not self.trusted:
+            raise PermissionDenied(f"{self.held_by[0].upper()}{self.held_by[1:]} is marked untrusted: the memories it "
+                                   f"writes start as candidates, and it may not {action} memories. A person can "
+                                   "promote candidates in the admin.")
 
     @property
     def credit(self) -> dict:

@@ -18,7 +18,7 @@ from django.conf import settings
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from knowledge import graph, learn
-from memories import conflicts, selectors, validation
+from memories import conflicts, selectors, states, validation
 from memories.models import Kind
 from memories.services import conflicts as resolving
 from memories.services import learn as learning
@@ -66,6 +66,11 @@ NamespacesToRead = Annotated[NamespaceName | Namespaces | None, Field(descriptio
 TopicTags = Annotated[Tags | None, Field(description="Topic labels (case-insensitive).")]
 TagFilter = Annotated[Tags | None, Field(description="Only memories carrying all these tags.")]
 KindFilter = Annotated[Kinds | None, Field(description="Only memories of these kinds.")]
+StateName = Literal[states.RECALL_STATES]
+StateFilter = Annotated[Annotated[list[StateName], Field(min_length=1, max_length=len(states.RECALL_STATES))] | None,
+                        Field(description=(
+                            "Only memories in these states then: candidate, active, stale, archived; default all "
+                            "but archived."))]
 MemoryKind = Annotated[KindName, Field(description="What sort of memory this is.")]
 SearchMode = Annotated[Literal[engine.MODES], Field(description=(
     "hybrid: words and meaning; keyword: words only; semantic: meaning only."))]
@@ -135,6 +140,7 @@ class RecallArgs(Arguments):
     valid_at: InstantText | None = at_time(VALID_AT_HELP)
     explain: bool = Field(False, description="Add each hit's component ranks and raw scores.")
     min_score: MinScore = None
+    states: StateFilter = None
 
 
 class GetArgs(Arguments):
@@ -171,6 +177,11 @@ class RestoreArgs(ForgetArgs):
     pass
 
 
+# So do the lifecycle's transitions: promote, archive, unarchive.
+class StateChangeArgs(ForgetArgs):
+    pass
+
+
 class HistoryArgs(Arguments):
     id: TargetMemoryId
     as_of: InstantText | None = at_time("Only revisions known by this time; default now.")
@@ -182,8 +193,8 @@ class ListArgs(Arguments):
     tags: TagFilter = None
     kind: KindName | None = Field(None, description="Only memories of this kind.")
     state: Literal[selectors.LIST_STATES] = Field("active", description=(
-        "active: visible now; hidden: not forgotten but not visible now (expired, or outside its validity); "
-        "forgotten; all."))
+        "active: visible now, in any lifecycle state; candidate, stale, archived: visible now and in that state; "
+        "hidden: not forgotten but not visible now (expired, or outside its validity); forgotten; all."))
     limit: int = Field(selectors.LIST_LIMIT_DEFAULT, ge=1, le=selectors.LIST_LIMIT_MAX,
                        description="Memories per page.")
     cursor: Cursor | None = Field(None, description="next_cursor from the previous page.")

@@ -26,10 +26,23 @@ class Kind(models.TextChoices):
 
 
 class State(models.TextChoices):
-    """Lifecycle of a memory's identity, kept by the services (never derived from the clock)."""
+    """Whether a memory is forgotten (a tombstone hides it from then on), kept by the services."""
 
     ACTIVE = "active"
     FORGOTTEN = "forgotten"
+
+
+class Lifecycle(models.TextChoices):
+    """The lifecycle state an attribute row records (``memories.states`` says what a read shows).
+
+    A candidate waits for a person or a trusted caller to promote it (an untrusted key's
+    writes start here); an archived memory is kept and answers get, history and list, but
+    recall leaves it out unless asked. Stale is never recorded: reads derive it from age.
+    """
+
+    CANDIDATE = "candidate"
+    ACTIVE = "active"
+    ARCHIVED = "archived"
 
 
 class Interface(models.TextChoices):
@@ -287,13 +300,14 @@ class AttributesManager(models.Manager.from_queryset(AttributesQuerySet)):
 
 
 class Attributes(models.Model):
-    """A memory's namespace, kind and tags from ``known_at`` on: the whole set after a change, never a delta.
+    """A memory's namespace, kind, tags and lifecycle state from ``known_at`` on: the whole set after a change,
+    never a delta.
 
     Every write that creates a memory or changes one of these appends a row, in its own
     transaction and at its own clock reading. As of T a memory carries the newest row by
     (known_at, id) known by T that counts at T (an import's rows count from its
     publication, as its revisions do). They are facts of knowledge time: they do not vary
-    with ``valid_at``. Append-only like revisions (migration 0007); only erasure and the
+    with ``valid_at``. Append-only like revisions (migrations 0007, 0010); only erasure and the
     removal of a dead import delete rows.
     """
 
@@ -302,6 +316,9 @@ class Attributes(models.Model):
     namespace = models.SlugField(max_length=64)
     kind = models.CharField(max_length=16, choices=Kind.choices)
     tags = models.ManyToManyField(Tag, related_name="attribute_rows", blank=True)
+    state = models.CharField(max_length=16, choices=Lifecycle.choices, default=Lifecycle.ACTIVE)
+    # Why the state changed (promote, archive, unarchive); empty on rows that carry it over.
+    reason = models.CharField(max_length=500, blank=True)
     author = models.CharField(max_length=200)
     interface = models.CharField(max_length=8, choices=Interface.choices)
     batch = models.ForeignKey(ImportBatch, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
@@ -384,6 +401,8 @@ class ApiKey(models.Model):
     created_by = models.CharField(max_length=200)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # An untrusted key's new memories are candidates, and it may not promote or archive.
+    trusted = models.BooleanField(default=True)
 
     class Meta:
         verbose_name = "API key"

@@ -7,12 +7,14 @@ import os
 from django.conf import settings
 from django.db import connection
 from django.db.migrations.recorder import MigrationRecorder
-from django.db.models import Count, Exists, IntegerField, Max, OuterRef, Prefetch, Q, QuerySet, Subquery
+from django.db.models import Count, Exists, IntegerField, Max, OuterRef, Prefetch, Q, QuerySet, Subquery, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from knowledge.names import entity_name, predicate_name
 from memories import conflicts, staging, validation
-from memories.models import Attributes, Kind, Memory, Revision, State, Tag
+from memories import states as state_rules
+from memories.models import Attributes, Kind, Lifecycle, Memory, Revision, State, Tag
 from memories.records import AttributesRecord, GraphResult, Hit, MemoryRecord, Page, RecallResult, RevisionRecord
 from memoryproject.dbfunctions import UtcDay
 from memoryproject.exceptions import InvalidInput, MemoryNotFound, Unavailable
@@ -23,7 +25,9 @@ from search import engine, errors, hits
 
 LIST_LIMIT_DEFAULT = 20
 LIST_LIMIT_MAX = 200
-LIST_STATES = ("active", "hidden", "forgotten", "all")
+# active: visible (whatever its lifecycle state); candidate, stale, archived: visible and in that state.
+LIST_STATES = ("active", "candidate", "stale", "archived", "hidden", "forgotten", "all")
+_LIFECYCLE_STATES = ("candidate", "stale", "archived")
 RECALL_LIMIT_DEFAULT = 8
 RECALL_MATCH_DEFAULT = "auto"
 RECALL_MODE_DEFAULT = "hybrid"
@@ -44,10 +48,6 @@ def _tag_prefetch():
     return Prefetch("tags", queryset=Tag.objects.order_by("slug"))
 
 
-def _record(revision: Revision) -> MemoryRecord:
-    return MemoryRecord.from_revision(revision)
-
-
 # The columns records_for_revisions reads, in MemoryRecord's order after the ids.
 _RECORD_SQL = """
     SELECT r.id, m.id, m.key, m.namespace, m.kind, m.state, r.title, r.content, r.known_at, r.valid_from,
@@ -61,7 +61,7 @@ _TAGS_SQL = """
     WHERE mt.memory_id IN ({marks}) ORDER BY mt.memory_id, t.slug"""
 # The attribute rows of some memories known by a time, oldest first; each memory's last counted one is its row then.
 _ATTRIBUTES_SQL = """
-    SELECT a.memory_id, a.id, a.namespace, a.kind, a.batch_id FROM memories_attributes a
+    SELECT a.memory_id, a.id, a.namespace, a.kind, a.state, a.batch_id FROM memories_attributes a
     WHERE a.memory_id IN ({marks}) AND a.known_at <= %s ORDER BY a.memory_id, a.known_at, a.id"""
 # Tag names per attribute row in slug order.
 _ATTRIBUTE_TAGS_SQL = """
@@ -80,39 +80,41 @@ def _counting_batches(cursor, as_of: dt.datetime) -> set[int]:
     return counted | {own} if own is not None else counted
 
 
-def _attributes_as_of(cursor, memory_ids: list[int], as_of: dt.datetime) -> dict[int, tuple[str, str, list[str]]]:
-    """{memory id: (namespace, kind, tag names by slug)} as of ``as_of`` (Attributes); memories without a row then are
-    left out."""
-    chosen: dict[int, tuple[int, str, str]] = {}
+def _attributes_as_of(cursor, memory_ids: list[int],
+                      as_of: dt.datetime) -> dict[int, tuple[str, str, list[str], str]]:
+    """{memory id: (namespace, kind, tag names by slug, recorded state)} as of ``as_of`` (Attributes); memories without
+    a row then are left out."""
+    chosen: dict[int, tuple[int, str, str, str]] = {}
     batches = None
     for start in range(0, len(memory_ids), _IDS_PER_QUERY):
         chunk = memory_ids[start:start + _IDS_PER_QUERY]
         # The (memory, known_at, id) index: a few rows per memory.
         cursor.execute(_ATTRIBUTES_SQL.format(marks=",".join(["%s"] * len(chunk))),
                        [*chunk, connection.ops.adapt_datetimefield_value(as_of)])
-        for memory_id, row_id, namespace, kind, batch_id in cursor.fetchall():
+        for memory_id, row_id, namespace, kind, state, batch_id in cursor.fetchall():
             if batch_id is not None:
                 batches = _counting_batches(cursor, as_of) if batches is None else batches
                 if batch_id not in batches:
                     continue
-            chosen[memory_id] = (row_id, namespace, kind)  # the newest wins
+            chosen[memory_id] = (row_id, namespace, kind, state)  # the newest wins
     names: dict[int, list[str]] = {}
-    row_ids = sorted(row_id for row_id, _, _ in chosen.values())
+    row_ids = sorted(row_id for row_id, _, _, _ in chosen.values())
     for start in range(0, len(row_ids), _IDS_PER_QUERY):
         chunk = row_ids[start:start + _IDS_PER_QUERY]
         # The m2m table's (attributes_id, tag_id) unique index serves the IN.
         cursor.execute(_ATTRIBUTE_TAGS_SQL.format(marks=",".join(["%s"] * len(chunk))), chunk)
         for row_id, name in cursor.fetchall():
             names.setdefault(row_id, []).append(name)
-    return {memory_id: (namespace, kind, names.get(row_id, []))
-            for memory_id, (row_id, namespace, kind) in chosen.items()}
+    return {memory_id: (namespace, kind, names.get(row_id, []), state)
+            for memory_id, (row_id, namespace, kind, state) in chosen.items()}
 
 
 def records_for_revisions(revision_ids: list[int], *, as_of: dt.datetime | None = None) -> dict[int, MemoryRecord]:
     """The records of these revisions (with their memories' tags), by revision id; missing ids are left out.
 
     With ``as_of`` (revisions visible then: a recall's hits, a get) the memory's namespace,
-    kind and tags are those it carried then, and its state is active. Plain queries:
+    kind and tags are those it carried then, and its state is what a read then says
+    (``memories.states``: never forgotten, since the revision is visible). Plain queries:
     search answers build ten or a hundred records per request, and querysets would cost
     more than the rest of a keyword recall.
     """
@@ -136,10 +138,11 @@ def records_for_revisions(revision_ids: list[int], *, as_of: dt.datetime | None 
                 tags.setdefault(memory_id, []).append(name)
     for (revision_id, memory_id, key, namespace, kind, state, title, content, known_at, valid_from, valid_to,
          expires_at, source, content_hash, subject, predicate, object_, confidence, author, created_at) in rows:
+        recorded = Lifecycle.ACTIVE.value
         if memory_id in then:
-            namespace, kind, tags[memory_id] = then[memory_id]
+            namespace, kind, tags[memory_id], recorded = then[memory_id]
         if as_of is not None:
-            state = State.ACTIVE.value  # visible then, so not forgotten then
+            state = state_rules.read_state(recorded, kind=kind, known_at=stored_instant(known_at), as_of=as_of)
         records[revision_id] = MemoryRecord(
             id=memory_id, key=key, namespace=namespace, kind=kind, state=state, title=title, content=content,
             tags=tags.get(memory_id, []), revision_id=revision_id, known_at=stored_instant(known_at),
@@ -190,6 +193,13 @@ def _tagged_memories(tags: list[str], namespaces: list[str] | None, *, as_of: dt
     return sorted({*rows.values_list("memory_id", flat=True), *rowless.values_list("pk", flat=True)})
 
 
+def _recall_state(name: str) -> str:
+    if name not in state_rules.RECALL_STATES:
+        raise InvalidInput(f"states: {name!r} is not one of {', '.join(state_rules.RECALL_STATES)} (recall finds "
+                           "no forgotten memory).", field="states")
+    return name
+
+
 def _age(known_at: dt.datetime, now: dt.datetime) -> str:
     seconds = (now - known_at).total_seconds()
     for unit, size in (("year", 365 * 86400), ("month", 30 * 86400), ("week", 7 * 86400), ("day", 86400),
@@ -203,11 +213,12 @@ def _age(known_at: dt.datetime, now: dt.datetime) -> str:
 @observed(RECALL_SECONDS, lambda result, arguments: {"mode": result.mode})
 def memory_recall(*, query: str, namespace=None, tags=None, kinds=None, limit: int = RECALL_LIMIT_DEFAULT,
                   match: str = RECALL_MATCH_DEFAULT, mode: str = RECALL_MODE_DEFAULT, as_of=None, valid_at=None,
-                  explain: bool = False, min_score=None) -> RecallResult:
+                  explain: bool = False, min_score=None, states=None) -> RecallResult:
     """Return the memories that best answer ``query`` as known at ``as_of``, about ``valid_at``.
 
     ``min_score``: hold back hits scoring below it; None: hold back every hit when none is relevant
     (hybrid mode, ``search.relevance``). The note says how many were held back.
+    ``states``: only memories in these states then (``memories.states``); default all but archived.
     """
     if not isinstance(query, str) or not query.strip():
         raise InvalidInput("query: must be non-empty text.", field="query")
@@ -224,6 +235,7 @@ def memory_recall(*, query: str, namespace=None, tags=None, kinds=None, limit: i
     namespaces = _names(namespace, field="namespace", check=validation.namespace)
     tag_names = validation.tags(tags) if tags else []
     kind_names = _names(kinds, field="kinds", check=validation.kind)
+    state_names = _names(states, field="states", check=_recall_state) or list(state_rules.RECALL_STATES_DEFAULT)
     as_of_time, valid_time = resolve_times(as_of, valid_at)
     tagged = None
     if tag_names:  # without as_of, now: the memories' current tags
@@ -231,7 +243,9 @@ def memory_recall(*, query: str, namespace=None, tags=None, kinds=None, limit: i
     try:
         ranking = engine.rank(query=query, namespaces=namespaces, kinds=kind_names, memory_ids=tagged, limit=limit,
                               match=match, mode=mode, as_of=as_of_time, valid_at=valid_time, explain=explain,
-                              min_score=min_score)
+                              min_score=min_score,
+                              states=None if set(state_names) == set(state_rules.RECALL_STATES) else state_names,
+                              stale_after=state_rules.stale_after_micros())
     except errors.Unavailable as error:
         raise Unavailable(error.message) from None
     records = records_for_revisions([hit.revision_id for hit in ranking.hits], as_of=as_of_time)
@@ -302,12 +316,14 @@ def memory_history(*, memory_id: int, as_of=None) -> list[RevisionRecord]:
 
 
 def attribute_history(*, memory_id: int, as_of=None) -> list[AttributesRecord]:
-    """Return the memory's namespace, kind and tags after each change known by ``as_of`` (default now), oldest first."""
+    """Return the memory's namespace, kind, tags and lifecycle state after each change known by ``as_of`` (default now),
+    oldest first."""
     as_of_time, _ = resolve_times(as_of)
     rows = (Attributes.objects.filter(memory_id=memory_id).known_by(as_of_time).order_by("known_at", "id")
             .prefetch_related(Prefetch("tags", queryset=Tag.objects.order_by("slug"))))
     return [AttributesRecord(known_at=row.known_at, namespace=row.namespace, kind=row.kind,
-                             tags=[tag.name for tag in row.tags.all()], author=row.author, interface=row.interface)
+                             tags=[tag.name for tag in row.tags.all()], state=row.state, reason=row.reason,
+                             author=row.author, interface=row.interface)
             for row in rows]
 
 
@@ -339,16 +355,19 @@ def memory_list(
 ) -> Page:
     """Return memories newest first, one page at a time.
 
-    ``state``: ``active`` (visible now), ``hidden`` (not forgotten, but not visible
-    now: TTL passed or outside its validity), ``forgotten``, or ``all``. Each item
-    shows its visible revision, or its newest revision with text when hidden. With
-    ``as_of`` or ``valid_at``, all of it is read at that point instead of now.
+    ``state``: ``active`` (visible now, whatever its lifecycle state), ``candidate``,
+    ``stale`` or ``archived`` (visible now and in that state, ``memories.states``),
+    ``hidden`` (not forgotten, but not visible now: TTL passed or outside its validity),
+    ``forgotten``, or ``all``. Each item shows its visible revision, or its newest
+    revision with text when hidden. With ``as_of`` or ``valid_at``, all of it is read
+    at that point instead of now.
     """
     if state not in LIST_STATES:
         raise InvalidInput(f"state: {state!r} is not one of {', '.join(LIST_STATES)}.", field="state")
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= LIST_LIMIT_MAX:
         raise InvalidInput(f"limit: {limit!r} is out of range 1..{LIST_LIMIT_MAX}.", field="limit")
-    if as_of is not None or valid_at is not None:
+    if as_of is not None or valid_at is not None or state in _LIFECYCLE_STATES:
+        # The lifecycle states are read from the attribute rows, as of now when no time is given.
         return _list_at(*resolve_times(as_of, valid_at), namespace=namespace, tags=tags, kind=kind, state=state,
                         limit=limit, cursor=cursor)
     now = timezone.now()
@@ -375,18 +394,22 @@ def memory_list(
         revision.memory_id: revision
         for revision in Revision.objects.filter(memory__in=page).visible(as_of=now)
     }
+    recorded = dict(Attributes.objects.as_of(now).filter(memory__in=page).values_list("memory_id", "state"))
     items = []
     for memory in page:
         revision = shown.get(memory.pk) or latest_content_revision(memory)
         revision.memory = memory
-        items.append(_record(revision))
+        read = state_rules.FORGOTTEN if memory.state == State.FORGOTTEN else state_rules.read_state(
+            recorded.get(memory.pk, Lifecycle.ACTIVE.value), kind=memory.kind, known_at=revision.known_at, as_of=now)
+        items.append(MemoryRecord.from_revision(revision, state=read))
     return Page(items=items, next_cursor=_encode_cursor(page[-1].pk) if more and page else None)
 
 
 def _list_at(as_of: dt.datetime, valid_at: dt.datetime, *, namespace, tags, kind, state: str, limit: int,
              cursor) -> Page:
-    """memory_list at a past or chosen point: filters match the namespace, kind and tags each memory carried at
-    ``as_of``, and states follow the visibility rule there (a tombstone winner is forgotten, no winner is hidden)."""
+    """memory_list at a past or chosen point: filters match the namespace, kind, tags and lifecycle state each memory
+    carried at ``as_of``, and states follow the visibility rule there (a tombstone winner is forgotten, no winner is
+    hidden)."""
     carried = Attributes.objects.as_of(as_of)
     rowless = Memory.objects.exclude(Exists(Attributes.all_objects.filter(memory=OuterRef("pk"))))
     if namespace:
@@ -396,11 +419,16 @@ def _list_at(as_of: dt.datetime, valid_at: dt.datetime, *, namespace, tags, kind
         carried, rowless = carried.filter(kind=validation.kind(kind)), rowless.filter(kind=validation.kind(kind))
     for tag in validation.tags(tags):
         carried, rowless = carried.filter(tags__slug=tag.casefold()), rowless.filter(tags__slug=tag.casefold())
+    if state in (Lifecycle.CANDIDATE, Lifecycle.ARCHIVED):
+        carried, rowless = carried.filter(state=state), rowless.none()  # a memory without rows is active
+    elif state == state_rules.STALE:
+        carried, rowless = _reading_stale(carried.filter(state=Lifecycle.ACTIVE), rowless, as_of=as_of,
+                                          valid_at=valid_at)
     # Memories written outside the services have no attribute rows: their current values stand in.
     memories = (Memory.objects.filter(Q(pk__in=carried.values("memory_id")) | Q(pk__in=rowless.values("pk")))
                 .filter(Exists(Revision.objects.filter(memory=OuterRef("pk")).known_by(as_of)))
                 ._with_winner(as_of=as_of, valid_at=valid_at))
-    if state == "active":
+    if state == "active" or state in _LIFECYCLE_STATES:
         memories = memories.filter(winning_revision_id__isnull=False, winner_is_tombstone=False)
     elif state == "hidden":
         memories = memories.filter(winning_revision_id__isnull=True)
@@ -425,6 +453,20 @@ def _list_at(as_of: dt.datetime, valid_at: dt.datetime, *, namespace, tags, kind
         if record is not None:
             items.append(record.model_copy(update={"state": State.FORGOTTEN.value}) if tombstone else record)
     return Page(items=items, next_cursor=_encode_cursor(page[-1][0]) if more and page else None)
+
+
+def _reading_stale(carried, rowless, *, as_of: dt.datetime, valid_at: dt.datetime):
+    """The attribute rows ``carried`` and rowless memories ``rowless`` whose memory's revision visible at (as_of,
+    valid_at) is older than its kind's stale age (``memories.states``): the active ones among them read stale."""
+    rows, memories = Q(pk__in=[]), Q(pk__in=[])
+    for kind in settings.MEMORY_STALE_AFTER_DAYS:
+        def old(memory_ref, cutoff=as_of - state_rules.stale_after(kind)):
+            shown = Revision.objects.filter(memory=OuterRef(memory_ref)).visible(as_of=as_of, valid_at=valid_at)
+            return Exists(shown.filter(known_at__lt=cutoff))
+
+        rows |= Q(kind=kind) & Q(old("memory_id"))
+        memories |= Q(kind=kind) & Q(old("pk"))
+    return carried.filter(rows), rowless.filter(memories)
 
 
 def visible_duplicate(*, namespace: str, content_hash: str, exclude_memory_id: int | None = None) -> Memory | None:
@@ -579,9 +621,13 @@ def store_counts() -> dict:
 
 
 def memories_with_revision_totals(memories: QuerySet) -> QuerySet:
-    """Return ``memories`` with ``revision_count`` and ``last_change`` (newest known_at) per row, tags prefetched."""
+    """Return ``memories`` with ``revision_count``, ``last_change`` (newest known_at) and ``recorded_state`` (its
+    lifecycle state now) per row, tags prefetched."""
     revisions = Revision.objects.filter(memory=OuterRef("pk")).order_by().values("memory")
+    newest_row = Attributes.objects.filter(memory=OuterRef("pk")).order_by("-known_at", "-id").values("state")[:1]
     return memories.annotate(
+        # The attributes_memory_known index: the newest row of each memory.
+        recorded_state=Coalesce(Subquery(newest_row), Value(Lifecycle.ACTIVE.value)),
         # Both read the (memory, known_at, id) index; subqueries, so the tag filter's join cannot multiply them.
         revision_count=Subquery(revisions.annotate(n=Count("pk")).values("n"), output_field=IntegerField()),
         last_change=Subquery(revisions.annotate(at=Max("known_at")).values("at")),

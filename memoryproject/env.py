@@ -122,3 +122,21 @@ def env_path(name: str, default: Path, *, base: Path) -> Path:
 def fail(message: str) -> None:
     """Stop start-up with one line (used for checks that are not about one variable)."""
     sys.exit(message)
+
+
+def env_days(name: str, default: dict[str, int], *, keys: tuple[str, ...]) -> dict[str, int]:
+    """Read ``key=days,key=days`` (each key once, days from 1 to 36500), or ``none`` for no key at all."""
+    value = _raw(name)
+    if value is None:
+        return dict(default)
+    if value.lower() == "none":
+        return {}
+    accepted = ("'none', or comma-separated key=days pairs with keys from " + ", ".join(keys)
+                + ", each once, and whole days from 1 to 36500")
+    days = {}
+    for item in value.split(","):
+        key, _, number = (part.strip() for part in item.partition("="))
+        if key not in keys or key in days or not number.isdigit() or not 1 <= int(number) <= 36500:
+            raise SettingError(name, value, accepted)
+        days[key] = int(number)
+    return days

@@ -8,6 +8,7 @@ from pathlib import Path
 from memoryproject.env import (
     env_bool,
     env_choice,
+    env_days,
     env_float,
     env_int,
     env_list,
@@ -220,6 +221,12 @@ MEMORY_RELEVANT_COSINE = env_float("MEMORY_RELEVANT_COSINE", 0.27, minimum=-1.0,
 # A write whose text has a cosine of at least this with a visible memory of its namespace
 # reports that memory as its near twin (search/duplicates.py). Above 1: off.
 MEMORY_NEAR_DUPLICATE_COSINE = env_float("MEMORY_NEAR_DUPLICATE_COSINE", 0.9, minimum=0.0, maximum=1.01)
+
+# The kinds memories.models.Kind declares (settings load before the models; a test keeps the two equal).
+MEMORY_KINDS = ("fact", "preference", "decision", "skill", "note", "artifact", "event")
+# An active memory whose visible text was learned more than this many days before a read's as_of reads as
+# stale (memories/states.py); a kind not named never goes stale. "none": no kind does.
+MEMORY_STALE_AFTER_DAYS = env_days("MEMORY_STALE_AFTER_DAYS", {"note": 365, "artifact": 180}, keys=MEMORY_KINDS)
 
 MEMORY_TELEMETRY_DAYS = env_int("MEMORY_TELEMETRY_DAYS", 90, minimum=1, maximum=36500)
 # Hooks (README, Hooks and telemetry): the size of a recalled block in characters, when the

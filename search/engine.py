@@ -45,13 +45,16 @@ class Ranking:
 
 def rank(*, query: str, namespaces: list[str] | None, kinds: list[str] | None, memory_ids: list[int] | None,
          limit: int, match: str, mode: str, as_of: dt.datetime, valid_at: dt.datetime, explain: bool,
-         min_score: float | None = None) -> Ranking:
+         min_score: float | None = None, states: list[str] | None = None,
+         stale_after: dict[str, int] | None = None) -> Ranking:
     """Return the revisions that best answer ``query`` as known at ``as_of``, about ``valid_at``.
 
     The arguments are checked by the caller (``memories.selectors.memory_recall``).
     ``memory_ids``: only these memories may be returned (a tag filter); None: any.
     ``min_score``: hits scoring below it are held back; None: in hybrid mode, every hit is held
     back when none is relevant (``relevance.relevant``).
+    ``states``: only memories in these lifecycle states as of ``as_of`` (``stale_after``: the
+    microseconds after which an active memory's text of each kind reads stale); None: any.
     """
     cleaned = text.clean_query(query)
     query_vector = None
@@ -72,9 +75,16 @@ def rank(*, query: str, namespaces: list[str] | None, kinds: list[str] | None, m
                                                             if name in kinds])]] = True
     if memory_ids is not None and size:
         eligible = eligible & np.isin(view.columns.memory, memory_ids)
+    # Like kinds, states choose among the visible rows; a filter that leaves every row in narrows nothing.
+    narrowed = kinds is not None or memory_ids is not None
+    if states is not None and size:
+        outside = visible[~attributes.in_states(visible, states, stale_after or {}, as_of=as_of_micros)]
+        if len(outside):
+            eligible = eligible.copy() if not narrowed else eligible
+            eligible[outside] = False
+            narrowed = True
     searched = tuple(name for name in view.namespaces if namespaces is None or name in namespaces)
-    scope = channels.Scope(view, searched, visible, eligible, narrowed=kinds is not None or memory_ids is not None,
-                           attributes=attributes)
+    scope = channels.Scope(view, searched, visible, eligible, narrowed=narrowed, attributes=attributes)
 
     found, words, notes = {}, None, []
     if mode != "semantic" and cleaned.terms:

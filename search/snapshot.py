@@ -4,6 +4,9 @@ Rows are kept sorted by (memory, known_at, id): the rule's winner for a memory i
 then the last candidate row of its run. A memory's namespace and kind are read as of
 the query's time from its attribute rows (``memories.models.Attributes``), held as a
 second set of columns sorted the same way: the newest row known by then that counts.
+So is its recorded lifecycle state, from which recall's ``states`` filter reads what
+``memories.states`` says (an active memory whose visible text is older than its kind's
+age reads ``stale``).
 The copy follows the database cheaply: revisions and attribute rows are append-only,
 so new rows are found by polling for ids above the last one seen, and a deleted row
 (erasure, purge) bumps ``search_state.generation`` by trigger, which makes the next
@@ -68,7 +71,7 @@ _COLUMNS = ("revision", "memory", "namespace", "kind", "known", "valid_from", "v
 
 # A memory's attribute rows, with the same counts_from rule as revisions.
 _LOAD_ATTRIBUTES = f"""
-    SELECT a.id, a.memory_id, a.namespace, a.kind, {_micros('a.known_at')},
+    SELECT a.id, a.memory_id, a.namespace, a.kind, a.state, {_micros('a.known_at')},
            CASE WHEN a.batch_id IS NULL THEN {ALWAYS} ELSE {_micros('b.counts_from', str(OPEN))} END,
            coalesce(a.batch_id, 0)
     FROM memories_attributes a
@@ -76,17 +79,24 @@ _LOAD_ATTRIBUTES = f"""
     WHERE a.id > %s
     ORDER BY a.id
 """
-_ATTRIBUTE_COLUMNS = ("id", "memory", "namespace", "kind", "known", "counts_from", "batch")
+_ATTRIBUTE_COLUMNS = ("id", "memory", "namespace", "kind", "state", "known", "counts_from", "batch")
+# The recorded state of a memory without attribute rows, and the one that reads stale with age (memories.states).
+ACTIVE = "active"
+STALE = "stale"
+# stale_after of a kind that never goes stale: as_of minus it is below every time, without overflow.
+_NEVER = 2**62
 
 
 @dataclass
 class AttributeColumns:
-    """The attribute rows, sorted by (memory, known_at, id); namespace and kind coded as in ``Columns``."""
+    """The attribute rows, sorted by (memory, known_at, id); namespace and kind coded as in ``Columns``, the state
+    into ``View.states``."""
 
     id: np.ndarray  # int64
     memory: np.ndarray  # int64
     namespace: np.ndarray  # int32
     kind: np.ndarray  # int32
+    state: np.ndarray  # int32
     known: np.ndarray  # int64 microseconds
     counts_from: np.ndarray  # int64 microseconds (ALWAYS, OPEN, or an import's publication)
     batch: np.ndarray  # int64
@@ -94,11 +104,13 @@ class AttributeColumns:
 
 @dataclass(frozen=True)
 class AttributesAt:
-    """The namespace and kind of each memory as of one time (``as_of``); ``key`` names the attribute rows counted then.
+    """The namespace, kind and state of each memory as of one time (``as_of``); ``key`` names the attribute rows
+    counted then.
 
     While no memory ever changed namespace (``moved``) or kind (``rekinded``), the values the
     revision rows were loaded with are the only ones, and nothing is worked out; otherwise the
-    codes of every memory are, once, on first use.
+    codes of every memory are, once, on first use. Likewise every memory is active while no
+    row ever recorded another state (``lifecycled``).
     """
 
     attributes: "AttributeColumns"
@@ -107,6 +119,9 @@ class AttributesAt:
     key: tuple
     moved: bool
     rekinded: bool
+    states: tuple = ()  # View.states
+    lifecycled: bool = False
+    kinds: tuple = ()  # View.kinds
     computed: dict = field(default_factory=dict, compare=False, repr=False)
 
     def namespace(self, rows: np.ndarray) -> np.ndarray:
@@ -123,22 +138,72 @@ class AttributesAt:
         codes = self._codes()[self.columns.memory[rows]]
         return np.where(codes >= 0, codes & 0xFFFFFFFF, self.columns.kind[rows])
 
+    def in_states(self, rows: np.ndarray, states: list[str], stale_after: dict[str, int], *, as_of: int) -> np.ndarray:
+        """Whether each of revision ``rows`` (visible at ``as_of``, one per memory) shows its memory in one of
+        ``states``: its recorded state then, except that an active one whose row was learned more than
+        ``stale_after[kind]`` microseconds before ``as_of`` reads ``stale`` (the rule of
+        ``memories.states.read_state``). ``as_of`` is the query's own: this object serves every time with the
+        same attribute rows counted, and ages differ between them."""
+        # Whether active memories split into active and stale ones here: only when one of the two is asked for.
+        split = (ACTIVE in states) != (STALE in states)
+        active = np.ones(len(rows), dtype=bool)
+        keep = np.zeros(len(rows), dtype=bool)
+        if not self.lifecycled and not split:  # every memory is active, and its age does not matter
+            return active if ACTIVE in states else keep
+        if self.lifecycled:
+            codes = self._state_codes()[self.columns.memory[rows]]
+            active = (codes < 0) | np.isin(codes, [code for code, name in enumerate(self.states) if name == ACTIVE])
+            keep = np.isin(codes, [code for code, name in enumerate(self.states) if name in states and name != ACTIVE])
+        stale = np.zeros(len(rows), dtype=bool)
+        if stale_after and split:
+            ages = np.array([stale_after.get(name, _NEVER) for name in self.kinds] or [_NEVER], dtype=np.int64)
+            stale = active & (self.columns.known[rows] < as_of - ages[self.kind(rows)])
+        if ACTIVE in states:
+            keep |= active & ~stale
+        elif STALE in states:
+            keep |= stale
+        return keep
+
+    def _newest(self) -> np.ndarray:
+        """The attribute rows counted at as_of that are their memory's newest then."""
+        newest = self.computed.get("newest")
+        if newest is None:
+            a = self.attributes
+            newest = np.flatnonzero((a.known <= self.as_of) & (a.counts_from <= self.as_of))
+            if len(newest):
+                # The newest of each memory's rows: they are sorted by memory, then known_at and id.
+                memory = a.memory[newest]
+                newest = newest[np.append(memory[1:] != memory[:-1], True)]
+            self.computed["newest"] = newest
+        return newest
+
+    def _by_memory(self) -> np.ndarray:
+        """An array indexed by memory id, every slot -1 (no row then)."""
+        a, c = self.attributes, self.columns
+        top = max(int(a.memory[-1]) if len(a.id) else 0, int(c.memory[-1]) if len(c.memory) else 0)  # both sorted
+        return np.full(top + 1, -1, dtype=np.int64)
+
     def _codes(self) -> np.ndarray:
         """By memory id: namespace code << 32 | kind code of its newest row counted at as_of, or -1 (none)."""
         codes = self.computed.get("codes")
         if codes is not None:
             return codes
-        a, c = self.attributes, self.columns
-        top = max(int(a.memory[-1]) if len(a.id) else 0, int(c.memory[-1]) if len(c.memory) else 0)  # both sorted
-        codes = np.full(top + 1, -1, dtype=np.int64)
-        rows = np.flatnonzero((a.known <= self.as_of) & (a.counts_from <= self.as_of))
-        if len(rows):
-            # The newest of each memory's rows: they are sorted by memory, then known_at and id.
-            memory = a.memory[rows]
-            rows = rows[np.append(memory[1:] != memory[:-1], True)]
-            codes[a.memory[rows]] = a.namespace[rows].astype(np.int64) << 32 | a.kind[rows]
+        a, rows = self.attributes, self._newest()
+        codes = self._by_memory()
+        codes[a.memory[rows]] = a.namespace[rows].astype(np.int64) << 32 | a.kind[rows]
         codes.flags.writeable = False
         self.computed["codes"] = codes
+        return codes
+
+    def _state_codes(self) -> np.ndarray:
+        """By memory id: the state code of its newest row counted at as_of, or -1 (none: the memory is active)."""
+        codes = self.computed.get("states")
+        if codes is None:
+            a, rows = self.attributes, self._newest()
+            codes = self._by_memory()
+            codes[a.memory[rows]] = a.state[rows]
+            codes.flags.writeable = False
+            self.computed["states"] = codes
         return codes
 
 
@@ -217,6 +282,8 @@ class View:
     # then sit under several keys, and only the one of its namespace as of the query counts.
     moved: bool = False
     rekinded: bool = False  # whether a memory has attribute rows of more than one kind
+    states: tuple[str, ...] = ()  # the lifecycle states the attribute rows record, by code
+    lifecycled: bool = False  # whether any attribute row records a state other than active
     events: list = field(default_factory=list, compare=False, repr=False)  # [Events], filled on first use
     cache: dict = field(default_factory=dict, compare=False, repr=False)
     stats: dict = field(default_factory=dict, compare=False, repr=False)  # see visible_memo
@@ -235,7 +302,8 @@ class View:
         if found is not None:
             return found
         found = AttributesAt(a if a is not None else _NO_ATTRIBUTES, self.columns, as_of, key,
-                             moved=self.moved, rekinded=self.rekinded)
+                             moved=self.moved, rekinded=self.rekinded, states=self.states,
+                             lifecycled=self.lifecycled, kinds=self.kinds)
         with self.lock:
             if len(self.attributes_cache) >= _VISIBLE_CACHE_SIZE:
                 del self.attributes_cache[next(iter(self.attributes_cache))]
@@ -402,7 +470,7 @@ def _runs(sorted_keys: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.nda
     return np.repeat(starts, lengths) + offsets, owner
 
 
-_NO_ATTRIBUTES = AttributeColumns(*(np.zeros(0, dtype=np.int32 if name in ("namespace", "kind") else np.int64)
+_NO_ATTRIBUTES = AttributeColumns(*(np.zeros(0, dtype=np.int32 if name in ("namespace", "kind", "state") else np.int64)
                                    for name in _ATTRIBUTE_COLUMNS))
 _EMPTY = View(columns=Columns(*(np.zeros(0, dtype=bool if name == "tombstone" else np.int64) for name in _COLUMNS)),
               position=np.full(1, -1, dtype=np.int64), namespaces=(), kinds=(), max_id=0, anchor=None)
@@ -460,7 +528,7 @@ def _attribute_fields(view: View) -> dict:
     """The attribute rows of ``view``, for a view built from it."""
     return dict(attributes=view.attributes, attributes_max_id=view.attributes_max_id,
                 attributes_anchor=view.attributes_anchor, attribute_times=view.attribute_times, moved=view.moved,
-                rekinded=view.rekinded)
+                rekinded=view.rekinded, states=view.states, lifecycled=view.lifecycled)
 
 
 def _republished(view: View) -> View:
@@ -506,12 +574,12 @@ def _extend_attributes(view: View, *, after: int) -> View:
         cursor.execute("SELECT memory_id || ' ' || known_at FROM memories_attributes WHERE id = %s", [rows[-1][0]])
         anchor = cursor.fetchone()[0]
     fields = list(zip(*rows))
-    namespaces, kinds = list(view.namespaces), list(view.kinds)
+    namespaces, kinds, states = list(view.namespaces), list(view.kinds), list(view.states)
     new = AttributeColumns(
         id=np.asarray(fields[0], dtype=np.int64), memory=np.asarray(fields[1], dtype=np.int64),
-        namespace=_codes(namespaces, fields[2]), kind=_codes(kinds, fields[3]),
-        known=np.asarray(fields[4], dtype=np.int64), counts_from=np.asarray(fields[5], dtype=np.int64),
-        batch=np.asarray(fields[6], dtype=np.int64))
+        namespace=_codes(namespaces, fields[2]), kind=_codes(kinds, fields[3]), state=_codes(states, fields[4]),
+        known=np.asarray(fields[5], dtype=np.int64), counts_from=np.asarray(fields[6], dtype=np.int64),
+        batch=np.asarray(fields[7], dtype=np.int64))
     order = np.lexsort((new.id, new.known, new.memory))
     new = AttributeColumns(*(getattr(new, name)[order] for name in _ATTRIBUTE_COLUMNS))
     old = view.attributes
@@ -525,7 +593,8 @@ def _extend_attributes(view: View, *, after: int) -> View:
                 max_id=view.max_id, anchor=view.anchor,
                 import_times=np.union1d(view.import_times, new.counts_from[new.counts_from != ALWAYS]),
                 events=list(view.events), room=view.room, attributes=merged, attributes_max_id=int(new.id.max()),
-                attributes_anchor=anchor, attribute_times=attribute_times, moved=moved, rekinded=rekinded)
+                attributes_anchor=anchor, attribute_times=attribute_times, moved=moved, rekinded=rekinded,
+                states=tuple(states), lifecycled=view.lifecycled or any(state != ACTIVE for state in fields[4]))
 
 
 def _codes(names: list[str], values) -> np.ndarray:

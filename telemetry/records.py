@@ -19,6 +19,7 @@ class HookHit(Record):
     title: str
     score: float
     age: str
+    state: str = Field(description="candidate, active, stale or archived (memories.states).")
 
 
 class HookBlock(Record):

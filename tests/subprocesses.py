@@ -96,7 +96,8 @@ class Instance:
     def create_api_keys(self, **specs: dict) -> dict[str, str]:
         """Create API keys in one process and return their plaintexts by name.
 
-        Each spec: ``scopes`` (default read and write), ``namespaces`` (default all), ``revoked``.
+        Each spec: ``scopes`` (default read and write), ``namespaces`` (default all), ``revoked``, ``trusted``
+        (default true).
         """
         created = self.run("""
             import json, sys
@@ -104,7 +105,8 @@ class Instance:
             tokens = {}
             for name, spec in json.loads(sys.argv[1]).items():
                 key, tokens[name] = api_key_create(name=name, scopes=spec.get("scopes", ["read", "write"]),
-                                                   namespaces=spec.get("namespaces"), **ACTOR)
+                                                   namespaces=spec.get("namespaces"),
+                                                   trusted=spec.get("trusted", True), **ACTOR)
                 if spec.get("revoked"):
                     api_key_revoke(prefix=key.prefix, **ACTOR)
             print(json.dumps(tokens))

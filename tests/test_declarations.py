@@ -91,6 +91,10 @@ OPERATIONS = {
     "restore": Operation(declared.RestoreArgs, [Rest("post", MEMORY + "restore/", "200", ChangeResult, body=True,
                                                      path_arguments=("id",))],
                          "memory_restore", ChangeResult),
+    **{action: Operation(declared.StateChangeArgs, [Rest("post", MEMORY + f"{action}/", "200", ChangeResult, body=True,
+                                                         path_arguments=("id",))],
+                         f"memory_{action}", ChangeResult)
+       for action in ("promote", "archive", "unarchive")},
     "history": Operation(declared.HistoryArgs, [Rest("get", MEMORY + "history/", "200", History,
                                                      path_arguments=("id",))],
                          "memory_history", History),

@@ -28,6 +28,9 @@ TOOLS = {
     "memory_update": (False, True, False),
     "memory_forget": (False, True, True),
     "memory_restore": (False, False, True),
+    "memory_promote": (False, False, True),
+    "memory_archive": (False, False, True),
+    "memory_unarchive": (False, False, True),
     "memory_history": (True, False, True),
     "memory_list": (True, False, True),
     "memory_stats": (True, False, True),
@@ -44,7 +47,7 @@ MISSING = 999_999
 def mcp_server(module_instance):
     keys = module_instance.create_api_keys(
         writer={}, reader={"scopes": ["read"]}, acme={"namespaces": ["acme"]}, revoked={"revoked": True},
-        operator={"scopes": ["read", "admin"]})
+        operator={"scopes": ["read", "admin"]}, untrusted={"trusted": False})
     with serve(module_instance.env) as base:
         yield {"url": f"{base}/mcp", "keys": keys, "env": module_instance.env}
 
@@ -314,6 +317,28 @@ def test_an_agent_can_restore_a_memory_it_forgot(client, namespace):
     assert client.call("memory_history", {"id": stored["id"]})["revisions"][-1]["reason"] == "it still holds"
     assert client.call("memory_restore", {"id": stored["id"]})["changed"] is False
     assert f"Memory {MISSING} not found" in client.error("memory_restore", {"id": MISSING})
+
+
+def test_an_untrusted_agents_memories_are_candidates_until_a_trusted_one_promotes_them(mcp_server, client,
+                                                                                        namespace):
+    with http_client(mcp_server["url"], mcp_server["keys"]["untrusted"]) as untrusted:
+        made = untrusted.call("memory_remember", {"content": "The fax number is +1 555 0100.", "namespace": namespace})
+        assert made["state"] == "candidate"
+        assert "· candidate]" in untrusted.call_raw("memory_get", {"id": made["id"]}).content[0].text
+        assert "marked untrusted" in untrusted.error("memory_promote", {"id": made["id"]})
+        assert "marked untrusted" in untrusted.error("memory_archive", {"id": made["id"]})
+
+    promoted = client.call("memory_promote", {"id": made["id"], "reason": "the user confirmed it"})
+    assert (promoted["changed"], promoted["state"]) == (True, "active")
+    assert client.call("memory_archive", {"id": made["id"], "reason": "nobody faxes"})["state"] == "archived"
+    query = {"query": "fax number", "namespace": namespace, "mode": "keyword"}
+    assert client.call("memory_recall", query)["hits"] == []
+    hits = client.call("memory_recall", {**query, "states": ["archived"]})["hits"]
+    assert [(hit["id"], hit["state"]) for hit in hits] == [(made["id"], "archived")]
+    assert client.call("memory_unarchive", {"id": made["id"]})["state"] == "active"
+    rows = client.call("memory_history", {"id": made["id"]})["attributes"]
+    assert [(row["state"], row["reason"]) for row in rows] == [
+        ("candidate", ""), ("active", "the user confirmed it"), ("archived", "nobody faxes"), ("active", "")]
 
 
 BAD_CALLS = [

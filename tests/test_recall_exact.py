@@ -1,10 +1,11 @@
 """Point-in-time exactness: recall at (as_of, valid_at) scores as a fresh store of the visible rows would.
 
 Random histories (revisions, bounded corrections, tombstones, TTLs, two namespaces, and
-moves, re-kinds and retags between them) are written step by step with chosen times; the
-reference for each query is the SQL form of the visibility rule, with each memory's
-namespace, kind and tags as of the query's time, plus a brand-new FTS5 table holding
-exactly the visible rows of the namespaces asked, scored by SQLite's own bm25().
+moves, re-kinds, retags and lifecycle states between them) are written step by step with
+chosen times; the reference for each query is the SQL form of the visibility rule, with
+each memory's namespace, kind, tags and state as of the query's time (``memories.states``,
+with notes going stale after 20 days), plus a brand-new FTS5 table holding exactly the
+visible rows of the namespaces asked, scored by SQLite's own bm25().
 """
 
 import datetime as dt
@@ -15,7 +16,7 @@ from hypothesis import HealthCheck, example, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from memories import validation
+from memories import states, validation
 from memories.models import Attributes, Memory, Revision
 from memories.selectors import memory_recall as recall
 from memories.services.lifecycle import append_attributes, append_revision, tag_objects
@@ -39,12 +40,13 @@ revision_strategy = st.fixed_dictionaries({
     "ttl": st.one_of(st.none(), st.integers(1, 30)),
     "tombstone": st.booleans(),
 })
-# A move, re-kind or retag: the memory's namespace, kind and tags from that day on.
+# A move, re-kind, retag or change of state: the memory's namespace, kind, tags and state from that day on.
 change_strategy = st.fixed_dictionaries({
     "known": st.integers(0, 60),
     "namespace": st.sampled_from(["alpha", "beta"]),
     "kind": st.sampled_from(["note", "decision"]),
     "tags": st.lists(st.sampled_from(["red", "blue"]), unique=True),
+    "state": st.sampled_from(["active", "active", "candidate", "archived"]),
 })
 memory_strategy = st.fixed_dictionaries({
     "namespace": st.sampled_from(["alpha", "beta"]),
@@ -59,6 +61,8 @@ query_strategy = st.fixed_dictionaries({
     # Mostly unfiltered, so that most queries find something.
     "kinds": st.sampled_from([None, None, ["note"], ["decision"]]),
     "tags": st.sampled_from([None, None, ["red"], ["red", "blue"]]),
+    # None: recall's default, everything but archived.
+    "states": st.sampled_from([None, None, ["active"], ["stale"], ["archived"], ["candidate", "stale"]]),
 })
 
 
@@ -76,7 +80,7 @@ MOVED = [
     {"namespace": "beta", "revisions": [_step("apple apple delta", 0)], "changes": []},
 ]
 MOVED_QUERIES = [{"words": ["apple"], "as_of": day, "valid_at": None, "namespaces": namespaces, "kinds": kinds,
-                  "tags": tags}
+                  "tags": tags, "states": None}
                  for day in (5, 15, 25, 35) for namespaces in (["alpha"], ["beta"], ["alpha", "beta"])
                  for kinds, tags in ((None, None), (["note"], None), (None, ["red"]))]
 
@@ -101,7 +105,8 @@ def write_history(memories, committed):
                     memory.save(update_fields=["namespace", "kind"])
                     tags = tag_objects(namespace=memory.namespace, names=step["tags"])
                     memory.tags.set(tags)
-                    append_attributes(memory, known_at=known, actor="test", interface="cli", tags=tags)
+                    append_attributes(memory, known_at=known, actor="test", interface="cli", tags=tags,
+                                      state=step.get("state", "active"))
                 continue
             if step["tombstone"] and last_text is not None:
                 with committed(execute=True):
@@ -144,7 +149,7 @@ def reference(words, *, as_of, valid_at, namespaces):
     return {memory_id: (score, counts[memory_id]) for memory_id, score in scores.items()}
 
 
-@override_settings(MEMORY_EMBEDDER="hash")
+@override_settings(MEMORY_EMBEDDER="hash", MEMORY_STALE_AFTER_DAYS={"note": 20})
 @hypothesis_settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                             HealthCheck.too_slow])
 @given(memories=st.lists(memory_strategy, min_size=1, max_size=8), queries=st.lists(query_strategy, min_size=1,
@@ -169,23 +174,29 @@ def test_keyword_scores_equal_fts5_on_a_fresh_table_of_the_visible_rows(db, djan
             valid_at = None if query["valid_at"] is None else T0 + query["valid_at"] * DAY
             expected = reference(query["words"], as_of=as_of, valid_at=valid_at or as_of,
                                  namespaces=query["namespaces"])
-            # Kinds and tags (as of then) only choose among the visible rows; the statistics are all of them.
+            # Kinds, tags and states (as of then) only choose among the visible rows; the statistics are all of them.
             chosen = Attributes.objects.as_of(as_of)
             if query["kinds"]:
                 chosen = chosen.filter(kind__in=query["kinds"])
             for tag in query["tags"] or []:
                 chosen = chosen.filter(tags__slug=tag)
-            chosen = set(chosen.values_list("memory_id", flat=True))
-            expected = {memory_id: found for memory_id, found in expected.items() if memory_id in chosen}
+            shown = dict(Revision.objects.visible(as_of=as_of, valid_at=valid_at or as_of)
+                         .values_list("memory_id", "known_at"))
+            read = {row.memory_id: states.read_state(row.state, kind=row.kind, known_at=shown[row.memory_id],
+                                                     as_of=as_of)
+                    for row in chosen if row.memory_id in shown}
+            wanted = query["states"] or states.RECALL_STATES_DEFAULT
+            expected = {memory_id: found for memory_id, found in expected.items()
+                        if memory_id in read and read[memory_id] in wanted}
             filters = dict(namespace=query["namespaces"], kinds=query["kinds"], tags=query["tags"], as_of=as_of,
-                           valid_at=valid_at)
+                           valid_at=valid_at, states=query["states"])
             result = recall(query=" ".join(query["words"]), mode="keyword", match="any", limit=100, explain=True,
                             **filters)
-            # The hits show the namespace, kind and tags they had then.
+            # The hits show the namespace, kind, tags and state they had then.
             for hit in result.hits:
                 then = Attributes.objects.as_of(as_of).get(memory_id=hit.memory.id)
-                assert (hit.memory.namespace, hit.memory.kind, hit.memory.tags) == (
-                    then.namespace, then.kind, sorted(tag.name for tag in then.tags.all()))
+                assert (hit.memory.namespace, hit.memory.kind, hit.memory.tags, hit.memory.state) == (
+                    then.namespace, then.kind, sorted(tag.name for tag in then.tags.all()), read[hit.memory.id])
             got = {hit.memory.id: (hit.explain["bm25"], len(hit.matched_terms)) for hit in result.hits}
             assert set(got) == set(expected)
             for memory_id, (score, count) in expected.items():

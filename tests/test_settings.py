@@ -20,6 +20,8 @@ pytestmark = pytest.mark.slow
         ("MEMORY_LOG_FORMAT", "xml", "one of plain, json"),
         ("MEMORY_FUSION", "borda", "one of weighted, rrf"),
         ("MEMORY_API_MAX_BODY_BYTES", "12", "an integer from 65536 to 67108864"),
+        ("MEMORY_STALE_AFTER_DAYS", "note=0", "'none', or comma-separated key=days pairs with keys from fact, "
+         "preference, decision, skill, note, artifact, event, each once, and whole days from 1 to 36500"),
     ],
 )
 def test_a_bad_value_stops_start_up_with_one_line_naming_it(tmp_path, name, value, accepted):

@@ -1,4 +1,5 @@
-"""The memories' bulk actions: forget, restore, tag, move, export and erase what the list selected.
+"""The memories' bulk actions: forget, restore, promote, archive, unarchive, tag, move, export and erase what the list
+selected.
 
 Each calls one service per memory inside one transaction, so a refused memory leaves
 the whole batch unchanged, and reports what changed in one message. Deleting is
@@ -13,7 +14,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from memories import services
-from memories.admin.forms import EraseForm, ForgetForm, MoveForm, TagsForm, admin_actor, split_names
+from memories.admin.forms import EraseForm, ForgetForm, MoveForm, StateChangeForm, TagsForm, admin_actor, split_names
 from memories.admin.history import attach_shown_revisions
 from memoryproject.exceptions import MemoryServiceError
 
@@ -99,6 +100,40 @@ class MemoryActions:
         results = self._each(request, queryset, lambda memory_id: services.memory_restore(
             memory_id=memory_id, actor=admin_actor(request), interface="admin"))
         self._report(request, results, "Restored", "were not forgotten")
+
+    def _change_state(self, request, queryset, *, action: str, service, verb: str, unchanged: str, intro: str):
+        """A lifecycle transition (memories.states) of every selected memory, with one reason for all."""
+        form = StateChangeForm(request.POST if "apply" in request.POST else None)
+        if form.is_valid():
+            reason = form.cleaned_data["reason"] or None
+            results = self._each(request, queryset, lambda memory_id: service(
+                memory_id=memory_id, actor=admin_actor(request), interface="admin", reason=reason))
+            self._report(request, results, verb, unchanged)
+            if results is not None:
+                return None
+        return self._form_page(request, queryset, action=action, form=form, title=f"{verb[:-1]} memories",
+                               intro=intro, button=f"Yes, {verb[:-1].lower()} them")
+
+    @admin.action(description="Promote selected candidates to active", permissions=["change"])
+    def promote_memories(self, request, queryset):
+        return self._change_state(request, queryset, action="promote_memories", service=services.memory_promote,
+                                  verb="Promoted", unchanged="were already active",
+                                  intro="Make the candidates below active from now on. Their history records "
+                                        "who promoted them, when and why.")
+
+    @admin.action(description="Archive selected memories (kept, but left out of recall)", permissions=["change"])
+    def archive_memories(self, request, queryset):
+        return self._change_state(request, queryset, action="archive_memories", service=services.memory_archive,
+                                  verb="Archived", unchanged="were already archived",
+                                  intro="Archive the memories below from now on: they stay readable, but recall "
+                                        "leaves them out unless asked for archived memories.")
+
+    @admin.action(description="Unarchive selected memories", permissions=["change"])
+    def unarchive_memories(self, request, queryset):
+        return self._change_state(request, queryset, action="unarchive_memories", service=services.memory_unarchive,
+                                  verb="Unarchived", unchanged="were not archived",
+                                  intro="Bring the memories below back, from now on, to the state each had before "
+                                        "it was archived.")
 
     def _retag(self, request, queryset, *, action: str, adding: bool):
         form = TagsForm(request.POST if "apply" in request.POST else None)

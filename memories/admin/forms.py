@@ -186,6 +186,12 @@ class ForgetForm(forms.Form):
                              help_text="Why they go. Kept on each tombstone; the history and the timeline show it.")
 
 
+class StateChangeForm(forms.Form):
+    reason = forms.CharField(required=False, max_length=validation.REASON_MAX,
+                             widget=forms.TextInput(attrs={"size": 60}),
+                             help_text="Why. Kept in each memory's history with the new state, who and when.")
+
+
 class EraseForm(forms.Form):
     reason = forms.CharField(required=False, max_length=500, help_text="Kept on each erasure receipt.")
 
@@ -198,6 +204,9 @@ class ApiKeyCreateForm(ServiceForm, forms.ModelForm):
                                        initial=[Scope.READ, Scope.WRITE])
     namespaces = forms.CharField(required=False,
                                  help_text="Comma- or space-separated namespaces the key may use; blank for all.")
+    untrusted = forms.BooleanField(required=False, help_text=(
+        "The memories the key creates start as candidates until a person promotes them, and it may not promote "
+        "or archive."))
 
     class Meta:
         model = ApiKey
@@ -213,7 +222,7 @@ class ApiKeyCreateForm(ServiceForm, forms.ModelForm):
             return data
         result = self.run(lambda: api_key_create(
             name=data["name"], scopes=data["scopes"], namespaces=split_names(data["namespaces"]) or None,
-            actor=self.actor, interface="admin"))
+            trusted=not data["untrusted"], actor=self.actor, interface="admin"))
         if result is not None:
             self.created, self.token = result
         return data

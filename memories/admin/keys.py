@@ -12,17 +12,17 @@ from memoryproject.exceptions import MemoryServiceError
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(admin.ModelAdmin):
-    list_display = ("name", "prefix", "scope_list", "namespace_list", "created_at", "created_by", "last_used_at",
-                    "revoked_at")
-    list_filter = (("revoked_at", admin.EmptyFieldListFilter),)
+    list_display = ("name", "prefix", "scope_list", "namespace_list", "trusted", "created_at", "created_by",
+                    "last_used_at", "revoked_at")
+    list_filter = (("revoked_at", admin.EmptyFieldListFilter), "trusted")
     search_fields = ("name", "prefix")
     actions = ("revoke_keys",)
     # Never secret_hash: it is not the key, but there is nothing to gain from showing it.
-    shown = ("name", "prefix", "scope_list", "namespace_list", "created_at", "created_by", "last_used_at",
+    shown = ("name", "prefix", "scope_list", "namespace_list", "trusted", "created_at", "created_by", "last_used_at",
              "revoked_at")
 
     def get_fields(self, request, obj=None):
-        return ("name", "scopes", "namespaces") if obj is None else self.shown
+        return ("name", "scopes", "namespaces", "untrusted") if obj is None else self.shown
 
     def get_readonly_fields(self, request, obj=None):
         return () if obj is None else self.shown

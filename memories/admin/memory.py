@@ -13,13 +13,13 @@ from django.utils import dateformat, timezone
 from django.utils.html import format_html
 from django.utils.text import Truncator
 
-from memories import selectors, validation
+from memories import selectors, states, validation
 from memories.admin.actions import MemoryActions
 from memories.admin.audit_page import AuditPage
 from memories.admin.conflicts import ConflictQueue
 from memories.admin.forms import MemoryAddForm, MemoryChangeForm, admin_actor
 from memories.admin.history import attach_shown_revisions, revision_history
-from memories.models import Memory, Revision, State, Tag
+from memories.models import Attributes, Lifecycle, Memory, Revision, State, Tag
 from memoryproject.exceptions import MemoryServiceError
 
 PREVIEW_CHARS = 120
@@ -52,6 +52,23 @@ class VisibleNowFilter(admin.SimpleListFilter):
             return queryset.filter(pk__in=Memory.objects.visible(as_of=now).values("pk"))
         if self.value() == "no":
             return queryset.filter(pk__in=Memory.objects.hidden(as_of=now).values("pk"))
+        return None
+
+
+class LifecycleFilter(admin.SimpleListFilter):
+    title = "lifecycle state now"
+    parameter_name = "lifecycle"
+
+    def lookups(self, request, model_admin):
+        return Lifecycle.choices
+
+    def queryset(self, request, queryset):
+        if self.value() in Lifecycle.values:
+            recorded = Attributes.objects.as_of(timezone.now()).filter(state=self.value()).values("memory_id")
+            if self.value() == Lifecycle.ACTIVE:  # a memory without attribute rows is active
+                rowless = Memory.objects.exclude(pk__in=Attributes.all_objects.values("memory_id")).values("pk")
+                return queryset.filter(pk__in=recorded) | queryset.filter(pk__in=rowless)
+            return queryset.filter(pk__in=recorded)
         return None
 
 
@@ -96,7 +113,7 @@ class MemoryAdmin(AuditPage, ConflictQueue, MemoryActions, admin.ModelAdmin):
     list_display = ("id", "preview", "namespace", "kind", "tag_list", "state_value", "last_change",
                     "revision_count")
     list_display_links = ("id", "preview")
-    list_filter = ("namespace", "kind", ("tags", TagFilter), "state", VisibleNowFilter,
+    list_filter = ("namespace", "kind", ("tags", TagFilter), "state", LifecycleFilter, VisibleNowFilter,
                    TtlFilter)
     # The search box runs the recall engine (get_search_results); this only switches the box on.
     search_fields = ("recall",)
@@ -104,8 +121,8 @@ class MemoryAdmin(AuditPage, ConflictQueue, MemoryActions, admin.ModelAdmin):
                         f"At most {validation.RECALL_LIMIT_MAX} matches.")
     ordering = ("-id",)
     list_per_page = 50
-    actions = ("forget_memories", "restore_memories", "add_tag", "remove_tag", "move_namespace", "export_json",
-               "erase_memories")
+    actions = ("forget_memories", "restore_memories", "promote_memories", "archive_memories", "unarchive_memories",
+               "add_tag", "remove_tag", "move_namespace", "export_json", "erase_memories")
     change_form_template = "admin/memories/memory/change_form.html"
     change_list_template = "admin/memories/memory/change_list.html"
 
@@ -154,7 +171,17 @@ class MemoryAdmin(AuditPage, ConflictQueue, MemoryActions, admin.ModelAdmin):
 
     @admin.display(description="state", ordering="state")
     def state_value(self, memory):
-        return memory.state  # the word the API uses: active or forgotten
+        """The word the API uses now (memories.states): candidate, active, stale, archived or forgotten."""
+        if memory.state == State.FORGOTTEN:
+            return states.FORGOTTEN
+        now = timezone.now()
+        if hasattr(memory, "shown_revision"):  # the list attached each row's shown revision
+            revision = memory.shown_revision if memory.shown_is_visible else None
+        else:  # the change page
+            revision = Revision.objects.filter(memory=memory).visible(as_of=now).first()
+        if revision is None:  # hidden now: its age says nothing
+            return memory.recorded_state
+        return states.read_state(memory.recorded_state, kind=memory.kind, known_at=revision.known_at, as_of=now)
 
     @admin.display(description="tags")
     def tag_list(self, memory):
@@ -176,7 +203,7 @@ class MemoryAdmin(AuditPage, ConflictQueue, MemoryActions, admin.ModelAdmin):
                 (None, {"fields": ("namespace", "key", "kind", "title", "content", "tags", "source")}),
                 ("Time", {"fields": ("ttl_days", "valid_from", "valid_to")}),
             ]
-        identity = (None, {"fields": ("namespace", "key", "state", "visible_now", "created_at")})
+        identity = (None, {"fields": ("namespace", "key", "state_value", "visible_now", "created_at")})
         if not self.has_change_permission(request, obj):
             return [identity]  # a viewer reads the text in the revision history below
         return [
@@ -186,7 +213,7 @@ class MemoryAdmin(AuditPage, ConflictQueue, MemoryActions, admin.ModelAdmin):
         ]
 
     def get_readonly_fields(self, request, obj=None):
-        return () if obj is None else ("namespace", "key", "state", "visible_now", "created_at")
+        return () if obj is None else ("namespace", "key", "state_value", "visible_now", "created_at")
 
     @admin.display(description="visible now")
     def visible_now(self, memory):

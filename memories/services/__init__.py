@@ -10,11 +10,14 @@ from memories.services.hooks import hook_ingest, hook_recall, hook_report
 from memories.services.imports import memories_import
 from memories.services.learn import memory_learn
 from memories.services.lifecycle import (
+    memory_archive,
     memory_forget,
+    memory_promote,
     memory_remember,
     memory_restore,
     memory_retag,
     memory_revise,
+    memory_unarchive,
     memory_update,
 )
 from memories.services.markdown import markdown_import
@@ -34,12 +37,15 @@ __all__ = [
     "hook_report",
     "memory_erase",
     "purge_expired",
+    "memory_archive",
     "memory_forget",
     "memory_learn",
     "memory_move",
+    "memory_promote",
     "memory_remember",
     "memory_restore",
     "memory_retag",
     "memory_revise",
+    "memory_unarchive",
     "memory_update",
 ]

@@ -10,15 +10,14 @@ from memories import selectors, validation
 from memories.models import Memory, Revision, Tag
 from memories.records import ChangeResult, MemoryRecord
 from memories.services.lifecycle import (UNFINISHED_IMPORT_ADVICE, append_attributes, audit, check_interface,
-                                         get_memory, tag_objects)
+                                         get_memory, record_now, tag_objects)
 from memoryproject.exceptions import Conflict, DuplicateContent
 from search import indexing
 
 
 def _shown(memory: Memory, now) -> MemoryRecord:
     revision = selectors.visible_revision(memory=memory, as_of=now) or selectors.latest_content_revision(memory)
-    revision.memory = memory
-    return MemoryRecord.from_revision(revision, tags=[tag.name for tag in memory.tags.order_by("slug")])
+    return record_now(memory, revision)
 
 
 def _move_tags(memory: Memory, namespace: str) -> None:

@@ -13,7 +13,7 @@ from django.db.models import Exists, OuterRef, Prefetch, Q
 from django.utils import timezone
 
 from memories import validation
-from memories.models import Attributes, Memory, Revision, State, Tag
+from memories.models import Attributes, Lifecycle, Memory, Revision, State, Tag
 from memoryproject.exceptions import InvalidInput
 from memoryproject.timeparse import format_instant, parse_optional_instant
 
@@ -102,17 +102,18 @@ def _export_chunks(memories, *, header, cutoff, batch_size, progress) -> Iterato
 def _memory_entry(memory: Memory) -> dict:
     revisions = memory.exported_revisions
     position = {revision.pk: index for index, revision in enumerate(revisions)}
-    # The state at the cutoff, not today's: every change of state appends a revision.
-    state = State.FORGOTTEN if revisions[-1].tombstone else State.ACTIVE
-    # Namespace, kind and tags at the cutoff too; today's for a memory without attribute rows then.
+    # Namespace, kind, tags and lifecycle state at the cutoff; today's for a memory without attribute rows then.
     then = memory.exported_attributes[0] if memory.exported_attributes else memory
+    # Forgotten at the cutoff when a tombstone came last; else the recorded state (stale is read, never stored).
+    state = State.FORGOTTEN.value if revisions[-1].tombstone else (
+        Lifecycle.ACTIVE.value if then is memory else then.state)
     return {
         "namespace": then.namespace,
         "key": memory.key,
         "kind": then.kind,
         "tags": [tag.name for tag in then.tags.order_by("slug")] if then is memory else [
             tag.name for tag in then.tags.all()],
-        "state": state.value,
+        "state": state,
         "created_at": format_instant(memory.created_at),
         "revisions": [
             {

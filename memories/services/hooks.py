@@ -116,13 +116,13 @@ def hook_recall(
                                      min_score=min_score)
     entries = [
         wrapper.Entry(memory_id=hit.memory.id, namespace=hit.memory.namespace, key=hit.memory.key,
-                      title=hit.memory.title, age=hit.age, content=hit.memory.content)
+                      title=hit.memory.title, age=hit.age, content=hit.memory.content, state=hit.memory.state)
         for hit in result.hits
     ]
     block = wrapper.build(entries, budget=budget)
     shown = [
         HookHit(memory_id=hit.memory.id, revision_id=hit.memory.revision_id, namespace=hit.memory.namespace,
-                key=hit.memory.key, title=hit.memory.title, score=hit.score, age=hit.age)
+                key=hit.memory.key, title=hit.memory.title, score=hit.score, age=hit.age, state=hit.memory.state)
         for hit in result.hits[:block.shown]
     ]
     try:
@@ -227,7 +227,8 @@ def hook_ingest(
                                 namespace=record.namespace, cosine=twin.cosine, expires_at=record.expires_at)
     # No near twin was found above (or the text is an exact duplicate): no need to look again.
     result = memory_remember(namespace=namespace, content=content, kind=kind, title=title or None, tags=tags,
-                             source=source or None, ttl_days=ttl_days, look_for_near_twin=False, **caller.credit)
+                             source=source or None, ttl_days=ttl_days, look_for_near_twin=False,
+                             state=caller.new_memory_state, **caller.credit)
     record = result.memory
     if result.deduplicated:
         record = _refresh(record.id, ttl_days=ttl_days, caller=caller)

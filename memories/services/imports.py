@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from memories import selectors, staging, validation
 from memories.inserts import insert_all
-from memories.models import Attributes, Kind, Memory, Revision, State, Tag
+from memories.models import Attributes, Kind, Lifecycle, Memory, Revision, State, Tag
 from memories.records import ImportReport
 from memories.services import batches
 from memories.services.export import (
@@ -46,7 +46,9 @@ from memories.services.lifecycle import (
     audit,
     audit_many,
     check_interface,
+    memory_archive,
     memory_remember,
+    recorded_state,
     tag_objects,
     validity_interval,
 )
@@ -87,7 +89,8 @@ class _MemoryIn:
     key: str
     kind: str
     tags: list[str]
-    state: str
+    state: str  # Memory.state: forgotten when the last revision is a tombstone, else active
+    lifecycle: str  # the recorded lifecycle state: candidate, active or archived
     created_at: dt.datetime | None
     revisions: list[_RevisionIn]
 
@@ -195,12 +198,18 @@ def _read_memory(path, raw, *, trusted, actor, interface, now) -> _MemoryIn:
                                       interface=interface, now=now)
         revisions.append(revision)
     with _at(path):
-        # Every change of state appends a revision, so the history decides the state.
-        state = State.FORGOTTEN.value if revisions[-1].tombstone else State.ACTIVE.value
-        if raw.get("state", state) != state:
-            raise InvalidInput(f"state: {raw['state']!r} contradicts the history, whose last revision "
-                               f"{'is' if revisions[-1].tombstone else 'is not'} a tombstone.", field="state")
-    return _MemoryIn(path=path, namespace=namespace, key=key, kind=kind, tags=tags, state=state,
+        # Forgetting appends a revision, so the history decides whether the memory is forgotten; one that is not
+        # gives its recorded lifecycle state (stale is read from age, never exported).
+        forgotten = revisions[-1].tombstone
+        state = State.FORGOTTEN.value if forgotten else State.ACTIVE.value
+        given = raw.get("state", state)
+        wrong = given != State.FORGOTTEN if forgotten else given not in Lifecycle.values
+        if wrong:
+            expected = "forgotten" if forgotten else f"one of {', '.join(Lifecycle.values)}"
+            raise InvalidInput(f"state: {given!r} contradicts the history, whose last revision "
+                               f"{'is' if forgotten else 'is not'} a tombstone (expected {expected}).", field="state")
+        lifecycle = Lifecycle.ACTIVE.value if forgotten else given
+    return _MemoryIn(path=path, namespace=namespace, key=key, kind=kind, tags=tags, state=state, lifecycle=lifecycle,
                      created_at=created_at or revisions[0].fields["known_at"], revisions=revisions)
 
 
@@ -274,7 +283,7 @@ def _read_revision(raw, *, earlier: list[_RevisionIn], trusted, actor, interface
 
 def memories_import(
     *, document, actor: str, interface: str, trusted: bool, dry_run: bool = False,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Callable[[int, int], None] | None = None, new_memory_state: str = Lifecycle.ACTIVE,
 ) -> ImportReport:
     """Import an export document (parsed, or its JSON text), all or nothing; return what changed.
 
@@ -286,12 +295,17 @@ def memories_import(
     are skipped. Memories already present with the same history (trusted) or text
     (untrusted), and text that another visible memory of the namespace holds, are
     counted and left alone. ``dry_run`` does all of it and then takes it out unpublished.
+    ``new_memory_state`` candidate (an untrusted key's import) makes the items that would be
+    active candidates.
     """
     check_interface(interface)
     if not isinstance(trusted, bool):
         raise InvalidInput(f"trusted: expected true or false, got {trusted!r}.", field="trusted")
     now = timezone.now()
     items = _read_batch(document, trusted=trusted, actor=actor, interface=interface, now=now)
+    if new_memory_state == Lifecycle.CANDIDATE:
+        items = [dataclasses.replace(item, lifecycle=Lifecycle.CANDIDATE.value)
+                 if item.lifecycle == Lifecycle.ACTIVE else item for item in items]
     with batches.import_batch(actor=actor, interface=interface, trusted=trusted, dry_run=dry_run) as batch:
         return _write_batch(items, batch=batch, actor=actor, interface=interface, trusted=trusted,
                             dry_run=dry_run, progress=progress, now=now)
@@ -489,7 +503,8 @@ class _NewMemories:
         # Each memory's namespace, kind and tags from its first revision on (the export holds only the last ones).
         rows = insert_all([
             Attributes(memory_id=memory.pk, known_at=min(item.created_at, item.revisions[0].fields["known_at"]),
-                       namespace=item.namespace, kind=item.kind, author=item.revisions[0].fields["author"],
+                       namespace=item.namespace, kind=item.kind, state=item.lifecycle,
+                       author=item.revisions[0].fields["author"],
                        interface=item.revisions[0].fields["interface"], batch_id=staging.own_batch_id())
             for item, memory in zip(items, memories, strict=True)])
         insert_all([Attributes.tags.through(attributes_id=row.pk, tag_id=tag.pk)
@@ -561,11 +576,12 @@ def _settle(item: _MemoryIn, *, memory_id: int, revised: int, actor, interface, 
                        "again: it then writes the memory anew.")
     added = add_tags(memory, item.tags)
     kind_changed = bool(revised) and memory.kind != item.kind
+    lifecycle = item.lifecycle if revised and recorded_state(memory) != item.lifecycle else None
     if revised:
         memory.kind, memory.state = item.kind, item.state
         memory.save(update_fields=["kind", "state"])
-    if added or kind_changed:
-        append_attributes(memory, known_at=now, actor=actor, interface=interface)
+    if added or kind_changed or lifecycle:
+        append_attributes(memory, known_at=now, actor=actor, interface=interface, state=lifecycle)
     if not revised:
         return
     audit(actor=actor, interface=interface, action="import", memory_id=memory.pk, at=now, trusted=True,
@@ -604,10 +620,13 @@ def _remember_current(item: _MemoryIn, *, actor, interface, now) -> str:
             valid_from=latest.given_valid_from, valid_to=fields["valid_to"], subject=fields["subject"],
             predicate=fields["predicate"], object=fields["object"], confidence=fields["confidence"], actor=actor,
             interface=interface, force=True,  # an import stores what its file holds
+            state=Lifecycle.CANDIDATE if item.lifecycle == Lifecycle.CANDIDATE else Lifecycle.ACTIVE,
         )
     except DuplicateContent:
         return "duplicates"
     if result.created:
+        if item.lifecycle == Lifecycle.ARCHIVED:
+            memory_archive(memory_id=result.memory.id, actor=actor, interface=interface)
         return "created"
     if result.revised:
         return "revised"

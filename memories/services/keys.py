@@ -60,14 +60,20 @@ def _namespaces(values) -> list[str] | None:
     return names
 
 
-def api_key_create(*, name: str, scopes, namespaces=None, actor: str, interface: str) -> tuple[ApiKey, str]:
-    """Create a key and return it with its plaintext, which is not stored and cannot be shown again."""
+def api_key_create(*, name: str, scopes, namespaces=None, trusted: bool = True, actor: str,
+                   interface: str) -> tuple[ApiKey, str]:
+    """Create a key and return it with its plaintext, which is not stored and cannot be shown again.
+
+    ``trusted`` False: the memories the key creates start as candidates (``memories.states``).
+    """
     check_interface(interface)
     name = validation.short_text(name, field="name", limit=NAME_MAX)
     if not name:
         raise InvalidInput("name: give the key a name that says who or what uses it.", field="name")
     scope_list = _scopes(scopes)
     namespace_list = _namespaces(namespaces)
+    if not isinstance(trusted, bool):
+        raise InvalidInput("trusted: expected true or false.", field="trusted")
     for _ in range(5):
         prefix = secrets.token_hex(4)
         token = f"{KEY_PREFIX}_{prefix}_{secrets.token_urlsafe(32)}"
@@ -75,9 +81,10 @@ def api_key_create(*, name: str, scopes, namespaces=None, actor: str, interface:
             with transaction.atomic():
                 now = timezone.now()
                 key = ApiKey.objects.create(name=name, prefix=prefix, secret_hash=_digest(token), scopes=scope_list,
-                                            namespaces=namespace_list, created_at=now, created_by=actor)
+                                            namespaces=namespace_list, trusted=trusted, created_at=now,
+                                            created_by=actor)
                 audit(actor=actor, interface=interface, action="api_key_create", memory_id=None, at=now,
-                      prefix=prefix, name=name, scopes=scope_list, namespaces=namespace_list)
+                      prefix=prefix, name=name, scopes=scope_list, namespaces=namespace_list, trusted=trusted)
             return key, token
         except IntegrityError:  # two keys drew the same 32-bit prefix; draw again
             continue
@@ -111,12 +118,12 @@ def api_key_authenticate(token, *, interface: str) -> Caller:
         raise invalid
     # One primary-key-like lookup on the unique prefix, without the ORM: every request pays for it.
     with connection.cursor() as cursor:
-        cursor.execute("SELECT id, secret_hash, scopes, namespaces, last_used_at, revoked_at FROM memories_apikey "
-                       "WHERE prefix = %s", [parts[1]])
+        cursor.execute("SELECT id, secret_hash, scopes, namespaces, last_used_at, revoked_at, trusted "
+                       "FROM memories_apikey WHERE prefix = %s", [parts[1]])
         row = cursor.fetchone()
     if not hmac.compare_digest(_digest(token), row[1] if row is not None else _NO_KEY_HASH) or row is None:
         raise invalid
-    key_id, _, scopes, namespaces, last_used_at, revoked_at = row
+    key_id, _, scopes, namespaces, last_used_at, revoked_at, trusted = row
     if revoked_at is not None:
         raise AuthenticationFailed("This API key was revoked. Ask the operator for a new one.")
     now = timezone.now()
@@ -130,5 +137,5 @@ def api_key_authenticate(token, *, interface: str) -> Caller:
             pass  # only a hint: a full, read-only or busy database still answers reads
     namespaces = json.loads(namespaces) if namespaces is not None else None
     return Caller(actor=f"key:{parts[1]}", interface=interface, scopes=frozenset(json.loads(scopes)),
-                  namespaces=tuple(namespaces) if namespaces is not None else None)
+                  namespaces=tuple(namespaces) if namespaces is not None else None, trusted=bool(trusted))
 

@@ -1,4 +1,4 @@
-"""Writes to one memory: remember, revise, forget, restore, retag.
+"""Writes to one memory: remember, revise, forget, restore, retag, and the lifecycle: promote, archive, unarchive.
 
 Every function is keyword-only, runs in one transaction (BEGIN IMMEDIATE, see
 settings), records the actor and the interface, and raises domain errors from
@@ -10,9 +10,9 @@ import datetime as dt
 from django.db import transaction
 from django.utils import timezone
 
-from memories import admission, selectors, staging, validation
+from memories import admission, selectors, staging, states, validation
 from memories.inserts import insert_all
-from memories.models import Attributes, AuditEvent, Interface, Kind, Memory, Revision, State, Tag
+from memories.models import Attributes, AuditEvent, Interface, Kind, Lifecycle, Memory, Revision, State, Tag
 from memories.records import ChangeResult, CorrectionRecord, MemoryRecord, NearTwinRecord, RememberResult
 from memoryproject.exceptions import Conflict, DuplicateContent, InvalidInput, MemoryNotFound, NotAdmitted
 from memoryproject.metrics import REMEMBER_SECONDS, observed
@@ -106,22 +106,40 @@ def append_revision(**fields) -> Revision:
 
 
 def append_attributes(memory: Memory, *, known_at: dt.datetime, actor: str, interface: str,
-                      tags: list[Tag] | None = None) -> Attributes:
-    """Record ``memory``'s namespace, kind and tags (``tags``: its tag rows, when the caller has them) from ``known_at``
-    on, in the caller's transaction: every write that creates a memory or changes one of these calls it."""
+                      tags: list[Tag] | None = None, state: str | None = None, reason: str = "") -> Attributes:
+    """Record ``memory``'s namespace, kind, tags (``tags``: its tag rows, when the caller has them) and lifecycle state
+    from ``known_at`` on, in the caller's transaction: every write that creates a memory or changes one of these
+    calls it. ``state`` None carries the memory's current state over; ``reason`` says why a state changed."""
+    if state is None:
+        state = recorded_state(memory)
     row = Attributes.objects.create(memory=memory, known_at=known_at, namespace=memory.namespace, kind=memory.kind,
-                                    author=actor, interface=interface, batch_id=staging.own_batch_id())
+                                    state=state, reason=reason, author=actor, interface=interface,
+                                    batch_id=staging.own_batch_id())
     tags = list(memory.tags.all()) if tags is None else tags
     if tags:
         insert_all([Attributes.tags.through(attributes_id=row.pk, tag_id=tag.pk) for tag in tags])
     return row
 
 
-def _record(memory: Memory, revision: Revision, *, tags: list[Tag] | None = None) -> MemoryRecord:
-    """The record of a memory showing ``revision``; ``tags``: its tags when the caller has just set them all."""
+def recorded_state(memory: Memory) -> str:
+    """The lifecycle state ``memory``'s newest attribute row records (active for a memory without rows)."""
+    # The attributes_memory_known index: the memory's newest row.
+    newest = Attributes.objects.filter(memory=memory).order_by("-known_at", "-id").values_list("state", flat=True)
+    return newest.first() or Lifecycle.ACTIVE.value
+
+
+def record_now(memory: Memory, revision: Revision, *, tags: list[Tag] | None = None,
+               state: str | None = None) -> MemoryRecord:
+    """The record of a memory showing ``revision`` after a write; ``tags``: its tags when the caller has just set
+    them all; ``state``: its recorded state when the caller has just set it."""
     revision.memory = memory
     tags = sorted(tags, key=lambda tag: tag.slug) if tags is not None else memory.tags.order_by("slug")
-    return MemoryRecord.from_revision(revision, tags=[tag.name for tag in tags])
+    if memory.state == State.FORGOTTEN:
+        shown = states.FORGOTTEN
+    else:
+        shown = states.read_state(state or recorded_state(memory), kind=memory.kind, known_at=revision.known_at,
+                                  as_of=timezone.now())
+    return MemoryRecord.from_revision(revision, tags=[tag.name for tag in tags], state=shown)
 
 
 def _current(memory: Memory, now: dt.datetime) -> Revision | None:
@@ -166,6 +184,7 @@ def memory_remember(
     known_at: dt.datetime | None = None,
     look_for_near_twin: bool = True,
     force: bool = False,
+    state: str = Lifecycle.ACTIVE,
 ) -> RememberResult:
     """Store a memory, or return the one that already holds this exact content.
 
@@ -173,7 +192,8 @@ def memory_remember(
     to that memory (and brings it back if it was forgotten). ``known_at`` is for
     trusted historical imports only; everyone else gets the server clock. Text that is
     only a pleasantry or an acknowledgement is refused (``memories.admission``) unless
-    ``force``.
+    ``force``. ``state``: a new memory's lifecycle state, ``candidate`` for an untrusted
+    writer (``Caller.new_memory_state``); an existing memory keeps its own.
     """
     check_interface(interface)
     namespace = validation.namespace(namespace)
@@ -183,6 +203,8 @@ def memory_remember(
     key = validation.key(key) if key is not None else None
     title = validation.short_text(title, field="title", limit=validation.TITLE_MAX)
     kind = validation.kind(kind)
+    if state not in (Lifecycle.CANDIDATE, Lifecycle.ACTIVE):
+        raise InvalidInput(f"state: {state!r} is not one of candidate, active.", field="state")
     tag_names = validation.tags(tags)
     source = validation.short_text(source, field="source", limit=validation.SOURCE_MAX)
     ttl = validation.ttl_days(ttl_days)
@@ -225,19 +247,21 @@ def memory_remember(
                 append_attributes(duplicate, known_at=now, actor=actor, interface=interface)
             audit(actor=actor, interface=interface, action="deduplicate", memory_id=duplicate.pk, at=now,
                   added_tags=added)
-            return RememberResult(memory=_record(duplicate, _current(duplicate, now)), created=False,
+            return RememberResult(memory=record_now(duplicate, _current(duplicate, now)), created=False,
                                   deduplicated=True)
         memory = Memory.objects.create(namespace=namespace, key=key or validation.generated_key(), kind=kind,
                                        created_at=now, batch_id=staging.own_batch_id())
         tag_rows = tag_objects(namespace=namespace, names=tag_names) if tag_names else []
         if tag_rows:  # a new memory has no tags: set([]) would only query that
             memory.tags.set(tag_rows)
-        append_attributes(memory, known_at=now, actor=actor, interface=interface, tags=tag_rows)
+        append_attributes(memory, known_at=now, actor=actor, interface=interface, tags=tag_rows, state=str(state))
         revision = append_revision(memory=memory, content_hash=digest, known_at=now, author=actor,
                                            interface=interface, **fields)
         audit(actor=actor, interface=interface, action="remember", memory_id=memory.pk, at=now,
-              revision_id=revision.pk, **({"near_twin": near_twin.as_dict()} if near_twin else {}))
-        return RememberResult(memory=_record(memory, revision, tags=tag_rows), created=True, near_twin=near_twin)
+              revision_id=revision.pk, **({"state": str(state)} if state != Lifecycle.ACTIVE else {}),
+              **({"near_twin": near_twin.as_dict()} if near_twin else {}))
+        return RememberResult(memory=record_now(memory, revision, tags=tag_rows, state=str(state)), created=True,
+                              near_twin=near_twin)
 
 
 def _remember_into(memory, fields, digest, kind, tag_names, *, now, actor, interface) -> RememberResult:
@@ -256,7 +280,7 @@ def _remember_into(memory, fields, digest, kind, tag_names, *, now, actor, inter
                     if name not in ("valid_from",))):
         if added:
             audit(actor=actor, interface=interface, action="retag", memory_id=memory.pk, at=now, added=added)
-        return RememberResult(memory=_record(memory, visible), created=False, deduplicated=True)
+        return RememberResult(memory=record_now(memory, visible), created=False, deduplicated=True)
     duplicate = selectors.visible_duplicate(namespace=memory.namespace, content_hash=digest,
                                             exclude_memory_id=memory.pk)
     if duplicate is not None:
@@ -268,7 +292,7 @@ def _remember_into(memory, fields, digest, kind, tag_names, *, now, actor, inter
         memory.save(update_fields=["state"])
     audit(actor=actor, interface=interface, action="revise", memory_id=memory.pk, at=now,
           revision_id=revision.pk, previous_revision_id=current.pk if current else None)
-    return RememberResult(memory=_record(memory, revision), created=False, revised=True)
+    return RememberResult(memory=record_now(memory, revision), created=False, revised=True)
 
 
 def add_tags(memory: Memory, names: list[str]) -> list[str]:
@@ -342,7 +366,7 @@ def memory_revise(
         if unchanged and visible is not None:
             if kind_changed:
                 audit(actor=actor, interface=interface, action="rekind", memory_id=memory.pk, at=now, kind=kind)
-            return ChangeResult(memory=_record(memory, visible), changed=kind_changed)
+            return ChangeResult(memory=record_now(memory, visible), changed=kind_changed)
         digest = validation.content_hash(fields["content"])
         duplicate = selectors.visible_duplicate(namespace=memory.namespace, content_hash=digest,
                                                 exclude_memory_id=memory.pk)
@@ -355,7 +379,7 @@ def memory_revise(
         shown = selectors.visible_revision(memory=memory, as_of=now) or revision
         correction = CorrectionRecord(revision_id=revision.pk, title=revision.title, content=revision.content,
                                       valid_from=revision.valid_from, valid_to=revision.valid_to) if bounded else None
-        return ChangeResult(memory=_record(memory, shown), changed=True, correction=correction)
+        return ChangeResult(memory=record_now(memory, shown), changed=True, correction=correction)
 
 
 def _text_changes(content: str | None, title: str | None) -> dict:
@@ -395,7 +419,7 @@ def memory_forget(*, memory_id: int, actor: str, interface: str, reason: str | N
         memory = get_memory(memory_id)
         last_text = selectors.latest_content_revision(memory)
         if memory.state == State.FORGOTTEN:
-            return ChangeResult(memory=_record(memory, last_text), changed=False)
+            return ChangeResult(memory=record_now(memory, last_text), changed=False)
         visible = selectors.visible_revision(memory=memory, as_of=now)
         if visible is None:
             raise Conflict(
@@ -412,7 +436,7 @@ def memory_forget(*, memory_id: int, actor: str, interface: str, reason: str | N
         memory.save(update_fields=["state"])
         audit(actor=actor, interface=interface, action="forget", memory_id=memory.pk, at=now,
               hidden_revision_id=visible.pk)
-        return ChangeResult(memory=_record(memory, visible), changed=True)
+        return ChangeResult(memory=record_now(memory, visible), changed=True)
 
 
 def memory_restore(*, memory_id: int, actor: str, interface: str, reason: str | None = None) -> ChangeResult:
@@ -423,7 +447,7 @@ def memory_restore(*, memory_id: int, actor: str, interface: str, reason: str | 
         now = timezone.now()  # under the write lock, see memory_remember
         memory = get_memory(memory_id)
         if memory.state != State.FORGOTTEN:
-            return ChangeResult(memory=_record(memory, _current(memory, now)), changed=False)
+            return ChangeResult(memory=record_now(memory, _current(memory, now)), changed=False)
         tombstone = memory.revisions.filter(tombstone=True).latest_known().first()
         hidden = tombstone.hides
         duplicate = selectors.visible_duplicate(namespace=memory.namespace, content_hash=hidden.content_hash,
@@ -439,7 +463,7 @@ def memory_restore(*, memory_id: int, actor: str, interface: str, reason: str | 
         audit(actor=actor, interface=interface, action="restore", memory_id=memory.pk, at=now,
               revision_id=revision.pk)
         shown = selectors.visible_revision(memory=memory, as_of=now) or revision
-        return ChangeResult(memory=_record(memory, shown), changed=True)
+        return ChangeResult(memory=record_now(memory, shown), changed=True)
 
 
 def memory_retag(
@@ -464,7 +488,7 @@ def memory_retag(
             append_attributes(memory, known_at=now, actor=actor, interface=interface)
             audit(actor=actor, interface=interface, action="retag", memory_id=memory.pk, at=now, added=added,
                   removed=removed)
-        return ChangeResult(memory=_record(memory, _current(memory, now)), changed=bool(added or removed))
+        return ChangeResult(memory=record_now(memory, _current(memory, now)), changed=bool(added or removed))
 
 
 def memory_update(
@@ -510,3 +534,54 @@ def memory_update(
                                   interface=interface, at=now)
             changed = changed or result.changed
     return ChangeResult(memory=result.memory, changed=changed, correction=correction)
+
+
+# The lifecycle: each transition appends an attribute row with the new state and why (memories.states).
+
+
+def _transition(memory_id, *, to: str, allowed_from: tuple[str, ...], action: str, actor: str, interface: str,
+                reason: str | None) -> ChangeResult:
+    """Move a memory from one of ``allowed_from`` to state ``to`` (already there: nothing changes), in one
+    transaction: an attribute row from now on, and an audit event naming both states."""
+    check_interface(interface)
+    reason = validation.short_text(reason, field="reason", limit=validation.REASON_MAX)
+    with transaction.atomic():
+        now = timezone.now()  # under the write lock, see memory_remember
+        memory = get_memory(memory_id)
+        if memory.state == State.FORGOTTEN:
+            raise Conflict(f"Memory {memory.pk} is forgotten. Restore it first.", field="id")
+        current, shown = recorded_state(memory), _current(memory, now)
+        if current == to:
+            return ChangeResult(memory=record_now(memory, shown, state=current), changed=False)
+        if current not in allowed_from:
+            advice = {Lifecycle.ARCHIVED: " Unarchive it instead.", Lifecycle.CANDIDATE: " Promote it instead."}
+            raise Conflict(f"Memory {memory.pk} is {current}: {action} applies to a memory that is "
+                           f"{' or '.join(allowed_from)}.{advice.get(current, '')}", field="id")
+        append_attributes(memory, known_at=now, actor=actor, interface=interface, state=to, reason=reason)
+        audit(actor=actor, interface=interface, action=action, memory_id=memory.pk, at=now, from_state=current,
+              to_state=to)
+        return ChangeResult(memory=record_now(memory, shown, state=to), changed=True)
+
+
+def memory_promote(*, memory_id: int, actor: str, interface: str, reason: str | None = None) -> ChangeResult:
+    """Make a candidate active from now on (a person, or a trusted caller, vouches for it)."""
+    return _transition(memory_id, to=Lifecycle.ACTIVE.value, allowed_from=(Lifecycle.CANDIDATE.value,),
+                       action="promote", actor=actor, interface=interface, reason=reason)
+
+
+def memory_archive(*, memory_id: int, actor: str, interface: str, reason: str | None = None) -> ChangeResult:
+    """Archive a memory from now on: kept, and read by get, list and history, but left out of recall unless asked."""
+    return _transition(memory_id, to=Lifecycle.ARCHIVED.value,
+                       allowed_from=(Lifecycle.CANDIDATE.value, Lifecycle.ACTIVE.value), action="archive",
+                       actor=actor, interface=interface, reason=reason)
+
+
+def memory_unarchive(*, memory_id: int, actor: str, interface: str, reason: str | None = None) -> ChangeResult:
+    """Bring an archived memory back, from now on, to the state it had before it was archived."""
+    with transaction.atomic():  # the state before is read under the write lock the transition takes
+        memory = get_memory(memory_id)
+        # Its newest row that is not archived says what it was (a memory archived from its first row was active).
+        before = (Attributes.objects.filter(memory=memory).exclude(state=Lifecycle.ARCHIVED)
+                  .order_by("-known_at", "-id").values_list("state", flat=True).first() or Lifecycle.ACTIVE.value)
+        return _transition(memory_id, to=before, allowed_from=(Lifecycle.ARCHIVED.value,), action="unarchive",
+                           actor=actor, interface=interface, reason=reason)

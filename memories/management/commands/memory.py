@@ -17,6 +17,7 @@ from memories.arguments import (
     RecallArgs,
     RememberArgs,
     ResolveConflictArgs,
+    StateChangeArgs,
 )
 from memories.conflicts import memory_conflicts
 from memories.management.cli import ProjectCommand, cli_actor
@@ -46,8 +47,8 @@ def _given(**values) -> dict:
 
 
 class Command(ProjectCommand):
-    help = ("Remember, learn, read, forget and restore memories, list and resolve conflicts, and ask the "
-            "knowledge graph, from the shell; answers are JSON.")
+    help = ("Remember, learn, read, forget, restore, promote and archive memories, list and resolve conflicts, "
+            "and ask the knowledge graph, from the shell; answers are JSON.")
     # Configuration is checked by serve, doctor and check; here the checks would import every door's URLs.
     requires_system_checks = []
 
@@ -108,6 +109,12 @@ class Command(ProjectCommand):
             change = command(name, help_text)
             change.add_argument("id", type=int, help=_help(ForgetArgs, "id"))
             change.add_argument("--reason", help=_help(ForgetArgs, "reason"))
+        for name, help_text in (("promote", "Make a candidate memory active from now on."),
+                                ("archive", "Archive a memory from now on: recall leaves it out unless asked."),
+                                ("unarchive", "Bring an archived memory back to the state it had before.")):
+            change = command(name, help_text)
+            change.add_argument("id", type=int, help=_help(StateChangeArgs, "id"))
+            change.add_argument("--reason", help=_help(StateChangeArgs, "reason"))
 
         listing = command("list", "List memories newest first, one page at a time.")
         listing.add_argument("--namespace", help="default: every namespace")
@@ -135,6 +142,8 @@ class Command(ProjectCommand):
             recall.add_argument(f"--{name.replace('_', '-')}", help=_help(RecallArgs, name))
         recall.add_argument("--explain", action="store_true", default=None, help=_help(RecallArgs, "explain"))
         recall.add_argument("--min-score", type=float, help=_help(RecallArgs, "min_score"))
+        recall.add_argument("--state", action="append", dest="states", metavar="STATE",
+                            help=_help(RecallArgs, "states") + " Repeatable.")
 
         conflicts = command("conflicts", "List facts that contradict each other, with where each came from.")
         conflicts.add_argument("--namespace", action="append", help="Repeatable; default: every namespace.")
@@ -213,6 +222,18 @@ class Command(ProjectCommand):
         return services.memory_restore(memory_id=options["id"], reason=options["reason"], actor=cli_actor(),
                                        interface="cli").as_dict()
 
+    def _promote(self, options):
+        return services.memory_promote(memory_id=options["id"], reason=options["reason"], actor=cli_actor(),
+                                       interface="cli").as_dict()
+
+    def _archive(self, options):
+        return services.memory_archive(memory_id=options["id"], reason=options["reason"], actor=cli_actor(),
+                                       interface="cli").as_dict()
+
+    def _unarchive(self, options):
+        return services.memory_unarchive(memory_id=options["id"], reason=options["reason"], actor=cli_actor(),
+                                         interface="cli").as_dict()
+
     def _list(self, options):
         return selectors.memory_list(
             **_given(namespace=options["namespace"], tags=options["tags"], kind=options["kind"],
@@ -227,7 +248,7 @@ class Command(ProjectCommand):
         return selectors.memory_recall(query=options["query"], **_given(
             namespace=options["namespace"], tags=options["tags"], kinds=options["kinds"], limit=options["limit"],
             match=options["match"], mode=options["mode"], as_of=options["as_of"], valid_at=options["valid_at"],
-            explain=options["explain"], min_score=options["min_score"],
+            explain=options["explain"], min_score=options["min_score"], states=options["states"],
         )).as_dict()
 
     def _conflicts(self, options):
