@@ -9,7 +9,7 @@ import { fileURLToPath } from "node:url";
 
 const HERE = resolve(fileURLToPath(import.meta.url), "..", "..");
 
-test("dist/ is the build of src/", () => {
+test("dist/ is the build of src/", { timeout: 120_000 }, () => {
   const out = mkdtempSync(join(tmpdir(), "memory-opencode-build-"));
   try {
     const done = spawnSync(process.execPath, [join(HERE, "node_modules", "typescript", "bin", "tsc"), "-p", HERE, "--outDir", out],

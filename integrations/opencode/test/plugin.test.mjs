@@ -15,6 +15,8 @@ const ROOT = resolve(fileURLToPath(import.meta.url), "..", "..", "..", "..");
 const PYTHON = process.env.MEMORY_TEST_PYTHON || join(ROOT, ".venv", "bin", "python");
 const SAVED_ENV = { ...process.env };
 
+// A hook that never returns fails its test instead of hanging the run.
+const LIMIT = { timeout: 60_000 };
 let dataDir, serverEnv, server, base, key;
 
 function manage(...args) {
@@ -133,7 +135,7 @@ async function seed(namespace, content, extra = {}) {
   return api("POST", "memories/", { content, namespace, ...extra });
 }
 
-test("the recalled block goes at the tail of the context, stays in place, and the injection is reported", async () => {
+test("the recalled block goes at the tail of the context, stays in place, and the injection is reported", LIMIT, async () => {
   const deploy = await seed("tail", "Deploys go out on Fridays after the release review.", { key: "deploy-days" });
   environment({ MEMORY_URL: base, MEMORY_API_KEY: key, MEMORY_NAMESPACE: "tail" });
   const hooks = await MemoryPlugin(opencode().input);
@@ -163,7 +165,7 @@ test("the recalled block goes at the tail of the context, stays in place, and th
   assert.equal(sent[0].memories, `${deploy.id}:${deploy.revision_id}`);
 });
 
-test("no re-injection while the recalled set is unchanged; a new revision injects again", async () => {
+test("no re-injection while the recalled set is unchanged; a new revision injects again", LIMIT, async () => {
   const memory = await seed("same", "The billing service is written in Go and deployed on Fridays.", { key: "billing" });
   environment({ MEMORY_URL: base, MEMORY_API_KEY: key, MEMORY_NAMESPACE: "same" });
   const hooks = await MemoryPlugin(opencode().input);
@@ -188,7 +190,7 @@ test("no re-injection while the recalled set is unchanged; a new revision inject
   assert.equal(sent[1].memories, `${memory.id}:${revised.revision_id}`);
 });
 
-test("a block removed by a compaction is injected again for the same set", async () => {
+test("a block removed by a compaction is injected again for the same set", LIMIT, async () => {
   await seed("compacted", "The staging cluster is called kestrel.");
   environment({ MEMORY_URL: base, MEMORY_API_KEY: key, MEMORY_NAMESPACE: "compacted" });
   const hooks = await MemoryPlugin(opencode().input);
@@ -198,7 +200,7 @@ test("a block removed by a compaction is injected again for the same set", async
   assert.equal(blockOf((await send(hooks, conversation, "s-cmp", "Which staging cluster again?")).at(-1)).length, 1);
 });
 
-test("a message starting with 'remember' is stored; other messages are not", async () => {
+test("a message starting with 'remember' is stored; other messages are not", LIMIT, async () => {
   environment({ MEMORY_URL: base, MEMORY_API_KEY: key, MEMORY_NAMESPACE: "remember" });
   const hooks = await MemoryPlugin(opencode().input);
   const conversation = [];
@@ -211,7 +213,7 @@ test("a message starting with 'remember' is stored; other messages are not", asy
   assert.deepEqual((await stored("remember"))[0].tags, ["opencode"]);
 });
 
-test("before compaction, the last requests and answers are ingested", async () => {
+test("before compaction, the last requests and answers are ingested", LIMIT, async () => {
   const session = "s-compact";
   const conversation = [
     message(session, "user", "Set up the deploy pipeline for payments."),
@@ -235,7 +237,7 @@ test("before compaction, the last requests and answers are ingested", async () =
   assert.doesNotMatch(kept.content, /SECRET_TOOL_OUTPUT|SYNTHETIC_NOTE|Looking at the CI/);
 });
 
-test("tool outputs are captured for the tools on the allow-list only", async () => {
+test("tool outputs are captured for the tools on the allow-list only", LIMIT, async () => {
   environment({ MEMORY_URL: base, MEMORY_API_KEY: key, MEMORY_NAMESPACE: "tools", MEMORY_TOOLS: "webfetch, grep" });
   const hooks = await MemoryPlugin(opencode().input);
   const call = (tool, output) => hooks["tool.execute.after"](
@@ -249,7 +251,7 @@ test("tool outputs are captured for the tools on the allow-list only", async () 
   assert.match(items[0].content, /December freeze/);
 });
 
-test("against a dead port or a silent server, every hook returns in time and changes nothing", async () => {
+test("against a dead port or a silent server, every hook returns in time and changes nothing", LIMIT, async () => {
   const probe = createServer();
   await new Promise((done) => probe.listen(0, "127.0.0.1", done));
   const dead = `http://127.0.0.1:${probe.address().port}`;
@@ -289,7 +291,7 @@ test("against a dead port or a silent server, every hook returns in time and cha
   }
 });
 
-test("the environment wins over the plugin's options, and the options work alone", async () => {
+test("the environment wins over the plugin's options, and the options work alone", LIMIT, async () => {
   const options = { url: "http://127.0.0.1:9", apiKey: "mk_wrong", namespace: "from-options", timeout: 0.5 };
   environment({ MEMORY_URL: base, MEMORY_API_KEY: key, MEMORY_NAMESPACE: "from-env" });
   const fromEnv = await MemoryPlugin(opencode().input, options);
@@ -302,7 +304,7 @@ test("the environment wins over the plugin's options, and the options work alone
   assert.deepEqual((await stored("from-options")).map((item) => item.content), ["the options apply"]);
 });
 
-test("without a URL the plugin finds the server through its discovery file; without a key it does nothing", async () => {
+test("without a URL the plugin finds the server through its discovery file; without a key it does nothing", LIMIT, async () => {
   environment({ MEMORY_DB_PATH: join(dataDir, "memory.db"), MEMORY_API_KEY: key, MEMORY_NAMESPACE: "found" });
   const hooks = await MemoryPlugin(opencode().input);
   await send(hooks, [], "s-found", "remember the discovery file works");
