@@ -131,7 +131,7 @@ def test_gemini_cli_hooks_recall_report_and_capture(recipes, live, tmp_path):
             "timestamp": "2026-12-03T10:00:00Z"}
     hooks = recipes["gemini-settings.json"]
 
-    for number, prompt in enumerate(["When do deploys go out?", "And on which weekday exactly?"]):
+    for number, prompt in enumerate(["When do deploys go out?", "On which weekday do deploys go out exactly?"]):
         before = {**base, "hook_event_name": "BeforeAgent", "prompt": prompt}
         assert_prompt_hook(run(command_for(hooks, "BeforeAgent"), json.dumps(before), env), "BeforeAgent")
         after = {**base, "hook_event_name": "AfterAgent", "prompt": prompt, "stop_hook_active": False,
@@ -145,7 +145,7 @@ def test_gemini_cli_hooks_recall_report_and_capture(recipes, live, tmp_path):
     assert (done.returncode, done.stdout.strip(), done.stderr) == (0, "{}", "")
     [captured] = [item for item in stored(url, key, "gemini") if item["kind"] == "artifact"]
     assert captured["tags"] == ["gemini-cli"]
-    assert "Request: And on which weekday exactly?\nAnswer: Answer 1: Fridays." in captured["content"]
+    assert "Request: On which weekday do deploys go out exactly?\nAnswer: Answer 1: Fridays." in captured["content"]
     # Nothing new to keep at the session's end: nothing more is stored.
     done = run(command_for(hooks, "SessionEnd"), json.dumps({**base, "hook_event_name": "SessionEnd",
                                                                "reason": "exit"}), env)
