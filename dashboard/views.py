@@ -78,8 +78,10 @@ def time_travel(request):
     if form.is_bound and form.is_valid() and form.cleaned_data["query"]:
         data = form.cleaned_data
         try:
+            # A person searching sees every ranked hit (min_score=0): holding back is for what agents are given.
             result = memory_recall(query=data["query"], namespace=data["namespace"] or None, mode=data["mode"],
-                                   as_of=data["as_of"], valid_at=data["valid_at"], limit=RECALL_LIMIT, explain=True)
+                                   as_of=data["as_of"], valid_at=data["valid_at"], limit=RECALL_LIMIT, explain=True,
+                                   min_score=0)
         except MemoryServiceError as exc:
             # Errors name their field; unknown fields (or none) are shown above the form.
             if exc.field in form.fields:

@@ -140,8 +140,9 @@ class MemoryAdmin(AuditPage, ConflictQueue, MemoryActions, admin.ModelAdmin):
             return queryset, False
         namespace = request.GET.get("namespace__exact") or request.GET.get("namespace")
         try:
+            # A person searching sees every ranked hit (min_score=0): holding back is for what agents are given.
             result = selectors.memory_recall(query=search_term, namespace=namespace or None,
-                                             limit=validation.RECALL_LIMIT_MAX)
+                                             limit=validation.RECALL_LIMIT_MAX, min_score=0)
         except MemoryServiceError as error:
             self.message_user(request, f"Search failed: {error.message}", messages.ERROR)
             return queryset.none(), False
