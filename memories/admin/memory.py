@@ -17,6 +17,7 @@ from memories import selectors, states, validation
 from memories.admin.actions import MemoryActions
 from memories.admin.audit_page import AuditPage
 from memories.admin.conflicts import ConflictQueue
+from memories.admin.knowledge_page import KnowledgePage
 from memories.admin.forms import MemoryAddForm, MemoryChangeForm, admin_actor
 from memories.admin.history import attach_shown_revisions, revision_history
 from memories.models import Attributes, Lifecycle, Memory, Revision, State, Tag
@@ -109,7 +110,7 @@ class MemoryChangeList(ChangeList):
 
 
 @admin.register(Memory)
-class MemoryAdmin(AuditPage, ConflictQueue, MemoryActions, admin.ModelAdmin):
+class MemoryAdmin(AuditPage, ConflictQueue, KnowledgePage, MemoryActions, admin.ModelAdmin):
     list_display = ("id", "preview", "namespace", "kind", "tag_list", "state_value", "last_change",
                     "revision_count")
     list_display_links = ("id", "preview")

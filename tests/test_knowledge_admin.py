@@ -1,0 +1,48 @@
+"""The knowledge layer in the admin: learn from a pasted paragraph, then ask the graph now and as of a time."""
+
+import pytest
+from django.contrib.auth.models import Permission
+
+from memories.models import Memory
+
+pytestmark = pytest.mark.django_db
+
+PARAGRAPH = ("The billing API runs on host-7. Host-7 is hosted on rack-9. Thanks, sounds good! "
+             "Should we add Kafka?")
+
+
+def test_a_person_learns_a_paragraph_and_asks_how_two_entities_connect(admin_client):
+    page = admin_client.post("/admin/memories/memory/learn/", {"namespace": "ops", "text": PARAGRAPH,
+                                                               "source": "standup"})
+    html = page.content.decode()
+    assert page.status_code == 200 and "Stored (2)" in html and "Skipped (2)" in html
+    facts = list(Memory.objects.filter(namespace="ops").order_by("pk"))
+    assert [memory.kind for memory in facts] == ["fact", "fact"]
+    first_known = facts[0].revisions.get().known_at
+
+    paths = admin_client.get("/admin/memories/memory/graph/", {"namespace": "ops", "source": "billing API",
+                                                               "target": "rack-9"}).content.decode()
+    assert "Paths from billing API to rack-9 (1)" in paths
+    assert all(f"#{memory.pk}" in paths for memory in facts)
+    # As of just after the first fact, host-7 was not yet on a rack.
+    then = admin_client.get("/admin/memories/memory/graph/", {
+        "namespace": "ops", "source": "billing API", "target": "rack-9",
+        "as_of": first_known.isoformat()}).content.decode()
+    assert "No path of at most four hops." in then
+
+    relations = admin_client.get("/admin/memories/memory/graph/", {"namespace": "ops", "entity": "host-7"})
+    assert "billing API runs on Host-7" in relations.content.decode()
+
+
+def test_asking_needs_the_view_permission_and_learning_the_add_permission(client, django_user_model):
+    viewer = django_user_model.objects.create_user("viewer", password="pw", is_staff=True)
+    viewer.user_permissions.add(Permission.objects.get(codename="view_memory"))
+    client.force_login(viewer)
+    assert client.get("/admin/memories/memory/graph/", {"namespace": "ops", "entity": "x"}).status_code == 200
+    assert client.post("/admin/memories/memory/learn/", {"namespace": "ops", "text": PARAGRAPH}).status_code == 403
+    assert not Memory.objects.exists()
+
+
+def test_a_bad_question_is_a_message_not_an_error_page(admin_client):
+    page = admin_client.get("/admin/memories/memory/graph/", {"namespace": "ops", "entity": "x", "query": "y"})
+    assert page.status_code == 200 and "ask one at a time" in page.content.decode()
