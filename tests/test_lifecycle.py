@@ -82,6 +82,32 @@ def test_a_candidate_is_promoted_from_then_on(remember):
     assert services.memory_promote(memory_id=memory.id, **ACTOR).changed is False
 
 
+def _fact(content, *, actor, state="active", namespace="ops"):
+    return services.memory_remember(namespace=namespace, content=content, subject="build cache", predicate="lives on",
+                                    object="the NAS", state=state, actor=actor, interface="api").memory
+
+
+def test_an_active_memory_of_another_author_corroborates_a_candidate(db):
+    candidate = _fact("The build cache lives on the NAS.", actor="key:scraper", state="candidate")
+    same_author = _fact("Build cache: on the NAS.", actor="key:scraper")
+    assert state_at(candidate.id, None) == "candidate"  # its own author cannot vouch for it
+    elsewhere = _fact("The build cache lives on the NAS, per ops.", actor="key:ops", namespace="dev")
+    assert state_at(candidate.id, None) == "candidate"  # nor a memory of another namespace
+    before = timezone.now()
+
+    confirming = _fact("Ops: the build cache lives on the nas.", actor="key:ops")
+
+    assert (state_at(candidate.id, before), state_at(candidate.id, None)) == ("candidate", "active")
+    row = Attributes.objects.filter(memory_id=candidate.id).latest("id")
+    assert (row.reason, row.author) == (f"corroborated by memory {confirming.id} (key:ops)", "key:ops")
+    assert AuditEvent.objects.filter(action="promote", memory_id=candidate.id).get().detail["corroborated_by"] == (
+        confirming.id)
+    # The other way round: a new candidate whose fact an active memory of another author states starts active.
+    late = _fact("Build cache location: the NAS.", actor="key:bot", state="candidate")
+    assert late.state == "active" and state_at(late.id, None) == "active"
+    assert {same_author.state, elsewhere.state} == {"active"}
+
+
 def test_unarchive_brings_back_the_state_before_the_archive(remember):
     memory = remember("The intern's notes on the parser.", state="candidate").memory
     services.memory_archive(memory_id=memory.id, **ACTOR)

@@ -10,6 +10,8 @@ import datetime as dt
 from django.db import transaction
 from django.utils import timezone
 
+from knowledge import facts
+from knowledge.models import Fact
 from memories import admission, selectors, staging, states, validation
 from memories.inserts import insert_all
 from memories.models import Attributes, AuditEvent, Interface, Kind, Lifecycle, Memory, Revision, State, Tag
@@ -17,7 +19,6 @@ from memories.records import ChangeResult, CorrectionRecord, MemoryRecord, NearT
 from memoryproject.exceptions import Conflict, DuplicateContent, InvalidInput, MemoryNotFound, NotAdmitted
 from memoryproject.metrics import REMEMBER_SECONDS, observed
 from memoryproject.timeparse import parse_optional_instant
-from knowledge import facts
 from search import duplicates, indexing
 
 # What a writer refused a key that an unpublished import holds can do (memories.services.batches).
@@ -260,8 +261,40 @@ def memory_remember(
         audit(actor=actor, interface=interface, action="remember", memory_id=memory.pk, at=now,
               revision_id=revision.pk, **({"state": str(state)} if state != Lifecycle.ACTIVE else {}),
               **({"near_twin": near_twin.as_dict()} if near_twin else {}))
+        if revision.subject:
+            state = _corroborate(memory, revision, state=str(state), now=now, actor=actor, interface=interface)
         return RememberResult(memory=record_now(memory, revision, tags=tag_rows, state=str(state)), created=True,
                               near_twin=near_twin)
+
+
+def _corroborate(memory: Memory, revision: Revision, *, state: str, now: dt.datetime, actor: str,
+                 interface: str) -> str:
+    """Promote the candidates that an active memory of another author now corroborates: the new memory, when
+    another author's active memory of its namespace states the same fact (triple in normal form), or the
+    others' candidates stating the new, active memory's fact. Return the new memory's state."""
+    fact = Fact.objects.filter(revision_id=revision.pk).first()
+    if fact is None:
+        return state
+    # The (subject, predicate) index narrows to the revisions stating this fact; the rule picks the visible ones.
+    same = Fact.objects.filter(subject=fact.subject, predicate=fact.predicate, object=fact.object).exclude(
+        memory_id=memory.pk).values_list("revision_id", flat=True)
+    others = (Revision.objects.filter(pk__in=list(same), memory__namespace=memory.namespace).exclude(author=actor)
+              .visible(as_of=now).select_related("memory"))
+    for other in others:
+        other_state = recorded_state(other.memory)
+        if state == Lifecycle.CANDIDATE and other_state == Lifecycle.ACTIVE:
+            append_attributes(memory, known_at=now, actor=actor, interface=interface, state=Lifecycle.ACTIVE.value,
+                              reason=f"corroborated by memory {other.memory_id} ({other.author})")
+            audit(actor=actor, interface=interface, action="promote", memory_id=memory.pk, at=now,
+                  from_state=state, to_state=Lifecycle.ACTIVE.value, corroborated_by=other.memory_id)
+            state = Lifecycle.ACTIVE.value
+        elif state == Lifecycle.ACTIVE and other_state == Lifecycle.CANDIDATE:
+            append_attributes(other.memory, known_at=now, actor=actor, interface=interface,
+                              state=Lifecycle.ACTIVE.value,
+                              reason=f"corroborated by memory {memory.pk} ({actor})")
+            audit(actor=actor, interface=interface, action="promote", memory_id=other.memory_id, at=now,
+                  from_state=other_state, to_state=Lifecycle.ACTIVE.value, corroborated_by=memory.pk)
+    return state
 
 
 def _remember_into(memory, fields, digest, kind, tag_names, *, now, actor, interface) -> RememberResult:
