@@ -187,6 +187,8 @@ def test_learn_stores_each_item_with_its_kind_triple_confidence_and_span():
     assert memory.source == f"learn: call-notes.md chars {fact.start}-{fact.end}"
     assert PARAGRAPH[fact.start:fact.end] == "The billing API runs on Kubernetes."
     assert memory.tags == ["meeting"] and memory.revision_id == fact.revision_id
+    # Extracted by rule, so a candidate until a person, a trusted caller or corroboration vouches for it.
+    assert memory.state == "candidate"
     assert selectors.memory_get(memory_id=decision.memory_id).kind == "decision"
     stored_skill = selectors.memory_get(memory_id=skill.memory_id)
     assert (stored_skill.kind, stored_skill.title) == ("skill", "How to deploy the API")

@@ -13,6 +13,7 @@ from django.db import transaction
 
 from knowledge import learn
 from memories import selectors, validation
+from memories.models import Lifecycle
 from memories.records import LearnedItem, LearnResult, SkippedSentence
 from memories.services.lifecycle import check_interface, memory_remember
 from memoryproject.exceptions import MemoryServiceError
@@ -67,7 +68,8 @@ def memory_learn(*, text: str, namespace: str, actor: str, interface: str, sourc
                     namespace=namespace, content=item.content, title=item.title or None, kind=item.kind,
                     tags=tag_names, source=learned_source(source, item.start, item.end),
                     subject=item.subject or None, predicate=item.predicate or None, object=item.object or None,
-                    confidence=LEARNED_CONFIDENCE, actor=actor, interface=interface, look_for_near_twin=False)
+                    confidence=LEARNED_CONFIDENCE, state=Lifecycle.CANDIDATE, actor=actor, interface=interface,
+                    look_for_near_twin=False)
         except MemoryServiceError as error:
             skipped.append(SkippedSentence(text=text[item.start:item.end], start=item.start, end=item.end,
                                            reason=f"refused: {error.message}"))
