@@ -101,7 +101,8 @@ def load(facts: list[dict], *, namespace: str, batch: int = 10_000) -> int:
             cursor.executemany("INSERT INTO memories_memory (id, namespace, key, kind, state, created_at) "
                                "VALUES (%s, %s, %s, 'fact', %s, %s)", memories)
             cursor.executemany("INSERT INTO memories_attributes (memory_id, known_at, namespace, kind, state, reason, "
-                               "author, interface) VALUES (%s, %s, %s, 'fact', 'active', '', 'bench', 'cli')", attributes)
+                               "author, interface) VALUES (%s, %s, %s, 'fact', 'active', '', 'bench', 'cli')",
+                               attributes)
             cursor.executemany(
                 "INSERT INTO memories_revision (id, memory_id, content, title, subject, predicate, object, source, "
                 "content_hash, known_at, valid_from, valid_to, expires_at, tombstone, hides_id, reason, author, "

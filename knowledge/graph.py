@@ -1,12 +1,12 @@
 """The knowledge graph of one namespace as of (as_of, valid_at): entities, their relations, paths between them.
 
 Entities are names in normal form (``knowledge.names``); edges are the visible fact
-revisions, read from the fact rows by name (their indexes) and kept when the snapshot
-says the revision is its memory's visible one, in the namespace, at that point
+revisions, read from the fact rows by name and kept when the snapshot says the
+revision is its memory's visible one, in the namespace, at that point
 (``search.snapshot.View.visible_among``, the rule of DESIGN.md section 3). So an edge
 learned after T is absent at as_of T, and a forgotten fact's edge goes from its
 tombstone's known_at on. Every lookup is by name or by revision id: what other
-namespaces hold costs index probes, never a scan.
+namespaces hold costs dict lookups and index probes, never a scan.
 
 Aliases: a visible fact whose predicate is one of ``ALIAS_PREDICATES`` says its subject
 and object name one entity. An entity is then every name linked to it by such facts
@@ -14,9 +14,10 @@ and object name one entity. An entity is then every name linked to it by such fa
 themselves are not relations.
 
 The fact rows are read through ``_known``: a copy of them in process memory, by name,
-kept in step with the table (new rows by id; a reload when rows were deleted, as erasure,
-purge and ``reindex --graph`` do). It is the table's rows and nothing else, so visibility
-is still the snapshot's alone.
+kept in step with the table like the snapshot (new rows by id; a reload when rows were
+deleted, as erasure, purge and ``reindex --graph`` do). It holds the table's rows and
+nothing else, so visibility stays the snapshot's alone; a path search reads the full
+relations of every entity one hop from either end, which through SQL cost most of its time.
 
 Bounds: a path has at most ``MAX_DEPTH`` hops; a path search follows at most ``FANOUT``
 relations of each entity (the first by predicate, then the other entity's name), and
@@ -152,6 +153,8 @@ def _extended(known: _Known) -> _Known:
         cursor.execute("SELECT id, revision_id, memory_id, subject, predicate, object FROM knowledge_fact "
                        "WHERE id > %s ORDER BY id", [known.max_id])
         rows = cursor.fetchall()
+    if not rows:  # deleted since the check: the next query's check reloads
+        return known
     added: dict[str, list[_Fact]] = {}
     added_aliases: dict[str, list[_Fact]] = {}
     for _, *row in rows:

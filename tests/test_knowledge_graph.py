@@ -416,7 +416,8 @@ def test_the_copy_of_the_fact_rows_sees_a_write_a_forget_a_move_an_erase_and_a_r
 
 
 @pytest.mark.django_db(transaction=True)
-def test_fact_rows_rolled_back_never_stay_in_the_copy_even_when_their_ids_come_again(remember, append_only_rows_cleared):
+def test_fact_rows_rolled_back_never_stay_in_the_copy_even_when_their_ids_come_again(remember,
+                                                                                    append_only_rows_cleared):
     fact(remember, "payments", "runs on", "host-1")
     assert relations("payments") == [("runs on", "out", "host-1")]
 
