@@ -1,17 +1,23 @@
 """The knowledge graph of one namespace as of (as_of, valid_at): entities, their relations, paths between them.
 
 Entities are names in normal form (``knowledge.names``); edges are the visible fact
-revisions, read from the fact rows by name (their indexes) and kept when the snapshot
-says the revision is its memory's visible one, in the namespace, at that point
+revisions, read from the fact rows by name and kept when the snapshot says the
+revision is its memory's visible one, in the namespace, at that point
 (``search.snapshot.View.visible_among``, the rule of DESIGN.md section 3). So an edge
 learned after T is absent at as_of T, and a forgotten fact's edge goes from its
 tombstone's known_at on. Every lookup is by name or by revision id: what other
-namespaces hold costs index probes, never a scan.
+namespaces hold costs dict lookups and index probes, never a scan.
 
 Aliases: a visible fact whose predicate is one of ``ALIAS_PREDICATES`` says its subject
 and object name one entity. An entity is then every name linked to it by such facts
 (followed transitively); its relations are those of all its names, and the alias facts
 themselves are not relations.
+
+The fact rows are read through ``_known``: a copy of them in process memory, by name,
+kept in step with the table like the snapshot (new rows by id; a reload when rows were
+deleted, as erasure, purge and ``reindex --graph`` do). It holds the table's rows and
+nothing else, so visibility stays the snapshot's alone; a path search reads the full
+relations of every entity one hop from either end, which through SQL cost most of its time.
 
 Bounds: a path has at most ``MAX_DEPTH`` hops; a path search follows at most ``FANOUT``
 relations of each entity (the first by predicate, then the other entity's name), and
@@ -20,7 +26,8 @@ says when it cut some (``truncated``).
 
 import datetime as dt
 import re
-from dataclasses import dataclass, field
+import threading
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from django.db import connection
@@ -40,8 +47,8 @@ PATHS_MAX = 10
 # Words of a free-text query looked at, and the longest name (in words) matched in it.
 QUERY_WORDS_MAX = 64
 NAME_WORDS_MAX = 6
-# Names per lookup query (SQLite allows 32766 parameters; smaller IN lists plan the same).
-_NAMES_PER_QUERY = 500
+# Ids per lookup query (SQLite allows 32766 parameters; smaller IN lists plan the same).
+_IDS_PER_QUERY = 500
 _SPACE = re.compile(r"\s+")
 
 
@@ -102,54 +109,106 @@ class _Fact(NamedTuple):
         return self.object if self.subject == name else self.subject
 
 
+@dataclass(frozen=True)
+class _Known:
+    """Every fact row of one database, by name: alias facts apart from the others. Never changed once built."""
+
+    generation: int  # search_state's, bumped when revisions or attribute rows are deleted
+    max_id: int  # the last fact row's id
+    anchor: int | None  # that row's revision id: gone or different when the rows were deleted since
+    relations: dict[str, tuple[_Fact, ...]]  # name -> the facts naming it that are not alias facts
+    aliases: dict[str, tuple[_Fact, ...]]  # name -> the alias facts naming it
+
+
+_EMPTY = _Known(generation=-1, max_id=0, anchor=None, relations={}, aliases={})
+_known_by_database: dict[str, _Known] = {}
+_known_lock = threading.Lock()
+
+
+def _known() -> _Known:
+    """The fact rows as the current connection sees them (take the snapshot's view first: these may be newer)."""
+    database = str(connection.settings_dict["NAME"])
+    with _known_lock:
+        known = _known_by_database.get(database, _EMPTY)
+        with connection.cursor() as cursor:
+            # Primary-key lookups: the one-row state table, the last fact row, the row the copy ends with.
+            cursor.execute("SELECT generation, (SELECT max(id) FROM knowledge_fact), "
+                           "(SELECT revision_id FROM knowledge_fact WHERE id = %s) FROM search_state",
+                           [known.max_id])
+            generation, max_id, anchor = cursor.fetchone()
+        if generation != known.generation or anchor != known.anchor:
+            known = replace(_EMPTY, generation=generation)
+        if (max_id or 0) > known.max_id:
+            known = _extended(known)
+        # Rows this connection has not committed may roll back: never in the shared copy.
+        if not connection.in_atomic_block:
+            _known_by_database[database] = known
+        return known
+
+
+def _extended(known: _Known) -> _Known:
+    """``known`` plus the fact rows written since, in new dicts and tuples (readers may hold the old ones)."""
+    with connection.cursor() as cursor:
+        # The primary key's range: rows written since the copy was taken.
+        cursor.execute("SELECT id, revision_id, memory_id, subject, predicate, object FROM knowledge_fact "
+                       "WHERE id > %s ORDER BY id", [known.max_id])
+        rows = cursor.fetchall()
+    if not rows:  # deleted since the check: the next query's check reloads
+        return known
+    added: dict[str, list[_Fact]] = {}
+    added_aliases: dict[str, list[_Fact]] = {}
+    for _, *row in rows:
+        fact = _Fact(*row)
+        into = added_aliases if fact.predicate in ALIAS_PREDICATES else added
+        into.setdefault(fact.subject, []).append(fact)
+        if fact.object != fact.subject:
+            into.setdefault(fact.object, []).append(fact)
+    relations, aliases = dict(known.relations), dict(known.aliases)
+    for name, facts in added.items():
+        relations[name] = relations.get(name, ()) + tuple(facts)
+    for name, facts in added_aliases.items():
+        aliases[name] = aliases.get(name, ()) + tuple(facts)
+    return _Known(generation=known.generation, max_id=rows[-1][0], anchor=rows[-1][1], relations=relations,
+                  aliases=aliases)
+
+
 class _Reading:
     """What one query has read of the namespace's visible facts, by name; each name's facts are read once."""
 
     def __init__(self, *, namespace: str, as_of: dt.datetime, valid_at: dt.datetime):
         self.namespace = namespace
         self.view = snapshot.current()
+        self.known = _known()
         self.as_of, self.valid_at = snapshot.to_micros(as_of), snapshot.to_micros(valid_at)
         self.relations: dict[str, list[_Fact]] = {}  # name -> its visible facts that are not alias facts
         self.alias_links: dict[str, set[str]] = {}  # name -> names a visible alias fact ties it to
         self.aliases_read: set[str] = set()  # names whose alias facts are all in alias_links
         self.spelling: dict[int, tuple[str, str, str]] = {}
 
-    def _visible(self, sql: str, names: list[str], params: list[str]) -> list[_Fact]:
-        """The visible facts among those ``sql`` finds, its ``{names}`` lists as long as ``names``."""
-        with connection.cursor() as cursor:
-            cursor.execute(sql.format(names=", ".join(["%s"] * len(names)),
-                                      aliases=", ".join(["%s"] * len(ALIAS_PREDICATES))), params)
-            rows = cursor.fetchall()
-        shown = set(self.view.visible_among([row[0] for row in rows], as_of=self.as_of, valid_at=self.valid_at,
-                                            namespace=self.namespace).tolist())
-        return [_Fact(*row) for row in rows if row[0] in shown]
+    def _shown(self, facts) -> set[int]:
+        """The revision ids of those of ``facts`` visible at this point in this namespace."""
+        return set(self.view.visible_among([fact.revision_id for fact in facts], as_of=self.as_of,
+                                           valid_at=self.valid_at, namespace=self.namespace).tolist())
 
     def read(self, names) -> None:
         """Read every visible fact naming one of ``names`` (those not read yet)."""
         names = sorted({name for name in names if name not in self.relations})
-        for name in names:
-            self.relations[name] = []
-        self.aliases_read.update(names)
-        for start in range(0, len(names), _NAMES_PER_QUERY):
-            chunk = names[start:start + _NAMES_PER_QUERY]
-            reading = set(chunk)
-            for fact in self._visible(_BY_NAME, chunk, chunk * 3):
-                if fact.predicate in ALIAS_PREDICATES:
-                    self._link(fact)
-                    continue
-                if fact.subject in reading:
-                    self.relations[fact.subject].append(fact)
-                if fact.object in reading and fact.object != fact.subject:
-                    self.relations[fact.object].append(fact)
+        self.read_aliases(names)
+        found = {name: self.known.relations.get(name, ()) for name in names}
+        shown = self._shown(fact for facts in found.values() for fact in facts)
+        for name, facts in found.items():
+            self.relations[name] = [fact for fact in facts if fact.revision_id in shown]
 
     def read_aliases(self, names) -> None:
         """Read only the alias facts naming ``names``: enough to know which entity each belongs to."""
         names = sorted(set(names) - self.aliases_read)
         self.aliases_read.update(names)
-        for start in range(0, len(names), _NAMES_PER_QUERY):
-            chunk = names[start:start + _NAMES_PER_QUERY]
-            for fact in self._visible(_ALIASES_BY_NAME, chunk, [*chunk, *ALIAS_PREDICATES] * 2):
-                self._link(fact)
+        facts = [fact for name in names for fact in self.known.aliases.get(name, ())]
+        if facts:
+            shown = self._shown(facts)
+            for fact in facts:
+                if fact.revision_id in shown:
+                    self._link(fact)
 
     def _link(self, fact: _Fact) -> None:
         if fact.subject != fact.object:
@@ -200,8 +259,8 @@ class _Reading:
         """Read how the writers spelled the triples of these revisions (for display)."""
         wanted = sorted(set(revision_ids) - set(self.spelling))
         with connection.cursor() as cursor:
-            for start in range(0, len(wanted), _NAMES_PER_QUERY):
-                chunk = wanted[start:start + _NAMES_PER_QUERY]
+            for start in range(0, len(wanted), _IDS_PER_QUERY):
+                chunk = wanted[start:start + _IDS_PER_QUERY]
                 # Primary key lookups.
                 cursor.execute("SELECT id, subject, predicate, object FROM memories_revision WHERE id IN (%s)"
                                % ", ".join(["%s"] * len(chunk)), chunk)
@@ -211,22 +270,6 @@ class _Reading:
     def ref(self, fact: _Fact, name: str) -> EntityRef:
         subject, _, object_ = self.spelling.get(fact.revision_id, (fact.subject, "", fact.object))
         return EntityRef(name=name, display=(subject if name == fact.subject else object_).strip())
-
-
-# Two index lookups: (subject, predicate) by its first column, and (object, predicate) by its first; a fact
-# naming two of the names comes from the first only (UNION ALL: no sort to drop repeats).
-_BY_NAME = """
-    SELECT revision_id, memory_id, subject, predicate, object FROM knowledge_fact WHERE subject IN ({names})
-    UNION ALL
-    SELECT revision_id, memory_id, subject, predicate, object FROM knowledge_fact
-    WHERE object IN ({names}) AND subject NOT IN ({names})"""
-# The same indexes, both columns of each: alias facts are few, so this reads little of a name's facts.
-_ALIASES_BY_NAME = """
-    SELECT revision_id, memory_id, subject, predicate, object FROM knowledge_fact
-    WHERE subject IN ({names}) AND predicate IN ({aliases})
-    UNION
-    SELECT revision_id, memory_id, subject, predicate, object FROM knowledge_fact
-    WHERE object IN ({names}) AND predicate IN ({aliases})"""
 
 
 def _end_in(fact: _Fact, names) -> str:

@@ -6,13 +6,14 @@ import re
 
 import numpy as np
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from knowledge import graph
+from knowledge.facts import rebuild_facts
 from memories import selectors, services
-from memories.models import Attributes, Revision
+from memories.models import Attributes, ErasureGate, Revision
 from memoryproject.exceptions import Conflict, InvalidInput
 from search import snapshot
 
@@ -360,3 +361,70 @@ def test_visible_among_agrees_with_the_visible_rows_of_the_namespace(remember):
                 rows = view.visible_rows(as_of=as_of, valid_at=valid_at, namespaces=[namespace])
                 assert view.visible_among(every, as_of=as_of, valid_at=valid_at, namespace=namespace).tolist() == \
                     np.sort(every[rows]).tolist()
+
+
+# The in-memory copy of the fact rows -------------------------------------------------------------------------
+
+
+class _Rollback(Exception):
+    pass
+
+
+@pytest.fixture
+def append_only_rows_cleared():
+    """After a test with committed rows (transaction=True): revisions and attribute rows are append-only, so the
+    flush that ends the test needs them removed first, under the gate erasure opens."""
+    yield
+    with transaction.atomic():
+        ErasureGate.objects.create(opened_at=timezone.now())
+        Attributes.all_objects.all().delete()
+        Revision.all_objects.filter(tombstone=True).delete()
+        Revision.all_objects.all().delete()
+        ErasureGate.objects.all().delete()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_copy_of_the_fact_rows_sees_a_write_a_forget_a_move_an_erase_and_a_rebuild_at_the_next_query(remember,
+                                                                                          append_only_rows_cleared):
+    runs = fact(remember, "payments", "runs on", "host-1")
+    assert relations("payments") == [("runs on", "out", "host-1")]
+    # Committed rows: the copy is the shared one from here on, so each step below goes through keeping it in step.
+    assert graph._known_by_database[str(connection.settings_dict["NAME"])].max_id > 0
+
+    depends = fact(remember, "payments", "depends on", "ledger")
+    assert relations("payments") == [("depends on", "out", "ledger"), ("runs on", "out", "host-1")]
+
+    services.memory_forget(memory_id=runs.id, **ACTOR)
+    assert relations("payments") == [("depends on", "out", "ledger")]
+
+    services.memory_move(memory_id=depends.id, namespace="finance", **ACTOR)
+    assert relations("payments") == []
+    assert relations("payments", namespace="finance") == [("depends on", "out", "ledger")]
+
+    fact(remember, "ledger", "runs on", "host-2", namespace="finance")
+    assert relations("ledger", namespace="finance") == [("depends on", "in", "payments"), ("runs on", "out", "host-2")]
+    services.memory_erase(memory_id=depends.id, reason="test", **ACTOR)
+    assert relations("payments", namespace="finance") == []
+    assert relations("ledger", namespace="finance") == [("runs on", "out", "host-2")]
+    # Erased text stays nowhere, this copy included.
+    known = graph._known_by_database[str(connection.settings_dict["NAME"])]
+    assert depends.revision_id not in {fact.revision_id for facts in known.relations.values() for fact in facts}
+
+    rebuild_facts()  # every row deleted and written again under new ids
+    assert relations("ledger", namespace="finance") == [("runs on", "out", "host-2")]
+    assert routes("ledger", "host-2", namespace="finance") == [["ledger", "runs on", "host-2"]]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_fact_rows_rolled_back_never_stay_in_the_copy_even_when_their_ids_come_again(remember,
+                                                                                    append_only_rows_cleared):
+    fact(remember, "payments", "runs on", "host-1")
+    assert relations("payments") == [("runs on", "out", "host-1")]
+
+    with pytest.raises(_Rollback), transaction.atomic():
+        fact(remember, "payments", "depends on", "ledger")
+        assert relations("payments") == [("depends on", "out", "ledger"), ("runs on", "out", "host-1")]
+        raise _Rollback
+
+    fact(remember, "payments", "owned by", "team blue")  # its rows may take the ids the rolled back rows had
+    assert relations("payments") == [("owned by", "out", "team blue"), ("runs on", "out", "host-1")]
