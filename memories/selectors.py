@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from knowledge.names import entity_name, predicate_name
 from memories import staging, validation
-from memories.confidence import with_confidence
+from memories import confidence as confidence_rules
 from memories import states as state_rules
 from memories.models import Attributes, Kind, Lifecycle, Memory, Revision, State, Tag
 from memories.records import AttributesRecord, GraphResult, Hit, MemoryRecord, Page, RecallResult, RevisionRecord
@@ -265,7 +265,7 @@ def memory_recall(*, query: str, namespace=None, tags=None, kinds=None, limit: i
     while True:
         ranking = ranked(window)
         records = records_for_revisions([hit.revision_id for hit in ranking.hits], as_of=as_of_time)
-        records = {record.revision_id: record for record in with_confidence(
+        records = {record.revision_id: record for record in confidence_rules.with_confidence(
             list(records.values()), as_of=as_of_time, valid_at=valid_time)}
         if min_confidence is None:
             break
@@ -352,7 +352,7 @@ def memory_get(*, memory_id=None, namespace=None, key=None, as_of=None, valid_at
     if revision_id is None:
         raise MemoryNotFound(wanted)
     record = records_for_revisions([revision_id], as_of=as_of_time)[revision_id]
-    return with_confidence([record], as_of=as_of_time, valid_at=valid_time)[0]
+    return confidence_rules.with_confidence([record], as_of=as_of_time, valid_at=valid_time)[0]
 
 
 def memory_history(*, memory_id: int, as_of=None) -> list[RevisionRecord]:
@@ -459,7 +459,7 @@ def _scored_where_visible(items: list[MemoryRecord], visible: set[int], *, as_of
                           valid_at: dt.datetime) -> list[MemoryRecord]:
     """``items``, those whose revision is in ``visible`` with their conflicts and confidence (memories.confidence);
     a hidden or forgotten memory shows no confidence."""
-    scored = {record.revision_id: record for record in with_confidence(
+    scored = {record.revision_id: record for record in confidence_rules.with_confidence(
         [item for item in items if item.revision_id in visible], as_of=as_of, valid_at=valid_at)}
     return [scored.get(item.revision_id, item) for item in items]
 

@@ -198,3 +198,19 @@ def test_rest_and_mcp_arguments_take_min_confidence():
     bad = client.get("/api/v1/recall/", {"query": "cache", "min_confidence": "2"})
     assert bad.status_code == 400 and bad.json()["error"]["field"] == "min_confidence"
     cache.clear()
+
+
+@pytest.mark.django_db
+def test_the_audit_reports_the_computed_confidence_and_the_stated_one():
+    from memories.audit import confidence_distribution
+    from django.utils import timezone
+
+    write("The office is in Lyon.", interface="admin")
+    write("The office has a garden.", interface="api", confidence=0.3)
+    write("Forgotten text.", interface="api")
+    services.memory_forget(memory_id=selectors.memory_list().items[0].id, actor="tester", interface="cli")
+    finding = confidence_distribution(timezone.now())
+    assert finding.ok and finding.check == "confidence"
+    assert finding.detail == ("confidence of the memories visible now: 0 from 0, 1 from 0.25, 0 from 0.5, "
+                              "1 from 0.75; stated confidence of their revisions: 1 unstated, 0 from 0, "
+                              "1 from 0.25, 0 from 0.5, 0 from 0.75")
