@@ -15,8 +15,7 @@ from django.utils import timezone
 
 from knowledge.facts import fact_drift
 from memories import health
-from memories.confidence import with_confidence
-from memories.selectors import records_for_revisions
+from memories.selectors import records_with_confidence
 from memories.models import Memory, Revision, State
 from memories.records import AuditFinding, AuditReport
 from search.indexing import document_drift, index_drift
@@ -128,9 +127,8 @@ def confidence_distribution(now: dt.datetime) -> AuditFinding:
     shown = list(Revision.objects.visible(as_of=now).order_by("pk").values_list("pk", "confidence"))
     computed = []
     for start in range(0, len(shown), _CONFIDENCE_CHUNK):
-        records = records_for_revisions([pk for pk, _ in shown[start:start + _CONFIDENCE_CHUNK]], as_of=now)
-        computed.extend(record.confidence for record in with_confidence(list(records.values()), as_of=now,
-                                                                           valid_at=now))
+        records = records_with_confidence([pk for pk, _ in shown[start:start + _CONFIDENCE_CHUNK]], as_of=now)
+        computed.extend(record.confidence for record in records.values())
     worked_out = ", ".join(f"{value} {name}" for name, value in _buckets(computed).items() if name != "unstated")
     stated = ", ".join(f"{value} {name}" for name, value in _buckets(value for _, value in shown).items())
     return AuditFinding(check="confidence", ok=True, count=0, ids=[],

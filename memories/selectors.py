@@ -158,6 +158,15 @@ def records_for_revisions(revision_ids: list[int], *, as_of: dt.datetime | None 
     return records
 
 
+def records_with_confidence(revision_ids: list[int], *, as_of: dt.datetime,
+                            valid_at: dt.datetime | None = None) -> dict[int, MemoryRecord]:
+    """records_for_revisions of revisions visible at (as_of, valid_at), each with its conflicts and confidence
+    (memories.confidence), by revision id."""
+    records = records_for_revisions(revision_ids, as_of=as_of)
+    return {record.revision_id: record for record in confidence_rules.with_confidence(
+        list(records.values()), as_of=as_of, valid_at=as_of if valid_at is None else valid_at)}
+
+
 def _names(value, *, field: str, check) -> list[str] | None:
     if value is None or value == [] or value == "":
         return None
@@ -264,9 +273,8 @@ def memory_recall(*, query: str, namespace=None, tags=None, kinds=None, limit: i
                                                       CONFIDENCE_CANDIDATES_MAX)
     while True:
         ranking = ranked(window)
-        records = records_for_revisions([hit.revision_id for hit in ranking.hits], as_of=as_of_time)
-        records = {record.revision_id: record for record in confidence_rules.with_confidence(
-            list(records.values()), as_of=as_of_time, valid_at=valid_time)}
+        records = records_with_confidence([hit.revision_id for hit in ranking.hits], as_of=as_of_time,
+                                          valid_at=valid_time)
         if min_confidence is None:
             break
         chosen, held_back = _confident(ranking.hits, records, limit=limit, min_confidence=min_confidence)

@@ -214,3 +214,15 @@ def test_the_audit_reports_the_computed_confidence_and_the_stated_one():
     assert finding.detail == ("confidence of the memories visible now: 0 from 0, 1 from 0.25, 0 from 0.5, "
                               "1 from 0.75; stated confidence of their revisions: 1 unstated, 0 from 0, "
                               "1 from 0.25, 0 from 0.5, 0 from 0.75")
+
+
+@pytest.mark.django_db
+def test_the_admin_list_and_change_page_show_the_confidence(admin_client):
+    person = write("The office is in Lyon.", interface="admin")
+    agent = write("The office has a garden.", interface="api", confidence=0.3)
+    listing = admin_client.get("/admin/memories/memory/")
+    rows = {row.pk: row.confidence_now for row in listing.context["cl"].result_list}
+    assert rows == {person.id: 0.9, agent.id: 0.3}
+    assert "<th scope=\"col\" class=\"column-confidence_value\">" in listing.content.decode()
+    page = admin_client.get(f"/admin/memories/memory/{agent.id}/change/").content.decode()
+    assert "0.3 (source agent, stated 0.3, 0 days old, half-life 365 days, 0 other author(s), 0 open conflict(s))" in page

@@ -13,7 +13,6 @@ from django.db.models import Exists, OuterRef, Prefetch, Q
 from django.utils import timezone
 
 from memories import selectors, validation
-from memories.confidence import with_confidence
 from memories.models import Attributes, Lifecycle, Memory, Revision, State, Tag
 from memoryproject.exceptions import InvalidInput
 from memoryproject.timeparse import format_instant, parse_optional_instant
@@ -106,9 +105,7 @@ def _export_chunks(memories, *, header, cutoff, batch_size, progress) -> Iterato
 def _confidence_at(batch: list[Memory], cutoff) -> dict[int, float]:
     """{memory id: its confidence at the cutoff (about then)} for the memories of ``batch`` visible then."""
     shown = list(Revision.objects.filter(memory__in=batch).visible(as_of=cutoff).values_list("pk", flat=True))
-    records = selectors.records_for_revisions(shown, as_of=cutoff)
-    return {record.id: record.confidence
-            for record in with_confidence(list(records.values()), as_of=cutoff, valid_at=cutoff)}
+    return {record.id: record.confidence for record in selectors.records_with_confidence(shown, as_of=cutoff).values()}
 
 
 def _memory_entry(memory: Memory, *, confidence: float | None) -> dict:
