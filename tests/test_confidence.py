@@ -226,3 +226,22 @@ def test_the_admin_list_and_change_page_show_the_confidence(admin_client):
     assert "<th scope=\"col\" class=\"column-confidence_value\">" in listing.content.decode()
     page = admin_client.get(f"/admin/memories/memory/{agent.id}/change/").content.decode()
     assert "0.3 (source agent, stated 0.3, 0 days old, half-life 365 days, 0 other author(s), 0 open conflict(s))" in page
+
+
+@pytest.mark.django_db
+def test_recall_with_min_confidence_as_of_a_time_gives_the_same_answer_after_later_writes():
+    fact = dict(kind="fact", subject="Search", predicate="uses", object="Postgres")
+    first = write("Search uses Postgres.", author="key:aaaa", interface="api", **fact)
+    cutoff = format_instant(first.known_at)
+
+    def recalled():
+        found = selectors.memory_recall(query="search postgres", mode="keyword", as_of=cutoff, min_confidence=0.8)
+        return [hit.memory.id for hit in found.hits], found.note
+
+    before = recalled()
+    assert before == ([], "1 hit held back: confidence below min_confidence 0.8.")
+    # Another author states the same fact later: from then on it passes, but not as of the cutoff.
+    write("Search is backed by Postgres.", author="key:bbbb", interface="mcp", **fact)
+    now = selectors.memory_recall(query="search postgres", mode="keyword", min_confidence=0.8)
+    assert first.id in [hit.memory.id for hit in now.hits]
+    assert recalled() == before
