@@ -242,3 +242,14 @@ def test_recall_with_min_confidence_as_of_a_time_gives_the_same_answer_after_lat
     now = selectors.memory_recall(query="search postgres", mode="keyword", min_confidence=0.8)
     assert first.id in [hit.memory.id for hit in now.hits]
     assert recalled() == before
+
+
+@pytest.mark.django_db
+def test_the_cli_recall_takes_min_confidence(capsys):
+    from django.core.management import call_command
+
+    write("The cache is Redis.", interface="admin")
+    write("The cache is Redis, perhaps.", interface="api", confidence=0.2)
+    call_command("memory", "recall", "cache redis", "--mode", "keyword", "--min-confidence", "0.5")
+    answer = json.loads(capsys.readouterr().out)
+    assert [hit["confidence"] for hit in answer["hits"]] == [0.9]
