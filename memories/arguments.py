@@ -77,6 +77,9 @@ SearchMode = Annotated[Literal[engine.MODES], Field(description=(
 MinScore = Annotated[float | None, Field(ge=0, le=validation.MIN_SCORE_MAX, description=(
     "Hold back hits scoring below this (0: keep all). Default: in hybrid mode, hold back every hit when none is "
     "relevant. The note says how many were held back."))]
+MinConfidence = Annotated[float | None, Field(ge=0, le=1, description=(
+    "Leave out hits whose confidence (worked out at the read's time) is below this, from 0 to 1. The note says "
+    "how many were left out."))]
 ChangeReason = Annotated[Reason | None, Field(description="Why, e.g. 'the user retracted it'.")]
 VALID_AT_HELP = "Answer about this time; default as_of."
 
@@ -141,6 +144,7 @@ class RecallArgs(Arguments):
     explain: bool = Field(False, description="Add each hit's component ranks and raw scores.")
     min_score: MinScore = None
     states: StateFilter = None
+    min_confidence: MinConfidence = None
 
 
 class GetArgs(Arguments):

@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from knowledge.facts import fact_drift
 from memories import health
+from memories.selectors import records_with_confidence
 from memories.models import Memory, Revision, State
 from memories.records import AuditFinding, AuditReport
 from search.indexing import document_drift, index_drift
@@ -22,7 +23,7 @@ from search.vectors import vector_drift
 
 # Ids listed per finding, at most; the count says how many there are.
 IDS_SHOWN = 20
-# Buckets of stated confidence the distribution reports, by their lower bound.
+# Buckets of confidence the distribution reports, by their lower bound.
 CONFIDENCE_BUCKETS = (0.0, 0.25, 0.5, 0.75)
 
 
@@ -104,16 +105,35 @@ def unfinished_imports() -> AuditFinding:
                         fix="" if check.ok else "manage.py purge", fixable=False)
 
 
+# Visible memories whose confidence is worked out per step of the audit's confidence finding.
+_CONFIDENCE_CHUNK = 500
+
+
+def _buckets(values) -> dict[str, int]:
+    """How many of ``values`` (each 0..1, or None) fall in each quarter, and how many are None."""
+    counts = {"unstated": 0, **{f"from {low:g}": 0 for low in CONFIDENCE_BUCKETS}}
+    for value in values:
+        if value is None:
+            counts["unstated"] += 1
+        else:
+            low = max(low for low in CONFIDENCE_BUCKETS if value >= low)
+            counts[f"from {low:g}"] += 1
+    return counts
+
+
 def confidence_distribution(now: dt.datetime) -> AuditFinding:
-    """Information, never a problem: how sure the writers of the revisions visible now said they were."""
-    visible = Revision.objects.visible(as_of=now)
-    counts = visible.aggregate(
-        unstated=Count("pk", filter=Q(confidence__isnull=True)),
-        **{f"from_{low:g}": Count("pk", filter=Q(confidence__gte=low, confidence__lt=high))
-           for low, high in zip(CONFIDENCE_BUCKETS, (*CONFIDENCE_BUCKETS[1:], 1.01))})
-    shown = ", ".join(f"{value} {name.replace('_', ' ')}" for name, value in counts.items())
+    """Information, never a problem: the confidence of the memories visible now (memories.confidence), and how
+    sure the writers of their revisions said they were."""
+    shown = list(Revision.objects.visible(as_of=now).order_by("pk").values_list("pk", "confidence"))
+    computed = []
+    for start in range(0, len(shown), _CONFIDENCE_CHUNK):
+        records = records_with_confidence([pk for pk, _ in shown[start:start + _CONFIDENCE_CHUNK]], as_of=now)
+        computed.extend(record.confidence for record in records.values())
+    worked_out = ", ".join(f"{value} {name}" for name, value in _buckets(computed).items() if name != "unstated")
+    stated = ", ".join(f"{value} {name}" for name, value in _buckets(value for _, value in shown).items())
     return AuditFinding(check="confidence", ok=True, count=0, ids=[],
-                        detail=f"stated confidence of the revisions visible now: {shown}", fix="", fixable=False)
+                        detail=f"confidence of the memories visible now: {worked_out}; stated confidence of their "
+                               f"revisions: {stated}", fix="", fixable=False)
 
 
 def run_audit() -> AuditReport:

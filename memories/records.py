@@ -74,12 +74,18 @@ class MemoryRecord(Record):
         "Set when the memory has a triple (subject, predicate, object)."))
     predicate: OmittedWhenEmpty[str] = None
     object: OmittedWhenEmpty[str] = None
-    confidence: OmittedWhenEmpty[float] = Field(None, description=CONFIDENCE_HELP)
+    stated_confidence: OmittedWhenEmpty[float] = Field(None, description=CONFIDENCE_HELP)
+    confidence: OmittedWhenEmpty[float] = Field(None, description=(
+        "In recall, get and list: how far to rely on it, from 0 to 1, worked out at the read's time from its source "
+        "(person, agent, import, extracted), the stated confidence, its age, other authors stating the same fact "
+        "and open conflicts (docs: Confidence)."))
     conflicts: OmittedWhenEmpty[list[ConflictWith]] = Field(None, description=(
         "In recall and get: other memories of the namespace whose fact contradicts this one's (same subject, a "
         "single-valued predicate, another object) at that point."))
     # Who wrote the revision: in recall's explain and the history, not in the memory itself.
     author: SkipJsonSchema[str] = Field("", exclude=True)
+    # What confidence was worked out from (memories.confidence.Inputs): in recall's explain.
+    confidence_inputs: SkipJsonSchema[dict[str, Any] | None] = Field(None, exclude=True)
 
     @classmethod
     def from_revision(cls, revision, *, tags: list[str] | None = None, state: str | None = None) -> "MemoryRecord":
@@ -94,7 +100,7 @@ class MemoryRecord(Record):
             known_at=revision.known_at, valid_from=revision.valid_from, valid_to=revision.valid_to,
             expires_at=revision.expires_at, source=revision.source, content_hash=revision.content_hash,
             subject=revision.subject, predicate=revision.predicate, object=revision.object,
-            confidence=revision.confidence, author=revision.author, created_at=memory.created_at,
+            stated_confidence=revision.confidence, author=revision.author, created_at=memory.created_at,
         )
 
 

@@ -12,7 +12,8 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from knowledge.names import entity_name, predicate_name
-from memories import conflicts, staging, validation
+from memories import staging, validation
+from memories import confidence as confidence_rules
 from memories import states as state_rules
 from memories.models import Attributes, Kind, Lifecycle, Memory, Revision, State, Tag
 from memories.records import AttributesRecord, GraphResult, Hit, MemoryRecord, Page, RecallResult, RevisionRecord
@@ -35,6 +36,10 @@ GRAPH_LIMIT_DEFAULT = 20
 GRAPH_LIMIT_MAX = 200
 EXPIRING_DAYS = 7
 EXPIRING_SHOWN = 50
+# With min_confidence, recall ranks this many candidates first for every hit it may return, then twice as many
+# while too few pass, up to CONFIDENCE_CANDIDATES_MAX.
+CONFIDENCE_CANDIDATES_PER_HIT = 4
+CONFIDENCE_CANDIDATES_MAX = 400
 
 
 def resolve_times(as_of=None, valid_at=None) -> tuple[dt.datetime, dt.datetime]:
@@ -149,8 +154,17 @@ def records_for_revisions(revision_ids: list[int], *, as_of: dt.datetime | None 
             valid_from=stored_instant(valid_from), valid_to=stored_instant(valid_to),
             expires_at=stored_instant(expires_at),
             source=source, content_hash=content_hash, subject=subject, predicate=predicate, object=object_,
-            confidence=confidence, author=author, created_at=stored_instant(created_at))
+            stated_confidence=confidence, author=author, created_at=stored_instant(created_at))
     return records
+
+
+def records_with_confidence(revision_ids: list[int], *, as_of: dt.datetime,
+                            valid_at: dt.datetime | None = None) -> dict[int, MemoryRecord]:
+    """records_for_revisions of revisions visible at (as_of, valid_at), each with its conflicts and confidence
+    (memories.confidence), by revision id."""
+    records = records_for_revisions(revision_ids, as_of=as_of)
+    return {record.revision_id: record for record in confidence_rules.with_confidence(
+        list(records.values()), as_of=as_of, valid_at=as_of if valid_at is None else valid_at)}
 
 
 def _names(value, *, field: str, check) -> list[str] | None:
@@ -213,12 +227,15 @@ def _age(known_at: dt.datetime, now: dt.datetime) -> str:
 @observed(RECALL_SECONDS, lambda result, arguments: {"mode": result.mode})
 def memory_recall(*, query: str, namespace=None, tags=None, kinds=None, limit: int = RECALL_LIMIT_DEFAULT,
                   match: str = RECALL_MATCH_DEFAULT, mode: str = RECALL_MODE_DEFAULT, as_of=None, valid_at=None,
-                  explain: bool = False, min_score=None, states=None) -> RecallResult:
+                  explain: bool = False, min_score=None, states=None, min_confidence=None) -> RecallResult:
     """Return the memories that best answer ``query`` as known at ``as_of``, about ``valid_at``.
 
     ``min_score``: hold back hits scoring below it; None: hold back every hit when none is relevant
     (hybrid mode, ``search.relevance``). The note says how many were held back.
     ``states``: only memories in these states then (``memories.states``); default all but archived.
+    ``min_confidence``: leave out hits whose confidence then (``memories.confidence``) is below it; the
+    note says how many. Confidence is worked out for the hits (and the candidates the filter reads), never
+    for the whole store.
     """
     if not isinstance(query, str) or not query.strip():
         raise InvalidInput("query: must be non-empty text.", field="query")
@@ -232,6 +249,7 @@ def memory_recall(*, query: str, namespace=None, tags=None, kinds=None, limit: i
     if not isinstance(explain, bool):
         raise InvalidInput("explain: expected true or false.", field="explain")
     min_score = validation.min_score(min_score)
+    min_confidence = validation.min_confidence(min_confidence)
     namespaces = _names(namespace, field="namespace", check=validation.namespace)
     tag_names = validation.tags(tags) if tags else []
     kind_names = _names(kinds, field="kinds", check=validation.kind)
@@ -240,30 +258,69 @@ def memory_recall(*, query: str, namespace=None, tags=None, kinds=None, limit: i
     tagged = None
     if tag_names:  # without as_of, now: the memories' current tags
         tagged = _tagged_memories(tag_names, namespaces, as_of=None if as_of is None else as_of_time)
-    try:
-        ranking = engine.rank(query=query, namespaces=namespaces, kinds=kind_names, memory_ids=tagged, limit=limit,
-                              match=match, mode=mode, as_of=as_of_time, valid_at=valid_time, explain=explain,
-                              min_score=min_score,
-                              states=None if set(state_names) == set(state_rules.RECALL_STATES) else state_names,
-                              stale_after=state_rules.stale_after_micros())
-    except errors.Unavailable as error:
-        raise Unavailable(error.message) from None
-    records = records_for_revisions([hit.revision_id for hit in ranking.hits], as_of=as_of_time)
-    records = {record.revision_id: record for record in conflicts.with_conflicts(
-        list(records.values()), as_of=as_of_time, valid_at=valid_time)}
+
+    def ranked(window: int):
+        try:
+            return engine.rank(query=query, namespaces=namespaces, kinds=kind_names, memory_ids=tagged,
+                               limit=window, match=match, mode=mode, as_of=as_of_time, valid_at=valid_time,
+                               explain=explain, min_score=min_score,
+                               states=None if set(state_names) == set(state_rules.RECALL_STATES) else state_names,
+                               stale_after=state_rules.stale_after_micros())
+        except errors.Unavailable as error:
+            raise Unavailable(error.message) from None
+
+    window = limit if min_confidence is None else min(limit * CONFIDENCE_CANDIDATES_PER_HIT,
+                                                      CONFIDENCE_CANDIDATES_MAX)
+    while True:
+        ranking = ranked(window)
+        records = records_with_confidence([hit.revision_id for hit in ranking.hits], as_of=as_of_time,
+                                          valid_at=valid_time)
+        if min_confidence is None:
+            break
+        chosen, held_back = _confident(ranking.hits, records, limit=limit, min_confidence=min_confidence)
+        # Too few passed while more candidates wait: rank twice as many (the first ones stay the same).
+        if len(chosen) == limit or len(ranking.hits) < window or window >= CONFIDENCE_CANDIDATES_MAX:
+            break
+        window = min(window * 2, CONFIDENCE_CANDIDATES_MAX)
+    note = ranking.note
+    if min_confidence is not None:
+        ranking_hits = chosen
+        if held_back:
+            checked = (f" among the best {len(ranking.hits)} candidates"
+                       if len(chosen) < limit and len(ranking.hits) == window else "")
+            note = " ".join(filter(None, [note, f"{held_back} hit{'s' if held_back > 1 else ''} held back: "
+                                                f"confidence below min_confidence {min_confidence:g}{checked}."]))
+    else:
+        ranking_hits = ranking.hits
     found = []
-    for ranked in ranking.hits:
-        record = records[ranked.revision_id]
+    for hit in ranking_hits:
+        record = records[hit.revision_id]
         details = None
         if explain:
-            details = {"revision_id": record.revision_id, **ranked.explain,
+            details = {"revision_id": record.revision_id, **hit.explain,
                        "known_at": format_instant(record.known_at), "valid_from": format_instant(record.valid_from),
                        "valid_to": format_instant(record.valid_to), "source": record.source,
-                       "content_hash": record.content_hash, "author": record.author}
-        found.append(Hit(memory=record, score=ranked.score, snippet=hits.snippet(record.content, ranking.tokens),
-                         matched_terms=ranked.matched_terms, age=_age(record.known_at, as_of_time), explain=details))
+                       "content_hash": record.content_hash, "author": record.author,
+                       "confidence": record.confidence_inputs}
+        found.append(Hit(memory=record, score=hit.score, snippet=hits.snippet(record.content, ranking.tokens),
+                         matched_terms=hit.matched_terms, age=_age(record.known_at, as_of_time), explain=details))
     return RecallResult(query=query, terms=ranking.terms, match_mode=ranking.match_mode, mode=mode,
-                        as_of=as_of_time, valid_at=valid_time, hits=found, note=ranking.note, hint=ranking.hint)
+                        as_of=as_of_time, valid_at=valid_time, hits=found, note=note, hint=ranking.hint)
+
+
+def _confident(ranked: list, records: dict[int, MemoryRecord], *, limit: int,
+               min_confidence: float) -> tuple[list, int]:
+    """The first ``limit`` of ``ranked`` whose confidence is at least ``min_confidence``, and how many ranked
+    above the last of them (or anywhere, when fewer pass) fell below it."""
+    chosen, held_back = [], 0
+    for hit in ranked:
+        if len(chosen) == limit:
+            break
+        if records[hit.revision_id].confidence >= min_confidence:
+            chosen.append(hit)
+        else:
+            held_back += 1
+    return chosen, held_back
 
 
 def visible_revision(*, memory: Memory, as_of: dt.datetime, valid_at: dt.datetime | None = None) -> Revision | None:
@@ -303,7 +360,7 @@ def memory_get(*, memory_id=None, namespace=None, key=None, as_of=None, valid_at
     if revision_id is None:
         raise MemoryNotFound(wanted)
     record = records_for_revisions([revision_id], as_of=as_of_time)[revision_id]
-    return conflicts.with_conflicts([record], as_of=as_of_time, valid_at=valid_time)[0]
+    return confidence_rules.with_confidence([record], as_of=as_of_time, valid_at=valid_time)[0]
 
 
 def memory_history(*, memory_id: int, as_of=None) -> list[RevisionRecord]:
@@ -402,7 +459,17 @@ def memory_list(
         read = state_rules.FORGOTTEN if memory.state == State.FORGOTTEN else state_rules.read_state(
             recorded.get(memory.pk, Lifecycle.ACTIVE.value), kind=memory.kind, known_at=revision.known_at, as_of=now)
         items.append(MemoryRecord.from_revision(revision, state=read))
+    items = _scored_where_visible(items, {revision.pk for revision in shown.values()}, as_of=now, valid_at=now)
     return Page(items=items, next_cursor=_encode_cursor(page[-1].pk) if more and page else None)
+
+
+def _scored_where_visible(items: list[MemoryRecord], visible: set[int], *, as_of: dt.datetime,
+                          valid_at: dt.datetime) -> list[MemoryRecord]:
+    """``items``, those whose revision is in ``visible`` with their conflicts and confidence (memories.confidence);
+    a hidden or forgotten memory shows no confidence."""
+    scored = {record.revision_id: record for record in confidence_rules.with_confidence(
+        [item for item in items if item.revision_id in visible], as_of=as_of, valid_at=valid_at)}
+    return [scored.get(item.revision_id, item) for item in items]
 
 
 def _list_at(as_of: dt.datetime, valid_at: dt.datetime, *, namespace, tags, kind, state: str, limit: int,
@@ -452,6 +519,8 @@ def _list_at(as_of: dt.datetime, valid_at: dt.datetime, *, namespace, tags, kind
         record = records.get(shown[memory_id])
         if record is not None:
             items.append(record.model_copy(update={"state": State.FORGOTTEN.value}) if tombstone else record)
+    visible = {revision_id for _, revision_id, tombstone in page if revision_id is not None and not tombstone}
+    items = _scored_where_visible(items, visible, as_of=as_of, valid_at=valid_at)
     return Page(items=items, next_cursor=_encode_cursor(page[-1][0]) if more and page else None)
 
 

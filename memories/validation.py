@@ -177,6 +177,16 @@ def min_score(value) -> float | None:
     return float(value)
 
 
+def min_confidence(value) -> float | None:
+    """Return recall's min_confidence: None (no filter) or a number from 0 to 1."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise InvalidInput(f"min_confidence: {value!r} is out of range 0..1 (a computed confidence).",
+                           field="min_confidence")
+    return float(value)
+
+
 def triple(subject, predicate, object_) -> tuple[str, str, str]:
     parts = tuple(
         short_text(value, field=name, limit=TRIPLE_PART_MAX)

@@ -227,6 +227,10 @@ MEMORY_KINDS = ("fact", "preference", "decision", "skill", "note", "artifact", "
 # An active memory whose visible text was learned more than this many days before a read's as_of reads as
 # stale (memories/states.py); a kind not named never goes stale. "none": no kind does.
 MEMORY_STALE_AFTER_DAYS = env_days("MEMORY_STALE_AFTER_DAYS", {"note": 365, "artifact": 180}, keys=MEMORY_KINDS)
+# A memory's computed confidence halves every this many days after its visible text was learned
+# (memories/confidence.py); a kind not named does not decay. "none": no kind does.
+MEMORY_CONFIDENCE_HALF_LIFE_DAYS = env_days("MEMORY_CONFIDENCE_HALF_LIFE_DAYS",
+                                            {"fact": 730, "note": 365, "artifact": 180}, keys=MEMORY_KINDS)
 
 MEMORY_TELEMETRY_DAYS = env_int("MEMORY_TELEMETRY_DAYS", 90, minimum=1, maximum=36500)
 # Hooks (README, Hooks and telemetry): the size of a recalled block in characters, when the

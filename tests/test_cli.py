@@ -144,7 +144,8 @@ def test_learn_reads_text_from_an_argument_or_stdin_and_stores_each_item(instanc
     assert (fact["subject"], fact["predicate"], fact["object"]) == ("billing API", "runs on", "Kubernetes")
     assert learned["skipped"] == [{"text": "Is it fast?", "start": 36, "end": 47, "reason": "question"}]
     got = instance.memory("get", str(fact["memory_id"]))
-    assert (got["confidence"], got["source"], got["tags"]) == (0.5, "learn: notes.md chars 0-35", ["infra"])
+    assert (got["stated_confidence"], got["confidence"], got["source"], got["tags"]) == (
+        0.5, 0.5, "learn: notes.md chars 0-35", ["infra"])
 
     piped = instance.memory("learn", "--namespace", "ops", stdin="To release:\n1. Tag it.\n2. Push the tag.\n"
                                                                "The billing API runs on Kubernetes.\n")

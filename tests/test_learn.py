@@ -183,7 +183,9 @@ def test_learn_stores_each_item_with_its_kind_triple_confidence_and_span():
     memory = selectors.memory_get(memory_id=fact.memory_id)
     assert (memory.kind, memory.content, memory.subject, memory.predicate, memory.object) == (
         "fact", "The billing API runs on Kubernetes.", "billing API", "runs on", "Kubernetes")
-    assert memory.confidence == LEARNED_CONFIDENCE == 0.5
+    assert memory.stated_confidence == LEARNED_CONFIDENCE == 0.5
+    # Extracted (reliability 0.5) and stated 0.5, learned just now: computed 0.5 too.
+    assert memory.confidence == 0.5
     assert memory.source == f"learn: call-notes.md chars {fact.start}-{fact.end}"
     assert PARAGRAPH[fact.start:fact.end] == "The billing API runs on Kubernetes."
     assert memory.tags == ["meeting"] and memory.revision_id == fact.revision_id
@@ -195,7 +197,7 @@ def test_learn_stores_each_item_with_its_kind_triple_confidence_and_span():
     assert selectors.memory_history(memory_id=skill.memory_id)[0].confidence == 0.5
     # Learned facts are found like any memory, and show their confidence there too.
     (hit,) = selectors.memory_recall(query="billing kubernetes", namespace=["acme"], mode="keyword").hits
-    assert (hit.memory.id, hit.memory.confidence) == (fact.memory_id, 0.5)
+    assert (hit.memory.id, hit.memory.stated_confidence, hit.memory.confidence) == (fact.memory_id, 0.5, 0.5)
 
 
 @pytest.mark.django_db
@@ -301,14 +303,14 @@ def test_a_confidence_from_zero_to_one_is_kept_and_none_means_not_stated():
 @pytest.mark.django_db
 def test_a_stated_confidence_is_carried_by_revisions_and_shown_by_get_and_history(remember):
     made = remember("The office is in Lyon.", key="office", confidence=0.9).memory
-    assert made.confidence == 0.9 and made.as_dict()["confidence"] == 0.9
+    assert made.stated_confidence == 0.9 and made.as_dict()["stated_confidence"] == 0.9
     plain = remember("The office has a garden.").memory
-    assert plain.confidence is None and "confidence" not in plain.as_dict()
+    assert plain.stated_confidence is None and "stated_confidence" not in plain.as_dict()
     services.memory_update(memory_id=made.id, title="Office", **ACTOR)
     assert [revision.confidence for revision in selectors.memory_history(memory_id=made.id)] == [0.9, 0.9]
     # Another confidence under the same key is another assertion: a new revision.
     again = remember("The office is in Lyon.", key="office", confidence=0.6)
-    assert again.revised and selectors.memory_get(memory_id=made.id).confidence == 0.6
+    assert again.revised and selectors.memory_get(memory_id=made.id).stated_confidence == 0.6
 
 
 @pytest.mark.django_db
@@ -355,7 +357,7 @@ def test_rest_learn_answers_what_was_stored_deduplicated_and_skipped(api):
     assert body["deduplicated"][0]["matched_by"] == "triple"
     assert body["skipped"] == [{"text": "Is it fast?", "start": 40, "end": 51, "reason": "question"}]
     memory = api().get(f"/api/v1/memories/{stored['memory_id']}/").json()
-    assert (memory["confidence"], memory["source"]) == (0.5, "learn: chat chars 0-19")
+    assert (memory["stated_confidence"], memory["confidence"], memory["source"]) == (0.5, 0.5, "learn: chat chars 0-19")
 
 
 @pytest.mark.parametrize(("body", "status", "field", "message"), [
@@ -383,7 +385,7 @@ def test_rest_learn_needs_the_write_scope_and_a_namespace_the_key_may_write(api)
 
 def test_rest_remember_takes_a_confidence_within_bounds(api):
     made = api().post("/api/v1/memories/", {"content": "The office is in Lyon.", "confidence": 0.8}, format="json")
-    assert made.status_code == 201 and made.json()["confidence"] == 0.8
+    assert made.status_code == 201 and made.json()["stated_confidence"] == 0.8
     error = error_of(api().post("/api/v1/memories/", {"content": "Sure.", "confidence": 1.5}, format="json"), 400)
     assert error["field"] == "confidence" and "less than or equal to 1" in error["message"]
 

@@ -137,9 +137,10 @@ def test_the_export_is_lazy_and_reads_memories_in_primary_key_batches(remember):
 
     with CaptureQueriesContext(connection) as reading:
         text = "".join(chunks)
-    # Three batches of (memories, their revisions, their attribute rows at the cutoff, those rows' tags),
+    # Three batches of (memories, their revisions, their attribute rows at the cutoff, those rows' tags, and five
+    # for their confidence: the revisions shown then, their records' rows, attribute rows and tags, provenance),
     # then the empty batch that ends it.
-    assert len(reading) == 3 * 4 + 1
+    assert len(reading) == 3 * 9 + 1
     exported = json.loads(text)["memories"]
     assert [Memory.objects.get(key=entry["key"]).pk for entry in exported] == ids
 
@@ -147,7 +148,7 @@ def test_the_export_is_lazy_and_reads_memories_in_primary_key_batches(remember):
     with CaptureQueriesContext(connection) as reading:
         exported = export(batch_size=100)["memories"]
     # The number of queries depends on the batches, not on the memories in them.
-    assert len(reading) == 4 + 1
+    assert len(reading) == 9 + 1
     assert len(exported) == len(ids) + len(more)
 
 

@@ -106,13 +106,21 @@ class MemoryChangeList(ChangeList):
         super().get_results(request)
         # The preview column needs each row's current revision: two queries for the page, not one per row.
         self.result_list = list(self.result_list)
-        attach_shown_revisions(self.result_list, now=timezone.now())
+        now = timezone.now()
+        attach_shown_revisions(self.result_list, now=now)
+        # The confidence column: worked out for the page's visible rows at once.
+        shown = [memory.shown_revision.pk for memory in self.result_list
+                 if getattr(memory, "shown_revision", None) is not None and memory.shown_is_visible]
+        scored = selectors.records_with_confidence(shown, as_of=now)
+        for memory in self.result_list:
+            record = scored.get(getattr(getattr(memory, "shown_revision", None), "pk", None))
+            memory.confidence_now = record.confidence if record is not None else None
 
 
 @admin.register(Memory)
 class MemoryAdmin(AuditPage, ConflictQueue, KnowledgePage, MemoryActions, admin.ModelAdmin):
-    list_display = ("id", "preview", "namespace", "kind", "tag_list", "state_value", "last_change",
-                    "revision_count")
+    list_display = ("id", "preview", "namespace", "kind", "tag_list", "state_value", "confidence_value",
+                    "last_change", "revision_count")
     list_display_links = ("id", "preview")
     list_filter = ("namespace", "kind", ("tags", TagFilter), "state", LifecycleFilter, VisibleNowFilter,
                    TtlFilter)
@@ -185,6 +193,22 @@ class MemoryAdmin(AuditPage, ConflictQueue, KnowledgePage, MemoryActions, admin.
             return memory.recorded_state
         return states.read_state(memory.recorded_state, kind=memory.kind, known_at=revision.known_at, as_of=now)
 
+    @admin.display(description="confidence")
+    def confidence_value(self, memory):
+        """Worked out now (memories.confidence); on the change page with what it came from."""
+        if hasattr(memory, "confidence_now"):  # the list worked it out for the page
+            return "—" if memory.confidence_now is None else f"{memory.confidence_now:g}"
+        try:
+            record = selectors.memory_get(memory_id=memory.pk)
+        except MemoryServiceError:  # hidden now: nothing to rely on
+            return "—"
+        inputs = record.confidence_inputs
+        stated = "not stated" if inputs["stated"] is None else f"stated {inputs['stated']:g}"
+        decay = (f"half-life {inputs['half_life_days']} days" if inputs["half_life_days"] else "no decay")
+        return (f"{record.confidence:g} (source {inputs['source']}, {stated}, {inputs['age_days']:g} days old, "
+                f"{decay}, {inputs['corroborating_authors']} other author(s), {inputs['conflicts']} open "
+                "conflict(s))")
+
     @admin.display(description="tags")
     def tag_list(self, memory):
         return ", ".join(tag.name for tag in memory.tags.all())
@@ -205,7 +229,8 @@ class MemoryAdmin(AuditPage, ConflictQueue, KnowledgePage, MemoryActions, admin.
                 (None, {"fields": ("namespace", "key", "kind", "title", "content", "tags", "source")}),
                 ("Time", {"fields": ("ttl_days", "valid_from", "valid_to")}),
             ]
-        identity = (None, {"fields": ("namespace", "key", "state_value", "visible_now", "created_at")})
+        identity = (None, {"fields": ("namespace", "key", "state_value", "confidence_value", "visible_now",
+                                      "created_at")})
         if not self.has_change_permission(request, obj):
             return [identity]  # a viewer reads the text in the revision history below
         return [
@@ -215,7 +240,8 @@ class MemoryAdmin(AuditPage, ConflictQueue, KnowledgePage, MemoryActions, admin.
         ]
 
     def get_readonly_fields(self, request, obj=None):
-        return () if obj is None else ("namespace", "key", "state_value", "visible_now", "created_at")
+        return () if obj is None else ("namespace", "key", "state_value", "confidence_value", "visible_now",
+                                       "created_at")
 
     @admin.display(description="visible now")
     def visible_now(self, memory):

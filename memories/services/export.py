@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from django.db.models import Exists, OuterRef, Prefetch, Q
 from django.utils import timezone
 
-from memories import validation
+from memories import selectors, validation
 from memories.models import Attributes, Lifecycle, Memory, Revision, State, Tag
 from memoryproject.exceptions import InvalidInput
 from memoryproject.timeparse import format_instant, parse_optional_instant
@@ -25,7 +25,8 @@ EXPORT_SELECTED_MAX = 10_000
 
 # The document's fields, which an import accepts and no others.
 DOCUMENT_FIELDS = {"format", "version", "exported_at", "as_of", "namespace", "memories"}
-MEMORY_FIELDS = {"namespace", "key", "kind", "tags", "state", "created_at", "revisions"}
+# A memory's confidence (memories.confidence) at the cutoff is information for the reader: import ignores it.
+MEMORY_FIELDS = {"namespace", "key", "kind", "tags", "state", "created_at", "confidence", "revisions"}
 TIME_FIELDS = ("known_at", "valid_from", "valid_to", "expires_at")
 TEXT_FIELDS = ("title", "content", "subject", "predicate", "object", "source", "content_hash", "reason",
                "author", "interface")
@@ -90,8 +91,10 @@ def _export_chunks(memories, *, header, cutoff, batch_size, progress) -> Iterato
         batch = list(memories.filter(pk__gt=after).order_by("pk").prefetch_related(revisions, attributes)[:batch_size])
         if not batch:
             break
+        scores = _confidence_at(batch, cutoff)
         for memory in batch:
-            yield ("\n" if done == 0 else ",\n") + json.dumps(_memory_entry(memory), ensure_ascii=False)
+            entry = _memory_entry(memory, confidence=scores.get(memory.pk))
+            yield ("\n" if done == 0 else ",\n") + json.dumps(entry, ensure_ascii=False)
             done += 1
         after = batch[-1].pk
         if progress:
@@ -99,7 +102,13 @@ def _export_chunks(memories, *, header, cutoff, batch_size, progress) -> Iterato
     yield "\n]}\n"
 
 
-def _memory_entry(memory: Memory) -> dict:
+def _confidence_at(batch: list[Memory], cutoff) -> dict[int, float]:
+    """{memory id: its confidence at the cutoff (about then)} for the memories of ``batch`` visible then."""
+    shown = list(Revision.objects.filter(memory__in=batch).visible(as_of=cutoff).values_list("pk", flat=True))
+    return {record.id: record.confidence for record in selectors.records_with_confidence(shown, as_of=cutoff).values()}
+
+
+def _memory_entry(memory: Memory, *, confidence: float | None) -> dict:
     revisions = memory.exported_revisions
     position = {revision.pk: index for index, revision in enumerate(revisions)}
     # Namespace, kind, tags and lifecycle state at the cutoff; today's for a memory without attribute rows then.
@@ -115,6 +124,7 @@ def _memory_entry(memory: Memory) -> dict:
             tag.name for tag in then.tags.all()],
         "state": state,
         "created_at": format_instant(memory.created_at),
+        "confidence": confidence,
         "revisions": [
             {
                 **{name: format_instant(getattr(revision, name)) for name in TIME_FIELDS},

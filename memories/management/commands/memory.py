@@ -142,6 +142,7 @@ class Command(ProjectCommand):
             recall.add_argument(f"--{name.replace('_', '-')}", help=_help(RecallArgs, name))
         recall.add_argument("--explain", action="store_true", default=None, help=_help(RecallArgs, "explain"))
         recall.add_argument("--min-score", type=float, help=_help(RecallArgs, "min_score"))
+        recall.add_argument("--min-confidence", type=float, help=_help(RecallArgs, "min_confidence"))
         recall.add_argument("--state", action="append", dest="states", metavar="STATE",
                             help=_help(RecallArgs, "states") + " Repeatable.")
 
@@ -249,6 +250,7 @@ class Command(ProjectCommand):
             namespace=options["namespace"], tags=options["tags"], kinds=options["kinds"], limit=options["limit"],
             match=options["match"], mode=options["mode"], as_of=options["as_of"], valid_at=options["valid_at"],
             explain=options["explain"], min_score=options["min_score"], states=options["states"],
+            min_confidence=options["min_confidence"],
         )).as_dict()
 
     def _conflicts(self, options):
