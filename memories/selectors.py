@@ -22,6 +22,7 @@ from memoryproject.metrics import RECALL_SECONDS, observed
 from memoryproject.timeparse import format_instant, parse_optional_instant, stored_instant
 from knowledge import graph
 from search import engine, errors, hits
+from telemetry import selectors as telemetry
 
 LIST_LIMIT_DEFAULT = 20
 LIST_LIMIT_MAX = 200
@@ -245,7 +246,10 @@ def memory_recall(*, query: str, namespace=None, tags=None, kinds=None, limit: i
                               match=match, mode=mode, as_of=as_of_time, valid_at=valid_time, explain=explain,
                               min_score=min_score,
                               states=None if set(state_names) == set(state_rules.RECALL_STATES) else state_names,
-                              stale_after=state_rules.stale_after_micros())
+                              stale_after=state_rules.stale_after_micros(),
+                              injections=telemetry.injection_counts(as_of=as_of_time)
+                              if settings.MEMORY_INJECTION_BOOST else None,
+                              injection_boost=settings.MEMORY_INJECTION_BOOST)
     except errors.Unavailable as error:
         raise Unavailable(error.message) from None
     records = records_for_revisions([hit.revision_id for hit in ranking.hits], as_of=as_of_time)
