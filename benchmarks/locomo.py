@@ -139,9 +139,17 @@ def load(samples: list[dict], form: str, *, batched: bool = False) -> dict[str, 
     return keys
 
 
-def evaluate(samples: list[dict], keys: dict[str, dict[str, str]], *, modes=MODES) -> dict:
-    """Return per mode, per split: R@5 / R@10 overall and per category, with per-question recalls."""
+def evaluate(samples: list[dict], keys: dict[str, dict[str, str]], *, modes=MODES, inject_top: bool = False) -> dict:
+    """Return per mode, per split: R@5 / R@10 overall and per category, with per-question recalls.
+
+    ``inject_top``: after each question, report its top hit as injected (``hooks/report/``'s service), so
+    each question is recalled with the injections of the questions asked before it in its conversation.
+    """
     from memories.selectors import memory_recall as recall
+    from telemetry.models import Injection
+    from telemetry.services import injection_create
+
+    Injection.objects.all().delete()  # a reused store starts with none
 
     depth = max(KS)
     report = {}
@@ -158,6 +166,10 @@ def evaluate(samples: list[dict], keys: dict[str, dict[str, str]], *, modes=MODE
                 for item in questions(sample, set(mapping)):
                     result = recall(query=item["question"], namespace=namespace, mode=mode, limit=depth)
                     ranked = [hit.memory.key for hit in result.hits]
+                    if inject_top and result.hits:
+                        top = result.hits[0].memory
+                        injection_create(actor="benchmark", harness="locomo", hook="simulated", session=namespace,
+                                         query="", characters=len(top.content), items=[(top.id, top.revision_id)])
                     wanted = {mapping[dia_id] for dia_id in item["evidence"]}
                     for k in KS:
                         got = len(wanted & set(ranked[:k])) / len(wanted)
@@ -201,6 +213,9 @@ def main() -> None:
     parser.add_argument("--form", choices=FORMS, default="dated", help="text form of a turn (default: dated)")
     parser.add_argument("--embedder", default="minilm", help="minilm (default) or hash")
     parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
+    parser.add_argument("--injection-boost", type=float, default=0.0,
+                        help="MEMORY_INJECTION_BOOST for this run; above 0, each question's top hit is reported as "
+                             "injected before the next question of its conversation")
     parser.add_argument("--batched", action="store_true",
                         help="write each conversation as an import does (texts embedded in batches)")
     args = parser.parse_args()
@@ -213,8 +228,11 @@ def main() -> None:
         samples = [sample for sample in samples if sample["sample_id"] in args.conversations]
     keys, load_seconds = open_loaded_store(args.data, samples, db=args.db, form=args.form, embedder=args.embedder,
                                            batched=args.batched)
+    from django.conf import settings
+
+    settings.MEMORY_INJECTION_BOOST = args.injection_boost
     started = time.perf_counter()
-    report = evaluate(samples, keys, modes=args.modes)
+    report = evaluate(samples, keys, modes=args.modes, inject_top=args.injection_boost > 0)
     seconds = round(time.perf_counter() - started, 1)
     for mode in args.modes:
         for split, table in report[mode].items():
@@ -231,7 +249,9 @@ def main() -> None:
         "form": args.form,
         "load": "remember",
         **load_way(args.batched),
-        "settings": fusion_settings(),
+        "settings": {**fusion_settings(), "MEMORY_INJECTION_BOOST": args.injection_boost},
+        "injections": "each question's top hit reported as injected before the next question of its conversation"
+                      if args.injection_boost > 0 else "none",
         "load_seconds": load_seconds,
         "evaluate_seconds": seconds,
         "category_names": CATEGORY_NAMES,
