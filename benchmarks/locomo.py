@@ -139,11 +139,12 @@ def load(samples: list[dict], form: str, *, batched: bool = False) -> dict[str, 
     return keys
 
 
-def evaluate(samples: list[dict], keys: dict[str, dict[str, str]], *, modes=MODES, inject_top: bool = False) -> dict:
+def evaluate(samples: list[dict], keys: dict[str, dict[str, str]], *, modes=MODES, inject: str = "none") -> dict:
     """Return per mode, per split: R@5 / R@10 overall and per category, with per-question recalls.
 
-    ``inject_top``: after each question, report its top hit as injected (``hooks/report/``'s service), so
-    each question is recalled with the injections of the questions asked before it in its conversation.
+    ``inject``: after each question, report as injected (``hooks/report/``'s service) its top hit ("top"), or
+    its hits among the top 10 that are evidence ("used": injected, then used for the answer); each question is
+    then recalled with the injections of the questions asked before it in its conversation. "none": no reports.
     """
     from memories.selectors import memory_recall as recall
     from telemetry.models import Injection
@@ -166,11 +167,13 @@ def evaluate(samples: list[dict], keys: dict[str, dict[str, str]], *, modes=MODE
                 for item in questions(sample, set(mapping)):
                     result = recall(query=item["question"], namespace=namespace, mode=mode, limit=depth)
                     ranked = [hit.memory.key for hit in result.hits]
-                    if inject_top and result.hits:
-                        top = result.hits[0].memory
-                        injection_create(actor="benchmark", harness="locomo", hook="simulated", session=namespace,
-                                         query="", characters=len(top.content), items=[(top.id, top.revision_id)])
                     wanted = {mapping[dia_id] for dia_id in item["evidence"]}
+                    injected = {"none": [], "top": [hit.memory for hit in result.hits[:1]],
+                                "used": [hit.memory for hit in result.hits if hit.memory.key in wanted]}[inject]
+                    if injected:
+                        injection_create(actor="benchmark", harness="locomo", hook="simulated", session=namespace,
+                                         query="", characters=sum(len(memory.content) for memory in injected),
+                                         items=[(memory.id, memory.revision_id) for memory in injected])
                     for k in KS:
                         got = len(wanted & set(ranked[:k])) / len(wanted)
                         scores[item["category"]][k].append(got)
@@ -214,8 +217,10 @@ def main() -> None:
     parser.add_argument("--embedder", default="minilm", help="minilm (default) or hash")
     parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
     parser.add_argument("--injection-boost", type=float, default=0.0,
-                        help="MEMORY_INJECTION_BOOST for this run; above 0, each question's top hit is reported as "
-                             "injected before the next question of its conversation")
+                        help="MEMORY_INJECTION_BOOST for this run")
+    parser.add_argument("--inject", choices=("none", "top", "used"), default="none",
+                        help="after each question, report as injected its top hit, or its top-10 hits that are "
+                             "evidence (used)")
     parser.add_argument("--batched", action="store_true",
                         help="write each conversation as an import does (texts embedded in batches)")
     args = parser.parse_args()
@@ -232,7 +237,7 @@ def main() -> None:
 
     settings.MEMORY_INJECTION_BOOST = args.injection_boost
     started = time.perf_counter()
-    report = evaluate(samples, keys, modes=args.modes, inject_top=args.injection_boost > 0)
+    report = evaluate(samples, keys, modes=args.modes, inject=args.inject)
     seconds = round(time.perf_counter() - started, 1)
     for mode in args.modes:
         for split, table in report[mode].items():
@@ -250,8 +255,7 @@ def main() -> None:
         "load": "remember",
         **load_way(args.batched),
         "settings": {**fusion_settings(), "MEMORY_INJECTION_BOOST": args.injection_boost},
-        "injections": "each question's top hit reported as injected before the next question of its conversation"
-                      if args.injection_boost > 0 else "none",
+        "injections": args.inject,
         "load_seconds": load_seconds,
         "evaluate_seconds": seconds,
         "category_names": CATEGORY_NAMES,
