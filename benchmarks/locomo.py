@@ -32,6 +32,11 @@ text form, for comparison: ``dated-nocaption`` (no image captions) or ``plain``
 (``Speaker: text``, no date, as the data set's README baselines). ``--batched`` writes
 each conversation as an import does (``search.indexing.batched``: postings and vectors
 made at the end, the texts embedded in batches), to show what batching changes.
+
+``--injection-boost A --inject used|top`` measures injection-aware ranking: LoCoMo has no
+injections, so after each question its top-10 hits that are evidence (``used``: injected,
+then used) or its top hit (``top``) are reported as injected, and later questions of the
+conversation are recalled with ``MEMORY_INJECTION_BOOST=A``.
 """
 
 import argparse
