@@ -22,6 +22,7 @@ urlpatterns = [
     path("v1/conflicts/", views.ConflictListView.as_view(), name="conflicts"),
     path("v1/conflicts/<str:id>/resolve/", views.ConflictResolveView.as_view(), name="conflict-resolve"),
     path("v1/graph/", views.GraphView.as_view(), name="graph"),
+    path("v1/route/", views.RouteView.as_view(), name="route"),
     path("v1/export/", views.ExportView.as_view(), name="export"),
     path("v1/import/", views.ImportView.as_view(), name="import"),
     path("v1/stats/", views.StatsView.as_view(), name="stats"),

@@ -43,6 +43,7 @@ from memories.arguments import (
     LearnArgs,
     ListArgs,
     RecallArgs,
+    RouteArgs,
     RememberArgs,
     ResolveConflictArgs,
     RestoreArgs,
@@ -53,6 +54,7 @@ from memories.arguments import (
 from memories.audit import run_audit
 from memories.health import database_state
 from memories.conflicts import memory_conflicts
+from memories.routing import memory_route
 from memories.models import Scope
 from memories.records import (
     AuditReport,
@@ -66,6 +68,7 @@ from memories.records import (
     MemoryRecord,
     Page,
     RecallResult,
+    RouteResult,
     RememberResult,
     ResolveResult,
     Stats,
@@ -315,6 +318,30 @@ class RecallView(ApiView):
     def post(self, request):
         self.caller.require(Scope.READ)
         return self._recall(self.body(RecallArgs))
+
+
+class RouteView(ApiView):
+    throttle_bucket = "read"
+
+    def _route(self, args):
+        fields = args.model_dump()
+        return answer(memory_route(namespace=self.caller.namespaces_to_read(fields.pop("namespace")), **fields))
+
+    @extend_schema(summary="Route a question", operation_id="route_get", parameters=parameters(RouteArgs),
+                   responses={200: RouteResult, **errors(503)},
+                   description="Answer a question by the path its routing rules choose (no LLM): an exact lookup "
+                               "(id, key, tag, an entity's attribute), a graph question, a recall as of the time "
+                               "it names, or plain recall; with the route taken and why.")
+    def get(self, request):
+        self.caller.require(Scope.READ)
+        return self._route(self.query(RouteArgs))
+
+    @extend_schema(summary="Route a question (arguments in a JSON body)", operation_id="route_post",
+                   request=RouteArgs, responses={200: RouteResult, **errors(413, 415, 503)},
+                   description="The same as GET, for long questions or a list of namespaces in JSON.")
+    def post(self, request):
+        self.caller.require(Scope.READ)
+        return self._route(self.body(RouteArgs))
 
 
 class ConflictListView(ApiView):

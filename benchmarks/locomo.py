@@ -32,6 +32,11 @@ text form, for comparison: ``dated-nocaption`` (no image captions) or ``plain``
 (``Speaker: text``, no date, as the data set's README baselines). ``--batched`` writes
 each conversation as an import does (``search.indexing.batched``: postings and vectors
 made at the end, the texts embedded in batches), to show what batching changes.
+
+``--injection-boost A --inject used|top`` measures injection-aware ranking: LoCoMo has no
+injections, so after each question its top-10 hits that are evidence (``used``: injected,
+then used) or its top hit (``top``) are reported as injected, and later questions of the
+conversation are recalled with ``MEMORY_INJECTION_BOOST=A``.
 """
 
 import argparse
@@ -139,9 +144,18 @@ def load(samples: list[dict], form: str, *, batched: bool = False) -> dict[str, 
     return keys
 
 
-def evaluate(samples: list[dict], keys: dict[str, dict[str, str]], *, modes=MODES) -> dict:
-    """Return per mode, per split: R@5 / R@10 overall and per category, with per-question recalls."""
+def evaluate(samples: list[dict], keys: dict[str, dict[str, str]], *, modes=MODES, inject: str = "none") -> dict:
+    """Return per mode, per split: R@5 / R@10 overall and per category, with per-question recalls.
+
+    ``inject``: after each question, report as injected (``hooks/report/``'s service) its top hit ("top"), or
+    its hits among the top 10 that are evidence ("used": injected, then used for the answer); each question is
+    then recalled with the injections of the questions asked before it in its conversation. "none": no reports.
+    """
     from memories.selectors import memory_recall as recall
+    from telemetry.models import Injection
+    from telemetry.services import injection_create
+
+    Injection.objects.all().delete()  # a reused store starts with none
 
     depth = max(KS)
     report = {}
@@ -159,6 +173,12 @@ def evaluate(samples: list[dict], keys: dict[str, dict[str, str]], *, modes=MODE
                     result = recall(query=item["question"], namespace=namespace, mode=mode, limit=depth)
                     ranked = [hit.memory.key for hit in result.hits]
                     wanted = {mapping[dia_id] for dia_id in item["evidence"]}
+                    injected = {"none": [], "top": [hit.memory for hit in result.hits[:1]],
+                                "used": [hit.memory for hit in result.hits if hit.memory.key in wanted]}[inject]
+                    if injected:
+                        injection_create(actor="benchmark", harness="locomo", hook="simulated", session=namespace,
+                                         query="", characters=sum(len(memory.content) for memory in injected),
+                                         items=[(memory.id, memory.revision_id) for memory in injected])
                     for k in KS:
                         got = len(wanted & set(ranked[:k])) / len(wanted)
                         scores[item["category"]][k].append(got)
@@ -201,6 +221,11 @@ def main() -> None:
     parser.add_argument("--form", choices=FORMS, default="dated", help="text form of a turn (default: dated)")
     parser.add_argument("--embedder", default="minilm", help="minilm (default) or hash")
     parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
+    parser.add_argument("--injection-boost", type=float, default=0.0,
+                        help="MEMORY_INJECTION_BOOST for this run")
+    parser.add_argument("--inject", choices=("none", "top", "used"), default="none",
+                        help="after each question, report as injected its top hit, or its top-10 hits that are "
+                             "evidence (used)")
     parser.add_argument("--batched", action="store_true",
                         help="write each conversation as an import does (texts embedded in batches)")
     args = parser.parse_args()
@@ -213,8 +238,11 @@ def main() -> None:
         samples = [sample for sample in samples if sample["sample_id"] in args.conversations]
     keys, load_seconds = open_loaded_store(args.data, samples, db=args.db, form=args.form, embedder=args.embedder,
                                            batched=args.batched)
+    from django.conf import settings
+
+    settings.MEMORY_INJECTION_BOOST = args.injection_boost
     started = time.perf_counter()
-    report = evaluate(samples, keys, modes=args.modes)
+    report = evaluate(samples, keys, modes=args.modes, inject=args.inject)
     seconds = round(time.perf_counter() - started, 1)
     for mode in args.modes:
         for split, table in report[mode].items():
@@ -231,7 +259,8 @@ def main() -> None:
         "form": args.form,
         "load": "remember",
         **load_way(args.batched),
-        "settings": fusion_settings(),
+        "settings": {**fusion_settings(), "MEMORY_INJECTION_BOOST": args.injection_boost},
+        "injections": args.inject,
         "load_seconds": load_seconds,
         "evaluate_seconds": seconds,
         "category_names": CATEGORY_NAMES,

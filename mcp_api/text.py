@@ -39,6 +39,7 @@ from memories.records import (
     RememberResult,
     ResolveResult,
     RevisionRecord,
+    RouteResult,
     Stats,
 )
 
@@ -277,6 +278,15 @@ def _(record: GraphResult) -> str:
         return "The text names no entity the facts know."
     return "\n".join(line for found in record.entities for line in _neighbourhood(found))
 
+
+@as_text.register
+def _(record: RouteResult) -> str:
+    lines = [f"Route: {record.route}. {record.why}"]
+    lines.extend(_memory(memory) for memory in record.memories or [])
+    for answer in (record.graph, record.recall):
+        if answer is not None:
+            lines.append(as_text(answer))
+    return "\n".join(line for line in lines if line)
 
 @as_text.register
 def _(record: AuditReport) -> str:

@@ -24,6 +24,7 @@ from memories import selectors, services
 from memories.access import AuthenticationFailed, Caller
 from memories.audit import run_audit
 from memories.conflicts import memory_conflicts
+from memories.routing import memory_route
 from memories.models import Scope
 from memories.records import (
     AuditReport,
@@ -37,6 +38,7 @@ from memories.records import (
     RecallResult,
     RememberResult,
     ResolveResult,
+    RouteResult,
     Stats,
 )
 from memoryproject.exceptions import InvalidInput, MemoryServiceError
@@ -278,6 +280,14 @@ class MemoryTools(MCPToolset):
         return selectors.memory_graph(namespace=caller.namespace_to_write(namespace), entity=entity, source=source,
                                       target=target, query=query, limit=limit, as_of=as_of, valid_at=valid_at)
 
+
+    @tool(title="Route a question", scope=Scope.READ, read_only=True, idempotent=True, arguments=declared.RouteArgs)
+    def memory_route(self, question, namespace, limit) -> RouteResult:
+        """Answer a question by the path its routing rules choose: an exact lookup (an id like '#42', a key, a tag,
+        'IP of X'), a graph question ('how are X and Y related', 'what does X run on'), a recall as of the time it
+        names ('what did we know in March') or plain recall. Says which route it took and why."""
+        caller = self._caller()
+        return memory_route(question=question, namespace=caller.namespaces_to_read(namespace), limit=limit)
 
 # Registered on import, rather than by installing django-mcp-server's own app, whose ready()
 # also publishes the package's model-query tools on its global server.

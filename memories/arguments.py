@@ -285,6 +285,19 @@ class GraphArgs(Arguments):
     valid_at: InstantText | None = at_time(VALID_AT_HELP)
 
 
+# Query routing (memories.routing) -----------------------------------------------------------------------------
+
+
+class RouteArgs(Arguments):
+    question: QueryText = Field(description=(
+        "A question: an id ('#42', 'memory 42'), a key ('key user.editor'), a tag ('tagged deploy'), an attribute "
+        "('IP of the db host'), a graph question ('how are X and Y related', 'what does X run on'), a time "
+        "('what did we know in March', 'as of 2026-01-15', 'last week') or anything else (recall)."))
+    namespace: NamespacesToRead = None
+    limit: int = Field(selectors.RECALL_LIMIT_DEFAULT, ge=1, le=validation.RECALL_LIMIT_MAX,
+                       description="How many memories or hits at most.")
+
+
 # Hooks (memories.services.hooks) --------------------------------------------------------------------------------
 
 HOOK_NAME_MAX = 64

@@ -7,7 +7,9 @@ transaction and leaves an ``ErasureReceipt``. Rows an import writes carry its
 """
 
 import datetime as dt
+import re
 
+from django.core.exceptions import ValidationError
 from django.db import connection, models
 from django.db.models import OuterRef, Q, Subquery
 from django.db.models.expressions import RawSQL
@@ -414,3 +416,55 @@ class ApiKey(models.Model):
     @property
     def is_revoked(self) -> bool:
         return self.revoked_at is not None
+
+
+class Route(models.TextChoices):
+    LOOKUP = "lookup", "exact lookup"
+    GRAPH = "graph", "graph question"
+    AS_OF = "as_of", "point-in-time recall"
+
+
+# The named groups each route reads from a rule's match (memories.routing): a pattern must have one of these sets.
+ROUTE_GROUPS = {
+    Route.LOOKUP: ({"id"}, {"key"}, {"tag"}, {"attribute", "entity"}),
+    Route.GRAPH: ({"source", "target"}, {"entity"}),
+    Route.AS_OF: ({"when"},),
+}
+
+
+def route_rule_problem(pattern: str, route: str) -> str | None:
+    """What is wrong with a routing rule's pattern for its route, in words; None when nothing is."""
+    try:
+        groups = set(re.compile(pattern, re.IGNORECASE).groupindex)
+    except re.error as error:
+        return f"not a valid regular expression ({error}); fix it or disable the rule."
+    needed = ROUTE_GROUPS.get(route, ())
+    if needed and not any(wanted <= groups for wanted in needed):
+        sets = " or ".join("+".join(f"(?P<{name}>...)" for name in sorted(wanted)) for wanted in needed)
+        return f"a {route} rule needs the named group{'s' if len(needed[0]) > 1 else ''} {sets}."
+    return None
+
+
+class RouteRule(models.Model):
+    """One rule of query routing: the first enabled rule, by order, whose pattern matches a question chooses its
+    route; a question no rule matches is recalled."""
+
+    order = models.PositiveIntegerField(default=100, help_text="Rules are tried from the lowest order up.")
+    name = models.SlugField(max_length=64, unique=True)
+    pattern = models.TextField(help_text=(
+        "A Python regular expression, matched case-insensitively anywhere in the question; its named groups say "
+        "what it extracts: lookup: id, key, tag, or attribute and entity; graph: source and target, or entity; "
+        "as_of: when."))
+    route = models.CharField(max_length=16, choices=Route.choices)
+    enabled = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["order", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.order} {self.name} -> {self.route}"
+
+    def clean(self) -> None:
+        problem = route_rule_problem(self.pattern, self.route)
+        if problem:
+            raise ValidationError({"pattern": f"Pattern: {problem}"})

@@ -400,6 +400,22 @@ class GraphResult(Record):
         "With source and target: the search left some relations or paths out (see the bounds in the docs)."))
 
 
+class RouteResult(Record):
+    """A question answered by the path query routing chose (memories.routing), with the route and why."""
+
+    question: str
+    route: Literal["lookup", "graph", "as_of", "recall"] = Field(description=(
+        "lookup: by id, key, tag or an entity's attribute; graph: paths or relations; as_of: recall at the time "
+        "the question names; recall: plain recall (no rule matched, or the routed path found nothing)."))
+    rule: str | None = Field(description="The rule that matched; null when none did.")
+    extracted: dict[str, str] = Field(description="What the rule's pattern extracted, by group name.")
+    why: str = Field(description="The rule, what it extracted and, on a fall back, what the routed path lacked.")
+    fell_back: bool = Field(False, description="The routed path found nothing, so this is a plain recall.")
+    memories: OmittedWhenEmpty[list[MemoryRecord]] = Field(None, description="lookup: the memories found.")
+    graph: OmittedWhenEmpty[GraphResult] = Field(None, description="graph (and attribute lookups): the facts.")
+    recall: OmittedWhenEmpty[RecallResult] = Field(None, description="as_of and recall: the recall's answer.")
+
+
 # Statistics, import and export -----------------------------------------------------------------------------------
 
 

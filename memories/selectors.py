@@ -23,6 +23,7 @@ from memoryproject.metrics import RECALL_SECONDS, observed
 from memoryproject.timeparse import format_instant, parse_optional_instant, stored_instant
 from knowledge import graph
 from search import engine, errors, hits
+from telemetry import selectors as telemetry
 
 LIST_LIMIT_DEFAULT = 20
 LIST_LIMIT_MAX = 200
@@ -259,13 +260,17 @@ def memory_recall(*, query: str, namespace=None, tags=None, kinds=None, limit: i
     if tag_names:  # without as_of, now: the memories' current tags
         tagged = _tagged_memories(tag_names, namespaces, as_of=None if as_of is None else as_of_time)
 
+    # Injection-aware ranking (off by default): the injections reported by as_of, per memory.
+    injections = telemetry.injection_counts(as_of=as_of_time) if settings.MEMORY_INJECTION_BOOST else None
+
     def ranked(window: int):
         try:
             return engine.rank(query=query, namespaces=namespaces, kinds=kind_names, memory_ids=tagged,
                                limit=window, match=match, mode=mode, as_of=as_of_time, valid_at=valid_time,
                                explain=explain, min_score=min_score,
                                states=None if set(state_names) == set(state_rules.RECALL_STATES) else state_names,
-                               stale_after=state_rules.stale_after_micros())
+                               stale_after=state_rules.stale_after_micros(), injections=injections,
+                               injection_boost=settings.MEMORY_INJECTION_BOOST)
         except errors.Unavailable as error:
             raise Unavailable(error.message) from None
 

@@ -218,6 +218,10 @@ MEMORY_COSINE_FLOOR = env_float("MEMORY_COSINE_FLOOR", 0.2, minimum=-1.0, maximu
 MEMORY_RELEVANT_COVERAGE = env_float("MEMORY_RELEVANT_COVERAGE", 0.5, minimum=0.0, maximum=1.0)
 MEMORY_RELEVANT_COSINE = env_float("MEMORY_RELEVANT_COSINE", 0.27, minimum=-1.0, maximum=1.0)
 
+# Injection-aware ranking (docs/retrieval.md): a recall multiplies a memory's score by 1 + a*ln(1 + its injections
+# reported by as_of); 0 is off.
+MEMORY_INJECTION_BOOST = env_float("MEMORY_INJECTION_BOOST", 0.0, minimum=0.0, maximum=1.0)
+
 # A write whose text has a cosine of at least this with a visible memory of its namespace
 # reports that memory as its near twin (search/duplicates.py). Above 1: off.
 MEMORY_NEAR_DUPLICATE_COSINE = env_float("MEMORY_NEAR_DUPLICATE_COSINE", 0.9, minimum=0.0, maximum=1.01)

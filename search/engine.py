@@ -46,7 +46,8 @@ class Ranking:
 def rank(*, query: str, namespaces: list[str] | None, kinds: list[str] | None, memory_ids: list[int] | None,
          limit: int, match: str, mode: str, as_of: dt.datetime, valid_at: dt.datetime, explain: bool,
          min_score: float | None = None, states: list[str] | None = None,
-         stale_after: dict[str, int] | None = None) -> Ranking:
+         stale_after: dict[str, int] | None = None, injections: dict[int, int] | None = None,
+         injection_boost: float = 0.0) -> Ranking:
     """Return the revisions that best answer ``query`` as known at ``as_of``, about ``valid_at``.
 
     The arguments are checked by the caller (``memories.selectors.memory_recall``).
@@ -55,6 +56,8 @@ def rank(*, query: str, namespaces: list[str] | None, kinds: list[str] | None, m
     back when none is relevant (``relevance.relevant``).
     ``states``: only memories in these lifecycle states as of ``as_of`` (``stale_after``: the
     microseconds after which an active memory's text of each kind reads stale); None: any.
+    ``injections``: {memory id: times injected by as_of}; with ``injection_boost`` a > 0 each such
+    memory's score is multiplied by 1 + a*ln(1 + injections).
     """
     cleaned = text.clean_query(query)
     query_vector = None
@@ -107,7 +110,8 @@ def rank(*, query: str, namespaces: list[str] | None, kinds: list[str] | None, m
             vector = channels.vector(scope, query_cosines, found_by_words=by_words, query_share=query_share)
             if vector is not None:
                 found["vector"] = vector
-    rows, scores, context = fusion.fuse(found, scope=scope, limit=limit, hybrid=mode == "hybrid")
+    boost = _injection_boost(view, injections, injection_boost) if injection_boost and injections else None
+    rows, scores, context = fusion.fuse(found, scope=scope, limit=limit, hybrid=mode == "hybrid", boost=boost)
     if min_score is not None:
         kept = scores >= min_score
         notes.append(_held_back(int(np.sum(~kept)), f"below min_score {min_score:g}"))
@@ -133,6 +137,15 @@ def _cosines(view, query: str, pending) -> cosines.Cosines | None:
         return None
     vector = pending.result() if pending is not None else cosines.embed(lambda embedder: embedder.embed_query(query))
     return cosines.Cosines(view, stored, vector)
+
+
+def _injection_boost(view, injections: dict[int, int], a: float) -> np.ndarray:
+    """Per row of the view, 1 + a*ln(1 + the injections of its memory)."""
+    memory = view.columns.memory
+    ids = np.array(sorted(injections), dtype=np.int64)
+    counts = np.array([injections[memory_id] for memory_id in ids], dtype=float)
+    at = np.clip(np.searchsorted(ids, memory), 0, len(ids) - 1)
+    return 1.0 + a * np.log1p(np.where(ids[at] == memory, counts[at], 0.0))
 
 
 def _held_back(count: int, why: str) -> str | None:

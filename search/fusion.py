@@ -19,17 +19,22 @@ CHANNEL_DEPTH = 200
 CONTEXT_REACH = 2
 
 
-def fuse(channels: dict[str, Found], *, scope: Scope, limit: int,
-         hybrid: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+def fuse(channels: dict[str, Found], *, scope: Scope, limit: int, hybrid: bool,
+         boost: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Return the best ``limit`` rows, their scores, and (hybrid) the part of each row's score its context lent.
 
     One channel outside hybrid mode keeps its own order, scored by its channel score.
+    ``boost``: a factor per row its final score is multiplied by (injection-aware ranking); None: none.
     """
     memory = scope.view.columns.memory
     if not channels:
         return np.empty(0, dtype=np.int64), np.empty(0), None
     if settings.MEMORY_FUSION == "weighted" and len(channels) == 1 and not hybrid:
         found = next(iter(channels.values()))
+        if boost is not None:
+            scores = found.score * boost
+            top = best(found.rows, scores[found.rows], memory, limit)
+            return found.rows[top], scores[found.rows][top], None
         rows = ranked(found, memory, limit)
         return rows, found.score[rows], None
     weights = settings.MEMORY_FUSION_WEIGHTS
@@ -47,6 +52,8 @@ def fuse(channels: dict[str, Found], *, scope: Scope, limit: int,
     if hybrid and settings.MEMORY_FUSION_CONTEXT:
         context = settings.MEMORY_FUSION_CONTEXT * _best_neighbour(scores, scope)
         scores = scores + context
+    if boost is not None:
+        scores = scores * boost
     top = best(rows, scores[rows], memory, limit)
     return rows[top], scores[rows][top], context
 

@@ -155,3 +155,13 @@ def latest_injections(*, limit: int = 20) -> list[InjectionSummary]:
 def injections_with_memory_counts(injections: QuerySet) -> QuerySet:
     """Return ``injections`` with ``memory_count``, the memory revisions each carried (one grouped query)."""
     return injections.annotate(memory_count=Count("items"))
+
+
+def injection_counts(*, as_of: dt.datetime) -> dict[int, int]:
+    """{memory id: the injections reported by ``as_of`` that carried it}, for the memories injected at least once.
+
+    Reports do not say whether an injected memory was then used: every reported injection counts.
+    """
+    rows = (InjectedMemory.objects.filter(injection__at__lte=as_of).values("memory_id")
+            .annotate(n=Count("injection_id", distinct=True)).order_by())
+    return {row["memory_id"]: row["n"] for row in rows}

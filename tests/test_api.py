@@ -724,6 +724,7 @@ ENDPOINTS = {
     "/api/v1/conflicts/{id}/resolve/": {"post"},
     "/api/v1/graph/": {"get"},
     "/api/v1/audit/": {"get"},
+    "/api/v1/route/": {"get", "post"},
     "/api/v1/export/": {"get"},
     "/api/v1/import/": {"post"},
     "/api/v1/stats/": {"get"},

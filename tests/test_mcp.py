@@ -37,6 +37,7 @@ TOOLS = {
     "memory_conflicts": (True, False, True),
     "memory_resolve_conflict": (False, True, False),
     "memory_graph": (True, False, True),
+    "memory_route": (True, False, True),
 }
 READ_TOOLS = {name for name, (read_only, _, _) in TOOLS.items() if read_only}
 ACCEPT = "application/json, text/event-stream"
@@ -501,6 +502,17 @@ def test_an_agent_asks_how_two_entities_connect_now_and_before_a_fact_was_learne
     assert "target: missing" in client.error("memory_graph", {"namespace": namespace, "source": "checkout"})
 
 
+def test_an_agent_routes_a_question_and_reads_the_route_and_why(client, namespace):
+    stored = client.call("memory_remember", {"content": "The editor is Helix.", "namespace": namespace,
+                                             "key": "user.editor"})
+    result = client.call_raw("memory_route", {"question": "key user.editor", "namespace": namespace})
+    assert not result.isError, result.content
+    assert result.content[0].text.startswith("Route: lookup. Rule 'key' matched (key='user.editor').")
+    assert result.structuredContent["memories"][0]["id"] == stored["id"]
+    fallen = client.call("memory_route", {"question": "key no.such", "namespace": namespace})
+    assert (fallen["route"], fallen["fell_back"]) == ("recall", True)
+
+
 def test_a_read_only_key_lists_and_runs_only_the_reading_tools(mcp_server, client, namespace):
     stored = client.call("memory_remember", {"content": "The wiki lives at wiki.example.", "namespace": namespace})
     with http_client(mcp_server["url"], mcp_server["keys"]["reader"]) as reader:
@@ -535,8 +547,9 @@ def test_a_key_for_one_namespace_can_neither_see_nor_write_another(mcp_server, c
         recalled = acme.call("memory_recall", {"query": "project launches"})
         assert [hit["id"] for hit in recalled["hits"]] == [ours["id"]]
         # Naming a namespace outside the key's list gets the same answer whether or not it holds anything.
-        for name in ("memory_recall", "memory_list", "memory_stats", "memory_graph"):
+        for name in ("memory_recall", "memory_list", "memory_stats", "memory_graph", "memory_route"):
             arguments = {"query": "launches"} if name in ("memory_recall", "memory_graph") else {}
+            arguments = {"question": "key falcon"} if name == "memory_route" else arguments
             refused = acme.error(name, {**arguments, "namespace": namespace})
             assert refused == acme.error(name, {**arguments, "namespace": "empty-namespace"}).replace(
                 "empty-namespace", namespace)

@@ -19,6 +19,7 @@ pytestmark = pytest.mark.slow
         ("MEMORY_LOG_LEVEL", "loud", "one of DEBUG, INFO, WARNING, ERROR"),
         ("MEMORY_LOG_FORMAT", "xml", "one of plain, json"),
         ("MEMORY_FUSION", "borda", "one of weighted, rrf"),
+        ("MEMORY_INJECTION_BOOST", "2", "a number from 0.0 to 1.0"),
         ("MEMORY_API_MAX_BODY_BYTES", "12", "an integer from 65536 to 67108864"),
         ("MEMORY_STALE_AFTER_DAYS", "note=0", "'none', or comma-separated key=days pairs with keys from fact, "
          "preference, decision, skill, note, artifact, event, each once, and whole days from 1 to 36500"),

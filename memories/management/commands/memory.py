@@ -17,9 +17,11 @@ from memories.arguments import (
     RecallArgs,
     RememberArgs,
     ResolveConflictArgs,
+    RouteArgs,
     StateChangeArgs,
 )
 from memories.conflicts import memory_conflicts
+from memories.routing import memory_route
 from memories.management.cli import ProjectCommand, cli_actor
 from memories.records import History
 from memoryproject.exceptions import InvalidInput, MemoryServiceError
@@ -168,6 +170,11 @@ class Command(ProjectCommand):
             graph.add_argument(f"--{name.replace('_', '-')}", help=_help(GraphArgs, name))
         graph.add_argument("--limit", type=int, help=_help(GraphArgs, "limit"))
 
+        route = command("route", "Answer a question by the path the routing rules choose, with the route and why.")
+        route.add_argument("question", help=_help(RouteArgs, "question"))
+        route.add_argument("--namespace", action="append", help="Repeatable; default: every namespace.")
+        route.add_argument("--limit", type=int, help=_help(RouteArgs, "limit"))
+
     def run_from_argv(self, argv):
         """Run from the shell: a domain or argument error prints as JSON on stderr and exits with status 2."""
         try:
@@ -269,3 +276,7 @@ class Command(ProjectCommand):
             entity=options["entity"], source=options["source"], target=options["target"], query=options["query"],
             limit=options["limit"], as_of=options["as_of"], valid_at=options["valid_at"],
         )).as_dict()
+
+    def _route(self, options):
+        return memory_route(question=options["question"], **_given(namespace=options["namespace"],
+                                                                  limit=options["limit"])).as_dict()

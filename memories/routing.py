@@ -1,0 +1,177 @@
+"""Query routing: which path answers a question, chosen by rules (RouteRule rows, editable in the admin), no LLM.
+
+The first enabled rule, by order, whose pattern matches the question wins; its route runs with
+what the pattern's named groups extracted:
+
+- lookup: a memory by id, by key, the memories with a tag, or an attribute of an entity
+  ("IP of X") answered from the facts whose predicate names the attribute;
+- graph: the paths between two entities, or an entity's relations;
+- as_of: a recall as known at the time the phrase names (``resolve_when``).
+
+No match is a plain recall; a routed path that finds nothing falls back to recall and says so.
+"""
+
+import datetime as dt
+import re
+
+from django.conf import settings
+from django.utils import timezone
+
+from knowledge.names import predicate_name
+from memories import selectors, validation
+from memories.models import Route, RouteRule
+from memories.records import RouteResult
+from memoryproject.exceptions import InvalidInput, MemoryNotFound
+from memoryproject.timeparse import parse_instant
+
+RECALL = "recall"
+_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
+           "november", "december")
+_UNIT_DAYS = {"day": 1, "week": 7, "month": 30, "year": 365}
+_AGO = re.compile(r"^(?P<count>\d{1,4}|a|an|one)\s+(?P<unit>day|week|month|year)s?\s+ago$")
+_LAST = re.compile(r"^last\s+(?P<unit>day|week|month|year)$")
+_MONTH = re.compile(r"^(?:in\s+)?(?P<month>[a-z]+)(?:\s+(?P<year>\d{4}))?$")
+
+
+def resolve_when(phrase: str, *, now: dt.datetime) -> dt.datetime:
+    """The instant a time phrase names, as an as_of; ValueError when the phrase is not one understood.
+
+    Understood: an instant (YYYY-MM-DD, ISO 8601); "yesterday", "today"; "last day/week/month/year" and
+    "N days/weeks/months/years ago" (a month is 30 days, a year 365); a month name with or without a
+    year ("March", "in March 2026"): the end of that month, the latest one begun by now when no year is given.
+    """
+    text = " ".join(phrase.casefold().split())
+    if text in ("today", "now"):
+        return now
+    if text == "yesterday":
+        return now - dt.timedelta(days=1)
+    if found := _LAST.match(text):
+        return now - dt.timedelta(days=_UNIT_DAYS[found["unit"]])
+    if found := _AGO.match(text):
+        count = int(found["count"]) if found["count"].isdigit() else 1
+        return now - dt.timedelta(days=count * _UNIT_DAYS[found["unit"]])
+    if (found := _MONTH.match(text)) and found["month"] in _MONTHS:
+        month = _MONTHS.index(found["month"]) + 1
+        year = int(found["year"]) if found["year"] else (now.year if month <= now.month else now.year - 1)
+        first_after = dt.datetime(year + month // 12, month % 12 + 1, 1, tzinfo=dt.timezone.utc)
+        return min(first_after - dt.timedelta(microseconds=1), now)
+    try:
+        return parse_instant(phrase.strip(), field="when")
+    except InvalidInput:
+        raise ValueError(f"{phrase!r} is not a time phrase this server understands") from None
+
+
+def matching_rule(question: str) -> tuple[RouteRule, re.Match] | None:
+    """The first enabled rule whose pattern matches ``question``, with its match; None when none does."""
+    for rule in RouteRule.objects.filter(enabled=True).order_by("order", "id"):
+        try:
+            found = re.search(rule.pattern, question, re.IGNORECASE)
+        except re.error:
+            continue  # saved outside the admin's check: skipped, as if disabled
+        if found:
+            return rule, found
+    return None
+
+
+def memory_route(*, question: str, namespace=None, limit: int = selectors.RECALL_LIMIT_DEFAULT) -> RouteResult:
+    """Answer ``question`` by the path its rules choose, with the route taken and why.
+
+    ``namespace``: those it may read (a name or a list; None: all), as for recall. Keys and facts
+    (lookups, graph questions) are read in the first of them, else MEMORY_DEFAULT_NAMESPACE.
+    """
+    namespaces = selectors.namespace_names(namespace)
+    home = namespaces[0] if namespaces else settings.MEMORY_DEFAULT_NAMESPACE
+    if not isinstance(question, str) or not question.strip():
+        raise InvalidInput("question: must be non-empty text.", field="question")
+    if len(question) > validation.QUERY_MAX_CHARS:
+        raise InvalidInput(f"question: {len(question)} characters is over the limit of "
+                           f"{validation.QUERY_MAX_CHARS}.", field="question")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= validation.RECALL_LIMIT_MAX:
+        raise InvalidInput(f"limit: {limit!r} is out of range 1..{validation.RECALL_LIMIT_MAX}.", field="limit")
+    matched = matching_rule(question)
+    if matched is None:
+        return _recall(question, namespaces, limit, rule=None, extracted={},
+                       why="No rule matched: plain recall.")
+    rule, found = matched
+    extracted = {name: " ".join(value.split()) for name, value in found.groupdict().items() if value}
+    said = ", ".join(f"{name}={value!r}" for name, value in extracted.items())
+    why = f"Rule {rule.name!r} matched ({said})."
+    answer = {Route.LOOKUP: _lookup, Route.GRAPH: _graph, Route.AS_OF: _as_of}[rule.route](
+        question, found, extracted, namespaces=namespaces, home=home, limit=limit)
+    if isinstance(answer, str):  # the routed path found nothing: why not
+        return _recall(question, namespaces, limit, rule=rule.name, extracted=extracted,
+                       why=f"{why} {answer} Fell back to recall.", fell_back=True)
+    return RouteResult(question=question, route=rule.route, rule=rule.name, extracted=extracted, why=why,
+                       **answer)
+
+
+def _recall(question, namespaces, limit, *, rule, extracted, why, fell_back=False, query=None, as_of=None):
+    recalled = selectors.memory_recall(query=query or question, namespace=namespaces, limit=limit, as_of=as_of)
+    return RouteResult(question=question, route=RECALL if as_of is None else Route.AS_OF, rule=rule,
+                       extracted=extracted, why=why, fell_back=fell_back, recall=recalled)
+
+
+def _readable(record, namespaces) -> bool:
+    return namespaces is None or record.namespace in namespaces
+
+
+def _lookup(question, found, extracted, *, namespaces, home, limit):
+    if "id" in extracted:
+        try:
+            record = selectors.memory_get(memory_id=int(extracted["id"]))
+        except (MemoryNotFound, InvalidInput):
+            record = None
+        if record is None or not _readable(record, namespaces):
+            return f"No memory #{extracted['id']} is visible here."
+        return {"memories": [record]}
+    if "key" in extracted:
+        for namespace in dict.fromkeys([home, *(namespaces or [])]):
+            try:
+                return {"memories": [selectors.memory_get(namespace=namespace, key=extracted["key"])]}
+            except (MemoryNotFound, InvalidInput):
+                continue
+        return f"No memory has the key {extracted['key']!r} here."
+    if "tag" in extracted:
+        try:
+            page = selectors.memory_list(namespace=namespaces, tags=[extracted["tag"]], limit=limit)
+        except InvalidInput:
+            page = None
+        if page is None or not page.items:
+            return f"No visible memory carries the tag {extracted['tag']!r}."
+        return {"memories": page.items}
+    attribute = predicate_name(extracted["attribute"])
+    try:
+        graph = selectors.memory_graph(namespace=home, entity=extracted["entity"])
+    except InvalidInput:
+        return f"{extracted['entity']!r} is not an entity name."
+    relations = [relation for neighbourhood in graph.entities for relation in neighbourhood.relations
+                 if relation.direction == "out" and attribute in predicate_name(relation.predicate)]
+    if not relations:
+        return f"No fact gives {extracted['entity']!r} a predicate naming {attribute!r}."
+    records = [selectors.memory_get(memory_id=relation.memory_id) for relation in relations[:limit]]
+    return {"memories": records, "graph": graph}
+
+
+def _graph(question, found, extracted, *, namespaces, home, limit):
+    try:
+        if "source" in extracted:
+            graph = selectors.memory_graph(namespace=home, source=extracted["source"], target=extracted["target"])
+            return {"graph": graph} if graph.paths else (
+                f"No path joins {extracted['source']!r} and {extracted['target']!r} in the facts of {home!r}.")
+        graph = selectors.memory_graph(namespace=home, entity=extracted["entity"], limit=max(limit, 1))
+    except InvalidInput as error:
+        return f"The graph could not answer ({error.message})"
+    if not any(neighbourhood.relations for neighbourhood in graph.entities):
+        return f"The facts of {home!r} give {extracted['entity']!r} no relation."
+    return {"graph": graph}
+
+
+def _as_of(question, found, extracted, *, namespaces, home, limit):
+    try:
+        as_of = resolve_when(extracted["when"], now=timezone.now())
+    except ValueError as error:
+        return f"{error}."
+    # The question without the time phrase is what to recall; all of it when nothing else is left.
+    rest = (question[:found.start()] + " " + question[found.end():]).strip(" ,.;:?!")
+    recalled = selectors.memory_recall(query=rest or question, namespace=namespaces, limit=limit, as_of=as_of)
+    return {"recall": recalled}
