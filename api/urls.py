@@ -31,6 +31,7 @@ urlpatterns = [
     path("v1/hooks/recall/", views.HookRecallView.as_view(), name="hooks-recall"),
     path("v1/hooks/ingest/", views.HookIngestView.as_view(), name="hooks-ingest"),
     path("v1/hooks/report/", views.HookReportView.as_view(), name="hooks-report"),
+    path("v1/hooks/used/", views.HookUsedView.as_view(), name="hooks-used"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", docs, name="docs"),
     # Last: any other path under /api/ is a 404 in the API's error shape, not Django's HTML page.

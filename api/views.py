@@ -39,6 +39,7 @@ from memories.arguments import (
     HookIngestArgs,
     HookRecallArgs,
     HookReportArgs,
+    HookUsedArgs,
     ImportArgs,
     LearnArgs,
     ListArgs,
@@ -76,7 +77,7 @@ from memories.records import (
 )
 from memoryproject.exceptions import InvalidInput
 from search.embeddings import get_embedder
-from telemetry.records import HookBlock, IngestResult, InjectionRecord
+from telemetry.records import HookBlock, IngestResult, InjectionRecord, UsedRecord
 
 API_VERSION = "v1"
 _STARTED = time.monotonic()
@@ -534,3 +535,16 @@ class HookReportView(ApiView):
     def post(self, request):
         fields = self.body(HookReportArgs).model_dump(exclude_none=True)
         return answer(services.hook_report(caller=self.caller, **fields), status=201)
+
+
+class HookUsedView(ApiView):
+    throttle_bucket = "read"
+
+    @extend_schema(summary="Hook: hand over the answer after an injection", operation_id="hooks_used",
+                   request=HookUsedArgs, responses={200: UsedRecord, **errors(404, 413, 415)},
+                   description="Mark which memories of an injection (default: this key's newest in the session) the "
+                               "answer that followed used: those carrying enough of the memory's words. The answer "
+                               "is read, never kept. Used injections are what MEMORY_INJECTION_BOOST counts.")
+    def post(self, request):
+        fields = self.body(HookUsedArgs).model_dump(exclude_none=True)
+        return answer(services.hook_used(caller=self.caller, **fields))

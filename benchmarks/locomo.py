@@ -33,10 +33,12 @@ text form, for comparison: ``dated-nocaption`` (no image captions) or ``plain``
 each conversation as an import does (``search.indexing.batched``: postings and vectors
 made at the end, the texts embedded in batches), to show what batching changes.
 
-``--injection-boost A --inject used|top`` measures injection-aware ranking: LoCoMo has no
-injections, so after each question its top-10 hits that are evidence (``used``: injected,
-then used) or its top hit (``top``) are reported as injected, and later questions of the
-conversation are recalled with ``MEMORY_INJECTION_BOOST=A``.
+``--injection-boost A --inject answer|top`` measures injection-aware ranking: LoCoMo has no
+injections, so after each question its first 8 hits (what ``hooks/recall/`` injects by
+default) are reported as injected (``hooks/report/``'s service), then ``answer`` hands the
+data set's answer to ``hooks/used/``'s service, which marks the hits that answer used, and
+``top`` marks the top hit used whatever it was (the worst case: a signal that says nothing).
+Later questions of the conversation are recalled with ``MEMORY_INJECTION_BOOST=A``.
 """
 
 import argparse
@@ -55,6 +57,8 @@ TUNING = ("conv-26", "conv-30", "conv-41", "conv-42", "conv-43")
 CATEGORIES = (1, 2, 3, 4)
 CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 KS = (5, 10)
+# Hits reported as injected after each question with --inject: hooks/recall/'s default limit.
+INJECTED = 8
 _EVIDENCE = re.compile(r"D(\d+):(\d+)")
 _SESSION = re.compile(r"session_(\d+)")
 FORMS = ("dated", "plain", "dated-nocaption")
@@ -100,7 +104,8 @@ def questions(sample: dict, dia_ids: set[str]) -> list[dict]:
                     if piece in dia_ids and piece not in evidence:
                         evidence.append(piece)
         if evidence:
-            found.append({"question": item["question"], "category": item["category"], "evidence": evidence})
+            found.append({"question": item["question"], "category": item["category"], "evidence": evidence,
+                          "answer": str(item.get("answer", ""))})
     return found
 
 
@@ -147,18 +152,24 @@ def load(samples: list[dict], form: str, *, batched: bool = False) -> dict[str, 
 def evaluate(samples: list[dict], keys: dict[str, dict[str, str]], *, modes=MODES, inject: str = "none") -> dict:
     """Return per mode, per split: R@5 / R@10 overall and per category, with per-question recalls.
 
-    ``inject``: after each question, report as injected (``hooks/report/``'s service) its top hit ("top"), or
-    its hits among the top 10 that are evidence ("used": injected, then used for the answer); each question is
-    then recalled with the injections of the questions asked before it in its conversation. "none": no reports.
+    ``inject``: after each question, its first ``INJECTED`` hits are reported as injected, and marked used
+    by the data set's answer (``hooks/used/``'s rule: "answer") or the top hit marked used ("top"); each
+    question is then recalled with the injections of the questions asked before it in its conversation.
+    "none": no reports.
     """
+    from memories.access import Caller
     from memories.selectors import memory_recall as recall
+    from memories.services.hooks import hook_report, hook_used
     from telemetry.models import Injection
-    from telemetry.services import injection_create
+    from telemetry.services import injection_used_mark
 
     Injection.objects.all().delete()  # a reused store starts with none
+    harness = Caller(actor="benchmark", interface="api", scopes=frozenset({"read"}), namespaces=None)
 
     depth = max(KS)
     report = {}
+    # Injected hits, those that were evidence, and of each how many were marked used.
+    marks = defaultdict(int)
     for mode in modes:
         per_split = {}
         for split in ("tuning", "held_out"):
@@ -173,12 +184,24 @@ def evaluate(samples: list[dict], keys: dict[str, dict[str, str]], *, modes=MODE
                     result = recall(query=item["question"], namespace=namespace, mode=mode, limit=depth)
                     ranked = [hit.memory.key for hit in result.hits]
                     wanted = {mapping[dia_id] for dia_id in item["evidence"]}
-                    injected = {"none": [], "top": [hit.memory for hit in result.hits[:1]],
-                                "used": [hit.memory for hit in result.hits if hit.memory.key in wanted]}[inject]
-                    if injected:
-                        injection_create(actor="benchmark", harness="locomo", hook="simulated", session=namespace,
-                                         query="", characters=sum(len(memory.content) for memory in injected),
-                                         items=[(memory.id, memory.revision_id) for memory in injected])
+                    if inject != "none" and result.hits:
+                        shown = result.hits[:INJECTED]
+                        record = hook_report(caller=harness, harness="locomo", hook="simulated", session=namespace,
+                                             query=item["question"], characters=sum(len(hit.memory.content)
+                                                                                    for hit in shown),
+                                             memories=[{"memory_id": hit.memory.id,
+                                                        "revision_id": hit.memory.revision_id} for hit in shown])
+                        if inject == "answer":
+                            used = hook_used(caller=harness, harness="locomo", hook="simulated",
+                                             injection=record.id, answer=item["answer"]).used
+                        else:
+                            used = [shown[0].memory.id]
+                            injection_used_mark(injection_id=record.id, memory_ids=used)
+                        evidence = {hit.memory.id for hit in shown if hit.memory.key in wanted}
+                        marks["carried"] += len(shown)
+                        marks["carried_evidence"] += len(evidence)
+                        marks["used"] += len(used)
+                        marks["used_evidence"] += len(evidence & set(used))
                     for k in KS:
                         got = len(wanted & set(ranked[:k])) / len(wanted)
                         scores[item["category"]][k].append(got)
@@ -189,6 +212,8 @@ def evaluate(samples: list[dict], keys: dict[str, dict[str, str]], *, modes=MODE
                 for category, values in sorted(scores.items(), key=lambda item: str(item[0]))
             }
         report[mode] = per_split
+    if inject != "none":
+        report["marked_used"] = dict(marks)
     return report
 
 
@@ -223,9 +248,9 @@ def main() -> None:
     parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
     parser.add_argument("--injection-boost", type=float, default=0.0,
                         help="MEMORY_INJECTION_BOOST for this run")
-    parser.add_argument("--inject", choices=("none", "top", "used"), default="none",
-                        help="after each question, report as injected its top hit, or its top-10 hits that are "
-                             "evidence (used)")
+    parser.add_argument("--inject", choices=("none", "top", "answer"), default="none",
+                        help="after each question, report its first 8 hits as injected and mark used those the "
+                             "data set's answer used (answer), or the top hit (top)")
     parser.add_argument("--batched", action="store_true",
                         help="write each conversation as an import does (texts embedded in batches)")
     args = parser.parse_args()
@@ -243,6 +268,7 @@ def main() -> None:
     settings.MEMORY_INJECTION_BOOST = args.injection_boost
     started = time.perf_counter()
     report = evaluate(samples, keys, modes=args.modes, inject=args.inject)
+    marked = report.pop("marked_used", None)
     seconds = round(time.perf_counter() - started, 1)
     for mode in args.modes:
         for split, table in report[mode].items():
@@ -251,6 +277,9 @@ def main() -> None:
                                    if str(category) in table)
             print(f"{mode:8} {split:8} n={overall['n']:4}  R@5 {overall['R@5']:.3f}  R@10 {overall['R@10']:.3f}"
                   f"   R@10 by category: {categories}")
+    if marked:
+        print(f"injected {marked['carried']} hits ({marked['carried_evidence']} evidence); marked used "
+              f"{marked['used']} ({marked['used_evidence']} evidence)")
     save({
         "benchmark": "locomo",
         "data": args.data,
@@ -261,6 +290,7 @@ def main() -> None:
         **load_way(args.batched),
         "settings": {**fusion_settings(), "MEMORY_INJECTION_BOOST": args.injection_boost},
         "injections": args.inject,
+        "marked_used": marked,
         "load_seconds": load_seconds,
         "evaluate_seconds": seconds,
         "category_names": CATEGORY_NAMES,

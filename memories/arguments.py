@@ -22,7 +22,7 @@ from memories import conflicts, selectors, states, validation
 from memories.models import Kind
 from memories.services import conflicts as resolving
 from memories.services import learn as learning
-from memories.services.hooks import SESSION_MAX
+from memories.services.hooks import ANSWER_MAX_CHARS, SESSION_MAX
 from search import engine
 
 INSTANT_MAX = 64
@@ -356,6 +356,17 @@ class HookReportArgs(Arguments):
     characters: int = Field(ge=0, description="The size of the block injected, in characters.")
     memories: list[InjectedMemory] = Field(max_length=validation.RECALL_LIMIT_MAX, description=(
         "The memory revisions the block carried: memory_id and revision_id from hooks/recall/'s hits."))
+
+
+class HookUsedArgs(Arguments):
+    harness: HookName = Field(description=HARNESS_HELP)
+    hook: HookName = Field(description=HOOK_HELP)
+    session: SessionId = None
+    answer: Annotated[str, Field(max_length=ANSWER_MAX_CHARS)] = Field(description=(
+        "The answer that followed the injection (read for the memories' words, never kept); send the end of a "
+        "longer one."))
+    injection: int | None = Field(None, ge=1, description=(
+        "The id hooks/report/ returned; default: this key's newest injection in session."))
 
 
 # Refusals -------------------------------------------------------------------------------------------------------

@@ -41,7 +41,7 @@ WRITE_LOCK_CONTENDED = Counter(
 WRITE_LOCK_TIMEOUTS = Counter(
     "memory_write_lock_timeouts", "Transactions that waited the whole busy timeout and failed with busy.")
 TELEMETRY_EVENTS = Counter(
-    "memory_telemetry_events", "Telemetry rows written: hook recalls, injection reports and refused ingests.",
+    "memory_telemetry_events", "Telemetry events: hook recalls, injection reports, injected memories an answer used, refused ingests.",
     ["kind"])
 
 

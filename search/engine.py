@@ -56,8 +56,8 @@ def rank(*, query: str, namespaces: list[str] | None, kinds: list[str] | None, m
     back when none is relevant (``relevance.relevant``).
     ``states``: only memories in these lifecycle states as of ``as_of`` (``stale_after``: the
     microseconds after which an active memory's text of each kind reads stale); None: any.
-    ``injections``: {memory id: times injected by as_of}; with ``injection_boost`` a > 0 each such
-    memory's score is multiplied by 1 + a*ln(1 + injections).
+    ``injections``: {memory id: injections its answer used, by as_of}; with ``injection_boost`` a > 0
+    each such memory's score is multiplied by 1 + a*ln(1 + injections).
     """
     cleaned = text.clean_query(query)
     query_vector = None
@@ -122,7 +122,7 @@ def rank(*, query: str, namespaces: list[str] | None, kinds: list[str] | None, m
                                            "meaning; min_score=0 shows them"))
         rows, scores = rows[:0], scores[:0]
     ranked = hits.hits(view, rows, scores, channels=found, words=words, cosines=query_cosines,
-                       terms=cleaned.terms, context=context, explain=explain)
+                       terms=cleaned.terms, context=context, boost=boost, explain=explain)
     return Ranking(tokens=cleaned.terms, terms=[token.raw for token in cleaned.terms],
                    match_mode=words.match_used if words else match,
                    hits=ranked, note=" ".join(note for note in notes if note) or None,

@@ -29,7 +29,8 @@ class Ranked:
 
 
 def hits(view, rows: np.ndarray, scores: np.ndarray, *, channels: dict, words: Words | None, cosines,
-         terms: list[text.QueryToken], context: np.ndarray | None, explain: bool) -> list[Ranked]:
+         terms: list[text.QueryToken], context: np.ndarray | None, boost: np.ndarray | None,
+         explain: bool) -> list[Ranked]:
     if len(rows) == 0:
         return []
     revision_ids = view.columns.revision[rows].tolist()
@@ -55,6 +56,8 @@ def hits(view, rows: np.ndarray, scores: np.ndarray, *, channels: dict, words: W
                 "cosine": None if math.isnan(cosine) else float(cosine),
                 # Hybrid: the part of the score lent by neighbouring memories (MEMORY_FUSION_CONTEXT).
                 "context": None if context is None else float(context[row]),
+                # The factor injection-aware ranking multiplied the score by (MEMORY_INJECTION_BOOST).
+                "injection_boost": None if boost is None else float(boost[row]),
             }
         found.append(Ranked(revision_id=revision_id, memory_id=int(view.columns.memory[row]), score=score,
                             matched_terms=hit_terms, explain=details))

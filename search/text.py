@@ -163,11 +163,7 @@ def _is_latin_word(word: str) -> bool:
 def clean_query(text: str) -> CleanQuery:
     """Return the query's terms without filler words (unless it is all filler), one per stem."""
     tokens = query_tokens(text)
-    filler = _filler_words()
-    # A lone Latin letter is what possessives and elisions leave behind ("ACME's",
-    # "don't", "l'équipe") or a one-letter article or conjunction ("a", "e", "y"); as a
-    # search term it matches nearly everything. Digits and CJK characters stay.
-    is_filler = [token.raw in filler or (len(token.raw) == 1 and _is_latin_word(token.raw)) for token in tokens]
+    is_filler = [_is_filler(token) for token in tokens]
     only_filler = bool(tokens) and all(is_filler)
     if only_filler:
         kept, dropped = tokens, []
@@ -179,6 +175,18 @@ def clean_query(text: str) -> CleanQuery:
     for token in kept:
         terms.setdefault(token.stem, token)
     return CleanQuery(terms=list(terms.values()), dropped=dropped, only_filler=only_filler)
+
+
+def content_stems(text: str) -> set[str]:
+    """The stems of ``text``'s words that are not filler, even when all of them are (unlike ``clean_query``)."""
+    return {token.stem for token in query_tokens(text) if not _is_filler(token)}
+
+
+def _is_filler(token: QueryToken) -> bool:
+    # A lone Latin letter is what possessives and elisions leave behind ("ACME's",
+    # "don't", "l'équipe") or a one-letter article or conjunction ("a", "e", "y"); as a
+    # search term it matches nearly everything. Digits and CJK characters stay.
+    return token.raw in _filler_words() or (len(token.raw) == 1 and _is_latin_word(token.raw))
 
 
 # --- Filler words ------------------------------------------------------------------------

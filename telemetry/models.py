@@ -65,7 +65,7 @@ class Injection(models.Model):
 
 
 class InjectedMemory(models.Model):
-    """One memory revision carried by an injection.
+    """One memory revision carried by an injection, and whether the answer that followed used it.
 
     Plain ids, not foreign keys: telemetry must never block an erase or a purge, and a
     report may name a memory that has since gone (it is then shown as gone).
@@ -74,6 +74,8 @@ class InjectedMemory(models.Model):
     injection = models.ForeignKey(Injection, on_delete=models.CASCADE, related_name="items")
     memory_id = models.BigIntegerField(db_index=True)
     revision_id = models.BigIntegerField(null=True, blank=True)
+    # When an answer after the injection was found to use this memory (``hooks/used/``); null: not (yet).
+    used_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         verbose_name_plural = "injected memories"

@@ -81,6 +81,14 @@ class InjectionRecord(Record):
     memories: int
 
 
+class UsedRecord(Record):
+    """Which memories of an injection the answer that followed used (``hook_used``)."""
+
+    injection: int | None = Field(description="The injection read; null when the session has reported none.")
+    used: list[int] = Field(description="Memory ids the answer used: they count for injection-aware ranking.")
+    unused: list[int] = Field(description="The injection's other memory ids.")
+
+
 @dataclass(frozen=True)
 class DayActivity:
     """One UTC day of hook traffic."""
@@ -114,6 +122,7 @@ class TelemetryTotals:
     characters: int
     tokens_estimate: int
     memories_injected: int  # memory revisions carried, counting repeats
+    memories_used: int  # of those, the ones the answer after the injection used (hooks/used/)
     refused_ingests: int
 
 

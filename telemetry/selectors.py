@@ -122,9 +122,11 @@ def telemetry_totals(*, days: int | None = None) -> TelemetryTotals:
     since = _since(days, today=_today())
     injected = _recent(Injection, since).aggregate(n=Count("pk"), characters=Sum("characters"))
     characters = injected["characters"] or 0
+    carried = _carried(since).aggregate(n=Count("pk"), used=Count("used_at"))
     return TelemetryTotals(
         recalls=_recent(HookRecall, since).count(), injections=injected["n"], characters=characters,
-        tokens_estimate=estimate_tokens(characters), memories_injected=_carried(since).count(),
+        tokens_estimate=estimate_tokens(characters), memories_injected=carried["n"],
+        memories_used=carried["used"],
         refused_ingests=_recent(RefusedIngest, since).count(),
     )
 
@@ -158,10 +160,26 @@ def injections_with_memory_counts(injections: QuerySet) -> QuerySet:
 
 
 def injection_counts(*, as_of: dt.datetime) -> dict[int, int]:
-    """{memory id: the injections reported by ``as_of`` that carried it}, for the memories injected at least once.
+    """{memory id: the injections that carried it and were used by their answer, as known by ``as_of``}.
 
-    Reports do not say whether an injected memory was then used: every reported injection counts.
+    An injection counts from the time its answer was found to use the memory (``used_at``), so a
+    recall at a past time gives the same answer before and after later reports.
     """
-    rows = (InjectedMemory.objects.filter(injection__at__lte=as_of).values("memory_id")
+    rows = (InjectedMemory.objects.filter(used_at__lte=as_of).values("memory_id")
             .annotate(n=Count("injection_id", distinct=True)).order_by())
     return {row["memory_id"]: row["n"] for row in rows}
+
+
+def latest_injection(*, actor: str, session: str) -> int | None:
+    """The id of the newest injection this actor reported for ``session``; None when there is none."""
+    return (Injection.objects.filter(actor=actor, session=session).order_by("-at", "-id")
+            .values_list("pk", flat=True).first())
+
+
+def injection_items(*, injection_id: int, actor: str) -> tuple[str, list[tuple[int, int | None]]] | None:
+    """The query and ``(memory_id, revision_id)`` pairs of this actor's injection; None when it has no such injection."""
+    query = Injection.objects.filter(pk=injection_id, actor=actor).values_list("query", flat=True).first()
+    if query is None:
+        return None
+    return query, list(InjectedMemory.objects.filter(injection_id=injection_id).order_by("id")
+                       .values_list("memory_id", "revision_id"))

@@ -50,6 +50,18 @@ def injection_create(*, actor: str, harness: str, hook: str, session: str, query
                            characters=characters, tokens_estimate=estimate_tokens(characters), memories=len(items))
 
 
+def injection_used_mark(*, injection_id: int, memory_ids: list[int]) -> int:
+    """Mark these memories of an injection as used by the answer that followed, now; return how many were newly marked.
+
+    An item marked before keeps its first time, so a boost counted at an earlier ``as_of`` never changes.
+    """
+    marked = (InjectedMemory.objects.filter(injection_id=injection_id, memory_id__in=memory_ids, used_at__isnull=True)
+              .update(used_at=timezone.now()))
+    if marked:
+        TELEMETRY_EVENTS.labels(kind="injection_used").inc(marked)
+    return marked
+
+
 def memory_traces_erase(*, memory_id: int) -> int:
     """Blank the query of every hook recall and injection that returned this memory, and delete the items naming it.
 

@@ -84,10 +84,11 @@ def load_script():
     return module
 
 
-@pytest.mark.parametrize("event", ["prompt", "precompact", "sessionend"])
+@pytest.mark.parametrize("event", ["prompt", "stop", "precompact", "sessionend"])
 def test_a_dead_server_never_blocks_the_session(dead_url, transcript, event):
     events = {
         "prompt": PROMPT,
+        "stop": {**PROMPT, "hook_event_name": "Stop", "transcript_path": str(transcript)},
         "precompact": {**PROMPT, "hook_event_name": "PreCompact", "trigger": "auto",
                        "transcript_path": str(transcript)},
         "sessionend": {**PROMPT, "hook_event_name": "SessionEnd", "reason": "exit",
@@ -198,7 +199,8 @@ def _telemetry(instance) -> dict:
         from memories.models import Memory
         print(json.dumps({
             "injections": [{"harness": i.harness, "hook": i.hook, "session": i.session, "query": i.query,
-                            "characters": i.characters, "memories": [m.memory_id for m in i.items.all()]}
+                            "characters": i.characters, "memories": [m.memory_id for m in i.items.all()],
+                            "used": [m.memory_id for m in i.items.all() if m.used_at]}
                            for i in Injection.objects.order_by("id")],
             "refused": list(RefusedIngest.objects.values_list("pattern", flat=True)),
             "artifacts": [[m.id, m.namespace, [t.name for t in m.tags.all()]]
@@ -225,6 +227,26 @@ def test_live_prompt_hook_injects_the_block_and_reports_it(live):
             injection["characters"]) == ("claude-code", "UserPromptSubmit", PROMPT["session_id"], PROMPT["prompt"],
                                          len(context))
     assert len(injection["memories"]) == 1
+
+
+@pytest.mark.slow
+def test_live_stop_hook_hands_over_the_answer_and_the_memory_it_used_is_marked(live, transcript):
+    instance, url, keys = live
+    session = {**PROMPT, "session_id": "stop-1"}
+    done, _ = run_hook(session, url=url, key=keys["reader"], timeout=10)
+    assert done.stdout
+    stop = {**session, "hook_event_name": "Stop", "stop_hook_active": False, "transcript_path": str(transcript)}
+
+    unrelated, _ = run_hook({**stop, "last_assistant_message": "I renamed the parser module."}, url=url,
+                            key=keys["reader"], timeout=10)
+    [injection] = [item for item in _telemetry(instance)["injections"] if item["session"] == "stop-1"]
+    assert (unrelated.returncode, unrelated.stdout, unrelated.stderr) == (0, "", "")
+    assert injection["used"] == []
+    # Without last_assistant_message, the transcript's last answer ("... on Fridays after the release review.").
+    from_transcript, _ = run_hook(stop, url=url, key=keys["reader"], timeout=10)
+    [injection] = [item for item in _telemetry(instance)["injections"] if item["session"] == "stop-1"]
+    assert (from_transcript.returncode, from_transcript.stdout, from_transcript.stderr) == (0, "", "")
+    assert injection["used"] == injection["memories"] != []
 
 
 @pytest.mark.slow

@@ -1,5 +1,5 @@
 """Injection-aware ranking: off by default; on, a memory's score is multiplied by exactly 1 + a*ln(1 + injections),
-counting only the injections reported by as_of, each memory by its own id."""
+counting only the injections whose answer used it, from the time that was known, each memory by its own id."""
 
 import math
 
@@ -7,7 +7,7 @@ import pytest
 from django.utils import timezone
 
 from memories.selectors import memory_recall
-from telemetry.services import injection_create
+from telemetry.services import injection_create, injection_used_mark
 
 
 @pytest.fixture
@@ -19,10 +19,12 @@ def three(remember):
     return {"acme": ids, "beta": beta}
 
 
-def _inject(memory, times: int) -> None:
+def _inject(memory, times: int, *, used: bool = True) -> None:
     for _ in range(times):
-        injection_create(actor="key:hooks", harness="claude-code", hook="UserPromptSubmit", session="s", query="q",
-                         characters=10, items=[(memory.id, memory.revision_id)])
+        record = injection_create(actor="key:hooks", harness="claude-code", hook="UserPromptSubmit", session="s",
+                                  query="q", characters=10, items=[(memory.id, memory.revision_id)])
+        if used:
+            injection_used_mark(injection_id=record.id, memory_ids=[memory.id])
 
 
 def _scores(namespace="acme", **arguments) -> dict[int, float]:
@@ -47,7 +49,14 @@ def test_scores_move_by_exactly_the_documented_factor(three, settings, mode):
     assert [hit.memory.id for hit in hits] == order
 
 
-def test_only_injections_reported_by_as_of_count(three, settings):
+def test_injections_whose_answer_did_not_use_the_memory_count_for_nothing(three, settings):
+    before = _scores()
+    settings.MEMORY_INJECTION_BOOST = 1.0
+    _inject(three["acme"][1], 20, used=False)
+    assert _scores() == before
+
+
+def test_only_injections_marked_used_by_as_of_count(three, settings):
     settings.MEMORY_INJECTION_BOOST = 0.5
     first, second, _ = three["acme"]
     _inject(second, 1)
@@ -65,3 +74,16 @@ def test_injections_of_a_memory_in_another_namespace_move_nothing_here(three, se
     _inject(three["beta"], 50)
     assert _scores() == before
     assert _scores(namespace="beta")[three["beta"].id] > before[three["acme"][0].id]
+
+
+def test_explain_shows_the_factor_and_null_when_off(three, settings):
+    second = three["acme"][1]
+    _inject(second, 3)
+    explained = {hit.memory.id: hit.explain for hit in memory_recall(query="deploys", namespace="acme", limit=10,
+                                                                     min_score=0, explain=True).hits}
+    assert explained[second.id]["injection_boost"] is None
+    settings.MEMORY_INJECTION_BOOST = 0.5
+    explained = {hit.memory.id: hit.explain for hit in memory_recall(query="deploys", namespace="acme", limit=10,
+                                                                     min_score=0, explain=True).hits}
+    assert explained[second.id]["injection_boost"] == pytest.approx(1 + 0.5 * math.log(4))
+    assert explained[three["acme"][0].id]["injection_boost"] == 1.0

@@ -76,7 +76,8 @@ def stored(url: str, key: str, namespace: str) -> list[dict]:
 
 def injections(instance, harness: str) -> list[tuple]:
     with sqlite3.connect(instance.db_path) as db:
-        return db.execute("SELECT i.hook, i.session, i.query, i.characters, count(m.id) FROM telemetry_injection i "
+        return db.execute("SELECT i.hook, i.session, i.query, i.characters, count(m.id), count(m.used_at) "
+                          "FROM telemetry_injection i "
                           "LEFT JOIN telemetry_injectedmemory m ON m.injection_id = i.id WHERE i.harness = ? "
                           "GROUP BY i.id ORDER BY i.id", (harness,)).fetchall()
 
@@ -106,12 +107,13 @@ def test_codex_cli_hooks_recall_report_and_capture_before_compaction(recipes, li
     block = assert_prompt_hook(run(command_for(hooks, "UserPromptSubmit"), json.dumps(prompt), env),
                                "UserPromptSubmit")
     assert injections(instance, "codex") == [("UserPromptSubmit", "019a-codex", "When do deploys go out?",
-                                              len(block), 1)]
+                                              len(block), 1, 0)]
 
     stop = {**base, "hook_event_name": "Stop", "stop_hook_active": False,
             "last_assistant_message": "On Fridays, after the release review."}
     done = run(command_for(hooks, "Stop"), json.dumps(stop), env)
     assert (done.returncode, done.stdout.strip(), done.stderr) == (0, "{}", "")
+    assert injections(instance, "codex")[0][-1] == 1, "the answer used the injected memory"
 
     compact = {**base, "hook_event_name": "PreCompact", "trigger": "auto"}
     done = run(command_for(hooks, "PreCompact"), json.dumps(compact), env)
@@ -138,7 +140,8 @@ def test_gemini_cli_hooks_recall_report_and_capture(recipes, live, tmp_path):
                  "prompt_response": f"Answer {number}: Fridays."}
         done = run(command_for(hooks, "AfterAgent"), json.dumps(after), env)
         assert (done.returncode, done.stdout.strip()) == (0, "{}")
-    assert [row[0] for row in injections(instance, "gemini-cli")] == ["BeforeAgent", "BeforeAgent"]
+    # "Fridays" alone is one of the memory's words: not enough to count as used.
+    assert [(row[0], row[-1]) for row in injections(instance, "gemini-cli")] == [("BeforeAgent", 0)] * 2
 
     done = run(command_for(hooks, "PreCompress"), json.dumps({**base, "hook_event_name": "PreCompress",
                                                                 "trigger": "manual"}), env)
@@ -163,7 +166,9 @@ def test_the_curl_loop_hands_the_block_to_the_agent_and_stores_the_conversation(
     assert done.stdout.startswith("<memory-context>") and "Fridays" in done.stdout
     assert done.stdout.split("</memory-context>\n\n")[1].startswith("When do deploys go out?\n")
     assert done.stdout.endswith("What is the capital of Peru?\n")
-    assert [(row[0], row[2]) for row in injections(instance, "shell")] == [("prompt", "When do deploys go out?")]
+    # `cat` answers the prompt without the block: the memory was not used.
+    assert [(row[0], row[2], row[-1]) for row in injections(instance, "shell")] == [
+        ("prompt", "When do deploys go out?", 0)]
     [captured] = [item for item in stored(url, key, "loop") if item["kind"] == "artifact"]
     assert captured["tags"] == ["shell"]
     assert captured["content"] == ("Request: When do deploys go out?\nAnswer: When do deploys go out?\n"

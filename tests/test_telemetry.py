@@ -13,6 +13,7 @@ from memories.services.hooks import InjectionSuspected, hook_ingest, hook_recall
 from memoryproject.exceptions import InvalidInput
 from telemetry import selectors
 from telemetry.models import HookRecall, InjectedMemory, Injection, RefusedIngest
+from telemetry.services import injection_used_mark
 from tests.subprocesses import instance, migrated_db  # noqa: F401  (fixtures)
 
 NOW = dt.datetime(2026, 6, 15, 12, 0, tzinfo=dt.timezone.utc)
@@ -145,7 +146,7 @@ def test_activity_per_day_over_all_held_runs_from_the_first_day_with_traffic_to_
 
 
 def test_activity_per_hook_and_the_totals(stored):
-    inject(stored, characters=1000)
+    first = inject(stored, characters=1000)
     inject(stored[:1], hook="SessionStart", characters=10)
     recall()
     refuse()
@@ -162,8 +163,10 @@ def test_activity_per_hook_and_the_totals(stored):
 
     totals = selectors.telemetry_totals(days=30)
     assert (totals.recalls, totals.injections, totals.characters, totals.tokens_estimate, totals.memories_injected,
-            totals.refused_ingests) == (1, 2, 1010, 253, 3, 1)
+            totals.memories_used, totals.refused_ingests) == (1, 2, 1010, 253, 3, 0, 1)
     assert selectors.telemetry_totals().injections == 3
+    injection_used_mark(injection_id=first.id, memory_ids=[stored[1].id])
+    assert selectors.telemetry_totals(days=30).memories_used == 1
 
 
 def test_most_injected_memories_and_the_latest_injections(stored, remember):

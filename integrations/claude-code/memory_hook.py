@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Claude Code hooks for the memory server (Python standard library only).
 
-One script for three hook events; it reads Claude Code's hook input (JSON on stdin)
+One script for four hook events; it reads Claude Code's hook input (JSON on stdin)
 and acts on its ``hook_event_name``:
 
 - ``UserPromptSubmit``: recall memories for the prompt (``POST /api/v1/hooks/recall/``),
   print the block as ``hookSpecificOutput.additionalContext``, then report what was
   injected (``POST /api/v1/hooks/report/``);
+- ``Stop``: hand Claude's answer (``last_assistant_message``, else the transcript's last
+  answer) to ``POST /api/v1/hooks/used/``, which marks the injected memories it used;
 - ``PreCompact`` and ``SessionEnd``: read the session transcript (``transcript_path``,
   JSON Lines) and store its last requests and answers, the part a compaction
   summarises away (``POST /api/v1/hooks/ingest/``).
@@ -46,6 +48,8 @@ REQUEST_MAX = 600
 ANSWER_MAX = 1200
 CAPTURE_MAX = 8000
 TITLE_MAX = 120
+# hooks/used/ reads at most this much of an answer; its end carries the conclusion.
+USED_ANSWER_MAX = 50_000
 # Text the harness wraps around turns that is not the conversation itself (and our own block).
 _WRAPPED = re.compile(
     r"<(system-reminder|memory-context|user-prompt-submit-hook|command-name|command-message|command-args|"
@@ -205,6 +209,25 @@ def read_turns(path: str) -> list[tuple[str, str]]:
     return [(request, answer) for request, answer in turns]
 
 
+def on_stop(event: dict, client: Client, out) -> None:
+    """Stop: hand the answer to the server, which marks the memories of this session's last injection it used."""
+    answer = event.get("last_assistant_message")
+    if not isinstance(answer, str) or not answer.strip():
+        path = event.get("transcript_path")
+        if not isinstance(path, str) or not path:
+            return
+        try:
+            turns = read_turns(os.path.expanduser(path))
+        except OSError as error:
+            raise Failed(f"cannot read the transcript: {error.strerror or error}") from None
+        answer = turns[-1][1] if turns else ""
+    session = _session(event)
+    if not answer.strip() or not session:
+        return
+    client.post("/api/v1/hooks/used/", {"harness": HARNESS, "hook": "Stop", "session": session,
+                                        "answer": answer[-USED_ANSWER_MAX:]})
+
+
 def capture(event: dict, turns: list[tuple[str, str]]) -> tuple[str, str]:
     """Return the (title, text) to store for these turns: the last few, each bounded, within CAPTURE_MAX."""
     kept = turns[-TURNS_KEPT:]
@@ -245,7 +268,8 @@ def on_transcript(event: dict, client: Client, out) -> None:
     client.post("/api/v1/hooks/ingest/", ingest)
 
 
-HANDLERS = {"UserPromptSubmit": on_prompt, "PreCompact": on_transcript, "SessionEnd": on_transcript}
+HANDLERS = {"UserPromptSubmit": on_prompt, "Stop": on_stop, "PreCompact": on_transcript,
+            "SessionEnd": on_transcript}
 
 
 def main(stdin=sys.stdin, stdout=sys.stdout, stderr=sys.stderr, environ=os.environ) -> int:

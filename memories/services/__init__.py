@@ -6,7 +6,7 @@ from memories.services.conflicts import conflict_memory_ids, conflict_resolve
 from memories.services.curation import memory_move
 from memories.services.erasure import database_release_free_pages, database_vacuum, memory_erase, purge_expired
 from memories.services.export import memories_export
-from memories.services.hooks import hook_ingest, hook_recall, hook_report
+from memories.services.hooks import hook_ingest, hook_recall, hook_report, hook_used
 from memories.services.imports import memories_import
 from memories.services.learn import memory_learn
 from memories.services.lifecycle import (
@@ -35,6 +35,7 @@ __all__ = [
     "hook_ingest",
     "hook_recall",
     "hook_report",
+    "hook_used",
     "memory_erase",
     "purge_expired",
     "memory_archive",

@@ -3,7 +3,9 @@
 - ``hook_recall``: the memories recall finds for a prompt, as a block ready to inject;
 - ``hook_ingest``: text the harness captures (a transcript being compacted) stored as a
   memory, unless it is already held or looks like a prompt injection;
-- ``hook_report``: the harness says a block was actually injected (injection telemetry).
+- ``hook_report``: the harness says a block was actually injected (injection telemetry);
+- ``hook_used``: the harness hands over the answer that followed an injection, and the
+  injected memories the answer used are marked (the signal injection-aware ranking counts).
 
 Each takes the ``Caller`` the interface authenticated and asks it for scopes and
 namespaces, records telemetry rows through ``telemetry.services`` (ids and counts, never
@@ -25,10 +27,11 @@ from memories.records import MemoryRecord
 from memories.services.lifecycle import get_memory, memory_remember, memory_revise
 from memoryproject.exceptions import InvalidInput, NotFound, TooLarge
 from memoryproject.storage import SIDE_WRITE_SKIPPED
-from search import duplicates
+from search import duplicates, text
 from telemetry import screening, wrapper
+from telemetry import selectors as telemetry_selectors
 from telemetry import services as telemetry
-from telemetry.records import HookBlock, HookHit, IngestResult, InjectionRecord
+from telemetry.records import HookBlock, HookHit, IngestResult, InjectionRecord, UsedRecord
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +40,12 @@ SESSION_MAX = 200
 # A report's block size is the harness's word; this only keeps nonsense out of the sums.
 REPORT_CHARACTERS_MAX = 1_000_000
 REPORT_MEMORIES_MAX = validation.RECALL_LIMIT_MAX
+# The answer hooks/used/ reads (and never keeps): a harness cuts a longer one to this.
+ANSWER_MAX_CHARS = 50_000
+# An answer uses an injected memory when it carries at least this many of the memory's words
+# (all of them for a shorter memory) and they make a third of the memory's words or half the answer's;
+# words of the prompt do not count (recall found the memory by them, and answers repeat them).
+USED_MIN_WORDS = 2
 
 
 class InjectionSuspected(InvalidInput):
@@ -240,7 +249,7 @@ def hook_ingest(
 
 def _positive_int(value, *, field: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidInput(f"{field}: {value!r} is not a positive integer.", field="memories")
+        raise InvalidInput(f"{field}: {value!r} is not a positive integer.", field=field.split("[")[0])
     return value
 
 
@@ -312,3 +321,60 @@ def hook_report(
     _check_reported(caller, items)
     return telemetry.injection_create(actor=caller.actor, harness=harness, hook=hook, session=session, query=query,
                                       characters=characters, items=items)
+
+
+def answer_uses(memory_words: set[str], answer_words: set[str]) -> bool:
+    """Whether an answer with ``answer_words`` used a memory with ``memory_words`` (stems, no filler words).
+
+    Words carried from a memory into the answer (a name, a number, a host) are the sign it was
+    used; a third of the memory's words, or half of a short answer's, keeps one shared common
+    word from counting.
+    """
+    shared = len(memory_words & answer_words)
+    if shared < min(USED_MIN_WORDS, len(memory_words)) or not shared:
+        return False
+    return 3 * shared >= len(memory_words) or 2 * shared >= len(answer_words)
+
+
+def hook_used(*, caller: Caller, harness: str, hook: str, session: str = "", answer: str,
+              injection: int | None = None) -> UsedRecord:
+    """Mark which memories of an injection the answer that followed it used (``answer_uses``, less the words of
+    the injection's query); the answer is not kept.
+
+    ``injection``: the id ``hook_report`` returned; without it, the caller's newest injection
+    in ``session``. Nothing to mark (no injection yet) is an answer with ``injection`` null.
+    """
+    caller.require(Scope.READ)
+    _name(harness, field="harness", required=True)
+    _name(hook, field="hook", required=True)
+    session = _session(session)
+    if not isinstance(answer, str):
+        raise InvalidInput(f"answer: expected text, got {type(answer).__name__}.", field="answer")
+    if len(answer) > ANSWER_MAX_CHARS:
+        raise TooLarge(f"answer: {len(answer)} characters is over the limit of {ANSWER_MAX_CHARS}; send its end.",
+                       field="answer")
+    if injection is None:
+        if not session:
+            raise InvalidInput("Give injection (the id hooks/report/ returned) or the session it was reported in.",
+                               field="injection")
+        injection = telemetry_selectors.latest_injection(actor=caller.actor, session=session)
+        if injection is None:
+            return UsedRecord(injection=None, used=[], unused=[])
+    else:
+        injection = _positive_int(injection, field="injection")
+    reported = telemetry_selectors.injection_items(injection_id=injection, actor=caller.actor)
+    if reported is None:
+        raise NotFound(f"Injection {injection} not found among this key's reports.", field="injection")
+    query, items = reported
+    contents = dict(Revision.objects.filter(pk__in=[revision_id for _, revision_id in items])
+                    .values_list("pk", "content"))
+    asked = text.content_stems(query)
+    answer_words = text.content_stems(answer) - asked
+    used, unused = [], []
+    for memory_id, revision_id in items:
+        content = contents.get(revision_id)
+        uses = content is not None and answer_uses(text.content_stems(content) - asked, answer_words)
+        (used if uses else unused).append(memory_id)
+    if used:
+        telemetry.injection_used_mark(injection_id=injection, memory_ids=used)
+    return UsedRecord(injection=injection, used=used, unused=unused)

@@ -7,7 +7,8 @@
  *   (appended to the newest user message), then the injection is reported (`hooks/report/`).
  *   A block stays where it was put, unchanged, on every later call, so the provider's prompt
  *   cache stays valid; a new block is added only when the recalled set (memory and revision
- *   ids) differs from the last injected one;
+ *   ids) differs from the last injected one. At the next user message, the answer that followed
+ *   the injection is handed to `hooks/used/`, which marks the injected memories it used;
  * - `experimental.session.compacting`: the last requests and answers, which the compaction is
  *   about to summarise away, are stored (`hooks/ingest/`);
  * - `tool.execute.after`: the output of a tool on the allow-list is stored (`hooks/ingest/`).
@@ -37,6 +38,8 @@ const TURNS_KEPT = 6;
 const REQUEST_MAX = 600;
 const ANSWER_MAX = 1200;
 const CAPTURE_MAX = 8000;
+// hooks/used/ reads at most this much of an answer; its end carries the conclusion.
+const USED_ANSWER_MAX = 50000;
 // Per-session memory of the plugin, bounded so that a long-running opencode does not grow.
 const SESSIONS_KEPT = 100;
 const MESSAGES_KEPT = 200;
@@ -123,6 +126,8 @@ class Session {
     decided = new Set();
     lastSet;
     lastMessage;
+    // The last reported injection, until the answer that followed it is handed over.
+    pending;
     /** Start recall for a user message (once per message); the answer waits for `decide`. */
     recall(messageID, text, memory, sessionID) {
         let found = this.recalls.get(messageID);
@@ -132,11 +137,39 @@ class Session {
         }
         return found;
     }
-    /** Inject a block for the newest user message, once, unless it recalls the set last injected. */
+    /** For a new user message: hand over the answer to the last injection, and inject a block for this one. */
     async decide(last, messages, memory) {
         if (this.decided.has(last.info.id))
             return;
         remember(this.decided, last.info.id);
+        await Promise.all([this.handOver(messages, memory), this.inject(last, messages, memory)]);
+    }
+    /** Send the assistant's text that followed the last injected message to `hooks/used/`, once. */
+    async handOver(messages, memory) {
+        const pending = this.pending;
+        this.pending = undefined; // the next injection sets its own, even while this one is being sent
+        if (pending === undefined)
+            return;
+        const at = messages.findIndex((message) => message.info.id === pending.message);
+        if (at < 0)
+            return; // compacted away
+        const said = [];
+        for (const message of messages.slice(at + 1)) {
+            if (message.info.role === "user")
+                break;
+            if (message.info.role === "assistant")
+                said.push(plainText(message.parts));
+        }
+        const answer = said.filter(Boolean).join("\n");
+        if (!answer)
+            return;
+        await memory.failOpen("used", (deadline) => memory.post("/api/v1/hooks/used/", {
+            harness: HARNESS, hook: "chat.messages.transform", session: messages[at].info.sessionID.slice(0, SESSION_MAX),
+            injection: pending.injection, answer: answer.slice(-USED_ANSWER_MAX),
+        }, deadline));
+    }
+    /** Inject a block for the newest user message unless it recalls the set last injected; report it. */
+    async inject(last, messages, memory) {
         const started = memory.deadline();
         const recalled = await this.recall(last.info.id, plainText(last.parts), memory, last.info.sessionID);
         if (!recalled || !recalled.block)
@@ -151,11 +184,13 @@ class Session {
         this.lastMessage = last.info.id;
         remember(this.blocks, last.info.id, recalled.block);
         this.place(last);
-        await memory.failOpen("report", (deadline) => memory.post("/api/v1/hooks/report/", {
+        const report = await memory.failOpen("report", (deadline) => memory.post("/api/v1/hooks/report/", {
             harness: HARNESS, hook: "chat.messages.transform", query: recalled.query,
             session: last.info.sessionID.slice(0, SESSION_MAX), characters: recalled.block.length,
             memories: recalled.hits.map((hit) => ({ memory_id: hit.memory_id, revision_id: hit.revision_id })),
         }, deadline), started);
+        if (typeof report?.id === "number")
+            this.pending = { injection: report.id, message: last.info.id };
     }
     /** Append this message's block as its last part, unless it is there already. */
     place(message) {

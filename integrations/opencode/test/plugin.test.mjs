@@ -190,6 +190,34 @@ test("no re-injection while the recalled set is unchanged; a new revision inject
   assert.equal(sent[1].memories, `${memory.id}:${revised.revision_id}`);
 });
 
+/** {memory id: whether the answer after the injection used it} for the injections of a session. */
+function used(session) {
+  const code = `import json, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+rows = db.execute("select m.memory_id, m.used_at is not null from telemetry_injectedmemory m join telemetry_injection i on i.id = m.injection_id where i.session = ?", (sys.argv[2],))
+print(json.dumps({str(m): bool(u) for m, u in rows}))`;
+  const done = spawnSync(PYTHON, ["-c", code, join(dataDir, "memory.db"), session], { encoding: "utf-8" });
+  assert.equal(done.status, 0, done.stderr);
+  return JSON.parse(done.stdout);
+}
+
+test("at the next user message, the answer to an injection is handed over and the memories it used are marked", LIMIT, async () => {
+  const deploys = await seed("used", "The billing service deploys on Fridays from the kestrel cluster.");
+  const owner = await seed("used", "The billing service owner is Priya Raman.");
+  environment({ MEMORY_URL: base, MEMORY_API_KEY: key, MEMORY_NAMESPACE: "used" });
+  const hooks = await MemoryPlugin(opencode().input);
+  const conversation = [];
+  const first = await send(hooks, conversation, "s-used", "billing service");
+  assert.equal(blockOf(first.at(-1)).length, 1);
+  assert.deepEqual(used("s-used"), { [deploys.id]: false, [owner.id]: false });
+
+  conversation.push(message("s-used", "assistant", "Checking."), message("s-used", "assistant", "It deploys on Fridays, from kestrel."));
+  await transform(hooks, conversation); // another model call for the same request hands nothing over
+  assert.deepEqual(used("s-used"), { [deploys.id]: false, [owner.id]: false });
+  await send(hooks, conversation, "s-used", "Thanks");
+  assert.deepEqual(used("s-used"), { [deploys.id]: true, [owner.id]: false });
+});
+
 test("a block removed by a compaction is injected again for the same set", LIMIT, async () => {
   await seed("compacted", "The staging cluster is called kestrel.");
   environment({ MEMORY_URL: base, MEMORY_API_KEY: key, MEMORY_NAMESPACE: "compacted" });
