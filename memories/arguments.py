@@ -328,6 +328,8 @@ class HookRecallArgs(HookNames):
         "The block's size limit in characters; default MEMORY_HOOK_BUDGET, at most MEMORY_HOOK_BUDGET_MAX."))
     mode: SearchMode = selectors.RECALL_MODE_DEFAULT
     min_score: MinScore = None
+    states: StateFilter = None
+    min_confidence: MinConfidence = None
 
 
 class HookIngestArgs(HookNames):

@@ -189,3 +189,24 @@ def test_report_refuses_bad_input_and_memories_of_other_namespaces(api):
     assert error_of(api("acme").post(REPORT, hidden, format="json"), 404)["message"].startswith(
         f"Memory {elsewhere['id']} not found")
     assert Injection.objects.count() == 0
+
+
+def test_recall_takes_recalls_state_and_confidence_filters(api):
+    client = api()
+    sure = client.post("/api/v1/memories/", {"content": "The cache is redis, per the runbook.", "namespace": "acme",
+                                             "confidence": 0.95}, format="json").json()
+    guess = client.post("/api/v1/memories/", {"content": "The cache might be redis, a guess.", "namespace": "acme",
+                                              "confidence": 0.05}, format="json").json()
+    both = client.post(RECALL, {"query": "cache redis", "mode": "keyword"}, format="json").json()
+    assert {hit["memory_id"] for hit in both["hits"]} == {sure["id"], guess["id"]}
+
+    confident = client.post(RECALL, {"query": "cache redis", "mode": "keyword", "min_confidence": 0.5},
+                            format="json").json()
+    plain = client.get("/api/v1/recall/", {"query": "cache redis", "mode": "keyword", "min_confidence": 0.5}).json()
+    assert [hit["memory_id"] for hit in confident["hits"]] == [hit["id"] for hit in plain["hits"]] == [sure["id"]]
+    assert "min_confidence" in confident["note"]
+    archived = client.post(RECALL, {"query": "cache redis", "mode": "keyword", "states": ["archived"]},
+                           format="json").json()
+    assert archived["hits"] == []
+    assert error_of(client.post(RECALL, {"query": "x", "min_confidence": 2}, format="json"), 400)[
+        "field"] == "min_confidence"

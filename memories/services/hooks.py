@@ -102,6 +102,8 @@ def hook_recall(
     budget: int | None = None,
     mode: str = selectors.RECALL_MODE_DEFAULT,
     min_score: float | None = None,
+    states=None,
+    min_confidence: float | None = None,
     harness: str = "",
     hook: str = "",
     session: str = "",
@@ -122,7 +124,7 @@ def hook_recall(
     session = _session(session)
     namespaces = caller.namespaces_to_read(namespace)
     result = selectors.memory_recall(query=query, namespace=namespaces, tags=tags, kinds=kinds, limit=limit, mode=mode,
-                                     min_score=min_score)
+                                     min_score=min_score, states=states, min_confidence=min_confidence)
     entries = [
         wrapper.Entry(memory_id=hit.memory.id, namespace=hit.memory.namespace, key=hit.memory.key,
                       title=hit.memory.title, age=hit.age, content=hit.memory.content, state=hit.memory.state)
