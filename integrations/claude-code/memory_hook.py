@@ -209,17 +209,22 @@ def read_turns(path: str) -> list[tuple[str, str]]:
     return [(request, answer) for request, answer in turns]
 
 
+def transcript_turns(event: dict) -> list[tuple[str, str]]:
+    """The turns of the event's transcript (``read_turns``); none when the event names no transcript."""
+    path = event.get("transcript_path")
+    if not isinstance(path, str) or not path:
+        return []
+    try:
+        return read_turns(os.path.expanduser(path))
+    except OSError as error:
+        raise Failed(f"cannot read the transcript: {error.strerror or error}") from None
+
+
 def on_stop(event: dict, client: Client, out) -> None:
     """Stop: hand the answer to the server, which marks the memories of this session's last injection it used."""
     answer = event.get("last_assistant_message")
     if not isinstance(answer, str) or not answer.strip():
-        path = event.get("transcript_path")
-        if not isinstance(path, str) or not path:
-            return
-        try:
-            turns = read_turns(os.path.expanduser(path))
-        except OSError as error:
-            raise Failed(f"cannot read the transcript: {error.strerror or error}") from None
+        turns = transcript_turns(event)
         answer = turns[-1][1] if turns else ""
     session = _session(event)
     if not answer.strip() or not session:
@@ -251,13 +256,7 @@ def capture(event: dict, turns: list[tuple[str, str]]) -> tuple[str, str]:
 
 def on_transcript(event: dict, client: Client, out) -> None:
     """PreCompact and SessionEnd: store the end of the conversation."""
-    path = event.get("transcript_path")
-    if not isinstance(path, str) or not path:
-        return
-    try:
-        turns = read_turns(os.path.expanduser(path))
-    except OSError as error:
-        raise Failed(f"cannot read the transcript: {error.strerror or error}") from None
+    turns = transcript_turns(event)
     if not turns:
         return
     title, text = capture(event, turns)
