@@ -48,7 +48,7 @@ from memories.records import (
     Stats,
     StoreStats,
 )
-from telemetry.records import HookBlock, IngestResult, InjectionRecord
+from telemetry.records import HookBlock, IngestResult, InjectionRecord, UsedRecord
 
 pytestmark = pytest.mark.django_db
 
@@ -125,6 +125,7 @@ OPERATIONS = {
                                                             body=True)]),
     "hook report": Operation(declared.HookReportArgs, [Rest("post", "/api/v1/hooks/report/", "201", InjectionRecord,
                                                             body=True)]),
+    "hook used": Operation(declared.HookUsedArgs, [Rest("post", "/api/v1/hooks/used/", "200", UsedRecord, body=True)]),
 }
 ENDPOINTS = [(name, rest) for name, operation in OPERATIONS.items() for rest in operation.rest]
 TOOLS = [(name, operation) for name, operation in OPERATIONS.items() if operation.tool]
