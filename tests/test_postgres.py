@@ -4,6 +4,7 @@ The suite itself runs on SQLite; these tests start a throwaway cluster (tests/po
 and reach it through subprocesses and a second connection alias.
 """
 
+import re
 import threading
 import time
 
@@ -11,14 +12,21 @@ import pytest
 from django.db import IntegrityError, connections, transaction
 
 from memoryproject.env import SettingError, env_database_url
-from memoryproject.exceptions import Busy
+from memoryproject.exceptions import Busy, ReadOnlyStorage, Unavailable
 from tests import postgres
-from tests.subprocesses import clean_env, manage
+from tests.subprocesses import clean_env, manage, python
 
 URL = "MEMORY_DATABASE_URL"
 
 
 # --- The URL ---------------------------------------------------------------------------------
+
+
+def fields_of(url: str) -> dict:
+    """The database fields settings.py makes of ``url``."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(URL, url)
+        return env_database_url(URL)
 
 
 def test_an_unset_url_keeps_the_sqlite_file(monkeypatch):
@@ -124,10 +132,9 @@ def migrated(cluster, tmp_path_factory):
 
 
 @pytest.fixture
-def pg(migrated, django_db_blocker, monkeypatch):
+def pg(migrated, django_db_blocker):
     """A connection alias "pg" to the migrated database, for this test's threads (busy timeout: 1 s)."""
-    monkeypatch.setenv(URL, migrated)
-    fields = env_database_url(URL)
+    fields = fields_of(migrated)
     settings = connections.configure_settings({"default": dict(connections.settings["default"]), "pg": {
         "ENGINE": "memoryproject.pg_backend", **fields, "OPTIONS": {"options": "-c lock_timeout=1000"}}})["pg"]
     connections.settings["pg"] = settings
@@ -154,6 +161,21 @@ def test_migrate_builds_the_schema_with_its_triggers(cluster, migrated):
                         "search_attributes_deleted"}
     assert collations == [("C",)]  # terms compare byte by byte, as on SQLite
     assert abs(version) > 2**32  # a 64-bit random value, as SQLite's random() gives
+
+
+@on_a_cluster
+def test_the_url_selects_postgresql_with_the_busy_timeout_as_lock_timeout(migrated, tmp_path):
+    show = ("from django.db import connection\n"
+            "with connection.cursor() as cursor:\n"
+            "    cursor.execute('SHOW lock_timeout')\n"
+            "    print(connection.vendor, connection.settings_dict['NAME'], cursor.fetchone()[0])")
+
+    on_postgresql = python(show, env=clean_env(tmp_path, MEMORY_DATABASE_URL=migrated, MEMORY_DB_BUSY_TIMEOUT="7"))
+    unset = python("from django.db import connection; print(connection.vendor, connection.settings_dict['NAME'])",
+                   env=clean_env(tmp_path))
+
+    assert on_postgresql.stdout.split() == ["postgresql", "migrated", "7s"], on_postgresql.stderr
+    assert unset.stdout.split() == ["sqlite", str(tmp_path / "memory.db")], unset.stderr
 
 
 def _revision(cursor) -> int:
@@ -188,6 +210,48 @@ def test_revisions_are_append_only_unless_the_erasure_gate_is_open(pg):
         cursor.execute("DELETE FROM memories_erasuregate")
         cursor.execute("SELECT generation FROM search_state")
         assert cursor.fetchone()[0] == generation + 1  # search's trigger saw the deletion
+
+
+@on_a_cluster
+def test_a_write_to_a_read_only_database_is_the_read_only_storage_error(pg):
+    with pg.cursor() as cursor:
+        cursor.execute("SET default_transaction_read_only = on")
+    try:
+        with pytest.raises(ReadOnlyStorage), transaction.atomic(using="pg"), pg.cursor() as cursor:
+            _revision(cursor)
+    finally:
+        with pg.cursor() as cursor:
+            cursor.execute("RESET default_transaction_read_only")
+
+
+@on_a_cluster
+def test_doctor_names_postgresql_and_its_version(migrated, tmp_path):
+    done = manage("doctor", env=clean_env(tmp_path, MEMORY_DATABASE_URL=migrated), timeout=120)
+    lines = done.stdout.splitlines()
+
+    assert any(re.match(r"ok   postgresql         1\d\.\d+", line) for line in lines), done.stdout
+    assert "ok   fts5               available" in lines
+    assert any(line.startswith("ok   database writable  postgres@127.0.0.1:") for line in lines)
+    assert "ok   schema             all migrations applied" in lines
+
+
+@pytest.mark.slow
+def test_an_unreachable_server_is_the_unavailable_error_and_doctor_says_so(tmp_path, django_db_blocker):
+    url = "postgresql://memory:secret@127.0.0.1:1/memories"
+    fields = fields_of(url)
+    connections.settings["unreachable"] = connections.configure_settings(
+        {"default": dict(connections.settings["default"]), "unreachable": {"ENGINE": "memoryproject.pg_backend",
+                                                                            **fields}})["unreachable"]
+    try:
+        with django_db_blocker.unblock(), pytest.raises(Unavailable, match="cannot be reached"):
+            connections["unreachable"].ensure_connection()
+    finally:
+        del connections.settings["unreachable"]
+    done = manage("doctor", env=clean_env(tmp_path, MEMORY_DATABASE_URL=url))
+
+    assert done.returncode != 0
+    assert done.stdout.splitlines()[1].startswith("FAIL database  cannot connect to memory@127.0.0.1:1/memories: ")
+    assert "secret" not in done.stdout + done.stderr
 
 
 def _holds_the_lock(url: str) -> bool:
