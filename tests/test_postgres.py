@@ -178,6 +178,16 @@ def test_the_url_selects_postgresql_with_the_busy_timeout_as_lock_timeout(migrat
     assert unset.stdout.split() == ["sqlite", str(tmp_path / "memory.db")], unset.stderr
 
 
+@on_a_cluster
+def test_a_command_on_a_database_not_migrated_says_to_migrate(cluster, tmp_path):
+    env = clean_env(tmp_path, MEMORY_DATABASE_URL=cluster.create("not_migrated"))
+
+    done = manage("memory", "recall", "anything", env=env)
+
+    assert done.returncode != 0
+    assert '"code": "not_migrated"' in done.stdout + done.stderr
+
+
 def _revision(cursor) -> int:
     """Insert a memory and its first revision; return the revision's id."""
     cursor.execute("INSERT INTO memories_memory (namespace, key, kind, state, created_at) "
