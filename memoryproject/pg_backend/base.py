@@ -80,7 +80,7 @@ class DatabaseWrapper(postgresql_base.DatabaseWrapper):
             # Back to autocommit, as before the block: Django still takes the connection to be in it.
             with contextlib.suppress(Database.Error):  # a broken connection is closed by Django before reuse
                 self.connection.rollback()
-                self._set_autocommit(True)
+                self.connection.autocommit = True
             raise
         metrics.WRITE_LOCK_WAIT_SECONDS.observe(time.perf_counter() - started)
 
