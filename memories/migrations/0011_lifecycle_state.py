@@ -73,5 +73,6 @@ class Migration(migrations.Migration):
             field=models.CharField(choices=[('candidate', 'Candidate'), ('active', 'Active'), ('archived', 'Archived')], default='active', max_length=16),
         ),
         EngineSQL(sql=DROP_TRIGGERS + TRIGGERS, reverse_sql=DROP_TRIGGERS,
-                  postgresql=POSTGRESQL_DROP_TRIGGERS + POSTGRESQL_TRIGGERS, reverse_postgresql=POSTGRESQL_DROP_TRIGGERS),
+                  postgresql=POSTGRESQL_DROP_TRIGGERS + POSTGRESQL_TRIGGERS,
+                  reverse_postgresql=POSTGRESQL_DROP_TRIGGERS),
     ]
