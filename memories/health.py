@@ -47,8 +47,51 @@ def sqlite_features() -> list[Check]:
     ]
 
 
+def postgresql_features() -> list[Check]:
+    """The server's version, and FTS5 in the SQLite library that tokenizes text in this process (search.text)."""
+    from memoryproject.pg_backend.capabilities import MINIMUM_VERSION
+    from memoryproject.pg_backend.capabilities import probe as probe_postgresql
+
+    found = probe_postgresql()
+    recent = found.version_number >= MINIMUM_VERSION
+    return [
+        Check("postgresql", recent, found.postgresql_version + ("" if recent else " (needs 15 or newer)")),
+        Check("fts5", found.fts5, "available" if found.fts5 else "not compiled into the SQLite that tokenizes text"),
+    ]
+
+
+def database_engine() -> str:
+    """Return the engine and its version, such as "sqlite 3.46.1" or "postgresql 15.18" (no query on SQLite)."""
+    connection = connections[DEFAULT_DB_ALIAS]
+    if not _on_postgresql():
+        return f"sqlite {connection.Database.sqlite_version}"
+    number = connection.pg_version  # server_version_num, read once per connection
+    return f"postgresql {number // 10000}.{number % 10000}"
+
+
+def _on_postgresql() -> bool:
+    return connections[DEFAULT_DB_ALIAS].vendor == "postgresql"
+
+
+def _where() -> str:
+    """The PostgreSQL database as user@host:port/name: never its password."""
+    fields = connections[DEFAULT_DB_ALIAS].settings_dict
+    return f"{fields['USER']}@{fields['HOST']}:{fields['PORT']}/{fields['NAME']}"
+
+
+def _postgresql_read_only() -> bool:
+    """Whether the server would refuse writes: a standby, or read-only by default for this session."""
+    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+        cursor.execute("SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on'")
+        return cursor.fetchone()[0]
+
+
 def database_writable() -> Check:
     connection = connections[DEFAULT_DB_ALIAS]
+    if _on_postgresql():
+        read_only = _postgresql_read_only()
+        return Check("database writable", not read_only, ("read-only (a standby, or default_transaction_read_only) "
+                                                          if read_only else "") + _where())
     if connection.is_in_memory_db():
         return Check("database writable", True, "in-memory database")
     path = Path(connection.settings_dict["NAME"])
@@ -63,6 +106,9 @@ def _write_refusal() -> str | None:
 
     Reads only: no write lock is taken and nothing is written, however often a load balancer asks.
     """
+    if _on_postgresql():
+        # A full disk is only known when a write fails (SQLSTATE 53100, a DatabaseFull).
+        return "read-only" if _postgresql_read_only() else None
     connection = connections[DEFAULT_DB_ALIAS]
     with connection.cursor() as cursor:
         pragmas = {}
@@ -161,19 +207,28 @@ def unfinished_imports() -> Check:
 
 
 def run_checks() -> list[Check]:
-    """Return every check, in the order an operator reads them: platform, file, schema, indexes."""
+    """Return every check, in the order an operator reads them: platform, database, schema, indexes."""
     connection = connections[DEFAULT_DB_ALIAS]
-    path = Path(connection.settings_dict["NAME"])
-    if not connection.is_in_memory_db() and not path.exists():
-        # Connecting would create an empty file and hide the real problem.
-        return [python_version(), Check("database file", False, f"{path} does not exist; run 'manage.py migrate' "
-                                                                "(or 'make run') to create it")]
+    if _on_postgresql():
+        try:
+            connection.ensure_connection()
+        except DatabaseError as error:
+            cause = str(error.__cause__ or error).strip().splitlines()[0]
+            return [python_version(), Check("database", False, f"cannot connect to {_where()}: {cause}")]
+        # PostgreSQL checks its own pages (contrib amcheck, pg_checksums): integrity is SQLite's check only.
+        engine_checks = (("postgresql", postgresql_features), ("database writable", database_writable))
+    else:
+        path = Path(connection.settings_dict["NAME"])
+        if not connection.is_in_memory_db() and not path.exists():
+            # Connecting would create an empty file and hide the real problem.
+            return [python_version(), Check("database file", False, f"{path} does not exist; run 'manage.py "
+                                                                    "migrate' (or 'make run') to create it")]
+        engine_checks = (("sqlite", sqlite_features), ("database writable", database_writable),
+                         ("integrity", integrity))
     checks = []
     for name, check in (
         ("python", python_version),
-        ("sqlite", sqlite_features),
-        ("database writable", database_writable),
-        ("integrity", integrity),
+        *engine_checks,
         ("schema", schema_current),
         ("index drift", index_in_step),
         ("embedder", embedder_matches),

@@ -6,8 +6,10 @@ one that refuses to start.
 """
 
 import os
+import re
 import sys
 from pathlib import Path
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -140,3 +142,63 @@ def env_days(name: str, default: dict[str, int], *, keys: tuple[str, ...]) -> di
             raise SettingError(name, value, accepted)
         days[key] = int(number)
     return days
+
+
+# The libpq parameters a database URL may carry after "?", passed on as they are.
+_SSL_MODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
+_URL_PARAMETERS = ("sslmode", "sslrootcert", "sslcert", "sslkey", "connect_timeout", "application_name")
+
+
+def env_database_url(name: str) -> dict | None:
+    """Read ``postgresql://user:password@host[:port]/dbname[?sslmode=...]`` into Django's database fields.
+
+    User, password and database name are percent-decoded. After "?" only the libpq parameters in
+    ``_URL_PARAMETERS`` are accepted, each once. Return None when the variable is unset.
+    """
+    value = _raw(name)
+    if value is None:
+        return None
+    # The message repeats the value: never its password.
+    shown = re.sub(r"(://[^:/@]*:).*@", r"\1***@", value)
+    accepted = "postgresql://user:password@host[:port]/dbname (percent-encode special characters)"
+
+    def refuse(why: str):
+        raise SettingError(name, shown, f"{accepted}; {why}")
+
+    try:
+        parts = urlsplit(value)
+        port = parts.port
+    except ValueError as error:
+        refuse(f"it does not parse ({error})")
+    if parts.scheme not in ("postgresql", "postgres"):
+        refuse("the scheme must be postgresql:// or postgres://")
+    if not parts.hostname:
+        refuse("the host is missing")
+    if not parts.username:
+        refuse("the user is missing")
+    database = unquote(parts.path[1:])
+    if not database or "/" in parts.path[1:]:
+        refuse("the path must be one database name")
+    if parts.fragment:
+        refuse("a '#' part is not accepted")
+    options = {}
+    try:
+        pairs = parse_qsl(parts.query, keep_blank_values=True, strict_parsing=bool(parts.query))
+    except ValueError:
+        refuse("the part after '?' must be key=value pairs joined by '&'")
+    for key, item in pairs:
+        if key not in _URL_PARAMETERS or key in options:
+            refuse("after '?' only " + ", ".join(_URL_PARAMETERS) + ", each once")
+        if key == "sslmode" and item not in _SSL_MODES:
+            refuse("sslmode must be one of " + ", ".join(_SSL_MODES))
+        if key == "connect_timeout" and not item.isdigit():
+            refuse("connect_timeout must be whole seconds")
+        options[key] = item
+    return {
+        "NAME": database,
+        "USER": unquote(parts.username),
+        "PASSWORD": unquote(parts.password or ""),
+        "HOST": parts.hostname,
+        "PORT": str(port or 5432),
+        "OPTIONS": options,
+    }

@@ -8,6 +8,7 @@ from pathlib import Path
 from memoryproject.env import (
     env_bool,
     env_choice,
+    env_database_url,
     env_days,
     env_float,
     env_int,
@@ -121,6 +122,9 @@ MEMORY_DB_MMAP_MB = env_int("MEMORY_DB_MMAP_MB", 16384, minimum=0, maximum=1024 
 WSGI_APPLICATION = "memoryproject.wsgi.application"
 ASGI_APPLICATION = "memoryproject.asgi.application"
 
+# How long a transaction waits for the write lock (and any other lock) before giving up as busy.
+MEMORY_DB_BUSY_TIMEOUT = env_int("MEMORY_DB_BUSY_TIMEOUT", 30, minimum=1, maximum=600)
+
 DATABASES = {
     "default": {
         "ENGINE": "memoryproject.sqlite_backend",
@@ -130,7 +134,7 @@ DATABASES = {
             # transaction takes the write lock up front, so two processes queue on
             # busy_timeout instead of one failing with "database is locked".
             "transaction_mode": "IMMEDIATE",
-            "timeout": env_int("MEMORY_DB_BUSY_TIMEOUT", 30, minimum=1, maximum=600),
+            "timeout": MEMORY_DB_BUSY_TIMEOUT,
         },
         # Each server thread keeps its connection (memoryproject/wsgibridge.py): opening one
         # and loading sqlite-vec costs more than most requests. Checked before reuse.
@@ -139,6 +143,20 @@ DATABASES = {
         "TEST": {"NAME": env_str("MEMORY_TEST_DB_PATH") or None},
     }
 }
+
+# Set, PostgreSQL holds the memories instead of the SQLite file (docs/postgresql.md); MEMORY_DB_PATH and
+# MEMORY_DB_MMAP_MB are then not read for the database.
+_postgresql = env_database_url("MEMORY_DATABASE_URL")
+if _postgresql is not None:
+    DATABASES["default"] = {
+        "ENGINE": "memoryproject.pg_backend",
+        **_postgresql,
+        # lock_timeout bounds the wait for the write lock (memoryproject/pg_backend) as busy_timeout does on SQLite.
+        "OPTIONS": {**_postgresql["OPTIONS"], "options": f"-c lock_timeout={MEMORY_DB_BUSY_TIMEOUT * 1000:d}"},
+        # Each server thread keeps its connection, checked before reuse, as with SQLite.
+        "CONN_MAX_AGE": None,
+        "CONN_HEALTH_CHECKS": True,
+    }
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

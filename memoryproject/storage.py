@@ -70,3 +70,11 @@ class DatabaseReadOnly(OperationalError, ReadOnlyStorage):
 
 class DatabaseCannotOpen(OperationalError, Unavailable):
     pass
+
+
+class DatabaseLocked(OperationalError, Busy):
+    """"database is locked" after the busy timeout: a database error, and the domain error every door maps once."""
+
+
+LOCKED_MESSAGE = ("The database is busy with other writes (an import, a purge --vacuum) and stayed locked for "
+                  "the whole busy timeout. Nothing was written; try again in a few seconds.")

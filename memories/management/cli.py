@@ -7,7 +7,7 @@ import time
 from typing import NoReturn
 
 from django.core.management.base import BaseCommand, CommandError
-from django.db.utils import OperationalError
+from django.db.utils import OperationalError, ProgrammingError
 
 from memories.records import ImportReport
 from memoryproject.exceptions import MemoryServiceError, Unavailable
@@ -34,8 +34,9 @@ class ProjectCommand(BaseCommand):
             _stop_writing_to_stdout()
         except MemoryServiceError as error:
             self.fail(error)
-        except OperationalError as error:
-            if "no such table" not in str(error):
+        except (OperationalError, ProgrammingError) as error:
+            # SQLite says "no such table"; PostgreSQL raises undefined_table (SQLSTATE 42P01).
+            if "no such table" not in str(error) and getattr(error.__cause__, "sqlstate", None) != "42P01":
                 raise
             self.fail(NotMigrated(NOT_MIGRATED_MESSAGE))
 

@@ -6,6 +6,9 @@ insert and remove inside their own transaction, so no other connection ever sees
 
 from django.db import migrations
 
+from memoryproject.migration_ops import (APPEND_ONLY_FUNCTION, DROP_APPEND_ONLY_FUNCTION, EngineSQL,
+                                         append_only_trigger)
+
 FORWARD = [
     """
     CREATE TRIGGER memories_revision_no_update
@@ -31,7 +34,23 @@ REVERSE = [
 ]
 
 
+POSTGRESQL = [
+    APPEND_ONLY_FUNCTION,
+    append_only_trigger("memories_revision_no_update", "memories_revision", "update",
+                        "revisions are append-only: add a new revision instead of updating one"),
+    append_only_trigger("memories_revision_no_delete", "memories_revision", "delete",
+                        "revisions are append-only: forget (tombstone) or erase instead of deleting"),
+]
+
+REVERSE_POSTGRESQL = [
+    "DROP TRIGGER IF EXISTS memories_revision_no_update ON memories_revision",
+    "DROP TRIGGER IF EXISTS memories_revision_no_delete ON memories_revision",
+    DROP_APPEND_ONLY_FUNCTION,
+]
+
+
 class Migration(migrations.Migration):
     dependencies = [("memories", "0001_initial")]
 
-    operations = [migrations.RunSQL(sql=FORWARD, reverse_sql=REVERSE)]
+    operations = [EngineSQL(sql=FORWARD, reverse_sql=REVERSE, postgresql=POSTGRESQL,
+                            reverse_postgresql=REVERSE_POSTGRESQL)]

@@ -4,10 +4,13 @@ The new columns are nullable foreign keys, which SQLite adds with ALTER TABLE AD
 COLUMN: the revision table is not rebuilt, so its triggers (append-only, FTS) and the
 search view over it stay. Removing them would rebuild the table, so going back leaves
 the table and the unused columns in place, and going forward again adds only what is missing.
+Other engines (PostgreSQL) add and remove them with Django's own schema changes.
 """
 
 import django.db.models.deletion
 from django.db import migrations, models
+
+from memoryproject.migration_ops import SQLiteDatabaseOperations
 
 
 CREATE_BATCH_TABLE = (
@@ -36,7 +39,7 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.SeparateDatabaseAndState(
+        SQLiteDatabaseOperations(
             state_operations=[
                 migrations.CreateModel(
                     name="ImportBatch",
@@ -58,7 +61,7 @@ class Migration(migrations.Migration):
             ],
             database_operations=[migrations.RunSQL(CREATE_BATCH_TABLE, migrations.RunSQL.noop)],
         ),
-        migrations.SeparateDatabaseAndState(
+        SQLiteDatabaseOperations(
             state_operations=[
                 migrations.AddField(
                     model_name="memory",

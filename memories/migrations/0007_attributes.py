@@ -13,6 +13,8 @@ are append-only from here on (triggers, as for revisions in 0002).
 import django.db.models.deletion
 from django.db import migrations, models
 
+from memoryproject.migration_ops import EngineSQL, append_only_trigger
+
 # Memories per batch of inserts.
 CHUNK = 500
 CHANGES = ("retag", "deduplicate", "move", "rekind")
@@ -30,6 +32,14 @@ TRIGGERS = [
 ]
 DROP_TRIGGERS = [f"DROP TRIGGER IF EXISTS memories_{table}_no_{verb}"
                  for table in ("attributes", "attributes_tags") for verb in ("update", "delete")]
+
+POSTGRESQL_TRIGGERS = [
+    append_only_trigger(f"memories_{table}_no_{verb}", f"memories_{table}", verb,
+                        "attributes are append-only: add a new row instead of changing one")
+    for table in ("attributes", "attributes_tags") for verb in ("update", "delete")
+]
+POSTGRESQL_DROP_TRIGGERS = [f"DROP TRIGGER IF EXISTS memories_{table}_no_{verb} ON memories_{table}"
+                            for table in ("attributes", "attributes_tags") for verb in ("update", "delete")]
 
 
 def _history(memory, events, tag_names):
@@ -131,5 +141,6 @@ class Migration(migrations.Migration):
         ),
         migrations.AddIndex(model_name="memory", index=models.Index(fields=["key"], name="memory_key")),
         migrations.RunPython(backfill, migrations.RunPython.noop),
-        migrations.RunSQL(sql=TRIGGERS, reverse_sql=DROP_TRIGGERS),
+        EngineSQL(sql=TRIGGERS, reverse_sql=DROP_TRIGGERS, postgresql=POSTGRESQL_TRIGGERS,
+                  reverse_postgresql=POSTGRESQL_DROP_TRIGGERS),
     ]

@@ -8,6 +8,8 @@ default by rebuilding the table, which drops the triggers on it: the append-only
 
 from django.db import migrations, models
 
+from memoryproject.migration_ops import EngineSQL, append_only_trigger
+
 # As in 0007_attributes and search's 0009_attributes; the rebuild dropped them.
 TRIGGERS = [
     f"""
@@ -29,6 +31,19 @@ DROP_TRIGGERS = ["DROP TRIGGER IF EXISTS memories_attributes_no_update",
                  "DROP TRIGGER IF EXISTS memories_attributes_no_delete",
                  "DROP TRIGGER IF EXISTS search_attributes_deleted"]
 
+# PostgreSQL adds the columns without a rebuild, so its triggers stay; dropping and making them again is harmless.
+POSTGRESQL_TRIGGERS = [
+    append_only_trigger(f"memories_attributes_no_{verb}", "memories_attributes", verb,
+                        "attributes are append-only: add a new row instead of changing one")
+    for verb in ("update", "delete")
+] + [
+    "CREATE TRIGGER search_attributes_deleted AFTER DELETE ON memories_attributes FOR EACH ROW "
+    "EXECUTE FUNCTION search_bump_generation()",
+]
+POSTGRESQL_DROP_TRIGGERS = [f"DROP TRIGGER IF EXISTS {name} ON memories_attributes"
+                            for name in ("memories_attributes_no_update", "memories_attributes_no_delete",
+                                         "search_attributes_deleted")]
+
 
 class Migration(migrations.Migration):
 
@@ -45,7 +60,8 @@ class Migration(migrations.Migration):
             field=models.BooleanField(default=True),
         ),
         # The reverse drops the triggers before the rebuild that removes the columns, and makes them again after.
-        migrations.RunSQL(sql=migrations.RunSQL.noop, reverse_sql=TRIGGERS),
+        EngineSQL(sql=migrations.RunSQL.noop, reverse_sql=TRIGGERS, postgresql=migrations.RunSQL.noop,
+                  reverse_postgresql=POSTGRESQL_TRIGGERS),
         migrations.AddField(
             model_name='attributes',
             name='reason',
@@ -56,5 +72,7 @@ class Migration(migrations.Migration):
             name='state',
             field=models.CharField(choices=[('candidate', 'Candidate'), ('active', 'Active'), ('archived', 'Archived')], default='active', max_length=16),
         ),
-        migrations.RunSQL(sql=DROP_TRIGGERS + TRIGGERS, reverse_sql=DROP_TRIGGERS),
+        EngineSQL(sql=DROP_TRIGGERS + TRIGGERS, reverse_sql=DROP_TRIGGERS,
+                  postgresql=POSTGRESQL_DROP_TRIGGERS + POSTGRESQL_TRIGGERS,
+                  reverse_postgresql=POSTGRESQL_DROP_TRIGGERS),
     ]

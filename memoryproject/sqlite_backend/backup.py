@@ -16,6 +16,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from django.db import DEFAULT_DB_ALIAS, connections
+
 from memoryproject.env import fail
 from memoryproject.sqlite_backend.base import Database
 
@@ -219,6 +221,8 @@ _held: list[ServingLock] = []
 def hold_while_serving(database) -> None:
     """Hold the serving lock of ``database`` (shared) for the rest of this process; stop it while a restore runs."""
     name = str(database)
+    if connections[DEFAULT_DB_ALIAS].vendor != "sqlite":
+        return  # PostgreSQL (MEMORY_DATABASE_URL): no file here, and restore is SQLite's
     if name == ":memory:" or name.startswith("file:") or not Path(name).parent.is_dir():
         return  # nothing a restore could replace
     lock = ServingLock(Path(name))

@@ -9,9 +9,8 @@ from django.db.utils import DatabaseErrorWrapper, OperationalError
 from django.utils.functional import cached_property
 
 from memoryproject import metrics
-from memoryproject.exceptions import Busy
 from memoryproject.sqlite_backend.writelock import WriteLock
-from memoryproject.storage import refusal
+from memoryproject.storage import LOCKED_MESSAGE, DatabaseLocked, refusal
 
 Database = sqlite3_base.Database
 # SQLite's result code when the busy timeout ran out with the database still locked.
@@ -30,14 +29,6 @@ CONNECTION_PRAGMAS = (
 )
 
 
-class DatabaseLocked(OperationalError, Busy):
-    """"database is locked" after the busy timeout: a database error, and the domain error every door maps once."""
-
-
-_LOCKED_MESSAGE = ("The database is busy with other writes (an import, a purge --vacuum) and stayed locked for "
-                   "the whole busy timeout. Nothing was written; try again in a few seconds.")
-
-
 def is_lock_timeout(error: BaseException) -> bool:
     """Whether ``error`` is SQLite giving up on a lock after the busy timeout."""
     code = getattr(error, "sqlite_errorcode", None)
@@ -52,7 +43,7 @@ class _ErrorWrapper(DatabaseErrorWrapper):
 
     def __exit__(self, exc_type, exc_value, traceback):
         if exc_type is not None and issubclass(exc_type, Database.OperationalError):
-            refused = DatabaseLocked(_LOCKED_MESSAGE) if is_lock_timeout(exc_value) else refusal(exc_value)
+            refused = DatabaseLocked(LOCKED_MESSAGE) if is_lock_timeout(exc_value) else refusal(exc_value)
             if refused is not None:
                 self.wrapper.errors_occurred = True
                 raise refused from exc_value
@@ -72,7 +63,7 @@ class DatabaseWrapper(sqlite3_base.DatabaseWrapper):
                 waited = self.write_lock.acquire()
             except OperationalError as error:  # waited the whole busy timeout in line
                 metrics.WRITE_LOCK_TIMEOUTS.inc()
-                raise DatabaseLocked(_LOCKED_MESSAGE) from error
+                raise DatabaseLocked(LOCKED_MESSAGE) from error
             metrics.WRITE_LOCK_WAIT_SECONDS.observe(time.perf_counter() - started)
             if waited:
                 metrics.WRITE_LOCK_CONTENDED.inc()

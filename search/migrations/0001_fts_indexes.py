@@ -3,11 +3,14 @@
 Two FTS5 tables read their text from the view ``search_revision_text`` over
 memories_revision (external content, so the text is stored once): ``porter unicode61`` for words and stems, ``trigram`` for
 substrings and scripts without spaces. Tombstones carry no text and are not indexed.
+PostgreSQL has no FTS5: there nothing is made (search ranks from its postings, 0003).
 ``secure-delete`` makes an erasure remove the terms from the index at once instead
 of leaving them in older segments until a merge.
 """
 
 from django.db import migrations
+
+from memoryproject.migration_ops import EngineSQL
 
 TABLES = {
     "search_fts_words": "porter unicode61 remove_diacritics 2",
@@ -60,4 +63,5 @@ def reverse_sql():
 class Migration(migrations.Migration):
     dependencies = [("memories", "0002_revision_append_only")]
 
-    operations = [migrations.RunSQL(sql=forward_sql(), reverse_sql=reverse_sql())]
+    operations = [EngineSQL(sql=forward_sql(), reverse_sql=reverse_sql(), postgresql=migrations.RunSQL.noop,
+                            reverse_postgresql=migrations.RunSQL.noop)]

@@ -9,6 +9,8 @@ cached copy read under a value is valid wherever that value is read again.
 
 from django.db import migrations
 
+from memoryproject.migration_ops import RANDOM_BIGINT, EngineSQL
+
 FORWARD = [
     "ALTER TABLE search_state ADD COLUMN packed_version INTEGER NOT NULL DEFAULT 0",
     "UPDATE search_state SET packed_version = random() WHERE id = 1",
@@ -16,8 +18,13 @@ FORWARD = [
 
 REVERSE = ["ALTER TABLE search_state DROP COLUMN packed_version"]
 
+POSTGRESQL = [
+    "ALTER TABLE search_state ADD COLUMN packed_version bigint NOT NULL DEFAULT 0",
+    f"UPDATE search_state SET packed_version = {RANDOM_BIGINT} WHERE id = 1",
+]
+
 
 class Migration(migrations.Migration):
     dependencies = [("search", "0003_postings")]
 
-    operations = [migrations.RunSQL(sql=FORWARD, reverse_sql=REVERSE)]
+    operations = [EngineSQL(sql=FORWARD, reverse_sql=REVERSE, postgresql=POSTGRESQL, reverse_postgresql=REVERSE)]

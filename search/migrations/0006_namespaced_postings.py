@@ -11,7 +11,19 @@ from collections import defaultdict
 import numpy as np
 from django.db import migrations
 
+from memoryproject.migration_ops import RANDOM_BIGINT
+
 SEPARATOR = "\x1f"
+# PostgreSQL's words for SQLite's functions used below, replaced in this order.
+POSTGRESQL = {"instr(term, char(31))": "strpos(term, chr(31))", "char(31)": "chr(31)", "random()": RANDOM_BIGINT}
+
+
+def _sql(cursor, sql: str) -> str:
+    """``sql`` as written for SQLite, or in PostgreSQL's words."""
+    if cursor.db.vendor == "postgresql":
+        for sqlite, postgresql in POSTGRESQL.items():
+            sql = sql.replace(sqlite, postgresql)
+    return sql
 
 
 def _namespaces(cursor) -> tuple[np.ndarray, np.ndarray, list[str]]:
@@ -46,10 +58,10 @@ def forward(apps, schema_editor):
         cursor.execute("DELETE FROM search_posting")
         cursor.executemany("INSERT INTO search_posting (term, segment, revision_ids, tfs) VALUES (%s, %s, %s, %s)",
                            rows)
-        cursor.execute(
+        cursor.execute(_sql(cursor,
             "UPDATE search_posting_tail SET term = (SELECT m.namespace FROM memories_revision r JOIN memories_memory m "
-            "ON m.id = r.memory_id WHERE r.id = search_posting_tail.revision_id) || char(31) || term")
-        cursor.execute("UPDATE search_state SET packed_version = random() WHERE id = 1")
+            "ON m.id = r.memory_id WHERE r.id = search_posting_tail.revision_id) || char(31) || term"))
+        cursor.execute(_sql(cursor, "UPDATE search_state SET packed_version = random() WHERE id = 1"))
 
 
 def backward(apps, schema_editor):
@@ -68,8 +80,8 @@ def backward(apps, schema_editor):
         cursor.execute("DELETE FROM search_posting")
         cursor.executemany("INSERT INTO search_posting (term, segment, revision_ids, tfs) VALUES (%s, %s, %s, %s)",
                            rows)
-        cursor.execute("UPDATE search_posting_tail SET term = substr(term, instr(term, char(31)) + 1)")
-        cursor.execute("UPDATE search_state SET packed_version = random() WHERE id = 1")
+        cursor.execute(_sql(cursor, "UPDATE search_posting_tail SET term = substr(term, instr(term, char(31)) + 1)"))
+        cursor.execute(_sql(cursor, "UPDATE search_state SET packed_version = random() WHERE id = 1"))
 
 
 class Migration(migrations.Migration):

@@ -2,11 +2,14 @@
 
 A global trigram index made a query's work depend on every namespace's text, and every
 write paid for it. Going back rebuilds it from the revisions, as migration 0001 built it.
+PostgreSQL never had it (0001).
 """
 
 import importlib
 
 from django.db import migrations
+
+from memoryproject.migration_ops import EngineSQL
 
 TABLE = "search_fts_trigram"
 _initial = importlib.import_module("search.migrations.0001_fts_indexes")
@@ -24,4 +27,5 @@ REVERSE = [statement for statement in _initial.forward_sql() if TABLE in stateme
 class Migration(migrations.Migration):
     dependencies = [("search", "0006_namespaced_postings")]
 
-    operations = [migrations.RunSQL(sql=FORWARD, reverse_sql=REVERSE)]
+    operations = [EngineSQL(sql=FORWARD, reverse_sql=REVERSE, postgresql=migrations.RunSQL.noop,
+                            reverse_postgresql=migrations.RunSQL.noop)]

@@ -8,6 +8,8 @@ import's removal) bumps it, as deleting revisions does.
 
 from django.db import migrations
 
+from memoryproject.migration_ops import EngineSQL
+
 FORWARD = [
     "DROP TRIGGER IF EXISTS search_memory_updated",
     """CREATE TRIGGER search_attributes_deleted AFTER DELETE ON memories_attributes
@@ -25,8 +27,22 @@ REVERSE = [
        END""",
 ]
 
+POSTGRESQL = [
+    "DROP TRIGGER IF EXISTS search_memory_updated ON memories_memory",
+    "CREATE TRIGGER search_attributes_deleted AFTER DELETE ON memories_attributes FOR EACH ROW "
+    "EXECUTE FUNCTION search_bump_generation()",
+]
+
+REVERSE_POSTGRESQL = [
+    "DROP TRIGGER IF EXISTS search_attributes_deleted ON memories_attributes",
+    "CREATE TRIGGER search_memory_updated AFTER UPDATE OF namespace, kind ON memories_memory FOR EACH ROW "
+    "WHEN (OLD.namespace IS DISTINCT FROM NEW.namespace OR OLD.kind IS DISTINCT FROM NEW.kind) "
+    "EXECUTE FUNCTION search_bump_generation()",
+]
+
 
 class Migration(migrations.Migration):
     dependencies = [("search", "0008_import_published"), ("memories", "0007_attributes")]
 
-    operations = [migrations.RunSQL(sql=FORWARD, reverse_sql=REVERSE)]
+    operations = [EngineSQL(sql=FORWARD, reverse_sql=REVERSE, postgresql=POSTGRESQL,
+                            reverse_postgresql=REVERSE_POSTGRESQL)]

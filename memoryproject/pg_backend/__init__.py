@@ -1,0 +1,1 @@
+"""PostgreSQL backend: Django's, plus the write lock and the storage errors the SQLite backend gives."""

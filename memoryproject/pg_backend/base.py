@@ -1,0 +1,93 @@
+"""DatabaseWrapper: Django's PostgreSQL backend (psycopg 3) with the server's write lock and domain errors.
+
+Every atomic block's transaction starts by taking one transaction-level advisory lock, as
+every SQLite transaction starts with the write lock and BEGIN IMMEDIATE: writers run one at
+a time, so ids are committed in id order (pollers of ``id > last seen`` skip nothing) and a
+clock read under the lock follows commit order, for every server sharing the database.
+PostgreSQL releases the lock after the commit is visible and queues waiters first come,
+first served. The wait is bounded by ``lock_timeout`` (MEMORY_DB_BUSY_TIMEOUT, set in the
+connection's options by settings.py).
+"""
+
+import contextlib
+import time
+
+from django.db.backends.postgresql import base as postgresql_base
+from django.db.utils import DatabaseErrorWrapper
+from django.utils.functional import cached_property
+
+from memoryproject import metrics
+from memoryproject.storage import (FULL_MESSAGE, LOCKED_MESSAGE, DatabaseCannotOpen, DatabaseFull, DatabaseLocked,
+                                   DatabaseReadOnly)
+
+Database = postgresql_base.Database
+# The advisory lock's key: any constant, the same in every server ("memorywl" in ASCII). Keys are per database.
+WRITE_LOCK_KEY = 0x6D656D6F7279776C
+
+READ_ONLY_MESSAGE = ("The database is read-only (a standby, or default_transaction_read_only), so nothing was "
+                     "written. Point MEMORY_DATABASE_URL at the primary (or make the database writable), then retry.")
+CANT_CONNECT_MESSAGE = ("The database server cannot be reached, so nothing was read or written. Check "
+                        "MEMORY_DATABASE_URL and that PostgreSQL is running and accepts the server's connections, "
+                        "then retry.")
+
+
+def refusal(error: BaseException, *, connected: bool) -> Exception | None:
+    """The domain error for a psycopg error that says busy, full, read-only or unreachable, else None."""
+    state = getattr(error, "sqlstate", None) or ""
+    if state == "55P03":  # lock_not_available: lock_timeout ran out
+        return DatabaseLocked(LOCKED_MESSAGE)
+    if state == "53100":  # disk_full
+        return DatabaseFull(FULL_MESSAGE)
+    if state == "25006":  # read_only_sql_transaction
+        return DatabaseReadOnly(READ_ONLY_MESSAGE)
+    # Connection exceptions (class 08), the server shutting down or starting (57P01-57P03), a failed connect.
+    if (state.startswith("08") or state in ("57P01", "57P02", "57P03")
+            or (not connected and isinstance(error, Database.OperationalError))):
+        return DatabaseCannotOpen(CANT_CONNECT_MESSAGE)
+    return None
+
+
+class _ErrorWrapper(DatabaseErrorWrapper):
+    """Django's wrapper of driver errors, turning a lock timeout, a full disk, a read-only or unreachable database
+    into errors that are both database errors and domain errors (what every door maps)."""
+
+    def __exit__(self, exc_type, exc_value, traceback):
+        if exc_type is not None and issubclass(exc_type, Database.Error):
+            refused = refusal(exc_value, connected=self.wrapper.connection is not None)
+            if refused is not None:
+                self.wrapper.errors_occurred = True
+                raise refused from exc_value
+        return super().__exit__(exc_type, exc_value, traceback)
+
+
+class DatabaseWrapper(postgresql_base.DatabaseWrapper):
+    """Django's PostgreSQL wrapper; an atomic block's transaction first waits in line for the write lock."""
+
+    def _start_transaction_under_autocommit(self):
+        # Django calls this (instead of turning autocommit off) when an outermost atomic block starts.
+        started = time.perf_counter()
+        self._set_autocommit(False)
+        try:
+            with self.wrap_database_errors, self.connection.cursor() as cursor:
+                # The transaction begins with this statement, so nothing in it ran before the lock was held.
+                cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", (WRITE_LOCK_KEY,))
+                if not cursor.fetchone()[0]:
+                    metrics.WRITE_LOCK_CONTENDED.inc()
+                    cursor.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK_KEY,))
+        except BaseException as error:
+            if isinstance(error, DatabaseLocked):
+                metrics.WRITE_LOCK_TIMEOUTS.inc()
+            # Back to autocommit, as before the block: Django still takes the connection to be in it.
+            with contextlib.suppress(Database.Error):  # a broken connection is closed by Django before reuse
+                self.connection.rollback()
+                self.connection.autocommit = True
+            raise
+        metrics.WRITE_LOCK_WAIT_SECONDS.observe(time.perf_counter() - started)
+
+    @cached_property
+    def wrap_database_errors(self):
+        return _ErrorWrapper(self)
+
+    def is_in_memory_db(self):
+        """Never: callers that handle SQLite's in-memory test database ask every backend."""
+        return False

@@ -1,0 +1,354 @@
+"""PostgreSQL: MEMORY_DATABASE_URL selects it, migrations build the schema there, the write lock serializes writers.
+
+The suite itself runs on SQLite; these tests start a throwaway cluster (tests/postgres.py)
+and reach it through subprocesses and a second connection alias.
+"""
+
+import re
+import threading
+import time
+
+import pytest
+from django.db import IntegrityError, connections, transaction
+
+from memoryproject.env import SettingError, env_database_url
+from memoryproject.exceptions import Busy, ReadOnlyStorage, Unavailable
+from tests import postgres
+from tests.subprocesses import clean_env, manage, python
+
+URL = "MEMORY_DATABASE_URL"
+
+
+# --- The URL ---------------------------------------------------------------------------------
+
+
+def fields_of(url: str) -> dict:
+    """The database fields settings.py makes of ``url``."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(URL, url)
+        return env_database_url(URL)
+
+
+def test_an_unset_url_keeps_the_sqlite_file(monkeypatch):
+    monkeypatch.delenv(URL, raising=False)
+
+    assert env_database_url(URL) is None
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("postgresql://memory:secret@db.example:6543/memories",
+         {"NAME": "memories", "USER": "memory", "PASSWORD": "secret", "HOST": "db.example", "PORT": "6543",
+          "OPTIONS": {}}),
+        ("postgres://memory@127.0.0.1/memories",
+         {"NAME": "memories", "USER": "memory", "PASSWORD": "", "HOST": "127.0.0.1", "PORT": "5432", "OPTIONS": {}}),
+        # Special characters percent-encoded; an "@" and ":" in the password even as they are.
+        ("postgresql://me%40corp:p%40ss%3Aw%2Fo%25rd%20x@[::1]:5433/my%20db",
+         {"NAME": "my db", "USER": "me@corp", "PASSWORD": "p@ss:w/o%rd x", "HOST": "::1", "PORT": "5433",
+          "OPTIONS": {}}),
+        ("postgresql://memory:p@ss:word@host/memories",
+         {"NAME": "memories", "USER": "memory", "PASSWORD": "p@ss:word", "HOST": "host", "PORT": "5432",
+          "OPTIONS": {}}),
+        ("postgresql://memory:secret@host/memories?sslmode=verify-full&sslrootcert=/etc/ca.pem&connect_timeout=5",
+         {"NAME": "memories", "USER": "memory", "PASSWORD": "secret", "HOST": "host", "PORT": "5432",
+          "OPTIONS": {"sslmode": "verify-full", "sslrootcert": "/etc/ca.pem", "connect_timeout": "5"}}),
+    ],
+)
+def test_a_url_gives_the_database_fields(monkeypatch, url, expected):
+    monkeypatch.setenv(URL, url)
+
+    assert env_database_url(URL) == expected
+
+
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("mysql://memory:secret@host/memories", "the scheme must be postgresql:// or postgres://"),
+        ("/var/lib/memory.db", "the scheme must be postgresql:// or postgres://"),
+        ("postgresql://memory:secret@/memories", "the host is missing"),
+        ("postgresql://host/memories", "the user is missing"),
+        ("postgresql://memory:secret@host", "the path must be one database name"),
+        ("postgresql://memory:secret@host/memories/extra", "the path must be one database name"),
+        ("postgresql://memory:secret@host:99999/memories", "it does not parse (Port out of range 0-65535)"),
+        ("postgresql://memory:secret@host:port/memories", "it does not parse (Port could not be cast to integer "
+                                                          "value as 'port')"),
+        ("postgresql://memory:secret@host/memories?sslmode=sometimes",
+         "sslmode must be one of disable, allow, prefer, require, verify-ca, verify-full"),
+        ("postgresql://memory:secret@host/memories?options=-c%20fsync%3Doff",
+         "after '?' only sslmode, sslrootcert, sslcert, sslkey, connect_timeout, application_name, each once"),
+        ("postgresql://memory:secret@host/memories?sslmode=require&sslmode=disable",
+         "after '?' only sslmode, sslrootcert, sslcert, sslkey, connect_timeout, application_name, each once"),
+        ("postgresql://memory:secret@host/memories#main", "a '#' part is not accepted"),
+    ],
+)
+def test_a_bad_url_is_refused_with_what_is_expected_and_without_the_password(monkeypatch, url, why):
+    monkeypatch.setenv(URL, url)
+
+    with pytest.raises(SettingError) as refused:
+        env_database_url(URL)
+
+    message = str(refused.value)
+    assert message.startswith(f"Bad setting {URL}=")
+    assert message.endswith(f": expected postgresql://user:password@host[:port]/dbname (percent-encode special "
+                            f"characters); {why}.")
+    assert "secret" not in message
+
+
+@pytest.mark.slow
+def test_a_bad_url_stops_start_up_with_one_line(tmp_path):
+    done = manage("check", env=clean_env(tmp_path, MEMORY_DATABASE_URL="postgresql://memory:secret@host"))
+
+    assert done.returncode != 0
+    assert done.stderr.splitlines() == [
+        f"Bad setting {URL}='postgresql://memory:***@host': expected postgresql://user:password@host[:port]/dbname "
+        "(percent-encode special characters); the path must be one database name."]
+
+
+# --- A real cluster --------------------------------------------------------------------------
+
+
+
+def on_a_cluster(test):
+    """Mark a test that needs a throwaway cluster: slow, and skipped where none can be started."""
+    return pytest.mark.slow(pytest.mark.skipif(postgres.missing() is not None,
+                                               reason=f"no PostgreSQL cluster: {postgres.missing()}")(test))
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    started = postgres.Cluster()
+    yield started
+    started.stop()
+
+
+@pytest.fixture(scope="module")
+def migrated(cluster, tmp_path_factory):
+    """The URL of a database on the cluster that ``manage.py migrate`` built."""
+    url = cluster.create("migrated")
+    done = manage("migrate", env=clean_env(tmp_path_factory.mktemp("pg"), MEMORY_DATABASE_URL=url), timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return url
+
+
+@pytest.fixture
+def pg(migrated, django_db_blocker):
+    """A connection alias "pg" to the migrated database, for this test's threads (busy timeout: 1 s)."""
+    fields = fields_of(migrated)
+    settings = connections.configure_settings({"default": dict(connections.settings["default"]), "pg": {
+        "ENGINE": "memoryproject.pg_backend", **fields, "OPTIONS": {"options": "-c lock_timeout=1000"}}})["pg"]
+    connections.settings["pg"] = settings
+    with django_db_blocker.unblock():
+        yield connections["pg"]
+        connections["pg"].close()
+    del connections.settings["pg"]
+
+
+@on_a_cluster
+def test_migrate_builds_the_schema_with_its_triggers(cluster, migrated):
+    database = migrated.rsplit("/", 1)[1]
+    triggers = {row[0] for row in cluster.sql("SELECT tgname FROM pg_trigger WHERE NOT tgisinternal",
+                                              database=database)}
+    collations = cluster.sql("SELECT DISTINCT collation_name FROM information_schema.columns "
+                             "WHERE table_name IN ('search_posting', 'search_posting_tail') AND column_name = 'term'",
+                             database=database)
+    (version,), = cluster.sql("SELECT packed_version FROM search_state", database=database)
+
+    assert triggers == {"memories_revision_no_update", "memories_revision_no_delete",
+                        "memories_attributes_no_update", "memories_attributes_no_delete",
+                        "memories_attributes_tags_no_update", "memories_attributes_tags_no_delete",
+                        "search_revision_deleted", "search_revision_updated", "search_memory_deleted",
+                        "search_attributes_deleted"}
+    assert collations == [("C",)]  # terms compare byte by byte, as on SQLite
+    assert abs(version) > 2**32  # a 64-bit random value, as SQLite's random() gives
+
+
+@on_a_cluster
+def test_the_url_selects_postgresql_with_the_busy_timeout_as_lock_timeout(migrated, tmp_path):
+    show = ("from django.db import connection\n"
+            "with connection.cursor() as cursor:\n"
+            "    cursor.execute('SHOW lock_timeout')\n"
+            "    print(connection.vendor, connection.settings_dict['NAME'], cursor.fetchone()[0])")
+
+    on_postgresql = python(show, env=clean_env(tmp_path, MEMORY_DATABASE_URL=migrated, MEMORY_DB_BUSY_TIMEOUT="7"))
+    unset = python("from django.db import connection; print(connection.vendor, connection.settings_dict['NAME'])",
+                   env=clean_env(tmp_path))
+
+    assert on_postgresql.stdout.split() == ["postgresql", "migrated", "7s"], on_postgresql.stderr
+    assert unset.stdout.split() == ["sqlite", str(tmp_path / "memory.db")], unset.stderr
+
+
+@on_a_cluster
+def test_a_command_on_a_database_not_migrated_says_to_migrate(cluster, tmp_path):
+    env = clean_env(tmp_path, MEMORY_DATABASE_URL=cluster.create("not_migrated"))
+
+    done = manage("memory", "recall", "anything", env=env)
+
+    assert done.returncode != 0
+    assert '"code": "not_migrated"' in done.stdout + done.stderr
+
+
+def _revision(cursor) -> int:
+    """Insert a memory and its first revision; return the revision's id."""
+    cursor.execute("INSERT INTO memories_memory (namespace, key, kind, state, created_at) "
+                   "VALUES ('default', '', 'fact', 'active', now()) RETURNING id")
+    memory_id = cursor.fetchone()[0]
+    cursor.execute("INSERT INTO memories_revision (memory_id, content, title, subject, predicate, object, source, "
+                   "content_hash, known_at, valid_from, tombstone, reason, author, interface, embedding_model) "
+                   "VALUES (%s, 'text', '', '', '', '', '', 'h', now(), now(), false, '', 'test', 'cli', '') "
+                   "RETURNING id", [memory_id])
+    return cursor.fetchone()[0]
+
+
+@on_a_cluster
+def test_revisions_are_append_only_unless_the_erasure_gate_is_open(pg):
+    with transaction.atomic(using="pg"), pg.cursor() as cursor:
+        revision = _revision(cursor)
+
+    with pytest.raises(IntegrityError, match="revisions are append-only: add a new revision"):
+        with transaction.atomic(using="pg"), pg.cursor() as cursor:
+            cursor.execute("UPDATE memories_revision SET content = 'changed' WHERE id = %s", [revision])
+    with pytest.raises(IntegrityError, match="revisions are append-only: forget"):
+        with transaction.atomic(using="pg"), pg.cursor() as cursor:
+            cursor.execute("DELETE FROM memories_revision WHERE id = %s", [revision])
+
+    with transaction.atomic(using="pg"), pg.cursor() as cursor:
+        cursor.execute("INSERT INTO memories_erasuregate (id, opened_at) VALUES (1, now())")
+        cursor.execute("SELECT generation FROM search_state")
+        generation = cursor.fetchone()[0]
+        cursor.execute("DELETE FROM memories_revision WHERE id = %s", [revision])
+        cursor.execute("DELETE FROM memories_erasuregate")
+        cursor.execute("SELECT generation FROM search_state")
+        assert cursor.fetchone()[0] == generation + 1  # search's trigger saw the deletion
+
+
+@on_a_cluster
+def test_a_write_to_a_read_only_database_is_the_read_only_storage_error(pg):
+    with pg.cursor() as cursor:
+        cursor.execute("SET default_transaction_read_only = on")
+    try:
+        with pytest.raises(ReadOnlyStorage), transaction.atomic(using="pg"), pg.cursor() as cursor:
+            _revision(cursor)
+    finally:
+        with pg.cursor() as cursor:
+            cursor.execute("RESET default_transaction_read_only")
+
+
+@on_a_cluster
+def test_doctor_names_postgresql_and_its_version(migrated, tmp_path):
+    done = manage("doctor", env=clean_env(tmp_path, MEMORY_DATABASE_URL=migrated), timeout=120)
+    lines = done.stdout.splitlines()
+
+    assert any(re.match(r"ok   postgresql         1\d\.\d+", line) for line in lines), done.stdout
+    assert "ok   fts5               available" in lines
+    assert any(line.startswith("ok   database writable  postgres@127.0.0.1:") for line in lines)
+    assert "ok   schema             all migrations applied" in lines
+
+
+@pytest.mark.slow
+def test_an_unreachable_server_is_the_unavailable_error_and_doctor_says_so(tmp_path, django_db_blocker):
+    url = "postgresql://memory:secret@127.0.0.1:1/memories"
+    fields = fields_of(url)
+    connections.settings["unreachable"] = connections.configure_settings(
+        {"default": dict(connections.settings["default"]), "unreachable": {"ENGINE": "memoryproject.pg_backend",
+                                                                            **fields}})["unreachable"]
+    try:
+        with django_db_blocker.unblock(), pytest.raises(Unavailable, match="cannot be reached"):
+            connections["unreachable"].ensure_connection()
+    finally:
+        del connections.settings["unreachable"]
+    done = manage("doctor", env=clean_env(tmp_path, MEMORY_DATABASE_URL=url))
+
+    assert done.returncode != 0
+    assert done.stdout.splitlines()[1].startswith("FAIL database  cannot connect to memory@127.0.0.1:1/memories: ")
+    assert "secret" not in done.stdout + done.stderr
+
+
+def _holds_the_lock(url: str) -> bool:
+    """Whether another session holds the write lock now (tried from a connection of its own)."""
+    import psycopg
+
+    from memoryproject.pg_backend.base import WRITE_LOCK_KEY
+
+    with psycopg.connect(url, autocommit=True) as other:
+        free = other.execute("SELECT pg_try_advisory_lock(%s)", [WRITE_LOCK_KEY]).fetchone()[0]
+        if free:
+            other.execute("SELECT pg_advisory_unlock(%s)", [WRITE_LOCK_KEY])
+        return not free
+
+
+@on_a_cluster
+def test_an_atomic_block_holds_the_write_lock_until_it_ends(pg, migrated):
+    assert not _holds_the_lock(migrated)
+    with transaction.atomic(using="pg"):
+        assert _holds_the_lock(migrated)
+        with transaction.atomic(using="pg"):  # a savepoint: the same lock
+            assert _holds_the_lock(migrated)
+    assert not _holds_the_lock(migrated)
+    with pytest.raises(ZeroDivisionError), transaction.atomic(using="pg"):
+        1 / 0
+    assert not _holds_the_lock(migrated)
+
+
+@on_a_cluster
+def test_a_second_writer_waits_for_the_first_to_commit(pg):
+    committed, entered = [], []
+
+    def second_writer():
+        with transaction.atomic(using="pg"):
+            entered.append(time.monotonic())
+        connections["pg"].close()
+
+    with transaction.atomic(using="pg"):
+        waiting = threading.Thread(target=second_writer)
+        waiting.start()
+        time.sleep(0.3)
+        assert entered == []  # still in line
+        committed.append(time.monotonic())
+    waiting.join(5)
+
+    assert entered and entered[0] >= committed[0]
+
+
+@on_a_cluster
+def test_a_writer_kept_waiting_past_the_busy_timeout_gets_the_busy_error(pg):
+    refused = []
+
+    def second_writer():
+        try:
+            with transaction.atomic(using="pg"):
+                pass
+        except Busy as error:
+            refused.append(error)
+        # The refused block left the connection usable, back in autocommit.
+        with connections["pg"].cursor() as cursor:
+            cursor.execute("SELECT 1")
+        refused.append(connections["pg"].get_autocommit())
+        connections["pg"].close()
+
+    with transaction.atomic(using="pg"):
+        waiting = threading.Thread(target=second_writer)
+        waiting.start()
+        waiting.join(10)  # the busy timeout is 1 s
+
+    assert len(refused) == 2 and refused[1] is True
+    assert "stayed locked for the whole busy timeout" in str(refused[0])
+
+
+@on_a_cluster
+def test_migrations_run_back_to_zero_and_forward_again(cluster, tmp_path):
+    env = clean_env(tmp_path, MEMORY_DATABASE_URL=cluster.create("round_trip"))
+    assert manage("migrate", env=env, timeout=180).returncode == 0
+    # Packed postings to split by namespace and join again (search 0005, 0006 backwards).
+    cluster.sql("INSERT INTO search_posting (term, segment, revision_ids, tfs) VALUES ('a' || chr(31) || 'word', 0, "
+                "'\\x01000000', '\\x0100')", database="round_trip")
+
+    for app in ("telemetry", "knowledge", "search", "memories"):
+        done = manage("migrate", app, "zero", env=env, timeout=180)
+        assert done.returncode == 0, done.stdout + done.stderr
+    left = cluster.sql("SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename NOT LIKE 'auth%' "
+                       "AND tablename NOT LIKE 'django%'", database="round_trip")
+    done = manage("migrate", env=env, timeout=180)
+
+    assert left == []
+    assert done.returncode == 0, done.stdout + done.stderr
