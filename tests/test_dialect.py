@@ -13,6 +13,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -24,7 +25,8 @@ from memoryproject import dialect
 from search import indexing, postings, snapshot, vectors
 from search.embeddings import HashEmbedder
 
-PG_BIN = Path(os.environ.get("MEMORY_TEST_PG_BIN", "/usr/lib/postgresql/15/bin"))
+# Debian keeps the server's programs off PATH.
+PG_BIN = Path(shutil.which("initdb") or "/usr/lib/postgresql/15/bin/initdb").parent
 
 
 # SQLite: the fragments are byte for byte what the call sites held before the seam.
@@ -221,6 +223,29 @@ def test_postgresql_reads_versions_and_blobs_in_one_union(postgresql):
     assert postings.containing("other", ["epl"], max_id=100).tolist() == []
 
 
+def test_postgresql_postings_fold_into_packed_rows_and_leave_them(postgresql):
+    documents = postings.analyse([(1, "acme", "", "deploy the api"), (2, "acme", "", "deploy again"),
+                                  (3, "other", "", "deploy")])
+    [shared] = set(documents[0].terms) & set(documents[1].terms)  # the stem of "deploy" in acme
+
+    def held():
+        [(ids, tfs)] = postings.read_terms([[(shared, None)]], max_id=100)
+        return sorted(zip(ids.tolist(), np.asarray(tfs).tolist()))
+
+    with transaction.atomic():
+        postings.add(documents)
+    assert held() == [(1, 1), (2, 1)]  # from the tail
+    assert postings.compact() == len({term for document in documents for term in document.terms})
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*), (SELECT tail_rows FROM search_state) FROM search_posting_tail")
+        assert cursor.fetchone() == (0, 0)
+    assert held() == [(1, 1), (2, 1)]  # from the packed rows
+    with transaction.atomic():
+        postings.remove_terms(documents[:1])
+    assert held() == [(2, 1)]
+    assert postings.containing("acme", ["api"], max_id=100).tolist() == []  # the erased revision's own term left
+
+
 def test_postgresql_stamps_writes_with_the_database_clock_after_the_lock(postgresql):
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SELECT now()")
@@ -231,6 +256,32 @@ def test_postgresql_stamps_writes_with_the_database_clock_after_the_lock(postgre
     assert first.tzinfo is UTC and second.tzinfo is UTC
     # clock_timestamp() moves within a transaction; now() would repeat the transaction's start.
     assert started <= first < second
+
+
+def test_postgresql_a_writer_that_waited_for_the_lock_stamps_after_the_one_it_waited_for(postgresql):
+    import psycopg
+
+    settings = connection.settings_dict
+    holding, stamped = threading.Event(), []
+
+    def other_server():
+        with psycopg.connect(host=settings["HOST"], port=settings["PORT"], user="postgres",
+                             dbname=settings["NAME"]) as other:  # one transaction, committed on leaving
+            other.execute("SELECT pg_advisory_xact_lock(42)")  # the write lock as the PostgreSQL backend takes it
+            holding.set()
+            time.sleep(0.2)
+            stamped.append(other.execute("SELECT clock_timestamp()").fetchone()[0])
+
+    thread = threading.Thread(target=other_server)
+    thread.start()
+    holding.wait()
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT now()")  # the transaction's start, before the wait
+        started = cursor.fetchone()[0]
+        cursor.execute("SELECT pg_advisory_xact_lock(42)")
+        now = dialect.locked_now()
+    thread.join()
+    assert started < stamped[0] < now
 
 
 def test_postgresql_key_names_the_server_and_the_database(postgresql):
