@@ -146,6 +146,7 @@ def run_size(size, args, corpus_seed):
 
     from memories.services import memories_import, memory_remember
     from memories.selectors import memory_recall
+    from memoryproject import dialect
     from search import cosines, postings, snapshot, text, vectors
     from search.embeddings import get_embedder, warm_up
 
@@ -197,7 +198,7 @@ def run_size(size, args, corpus_seed):
     rss_before = harness.current_rss_mb()
     _, snapshot_seconds = harness.timed(snapshot.current)
     _, first_seconds = harness.timed(memory_recall, query="warm up", mode="semantic")
-    stored = cosines._copies[str(connection.settings_dict["NAME"])].stored
+    stored = cosines._copies[dialect.database_key()].stored
     # A word no text holds: the keyword channel finds nothing, the trigram channel searches for it.
     _, absent_seconds = harness.timed(memory_recall, query="qzxwvkjplmbq", mode="keyword")
     result["cold"] = {"snapshot_load_ms": round(snapshot_seconds * 1000, 1),

@@ -33,6 +33,7 @@ from typing import NamedTuple
 from django.db import connection
 
 from knowledge.names import entity_name
+from memoryproject import dialect
 from memoryproject.exceptions import InvalidInput
 from search import snapshot
 
@@ -127,7 +128,7 @@ _known_lock = threading.Lock()
 
 def _known() -> _Known:
     """The fact rows as the current connection sees them (take the snapshot's view first: these may be newer)."""
-    database = str(connection.settings_dict["NAME"])
+    database = dialect.database_key()
     with _known_lock:
         known = _known_by_database.get(database, _EMPTY)
         with connection.cursor() as cursor:

@@ -15,6 +15,7 @@ from typing import NamedTuple
 import numpy as np
 from django.db import connection
 
+from memoryproject import dialect
 from search import vectors
 from search.embeddings import EmbedderUnavailable, get_embedder
 from search.errors import Unavailable
@@ -112,7 +113,7 @@ def stored_vectors() -> Stored | None:
         raise Unavailable(f"the stored vectors come from {space.embedder}, not the configured {embedder.name}; "
                           "run 'manage.py backfill --reembed'")
     with _copies_lock:
-        copy = _copies.setdefault(str(connection.settings_dict["NAME"]), VectorCopy())
+        copy = _copies.setdefault(dialect.database_key(), VectorCopy())
     stored = copy.current(space)
     return stored if len(stored.ids) else None
 

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 import numpy as np
 from django.db import DatabaseError, connection, transaction
 
+from memoryproject import dialect
 from search import postings, vectors
 from search.embeddings import EmbedderUnavailable, get_embedder, revision_text
 from search.errors import SpaceConflict
@@ -41,16 +42,16 @@ def index_drift(*, full: bool = True) -> list[str]:
     ``full`` adds FTS5's own integrity check of each index against its content, which
     reads all of both (seconds at 100k memories: ``manage.py doctor`` runs it); without
     it, triggers and row counts are checked (milliseconds: the dashboard's overview).
+    PostgreSQL has no FTS tables (nothing reads them at query time), so nothing to check.
     """
     problems = []
+    if dialect.is_postgresql():
+        return problems
     with connection.cursor() as cursor:
         # A full scan of memories_revision: tombstone has no index, and this runs rarely.
-        cursor.execute("SELECT count(*) FROM memories_revision WHERE tombstone = 0")
+        cursor.execute("SELECT count(*) FROM memories_revision WHERE tombstone = %s", [False])
         with_text = cursor.fetchone()[0]
-        # sqlite_master is small; no index needed.
-        cursor.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = %s",
-                       ["memories_revision"])
-        triggers = {row[0] for row in cursor.fetchall()}
+        triggers = dialect.triggers_on(cursor, "memories_revision")
         for table in FTS_TABLES:
             missing = [name for name in _TRIGGERS[table] if name not in triggers]
             if missing:
@@ -79,12 +80,12 @@ def _drifted_documents() -> tuple[list[int], list[int]]:
     """(revisions with text but no postings document row, document rows of no revision with text)."""
     with connection.cursor() as cursor:
         # Both scans walk one table and look the other up by primary key: an audit's work, not a request's.
-        cursor.execute("SELECT r.id FROM memories_revision r WHERE r.tombstone = 0 AND NOT EXISTS "
-                       "(SELECT 1 FROM search_document d WHERE d.revision_id = r.id) ORDER BY r.id")
+        cursor.execute("SELECT r.id FROM memories_revision r WHERE r.tombstone = %s AND NOT EXISTS "
+                       "(SELECT 1 FROM search_document d WHERE d.revision_id = r.id) ORDER BY r.id", [False])
         missing = [row[0] for row in cursor.fetchall()]
         cursor.execute("SELECT d.revision_id FROM search_document d WHERE NOT EXISTS "
-                       "(SELECT 1 FROM memories_revision r WHERE r.id = d.revision_id AND r.tombstone = 0) "
-                       "ORDER BY d.revision_id")
+                       "(SELECT 1 FROM memories_revision r WHERE r.id = d.revision_id AND r.tombstone = %s) "
+                       "ORDER BY d.revision_id", [False])
         extra = [row[0] for row in cursor.fetchall()]
     return missing, extra
 
@@ -105,9 +106,10 @@ def repair_indexes() -> dict:
     """Rebuild the FTS5 indexes from their content and index again the revisions without a postings document;
     return what was done. Stray postings of revisions that are gone are left (the visibility rule never shows them).
     """
+    fts_tables = () if dialect.is_postgresql() else FTS_TABLES  # PostgreSQL has none
     with transaction.atomic():
         with connection.cursor() as cursor:
-            for table in FTS_TABLES:
+            for table in fts_tables:
                 cursor.execute(f"INSERT INTO {table}({table}) VALUES ('rebuild')")
             missing, _ = _drifted_documents()
             # Whatever is left of their postings goes first, so each term holds each revision once.
@@ -121,7 +123,7 @@ def repair_indexes() -> dict:
         postings.add(postings.analyse(current))
         # A moved memory's revisions are keyed under its earlier namespaces too (see move_revisions).
         postings.add_keys(postings.analyse(sorted(set(everywhere) - set(current))))
-    return {"fts_rebuilt": len(FTS_TABLES), "documents_added": len(missing)}
+    return {"fts_rebuilt": len(fts_tables), "documents_added": len(missing)}
 
 
 # Vectors embedded before a write took the lock, by (embedder, text); a write finds its
@@ -295,11 +297,11 @@ def index_revisions(revisions: list[tuple[int, str, str, str]]) -> None:
 # Every namespace a revision's memory has been in: its current one and those of its attribute rows.
 _EVERY_NAMESPACE = """
     SELECT r.id, m.namespace, r.title, r.content FROM memories_revision r JOIN memories_memory m ON m.id = r.memory_id
-    WHERE r.tombstone = 0 AND r.id IN ({marks})
+    WHERE r.tombstone = %s AND r.id IN ({marks})
     UNION
     SELECT r.id, a.namespace, r.title, r.content FROM memories_revision r
     JOIN memories_attributes a ON a.memory_id = r.memory_id
-    WHERE r.tombstone = 0 AND r.id IN ({marks})
+    WHERE r.tombstone = %s AND r.id IN ({marks})
     ORDER BY 1, 2"""
 
 
@@ -315,15 +317,15 @@ def _with_text(revision_ids, *, every_namespace: bool = False) -> list[tuple[int
             if every_namespace:
                 # Primary key lookups; the attribute rows by their (memory, known_at, id) index.
                 marks = ",".join(["%s"] * len(chunk))
-                cursor.execute(_EVERY_NAMESPACE.format(marks=marks), chunk + chunk)
+                cursor.execute(_EVERY_NAMESPACE.format(marks=marks), [False, *chunk, False, *chunk])
                 rows.extend(cursor.fetchall())
                 continue
             # Primary key lookups on both tables.
             cursor.execute(
                 "SELECT r.id, m.namespace, r.title, r.content FROM memories_revision r JOIN memories_memory m "
-                "ON m.id = r.memory_id WHERE r.tombstone = 0 AND r.id IN (%s) ORDER BY r.id"
-                % ",".join(["%s"] * len(chunk)),
-                chunk,
+                "ON m.id = r.memory_id WHERE r.tombstone = %s AND r.id IN ({}) ORDER BY r.id"
+                .format(",".join(["%s"] * len(chunk))),
+                [False, *chunk],
             )
             rows.extend(cursor.fetchall())
     return rows

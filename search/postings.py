@@ -34,6 +34,7 @@ from typing import NamedTuple
 import numpy as np
 from django.db import connection, transaction
 
+from memoryproject import dialect
 from search import caches, text
 from search.embeddings import revision_text
 
@@ -57,8 +58,6 @@ NAMESPACE_END = "\x1f"
 TF_MAX = np.iinfo(np.uint16).max
 # The packed postings one process keeps in memory, at most (least recently read go first).
 PACKED_CACHE_BYTES = 64 * 2**20
-# Draws the packed rows' new version, in the transaction that changes them (see the module).
-_NEW_PACKED_VERSION = "UPDATE search_state SET packed_version = random() WHERE id = 1"
 
 
 @dataclass(frozen=True)
@@ -67,6 +66,11 @@ class DocumentTerms:
     terms: dict[str, int]
     ntok: int
     nbigram: int
+
+
+def _new_packed_version(cursor) -> None:
+    """Draw the packed rows' new version, in the transaction that changes them (see the module)."""
+    cursor.execute(f"UPDATE search_state SET packed_version = {dialect.new_version()} WHERE id = 1")
 
 
 def key(namespace: str, term: str) -> str:
@@ -228,7 +232,7 @@ def _fold(cursor, new: _Rows, *, after: str = "", through: str | None = None) ->
         "ON CONFLICT (term, segment) DO UPDATE SET revision_ids = excluded.revision_ids, tfs = excluded.tfs",
         writes,
     )
-    cursor.execute(_NEW_PACKED_VERSION)
+    _new_packed_version(cursor)
     if tail:
         cursor.execute(f"DELETE FROM search_posting_tail WHERE {where}", bounds)
         # Counted (the tail's revision index, its smaller b-tree) rather than subtracted: an erasure's
@@ -273,7 +277,7 @@ def remove_terms(documents: list[DocumentTerms]) -> None:
                     cursor.execute("DELETE FROM search_posting WHERE term = %s AND segment = %s", [term, segment])
                 changed = True
         if changed:
-            cursor.execute(_NEW_PACKED_VERSION)
+            _new_packed_version(cursor)
 
 
 def add_keys(new: list[DocumentTerms]) -> None:
@@ -305,7 +309,7 @@ def add_keys(new: list[DocumentTerms]) -> None:
             cursor.execute("DELETE FROM search_posting WHERE term = %s", [term])
             cursor.execute("INSERT INTO search_posting (term, segment, revision_ids, tfs) VALUES (%s, 0, %s, %s)",
                            [term, ids.astype("<u4").tobytes(), tfs[order].tobytes()])
-        cursor.execute(_NEW_PACKED_VERSION)
+        _new_packed_version(cursor)
 
 
 def term_ranges(namespace: str, stem: str, prefix: str | None) -> list[tuple[str, str | None]]:
@@ -347,7 +351,7 @@ def containing(namespace: str, fragments: list[str], *, max_id: int) -> np.ndarr
     # Bigram keys start with BIGRAM_PREFIX ("\x01"), below every word.
     low, high = key(namespace, "\x02"), namespace + chr(ord(NAMESPACE_END) + 1)
     start = len(key(namespace, "")) + 1  # substr() counts characters from 1
-    found = " OR ".join(["instr(substr(term, %s), %s) > 0"] * len(fragments))
+    found = " OR ".join([dialect.contains("substr(term, %s)", "%s")] * len(fragments))
     with connection.cursor() as cursor:
         # The tail's primary key: the namespace's range of terms (a few rows); the packed rows' version with them.
         cursor.execute(f"SELECT revision_id, NULL FROM search_posting_tail WHERE term >= %s AND term < %s AND ({found}) "
@@ -356,7 +360,7 @@ def containing(namespace: str, fragments: list[str], *, max_id: int) -> np.ndarr
         rows = cursor.fetchall()
         version = next(row[1] for row in rows if row[0] is None)
         tail_ids = np.array([row[0] for row in rows if row[0] is not None], dtype=np.int64)
-        cache_key = (str(connection.settings_dict["NAME"]), namespace)
+        cache_key = (dialect.database_key(), namespace)
         vocabulary = _vocabularies.get(cache_key)
         if vocabulary is None or vocabulary.version != version:
             # The (term, segment) index: the namespace's range of terms.
@@ -424,7 +428,7 @@ def _read_parts(ranges: list[tuple[str, str | None]], *, max_id: int) -> list[li
     """
     if not ranges:
         return []
-    database = str(connection.settings_dict["NAME"])
+    database = dialect.database_key()
     keys = [(database, low, high) for low, high in ranges]
     while True:
         version, tails = _select(ranges, "search_posting_tail")
@@ -475,22 +479,23 @@ def _select(ranges: list[tuple[str, str | None]], table: str) -> tuple[int, list
 
     A tail row is (id, count); a packed row (ids, counts, term, segment).
     """
-    selects, params = ["SELECT -1, packed_version, NULL, NULL, NULL FROM search_state WHERE id = 1"], []
+    # The version has a column of its own: PostgreSQL types each column of a UNION once, and ids are blobs here.
+    selects, params = ["SELECT -1, packed_version, NULL, NULL, NULL, NULL FROM search_state WHERE id = 1"], []
     packed = table == "search_posting"
     columns = "revision_ids, tfs, term, segment" if packed else "revision_id, tf, NULL, NULL"
     for index, (low, high) in enumerate(ranges):
         # Equality on term, or a range of terms (a prefix's terms are contiguous): the tail's
         # primary key, the packed rows' (term, segment) index.
         where, values = ("term = %s", [low]) if high is None else ("term >= %s AND term < %s", [low, high])
-        selects.append(f"SELECT {index}, {columns} FROM {table} WHERE {where}")
+        selects.append(f"SELECT {index}, NULL, {columns} FROM {table} WHERE {where}")
         params += values
     with connection.cursor() as cursor:
         cursor.execute(" UNION ALL ".join(selects), params)
         rows = cursor.fetchall()
     version, found = None, [[] for _ in ranges]
-    for index, *row in rows:
+    for index, packed_version, *row in rows:
         if index < 0:
-            version = row[0]
+            version = packed_version
         else:
             found[index].append(tuple(row) if packed else (row[0], row[1]))
     return version, found

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from django.db import connection
 
+from memoryproject import dialect
+
 
 OPEN = np.iinfo(np.int64).max  # valid_to / expires_at that never come
 ALWAYS = -OPEN  # counts_from of a revision written outside an import
@@ -37,21 +39,18 @@ def to_micros(moment: dt.datetime) -> int:
     """A time as the columns hold it: integer microseconds since the epoch."""
     return (moment - _EPOCH) // _MICRO
 
-# Times are stored by Django as 'YYYY-MM-DD HH:MM:SS[.ffffff]' (UTC); SQLite turns them
-# into exact integer microseconds (julianday would round through a double).
-_MICROS = "(unixepoch({col}) * 1000000 + CAST(substr({col}, 21, 6) || substr('000000', 1, 6 - length(substr({col}, 21, 6))) AS INTEGER))"
-
 
 def _micros(column: str, default: str | None = None) -> str:
-    expression = _MICROS.format(col=column)
+    expression = dialect.micros(column)
     if default is None:
         return expression
     return f"coalesce({expression}, {default})"
 
 
-# counts_from: the earliest as_of at which the row counts (memories.models.ImportBatch): always
-# outside an import, never while its import is unpublished, else from the batch's time.
-_LOAD = f"""
+def _load() -> str:
+    # counts_from: the earliest as_of at which the row counts (memories.models.ImportBatch): always
+    # outside an import, never while its import is unpublished, else from the batch's time.
+    return f"""
     SELECT r.id, r.memory_id, m.namespace, m.kind,
            {_micros('r.known_at')}, {_micros('r.valid_from')},
            {_micros('r.valid_to', str(OPEN))}, {_micros('r.expires_at', str(OPEN))},
@@ -69,8 +68,10 @@ _LOAD = f"""
 _COLUMNS = ("revision", "memory", "namespace", "kind", "known", "valid_from", "valid_to", "expires", "tombstone",
             "ntok", "nbigram", "counts_from", "batch")
 
-# A memory's attribute rows, with the same counts_from rule as revisions.
-_LOAD_ATTRIBUTES = f"""
+
+def _load_attributes() -> str:
+    # A memory's attribute rows, with the same counts_from rule as revisions.
+    return f"""
     SELECT a.id, a.memory_id, a.namespace, a.kind, a.state, {_micros('a.known_at')},
            CASE WHEN a.batch_id IS NULL THEN {ALWAYS} ELSE {_micros('b.counts_from', str(OPEN))} END,
            coalesce(a.batch_id, 0)
@@ -79,6 +80,8 @@ _LOAD_ATTRIBUTES = f"""
     WHERE a.id > %s
     ORDER BY a.id
 """
+
+
 _ATTRIBUTE_COLUMNS = ("id", "memory", "namespace", "kind", "state", "known", "counts_from", "batch")
 # The recorded state of a memory without attribute rows, and the one that reads stale with age (memories.states).
 ACTIVE = "active"
@@ -566,7 +569,7 @@ def _extend_attributes(view: View, *, after: int) -> View:
     """Return ``view`` plus the attribute rows with ids above ``after``, merged into their sorted place."""
     with connection.cursor() as cursor:
         # The primary key's range: rows written since the view was taken.
-        cursor.execute(_LOAD_ATTRIBUTES, [after])
+        cursor.execute(_load_attributes(), [after])
         rows = cursor.fetchall()
         if not rows:
             return view
@@ -614,7 +617,7 @@ def _extend(view: View, *, after: int, shared: bool = False) -> View:
     ``shared``: the result may grow into the room after ``view``'s arrays (``_Room``).
     """
     with connection.cursor() as cursor:
-        cursor.execute(_LOAD, [after])
+        cursor.execute(_load(), [after])
         rows = cursor.fetchall()
         if not rows:
             return view
@@ -759,7 +762,7 @@ _snapshots_lock = threading.Lock()
 
 def current() -> View:
     """The up-to-date view of the database the current connection points at."""
-    key = str(connection.settings_dict["NAME"])
+    key = dialect.database_key()
     with _snapshots_lock:
         snapshot = _snapshots.setdefault(key, Snapshot())
     return snapshot.refresh()

@@ -1,4 +1,5 @@
-"""Stored vectors: one per revision with text, in a sqlite-vec vec0 table, all from one embedder.
+"""Stored vectors: one per revision with text, in a sqlite-vec vec0 table (a plain table on PostgreSQL), all from
+one embedder.
 
 ``search_embedding_space`` (migration 0002) records which embedder filled the
 ``search_vectors`` table and its dimension; vectors of two models are never mixed,
@@ -14,6 +15,12 @@ for the pinned 0.1.9 in tests/test_embeddings.py by scanning the database file),
 connection's ``secure_delete`` zeroes freed pages, so an erased memory leaves no vector
 behind once the WAL is checkpointed (erasure does that).
 
+On PostgreSQL (no pgvector) ``search_vectors`` is a plain table of the same bytes,
+(revision_id bigint primary key, embedding bytea holding float32 little-endian), created
+and dropped with the space as the vec0 table is, and its trigger is a PL/pgSQL function.
+Recall never asked the table for neighbours (``search.cosines`` keeps the matrix in memory),
+so nothing else changes; an erased vector's bytes are left to erasure's VACUUM.
+
 This module is the only place that writes SQL for vectors.
 """
 
@@ -25,6 +32,7 @@ from typing import NamedTuple
 import numpy as np
 from django.db import connection, transaction
 
+from memoryproject import dialect
 from search.embeddings import Embedder, get_embedder, revision_text
 from search.errors import SpaceConflict
 
@@ -77,8 +85,13 @@ def current_space() -> EmbeddingSpace | None:
     return EmbeddingSpace(*row) if row else None
 
 
+def _id_column() -> str:
+    """The column that holds the revision id: vec0's rowid, or the plain table's primary key."""
+    return "revision_id" if dialect.is_postgresql() else "rowid"
+
+
 def _stored_count(cursor) -> int:
-    # vec0 counts from its rowids shadow table.
+    # vec0 counts from its rowids shadow table; PostgreSQL scans the table (backfill, doctor and space checks).
     cursor.execute("SELECT count(*) FROM search_vectors")
     return cursor.fetchone()[0]
 
@@ -93,6 +106,19 @@ def vector_count() -> int:
 
 def _create_space(cursor, embedder: Embedder, *, generation: int) -> EmbeddingSpace:
     dim = int(embedder.dim)
+    if dialect.is_postgresql():
+        _create_postgresql_table(cursor)
+    else:
+        _create_vec0_table(cursor, dim)
+    created_at = dt.datetime.now(dt.timezone.utc).isoformat()
+    cursor.execute(
+        "INSERT INTO search_embedding_space (id, embedder, dim, created_at, generation) VALUES (1, %s, %s, %s, %s)",
+        [embedder.name, dim, created_at, generation],
+    )
+    return EmbeddingSpace(embedder=embedder.name, dim=dim, created_at=created_at, generation=generation)
+
+
+def _create_vec0_table(cursor, dim: int) -> None:
     # DDL takes no parameters; dim is an int. L2 distance (the default) is cheaper in vec0
     # than cosine and ranks unit vectors the same way; vec0_knn converts it.
     # vec0 keeps vectors in chunk blobs and each insert rewrites one through SQLite's
@@ -107,17 +133,34 @@ def _create_space(cursor, embedder: Embedder, *, generation: int) -> EmbeddingSp
                UPDATE search_embedding_space SET generation = generation + 1 WHERE id = 1;
            END"""
     )
-    created_at = dt.datetime.now(dt.timezone.utc).isoformat()
+
+
+def _create_postgresql_table(cursor) -> None:
+    # The same bytes vec0 holds; the dimension is the space's, checked by insert_vectors.
+    cursor.execute("CREATE TABLE search_vectors (revision_id bigint PRIMARY KEY, embedding bytea NOT NULL)")
+    # The vec0 trigger's body, run once per deleted revision with text.
     cursor.execute(
-        "INSERT INTO search_embedding_space (id, embedder, dim, created_at, generation) VALUES (1, %s, %s, %s, %s)",
-        [embedder.name, dim, created_at, generation],
+        """CREATE OR REPLACE FUNCTION search_vectors_after_delete() RETURNS trigger LANGUAGE plpgsql AS $body$
+           BEGIN
+               DELETE FROM search_vectors WHERE revision_id = OLD.id;
+               UPDATE search_embedding_space SET generation = generation + 1 WHERE id = 1;
+               RETURN NULL;
+           END
+           $body$"""
     )
-    return EmbeddingSpace(embedder=embedder.name, dim=dim, created_at=created_at, generation=generation)
+    cursor.execute(
+        """CREATE TRIGGER search_vectors_after_delete AFTER DELETE ON memories_revision
+           FOR EACH ROW WHEN (NOT OLD.tombstone) EXECUTE FUNCTION search_vectors_after_delete()"""
+    )
 
 
 def _drop_space(cursor) -> None:
     # The trigger goes first: once the vec0 table is gone it would make revision deletes fail.
-    cursor.execute("DROP TRIGGER IF EXISTS search_vectors_after_delete")
+    if dialect.is_postgresql():
+        cursor.execute("DROP TRIGGER IF EXISTS search_vectors_after_delete ON memories_revision")
+        cursor.execute("DROP FUNCTION IF EXISTS search_vectors_after_delete()")
+    else:
+        cursor.execute("DROP TRIGGER IF EXISTS search_vectors_after_delete")
     cursor.execute("DROP TABLE IF EXISTS search_vectors")
     cursor.execute("DELETE FROM search_embedding_space")
 
@@ -179,8 +222,8 @@ def _ids_with_vectors(cursor, revision_ids: list[int]) -> set[int]:
         # CROSS JOIN keeps memories_revision outside: its primary key takes the IN list, then
         # one vec0 rowid lookup per id (vec0 itself answers `rowid IN (...)` with a full scan).
         cursor.execute(
-            "SELECT r.id FROM memories_revision r CROSS JOIN search_vectors v ON v.rowid = r.id "
-            f"WHERE r.id IN ({placeholders})",
+            f"SELECT r.id FROM memories_revision r {dialect.ordered_join()} search_vectors v "
+            f"ON v.{_id_column()} = r.id WHERE r.id IN ({placeholders})",
             chunk,
         )
         found.update(row[0] for row in cursor.fetchall())
@@ -213,9 +256,9 @@ def insert_vectors(revision_ids: Sequence[int], vectors: np.ndarray, *, embedder
             return 0
         # The SELECT finds each revision by primary key, so a tombstone or a missing id inserts no row.
         cursor.executemany(
-            "INSERT INTO search_vectors (rowid, embedding) "
-            "SELECT id, %s FROM memories_revision WHERE id = %s AND tombstone = 0",
-            rows,
+            f"INSERT INTO search_vectors ({_id_column()}, embedding) "
+            "SELECT id, %s FROM memories_revision WHERE id = %s AND tombstone = %s",
+            [(vector, revision_id, False) for vector, revision_id in rows],
         )
         added = cursor.rowcount
         if added:
@@ -248,16 +291,16 @@ def pending_revision_ids(*, after_id: int = 0, limit: int = 1000) -> list[int]:
         if current_space() is None:
             # Primary-key range in id order; nothing has a vector yet.
             cursor.execute(
-                "SELECT id FROM memories_revision WHERE id > %s AND tombstone = 0 ORDER BY id LIMIT %s",
-                [after_id, limit],
+                "SELECT id FROM memories_revision WHERE id > %s AND tombstone = %s ORDER BY id LIMIT %s",
+                [after_id, False, limit],
             )
         else:
             # Primary-key range in id order; NOT EXISTS is one vec0 rowid lookup per revision,
             # so resuming from ``after_id`` costs only the rows past it.
             cursor.execute(
-                "SELECT r.id FROM memories_revision r WHERE r.id > %s AND r.tombstone = 0 "
-                "AND NOT EXISTS (SELECT 1 FROM search_vectors v WHERE v.rowid = r.id) ORDER BY r.id LIMIT %s",
-                [after_id, limit],
+                "SELECT r.id FROM memories_revision r WHERE r.id > %s AND r.tombstone = %s "
+                f"AND NOT EXISTS (SELECT 1 FROM search_vectors v WHERE v.{_id_column()} = r.id) ORDER BY r.id LIMIT %s",
+                [after_id, False, limit],
             )
         return [row[0] for row in cursor.fetchall()]
 
@@ -267,12 +310,13 @@ def pending_count(*, reembed: bool = False) -> int:
     with connection.cursor() as cursor:
         if reembed or current_space() is None:
             # A full scan of memories_revision (tombstone has no index); backfill and doctor only.
-            cursor.execute("SELECT count(*) FROM memories_revision WHERE tombstone = 0")
+            cursor.execute("SELECT count(*) FROM memories_revision WHERE tombstone = %s", [False])
         else:
             # A full scan with one vec0 rowid lookup per revision (backfill and doctor only).
             cursor.execute(
-                "SELECT count(*) FROM memories_revision r WHERE r.tombstone = 0 "
-                "AND NOT EXISTS (SELECT 1 FROM search_vectors v WHERE v.rowid = r.id)"
+                "SELECT count(*) FROM memories_revision r WHERE r.tombstone = %s "
+                f"AND NOT EXISTS (SELECT 1 FROM search_vectors v WHERE v.{_id_column()} = r.id)",
+                [False],
             )
         return cursor.fetchone()[0]
 
@@ -329,7 +373,8 @@ def load_vectors(*, after_id: int = 0) -> tuple[tuple[int, str] | None, np.ndarr
         cursor.execute(
             "SELECT r.id, v.embedding, (SELECT generation FROM search_embedding_space WHERE id = 1), "
             "(SELECT embedder FROM search_embedding_space WHERE id = 1) "
-            "FROM memories_revision r CROSS JOIN search_vectors v ON v.rowid = r.id WHERE r.id > %s ORDER BY r.id",
+            f"FROM memories_revision r {dialect.ordered_join()} search_vectors v ON v.{_id_column()} = r.id "
+            "WHERE r.id > %s ORDER BY r.id",
             [after_id],
         )
         while rows := cursor.fetchmany(_FETCH_ROWS):
@@ -350,6 +395,7 @@ def vec0_knn(query_vector: np.ndarray, *, k: int) -> list[Neighbour]:
 
     For processes without a copy of the matrix, and as the benchmark's floor. It
     sees every stored vector: visibility and namespaces are the caller's to apply.
+    On PostgreSQL (no vec0) the same exact scan runs in numpy over every stored vector.
     """
     if not 1 <= k <= KNN_MAX:
         raise ValueError(f"k must be from 1 to {KNN_MAX}, got {k}.")
@@ -359,6 +405,12 @@ def vec0_knn(query_vector: np.ndarray, *, k: int) -> list[Neighbour]:
     query = np.ascontiguousarray(query_vector, dtype=np.float32).reshape(-1)
     if query.shape != (space.dim,):
         raise ValueError(f"The query vector has {query.shape[0]} dimensions; the stored ones have {space.dim}.")
+    if dialect.is_postgresql():
+        ids, matrix = load_matrix()
+        cosines = matrix @ query
+        # Best first; equal cosines in id order.
+        best = np.lexsort((ids, -cosines))[:k]
+        return [Neighbour(int(ids[index]), float(cosines[index])) for index in best]
     with connection.cursor() as cursor:
         # vec0's KNN: a brute-force scan of every chunk, cost linear in rows and growing with k.
         cursor.execute(
@@ -376,10 +428,7 @@ def vector_drift() -> list[str]:
         return []
     problems = []
     with connection.cursor() as cursor:
-        # sqlite_master is small; no index needed.
-        cursor.execute("SELECT name FROM sqlite_master WHERE name IN (%s, %s)",
-                       ["search_vectors", "search_vectors_after_delete"])
-        present = {row[0] for row in cursor.fetchall()}
+        present = dialect.existing(cursor, ["search_vectors", "search_vectors_after_delete"])
         if "search_vectors" not in present:
             return [f"The vector table search_vectors is missing though the space records {space.embedder}; "
                     "run `manage.py backfill --reembed`."]
@@ -389,7 +438,8 @@ def vector_drift() -> list[str]:
         # A scan of vec0's rowids with one primary-key lookup in memories_revision each.
         cursor.execute(
             "SELECT count(*) FROM search_vectors v WHERE NOT EXISTS "
-            "(SELECT 1 FROM memories_revision r WHERE r.id = v.rowid AND r.tombstone = 0)"
+            f"(SELECT 1 FROM memories_revision r WHERE r.id = v.{_id_column()} AND r.tombstone = %s)",
+            [False],
         )
         stray = cursor.fetchone()[0]
     if stray:

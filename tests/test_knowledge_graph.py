@@ -14,6 +14,7 @@ from knowledge import graph
 from knowledge.facts import rebuild_facts
 from memories import selectors, services
 from memories.models import Attributes, ErasureGate, Revision
+from memoryproject import dialect
 from memoryproject.exceptions import Conflict, InvalidInput
 from search import snapshot
 
@@ -389,7 +390,7 @@ def test_the_copy_of_the_fact_rows_sees_a_write_a_forget_a_move_an_erase_and_a_r
     runs = fact(remember, "payments", "runs on", "host-1")
     assert relations("payments") == [("runs on", "out", "host-1")]
     # Committed rows: the copy is the shared one from here on, so each step below goes through keeping it in step.
-    assert graph._known_by_database[str(connection.settings_dict["NAME"])].max_id > 0
+    assert graph._known_by_database[dialect.database_key()].max_id > 0
 
     depends = fact(remember, "payments", "depends on", "ledger")
     assert relations("payments") == [("depends on", "out", "ledger"), ("runs on", "out", "host-1")]
@@ -407,7 +408,7 @@ def test_the_copy_of_the_fact_rows_sees_a_write_a_forget_a_move_an_erase_and_a_r
     assert relations("payments", namespace="finance") == []
     assert relations("ledger", namespace="finance") == [("runs on", "out", "host-2")]
     # Erased text stays nowhere, this copy included.
-    known = graph._known_by_database[str(connection.settings_dict["NAME"])]
+    known = graph._known_by_database[dialect.database_key()]
     assert depends.revision_id not in {fact.revision_id for facts in known.relations.values() for fact in facts}
 
     rebuild_facts()  # every row deleted and written again under new ids

@@ -351,7 +351,7 @@ def test_the_vector_copy_appends_in_place_without_changing_what_it_handed_out(mo
 # these run in a process of their own against a committed database.
 _RACES = """
 import json
-from django.db import connection
+from memoryproject import dialect
 from search import cosines, snapshot, vectors
 
 def write(number):
@@ -366,7 +366,7 @@ def counted(module, name, calls):
 for number in range(3):
     write(number)
 cosines.stored_vectors()
-copy = cosines._copies[str(connection.settings_dict["NAME"])]
+copy = cosines._copies[dialect.database_key()]
 loads = []
 counted(vectors, "load_vectors", loads)
 stale = vectors.current_space()
@@ -380,7 +380,7 @@ loaded = list(loads)
 # A refresh whose lock is taken just after another thread's refresh brought the view further.
 snapshot.current()
 write(5)
-shared = snapshot._snapshots[str(connection.settings_dict["NAME"])]
+shared = snapshot._snapshots[dialect.database_key()]
 real_lock = shared.lock
 
 class Meddling:

@@ -27,6 +27,7 @@ from memories import staging
 from memories.models import Attributes, AuditEvent, ImportBatch, Memory, Revision, Tag
 from memories.services.erasure import delete_attribute_rows, delete_revisions
 from memories.services.lifecycle import audit
+from memoryproject import dialect
 from search import indexing
 
 logger = logging.getLogger(__name__)
@@ -61,7 +62,7 @@ def batch_publish(batch: ImportBatch) -> dt.datetime:
     The clock is read under the write lock, after every row of the batch was written,
     so rows on the server clock all count from a time after their own known_at.
     """
-    now = timezone.now()
+    now = dialect.locked_now()
     counts_from = ImportBatch.EARLIEST if batch.trusted else now
     ImportBatch.objects.filter(pk=batch.pk).update(state=ImportBatch.Status.PUBLISHED, published_at=now,
                                                   progress_at=now, counts_from=counts_from)

@@ -31,6 +31,7 @@ from memories.services.lifecycle import (
     memory_forget,
     memory_revise,
 )
+from memoryproject import dialect
 from memoryproject.exceptions import Conflict, InvalidInput
 from memoryproject.timeparse import format_instant, parse_optional_instant
 
@@ -88,7 +89,7 @@ def conflict_resolve(*, conflict_id: str, resolution: str, actor: str, interface
         prepare_revision(keep, {"content": content})  # embedded before the write lock, as memory_revise does
     name = f"{pair[0]}-{pair[1]}"
     with transaction.atomic():
-        now = timezone.now()  # under the write lock, see memory_remember
+        now = dialect.locked_now()  # under the write lock, see memory_remember
         memories = [get_memory(memory_id) for memory_id in pair]
         shown = [selectors.visible_revision(memory=memory, as_of=now) for memory in memories]
         if not _still_open(memories, shown):

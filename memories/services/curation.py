@@ -4,13 +4,13 @@ Keyword-only, atomic, and recording the actor and interface, like every service.
 """
 
 from django.db import transaction
-from django.utils import timezone
 
 from memories import selectors, validation
 from memories.models import Memory, Revision, Tag
 from memories.records import ChangeResult, MemoryRecord
 from memories.services.lifecycle import (UNFINISHED_IMPORT_ADVICE, append_attributes, audit, check_interface,
                                          get_memory, record_now, tag_objects)
+from memoryproject import dialect
 from memoryproject.exceptions import Conflict, DuplicateContent
 from search import indexing
 
@@ -45,7 +45,7 @@ def memory_move(*, memory_id: int, namespace: str, actor: str, interface: str) -
     check_interface(interface)
     namespace = validation.namespace(namespace)
     with transaction.atomic():
-        now = timezone.now()  # under the write lock, like every lifecycle write
+        now = dialect.locked_now()  # under the write lock, like every lifecycle write
         memory = get_memory(memory_id)
         if memory.namespace == namespace:
             return ChangeResult(memory=_shown(memory, now), changed=False)

@@ -7,7 +7,9 @@ inside one transaction, so no other connection ever sees the gate open.
 
 Deleting a revision row also removes its terms from both FTS5 indexes (their
 AFTER DELETE triggers, with FTS5 secure-delete on), and the connection's
-``secure_delete`` pragma zeroes the freed pages.
+``secure_delete`` pragma zeroes the freed pages. PostgreSQL zeroes nothing: erased
+text is unreachable once committed, and leaves the files only as far as VACUUM takes
+it (``_vacuum_text_tables`` says how far).
 """
 
 import contextlib
@@ -23,11 +25,14 @@ from django.utils import timezone
 from memories import validation
 from memories.models import Attributes, AuditEvent, ErasureGate, ErasureReceipt, Memory, Revision, Tag
 from memories.services.lifecycle import audit, check_interface, get_memory
+from memoryproject import dialect
 from memoryproject.exceptions import InvalidInput
 from memoryproject.timeparse import parse_optional_instant
 from knowledge import facts
+from knowledge.models import Fact
 from search import indexing
 from telemetry import services as telemetry
+from telemetry.models import HookRecall, Injection, RefusedIngest
 
 logger = logging.getLogger(__name__)
 
@@ -88,12 +93,53 @@ def _truncate_wal() -> None:
                        "stays in the -wal file until the next checkpoint.")
 
 
+def _text_tables(cursor) -> list[str]:
+    """The tables erasure and purge delete or blank text in (the search tables that exist so far)."""
+    models = (Revision, Memory, Memory.tags.through, Attributes, Attributes.tags.through, Tag, AuditEvent, Fact,
+              HookRecall, Injection, RefusedIngest)
+    names = [model._meta.db_table for model in models]
+    names += ["search_document", "search_posting", "search_posting_tail", "search_vectors"]
+    present = dialect.existing(cursor, names)
+    return [name for name in names if name in present]
+
+
+def _vacuum_text_tables(*, full: bool) -> None:
+    """PostgreSQL: VACUUM (FULL with ``full``) the tables that held erased or purged text; in autocommit.
+
+    PostgreSQL has no secure_delete: a deleted or updated row stays in its page until
+    VACUUM frees it, and even then the page keeps the bytes until a new row overwrites
+    them. Plain VACUUM (after every erasure) frees the rows without blocking anyone, so the
+    text is unreachable and its room reused, but it may still be read from the files.
+    VACUUM FULL writes each table anew and drops the old files, but takes an ACCESS
+    EXCLUSIVE lock on each table while it does, which stops every recall: only
+    ``purge --vacuum``, chosen by an operator, runs it. Neither reaches WAL segments not
+    yet recycled, nor archives and replicas.
+    """
+    with connection.cursor() as cursor:
+        tables = _text_tables(cursor)
+        # Names from the models and the search module, quoted; VACUUM takes no parameters.
+        cursor.execute(("VACUUM (FULL) " if full else "VACUUM ")
+                       + ", ".join(connection.ops.quote_name(table) for table in tables))
+
+
+def _clean_up_after_erasure() -> None:
+    """Make the erased rows' text leave the database's files, as far as the engine allows (once it committed)."""
+    if dialect.is_postgresql():
+        _vacuum_text_tables(full=False)
+    else:
+        _truncate_wal()
+
+
 def database_vacuum() -> None:
     """Rebuild the database file so the space that purged rows held goes back to the filesystem.
 
     VACUUM rewrites the whole file and holds the write lock for as long as that takes:
-    every other writer waits. Only ``purge --vacuum`` asks for it.
+    every other writer waits. Only ``purge --vacuum`` asks for it. On PostgreSQL: VACUUM
+    FULL of the tables purge deletes from, each locked against reads and writes in turn.
     """
+    if dialect.is_postgresql():
+        _vacuum_text_tables(full=True)
+        return
     with connection.cursor() as cursor:
         # VACUUM cannot run inside a transaction; callers run it in autocommit, after the purge committed.
         cursor.execute("VACUUM")
@@ -105,7 +151,12 @@ def database_release_free_pages() -> bool:
 
     Only a file created with ``auto_vacuum = INCREMENTAL`` can; its mode is left as it is
     (changing it needs a VACUUM). Otherwise freed pages stay in the file and new rows reuse them.
+    PostgreSQL: a plain VACUUM of the purged tables, so the rows' room is reused now, not when
+    autovacuum comes; it gives back only empty pages at a table's end, so it answers False.
     """
+    if dialect.is_postgresql():
+        _vacuum_text_tables(full=False)
+        return False
     with connection.cursor() as cursor:
         cursor.execute("PRAGMA auto_vacuum")
         if cursor.fetchone()[0] != 2:  # 0 none, 1 full, 2 incremental
@@ -126,7 +177,7 @@ def memory_erase(*, memory_id: int, actor: str, interface: str, reason: str | No
     check_interface(interface)
     reason = validation.short_text(reason, field="reason", limit=validation.REASON_MAX)
     with transaction.atomic():
-        now = timezone.now()  # under the write lock, like every lifecycle write
+        now = dialect.locked_now()  # under the write lock, like every lifecycle write
         memory = get_memory(memory_id)
         # all_objects: an import still writing may have added revisions; erasure takes them too.
         revisions = list(Revision.all_objects.filter(memory=memory).order_by("id").values_list("id", "content_hash"))
@@ -150,8 +201,8 @@ def memory_erase(*, memory_id: int, actor: str, interface: str, reason: str | No
         )
         audit(actor=actor, interface=interface, action="erase", memory_id=memory_id, at=now,
               receipt_id=receipt.pk, revision_ids=revision_ids)
-        # robust: the erasure has committed by then; a busy checkpoint must not turn it into an error.
-        transaction.on_commit(_truncate_wal, robust=True)
+        # robust: the erasure has committed by then; a busy checkpoint (or VACUUM) must not turn it into an error.
+        transaction.on_commit(_clean_up_after_erasure, robust=True)
     return receipt
 
 

@@ -16,6 +16,7 @@ from memories import admission, selectors, staging, states, validation
 from memories.inserts import insert_all
 from memories.models import Attributes, AuditEvent, Interface, Kind, Lifecycle, Memory, Revision, State, Tag
 from memories.records import ChangeResult, CorrectionRecord, MemoryRecord, NearTwinRecord, RememberResult
+from memoryproject import dialect
 from memoryproject.exceptions import Conflict, DuplicateContent, InvalidInput, MemoryNotFound, NotAdmitted
 from memoryproject.metrics import REMEMBER_SECONDS, observed
 from memoryproject.timeparse import parse_optional_instant
@@ -226,7 +227,7 @@ def memory_remember(
     with transaction.atomic():
         # The clock is read once the write lock is held: a writer that waited for
         # the lock must not stamp its revision earlier than the ones it waited for.
-        now = known_at or timezone.now()
+        now = known_at or dialect.locked_now()
         start, end = validity_interval(valid_from, valid_to, default_from=now)
         fields = dict(content=content, title=title, subject=triple[0], predicate=triple[1], object=triple[2],
                       confidence=confidence, source=source, valid_from=start, valid_to=end,
@@ -374,7 +375,7 @@ def memory_revise(
     _prepare_revision(memory_id, changes)
 
     with transaction.atomic():
-        now = at or timezone.now()  # under the write lock, see memory_remember
+        now = at or dialect.locked_now()  # under the write lock, see memory_remember
         start, end = validity_interval(valid_from, valid_to, default_from=now)
         memory = get_memory(memory_id)
         if memory.state == State.FORGOTTEN:
@@ -448,7 +449,7 @@ def memory_forget(*, memory_id: int, actor: str, interface: str, reason: str | N
     check_interface(interface)
     reason = validation.short_text(reason, field="reason", limit=validation.REASON_MAX)
     with transaction.atomic():
-        now = timezone.now()  # under the write lock, see memory_remember
+        now = dialect.locked_now()  # under the write lock, see memory_remember
         memory = get_memory(memory_id)
         last_text = selectors.latest_content_revision(memory)
         if memory.state == State.FORGOTTEN:
@@ -477,7 +478,7 @@ def memory_restore(*, memory_id: int, actor: str, interface: str, reason: str | 
     check_interface(interface)
     reason = validation.short_text(reason, field="reason", limit=validation.REASON_MAX)
     with transaction.atomic():
-        now = timezone.now()  # under the write lock, see memory_remember
+        now = dialect.locked_now()  # under the write lock, see memory_remember
         memory = get_memory(memory_id)
         if memory.state != State.FORGOTTEN:
             return ChangeResult(memory=record_now(memory, _current(memory, now)), changed=False)
@@ -511,7 +512,7 @@ def memory_retag(
     add_names = validation.tags(add)
     remove_slugs = {name.casefold() for name in validation.tags(remove)}
     with transaction.atomic():
-        now = at or timezone.now()  # under the write lock, see memory_remember
+        now = at or dialect.locked_now()  # under the write lock, see memory_remember
         memory = get_memory(memory_id)
         added = add_tags(memory, [name for name in add_names if name.casefold() not in remove_slugs])
         removed = list(memory.tags.filter(slug__in=remove_slugs).values_list("name", flat=True))
@@ -556,7 +557,7 @@ def memory_update(
     _prepare_revision(memory_id, _text_changes(content, title))
     with transaction.atomic():
         # One instant for both halves: no time shows the new text or kind with the old tags.
-        now = timezone.now()  # under the write lock, see memory_remember
+        now = dialect.locked_now()  # under the write lock, see memory_remember
         changed, correction = False, None
         if revise or ttl_days != -1:
             result = memory_revise(memory_id=memory_id, ttl_days=ttl_days, actor=actor, interface=interface, at=now,
@@ -579,7 +580,7 @@ def _transition(memory_id, *, to: str, allowed_from: tuple[str, ...], action: st
     check_interface(interface)
     reason = validation.short_text(reason, field="reason", limit=validation.REASON_MAX)
     with transaction.atomic():
-        now = timezone.now()  # under the write lock, see memory_remember
+        now = dialect.locked_now()  # under the write lock, see memory_remember
         memory = get_memory(memory_id)
         if memory.state == State.FORGOTTEN:
             raise Conflict(f"Memory {memory.pk} is forgotten. Restore it first.", field="id")

@@ -1,0 +1,94 @@
+"""The SQL that differs between the engines the server runs on (SQLite, PostgreSQL), in one place.
+
+Search and the services write their raw SQL once and take from here the fragments
+that are spelt differently, and the few steps that are done differently. Each function
+reads ``connection.vendor`` at call time; the SQLite forms are what the code wrote
+before PostgreSQL was supported.
+"""
+
+import datetime as dt
+
+from django.db import connection
+from django.utils import timezone
+
+
+def is_postgresql() -> bool:
+    return connection.vendor == "postgresql"
+
+
+def database_key() -> str:
+    """A name for the database the connection points at, to key per-process caches of its rows by."""
+    settings = connection.settings_dict
+    if is_postgresql():
+        # A database name alone is ambiguous across servers.
+        return f"{settings['HOST']}:{settings['PORT']}/{settings['NAME']}"
+    return str(settings["NAME"])
+
+
+def micros(column: str) -> str:
+    """SQL for a stored datetime column as exact integer microseconds since the epoch (NULL stays NULL)."""
+    if is_postgresql():
+        # extract() answers numeric since PostgreSQL 14: exact to the microsecond.
+        return f"(extract(epoch FROM {column}) * 1000000)::bigint"
+    # Django stores 'YYYY-MM-DD HH:MM:SS[.ffffff]' (UTC) as text; julianday would round through a double.
+    return (f"(unixepoch({column}) * 1000000 + CAST(substr({column}, 21, 6) || "
+            f"substr('000000', 1, 6 - length(substr({column}, 21, 6))) AS INTEGER))")
+
+
+def new_version() -> str:
+    """SQL for a fresh random 63-bit version number, for caches that compare it with the one they hold."""
+    if is_postgresql():
+        # PostgreSQL's random() is a double in [0, 1): scaled to the bigint range (just under 2**63).
+        return "(random() * 9.2e18)::bigint"
+    return "random()"  # SQLite's is a random 64-bit integer
+
+
+def contains(haystack: str, needle: str) -> str:
+    """SQL that is true where the text ``haystack`` contains the text ``needle`` (both SQL expressions)."""
+    function = "strpos" if is_postgresql() else "instr"
+    return f"{function}({haystack}, {needle}) > 0"
+
+
+def ordered_join() -> str:
+    """A join that keeps the left table the outer loop: SQLite's CROSS JOIN; PostgreSQL's planner chooses."""
+    return "JOIN" if is_postgresql() else "CROSS JOIN"
+
+
+def existing(cursor, names: list[str]) -> set[str]:
+    """Which of ``names`` exist as a table, view or trigger."""
+    if is_postgresql():
+        # The catalogues are indexed by name.
+        cursor.execute("SELECT relname FROM pg_class WHERE relname = ANY(%s) AND pg_table_is_visible(oid) "
+                       "UNION SELECT tgname FROM pg_trigger WHERE tgname = ANY(%s) AND NOT tgisinternal",
+                       [list(names), list(names)])
+    else:
+        # sqlite_master is small; no index needed.
+        cursor.execute(f"SELECT name FROM sqlite_master WHERE name IN ({', '.join(['%s'] * len(names))})", names)
+    return {row[0] for row in cursor.fetchall()}
+
+
+def triggers_on(cursor, table: str) -> set[str]:
+    """The names of the triggers on ``table``."""
+    if is_postgresql():
+        # pg_trigger's index on tgrelid; to_regclass answers NULL for a missing table.
+        cursor.execute("SELECT tgname FROM pg_trigger WHERE tgrelid = to_regclass(%s) AND NOT tgisinternal", [table])
+    else:
+        # sqlite_master is small; no index needed.
+        cursor.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = %s", [table])
+    return {row[0] for row in cursor.fetchall()}
+
+
+def locked_now() -> dt.datetime:
+    """The time to stamp a write with (known_at and the like); call it inside the write's transaction.
+
+    Writes are serialised by the write lock, which the transaction holds from its start,
+    so stamps follow commit order as long as they come from one clock. SQLite has one
+    server, whose clock that is. On PostgreSQL several servers may share the database:
+    the database's clock is the one they share. clock_timestamp(), not now(), which is
+    the transaction's start, before it waited for the lock.
+    """
+    if not is_postgresql():
+        return timezone.now()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT clock_timestamp()")
+        return cursor.fetchone()[0].astimezone(dt.timezone.utc)
