@@ -11,6 +11,8 @@ import datetime as dt
 from django.db import connection
 from django.utils import timezone
 
+from memoryproject.migration_ops import RANDOM_BIGINT
+
 
 def is_postgresql() -> bool:
     return connection.vendor == "postgresql"
@@ -38,8 +40,7 @@ def micros(column: str) -> str:
 def new_version() -> str:
     """SQL for a fresh random 63-bit version number, for caches that compare it with the one they hold."""
     if is_postgresql():
-        # PostgreSQL's random() is a double in [0, 1): scaled to the bigint range (just under 2**63).
-        return "(random() * 9.2e18)::bigint"
+        return RANDOM_BIGINT
     return "random()"  # SQLite's is a random 64-bit integer
 
 
