@@ -6,7 +6,7 @@ STAMP := $(VENV)/.requirements.stamp
 MEMORY_HOST ?= 127.0.0.1
 MEMORY_PORT ?= 8000
 
-.PHONY: install migrate run test demo doctor
+.PHONY: install migrate run test test-postgres demo doctor
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,10 @@ run: migrate
 
 test: install
 	$(PY) -m pytest
+
+# The suite against a throwaway PostgreSQL cluster (Debian's postgresql package).
+test-postgres: install
+	$(PY) -m tests.postgres
 
 demo: migrate
 	$(PY) manage.py load_demo

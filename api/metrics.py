@@ -17,6 +17,7 @@ from memories import selectors
 from memories.access import AuthenticationFailed, PermissionDenied
 from memories.models import Scope
 from memories.services.keys import api_key_authenticate
+from memoryproject import dialect
 from search.indexing import index_drift
 
 REFUSED = ("/metrics answers loopback clients, and others that send an API key with the 'admin' scope as "
@@ -77,7 +78,7 @@ class StoreCollector:
                                 "(missing triggers, row counts); 0 when in step. 'manage.py doctor' names them.",
                                 value=len(index_drift(full=False)))
         yield GaugeMetricFamily("memory_database_bytes", "Size of the database file and its write-ahead log.",
-                                value=selectors.database_size_bytes())
+                                value=dialect.size_bytes())
 
 
 def metrics(request) -> HttpResponse:

@@ -19,6 +19,9 @@ class Health(Record):
     api_version: str = Field(description="The REST API version (the /api/v1/ in every path).")
     database: Literal["ok", "error", "read-only", "full"] = Field(description=(
         "ok; error: it cannot be read; read-only or full: it can be read, but writes would be refused now."))
+    database_engine: str = Field(description=(
+        "The engine and its version, e.g. 'sqlite 3.46.1' or 'postgresql 15.18'; the engine alone when the "
+        "database cannot be read."))
     search_mode: str
     embedder: EmbedderHealth
     uptime_seconds: int

@@ -10,6 +10,7 @@ Errors take their shape in ``api.exceptions``.
 
 import time
 
+from django.db import connection
 from django.http import HttpResponse, StreamingHttpResponse
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
@@ -75,6 +76,7 @@ from memories.records import (
     Stats,
     StoreStats,
 )
+from memoryproject import dialect
 from memoryproject.exceptions import InvalidInput
 from search.embeddings import get_embedder
 from telemetry.records import HookBlock, IngestResult, InjectionRecord, UsedRecord
@@ -491,6 +493,7 @@ class HealthView(APIView):
         health = Health(
             status="ok" if database == "ok" else "degraded", version=memoryproject.__version__,
             api_version=API_VERSION, database=database,
+            database_engine=connection.vendor if database == "error" else dialect.engine(),
             # Without the model, hybrid recall falls back to keywords (search.engine.rank).
             search_mode="hybrid" if available else "keyword",
             embedder=EmbedderHealth(name=embedder.name, device=embedder.device, available=available),

@@ -14,6 +14,7 @@ from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 from django.db.migrations.executor import MigrationExecutor
 
 from memories.models import Memory
+from memoryproject import dialect
 from memoryproject.sqlite_backend.capabilities import probe
 from search.indexing import index_drift
 
@@ -60,25 +61,6 @@ def postgresql_features() -> list[Check]:
     ]
 
 
-def database_engine() -> str:
-    """Return the engine and its version, such as "sqlite 3.46.1" or "postgresql 15.18" (no query on SQLite)."""
-    connection = connections[DEFAULT_DB_ALIAS]
-    if not _on_postgresql():
-        return f"sqlite {connection.Database.sqlite_version}"
-    number = connection.pg_version  # server_version_num, read once per connection
-    return f"postgresql {number // 10000}.{number % 10000}"
-
-
-def _on_postgresql() -> bool:
-    return connections[DEFAULT_DB_ALIAS].vendor == "postgresql"
-
-
-def _where() -> str:
-    """The PostgreSQL database as user@host:port/name: never its password."""
-    fields = connections[DEFAULT_DB_ALIAS].settings_dict
-    return f"{fields['USER']}@{fields['HOST']}:{fields['PORT']}/{fields['NAME']}"
-
-
 def _postgresql_read_only() -> bool:
     """Whether the server would refuse writes: a standby, or read-only by default for this session."""
     with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
@@ -88,10 +70,10 @@ def _postgresql_read_only() -> bool:
 
 def database_writable() -> Check:
     connection = connections[DEFAULT_DB_ALIAS]
-    if _on_postgresql():
+    if dialect.is_postgresql():
         read_only = _postgresql_read_only()
         return Check("database writable", not read_only, ("read-only (a standby, or default_transaction_read_only) "
-                                                          if read_only else "") + _where())
+                                                          if read_only else "") + dialect.location())
     if connection.is_in_memory_db():
         return Check("database writable", True, "in-memory database")
     path = Path(connection.settings_dict["NAME"])
@@ -106,7 +88,7 @@ def _write_refusal() -> str | None:
 
     Reads only: no write lock is taken and nothing is written, however often a load balancer asks.
     """
-    if _on_postgresql():
+    if dialect.is_postgresql():
         # A full disk is only known when a write fails (SQLSTATE 53100, a DatabaseFull).
         return "read-only" if _postgresql_read_only() else None
     connection = connections[DEFAULT_DB_ALIAS]
@@ -209,12 +191,12 @@ def unfinished_imports() -> Check:
 def run_checks() -> list[Check]:
     """Return every check, in the order an operator reads them: platform, database, schema, indexes."""
     connection = connections[DEFAULT_DB_ALIAS]
-    if _on_postgresql():
+    if dialect.is_postgresql():
         try:
             connection.ensure_connection()
         except DatabaseError as error:
             cause = str(error.__cause__ or error).strip().splitlines()[0]
-            return [python_version(), Check("database", False, f"cannot connect to {_where()}: {cause}")]
+            return [python_version(), Check("database", False, f"cannot connect to {dialect.location()}: {cause}")]
         # PostgreSQL checks its own pages (contrib amcheck, pg_checksums): integrity is SQLite's check only.
         engine_checks = (("postgresql", postgresql_features), ("database writable", database_writable))
     else:

@@ -456,7 +456,9 @@ class StoreStats(Stats):
     model_config = ConfigDict(validate_by_name=True)
 
     database_bytes: OmittedWhenEmpty[int] = Field(None, description="The database's size on disk.")
-    sqlite_version: OmittedWhenEmpty[str] = None
+    database_engine: OmittedWhenEmpty[str] = Field(None, description=(
+        "The engine and its version, e.g. 'sqlite 3.46.1' or 'postgresql 15.18'."))
+    sqlite_version: OmittedWhenEmpty[str] = Field(None, description="On SQLite, its version.")
     schema_: OmittedWhenEmpty[dict[str, str]] = Field(None, alias="schema", description="Latest migration per app.")
     search_mode: OmittedWhenEmpty[dict[str, Any]] = Field(None, description=(
         "The embedder configured, the one the stored vectors come from, and the vectors still to make."))

@@ -2,7 +2,6 @@
 
 import base64
 import datetime as dt
-import os
 
 from django.conf import settings
 from django.db import connection
@@ -17,6 +16,7 @@ from memories import confidence as confidence_rules
 from memories import states as state_rules
 from memories.models import Attributes, Kind, Lifecycle, Memory, Revision, State, Tag
 from memories.records import AttributesRecord, GraphResult, Hit, MemoryRecord, Page, RecallResult, RevisionRecord
+from memoryproject import dialect
 from memoryproject.dbfunctions import UtcDay
 from memoryproject.exceptions import InvalidInput, MemoryNotFound, Unavailable
 from memoryproject.metrics import RECALL_SECONDS, observed
@@ -603,17 +603,6 @@ def visible_duplicates(*, namespace: str, content_hashes) -> dict[str, int]:
     return found
 
 
-def database_path() -> str:
-    return str(connection.settings_dict["NAME"])
-
-
-def database_size_bytes() -> int:
-    path = database_path()
-    if path.startswith(":memory:") or path.startswith("file:"):
-        return 0
-    return sum(os.path.getsize(f"{path}{suffix}") for suffix in ("", "-wal") if os.path.exists(f"{path}{suffix}"))
-
-
 def schema_version() -> dict:
     applied = MigrationRecorder.Migration.objects.filter(app__in=("memories", "search")).order_by("-applied", "-id")
     return {row.app: row.name for row in reversed(list(applied))}
@@ -669,9 +658,10 @@ def memory_stats(*, namespace: str | None = None) -> dict:
         "kinds": {kind: kinds.get(kind, 0) for kind in Kind.values},
         "namespaces": per_namespace,
         "top_tags": [{"tag": tag.name, "namespace": tag.namespace, "count": tag.uses} for tag in top_tags],
-        "database_bytes": database_size_bytes(),
-        "database_path": database_path(),
-        "sqlite_version": connection.Database.sqlite_version,
+        "database_bytes": dialect.size_bytes(),
+        "database_path": dialect.location(),
+        "database_engine": dialect.engine(),
+        "sqlite_version": None if dialect.is_postgresql() else connection.Database.sqlite_version,
         "schema": schema_version(),
         "search_mode": search_mode(),
     }

@@ -7,6 +7,7 @@ before PostgreSQL was supported.
 """
 
 import datetime as dt
+import os
 
 from django.db import connection
 from django.utils import timezone
@@ -25,6 +26,34 @@ def database_key() -> str:
         # A database name alone is ambiguous across servers.
         return f"{settings['HOST']}:{settings['PORT']}/{settings['NAME']}"
     return str(settings["NAME"])
+
+
+def engine() -> str:
+    """The engine and its version, such as "sqlite 3.46.1" or "postgresql 15.18" (no query on SQLite)."""
+    if not is_postgresql():
+        return f"sqlite {connection.Database.sqlite_version}"
+    number = connection.pg_version  # server_version_num, read once per connection
+    return f"postgresql {number // 10000}.{number % 10000}"
+
+
+def location() -> str:
+    """Where the data is: SQLite's file, or PostgreSQL's user@host:port/name (never the password)."""
+    fields = connection.settings_dict
+    if is_postgresql():
+        return f"{fields['USER']}@{fields['HOST']}:{fields['PORT']}/{fields['NAME']}"
+    return str(fields["NAME"])
+
+
+def size_bytes() -> int:
+    """The database's size on disk: SQLite's file and its WAL; PostgreSQL's database (0 in memory)."""
+    if is_postgresql():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_database_size(current_database())")
+            return cursor.fetchone()[0]
+    path = location()
+    if path.startswith(":memory:") or path.startswith("file:"):
+        return 0
+    return sum(os.path.getsize(f"{path}{suffix}") for suffix in ("", "-wal") if os.path.exists(f"{path}{suffix}"))
 
 
 def micros(column: str) -> str:

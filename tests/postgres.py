@@ -8,8 +8,10 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
+from urllib.parse import urlsplit
 
 # Debian's layout first (the CI machine's), then whatever is on PATH.
 _BIN_DIRS = sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True)
@@ -84,3 +86,50 @@ class Cluster:
             subprocess.run(_as_owner([_tool("pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop"]),
                            capture_output=True)
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+# --- The suite on PostgreSQL -------------------------------------------------------------
+# `make test-postgres` runs `python -m tests.postgres`: one cluster for the run, the suite's
+# own database on it (MEMORY_DATABASE_URL), and one database per child process's data
+# directory (``database_url``), where SQLite would have a file.
+
+
+def database_name(data_dir: Path) -> str:
+    import hashlib
+
+    return "t_" + hashlib.sha1(str(data_dir).encode()).hexdigest()[:20]
+
+
+def database_url(data_dir: Path, *, copy_of: Path | None = None) -> str:
+    """The URL of the database that stands for ``data_dir``'s file, created if missing: empty, or a copy of
+    ``copy_of``'s (which no one may be connected to).
+
+    Only under ``python -m tests.postgres``: its databases live on the run's cluster.
+    """
+    import psycopg
+
+    server = urlsplit(os.environ["MEMORY_DATABASE_URL"])
+    name = database_name(data_dir)
+    with psycopg.connect(server._replace(path="/postgres").geturl(), autocommit=True) as connection:
+        if not connection.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
+            template = f' TEMPLATE "{database_name(copy_of)}"' if copy_of else ""
+            connection.execute(f'CREATE DATABASE "{name}"{template}')
+    return server._replace(path=f"/{name}").geturl()
+
+
+def main(arguments: list[str]) -> int:
+    """Run pytest with ``arguments`` on a throwaway cluster; return its exit status."""
+    why = missing()
+    if why:
+        print(f"make test-postgres: {why}; install Debian's postgresql package.", file=sys.stderr)
+        return 2
+    cluster = Cluster()
+    try:
+        env = {**os.environ, "MEMORY_DATABASE_URL": cluster.create("memory")}
+        return subprocess.run([sys.executable, "-m", "pytest", *arguments], env=env).returncode
+    finally:
+        cluster.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

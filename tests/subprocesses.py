@@ -21,13 +21,18 @@ from pathlib import Path
 
 import pytest
 
+from tests import postgres
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
 def clean_env(data_dir: Path, **extra: str) -> dict:
     """Return an environment for a child process: no MEMORY_* settings but the data paths, the hash embedder
-    and ``extra`` (which may override them)."""
+    and ``extra`` (which may override them). On PostgreSQL (``make test-postgres``) the data directory's
+    database stands for its file."""
     env = {name: value for name, value in os.environ.items() if not name.startswith("MEMORY_")}
+    if os.environ.get("MEMORY_DATABASE_URL"):
+        env["MEMORY_DATABASE_URL"] = postgres.database_url(data_dir)
     env.update(
         DJANGO_SETTINGS_MODULE="memoryproject.settings",
         MEMORY_DATA_DIR=str(data_dir),
@@ -173,7 +178,7 @@ def migrated_db(tmp_path_factory) -> Path:
 def instance(tmp_path, migrated_db) -> Instance:
     data_dir = tmp_path / "data"
     data_dir.mkdir()
-    shutil.copyfile(migrated_db, data_dir / "memory.db")
+    _copy(migrated_db, data_dir)
     return Instance(data_dir=data_dir, env=clean_env(data_dir))
 
 
@@ -181,5 +186,13 @@ def instance(tmp_path, migrated_db) -> Instance:
 def module_instance(tmp_path_factory, migrated_db) -> Instance:
     """One instance for a whole module, for a server that every test of the module talks to."""
     data_dir = tmp_path_factory.mktemp("instance")
-    shutil.copyfile(migrated_db, data_dir / "memory.db")
+    _copy(migrated_db, data_dir)
     return Instance(data_dir=data_dir, env=clean_env(data_dir))
+
+
+def _copy(migrated_db: Path, data_dir: Path) -> None:
+    """Give ``data_dir`` a copy of the migrated database: its file, or on PostgreSQL its database."""
+    if os.environ.get("MEMORY_DATABASE_URL"):
+        postgres.database_url(data_dir, copy_of=migrated_db.parent)
+    else:
+        shutil.copyfile(migrated_db, data_dir / "memory.db")

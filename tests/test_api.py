@@ -1,10 +1,12 @@
 """The REST API through Django's test client: every endpoint with good and bad input, auth, errors, limits."""
 
 import json
+import re
 
 import pytest
 from django.core.cache import cache
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import connection
 from rest_framework.test import APIClient
 
 import memoryproject
@@ -616,11 +618,13 @@ def test_stats_count_and_hide_server_wide_fields_from_limited_keys(api):
     everything = api().get("/api/v1/stats/").json()
     assert (everything["memories"], everything["visible"]) == (2, 2)
     assert set(everything["namespaces"]) == {"acme", "beta"}
-    assert {"database_bytes", "sqlite_version", "schema", "search_mode", "embedder"} <= set(everything)
+    assert {"database_bytes", "database_engine", "schema", "search_mode", "embedder"} <= set(everything)
+    assert everything["database_engine"].startswith(f"{connection.vendor} ")
     assert "database_path" not in everything
     limited = api("acme").get("/api/v1/stats/").json()
     assert (limited["memories"], set(limited["namespaces"])) == (1, {"acme"})
-    assert not {"database_bytes", "sqlite_version", "schema", "search_mode", "database_path"} & set(limited)
+    assert not {"database_bytes", "database_engine", "sqlite_version", "schema", "search_mode",
+                "database_path"} & set(limited)
     assert error_of(api("pair").get("/api/v1/stats/"), 400)["field"] == "namespace"
     assert api("pair").get("/api/v1/stats/", {"namespace": "beta"}).json()["memories"] == 1
 
@@ -634,6 +638,7 @@ def test_health_needs_no_key_and_shows_no_secrets(api, settings):
     assert body["version"] == memoryproject.__version__
     assert body["embedder"] == {"name": "hash-v1", "device": "cpu", "available": True}
     assert body["search_mode"] == "hybrid" and isinstance(body["uptime_seconds"], int)
+    assert re.fullmatch(rf"{connection.vendor} \d+\.\d+(\.\d+)?", body["database_engine"])
     text = response.content.decode()
     assert settings.SECRET_KEY not in text and str(settings.MEMORY_DB_PATH) not in text
 
