@@ -16,6 +16,7 @@ from django.db.migrations.executor import MigrationExecutor
 from memories.models import Memory
 from memoryproject import dialect
 from memoryproject.sqlite_backend.capabilities import probe
+from search import text
 from search.indexing import index_drift
 
 PYTHON_MIN = (3, 11)
@@ -54,10 +55,11 @@ def postgresql_features() -> list[Check]:
     from memoryproject.pg_backend.capabilities import probe as probe_postgresql
 
     found = probe_postgresql()
+    fts5 = text.has_fts5()
     recent = found.version_number >= MINIMUM_VERSION
     return [
         Check("postgresql", recent, found.postgresql_version + ("" if recent else " (needs 15 or newer)")),
-        Check("fts5", found.fts5, "available" if found.fts5 else "not compiled into the SQLite that tokenizes text"),
+        Check("fts5", fts5, "available" if fts5 else "not compiled into the SQLite that tokenizes text"),
     ]
 
 
@@ -145,7 +147,7 @@ def schema_current() -> Check:
 
 def index_in_step() -> Check:
     problems = index_drift()
-    return Check("index drift", not problems, " ".join(problems) or "FTS indexes match the revisions")
+    return Check("index drift", not problems, " ".join(problems) or "search indexes match the revisions")
 
 
 def embedder_matches() -> Check:

@@ -67,6 +67,15 @@ def _scratch():
         connection.execute("ROLLBACK")
 
 
+def has_fts5() -> bool:
+    """Whether the SQLite library this process tokenizes with has FTS5 (without it no text can be indexed)."""
+    try:
+        with _scratch():
+            return True
+    except sqlite3.Error:
+        return False
+
+
 # --- Documents ---------------------------------------------------------------------------
 
 

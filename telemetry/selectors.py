@@ -183,3 +183,8 @@ def injection_items(*, injection_id: int, actor: str) -> tuple[str, list[tuple[i
         return None
     return query, list(InjectedMemory.objects.filter(injection_id=injection_id).order_by("id")
                        .values_list("memory_id", "revision_id"))
+
+
+def tables_with_queries() -> list[str]:
+    """The tables holding query text, which erasing a memory blanks (``memory_traces_erase``)."""
+    return [HookRecall._meta.db_table, Injection._meta.db_table]

@@ -133,7 +133,9 @@ def test_the_apps_import_each_other_without_a_cycle():
 
 def test_search_imports_no_other_project_app():
     edges = _edges()
-    found = [where for (source, _), lines in edges.items() if source == "search" for where in lines]
+    # Only the platform below every app: the database seam (memoryproject.dialect) and migration operations.
+    found = [where for (source, target), lines in edges.items() if source == "search" and target != "memoryproject"
+             for where in lines]
     assert found == [], "search must stay below every app:\n" + "\n".join(found)
 
 

@@ -4,9 +4,11 @@ The suite itself runs on SQLite; these tests start a throwaway cluster (tests/po
 and reach it through subprocesses and a second connection alias.
 """
 
+import json
 import re
 import threading
 import time
+import urllib.request
 
 import pytest
 from django.db import IntegrityError, connections, transaction
@@ -14,7 +16,7 @@ from django.db import IntegrityError, connections, transaction
 from memoryproject.env import SettingError, env_database_url
 from memoryproject.exceptions import Busy, ReadOnlyStorage, Unavailable
 from tests import postgres
-from tests.subprocesses import clean_env, manage, python
+from tests.subprocesses import clean_env, manage, python, serve
 
 URL = "MEMORY_DATABASE_URL"
 
@@ -352,3 +354,22 @@ def test_migrations_run_back_to_zero_and_forward_again(cluster, tmp_path):
 
     assert left == []
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+@on_a_cluster
+def test_a_memory_is_remembered_and_recalled_and_health_names_postgresql(cluster, migrated, tmp_path):
+    cluster.sql('CREATE DATABASE "end_to_end" TEMPLATE "migrated"')
+    env = clean_env(tmp_path, MEMORY_DATABASE_URL=cluster.url("end_to_end"))
+    remembered = manage("memory", "remember", "The staging database runs on db-7.internal port 5433",
+                        "--namespace", "acme", env=env)
+    assert remembered.returncode == 0, remembered.stderr
+    recalled = manage("memory", "recall", "staging database", "--namespace", "acme", env=env)
+    assert json.loads(recalled.stdout)["hits"][0]["id"] == json.loads(remembered.stdout)["id"]
+    with serve(env) as url, urllib.request.urlopen(f"{url}/api/v1/health/", timeout=10) as response:
+        health = json.loads(response.read())
+    assert (health["database"], health["database_engine"].split()[0]) == ("ok", "postgresql")
+
+    for command in (["backup", str(tmp_path / "copy.db")], ["restore", str(tmp_path / "copy.db"), "--yes"]):
+        refused = manage(*command, env=env)
+        assert refused.returncode == 1 and "pg_dump" in refused.stderr, refused.stderr
+    assert not (tmp_path / "copy.db").exists()

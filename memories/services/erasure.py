@@ -31,8 +31,8 @@ from memoryproject.timeparse import parse_optional_instant
 from knowledge import facts
 from knowledge.models import Fact
 from search import indexing
+from telemetry import selectors as telemetry_selectors
 from telemetry import services as telemetry
-from telemetry.models import HookRecall, Injection, RefusedIngest
 
 logger = logging.getLogger(__name__)
 
@@ -95,9 +95,8 @@ def _truncate_wal() -> None:
 
 def _text_tables(cursor) -> list[str]:
     """The tables erasure and purge delete or blank text in (the search tables that exist so far)."""
-    models = (Revision, Memory, Memory.tags.through, Attributes, Attributes.tags.through, Tag, AuditEvent, Fact,
-              HookRecall, Injection, RefusedIngest)
-    names = [model._meta.db_table for model in models]
+    models = (Revision, Memory, Memory.tags.through, Attributes, Attributes.tags.through, Tag, AuditEvent, Fact)
+    names = [model._meta.db_table for model in models] + telemetry_selectors.tables_with_queries()
     names += ["search_document", "search_posting", "search_posting_tail", "search_vectors"]
     present = dialect.existing(cursor, names)
     return [name for name in names if name in present]

@@ -4,7 +4,14 @@ from django.core.management.base import CommandError
 from django.db import connection
 
 from memories.management.cli import ProjectCommand
+from memoryproject import dialect
 from memoryproject.sqlite_backend.backup import CopyFailed, backup
+
+
+# backup and restore copy SQLite files; PostgreSQL has its own tools.
+POSTGRESQL_MESSAGE = ("backup and restore copy a SQLite file; this server runs on PostgreSQL (MEMORY_DATABASE_URL). "
+                      "Use pg_dump -Fc and pg_restore (or your platform's backups), or export_memories and "
+                      "import_memories for the memories alone.")
 
 
 def size_text(count: int) -> str:
@@ -24,6 +31,8 @@ class Command(ProjectCommand):
 
     def handle(self, *args, path: str, force: bool, **options):
         database = connection.settings_dict["NAME"]
+        if dialect.is_postgresql():
+            raise CommandError(POSTGRESQL_MESSAGE)
         if connection.is_in_memory_db():
             raise CommandError("The database is in memory; there is no file to back up.")
         if not Path(database).is_file():

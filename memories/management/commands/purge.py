@@ -3,11 +3,13 @@ from django.conf import settings
 from memories import services
 from memories.management.cli import ProgressLine, ProjectCommand, cli_actor
 from memories.services.erasure import PURGE_BATCH_SIZE
+from memoryproject import dialect
 
 
 class Command(ProjectCommand):
     help = ("Delete revisions whose TTL has run out, the tombstones and memories they leave, old telemetry and "
-            "the rows of imports that died; with --vacuum, then compact the file.")
+            "the rows of imports that died; with --vacuum, then compact the file (PostgreSQL: VACUUM FULL of the "
+            "tables purged).")
 
     def add_arguments(self, parser):
         parser.add_argument("--dry-run", action="store_true", help="Count what would be removed; change nothing.")
@@ -15,7 +17,8 @@ class Command(ProjectCommand):
                             help=f"Revisions per transaction (default {PURGE_BATCH_SIZE}).")
         parser.add_argument("--vacuum", action="store_true",
                             help="Rebuild the file afterwards so freed space goes back to the disk. It holds "
-                                 "every writer for its whole length (seconds per GB).")
+                                 "every writer for its whole length (seconds per GB). PostgreSQL: VACUUM FULL of "
+                                 "the purged tables, each locked against reads and writes in turn.")
 
     def handle(self, *args, dry_run, batch_size, vacuum, **options):
         progress = ProgressLine("Purging")
@@ -43,4 +46,5 @@ class Command(ProjectCommand):
         if imports["imports"]:
             summary += (f"; {imports['imports']} unfinished import(s) whose process died, with "
                         f"{imports['memories']} memory(ies) and {imports['revisions']} revision(s)")
-        self.stdout.write(summary + ("; file compacted." if compacted else "."))
+        compacted_what = "tables rewritten (VACUUM FULL)" if dialect.is_postgresql() else "file compacted"
+        self.stdout.write(summary + (f"; {compacted_what}." if compacted else "."))

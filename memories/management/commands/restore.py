@@ -5,7 +5,8 @@ from django.core.management.base import CommandError
 from django.db import OperationalError
 
 from memories.management.cli import ProjectCommand
-from memories.management.commands.backup import size_text
+from memories.management.commands.backup import POSTGRESQL_MESSAGE, size_text
+from memoryproject import dialect
 from memoryproject.sqlite_backend.backup import CopyFailed, ServingLock, check_copy, count_rows, restore
 from memoryproject.sqlite_backend.writelock import WriteLock
 
@@ -26,6 +27,8 @@ class Command(ProjectCommand):
         parser.add_argument("--yes", action="store_true", help="Confirm; without it, only show what would change.")
 
     def handle(self, *args, path: str, yes: bool, **options):
+        if dialect.is_postgresql():
+            raise CommandError(POSTGRESQL_MESSAGE)
         source = Path(path)
         if not source.is_file():
             raise CommandError(f"{source} is not a file; give the path of a backup.")
