@@ -81,11 +81,7 @@ def memory_route(*, question: str, namespace=None, limit: int = selectors.RECALL
     """
     namespaces = selectors.namespace_names(namespace)
     home = namespaces[0] if namespaces else settings.MEMORY_DEFAULT_NAMESPACE
-    if not isinstance(question, str) or not question.strip():
-        raise InvalidInput("question: must be non-empty text.", field="question")
-    if len(question) > validation.QUERY_MAX_CHARS:
-        raise InvalidInput(f"question: {len(question)} characters is over the limit of "
-                           f"{validation.QUERY_MAX_CHARS}.", field="question")
+    question = validation.query_text(question, field="question")
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= validation.RECALL_LIMIT_MAX:
         raise InvalidInput(f"limit: {limit!r} is out of range 1..{validation.RECALL_LIMIT_MAX}.", field="limit")
     matched = matching_rule(question)

@@ -238,11 +238,7 @@ def memory_recall(*, query: str, namespace=None, tags=None, kinds=None, limit: i
     note says how many. Confidence is worked out for the hits (and the candidates the filter reads), never
     for the whole store.
     """
-    if not isinstance(query, str) or not query.strip():
-        raise InvalidInput("query: must be non-empty text.", field="query")
-    if len(query) > validation.QUERY_MAX_CHARS:
-        raise InvalidInput(f"query: {len(query)} characters is over the limit of {validation.QUERY_MAX_CHARS}.",
-                           field="query")
+    query = validation.query_text(query)
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= validation.RECALL_LIMIT_MAX:
         raise InvalidInput(f"limit: {limit!r} is out of range 1..{validation.RECALL_LIMIT_MAX}.", field="limit")
     match = _choice(match, field="match", choices=engine.MATCH_MODES)

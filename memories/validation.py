@@ -112,7 +112,28 @@ def short_text(value, *, field: str, limit: int) -> str:
     value = " ".join(value.split())
     if len(value) > limit:
         raise TooLarge(f"{field}: {len(value)} characters is over the limit of {limit}.", field=field)
+    _no_nul(value, field=field)
     return value
+
+
+def query_text(value, *, field: str = "query", required: bool = True) -> str:
+    """Return a query as given: text, within QUERY_MAX_CHARS, non-blank when ``required`` (None reads as "")."""
+    if value is None and not required:
+        value = ""
+    if not isinstance(value, str):
+        raise InvalidInput(f"{field}: expected text, got {type(value).__name__}.", field=field)
+    if required and not value.strip():
+        raise InvalidInput(f"{field}: must be non-empty text.", field=field)
+    if len(value) > QUERY_MAX_CHARS:
+        raise TooLarge(f"{field}: {len(value)} characters is over the limit of {QUERY_MAX_CHARS}.", field=field)
+    _no_nul(value, field=field)
+    return value
+
+
+def _no_nul(value: str, *, field: str) -> None:
+    # PostgreSQL cannot store NUL in text; refused on every engine alike.
+    if "\x00" in value:
+        raise InvalidInput(f"{field}: NUL characters are not allowed.", field=field)
 
 
 def tags(values) -> list[str]:

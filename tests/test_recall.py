@@ -102,7 +102,7 @@ def test_substrings_the_keyword_channel_misses_are_found_by_trigrams(remember):
 
 
 @pytest.mark.parametrize("query", ['"', '""', "*", "AND", "OR NOT", "NEAR(", "NEAR(a b)", "col:", "content:deploy",
-                                   "'", "deploy\"", "(", ")", "^", "deploy*", "-", "\x00", "a" * 300])
+                                   "'", "deploy\"", "(", ")", "^", "deploy*", "-", "a" * 300])
 def test_hostile_queries_are_searched_as_text_and_never_raise(corpus, query):
     for mode in ("keyword", "hybrid"):
         result = recall(query=query, mode=mode)
@@ -113,6 +113,7 @@ def test_hostile_queries_are_searched_as_text_and_never_raise(corpus, query):
 def test_bad_arguments_name_the_field(db):
     for arguments, field in [
         ({"query": ""}, "query"), ({"query": "   "}, "query"), ({"query": 5}, "query"),
+        ({"query": "nul\x00inside"}, "query"),  # PostgreSQL cannot hold NUL in text: refused on every engine
         ({"query": "x" * 2001}, "query"), ({"query": "x", "limit": 0}, "limit"), ({"query": "x", "limit": 101}, "limit"),
         ({"query": "x", "limit": "8"}, "limit"), ({"query": "x", "match": "some"}, "match"),
         ({"query": "x", "mode": "fuzzy"}, "mode"), ({"query": "x", "as_of": "yesterday"}, "as_of"),

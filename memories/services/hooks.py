@@ -309,13 +309,7 @@ def hook_report(
     harness = _name(harness, field="harness", required=True)
     hook = _name(hook, field="hook", required=True)
     session = _session(session)
-    if query is None:
-        query = ""
-    if not isinstance(query, str):
-        raise InvalidInput(f"query: expected text, got {type(query).__name__}.", field="query")
-    if len(query) > validation.QUERY_MAX_CHARS:
-        raise TooLarge(f"query: {len(query)} characters is over the limit of {validation.QUERY_MAX_CHARS}.",
-                       field="query")
+    query = validation.query_text(query, required=False)
     if isinstance(characters, bool) or not isinstance(characters, int) or not 0 <= characters <= REPORT_CHARACTERS_MAX:
         raise InvalidInput(f"characters: {characters!r} is out of range 0..{REPORT_CHARACTERS_MAX}.",
                            field="characters")
