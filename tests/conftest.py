@@ -1,3 +1,4 @@
+import os
 import tempfile
 from pathlib import Path
 
@@ -5,6 +6,16 @@ import pytest
 from django.test import override_settings
 
 from memories import services
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under ``make test-postgres``, skip the tests of SQLite's own mechanisms, with their reason."""
+    if not os.environ.get("MEMORY_DATABASE_URL"):
+        return
+    for item in items:
+        marker = item.get_closest_marker("sqlite_only")
+        if marker is not None:
+            item.add_marker(pytest.mark.skip(reason=f"SQLite only: {marker.args[0]}"))
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import socket
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -71,6 +72,17 @@ class Instance:
 
     def manage(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
         return manage(*args, env=self.env, stdin=stdin)
+
+    def sql(self, statement: str, parameters=()) -> list[tuple]:
+        """Run one statement (``%s`` placeholders) on this instance's database, SQLite file or PostgreSQL; its rows."""
+        if "MEMORY_DATABASE_URL" in self.env:
+            import psycopg
+
+            with psycopg.connect(self.env["MEMORY_DATABASE_URL"], autocommit=True) as connection:
+                cursor = connection.execute(statement, parameters)
+                return cursor.fetchall() if cursor.description else []
+        with contextlib.closing(sqlite3.connect(self.db_path, isolation_level=None)) as connection:
+            return connection.execute(statement.replace("%s", "?"), parameters).fetchall()
 
     def run(self, code: str, *args: str) -> str:
         """Run ``code`` in a fresh process with ``services`` imported (one start-up for many writes)."""

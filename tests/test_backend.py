@@ -4,6 +4,8 @@ from django.db import connection
 from memoryproject.sqlite_backend.base import DatabaseWrapper
 from memoryproject.sqlite_backend.capabilities import probe
 
+pytestmark = pytest.mark.sqlite_only("the SQLite backend's pragmas, memory map and extension")
+
 
 def test_every_connection_loads_sqlite_vec_and_sets_the_pragmas(db):
     with connection.cursor() as cursor:

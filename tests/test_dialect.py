@@ -31,6 +31,7 @@ PG_BIN = Path(shutil.which("initdb") or "/usr/lib/postgresql/15/bin/initdb").par
 
 # SQLite: the fragments are byte for byte what the call sites held before the seam.
 
+@pytest.mark.sqlite_only("the SQLite forms of the seam, on the suite's own SQLite connection")
 def test_sqlite_fragments_are_the_sql_written_before_the_seam():
     before = ("(unixepoch({col}) * 1000000 + CAST(substr({col}, 21, 6) || substr('000000', 1, "
               "6 - length(substr({col}, 21, 6))) AS INTEGER))")
@@ -40,6 +41,7 @@ def test_sqlite_fragments_are_the_sql_written_before_the_seam():
     assert dialect.ordered_join() == "CROSS JOIN"
 
 
+@pytest.mark.sqlite_only("the SQLite forms of the seam, on the suite's own SQLite connection")
 @pytest.mark.django_db
 def test_sqlite_key_and_clock_are_the_ones_used_before_the_seam():
     assert dialect.database_key() == str(connection.settings_dict["NAME"])
@@ -48,6 +50,7 @@ def test_sqlite_key_and_clock_are_the_ones_used_before_the_seam():
     assert now.tzinfo is dt.timezone.utc
 
 
+@pytest.mark.sqlite_only("the SQLite forms of the seam, on the suite's own SQLite connection")
 @pytest.mark.django_db
 def test_sqlite_finds_tables_and_triggers_by_name():
     with connection.cursor() as cursor:

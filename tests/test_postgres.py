@@ -173,8 +173,9 @@ def test_the_url_selects_postgresql_with_the_busy_timeout_as_lock_timeout(migrat
             "    print(connection.vendor, connection.settings_dict['NAME'], cursor.fetchone()[0])")
 
     on_postgresql = python(show, env=clean_env(tmp_path, MEMORY_DATABASE_URL=migrated, MEMORY_DB_BUSY_TIMEOUT="7"))
+    sqlite_env = {name: value for name, value in clean_env(tmp_path).items() if name != URL}  # also under test-postgres
     unset = python("from django.db import connection; print(connection.vendor, connection.settings_dict['NAME'])",
-                   env=clean_env(tmp_path))
+                   env=sqlite_env)
 
     assert on_postgresql.stdout.split() == ["postgresql", "migrated", "7s"], on_postgresql.stderr
     assert unset.stdout.split() == ["sqlite", str(tmp_path / "memory.db")], unset.stderr

@@ -98,6 +98,7 @@ def write(client):
     return client.post(MEMORIES, {"content": CONTENT, "namespace": "acme", "tags": ["review"]}, format="json")
 
 
+@pytest.mark.sqlite_only("makes the condition with SQLite's pragmas and files; tests/test_postgres.py has PostgreSQL's")
 def test_a_full_database_answers_507_writes_nothing_and_takes_the_write_once_there_is_room(api):
     before = rows()
 
@@ -116,6 +117,7 @@ def test_a_full_database_answers_507_writes_nothing_and_takes_the_write_once_the
     assert APIClient().get(HEALTH).json()["database"] == "ok"
 
 
+@pytest.mark.sqlite_only("makes the condition with SQLite's pragmas and files; tests/test_postgres.py has PostgreSQL's")
 def test_a_read_only_database_answers_503_writes_nothing_and_reads_still_work(api):
     before = rows()
 
@@ -132,6 +134,7 @@ def test_a_read_only_database_answers_503_writes_nothing_and_reads_still_work(ap
     assert write(api).status_code == 201
 
 
+@pytest.mark.sqlite_only("makes the condition with SQLite's pragmas and files; tests/test_postgres.py has PostgreSQL's")
 def test_a_hook_recall_on_a_read_only_database_answers_its_block_without_the_telemetry_row(api, caplog):
     with read_only_database(), caplog.at_level(logging.WARNING, logger="memories.services.hooks"):
         recalled = api.post(HOOK_RECALL, {"query": "stored before the trouble", "harness": "claude-code"},
@@ -152,6 +155,7 @@ def test_a_hook_recall_on_a_read_only_database_answers_its_block_without_the_tel
 LONG_QUERY = "stored before the trouble " + " ".join(f"padding{number}" for number in range(185))
 
 
+@pytest.mark.sqlite_only("makes the condition with SQLite's pragmas and files; tests/test_postgres.py has PostgreSQL's")
 def test_a_hook_recall_on_a_full_database_answers_its_block_without_the_telemetry_row(api):
     with full_database():
         # min_score=0: the padding makes the query mostly words no memory has, which relevance would hold back.
@@ -175,6 +179,7 @@ def _remember_through_mcp():
         current_caller.reset(token)
 
 
+@pytest.mark.sqlite_only("makes the condition with SQLite's pragmas and files; tests/test_postgres.py has PostgreSQL's")
 def test_mcp_tools_give_the_same_messages():
     with full_database(), pytest.raises(MemoryToolError) as full:
         _remember_through_mcp()
@@ -195,6 +200,7 @@ def _remember_through_the_cli() -> tuple[int, str]:
     return exited.value.code, stderr.getvalue()
 
 
+@pytest.mark.sqlite_only("makes the condition with SQLite's pragmas and files; tests/test_postgres.py has PostgreSQL's")
 def test_the_cli_prints_the_same_messages_as_json_errors():
     with full_database():
         full = _remember_through_the_cli()
@@ -236,6 +242,7 @@ def export_file(tmp_path):
 
 
 # Writes big enough to need new pages of a full file, and every writing command's first write on a read-only one.
+@pytest.mark.sqlite_only("makes the condition with SQLite's pragmas and files; tests/test_postgres.py has PostgreSQL's")
 @pytest.mark.parametrize("condition, message, arguments", [
     (full_database, FULL_MESSAGE, ["load_demo"]),
     (full_database, FULL_MESSAGE, ["import_memories", "EXPORT"]),
@@ -267,6 +274,7 @@ def read_only_mount(folder, at):
         subprocess.run(["umount", str(at)], capture_output=True)
 
 
+@pytest.mark.sqlite_only("makes the condition with SQLite's pragmas and files; tests/test_postgres.py has PostgreSQL's")
 @pytest.mark.slow
 def test_a_database_on_a_read_only_disk_is_refused_with_the_message_not_a_traceback(instance, tmp_path):
     with read_only_mount(instance.data_dir, tmp_path / "read-only") as folder:
@@ -283,6 +291,7 @@ def test_a_database_on_a_read_only_disk_is_refused_with_the_message_not_a_traceb
     assert instance.memory("remember", "Written once the disk is writable again.")["content"].startswith("Written")
 
 
+@pytest.mark.sqlite_only("makes the condition with SQLite's pragmas and files; tests/test_postgres.py has PostgreSQL's")
 @pytest.mark.slow
 def test_a_database_without_tables_is_one_line_for_every_command_and_json_for_memory(tmp_path):
     env = clean_env(tmp_path)  # a new, empty database file: never migrated
@@ -315,6 +324,7 @@ print(json.dumps({"recall": [recall.status_code, len(recall.json().get("hits", [
 """
 
 
+@pytest.mark.sqlite_only("makes the condition with SQLite's pragmas and files; tests/test_postgres.py has PostgreSQL's")
 @pytest.mark.slow
 def test_reads_answer_when_their_side_writes_meet_a_lock_that_stays_busy(instance):
     # The key's last use and the hook's telemetry row are skipped; the reads answer as usual.

@@ -58,6 +58,7 @@ def store_in_beta(count=150):
             content=f"Beta secret {number}: the zanzibarite vault sits in the 坐标系统 room, row {number}.", **ACTOR)
 
 
+@pytest.mark.sqlite_only("counts SQLite's VM steps; PostgreSQL has no such counter")
 @pytest.mark.parametrize("mode", ["keyword", "hybrid"])
 @pytest.mark.parametrize("word", [
     "zanzibarite",  # a whole word
