@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.subprocesses import BASE_DIR, Instance, clean_env, serve
+from tests.subprocesses import BASE_DIR, Instance, clean_env, copy_migrated, serve
 
 CHROMIUM = Path("/usr/bin/chromium")
 # The closed network refuses background connections, and a container has no GPU or sandbox.
@@ -81,7 +81,7 @@ def site(browser_instance):
 @pytest.fixture(scope="module")
 def browser_instance(tmp_path_factory, migrated_db) -> Instance:
     data_dir = tmp_path_factory.mktemp("browser")
-    shutil.copyfile(migrated_db, data_dir / "memory.db")
+    copy_migrated(migrated_db, data_dir)
     return Instance(data_dir=data_dir, env=clean_env(data_dir, DJANGO_SUPERUSER_PASSWORD=PASSWORD))
 
 

@@ -190,7 +190,7 @@ def migrated_db(tmp_path_factory) -> Path:
 def instance(tmp_path, migrated_db) -> Instance:
     data_dir = tmp_path / "data"
     data_dir.mkdir()
-    _copy(migrated_db, data_dir)
+    copy_migrated(migrated_db, data_dir)
     return Instance(data_dir=data_dir, env=clean_env(data_dir))
 
 
@@ -198,11 +198,11 @@ def instance(tmp_path, migrated_db) -> Instance:
 def module_instance(tmp_path_factory, migrated_db) -> Instance:
     """One instance for a whole module, for a server that every test of the module talks to."""
     data_dir = tmp_path_factory.mktemp("instance")
-    _copy(migrated_db, data_dir)
+    copy_migrated(migrated_db, data_dir)
     return Instance(data_dir=data_dir, env=clean_env(data_dir))
 
 
-def _copy(migrated_db: Path, data_dir: Path) -> None:
+def copy_migrated(migrated_db: Path, data_dir: Path) -> None:
     """Give ``data_dir`` a copy of the migrated database: its file, or on PostgreSQL its database."""
     if os.environ.get("MEMORY_DATABASE_URL"):
         postgres.database_url(data_dir, copy_of=migrated_db.parent)

@@ -2,7 +2,6 @@
 
 import datetime as dt
 import json
-import shutil
 import subprocess
 import sys
 
@@ -17,7 +16,8 @@ from memories.selectors import memory_recall
 from memories.services import batches
 from memories.services.export import EXPORT_FORMAT, EXPORT_VERSION
 from memoryproject.exceptions import Conflict, InvalidInput, NotFound, TooLarge
-from tests.subprocesses import BASE_DIR, Instance, clean_env, instance, migrated_db  # noqa: F401  (fixtures)
+from tests.subprocesses import (BASE_DIR, Instance, clean_env, copy_migrated, instance,  # noqa: F401  (fixtures)
+                               migrated_db)
 
 UTC = dt.timezone.utc
 
@@ -615,7 +615,7 @@ def test_the_export_and_import_commands_copy_a_store_into_an_empty_one(instance,
 
     empty_dir = tmp_path / "empty"
     empty_dir.mkdir()
-    shutil.copyfile(migrated_db, empty_dir / "memory.db")
+    copy_migrated(migrated_db, empty_dir)
     empty = Instance(data_dir=empty_dir, env=clean_env(empty_dir))
     copied = empty.manage("import_memories", "-", "--trusted", stdin=exported)
     assert copied.returncode == 0, copied.stderr
