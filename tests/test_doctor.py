@@ -1,6 +1,7 @@
-from io import StringIO
 import json
+import os
 from contextlib import closing
+from io import StringIO
 
 import pytest
 from django.db import connection
@@ -11,8 +12,11 @@ from memoryproject.sqlite_backend.base import Database
 from search.indexing import index_drift
 from tests.subprocesses import instance, migrated_db  # noqa: F401  (fixtures)
 
-CHECKS = ["python", "sqlite", "fts5", "sqlite-vec", "database writable", "integrity", "schema",
-          "index drift", "embedder", "imports"]
+# The checks per engine: make test-postgres runs the suite, and its child processes, on PostgreSQL.
+CHECKS = (["python", "postgresql", "fts5", "database writable", "schema", "index drift", "embedder", "imports"]
+          if os.environ.get("MEMORY_DATABASE_URL") else
+          ["python", "sqlite", "fts5", "sqlite-vec", "database writable", "integrity", "schema", "index drift",
+           "embedder", "imports"])
 
 
 def test_every_check_passes_on_a_healthy_store(remember):
@@ -24,6 +28,7 @@ def test_every_check_passes_on_a_healthy_store(remember):
     assert [check.name for check in checks if not check.ok] == []
 
 
+@pytest.mark.sqlite_only("FTS5's index and its triggers exist on SQLite only")
 def test_index_drift_names_the_table_whose_trigger_was_dropped(remember):
     remember("Indexed before the trigger went away.")
     assert index_drift() == []
@@ -44,6 +49,7 @@ def test_index_drift_names_the_table_whose_trigger_was_dropped(remember):
     assert [line for line in problems if "does not match the revisions" not in line] == quick
 
 
+@pytest.mark.sqlite_only("FTS5's index and its triggers exist on SQLite only")
 def test_the_full_check_finds_an_index_whose_rows_add_up_but_whose_text_differs(remember):
     remember("The original text the index was built from.")
     with connection.cursor() as cursor:
@@ -93,6 +99,7 @@ def test_doctor_passes_on_a_healthy_migrated_database_file(instance):
     assert [check["name"] for check in as_json["checks"]] == CHECKS
 
 
+@pytest.mark.sqlite_only("FTS5's index and its triggers exist on SQLite only")
 @pytest.mark.slow
 def test_doctor_exits_1_and_names_the_index_that_drifted(instance):
     instance.run(_SEED)
@@ -111,6 +118,7 @@ def test_doctor_exits_1_and_names_the_index_that_drifted(instance):
     assert [check["name"] for check in as_json["checks"] if not check["ok"]] == ["index drift"]
 
 
+@pytest.mark.sqlite_only("a missing database file; PostgreSQL's unreachable server is in tests/test_postgres.py")
 def test_doctor_reports_a_missing_database_without_creating_it(tmp_path):
     from tests.subprocesses import clean_env, manage
 

@@ -139,6 +139,7 @@ def test_the_store_is_counted_per_namespace_and_state_at_scrape_time(keys):
     assert gauge("memory_index_drift") == {(): 0}
 
 
+@pytest.mark.sqlite_only("FTS5's index and its triggers exist on SQLite only")
 def test_index_drift_is_counted_at_scrape_time(remember):
     from django.db import connection
 

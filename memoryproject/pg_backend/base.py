@@ -72,8 +72,9 @@ class DatabaseWrapper(postgresql_base.DatabaseWrapper):
                 # The transaction begins with this statement, so nothing in it ran before the lock was held.
                 cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", (WRITE_LOCK_KEY,))
                 if not cursor.fetchone()[0]:
-                    metrics.WRITE_LOCK_CONTENDED.inc()
                     cursor.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK_KEY,))
+                    # Counted once it waited and got the lock, as on SQLite: a wait that timed out is a timeout.
+                    metrics.WRITE_LOCK_CONTENDED.inc()
         except BaseException as error:
             if isinstance(error, DatabaseLocked):
                 metrics.WRITE_LOCK_TIMEOUTS.inc()
