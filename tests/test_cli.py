@@ -122,7 +122,9 @@ def test_stats_counts_memories_revisions_and_namespaces(instance):
     assert stats["with_ttl"] == 1
     assert stats["namespaces"] == {"one": {"memories": 1, "visible": 1}, "two": {"memories": 1, "visible": 0}}
     assert stats["kinds"]["note"] == 1 and stats["kinds"]["fact"] == 0
-    assert stats["database_path"] == str(instance.db_path)
+    # Where the data is: the file, or on PostgreSQL (make test-postgres) user@host:port/name.
+    assert stats["database_path"] == instance.env.get("MEMORY_DATABASE_URL", str(instance.db_path)).replace(
+        "postgresql://", "")
     assert instance.memory("stats", "--namespace", "two")["memories"] == 1
     assert kept["expires_at"] is not None
 

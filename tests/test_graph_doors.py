@@ -21,15 +21,16 @@ ACTOR = {"actor": "tester", "interface": "cli"}
 def facts(db):
     """Payments runs on host-7 in rack 9, owned by Team Blue; a fact in another namespace; a time before the last."""
     cache.clear()  # throttle counts
-    for subject, predicate, object_ in (("Payments API", "runs on", "host-7"), ("host-7", "is in", "Rack 9")):
+    runs_on, is_in = (
         services.memory_remember(namespace="acme", content=f"{subject} {predicate} {object_}.", subject=subject,
-                                 predicate=predicate, object=object_, **ACTOR)
+                                 predicate=predicate, object=object_, **ACTOR).memory.id
+        for subject, predicate, object_ in (("Payments API", "runs on", "host-7"), ("host-7", "is in", "Rack 9")))
     services.memory_remember(namespace="beta", content="Payments API runs on host-9.", subject="Payments API",
                              predicate="runs on", object="host-9", **ACTOR)
     before = timezone.now()
     owner = services.memory_remember(namespace="acme", content="Team Blue owns the Payments API.",
                                      subject="Team Blue", predicate="owns", object="the Payments API", **ACTOR)
-    return {"before": before.isoformat(), "owner": owner.memory.id}
+    return {"before": before.isoformat(), "owner": owner.memory.id, "runs_on": runs_on, "is_in": is_in}
 
 
 def client(**key) -> APIClient:
@@ -95,15 +96,15 @@ def test_the_cli_answers_json_with_the_same_fields(facts, capsys):
 
 
 def test_the_tool_text_reads_each_relation_and_path_in_the_facts_own_direction(facts):
-    owner = facts["owner"]
+    owner, runs_on, is_in = facts["owner"], facts["runs_on"], facts["is_in"]
     assert as_text(selectors.memory_graph(namespace="acme", entity="payments api")).splitlines() == [
         "the Payments API: 2 relations",
         f"  Team Blue owns the Payments API [#{owner}]",
-        "  the Payments API runs on host-7 [#1]",
+        f"  the Payments API runs on host-7 [#{runs_on}]",
     ]
     assert as_text(selectors.memory_graph(namespace="acme", source="rack 9", target="team blue")).splitlines() == [
         "1 path, shortest first.",
-        f"Rack 9 <-[is in #2]- host-7 <-[runs on #1]- Payments API <-[owns #{owner}]- Team Blue",
+        f"Rack 9 <-[is in #{is_in}]- host-7 <-[runs on #{runs_on}]- Payments API <-[owns #{owner}]- Team Blue",
     ]
     assert as_text(selectors.memory_graph(namespace="acme", source="rack 9", target="team blue",
                                           as_of=facts["before"])) == (

@@ -8,9 +8,10 @@ with notes going stale after 20 days), plus a brand-new FTS5 table holding exact
 visible rows of the namespaces asked, scored by SQLite's own bm25().
 """
 
+import contextlib
 import datetime as dt
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.test import override_settings
 from hypothesis import HealthCheck, example, given
 from hypothesis import settings as hypothesis_settings
@@ -20,7 +21,7 @@ from memories import states, validation
 from memories.models import Attributes, Memory, Revision
 from memories.selectors import memory_recall as recall
 from memories.services.lifecycle import append_attributes, append_revision, tag_objects
-from search import indexing, postings
+from search import indexing, postings, text
 from search.embeddings import revision_text
 
 # Words whose light roots are no prefix of another word's stem, so a query word matches
@@ -129,23 +130,20 @@ def reference(words, *, as_of, valid_at, namespaces):
     the memories in ``namespaces`` as of ``as_of``."""
     there = Attributes.objects.as_of(as_of).filter(namespace__in=namespaces).values("memory_id")
     visible = list(Revision.objects.filter(memory_id__in=there).visible(as_of=as_of, valid_at=valid_at))
-    with connection.cursor() as cursor:
-        cursor.execute("CREATE VIRTUAL TABLE temp.reference USING fts5(body, "
-                       "tokenize='porter unicode61 remove_diacritics 2')")
-        try:
-            for revision in visible:
-                cursor.execute("INSERT INTO temp.reference (rowid, body) VALUES (%s, %s)",
-                               [revision.memory_id, revision_text(revision.title, revision.content)])
-            query = " OR ".join(f'"{word}"' for word in words)
-            cursor.execute("SELECT rowid, -bm25(reference) FROM temp.reference WHERE reference MATCH %s", [query])
-            scores = dict(cursor.fetchall())
-            counts = {}
-            for word in words:
-                cursor.execute("SELECT rowid FROM temp.reference WHERE reference MATCH %s", [f'"{word}"'])
-                for (rowid,) in cursor.fetchall():
-                    counts[rowid] = counts.get(rowid, 0) + 1
-        finally:
-            cursor.execute("DROP TABLE temp.reference")
+    # SQLite in memory, as search.text tokenizes: the reference is FTS5 itself, whatever engine the store runs on.
+    with contextlib.closing(text.sqlite3.connect(":memory:")) as reference_db:
+        reference_db.execute("CREATE VIRTUAL TABLE reference USING fts5(body, "
+                             "tokenize='porter unicode61 remove_diacritics 2')")
+        reference_db.executemany("INSERT INTO reference (rowid, body) VALUES (?, ?)",
+                                 [(revision.memory_id, revision_text(revision.title, revision.content))
+                                  for revision in visible])
+        query = " OR ".join(f'"{word}"' for word in words)
+        scores = dict(reference_db.execute("SELECT rowid, -bm25(reference) FROM reference WHERE reference MATCH ?",
+                                           [query]).fetchall())
+        counts = {}
+        for word in words:
+            for (rowid,) in reference_db.execute("SELECT rowid FROM reference WHERE reference MATCH ?", [f'"{word}"']):
+                counts[rowid] = counts.get(rowid, 0) + 1
     return {memory_id: (score, counts[memory_id]) for memory_id, score in scores.items()}
 
 

@@ -291,9 +291,8 @@ def test_erasing_a_moved_memory_removes_its_postings_and_history_under_every_nam
     def keyed():
         """Postings (packed and tail) under each namespace: only this memory's revisions are stored."""
         with connection.cursor() as cursor:
-            cursor.execute("SELECT substr(term, 1, instr(term, char(31)) - 1) FROM search_posting "
-                           "UNION ALL SELECT substr(term, 1, instr(term, char(31)) - 1) FROM search_posting_tail")
-            return {row[0] for row in cursor.fetchall()}
+            cursor.execute("SELECT term FROM search_posting UNION ALL SELECT term FROM search_posting_tail")
+            return {term.partition("\x1f")[0] for (term,) in cursor.fetchall()}
 
     assert keyed() == {"ops", "platform"}  # the move added keys and kept the old ones
     services.memory_erase(memory_id=memory.id, **ACTOR)

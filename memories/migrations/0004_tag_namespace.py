@@ -42,6 +42,7 @@ def split_tags_by_namespace(apps, schema_editor):
         copy = Tag.objects.create(namespace=namespace, slug=slugs[tag_id], name=slugs[tag_id])
         for chunk in _chunks(link_ids):
             Link.objects.filter(pk__in=chunk).update(tag_id=copy.pk)
+    _check_links_now(schema_editor)
 
 
 def merge_tags_across_namespaces(apps, schema_editor):
@@ -55,6 +56,13 @@ def merge_tags_across_namespaces(apps, schema_editor):
         # A memory carries one row per slug (its namespace's), so no link is doubled.
         Link.objects.filter(tag_id=tag_id).update(tag_id=kept[slug])
         Tag.objects.filter(pk=tag_id).delete()
+    _check_links_now(schema_editor)
+
+
+def _check_links_now(schema_editor):
+    # PostgreSQL defers foreign-key checks to the commit, and refuses to alter a table while checks are pending.
+    if schema_editor.connection.vendor == "postgresql":
+        schema_editor.execute("SET CONSTRAINTS ALL IMMEDIATE")
 
 
 class Migration(migrations.Migration):
