@@ -1,4 +1,4 @@
-"""Keeping the full-text indexes in step with the revisions they index.
+"""Keeping the indexes in step with the revisions they index.
 
 The FTS5 tables are fed by triggers on memories_revision (search migration 0001),
 so they should never drift; ``index_drift`` is how an operator finds out when they
@@ -34,20 +34,36 @@ _INDEXED_ROWS = {
 _TRIGGERS = {
     table: (f"{table}_after_insert", f"{table}_after_delete") for table in FTS_TABLES
 }
+# The triggers that keep search's own tables (postings documents, generations) and the append-only
+# rule in step with the store, by the table they sit on: on both engines.
+_STORE_TRIGGERS = {
+    "memories_revision": ("search_revision_deleted", "search_revision_updated", "memories_revision_no_update",
+                          "memories_revision_no_delete"),
+    "memories_memory": ("search_memory_deleted",),
+    "memories_attributes": ("search_attributes_deleted", "memories_attributes_no_update",
+                            "memories_attributes_no_delete"),
+}
 
 
 def index_drift(*, full: bool = True) -> list[str]:
-    """Return one line per disagreement between the FTS indexes and the revisions; empty when in step.
+    """Return one line per disagreement between the revisions and the indexes that follow them; empty when in step.
 
     ``full`` adds FTS5's own integrity check of each index against its content, which
     reads all of both (seconds at 100k memories: ``manage.py doctor`` runs it); without
     it, triggers and row counts are checked (milliseconds: the dashboard's overview).
-    PostgreSQL has no FTS tables (nothing reads them at query time), so nothing to check.
+    On both engines, the triggers that feed search's own tables and keep revisions append-only
+    must be there; PostgreSQL has no FTS tables (nothing reads them at query time).
     """
     problems = []
-    if dialect.is_postgresql():
-        return problems
     with connection.cursor() as cursor:
+        for table, names in _STORE_TRIGGERS.items():
+            present = dialect.triggers_on(cursor, table)
+            missing = [name for name in names if name not in present]
+            if missing:
+                problems.append(f"{table}: trigger {', '.join(missing)} is missing, so the store and search's "
+                                "tables can drift apart; re-run the migrations.")
+        if dialect.is_postgresql():
+            return problems
         # A full scan of memories_revision: tombstone has no index, and this runs rarely.
         cursor.execute("SELECT count(*) FROM memories_revision WHERE tombstone = %s", [False])
         with_text = cursor.fetchone()[0]

@@ -58,9 +58,25 @@ def test_the_full_check_finds_an_index_whose_rows_add_up_but_whose_text_differs(
         cursor.execute("DROP TRIGGER search_revision_updated")
         cursor.execute("UPDATE memories_revision SET content = 'Something else entirely now.'")
 
-    assert index_drift(full=False) == []
+    quick = index_drift(full=False)
+    assert quick == ["memories_revision: trigger search_revision_updated, memories_revision_no_update is missing, "
+                     "so the store and search's tables can drift apart; re-run the migrations."]
     problems = index_drift()
     assert any(line.startswith("search_fts_words: the index does not match") for line in problems)
+
+
+def test_a_dropped_trigger_of_search_s_own_tables_is_index_drift_on_every_engine(remember):
+    remember("Indexed while every trigger was there.")
+    assert index_drift(full=False) == []
+    with connection.cursor() as cursor:
+        # DDL is transactional on both engines: the test's own rollback restores the trigger.
+        cursor.execute("DROP TRIGGER search_memory_deleted"
+                       + (" ON memories_memory" if connection.vendor == "postgresql" else ""))
+
+    assert index_drift(full=False) == [
+        "memories_memory: trigger search_memory_deleted is missing, so the store and search's tables can drift "
+        "apart; re-run the migrations."]
+    assert not health.index_in_step().ok
 
 
 def test_the_schema_check_fails_while_a_migration_is_unapplied(db):
