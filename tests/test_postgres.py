@@ -8,6 +8,7 @@ import json
 import re
 import threading
 import time
+import urllib.parse
 import urllib.request
 
 import pytest
@@ -374,3 +375,76 @@ def test_a_memory_is_remembered_and_recalled_and_health_names_postgresql(cluster
         refused = manage(*command, env=env)
         assert refused.returncode == 1 and "pg_dump" in refused.stderr, refused.stderr
     assert not (tmp_path / "copy.db").exists()
+
+
+# --- Two app servers on one database ---------------------------------------------------------------
+
+
+def _call(base: str, token: str, method: str, path: str, body: dict | None = None) -> dict:
+    request = urllib.request.Request(f"{base}/api/v1/{path}", method=method,
+                                     data=None if body is None else json.dumps(body).encode(),
+                                     headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())
+
+
+def _listed(base: str, token: str, **query) -> list[tuple]:
+    """Every memory of the namespace as ``base`` lists it (all pages): (id, key, revision_id, known_at)."""
+    found, cursor = [], None
+    while True:
+        parameters = {"namespace": "shared", "limit": 200, **query, **({"cursor": cursor} if cursor else {})}
+        page = _call(base, token, "GET", "memories/?" + urllib.parse.urlencode(parameters))
+        found += [(item["id"], item["key"], item["revision_id"], item["known_at"]) for item in page["items"]]
+        cursor = page["next_cursor"]
+        if not cursor:
+            return sorted(found)
+
+
+@on_a_cluster
+def test_two_servers_on_one_database_share_every_write_and_answer_alike_as_of_any_time(cluster, migrated, tmp_path):
+    cluster.sql('CREATE DATABASE "two_servers" TEMPLATE "migrated"')
+    url = cluster.url("two_servers")
+    envs = [clean_env(tmp_path / name, MEMORY_DATABASE_URL=url, MEMORY_API_WRITES_PER_MINUTE="0",
+                      MEMORY_API_READS_PER_MINUTE="0") for name in ("a", "b")]
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+    made = manage("create_api_key", "--name", "two servers", env=envs[0])
+    assert made.returncode == 0, made.stderr
+    token = made.stdout.strip().splitlines()[-1]
+    acknowledged, problems = {}, []
+
+    def write(number: int, bases: list[str]):
+        for step in range(12):
+            key = f"w{number}-{step}"
+            writer, reader = bases[step % 2], bases[(step + 1) % 2]
+            try:
+                stored = _call(writer, token, "POST", "memories/", {
+                    "namespace": "shared", "key": key, "content": f"Note {key} carries the word zq{number}x{step}."})
+                acknowledged[key] = stored["id"]
+                # Read your writes on the other server: its caches noticed this server's commit.
+                found = _call(reader, token, "GET", "recall/?" + urllib.parse.urlencode(
+                    {"query": f"zq{number}x{step}", "namespace": "shared", "mode": "keyword"}))
+                if [hit["id"] for hit in found["hits"]] != [stored["id"]]:
+                    problems.append(f"{key}: the other server recalled {found['hits']}")
+            except Exception as error:  # noqa: BLE001  (collected and reported below)
+                problems.append(f"{key}: {error!r}")
+
+    with serve(envs[0]) as first, serve(envs[1]) as second:
+        threads = [threading.Thread(target=write, args=(number, [first, second])) for number in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+        assert problems == []
+        on_first, on_second = _listed(first, token), _listed(second, token)
+        assert on_first == on_second
+        assert sorted(key for _, key, _, _ in on_first) == sorted(acknowledged)  # each acknowledged write once
+        assert {key: memory_id for memory_id, key, _, _ in on_first} == acknowledged
+
+        # known_at follows commit order across both servers: by time and by id, the writes come in one order.
+        assert [row[0] for row in sorted(on_first, key=lambda row: row[3])] == [row[0] for row in on_first]
+        middle = on_first[len(on_first) // 2][3]
+        then = [_listed(base, token, as_of=middle) for base in (first, second)]
+        assert then[0] == then[1] == [row for row in on_first if row[3] <= middle]
+        _call(second, token, "POST", "memories/", {"namespace": "shared", "key": "later", "content": "Written later."})
+        assert _listed(first, token, as_of=middle) == then[0]
