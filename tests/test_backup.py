@@ -13,6 +13,8 @@ from django.core.management import CommandError, call_command
 from tests.subprocesses import clean_env, instance, manage, migrated_db, serve  # noqa: F401  (fixtures)
 
 
+@pytest.mark.sqlite_only("backup and restore copy a SQLite file; on PostgreSQL they refuse with the pg_dump hint "
+                         "(tests/test_postgres.py)")
 def test_restore_refuses_a_file_that_is_not_a_database_and_backup_an_in_memory_one(tmp_path, db):
     garbage = tmp_path / "backup.db"
     garbage.write_bytes(b"not a database" * 100)
@@ -67,6 +69,8 @@ def _export(env, as_of: str) -> dict:
 
 
 @pytest.mark.slow
+@pytest.mark.sqlite_only("backup and restore copy a SQLite file with SQLite's backup API; on PostgreSQL they refuse "
+                         "with the pg_dump hint (tests/test_postgres.py)")
 def test_a_backup_of_a_server_taking_writes_restores_to_the_same_export_and_restore_waits_for_the_server(
         instance, tmp_path):
     token = instance.create_api_keys(writer={})["writer"]

@@ -6,6 +6,7 @@ subprocesses, to stay fast, except the one that loads MiniLM's export without to
 """
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -581,6 +582,14 @@ services.memory_remember(namespace="acme", content="Releases ship every Tuesday.
 # Erasure
 
 
+def _distinctive_pieces(vector: bytes) -> list[bytes]:
+    """Quarters of the vector that are distinctive on their own (a run of zeros would match any free page)."""
+    pieces = [piece for piece in (vector[start:start + 384] for start in range(0, len(vector), 384))
+              if np.count_nonzero(np.frombuffer(piece, dtype=np.float32)) >= 16]
+    assert len(pieces) == 4
+    return pieces
+
+
 _FILE_BYTES = """
 from django.db import connection
 with connection.cursor() as cursor:
@@ -590,6 +599,8 @@ connection.close()
 
 
 @pytest.mark.slow
+@pytest.mark.sqlite_only("reads the SQLite file and its WAL for the bytes secure_delete overwrote; PostgreSQL keeps "
+                         "them until VACUUM FULL (docs/postgresql.md)")
 def test_an_erased_memory_leaves_no_vector_bytes_in_the_database_file(hash_instance):
     stored = json.loads(hash_instance.run("""
 import json
@@ -604,10 +615,7 @@ ids, matrix = vectors.load_matrix()
 print(json.dumps({"id": secret.id, "vector": matrix[ids.tolist().index(secret.revision_id)].tobytes().hex()}))
 """ + _FILE_BYTES))
     vector = bytes.fromhex(stored["vector"])
-    # Quarters of the vector that are distinctive on their own (a run of zeros would match any free page).
-    pieces = [piece for piece in (vector[start:start + 384] for start in range(0, len(vector), 384))
-              if np.count_nonzero(np.frombuffer(piece, dtype=np.float32)) >= 16]
-    assert len(pieces) == 4
+    pieces = _distinctive_pieces(vector)
 
     def file_bytes() -> bytes:
         wal = hash_instance.db_path.with_name("memory.db-wal")
@@ -616,6 +624,47 @@ print(json.dumps({"id": secret.id, "vector": matrix[ids.tolist().index(secret.re
     data = file_bytes()
     assert vector in data and all(piece in data for piece in pieces)  # the scan does find a stored vector
     hash_instance.run(f"services.memory_erase(memory_id={stored['id']}, **ACTOR)\n" + _FILE_BYTES)
+
+    data = file_bytes()
+    assert vector not in data
+    assert not [piece for piece in pieces if piece in data]
+    remaining = json.loads(hash_instance.run(_SHOW_VECTORS))
+    assert len(remaining["ids"]) == 2 and remaining["bytes"] == remaining["expected"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get("MEMORY_DATABASE_URL"), reason="PostgreSQL's VACUUM FULL (make test-postgres)")
+def test_an_erased_memory_leaves_no_vector_bytes_in_the_database_files_after_purge_vacuum_on_postgresql(
+        hash_instance):
+    # The secret written last, so that a plain VACUUM's compaction of its page moves no row over its bytes.
+    stored = json.loads(hash_instance.run("""
+import json
+from search import vectors
+services.memory_remember(namespace="acme", content="The office opens at nine.", **ACTOR)
+services.memory_remember(namespace="acme", content="Releases ship every Tuesday.", **ACTOR)
+secret = services.memory_remember(namespace="acme", content=(
+    "The vault combination is 31-7-42, turned left twice, then right past zero; the spare key hangs behind "
+    "the boiler in the basement, and the alarm code for the side entrance is 9-1-3-3 since the March audit."
+), **ACTOR).memory
+ids, matrix = vectors.load_matrix()
+print(json.dumps({"id": secret.id, "vector": matrix[ids.tolist().index(secret.revision_id)].tobytes().hex()}))
+"""))
+    vector = bytes.fromhex(stored["vector"])
+    pieces = _distinctive_pieces(vector)
+
+    def file_bytes() -> bytes:
+        """The files of the instance's database (the test cluster's, which this user may read)."""
+        hash_instance.sql("CHECKPOINT")  # the changed pages leave shared buffers for the files
+        [(folder,)] = hash_instance.sql("SELECT current_setting('data_directory') || '/base/' || oid "
+                                        "FROM pg_database WHERE datname = current_database()")
+        return b"".join(path.read_bytes() for path in Path(folder).iterdir() if path.is_file())
+
+    data = file_bytes()
+    assert vector in data and all(piece in data for piece in pieces)  # the scan does find a stored vector
+    hash_instance.run(f"services.memory_erase(memory_id={stored['id']}, **ACTOR)")
+    # The erasure's plain VACUUM leaves the bytes in the page; VACUUM FULL writes the tables anew.
+    vacuumed = hash_instance.manage("purge", "--vacuum")
+    assert vacuumed.returncode == 0, vacuumed.stderr
 
     data = file_bytes()
     assert vector not in data

@@ -1,11 +1,10 @@
 """What `make run` and `make demo` do before serving: the first admin login and API key, the demo data."""
 
 import re
-import sqlite3
-from contextlib import closing
 
 import pytest
 
+from memoryproject import dialect
 from tests.subprocesses import instance, migrated_db  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.slow
@@ -62,12 +61,14 @@ def test_first_run_leaves_a_database_with_a_login_alone_and_says_how_to_make_a_k
     assert instance.run(CHECK_LOGIN, "ops", "a long passphrase").split() == ["1", "True"]
 
 
-def row_counts(db_path) -> dict[str, int]:
-    """Rows in every ordinary table of the database file, read with the stdlib's own SQLite."""
-    with closing(sqlite3.connect(db_path)) as db:
-        tables = [name for (name,) in db.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE 'CREATE VIRTUAL TABLE%'")]
-        return {table: db.execute(f'SELECT COUNT(*) FROM "{table}"').fetchone()[0] for table in tables}
+def row_counts(instance) -> dict[str, int]:
+    """Rows in every ordinary table of the instance's database (FTS5's virtual tables left out on SQLite)."""
+    if dialect.is_postgresql():
+        listed = instance.sql("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")
+    else:
+        listed = instance.sql("SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE %s",
+                              ["CREATE VIRTUAL TABLE%"])
+    return {table: instance.sql(f'SELECT COUNT(*) FROM "{table}"')[0][0] for (table,) in listed}
 
 
 def test_load_demo_tells_its_stories_once_and_a_second_run_changes_nothing(instance):
@@ -76,12 +77,12 @@ def test_load_demo_tells_its_stories_once_and_a_second_run_changes_nothing(insta
     assert first.stdout.splitlines() == [
         "Demo namespace 'demo': 15 memories added, 0 already there. Try: manage.py memory list --namespace demo"
     ]
-    after_first = row_counts(instance.db_path)
+    after_first = row_counts(instance)
 
     second = instance.manage("load_demo")
     assert second.returncode == 0, second.stderr
     assert "0 memories added, 15 already there" in second.stdout
-    assert row_counts(instance.db_path) == after_first
+    assert row_counts(instance) == after_first
 
     stats = instance.memory("stats", "--namespace", "demo")
     # 15 first versions, one revision, one bounded correction and one tombstone.

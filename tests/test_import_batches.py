@@ -25,6 +25,7 @@ from memories import health, selectors, services, staging, validation
 from memories.models import Attributes, AuditEvent, ImportBatch, Memory, Revision, Tag
 from memories.services import batches, imports
 from memories.services.export import EXPORT_FORMAT, EXPORT_VERSION
+from memoryproject import dialect
 from memoryproject.exceptions import Conflict, NotFound
 from memoryproject.timeparse import format_instant
 from search.indexing import index_drift
@@ -498,9 +499,8 @@ def _bulk_folder(root, count: int) -> None:
         (root / f"part{first:06}.md").write_text("\n\n".join(paragraphs), encoding="utf-8")
 
 
-def _count(db_path, sql: str) -> int:
-    with closing(sqlite3.connect(db_path)) as db:
-        return db.execute(sql).fetchone()[0]
+def _count(instance, sql: str) -> int:
+    return instance.sql(sql)[0][0]
 
 
 @pytest.mark.slow
@@ -532,18 +532,21 @@ def test_a_remember_gets_in_while_a_large_import_runs_and_sees_none_of_it(instan
     assert result["seen"] == {"bulk": 0, "listed": 0, "recalled": 0}
     assert result["took"] < 1.0
     assert f"{count} created" in imported
-    assert _count(instance.db_path, "SELECT count(*) FROM memories_memory WHERE namespace = 'bulk'") == count
-    assert _count(instance.db_path, "SELECT count(*) FROM memories_memory WHERE key = 'meanwhile'") == 1
+    assert _count(instance, "SELECT count(*) FROM memories_memory WHERE namespace = 'bulk'") == count
+    assert _count(instance, "SELECT count(*) FROM memories_memory WHERE key = 'meanwhile'") == 1
 
 
 STORE_ROWS = """
 import json
 import numpy as np
 from django.db import connection
+from memoryproject import dialect
 counts = {}
 with connection.cursor() as cursor:
-    for table in ("memories_memory", "memories_revision", "search_document", "search_vectors",
-                  "search_fts_words_docsize", "memories_importbatch"):
+    # PostgreSQL has no FTS5 tables.
+    fts = [] if dialect.is_postgresql() else ["search_fts_words_docsize"]
+    for table in ["memories_memory", "memories_revision", "search_document", "search_vectors", *fts,
+                  "memories_importbatch"]:
         cursor.execute(f"SELECT count(*) FROM {table}")
         counts[table] = cursor.fetchone()[0]
     cursor.execute("SELECT revision_id FROM search_posting_tail")
@@ -566,7 +569,7 @@ def test_an_import_killed_half_way_leaves_nothing_visible_and_purge_removes_its_
                                 stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60
-        while _count(instance.db_path, "SELECT count(*) FROM memories_revision WHERE batch_id IS NOT NULL") < 500:
+        while _count(instance, "SELECT count(*) FROM memories_revision WHERE batch_id IS NOT NULL") < 500:
             assert importer.poll() is None, "the import ended before it could be killed"
             assert time.monotonic() < deadline, "the import did not start writing"
             time.sleep(0.02)
@@ -576,7 +579,7 @@ def test_an_import_killed_half_way_leaves_nothing_visible_and_purge_removes_its_
         if importer.poll() is None:
             importer.kill()
     assert importer.returncode == -signal.SIGKILL
-    assert _count(instance.db_path, "SELECT count(*) FROM memories_importbatch WHERE state = 'published'") == 0
+    assert _count(instance, "SELECT count(*) FROM memories_importbatch WHERE state = 'published'") == 0
 
     assert instance.memory("list", "--namespace", "bulk")["items"] == []
     doctor = instance.manage("doctor")
@@ -589,20 +592,38 @@ def test_an_import_killed_half_way_leaves_nothing_visible_and_purge_removes_its_
     doctor = instance.manage("doctor")
     assert doctor.returncode == 0, doctor.stdout
     left = json.loads(instance.run(STORE_ROWS))
+    fts = {} if dialect.is_postgresql() else {"search_fts_words_docsize": 1}
     assert left == {"memories_memory": 1, "memories_revision": 1, "search_document": 1, "search_vectors": 1,
-                    "search_fts_words_docsize": 1, "memories_importbatch": 0,
-                    "posted revisions": [1]}
+                    **fts, "memories_importbatch": 0, "posted revisions": [1]}
+
+
+@contextmanager
+def _holding_the_write_lock(instance):
+    """Another writer holding the database's write lock: SQLite's file lock, PostgreSQL's advisory lock."""
+    if dialect.is_postgresql():
+        import psycopg
+
+        from memoryproject.pg_backend.base import WRITE_LOCK_KEY
+
+        with psycopg.connect(instance.env["MEMORY_DATABASE_URL"], autocommit=True) as holder:
+            holder.execute("SELECT pg_advisory_lock(%s)", [WRITE_LOCK_KEY])
+            yield
+        return
+    with closing(sqlite3.connect(instance.db_path, isolation_level=None)) as holder:
+        holder.execute("BEGIN IMMEDIATE")
+        yield
+        holder.execute("ROLLBACK")
 
 
 @pytest.mark.slow
 def test_a_write_that_cannot_get_the_lock_answers_busy_with_retry_after_never_500(instance):
     keys = instance.create_api_keys(writer={})
     env = {**instance.env, "MEMORY_DB_BUSY_TIMEOUT": "1"}
-    with serve(env) as base, closing(sqlite3.connect(instance.db_path, isolation_level=None)) as holder:
+    # Another writer holding the lock past the busy timeout.
+    with serve(env) as base, _holding_the_write_lock(instance):
         import urllib.error
         import urllib.request
 
-        holder.execute("BEGIN IMMEDIATE")  # another writer holding the lock past the busy timeout
         request = urllib.request.Request(f"{base}/api/v1/memories/", method="POST",
                                          data=json.dumps({"content": "Blocked.", "namespace": "acme"}).encode(),
                                          headers={"Authorization": f"Bearer {keys['writer']}",
@@ -613,7 +634,6 @@ def test_a_write_that_cannot_get_the_lock_answers_busy_with_retry_after_never_50
         body = json.loads(error.read())
         cli = subprocess.run([sys.executable, "manage.py", "memory", "remember", "Blocked too.", "--namespace",
                               "acme"], cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=60)
-        holder.execute("ROLLBACK")
 
     assert error.code == 503
     assert error.headers["Retry-After"] == "2"

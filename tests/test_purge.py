@@ -1,4 +1,5 @@
 import datetime as dt
+import os
 from contextlib import closing
 
 import pytest
@@ -140,6 +141,7 @@ def test_the_command_reports_a_dry_run_without_removing_anything(expired, capsys
 
 _SEED = """
 import datetime as dt
+import os
 for n in range(40):
     # Big enough to fill pages of their own, so deleting them frees pages that VACUUM must return.
     services.memory_remember(namespace="acme", content=f"Expired long ago, number {n}. " + "filler " * 500,
@@ -155,6 +157,8 @@ def _purge(instance, *args) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.sqlite_only("counts the SQLite file's free pages (PRAGMA freelist_count); PostgreSQL's VACUUM FULL is "
+                         "checked by the test below")
 def test_the_purge_command_removes_expired_memories_and_prints_one_line(instance):
     instance.run(_SEED)
 
@@ -172,6 +176,29 @@ def test_the_purge_command_removes_expired_memories_and_prints_one_line(instance
     with closing(Database.connect(instance.db_path)) as db:
         assert db.execute("SELECT count(*) FROM memories_revision").fetchone() == (1,)
         assert db.execute("PRAGMA freelist_count").fetchone() == (0,)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get("MEMORY_DATABASE_URL"), reason="PostgreSQL's VACUUM FULL (make test-postgres)")
+def test_the_purge_command_rewrites_the_purged_tables_with_vacuum_full_on_postgresql(instance):
+    instance.run(_SEED)
+    files = "SELECT pg_relation_filenode('memories_revision'), pg_relation_filenode('search_vectors')"
+
+    [before] = instance.sql(files)
+
+    dry = _purge(instance, "--dry-run")
+    first = _purge(instance)
+    [after_first] = instance.sql(files)
+    again = _purge(instance, "--vacuum")
+
+    assert dry == "Would purge 40 expired revision(s), 0 tombstone(s) and 40 emptied memory(ies).\n"
+    assert first == "Purged 40 expired revision(s), 0 tombstone(s) and 40 emptied memory(ies).\n"
+    assert again == ("Purged 0 expired revision(s), 0 tombstone(s) and 0 emptied memory(ies); "
+                     "tables rewritten (VACUUM FULL).\n")
+    # Without --vacuum, a plain VACUUM frees the rows' room in place; VACUUM FULL writes each table into new files.
+    assert after_first == before
+    assert all(old != new for old, new in zip(before, instance.sql(files)[0]))
+    assert instance.sql("SELECT count(*) FROM memories_revision") == [(1,)]
 
 
 def test_the_purge_command_turns_a_bad_batch_size_into_a_command_error(db):

@@ -6,7 +6,6 @@ import json
 import re
 import shutil
 import socket
-import sqlite3
 import subprocess
 import time
 import urllib.request
@@ -75,11 +74,10 @@ def stored(url: str, key: str, namespace: str) -> list[dict]:
 
 
 def injections(instance, harness: str) -> list[tuple]:
-    with sqlite3.connect(instance.db_path) as db:
-        return db.execute("SELECT i.hook, i.session, i.query, i.characters, count(m.id), count(m.used_at) "
-                          "FROM telemetry_injection i "
-                          "LEFT JOIN telemetry_injectedmemory m ON m.injection_id = i.id WHERE i.harness = ? "
-                          "GROUP BY i.id ORDER BY i.id", (harness,)).fetchall()
+    return instance.sql("SELECT i.hook, i.session, i.query, i.characters, count(m.id), count(m.used_at) "
+                        "FROM telemetry_injection i "
+                        "LEFT JOIN telemetry_injectedmemory m ON m.injection_id = i.id WHERE i.harness = %s "
+                        "GROUP BY i.id ORDER BY i.id", (harness,))
 
 
 def harness_env(url: str, key: str, harness: str, namespace: str, turns) -> dict:
