@@ -192,8 +192,7 @@ def evaluate(samples: list[dict], keys: dict[str, dict[str, str]], *, modes=MODE
                                              memories=[{"memory_id": hit.memory.id,
                                                         "revision_id": hit.memory.revision_id} for hit in shown])
                         if inject == "answer":
-                            used = hook_used(caller=harness, harness="locomo", hook="simulated",
-                                             injection=record.id, answer=item["answer"]).used
+                            used = hook_used(caller=harness, injection=record.id, answer=item["answer"]).used
                         else:
                             used = [shown[0].memory.id]
                             injection_used_mark(injection_id=record.id, memory_ids=used)

@@ -361,8 +361,6 @@ class HookReportArgs(Arguments):
 
 
 class HookUsedArgs(Arguments):
-    harness: HookName = Field(description=HARNESS_HELP)
-    hook: HookName = Field(description=HOOK_HELP)
     session: SessionId = None
     answer: Annotated[str, Field(max_length=ANSWER_MAX_CHARS)] = Field(description=(
         "The answer that followed the injection (read for the memories' words, never kept); send the end of a "

@@ -55,14 +55,14 @@ def marked() -> dict[int, bool]:
 
 def test_the_answer_marks_the_memories_it_used_in_the_sessions_newest_injection(injected):
     deploys, owner = injected["deploys"].id, injected["owner"].id
-    record = hook_used(caller=caller("acme"), harness="claude-code", hook="Stop", session="s-1",
+    record = hook_used(caller=caller("acme"), session="s-1",
                        answer="It deploys on Fridays, from kestrel.")
     assert (record.injection, record.used, record.unused) == (injected["injection"], [deploys], [owner])
     assert marked() == {deploys: True, owner: False}
     first = InjectedMemory.objects.get(memory_id=deploys).used_at
 
     # A second answer may mark more; a memory keeps the time it was first marked.
-    again = hook_used(caller=caller("acme"), harness="claude-code", hook="Stop", injection=injected["injection"],
+    again = hook_used(caller=caller("acme"), injection=injected["injection"],
                       answer="Priya Raman owns it, and it deploys on Fridays.")
     assert again.used == [deploys, owner]
     assert InjectedMemory.objects.get(memory_id=deploys).used_at == first
@@ -74,15 +74,15 @@ def test_words_of_the_prompt_are_no_sign_of_use(remember):
     record = hook_report(caller=caller("acme"), harness="shell", hook="prompt", session="s-3",
                          query="When do deploys go out for the release?", characters=60,
                          memories=[{"memory_id": memory.id, "revision_id": memory.revision_id}])
-    echo = hook_used(caller=caller("acme"), harness="shell", hook="answer", injection=record.id,
+    echo = hook_used(caller=caller("acme"), injection=record.id,
                      answer="When do deploys go out for the release?")
     assert echo.used == []
-    assert hook_used(caller=caller("acme"), harness="shell", hook="answer", injection=record.id,
+    assert hook_used(caller=caller("acme"), injection=record.id,
                      answer="On Fridays, once the review is done.").used == [memory.id]
 
 
 def test_nothing_to_mark_when_the_session_reported_no_injection(injected):
-    record = hook_used(caller=caller("acme"), harness="claude-code", hook="Stop", session="s-2",
+    record = hook_used(caller=caller("acme"), session="s-2",
                        answer="It deploys on Fridays, from kestrel.")
     assert (record.injection, record.used, record.unused) == (None, [], [])
     assert not any(marked().values())
@@ -91,8 +91,8 @@ def test_nothing_to_mark_when_the_session_reported_no_injection(injected):
 def test_another_keys_injection_is_not_found_nor_its_session_read(injected):
     other = Caller(actor="key:other", interface="api", scopes=frozenset({"read"}), namespaces=("acme",))
     with pytest.raises(NotFound):
-        hook_used(caller=other, harness="h", hook="Stop", injection=injected["injection"], answer="Fridays kestrel")
-    assert hook_used(caller=other, harness="h", hook="Stop", session="s-1", answer="Fridays kestrel").injection is None
+        hook_used(caller=other, injection=injected["injection"], answer="Fridays kestrel")
+    assert hook_used(caller=other, session="s-1", answer="Fridays kestrel").injection is None
     assert not any(marked().values())
 
 
@@ -102,10 +102,10 @@ def test_another_keys_injection_is_not_found_nor_its_session_read(injected):
     ({"injection": True}, InvalidInput, "injection"),
     ({"answer": None, "session": "s-1"}, InvalidInput, "answer"),
     ({"answer": "x" * 50_001, "session": "s-1"}, TooLarge, "answer"),
-    ({"hook": "", "session": "s-1"}, InvalidInput, "hook"),
+    ({"session": "s" * 201}, TooLarge, "session"),
 ])
 def test_bad_input_is_refused_naming_the_field_and_marks_nothing(injected, fields, error, field):
-    arguments = {"harness": "claude-code", "hook": "Stop", "answer": "It deploys on Fridays, from kestrel."}
+    arguments = {"answer": "It deploys on Fridays, from kestrel."}
     with pytest.raises(error) as raised:
         hook_used(caller=caller("acme"), **{**arguments, **fields})
     assert raised.value.field == field
@@ -121,12 +121,10 @@ def test_over_http_the_answer_is_read_and_not_kept(db, remember):
         "harness": "claude-code", "hook": "UserPromptSubmit", "session": "s-9", "characters": 50,
         "memories": [{"memory_id": memory.id, "revision_id": memory.revision_id}]}, format="json").json()
     secret = "It deploys on Fridays from kestrel; the answer's own words: zanzibar-quokka."
-    response = client.post("/api/v1/hooks/used/", {"harness": "claude-code", "hook": "Stop", "session": "s-9",
-                                                   "answer": secret}, format="json")
+    response = client.post("/api/v1/hooks/used/", {"session": "s-9", "answer": secret}, format="json")
     assert response.status_code == 200, response.content
     assert response.json() == {"injection": report["id"], "used": [memory.id], "unused": []}
-    assert error_of(client.post("/api/v1/hooks/used/", {"harness": "claude-code", "hook": "Stop",
-                                                        "answer": "x" * 50_001, "session": "s-9"},
+    assert error_of(client.post("/api/v1/hooks/used/", {"answer": "x" * 50_001, "session": "s-9"},
                                 format="json"), 413)["field"] == "answer"
     with connection.cursor() as cursor:
         tables = [name for name in connection.introspection.table_names(cursor) if name.startswith("telemetry_")]

@@ -229,8 +229,7 @@ def on_stop(event: dict, client: Client, out) -> None:
     session = _session(event)
     if not answer.strip() or not session:
         return
-    client.post("/api/v1/hooks/used/", {"harness": HARNESS, "hook": "Stop", "session": session,
-                                        "answer": answer[-USED_ANSWER_MAX:]})
+    client.post("/api/v1/hooks/used/", {"session": session, "answer": answer[-USED_ANSWER_MAX:]})
 
 
 def capture(event: dict, turns: list[tuple[str, str]]) -> tuple[str, str]:

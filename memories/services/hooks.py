@@ -332,8 +332,7 @@ def answer_uses(memory_words: set[str], answer_words: set[str]) -> bool:
     return 3 * shared >= len(memory_words) or 2 * shared >= len(answer_words)
 
 
-def hook_used(*, caller: Caller, harness: str, hook: str, session: str = "", answer: str,
-              injection: int | None = None) -> UsedRecord:
+def hook_used(*, caller: Caller, session: str = "", answer: str, injection: int | None = None) -> UsedRecord:
     """Mark which memories of an injection the answer that followed it used (``answer_uses``, less the words of
     the injection's query); the answer is not kept.
 
@@ -341,8 +340,6 @@ def hook_used(*, caller: Caller, harness: str, hook: str, session: str = "", ans
     in ``session``. Nothing to mark (no injection yet) is an answer with ``injection`` null.
     """
     caller.require(Scope.READ)
-    _name(harness, field="harness", required=True)
-    _name(hook, field="hook", required=True)
     session = _session(session)
     if not isinstance(answer, str):
         raise InvalidInput(f"answer: expected text, got {type(answer).__name__}.", field="answer")

@@ -182,7 +182,6 @@ class Session {
     if (!answer) return;
     await memory.failOpen("used", (deadline) =>
       memory.post("/api/v1/hooks/used/", {
-        harness: HARNESS, hook: "chat.messages.transform", session: messages[at].info.sessionID.slice(0, SESSION_MAX),
         injection: pending.injection, answer: answer.slice(-USED_ANSWER_MAX),
       }, deadline));
   }
