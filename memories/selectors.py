@@ -45,7 +45,7 @@ CONFIDENCE_CANDIDATES_MAX = 400
 
 def resolve_times(as_of=None, valid_at=None) -> tuple[dt.datetime, dt.datetime]:
     """Parse a (as_of, valid_at) pair; as_of defaults to now and valid_at to as_of."""
-    as_of_time = parse_optional_instant(as_of, field="as_of") or timezone.now()
+    as_of_time = parse_optional_instant(as_of, field="as_of") or dialect.now()
     valid_time = parse_optional_instant(valid_at, field="valid_at") or as_of_time
     return as_of_time, valid_time
 
@@ -428,7 +428,7 @@ def memory_list(
         # The lifecycle states are read from the attribute rows, as of now when no time is given.
         return _list_at(*resolve_times(as_of, valid_at), namespace=namespace, tags=tags, kind=kind, state=state,
                         limit=limit, cursor=cursor)
-    now = timezone.now()
+    now = dialect.now()
     memories = Memory.objects.all()
     if namespace:
         names = [namespace] if isinstance(namespace, str) else list(namespace)
@@ -551,7 +551,7 @@ def visible_duplicate(*, namespace: str, content_hash: str, exclude_memory_id: i
     # Most writes carry new text: no row has the hash, a far cheaper query than the visibility one.
     if not revisions.exists():
         return None
-    shown = revisions.visible(as_of=timezone.now()).values("memory_id")
+    shown = revisions.visible(as_of=dialect.now()).values("memory_id")
     return Memory.objects.filter(pk__in=shown).order_by("pk").first()
 
 
@@ -565,7 +565,7 @@ def visible_same_triple(*, namespace: str, subject: str, predicate: str, object:
     # LIKE (ASCII case-insensitive) narrows to the few rows naming both before visibility and the exact comparison.
     candidates = (Revision.objects.filter(memory__namespace=namespace, subject__icontains=wanted[0].split()[-1],
                                           object__icontains=wanted[2].split()[-1])
-                  .visible(as_of=timezone.now()).order_by("memory_id", "id"))
+                  .visible(as_of=dialect.now()).order_by("memory_id", "id"))
     for revision in candidates:
         if (entity_name(revision.subject), predicate_name(revision.predicate),
                 entity_name(revision.object)) == wanted:
@@ -585,7 +585,7 @@ def visible_duplicates(*, namespace: str, content_hashes) -> dict[str, int]:
     then the visibility rule for those few memories.
     """
     hashes, found = sorted(set(content_hashes)), {}
-    now = timezone.now()
+    now = dialect.now()
     for start in range(0, len(hashes), _HASHES_PER_QUERY):
         # By hash alone: with the namespace in the WHERE clause SQLite walks the namespace, not the hash index.
         stored = Revision.objects.filter(content_hash__in=hashes[start:start + _HASHES_PER_QUERY])

@@ -108,6 +108,19 @@ def triggers_on(cursor, table: str) -> set[str]:
     return {row[0] for row in cursor.fetchall()}
 
 
+def now() -> dt.datetime:
+    """The time a read takes as now when it names none: the clock writes are stamped by (``locked_now``).
+
+    On PostgreSQL that is the database's, so a read sees every write committed before it,
+    through any server sharing the database, whatever the app servers' clocks say.
+    """
+    if not is_postgresql():
+        return timezone.now()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT clock_timestamp()")
+        return cursor.fetchone()[0].astimezone(dt.timezone.utc)
+
+
 def locked_now() -> dt.datetime:
     """The time to stamp a write with (known_at and the like); call it inside the write's transaction.
 
@@ -117,8 +130,4 @@ def locked_now() -> dt.datetime:
     the database's clock is the one they share. clock_timestamp(), not now(), which is
     the transaction's start, before it waited for the lock.
     """
-    if not is_postgresql():
-        return timezone.now()
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT clock_timestamp()")
-        return cursor.fetchone()[0].astimezone(dt.timezone.utc)
+    return now()

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from django.conf import settings
-from django.utils import timezone
 
+from memoryproject import dialect
 from search import cosines, indexing, snapshot
 from search.errors import Unavailable
 
@@ -47,7 +47,7 @@ def find_near_twin(content: str, *, namespace: str, title: str = "", exclude_mem
     if threshold > 1.0:
         return None
     view = snapshot.current()
-    now = snapshot.to_micros(at or timezone.now())
+    now = snapshot.to_micros(at or dialect.now())
     # The visible set every recall "now" shares; the few rows close enough are then checked for the namespace.
     visible = view.visible_rows(as_of=now, valid_at=now)
     if namespace not in view.namespaces:

@@ -448,3 +448,29 @@ def test_two_servers_on_one_database_share_every_write_and_answer_alike_as_of_an
         assert then[0] == then[1] == [row for row in on_first if row[3] <= middle]
         _call(second, token, "POST", "memories/", {"namespace": "shared", "key": "later", "content": "Written later."})
         assert _listed(first, token, as_of=middle) == then[0]
+
+
+@on_a_cluster
+def test_a_server_whose_clock_is_behind_the_database_still_reads_what_was_just_written(cluster, migrated, tmp_path):
+    cluster.sql('CREATE DATABASE "skewed" TEMPLATE "migrated"')
+    # This process's clock runs an hour behind the database's (an app server out of sync): writes are stamped by
+    # the database's clock, and a read that names no time must take its "now" from there too, or miss them.
+    skewed = ("import datetime as dt, json\n"
+              "from django.utils import timezone\n"
+              "real_now = timezone.now\n"
+              "timezone.now = lambda: real_now() - dt.timedelta(hours=1)\n"
+              "from memories.selectors import memory_get, memory_list, memory_recall\n"
+              "from memories.services import memory_remember\n"
+              "stored = memory_remember(namespace='acme', key='db', content='The staging database runs on db-7.',\n"
+              "                         actor='test', interface='cli')\n"
+              "print(json.dumps({'stored': stored.memory.id,\n"
+              "    'recalled': [hit.memory.id for hit in memory_recall(query='staging database', namespace='acme',\n"
+              "                                                        mode='keyword').hits],\n"
+              "    'listed': [record.id for record in memory_list(namespace='acme').items],\n"
+              "    'got': memory_get(namespace='acme', key='db').id}))\n")
+
+    done = python(skewed, env=clean_env(tmp_path, MEMORY_DATABASE_URL=cluster.url("skewed")))
+
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["recalled"] == seen["listed"] == [seen["stored"]] and seen["got"] == seen["stored"]
