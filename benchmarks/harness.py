@@ -23,14 +23,18 @@ if str(ROOT) not in sys.path:
 import memoryproject  # noqa: E402,F401  (the server's process settings, OpenBLAS's among them, before numpy loads)
 
 
-def setup(db_path: Path, *, embedder: str = "hash", fresh: bool = True) -> None:
-    """Point Django at ``db_path`` (deleted first when ``fresh``), migrate it, and return."""
-    db_path = Path(db_path)
-    if fresh:
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{db_path}{suffix}").unlink(missing_ok=True)
-    db_path.parent.mkdir(parents=True, exist_ok=True)
-    os.environ["MEMORY_DB_PATH"] = str(db_path)
+def setup(db_path: Path | None, *, embedder: str = "hash", fresh: bool = True, database_url: str | None = None) -> None:
+    """Point Django at ``db_path`` (deleted first when ``fresh``), or at PostgreSQL's ``database_url`` (which
+    ``db_path`` then leaves alone), migrate it, and return."""
+    if database_url is not None:
+        os.environ["MEMORY_DATABASE_URL"] = database_url
+    else:
+        db_path = Path(db_path)
+        if fresh:
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{db_path}{suffix}").unlink(missing_ok=True)
+        db_path.parent.mkdir(parents=True, exist_ok=True)
+        os.environ["MEMORY_DB_PATH"] = str(db_path)
     os.environ["MEMORY_EMBEDDER"] = embedder
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryproject.settings")
     os.environ.setdefault("MEMORY_LOG_LEVEL", "ERROR")

@@ -3,7 +3,15 @@
     .venv/bin/python benchmarks/latency.py --sizes 1000,10000,100000 --embedder minilm \
         --output benchmarks/results/latency-minilm.json
 
-Per size, in one fresh SQLite file with one namespace:
+    .venv/bin/python benchmarks/latency.py --sizes 100000 --embedder minilm \
+        --database sqlite --database postgresql --output benchmarks/results/latency-engines.json
+
+Per size (and per ``--database``, each in a process of its own, one after the other), in
+one fresh database with one namespace: a SQLite file, or on PostgreSQL a database of its
+own (``postgresql``: on a throwaway cluster this script starts with PostgreSQL's default
+durability; a ``postgresql://`` URL: on that server, which must let the URL's user create
+databases; ``memory_latency_<size>`` is dropped first and at the end). Given both, the
+saved result adds each size's PostgreSQL-over-SQLite ratios and the goals they are held to.
 
 1. a seeded two-year history (``history.make_history``: later revisions, bounded
    corrections, tombstones, TTLs; natural-looking Zipfian text, 100-300 characters) is
@@ -16,11 +24,13 @@ Per size, in one fresh SQLite file with one namespace:
    timing is real, but cosines between a MiniLM query and hash vectors mean nothing
    (only the timings of such a run are meaningful). The JSON records which was done.
 2. recall is timed for each query in keyword, semantic and hybrid mode, now and as of a
-   year back, beside the floors measured on the same data in the same loop: a bare FTS5
+   year back, beside the floors measured on the same data in the same loop: a bare read
+   of the posting rows of the query's words (``floor_postings_read``, on either engine),
+   and on SQLite a bare FTS5
    ``MATCH ... ORDER BY rank LIMIT 10`` on ``search_fts_words`` (the query's words
    quoted and joined by OR, and by AND), a bare sqlite-vec KNN
    (``search.vectors.vec0_knn``, k=10, query vector precomputed), numpy's scan of the
-   float32 matrix. Hybrid is also timed
+   float32 matrix (PostgreSQL has neither FTS5 nor vec0). Hybrid is also timed
    with the query vector precomputed, and the query embedding alone, so its share shows.
    In that loop every recall follows a scan of every vector, which leaves the CPU caches
    cold; keyword recall is timed once more query after query (``keyword_now_back_to_back``),
@@ -53,11 +63,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import harness  # noqa: E402
 
+# Issue 31: PostgreSQL beside SQLite at 100k, p50 over p50.
+POSTGRESQL_GOALS = {"keyword_now": 1.5, "hybrid_now": 1.5, "remember": 2.0}
 TARGETS_100K = {
     "hybrid_now_incl_embedding_p50_ms": 20.0,
     "hybrid_now_incl_embedding_p95_ms": 35.0,
@@ -85,6 +98,9 @@ def parse_args():
                         help="with --embedder minilm, sizes up to this store real MiniLM vectors")
     parser.add_argument("--load-batch", type=int, default=5000, help="memories per bulk-load transaction")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--database", action="append", default=None,
+                        help="sqlite (the default), postgresql (a throwaway cluster), or a postgresql:// URL whose "
+                             "user may create databases; give it twice to run each size on both")
     parser.add_argument("--db-dir", default=None, help="where the benchmark databases go (default: a temp dir)")
     parser.add_argument("--keep-db", action="store_true")
     parser.add_argument("--blas-threads", type=int, default=None,
@@ -116,6 +132,15 @@ def make_queries(corpus, memories, count, rng):
     return queries
 
 
+def postings_floor(cursor, terms):
+    """The bare read of ``terms``' posting rows, packed and tail (two statements, as search reads them): no decoding."""
+    marks = ", ".join(["%s"] * len(terms))
+    cursor.execute(f"SELECT revision_ids, tfs FROM search_posting WHERE term IN ({marks})", terms)
+    packed = cursor.fetchall()
+    cursor.execute(f"SELECT revision_id, tf FROM search_posting_tail WHERE term IN ({marks})", terms)
+    return packed, cursor.fetchall()
+
+
 def fts5_floor(cursor, words, joiner):
     from search.text import fts5_quote
 
@@ -130,7 +155,19 @@ def ratio(value, floor):
     return round(value / floor, 2) if floor else None
 
 
-def run_size(size, args, corpus_seed):
+def fresh_database(server_url: str, size: int, *, drop_only: bool = False) -> str:
+    """The URL of ``memory_latency_<size>`` on the server at ``server_url``, dropped and made anew (or only dropped)."""
+    import psycopg
+
+    name = f"memory_latency_{size}"
+    with psycopg.connect(server_url, autocommit=True) as admin:  # CREATE DATABASE runs outside a transaction
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        if not drop_only:
+            admin.execute(f'CREATE DATABASE "{name}"')
+    return urlsplit(server_url)._replace(path=f"/{name}").geturl()
+
+
+def run_size(size, args, corpus_seed, database="sqlite"):
     from corpus import Corpus
     from history import bulk_load, import_document, make_history
 
@@ -138,7 +175,8 @@ def run_size(size, args, corpus_seed):
     db_path = db_dir / f"latency-{size}.db"
     real_vectors = args.embedder == "minilm" and size <= args.real_embed_max
     load_embedder = "minilm" if real_vectors else "hash"
-    harness.setup(db_path, embedder=load_embedder)
+    database_url = None if database == "sqlite" else fresh_database(database, size)
+    harness.setup(db_path, embedder=load_embedder, database_url=database_url)
 
     from django.conf import settings
     from django.db import connection
@@ -150,7 +188,7 @@ def run_size(size, args, corpus_seed):
     from search import cosines, postings, snapshot, text, vectors
     from search.embeddings import get_embedder, warm_up
 
-    result = {"size": size, "load_average_at_start": os.getloadavg()}
+    result = {"size": size, "engine": dialect.engine(), "load_average_at_start": os.getloadavg()}
     rng = random.Random(args.seed * 1000 + size)
     corpus = Corpus(corpus_seed)
     now = timezone.now()
@@ -174,7 +212,7 @@ def run_size(size, args, corpus_seed):
         "bounded_corrections": sum(revision.valid_to is not None for memory in memories
                                    for revision in memory.revisions),
         "namespaces": 1, "terms": terms, "packed_posting_ids": (posting_bytes or 0) // 4, "tail_rows": tail_rows,
-        "database_mb": round(sum(path.stat().st_size for path in db_dir.glob(f"{db_path.name}*")) / 2**20, 1),
+        "database_mb": round(dialect.size_bytes() / 2**20, 1),
     }
     result["load"] = {
         "how": f"history.bulk_load: plain INSERTs + search.indexing.index_revisions per {args.load_batch:,} "
@@ -211,7 +249,9 @@ def run_size(size, args, corpus_seed):
 
     queries = make_queries(corpus, memories, args.queries, rng)
     historical = now - dt.timedelta(days=365)
-    names = ("floor_fts5_or", "floor_fts5_and", "floor_vec0_knn", "floor_numpy_matrix_scan",
+    sqlite = not dialect.is_postgresql()
+    names = ("floor_postings_read", *(("floor_fts5_or", "floor_fts5_and", "floor_vec0_knn") if sqlite else ()),
+             "floor_numpy_matrix_scan",
              "query_embedding",
              "keyword_now", "semantic_now", "hybrid_now", "hybrid_now_excl_embedding",
              "keyword_historical", "semantic_historical", "hybrid_historical", "hybrid_historical_excl_embedding")
@@ -228,12 +268,16 @@ def run_size(size, args, corpus_seed):
     with connection.cursor() as cursor:
         for query in queries:
             words = query.split()
-            samples["floor_fts5_or"].append(harness.measured(fts5_floor, cursor, words, " OR ")[1:])
-            samples["floor_fts5_and"].append(harness.measured(fts5_floor, cursor, words, " ")[1:])
+            terms = [postings.key("bench", token.stem) for token in text.clean_query(query).terms]
+            samples["floor_postings_read"].append(harness.measured(postings_floor, cursor, terms)[1:])
+            if sqlite:
+                samples["floor_fts5_or"].append(harness.measured(fts5_floor, cursor, words, " OR ")[1:])
+                samples["floor_fts5_and"].append(harness.measured(fts5_floor, cursor, words, " ")[1:])
             vector, *times = harness.measured(embedder.embed_query, query)
             samples["query_embedding"].append(times)
             embedded[query] = vector
-            samples["floor_vec0_knn"].append(harness.measured(vectors.vec0_knn, vector, k=10)[1:])
+            if sqlite:
+                samples["floor_vec0_knn"].append(harness.measured(vectors.vec0_knn, vector, k=10)[1:])
             for label, as_of in (("now", None), ("historical", historical)):
                 for mode in ("keyword", "semantic", "hybrid"):
                     answer, *times = harness.measured(memory_recall, query=query, mode=mode, limit=10, as_of=as_of)
@@ -255,13 +299,16 @@ def run_size(size, args, corpus_seed):
     samples["floor_numpy_matrix_scan"] = [harness.measured(stored.matrix.__matmul__, embedded[query])[1:]
                                           for query in queries]
     recall = {name: harness.summary(values) for name, values in samples.items()}
-    floor_or, floor_and, floor_knn = (recall[name]["p50_ms"] for name in
+    floor_postings = recall["floor_postings_read"]["p50_ms"]
+    floor_or, floor_and, floor_knn = (recall[name]["p50_ms"] if name in recall else None for name in
                                       ("floor_fts5_or", "floor_fts5_and", "floor_vec0_knn"))
     for name, stats in recall.items():
         if name.startswith(("keyword", "hybrid")):
+            stats["p50_over_postings_read_floor"] = ratio(stats["p50_ms"], floor_postings)
+        if sqlite and name.startswith(("keyword", "hybrid")):
             stats["p50_over_fts5_or_floor"] = ratio(stats["p50_ms"], floor_or)
             stats["p50_over_fts5_and_floor"] = ratio(stats["p50_ms"], floor_and)
-        if name.startswith(("semantic", "hybrid")):
+        if sqlite and name.startswith(("semantic", "hybrid")):
             stats["p50_over_vec0_floor"] = ratio(stats["p50_ms"], floor_knn)
             stats["p50_over_vec0_plus_embedding"] = ratio(stats["p50_ms"],
                                                           floor_knn + recall["query_embedding"]["p50_ms"])
@@ -313,7 +360,7 @@ def run_size(size, args, corpus_seed):
                                       "compact_after_rows": postings.COMPACT_AFTER}
 
     result["concurrent"] = concurrent_latency(args, corpus, queries)
-    result["http"] = http_latency(db_path, args, queries[:args.http_queries], corpus)
+    result["http"] = http_latency(db_path, database_url, args, queries[:args.http_queries], corpus)
 
     # Bulk import through the service (trusted: recorded times, revisions and tombstones replayed).
     extra = make_history(corpus, args.import_size, now=now, namespace="bench", key_prefix="import-")
@@ -333,6 +380,8 @@ def run_size(size, args, corpus_seed):
 
     connections.close_all()
     if not args.keep_db:
+        if database_url:
+            fresh_database(database, size, drop_only=True)
         for path in db_dir.glob(f"{db_path.name}*"):
             path.unlink()
     return result
@@ -408,7 +457,7 @@ def concurrent_latency(args, corpus, queries: list[str]) -> dict:
     }
 
 
-def http_latency(db_path: Path, args, queries: list[str], corpus) -> dict:
+def http_latency(db_path: Path, database_url: str | None, args, queries: list[str], corpus) -> dict:
     """Recall and remember over the REST API beside the same calls in-process (see the module docstring)."""
     import http.client
     import json
@@ -420,13 +469,16 @@ def http_latency(db_path: Path, args, queries: list[str], corpus) -> dict:
     from memories.services import memory_remember
     from memories.services.keys import api_key_create
     from memories.selectors import memory_recall
-    from tests.subprocesses import clean_env, serve
+    from tests.subprocesses import serve
 
     _, key = api_key_create(name="latency benchmark", scopes=["read", "write", "admin"], actor="bench",
                             interface="cli")
     connection.close()  # the server process writes too; this one reopens on its next query
-    env = clean_env(db_path.parent, MEMORY_DB_PATH=str(db_path), MEMORY_EMBEDDER=args.embedder,
-                    MEMORY_API_READS_PER_MINUTE="0", MEMORY_API_WRITES_PER_MINUTE="0", MEMORY_LOG_LEVEL="ERROR")
+    env = {name: value for name, value in os.environ.items() if not name.startswith("MEMORY_")}
+    env.update(DJANGO_SETTINGS_MODULE="memoryproject.settings", MEMORY_DATA_DIR=str(db_path.parent),
+               MEMORY_DB_PATH=str(db_path), MEMORY_EMBEDDER=args.embedder, MEMORY_API_READS_PER_MINUTE="0",
+               MEMORY_API_WRITES_PER_MINUTE="0", MEMORY_LOG_LEVEL="ERROR",
+               **({"MEMORY_DATABASE_URL": database_url} if database_url else {}))
     samples = {name: [] for name in ("keyword_in_process", "keyword_http", "hybrid_in_process", "hybrid_http",
                                      "remember_in_process", "remember_http")}
     with serve(env, timeout=300) as base:
@@ -461,7 +513,7 @@ def http_latency(db_path: Path, args, queries: list[str], corpus) -> dict:
             samples["remember_http"].append(harness.measured(
                 post, "/api/v1/memories/", {"namespace": "bench", "content": corpus.text(), "key": f"hh{number}"})[1:])
         client.close()
-    result = {"how": "uvicorn memoryproject.asgi:application (one worker) on the same file; one keep-alive "
+    result = {"how": "uvicorn memoryproject.asgi:application (one worker) on the same database; one keep-alive "
                      "connection; each HTTP call alternates with the same call in-process",
               **{name: harness.summary(values) for name, values in samples.items()}}
     for name in ("keyword", "hybrid", "remember"):
@@ -519,36 +571,58 @@ def main():
         # Read by OpenBLAS when numpy is first imported, which happens after this.
         os.environ["OPENBLAS_NUM_THREADS"] = str(args.blas_threads)
     sizes = [int(size) for size in args.sizes.split(",")]
-    if len(sizes) > 1:
-        # One process per size, so no cache or model state leaks between sizes (and Django is set up once each).
-        import json
-        import subprocess
+    databases = args.database or ["sqlite"]
+    for database in databases:
+        if database not in ("sqlite", "postgresql") and not database.startswith(("postgresql://", "postgres://")):
+            sys.exit(f"--database {database!r}: give sqlite, postgresql, or a postgresql:// URL")
+    cluster = None
+    if "postgresql" in databases:
+        from tests.postgres import Cluster, missing
 
-        results = []
-        for size in sizes:
-            with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as handle:
-                part = handle.name
-            command = [sys.executable, __file__, "--sizes", str(size), "--output", part,
-                       *[item for name in ("embedder", "queries", "writes", "writers", "readers", "import_size",
-                                           "http_queries", "real_embed_max", "seed", "db_dir")
-                         if getattr(args, name) is not None
-                         for item in (f"--{name.replace('_', '-')}", str(getattr(args, name)))],
-                       *(["--keep-db"] if args.keep_db else [])]
-            subprocess.run(command, check=True)
-            results.append(json.loads(Path(part).read_text()))
-            Path(part).unlink()
-        output = combine(results, args)
-    else:
-        print(f"size {sizes[0]}", flush=True)
-        output = {"sizes": [run_size(sizes[0], args, corpus_seed=args.seed)]}
-        output = combine(output["sizes"], args)
+        if missing():
+            sys.exit(f"--database postgresql: {missing()}; install Debian's postgresql package")
+        cluster = Cluster(durable=True)
+        databases = [cluster.url() if database == "postgresql" else database for database in databases]
+    try:
+        if len(sizes) * len(databases) > 1:
+            # One process per size and engine, so no cache or model state leaks between runs (and Django is set
+            # up once each), one after the other so they never share the CPUs.
+            results = [run_apart(size, database, args) for size in sizes for database in databases]
+        else:
+            print(f"size {sizes[0]} on {databases[0].split('@')[-1]}", flush=True)
+            results = [run_size(sizes[0], args, corpus_seed=args.seed, database=databases[0])]
+    finally:
+        if cluster is not None:
+            cluster.stop()
+    output = combine(results, args)
     path = harness.save(output, args.output or f"benchmarks/results/latency-{args.embedder}.json")
     print(f"saved {path}")
+
+
+def run_apart(size, database, args) -> dict:
+    """``run_size`` in a child process of its own; its result."""
+    import json
+    import subprocess
+
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as handle:
+        part = handle.name
+    command = [sys.executable, __file__, "--sizes", str(size), "--database", database, "--output", part,
+               *[item for name in ("embedder", "queries", "writes", "writers", "readers", "import_size",
+                                   "http_queries", "real_embed_max", "seed", "db_dir")
+                 if getattr(args, name) is not None
+                 for item in (f"--{name.replace('_', '-')}", str(getattr(args, name)))],
+               *(["--keep-db"] if args.keep_db else [])]
+    subprocess.run(command, check=True)
+    result = json.loads(Path(part).read_text())
+    Path(part).unlink()
+    return result
 
 
 def combine(sizes, args):
     from harness import environment
 
+    runs = [size for part in sizes for size in (part.get("sizes") or [part])]
+    ratios = engine_ratios(runs)
     return {
         "benchmark": "latency",
         "command": " ".join(sys.argv),
@@ -558,8 +632,35 @@ def combine(sizes, args):
         "environment": environment(),
         "blas_threads": args.blas_threads or "numpy default (OpenBLAS: one per core)",
         "targets_at_100k": TARGETS_100K,
-        "sizes": [size for part in sizes for size in (part.get("sizes") or [part])],
+        "sizes": runs,
+        **({"postgresql_over_sqlite": ratios} if ratios else {}),
     }
+
+
+def engine_ratios(runs: list[dict]) -> list[dict]:
+    """Per size run on both engines: PostgreSQL's p50 over SQLite's, held to POSTGRESQL_GOALS (import: SQLite's rate
+    over PostgreSQL's, so above 1 is slower there too)."""
+    by_size = {}
+    for run in runs:
+        by_size.setdefault(run["size"], {})[run.get("engine", "sqlite").split()[0]] = run
+    ratios = []
+    for size, engines in sorted(by_size.items()):
+        if not {"sqlite", "postgresql"} <= engines.keys():
+            continue
+        lite, pg = engines["sqlite"], engines["postgresql"]
+        measured = {name: round(pg["recall"][name]["p50_ms"] / lite["recall"][name]["p50_ms"], 2)
+                    for name in ("keyword_now", "semantic_now", "hybrid_now", "hybrid_historical",
+                                 "floor_postings_read")}
+        measured["remember"] = round(pg["writes"]["remember"]["p50_ms"] / lite["writes"]["remember"]["p50_ms"], 2)
+        measured["hybrid_http"] = round(pg["http"]["hybrid_http"]["p50_ms"] / lite["http"]["hybrid_http"]["p50_ms"], 2)
+        measured["remember_http"] = round(pg["http"]["remember_http"]["p50_ms"]
+                                          / lite["http"]["remember_http"]["p50_ms"], 2)
+        measured["bulk_import_time"] = round(lite["bulk_import"]["memories_per_s"]
+                                             / pg["bulk_import"]["memories_per_s"], 2)
+        ratios.append({"size": size, "p50_ratios": measured,
+                       "goals": {name: {"at_most": limit, "met": measured[name] <= limit}
+                                 for name, limit in POSTGRESQL_GOALS.items()}})
+    return ratios
 
 
 if __name__ == "__main__":

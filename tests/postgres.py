@@ -47,9 +47,13 @@ def _free_port() -> int:
 
 
 class Cluster:
-    """A running cluster; ``url(name)`` names a database on it (``create(name)`` makes one)."""
+    """A running cluster; ``url(name)`` names a database on it (``create(name)`` makes one).
 
-    def __init__(self):
+    ``durable``: PostgreSQL's own defaults (fsync, synchronous commit), as a real server runs, for
+    benchmarks; tests go without.
+    """
+
+    def __init__(self, *, durable: bool = False):
         self.folder = Path(tempfile.mkdtemp(prefix="memory-pg-"))
         self.data = self.folder / "data"
         self.port = _free_port()
@@ -58,9 +62,10 @@ class Cluster:
         subprocess.run(_as_owner([_tool("initdb"), "-D", str(self.data), "-U", "postgres", "-A", "trust",
                                   "-E", "UTF8", "--locale=C", "--no-sync"]),
                        check=True, capture_output=True)
-        # Loopback only, no durability (a test cluster), its socket in its own folder.
-        options = (f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.folder} -c fsync=off "
-                   "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
+        # Loopback only, its socket in its own folder; a test cluster without durability.
+        options = f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.folder} -c max_connections=200"
+        if not durable:
+            options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         subprocess.run(_as_owner([_tool("pg_ctl"), "-D", str(self.data), "-o", options, "-w",
                                   "-l", str(self.folder / "log"), "start"]),
                        check=True, capture_output=True)
