@@ -155,11 +155,10 @@ def ratio(value, floor):
     return round(value / floor, 2) if floor else None
 
 
-def fresh_database(server_url: str, size: int, *, drop_only: bool = False) -> str:
-    """The URL of ``memory_latency_<size>`` on the server at ``server_url``, dropped and made anew (or only dropped)."""
+def fresh_database(server_url: str, name: str, *, drop_only: bool = False) -> str:
+    """The URL of database ``name`` on the server at ``server_url``, dropped and made anew (or only dropped)."""
     import psycopg
 
-    name = f"memory_latency_{size}"
     with psycopg.connect(server_url, autocommit=True) as admin:  # CREATE DATABASE runs outside a transaction
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         if not drop_only:
@@ -175,7 +174,7 @@ def run_size(size, args, corpus_seed, database="sqlite"):
     db_path = db_dir / f"latency-{size}.db"
     real_vectors = args.embedder == "minilm" and size <= args.real_embed_max
     load_embedder = "minilm" if real_vectors else "hash"
-    database_url = None if database == "sqlite" else fresh_database(database, size)
+    database_url = None if database == "sqlite" else fresh_database(database, f"memory_latency_{size}")
     harness.setup(db_path, embedder=load_embedder, database_url=database_url)
 
     from django.conf import settings
@@ -381,7 +380,7 @@ def run_size(size, args, corpus_seed, database="sqlite"):
     connections.close_all()
     if not args.keep_db:
         if database_url:
-            fresh_database(database, size, drop_only=True)
+            fresh_database(database, f"memory_latency_{size}", drop_only=True)
         for path in db_dir.glob(f"{db_path.name}*"):
             path.unlink()
     return result

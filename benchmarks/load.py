@@ -21,7 +21,16 @@ What it does, in order:
 5. reports throughput, p50/p95/p99/max per operation and every error (there must be
    none), then checks through the database that every acknowledged write is there
    exactly once (each remembered key one memory holding its text once, each update's
-   text once, each forget one tombstone) and that the full-text indexes match the store.
+   text once, each forget one tombstone) and that the full-text indexes match the store;
+   and each server's memory (resident, and its peak) before it stops.
+
+The database is a SQLite file (``--database sqlite``, the default), or PostgreSQL:
+``--database postgresql`` starts a throwaway cluster with PostgreSQL's default durability,
+and a ``postgresql://`` URL names a server whose user may create databases (``memory_load``
+is dropped first and at the end). Two servers on each engine, one run after the other::
+
+    .venv/bin/python benchmarks/load.py --database sqlite --output benchmarks/results/load-sqlite.json
+    .venv/bin/python benchmarks/load.py --database postgresql --output benchmarks/results/load-postgresql.json
 
 Run it on an otherwise idle machine; ``--size 5000 --seconds 20`` is a quick check.
 """
@@ -73,6 +82,9 @@ def parse_args():
     parser.add_argument("--cli-interval", type=float, default=5.0,
                         help="seconds from one CLI write's start to the next (0: back to back; default 5)")
     parser.add_argument("--phases", default="closed,open", help="which judged phases to run, in order")
+    parser.add_argument("--database", default="sqlite",
+                        help="sqlite (the default), postgresql (a throwaway cluster), or a postgresql:// URL whose "
+                             "user may create databases")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workdir", type=Path, default=None,
                         help="where the database and server logs go (default: a new temporary directory)")
@@ -87,11 +99,11 @@ def _rates(text: str) -> list[float]:
 
 # ---- the store and the servers (the parent process) ----
 
-def build_store(db_path: Path, args) -> tuple[str, list[str], list[int], dict]:
+def build_store(db_path: Path, database_url: str | None, args) -> tuple[str, list[str], list[int], dict]:
     """Build the store; return an API key, recall queries, some memory ids, and how the load went."""
     # With MiniLM, the store's vectors are the hash embedder's, relabelled (as latency.py does at 100k):
     # embedding 100k texts would take most of an hour; the servers embed every query and write for real.
-    harness.setup(db_path, embedder="hash")
+    harness.setup(db_path, embedder="hash", database_url=database_url)
     from django.core.management import call_command
     from django.db import connection, connections
 
@@ -105,8 +117,11 @@ def build_store(db_path: Path, args) -> tuple[str, list[str], list[int], dict]:
     memories = make_history(corpus, args.size, now=dt.datetime.now(dt.timezone.utc), namespace=NAMESPACE)
     started = time.perf_counter()
     revisions = bulk_load(memories)
+    from memoryproject import dialect
+
     load = {"memories": args.size, "revisions": revisions, "seconds": round(time.perf_counter() - started, 1),
-            "how": "history.bulk_load", "embedder": args.embedder}
+            "how": "history.bulk_load", "embedder": args.embedder, "engine": dialect.engine(),
+            "database_mb": round(dialect.size_bytes() / 2**20, 1)}
     if args.embedder == "minilm":
         from latency import MINILM_NAME
         with connection.cursor() as cursor:
@@ -121,8 +136,10 @@ def build_store(db_path: Path, args) -> tuple[str, list[str], list[int], dict]:
     return token, queries, ids, load
 
 
-def server_env(db_path: Path, embedder: str) -> dict:
+def server_env(db_path: Path, database_url: str | None, embedder: str) -> dict:
     env = dict(os.environ)
+    if database_url:
+        env["MEMORY_DATABASE_URL"] = database_url
     env.update(MEMORY_DB_PATH=str(db_path), MEMORY_EMBEDDER=embedder, DJANGO_SETTINGS_MODULE="memoryproject.settings",
                # One key drives many clients here: the per-key request limits would refuse most requests.
                MEMORY_API_READS_PER_MINUTE="0", MEMORY_API_WRITES_PER_MINUTE="0",
@@ -164,6 +181,16 @@ def _answers(base: str) -> bool:
             return response.status == 200
     except OSError:
         return False
+
+
+def server_memory(processes: list[subprocess.Popen]) -> list[dict]:
+    """Each server's resident memory and its peak, in MB (Linux's /proc)."""
+    found = []
+    for process in processes:
+        fields = dict(line.split(":", 1) for line in Path(f"/proc/{process.pid}/status").read_text().splitlines())
+        found.append({name: round(int(fields[field].split()[0]) / 1024, 1)
+                      for name, field in (("rss_mb", "VmRSS"), ("peak_rss_mb", "VmHWM"))})
+    return found
 
 
 def stop_servers(processes: list[subprocess.Popen]) -> None:
@@ -586,13 +613,29 @@ def main():
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="memory-load-"))
     workdir.mkdir(parents=True, exist_ok=True)
     db_path = workdir / "load.db"
-    print(f"building a store of {args.size:,} memories in {db_path} ...", flush=True)
-    token, queries, store_ids, load = build_store(db_path, args)
+    cluster, server_url, database_url = None, None, None
+    if args.database == "postgresql":
+        from tests.postgres import Cluster, missing
+
+        if missing():
+            sys.exit(f"--database postgresql: {missing()}; install Debian's postgresql package")
+        cluster = Cluster(durable=True)
+        server_url = cluster.url()
+    elif args.database.startswith(("postgresql://", "postgres://")):
+        server_url = args.database
+    elif args.database != "sqlite":
+        sys.exit(f"--database {args.database!r}: give sqlite, postgresql, or a postgresql:// URL")
+    if server_url:
+        from latency import fresh_database
+
+        database_url = fresh_database(server_url, "memory_load")
+    print(f"building a store of {args.size:,} memories in {database_url or db_path} ...", flush=True)
+    token, queries, store_ids, load = build_store(db_path, database_url, args)
     from corpus import Corpus
 
     corpus = Corpus(args.seed + 1)
     texts = [corpus.text() for _ in range(2000)]
-    env = server_env(db_path, args.embedder)
+    env = server_env(db_path, database_url, args.embedder)
     run = f"load{int(time.time())}"
     processes, bases = start_servers(args.servers, env, workdir)
     phases, writes = {}, []
@@ -611,9 +654,17 @@ def main():
                 store_ids=store_ids, env=env, workdir=workdir, open_rate=rate, seconds=seconds)
             writes.extend(acknowledged)
             print(json.dumps(phases[name], indent=1), flush=True)
+        memory = server_memory(processes)
     finally:
         stop_servers(processes)
     verified = verify(writes)
+    from django.db import connections
+
+    connections.close_all()
+    if server_url:
+        fresh_database(server_url, "memory_load", drop_only=True)
+    if cluster is not None:
+        cluster.stop()
     judged = {name: phase for name, phase in phases.items() if name != "warmup"}
     result = {
         "label": args.label,
@@ -624,6 +675,7 @@ def main():
                    "cli_interval": args.cli_interval, "mix": MIX,
                    "server_threads": os.environ.get("MEMORY_SERVER_THREADS", "default")},
         "load": load,
+        "server_memory": memory,
         "phases": phases,
         "verify": verified,
         "goals": goals(judged, verified),
