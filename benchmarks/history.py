@@ -162,4 +162,9 @@ def bulk_load(memories: list[MemorySpec], *, batch: int = 5000, progress=None) -
             written += len(indexed)
         if progress:
             progress(min(start + batch, len(memories)), len(memories))
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            # The planner's statistics, as autovacuum gathers them within a minute of a load this size: without
+            # them it joins a new revision to its memory by scanning every memory (10 ms at 20k, not 0.1).
+            cursor.execute("ANALYZE")
     return written
