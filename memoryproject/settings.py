@@ -125,6 +125,13 @@ ASGI_APPLICATION = "memoryproject.asgi.application"
 # How long a transaction waits for the write lock (and any other lock) before giving up as busy.
 MEMORY_DB_BUSY_TIMEOUT = env_int("MEMORY_DB_BUSY_TIMEOUT", 30, minimum=1, maximum=600)
 
+# Threads of the server process that run requests (memoryproject/wsgibridge.py): this many
+# requests are handled at once, each thread with a database connection.
+MEMORY_SERVER_THREADS = env_int("MEMORY_SERVER_THREADS", 8, minimum=1, maximum=64)
+# On PostgreSQL, the most connections one process holds, shared by its threads (psycopg's pool); 0: no pool.
+# The default lets every request thread hold one at once.
+MEMORY_DB_POOL_SIZE = env_int("MEMORY_DB_POOL_SIZE", MEMORY_SERVER_THREADS, minimum=0, maximum=1000)
+
 DATABASES = {
     "default": {
         "ENGINE": "memoryproject.sqlite_backend",
@@ -153,10 +160,18 @@ if _postgresql is not None:
         **_postgresql,
         # lock_timeout bounds the wait for the write lock (memoryproject/pg_backend) as busy_timeout does on SQLite.
         "OPTIONS": {**_postgresql["OPTIONS"], "options": f"-c lock_timeout={MEMORY_DB_BUSY_TIMEOUT * 1000:d}"},
-        # Each server thread keeps its connection, checked before reuse, as with SQLite.
-        "CONN_MAX_AGE": None,
+        # Checked before reuse, as with SQLite.
         "CONN_HEALTH_CHECKS": True,
     }
+    if MEMORY_DB_POOL_SIZE:
+        # A request takes a connection from the pool and gives it back at its end (so no persistent connections);
+        # one idle for 5 minutes is closed, down to one. A wait for a free one is bounded like a wait for the lock.
+        DATABASES["default"]["OPTIONS"]["pool"] = {"min_size": 1, "max_size": MEMORY_DB_POOL_SIZE, "max_idle": 300,
+                                                   "timeout": MEMORY_DB_BUSY_TIMEOUT}
+        DATABASES["default"]["CONN_MAX_AGE"] = 0
+    else:
+        # Each thread keeps its connection, as with SQLite.
+        DATABASES["default"]["CONN_MAX_AGE"] = None
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -292,9 +307,6 @@ MEMORY_API_MAX_BODY_BYTES = env_int("MEMORY_API_MAX_BODY_BYTES", 1024 * 1024, mi
                                     maximum=64 * 1024 * 1024)
 MEMORY_API_MAX_IMPORT_BYTES = env_int("MEMORY_API_MAX_IMPORT_BYTES", 64 * 1024 * 1024, minimum=64 * 1024,
                                       maximum=1024 * 1024 * 1024)
-# Threads of the server process that run requests (memoryproject/wsgibridge.py): this many
-# requests are handled at once, each thread with its own database connection.
-MEMORY_SERVER_THREADS = env_int("MEMORY_SERVER_THREADS", 8, minimum=1, maximum=64)
 # Requests a minute per API key (api/throttling.py), reads and writes counted apart; 0: no limit.
 MEMORY_API_READS_PER_MINUTE = env_int("MEMORY_API_READS_PER_MINUTE", 600, minimum=0, maximum=1_000_000)
 MEMORY_API_WRITES_PER_MINUTE = env_int("MEMORY_API_WRITES_PER_MINUTE", 120, minimum=0, maximum=1_000_000)

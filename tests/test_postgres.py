@@ -474,3 +474,87 @@ def test_a_server_whose_clock_is_behind_the_database_still_reads_what_was_just_w
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["recalled"] == seen["listed"] == [seen["stored"]] and seen["got"] == seen["stored"]
+
+
+# --- The pool of connections ----------------------------------------------------------------------
+
+
+@on_a_cluster
+def test_a_server_shares_a_pool_of_connections_among_its_request_threads(cluster, migrated, tmp_path):
+    cluster.sql('CREATE DATABASE "pooled" TEMPLATE "migrated"')
+    env = clean_env(tmp_path, MEMORY_DATABASE_URL=cluster.url("pooled") + "?application_name=pooled",
+                    MEMORY_DB_POOL_SIZE="2", MEMORY_SERVER_THREADS="8", MEMORY_API_WRITES_PER_MINUTE="0",
+                    MEMORY_API_READS_PER_MINUTE="0")
+    made = manage("create_api_key", "--name", "pool", env=env)
+    assert made.returncode == 0, made.stderr
+    token = made.stdout.strip().splitlines()[-1]
+    held, answered, problems, done = [], [], [], threading.Event()
+
+    def count_connections():
+        while not done.is_set():
+            (count,), = cluster.sql("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pooled'")
+            held.append(count)
+            time.sleep(0.02)
+
+    def client(number: int):
+        try:
+            for step in range(5):
+                stored = _call(base, token, "POST", "memories/", {
+                    "namespace": "shared", "key": f"c{number}-{step}", "content": f"Pooled note zp{number}x{step}."})
+                found = _call(base, token, "GET", "recall/?" + urllib.parse.urlencode(
+                    {"query": f"zp{number}x{step}", "namespace": "shared", "mode": "keyword"}))
+                answered.append([hit["id"] for hit in found["hits"]] == [stored["id"]])
+        except Exception as error:  # noqa: BLE001  (collected and reported below)
+            problems.append(repr(error))
+
+    with serve(env) as base:
+        watcher = threading.Thread(target=count_connections)
+        watcher.start()
+        clients = [threading.Thread(target=client, args=(number,)) for number in range(12)]
+        for thread in clients:
+            thread.start()
+        for thread in clients:
+            thread.join(timeout=120)
+        done.set()
+        watcher.join()
+
+    assert problems == []
+    assert len(answered) == 60 and all(answered)
+    assert 1 <= max(held) <= 2  # 12 clients at once, 8 request threads, never more than the pool's 2 connections
+
+
+@on_a_cluster
+def test_a_request_that_finds_no_free_connection_in_the_busy_timeout_gets_the_busy_error(migrated, tmp_path):
+    # One connection in the pool; one thread keeps it in a transaction while another needs one.
+    code = ("import threading, time\n"
+            "from django.db import connection, transaction\n"
+            "from memoryproject.exceptions import Busy\n"
+            "taken = threading.Event()\n"
+            "def holder():\n"
+            "    with transaction.atomic():\n"
+            "        taken.set()\n"
+            "        time.sleep(3)\n"
+            "    connection.close()\n"
+            "thread = threading.Thread(target=holder)\n"
+            "thread.start()\n"
+            "taken.wait()\n"
+            "started = time.monotonic()\n"
+            "try:\n"
+            "    with connection.cursor() as cursor:\n"
+            "        cursor.execute('SELECT 1')\n"
+            "    print('answered')\n"
+            "except Busy as error:\n"
+            "    print('busy', round(time.monotonic() - started), error)\n"
+            "thread.join()\n"
+            "with connection.cursor() as cursor:\n"
+            "    cursor.execute('SHOW lock_timeout')\n"
+            "    print('then', cursor.fetchone()[0])\n")
+
+    done = python(code, env=clean_env(tmp_path, MEMORY_DATABASE_URL=migrated, MEMORY_DB_POOL_SIZE="1",
+                                      MEMORY_DB_BUSY_TIMEOUT="1"))
+
+    lines = done.stdout.splitlines()
+    assert done.returncode == 0, done.stderr
+    assert lines[0].startswith("busy 1 Every database connection of this server process stayed in use"), lines
+    assert "MEMORY_DB_POOL_SIZE" in lines[0]
+    assert lines[1] == "then 1s"  # the pooled connection, once free, carries the busy timeout as lock_timeout

@@ -15,6 +15,7 @@ import time
 from django.db.backends.postgresql import base as postgresql_base
 from django.db.utils import DatabaseErrorWrapper
 from django.utils.functional import cached_property
+from psycopg_pool import PoolTimeout
 
 from memoryproject import metrics
 from memoryproject.storage import (FULL_MESSAGE, LOCKED_MESSAGE, DatabaseCannotOpen, DatabaseFull, DatabaseLocked,
@@ -26,6 +27,9 @@ WRITE_LOCK_KEY = 0x6D656D6F7279776C
 
 READ_ONLY_MESSAGE = ("The database is read-only (a standby, or default_transaction_read_only), so nothing was "
                      "written. Point MEMORY_DATABASE_URL at the primary (or make the database writable), then retry.")
+POOL_BUSY_MESSAGE = ("Every database connection of this server process stayed in use for the whole busy timeout, so "
+                     "nothing was read or written. Try again in a few seconds; if it recurs, raise "
+                     "MEMORY_DB_POOL_SIZE (within the database's max_connections).")
 CANT_CONNECT_MESSAGE = ("The database server cannot be reached, so nothing was read or written. Check "
                         "MEMORY_DATABASE_URL and that PostgreSQL is running and accepts the server's connections, "
                         "then retry.")
@@ -34,6 +38,8 @@ CANT_CONNECT_MESSAGE = ("The database server cannot be reached, so nothing was r
 def refusal(error: BaseException, *, connected: bool) -> Exception | None:
     """The domain error for a psycopg error that says busy, full, read-only or unreachable, else None."""
     state = getattr(error, "sqlstate", None) or ""
+    if isinstance(error, PoolTimeout):  # no free connection in the pool within the busy timeout
+        return DatabaseLocked(POOL_BUSY_MESSAGE)
     if state == "55P03":  # lock_not_available: lock_timeout ran out
         return DatabaseLocked(LOCKED_MESSAGE)
     if state == "53100":  # disk_full
