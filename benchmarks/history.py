@@ -133,6 +133,13 @@ def bulk_load(memories: list[MemorySpec], *, batch: int = 5000, progress=None) -
                      adapt(memory.revisions[0].known_at)],
                 )
                 memory_ids.append(cursor.fetchone()[0])
+                # Its attribute row, as every service write leaves one (recall reads a hit's namespace, kind and tags
+                # then from it).
+                cursor.execute(
+                    "INSERT INTO memories_attributes (memory_id, known_at, namespace, kind, state, reason, author, "
+                    "interface) VALUES (%s, %s, %s, %s, 'active', '', 'bench', 'cli')",
+                    [memory_ids[-1], adapt(memory.revisions[0].known_at), memory.namespace, memory.kind],
+                )
             # Revisions in rounds by position, so a tombstone's hidden revision already has its id.
             ids: list[list[int]] = [[] for _ in chunk]
             indexed = []
