@@ -56,6 +56,21 @@ class Inputs:
     conflicts: int  # open conflicts the memory's fact is in then
 
 
+@dataclass(frozen=True)
+class Provenance:
+    """Where one revision came from: what its source reliability and its corroboration are read from."""
+
+    interface: str
+    source: str
+    author: str
+    untrusted_import: bool  # written by an import that did not restore a trusted history
+
+    @classmethod
+    def of(cls, interface: str, source: str, author: str, batch_trusted) -> "Provenance":
+        """From a revision's columns and its import batch's ``trusted`` (null: written outside an import)."""
+        return cls(interface, source, author, untrusted_import=batch_trusted is not None and not batch_trusted)
+
+
 def source_of(*, interface: str, source: str, untrusted_import: bool) -> str:
     """The source class of a revision written through ``interface`` with ``source``."""
     if source.startswith(EXTRACTED_PREFIX):
@@ -83,30 +98,33 @@ def _probe(record: MemoryRecord) -> Probe:
                  subject=record.subject or "", predicate=record.predicate or "", object=record.object or "")
 
 
-def with_confidence(records: list[MemoryRecord], *, as_of: dt.datetime,
-                    valid_at: dt.datetime) -> list[MemoryRecord]:
+def with_confidence(records: list[MemoryRecord], *, as_of: dt.datetime, valid_at: dt.datetime,
+                    provenance: dict[int, Provenance] | None = None) -> list[MemoryRecord]:
     """``records`` (visible at (as_of, valid_at)), each with its conflicts, its ``confidence`` and the inputs it
     came from (``confidence_inputs``, for recall's explain).
 
-    Two primary-key reads (the records' provenance, the corroborating revisions' authors);
-    only records with a triple cost a fact lookup each.
+    ``provenance``: what the caller already read, by revision id. The rest (the corroborating
+    revisions', at least) is one primary-key read; only records with a triple cost a fact lookup each.
     """
     records = conflicts.with_conflicts(records, as_of=as_of, valid_at=valid_at)
     if not records:
         return records
     same = same_facts([_probe(record) for record in records if record.subject], as_of=as_of, valid_at=valid_at)
+    provenance = dict(provenance or {})
     wanted = {record.revision_id for record in records} | {side.revision_id for sides in same.values()
                                                            for side in sides}
-    # Primary-key lookups; the batch join is null for revisions written outside an import.
-    provenance = {pk: (interface, source, author, trusted is False)
-                  for pk, interface, source, author, trusted in Revision.all_objects.filter(pk__in=sorted(wanted))
-                  .values_list("pk", "interface", "source", "author", "batch__trusted")}
+    if wanted - provenance.keys():
+        # Primary-key lookups; the batch join is null for revisions written outside an import.
+        provenance.update((pk, Provenance.of(*columns)) for pk, *columns in Revision.all_objects.filter(
+            pk__in=sorted(wanted - provenance.keys())).values_list("pk", "interface", "source", "author",
+                                                                   "batch__trusted"))
     half_lives = settings.MEMORY_CONFIDENCE_HALF_LIFE_DAYS
     shown = []
     for record in records:
-        interface, source, author, untrusted_import = provenance[record.revision_id]
-        others = {provenance[side.revision_id][2] for side in same.get(record.revision_id, ())} - {author}
-        inputs = Inputs(source=source_of(interface=interface, source=source, untrusted_import=untrusted_import),
+        origin = provenance[record.revision_id]
+        others = {provenance[side.revision_id].author for side in same.get(record.revision_id, ())} - {origin.author}
+        inputs = Inputs(source=source_of(interface=origin.interface, source=origin.source,
+                                         untrusted_import=origin.untrusted_import),
                         stated=record.stated_confidence,
                         age_days=(as_of - record.known_at).total_seconds() / 86400,
                         half_life_days=half_lives.get(record.kind),

@@ -54,25 +54,25 @@ def _tag_prefetch():
     return Prefetch("tags", queryset=Tag.objects.order_by("slug"))
 
 
-# The columns records_for_revisions reads, in MemoryRecord's order after the ids.
+# The columns records_for_revisions reads, in MemoryRecord's order after the ids, then the rest of the revision's
+# provenance (memories.confidence.Provenance).
 _RECORD_SQL = """
     SELECT r.id, m.id, m.key, m.namespace, m.kind, m.state, r.title, r.content, r.known_at, r.valid_from,
            r.valid_to, r.expires_at, r.source, r.content_hash, r.subject, r.predicate, r.object, r.confidence,
-           r.author, m.created_at
+           r.author, m.created_at, r.interface, b.trusted
     FROM memories_revision r JOIN memories_memory m ON m.id = r.memory_id
+    LEFT JOIN memories_importbatch b ON b.id = r.batch_id
     WHERE r.id IN ({marks})"""
 # Tag names per memory in slug order, as the ORM's records list them.
 _TAGS_SQL = """
     SELECT mt.memory_id, t.name FROM memories_memory_tags mt JOIN memories_tag t ON t.id = mt.tag_id
     WHERE mt.memory_id IN ({marks}) ORDER BY mt.memory_id, t.slug"""
-# The attribute rows of some memories known by a time, oldest first; each memory's last counted one is its row then.
+# The attribute rows of some memories known by a time, oldest first, each with its tag names in slug order (a row
+# without tags once, with a null name); each memory's last counted row is its row then.
 _ATTRIBUTES_SQL = """
-    SELECT a.memory_id, a.id, a.namespace, a.kind, a.state, a.batch_id FROM memories_attributes a
-    WHERE a.memory_id IN ({marks}) AND a.known_at <= %s ORDER BY a.memory_id, a.known_at, a.id"""
-# Tag names per attribute row in slug order.
-_ATTRIBUTE_TAGS_SQL = """
-    SELECT at.attributes_id, t.name FROM memories_attributes_tags at JOIN memories_tag t ON t.id = at.tag_id
-    WHERE at.attributes_id IN ({marks}) ORDER BY at.attributes_id, t.slug"""
+    SELECT a.memory_id, a.id, a.namespace, a.kind, a.state, a.batch_id, t.name FROM memories_attributes a
+    LEFT JOIN memories_attributes_tags at ON at.attributes_id = a.id LEFT JOIN memories_tag t ON t.id = at.tag_id
+    WHERE a.memory_id IN ({marks}) AND a.known_at <= %s ORDER BY a.memory_id, a.known_at, a.id, t.slug"""
 _IDS_PER_QUERY = 500
 
 
@@ -90,29 +90,24 @@ def _attributes_as_of(cursor, memory_ids: list[int],
                       as_of: dt.datetime) -> dict[int, tuple[str, str, list[str], str]]:
     """{memory id: (namespace, kind, tag names by slug, recorded state)} as of ``as_of`` (Attributes); memories without
     a row then are left out."""
-    chosen: dict[int, tuple[int, str, str, str]] = {}
+    chosen: dict[int, tuple[int, str, str, list[str], str]] = {}
     batches = None
     for start in range(0, len(memory_ids), _IDS_PER_QUERY):
         chunk = memory_ids[start:start + _IDS_PER_QUERY]
-        # The (memory, known_at, id) index: a few rows per memory.
+        # The (memory, known_at, id) index: a few rows per memory, joined to their few tags by the m2m's unique index.
         cursor.execute(_ATTRIBUTES_SQL.format(marks=",".join(["%s"] * len(chunk))),
                        [*chunk, connection.ops.adapt_datetimefield_value(as_of)])
-        for memory_id, row_id, namespace, kind, state, batch_id in cursor.fetchall():
+        for memory_id, row_id, namespace, kind, state, batch_id, tag in cursor.fetchall():
             if batch_id is not None:
                 batches = _counting_batches(cursor, as_of) if batches is None else batches
                 if batch_id not in batches:
                     continue
-            chosen[memory_id] = (row_id, namespace, kind, state)  # the newest wins
-    names: dict[int, list[str]] = {}
-    row_ids = sorted(row_id for row_id, _, _, _ in chosen.values())
-    for start in range(0, len(row_ids), _IDS_PER_QUERY):
-        chunk = row_ids[start:start + _IDS_PER_QUERY]
-        # The m2m table's (attributes_id, tag_id) unique index serves the IN.
-        cursor.execute(_ATTRIBUTE_TAGS_SQL.format(marks=",".join(["%s"] * len(chunk))), chunk)
-        for row_id, name in cursor.fetchall():
-            names.setdefault(row_id, []).append(name)
-    return {memory_id: (namespace, kind, names.get(row_id, []), state)
-            for memory_id, (row_id, namespace, kind, state) in chosen.items()}
+            if chosen.get(memory_id, (None,))[0] != row_id:
+                chosen[memory_id] = (row_id, namespace, kind, [], state)  # the newest wins
+            if tag is not None:
+                chosen[memory_id][3].append(tag)
+    return {memory_id: (namespace, kind, tags, state)
+            for memory_id, (_, namespace, kind, tags, state) in chosen.items()}
 
 
 def records_for_revisions(revision_ids: list[int], *, as_of: dt.datetime | None = None) -> dict[int, MemoryRecord]:
@@ -124,7 +119,13 @@ def records_for_revisions(revision_ids: list[int], *, as_of: dt.datetime | None 
     search answers build ten or a hundred records per request, and querysets would cost
     more than the rest of a keyword recall.
     """
-    records, rows = {}, []
+    return _records(revision_ids, as_of=as_of)[0]
+
+
+def _records(revision_ids: list[int], *,
+             as_of: dt.datetime | None) -> tuple[dict[int, MemoryRecord], dict[int, confidence_rules.Provenance]]:
+    """records_for_revisions, and beside them each revision's provenance (its confidence's inputs), by revision id."""
+    records, provenance, rows = {}, {}, []
     with connection.cursor() as cursor:
         for start in range(0, len(revision_ids), _IDS_PER_QUERY):
             chunk = revision_ids[start:start + _IDS_PER_QUERY]
@@ -143,7 +144,8 @@ def records_for_revisions(revision_ids: list[int], *, as_of: dt.datetime | None 
             for memory_id, name in cursor.fetchall():
                 tags.setdefault(memory_id, []).append(name)
     for (revision_id, memory_id, key, namespace, kind, state, title, content, known_at, valid_from, valid_to,
-         expires_at, source, content_hash, subject, predicate, object_, confidence, author, created_at) in rows:
+         expires_at, source, content_hash, subject, predicate, object_, confidence, author, created_at, interface,
+         trusted) in rows:
         recorded = Lifecycle.ACTIVE.value
         if memory_id in then:
             namespace, kind, tags[memory_id], recorded = then[memory_id]
@@ -156,16 +158,17 @@ def records_for_revisions(revision_ids: list[int], *, as_of: dt.datetime | None 
             expires_at=stored_instant(expires_at),
             source=source, content_hash=content_hash, subject=subject, predicate=predicate, object=object_,
             stated_confidence=confidence, author=author, created_at=stored_instant(created_at))
-    return records
+        provenance[revision_id] = confidence_rules.Provenance.of(interface, source, author, trusted)
+    return records, provenance
 
 
 def records_with_confidence(revision_ids: list[int], *, as_of: dt.datetime,
                             valid_at: dt.datetime | None = None) -> dict[int, MemoryRecord]:
     """records_for_revisions of revisions visible at (as_of, valid_at), each with its conflicts and confidence
     (memories.confidence), by revision id."""
-    records = records_for_revisions(revision_ids, as_of=as_of)
+    records, provenance = _records(revision_ids, as_of=as_of)
     return {record.revision_id: record for record in confidence_rules.with_confidence(
-        list(records.values()), as_of=as_of, valid_at=as_of if valid_at is None else valid_at)}
+        list(records.values()), as_of=as_of, valid_at=as_of if valid_at is None else valid_at, provenance=provenance)}
 
 
 def _names(value, *, field: str, check) -> list[str] | None:

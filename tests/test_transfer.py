@@ -138,10 +138,10 @@ def test_the_export_is_lazy_and_reads_memories_in_primary_key_batches(remember):
 
     with CaptureQueriesContext(connection) as reading:
         text = "".join(chunks)
-    # Three batches of (memories, their revisions, their attribute rows at the cutoff, those rows' tags, and five
-    # for their confidence: the revisions shown then, their records' rows, attribute rows and tags, provenance),
-    # then the empty batch that ends it.
-    assert len(reading) == 3 * 9 + 1
+    # Three batches of (memories, their revisions, their attribute rows at the cutoff, those rows' tags, and three
+    # for their confidence: the revisions shown then, their records' rows with provenance, attribute rows with
+    # tags), then the empty batch that ends it.
+    assert len(reading) == 3 * 7 + 1
     exported = json.loads(text)["memories"]
     assert [Memory.objects.get(key=entry["key"]).pk for entry in exported] == ids
 
@@ -149,7 +149,7 @@ def test_the_export_is_lazy_and_reads_memories_in_primary_key_batches(remember):
     with CaptureQueriesContext(connection) as reading:
         exported = export(batch_size=100)["memories"]
     # The number of queries depends on the batches, not on the memories in them.
-    assert len(reading) == 9 + 1
+    assert len(reading) == 7 + 1
     assert len(exported) == len(ids) + len(more)
 
 
