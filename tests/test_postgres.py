@@ -558,3 +558,22 @@ def test_a_request_that_finds_no_free_connection_in_the_busy_timeout_gets_the_bu
     assert lines[0].startswith("busy 1 Every database connection of this server process stayed in use"), lines
     assert "MEMORY_DB_POOL_SIZE" in lines[0]
     assert lines[1] == "then 1s"  # the pooled connection, once free, carries the busy timeout as lock_timeout
+
+
+@on_a_cluster
+@pytest.mark.parametrize("prepared", ["1", "0"])
+def test_a_statement_run_five_times_is_prepared_unless_prepared_statements_are_off(migrated, tmp_path, prepared):
+    code = ("import django\n"
+            "django.setup()\n"
+            "from django.db import connection\n"
+            "with connection.cursor() as cursor:\n"
+            "    for _ in range(6):\n"
+            "        cursor.execute('SELECT count(*) FROM memories_memory WHERE id > %s', [0])\n"
+            "    cursor.execute(\"SELECT count(*) FROM pg_prepared_statements \"\n"
+            "                   \"WHERE statement LIKE '%%memories_memory WHERE id >%%'\")\n"
+            "    print(cursor.fetchone()[0])\n")
+
+    done = python(code, env=clean_env(tmp_path, MEMORY_DATABASE_URL=migrated, MEMORY_DB_PREPARED_STATEMENTS=prepared))
+
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout.strip()) == (1 if prepared == "1" else 0)
