@@ -111,13 +111,12 @@ def with_confidence(records: list[MemoryRecord], *, as_of: dt.datetime, valid_at
         return records
     same = same_facts([_probe(record) for record in records if record.subject], as_of=as_of, valid_at=valid_at)
     provenance = dict(provenance or {})
-    wanted = {record.revision_id for record in records} | {side.revision_id for sides in same.values()
-                                                           for side in sides}
-    if wanted - provenance.keys():
+    missing = ({record.revision_id for record in records} | {side.revision_id for sides in same.values()
+                                                             for side in sides}) - provenance.keys()
+    if missing:
         # Primary-key lookups; the batch join is null for revisions written outside an import.
         provenance.update((pk, Provenance.of(*columns)) for pk, *columns in Revision.all_objects.filter(
-            pk__in=sorted(wanted - provenance.keys())).values_list("pk", "interface", "source", "author",
-                                                                   "batch__trusted"))
+            pk__in=sorted(missing)).values_list("pk", "interface", "source", "author", "batch__trusted"))
     half_lives = settings.MEMORY_CONFIDENCE_HALF_LIFE_DAYS
     shown = []
     for record in records:
