@@ -56,6 +56,33 @@ def size_bytes() -> int:
     return sum(os.path.getsize(f"{path}{suffix}") for suffix in ("", "-wal") if os.path.exists(f"{path}{suffix}"))
 
 
+def chunks(cursor, sql: str, params: list, *, size: int):
+    """Run ``sql`` and yield its rows in lists of at most ``size``; only the list in hand is held in this process.
+
+    One statement, so the rows are one state of the database. On PostgreSQL libpq would
+    otherwise hold the whole result before the first row is read, and send bytea as hex
+    text, twice its size: rows come ``size`` at a time (libpq's chunked mode), in binary.
+    """
+    if not is_postgresql():
+        cursor.execute(sql, params)
+        while rows := cursor.fetchmany(size):
+            yield rows
+        return
+    from psycopg import ClientCursor
+
+    rows = []
+    # Client-side binding (MEMORY_DB_PREPARED_STATEMENTS=0) can only read text.
+    binary = not isinstance(cursor.cursor, ClientCursor)
+    with connection.wrap_database_errors:  # as Django's own cursor does: its errors, not psycopg's
+        for row in cursor.cursor.stream(sql, params, binary=binary, size=size):
+            rows.append(row)
+            if len(rows) == size:
+                yield rows
+                rows = []
+    if rows:
+        yield rows
+
+
 def micros(column: str) -> str:
     """SQL for a stored datetime column as exact integer microseconds since the epoch (NULL stays NULL)."""
     if is_postgresql():

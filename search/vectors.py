@@ -370,14 +370,16 @@ def load_vectors(*, after_id: int = 0) -> tuple[tuple[int, str] | None, np.ndarr
         # CROSS JOIN keeps memories_revision outside: its primary key gives the id range in
         # order, then one vec0 rowid lookup per revision: a poll past a recent id touches only
         # the new rows. The scalar subqueries are evaluated once each, by primary key.
-        cursor.execute(
-            "SELECT r.id, v.embedding, (SELECT generation FROM search_embedding_space WHERE id = 1), "
-            "(SELECT embedder FROM search_embedding_space WHERE id = 1) "
-            f"FROM memories_revision r {dialect.ordered_join()} search_vectors v ON v.{_id_column()} = r.id "
-            "WHERE r.id > %s ORDER BY r.id",
-            [after_id],
-        )
-        while rows := cursor.fetchmany(_FETCH_ROWS):
+        sql = ("SELECT r.id, v.embedding, (SELECT generation FROM search_embedding_space WHERE id = 1), "
+               "(SELECT embedder FROM search_embedding_space WHERE id = 1) "
+               f"FROM memories_revision r {dialect.ordered_join()} search_vectors v ON v.{_id_column()} = r.id "
+               "WHERE r.id > %s ORDER BY r.id")
+        if after_id:  # a poll: the few rows written since, by a statement the server keeps prepared
+            cursor.execute(sql, [after_id])
+            chunks = iter(lambda: cursor.fetchmany(_FETCH_ROWS), [])
+        else:  # every vector: never the whole result in memory at once
+            chunks = dialect.chunks(cursor, sql, [after_id], size=_FETCH_ROWS)
+        for rows in chunks:
             state = rows[0][2:]
             ids.extend(row[0] for row in rows)
             blocks.append(np.frombuffer(b"".join(row[1] for row in rows), dtype=np.float32)

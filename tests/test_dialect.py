@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from django.db import connection, connections, transaction
+from django.db import DatabaseError, connection, connections, transaction
 
 from memoryproject import dialect
 from search import indexing, postings, snapshot, vectors
@@ -58,6 +58,24 @@ def test_sqlite_finds_tables_and_triggers_by_name():
             {"memories_revision", "search_fts_words_after_insert"}
         assert {"search_fts_words_after_insert", "search_fts_words_after_delete"} <= \
             dialect.triggers_on(cursor, "memories_revision")
+
+
+def _five_rows_come_in_chunks_of_two():
+    blobs = [bytes([n]) * 3 for n in range(5)]
+    sql = " UNION ALL ".join("SELECT %s, %s" for _ in blobs) + " ORDER BY 1"
+    with connection.cursor() as cursor:
+        chunks = list(dialect.chunks(cursor, sql, [value for n, blob in enumerate(blobs) for value in (n, blob)],
+                                     size=2))
+    assert [[tuple(row) for row in rows] for rows in chunks] == \
+        [[(0, blobs[0]), (1, blobs[1])], [(2, blobs[2]), (3, blobs[3])], [(4, blobs[4])]]
+    with pytest.raises(DatabaseError), connection.cursor() as cursor:  # Django's error, as from its own cursor
+        list(dialect.chunks(cursor, "SELECT id FROM no_such_table", [], size=2))
+
+
+@pytest.mark.django_db
+def test_chunks_hold_every_row_once_in_order_with_bytes_as_bytes():
+    # The suite's engine: on PostgreSQL with the server's settings (parameters bound by the server, rows in binary).
+    _five_rows_come_in_chunks_of_two()
 
 
 # PostgreSQL: a throwaway cluster, the schema's tables by hand.
@@ -332,6 +350,11 @@ def test_postgresql_vectors_keep_the_same_bytes_and_follow_deletes(postgresql):
         ["The trigger search_vectors_after_delete"]
     space = vectors.reset_space(embedder)
     assert space.generation == 4 and vectors.vector_count() == 0 and vectors.vector_drift() == []
+
+
+def test_postgresql_chunks_with_parameters_bound_by_the_client(postgresql):
+    # Django's default binding (MEMORY_DB_PREPARED_STATEMENTS=0), which reads rows as text only.
+    _five_rows_come_in_chunks_of_two()
 
 
 def test_postgresql_drift_and_reindex_queries_bind_booleans(postgresql):
