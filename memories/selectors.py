@@ -627,7 +627,7 @@ def search_mode() -> dict:
 
 def memory_stats(*, namespace: str | None = None) -> dict:
     """Return totals, per-namespace counts, top tags, TTL count, database size, schema and search mode."""
-    now = timezone.now()
+    now = dialect.now()
     memories = Memory.objects.all()
     if namespace:
         memories = memories.filter(namespace=validation.namespace(namespace))

@@ -459,7 +459,7 @@ def test_a_server_whose_clock_is_behind_the_database_still_reads_what_was_just_w
               "from django.utils import timezone\n"
               "real_now = timezone.now\n"
               "timezone.now = lambda: real_now() - dt.timedelta(hours=1)\n"
-              "from memories.selectors import memory_get, memory_list, memory_recall\n"
+              "from memories.selectors import memory_get, memory_list, memory_recall, memory_stats\n"
               "from memories.services import memory_remember\n"
               "stored = memory_remember(namespace='acme', key='db', content='The staging database runs on db-7.',\n"
               "                         actor='test', interface='cli')\n"
@@ -467,13 +467,25 @@ def test_a_server_whose_clock_is_behind_the_database_still_reads_what_was_just_w
               "    'recalled': [hit.memory.id for hit in memory_recall(query='staging database', namespace='acme',\n"
               "                                                        mode='keyword').hits],\n"
               "    'listed': [record.id for record in memory_list(namespace='acme').items],\n"
-              "    'got': memory_get(namespace='acme', key='db').id}))\n")
+              "    'got': memory_get(namespace='acme', key='db').id,\n"
+              "    'visible': memory_stats(namespace='acme')['visible']}))\n"
+              "from django.contrib.auth.models import User\n"
+              "from django.test import Client\n"
+              "client = Client(HTTP_HOST='localhost')\n"
+              "client.force_login(User.objects.create_superuser('root', 'root@example.com', 'pw'))\n"
+              "print(client.get('/').content.decode())\n"
+              "print(client.get(f'/memories/{stored.memory.id}/timeline/').content.decode())\n")
 
     done = python(skewed, env=clean_env(tmp_path, MEMORY_DATABASE_URL=cluster.url("skewed")))
 
     assert done.returncode == 0, done.stderr
-    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    lines = done.stdout.strip().splitlines()
+    seen = json.loads(next(line for line in lines if line.startswith('{"stored"')))
     assert seen["recalled"] == seen["listed"] == [seen["stored"]] and seen["got"] == seen["stored"]
+    assert seen["visible"] == 1  # the statistics count it too, and the dashboard's pages:
+    pages = "\n".join(lines)
+    assert '<span class="value" id="total-visible">1</span>' in pages
+    assert '<span class="badge current">shown now</span>' in pages
 
 
 # --- The pool of connections ----------------------------------------------------------------------
