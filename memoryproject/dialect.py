@@ -23,8 +23,9 @@ def database_key() -> str:
     """A name for the database the connection points at, to key per-process caches of its rows by."""
     settings = connection.settings_dict
     if is_postgresql():
-        # A database name alone is ambiguous across servers.
-        return f"{settings['HOST']}:{settings['PORT']}/{settings['NAME']}"
+        # A database name alone is ambiguous across servers, and holds a store per schema.
+        return f"{settings['HOST']}:{settings['PORT']}/{settings['NAME']}" + (
+            f"/{settings['SCHEMA']}" if settings.get("SCHEMA") else "")
     return str(settings["NAME"])
 
 
@@ -37,10 +38,11 @@ def engine() -> str:
 
 
 def location() -> str:
-    """Where the data is: SQLite's file, or PostgreSQL's user@host:port/name (never the password)."""
+    """Where the data is: SQLite's file, or PostgreSQL's user@host:port/name[?schema=...] (never the password)."""
     fields = connection.settings_dict
     if is_postgresql():
-        return f"{fields['USER']}@{fields['HOST']}:{fields['PORT']}/{fields['NAME']}"
+        return f"{fields['USER']}@{fields['HOST']}:{fields['PORT']}/{fields['NAME']}" + (
+            f"?schema={fields['SCHEMA']}" if fields.get("SCHEMA") else "")
     return str(fields["NAME"])
 
 
@@ -116,7 +118,8 @@ def existing(cursor, names: list[str]) -> set[str]:
     if is_postgresql():
         # The catalogues are indexed by name.
         cursor.execute("SELECT relname FROM pg_class WHERE relname = ANY(%s) AND pg_table_is_visible(oid) "
-                       "UNION SELECT tgname FROM pg_trigger WHERE tgname = ANY(%s) AND NOT tgisinternal",
+                       "UNION SELECT tgname FROM pg_trigger WHERE tgname = ANY(%s) AND NOT tgisinternal "
+                       "AND pg_table_is_visible(tgrelid)",
                        [list(names), list(names)])
     else:
         # sqlite_master is small; no index needed.

@@ -144,16 +144,19 @@ def env_days(name: str, default: dict[str, int], *, keys: tuple[str, ...]) -> di
     return days
 
 
-# The libpq parameters a database URL may carry after "?", passed on as they are.
+# The libpq parameters a database URL may carry after "?", passed on as they are, and "schema" (ours).
 _SSL_MODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
-_URL_PARAMETERS = ("sslmode", "sslrootcert", "sslcert", "sslkey", "connect_timeout", "application_name")
+_URL_PARAMETERS = ("sslmode", "sslrootcert", "sslcert", "sslkey", "connect_timeout", "application_name", "schema")
+# An unquoted PostgreSQL name, so it is spelt the same in the search path, the catalogue and CREATE SCHEMA.
+_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 
 def env_database_url(name: str) -> dict | None:
     """Read ``postgresql://user:password@host[:port]/dbname[?sslmode=...]`` into Django's database fields.
 
-    User, password and database name are percent-decoded. After "?" only the libpq parameters in
-    ``_URL_PARAMETERS`` are accepted, each once. Return None when the variable is unset.
+    User, password and database name are percent-decoded. After "?" only the parameters in
+    ``_URL_PARAMETERS`` are accepted, each once; ``schema`` becomes the field SCHEMA, the others
+    OPTIONS for libpq. Return None when the variable is unset.
     """
     value = _raw(name)
     if value is None:
@@ -193,7 +196,10 @@ def env_database_url(name: str) -> dict | None:
             refuse("sslmode must be one of " + ", ".join(_SSL_MODES))
         if key == "connect_timeout" and not item.isdigit():
             refuse("connect_timeout must be whole seconds")
+        if key == "schema" and (not _SCHEMA_NAME.fullmatch(item) or item.startswith("pg_")):
+            refuse("schema must be 1 to 63 lower-case letters, digits and _, not starting with a digit or pg_")
         options[key] = item
+    schema = options.pop("schema", None)
     return {
         "NAME": database,
         "USER": unquote(parts.username),
@@ -201,4 +207,5 @@ def env_database_url(name: str) -> dict | None:
         "HOST": parts.hostname,
         "PORT": str(port or 5432),
         "OPTIONS": options,
+        **({"SCHEMA": schema} if schema else {}),
     }

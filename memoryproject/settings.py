@@ -161,8 +161,10 @@ if _postgresql is not None:
     DATABASES["default"] = {
         "ENGINE": "memoryproject.pg_backend",
         **_postgresql,
-        # lock_timeout bounds the wait for the write lock (memoryproject/pg_backend) as busy_timeout does on SQLite.
-        "OPTIONS": {**_postgresql["OPTIONS"], "options": f"-c lock_timeout={MEMORY_DB_BUSY_TIMEOUT * 1000:d}"},
+        # lock_timeout bounds the wait for the write lock (memoryproject/pg_backend) as busy_timeout does on SQLite;
+        # a schema in the URL is the only one the server's tables are made in and read from.
+        "OPTIONS": {**_postgresql["OPTIONS"], "options": f"-c lock_timeout={MEMORY_DB_BUSY_TIMEOUT * 1000:d}" + (
+            f" -c search_path={_postgresql['SCHEMA']}" if "SCHEMA" in _postgresql else "")},
         # Checked before reuse, as with SQLite.
         "CONN_HEALTH_CHECKS": True,
     }

@@ -6,6 +6,8 @@ and reach it through subprocesses and a second connection alias.
 
 import json
 import re
+import subprocess
+import sys
 import threading
 import time
 import urllib.parse
@@ -17,7 +19,7 @@ from django.db import IntegrityError, connections, transaction
 from memoryproject.env import SettingError, env_database_url
 from memoryproject.exceptions import Busy, ReadOnlyStorage, Unavailable
 from tests import postgres
-from tests.subprocesses import clean_env, manage, python, serve
+from tests.subprocesses import BASE_DIR, clean_env, manage, python, serve
 
 URL = "MEMORY_DATABASE_URL"
 
@@ -56,6 +58,10 @@ def test_an_unset_url_keeps_the_sqlite_file(monkeypatch):
         ("postgresql://memory:secret@host/memories?sslmode=verify-full&sslrootcert=/etc/ca.pem&connect_timeout=5",
          {"NAME": "memories", "USER": "memory", "PASSWORD": "secret", "HOST": "host", "PORT": "5432",
           "OPTIONS": {"sslmode": "verify-full", "sslrootcert": "/etc/ca.pem", "connect_timeout": "5"}}),
+        # A schema is a field of its own, not a libpq parameter.
+        ("postgresql://memory:secret@host/memories?schema=team_7&sslmode=require",
+         {"NAME": "memories", "USER": "memory", "PASSWORD": "secret", "HOST": "host", "PORT": "5432",
+          "OPTIONS": {"sslmode": "require"}, "SCHEMA": "team_7"}),
     ],
 )
 def test_a_url_gives_the_database_fields(monkeypatch, url, expected):
@@ -79,10 +85,13 @@ def test_a_url_gives_the_database_fields(monkeypatch, url, expected):
         ("postgresql://memory:secret@host/memories?sslmode=sometimes",
          "sslmode must be one of disable, allow, prefer, require, verify-ca, verify-full"),
         ("postgresql://memory:secret@host/memories?options=-c%20fsync%3Doff",
-         "after '?' only sslmode, sslrootcert, sslcert, sslkey, connect_timeout, application_name, each once"),
+         "after '?' only sslmode, sslrootcert, sslcert, sslkey, connect_timeout, application_name, schema, each once"),
         ("postgresql://memory:secret@host/memories?sslmode=require&sslmode=disable",
-         "after '?' only sslmode, sslrootcert, sslcert, sslkey, connect_timeout, application_name, each once"),
+         "after '?' only sslmode, sslrootcert, sslcert, sslkey, connect_timeout, application_name, schema, each once"),
         ("postgresql://memory:secret@host/memories#main", "a '#' part is not accepted"),
+        *[(f"postgresql://memory:secret@host/memories?schema={name}",
+           "schema must be 1 to 63 lower-case letters, digits and _, not starting with a digit or pg_")
+          for name in ("Team", "team-7", "7team", "pg_team", "", "a" * 64, "team%3Bdrop")],
     ],
 )
 def test_a_bad_url_is_refused_with_what_is_expected_and_without_the_password(monkeypatch, url, why):
@@ -448,6 +457,62 @@ def test_two_servers_on_one_database_share_every_write_and_answer_alike_as_of_an
         assert then[0] == then[1] == [row for row in on_first if row[3] <= middle]
         _call(second, token, "POST", "memories/", {"namespace": "shared", "key": "later", "content": "Written later."})
         assert _listed(first, token, as_of=middle) == then[0]
+
+
+@on_a_cluster
+def test_stores_in_two_schemas_of_one_database_keep_apart_each_with_its_own_write_lock(cluster, tmp_path):
+    url = cluster.create("schemas")
+    envs = {}
+    for schema in ("team_a", "team_b"):
+        (tmp_path / schema).mkdir()
+        envs[schema] = clean_env(tmp_path / schema, MEMORY_DATABASE_URL=f"{url}?schema={schema}",
+                                 MEMORY_DB_BUSY_TIMEOUT="1")
+        done = manage("migrate", env=envs[schema], timeout=180)  # creates the schema, then the tables in it
+        assert done.returncode == 0, done.stdout + done.stderr
+    remember = ("import json, sys\n"
+                "from memories.selectors import memory_recall, memory_stats\n"
+                "from memories.services import memory_remember\n"
+                "memory_remember(namespace='acme', content=sys.argv[1], actor='test', interface='cli')\n"
+                "print(json.dumps({'recalled': [hit.memory.content for hit in memory_recall(\n"
+                "    query='staging database', namespace='acme', mode='keyword').hits],\n"
+                "    'where': memory_stats()['database_path']}))\n")
+    # team_a's writer holds its write lock the whole time team_b writes, with a busy timeout of 1 s.
+    hold = ("import django, time\n"
+            "django.setup()\n"
+            "from django.db import transaction\n"
+            "from memories.services import memory_remember\n"
+            "with transaction.atomic():\n"
+            "    memory_remember(namespace='acme', content='The staging database runs on db-7.', actor='test',\n"
+            "                    interface='cli')\n"
+            "    print('holding', flush=True)\n"
+            "    time.sleep(4)\n")
+    holder = subprocess.Popen([sys.executable, "-c", hold], cwd=BASE_DIR, env=envs["team_a"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "holding"
+        started = time.monotonic()
+        on_b = python(remember, "The staging database of team b runs on db-9.", env=envs["team_b"])
+        waited = time.monotonic() - started
+    finally:
+        holder.wait(timeout=30)
+    on_a = python(remember, "The staging database also keeps backups.", env=envs["team_a"])
+    drift = python("from django.db import connection\n"
+                   "from search.vectors import vector_drift\n"
+                   "with connection.cursor() as cursor:\n"
+                   "    cursor.execute('DROP TRIGGER search_vectors_after_delete ON memories_revision')\n"
+                   "print(vector_drift())\n", env=envs["team_b"])
+
+    assert on_b.returncode == 0 and waited < 4, on_b.stderr  # not queued behind team_a's lock
+    assert on_a.returncode == 0, on_a.stderr
+    seen_b, seen_a = json.loads(on_b.stdout.splitlines()[-1]), json.loads(on_a.stdout.splitlines()[-1])
+    assert seen_b == {"recalled": ["The staging database of team b runs on db-9."],
+                      "where": "postgres@127.0.0.1:%d/schemas?schema=team_b" % cluster.port}
+    assert sorted(seen_a["recalled"]) == ["The staging database also keeps backups.",
+                                          "The staging database runs on db-7."]
+    assert cluster.sql("SELECT table_schema FROM information_schema.tables WHERE table_name = 'memories_revision' "
+                       "ORDER BY 1", database="schemas") == [("team_a",), ("team_b",)]
+    # The catalogue is the database's: team_a's trigger of the same name does not hide that team_b's is gone.
+    assert "search_vectors_after_delete" in drift.stdout, drift.stderr
 
 
 @on_a_cluster

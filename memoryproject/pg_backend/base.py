@@ -7,10 +7,14 @@ clock read under the lock follows commit order, for every server sharing the dat
 PostgreSQL releases the lock after the commit is visible and queues waiters first come,
 first served. The wait is bounded by ``lock_timeout`` (MEMORY_DB_BUSY_TIMEOUT, set in the
 connection's options by settings.py).
+
+A ``schema`` in MEMORY_DATABASE_URL (SCHEMA here) is a store of its own: migrate creates
+it, every connection's search path is it alone (settings.py), and its write lock is its own.
 """
 
 import contextlib
 import time
+import zlib
 
 from django.db.backends.postgresql import base as postgresql_base
 from django.db.utils import DatabaseErrorWrapper
@@ -76,9 +80,9 @@ class DatabaseWrapper(postgresql_base.DatabaseWrapper):
         try:
             with self.wrap_database_errors, self.connection.cursor() as cursor:
                 # The transaction begins with this statement, so nothing in it ran before the lock was held.
-                cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", (WRITE_LOCK_KEY,))
+                cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", (self.write_lock_key,))
                 if not cursor.fetchone()[0]:
-                    cursor.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK_KEY,))
+                    cursor.execute("SELECT pg_advisory_xact_lock(%s)", (self.write_lock_key,))
                     # Counted once it waited and got the lock, as on SQLite: a wait that timed out is a timeout.
                     metrics.WRITE_LOCK_CONTENDED.inc()
         except BaseException as error:
@@ -90,6 +94,22 @@ class DatabaseWrapper(postgresql_base.DatabaseWrapper):
                 self.connection.autocommit = True
             raise
         metrics.WRITE_LOCK_WAIT_SECONDS.observe(time.perf_counter() - started)
+
+    @cached_property
+    def write_lock_key(self) -> int:
+        """The advisory lock's key: the constant, or for a store in a schema (beside others) a key of its own."""
+        schema = self.settings_dict.get("SCHEMA")
+        return WRITE_LOCK_KEY ^ zlib.crc32(schema.encode()) if schema else WRITE_LOCK_KEY
+
+    def prepare_database(self):
+        """Before migrate: create the URL's schema when it is missing (CREATE on the database needed only then)."""
+        super().prepare_database()
+        schema = self.settings_dict.get("SCHEMA")
+        if schema:
+            with self.cursor() as cursor:
+                cursor.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", [schema])
+                if cursor.fetchone() is None:
+                    cursor.execute(f"CREATE SCHEMA {schema}")  # a plain name: checked by memoryproject.env
 
     @cached_property
     def wrap_database_errors(self):
