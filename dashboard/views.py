@@ -54,7 +54,7 @@ def _render(request, template: str, context: dict, *, status: int = 200):
 
 @dashboard_page(MEMORIES)
 def overview(request):
-    now = dialect.now()  # the clock writes are stamped by: another server's write just made counts
+    now = dialect.now()  # the clock that stamps writes: a write another server just made counts
     stats = selectors.memory_stats()
     series = timeseries.time_series(selectors.memory_activity_per_day(), today=now.date())
     chart = bar_chart(title=f"Memories added and forgotten, per {series.unit}", labels=series.labels,
