@@ -8,7 +8,6 @@ from django.db import connection
 from django.db.migrations.recorder import MigrationRecorder
 from django.db.models import Count, Exists, IntegerField, Max, OuterRef, Prefetch, Q, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
-from django.utils import timezone
 
 from knowledge.names import entity_name, predicate_name
 from memories import staging, validation
