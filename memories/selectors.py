@@ -21,6 +21,7 @@ from memoryproject.exceptions import InvalidInput, MemoryNotFound, Unavailable
 from memoryproject.metrics import RECALL_SECONDS, observed
 from memoryproject.timeparse import format_instant, parse_optional_instant, stored_instant
 from knowledge import graph
+from knowledge.models import Fact
 from search import engine, errors, hits
 from telemetry import selectors as telemetry
 
@@ -575,8 +576,38 @@ def visible_same_triple(*, namespace: str, subject: str, predicate: str, object:
     return None
 
 
-# Hashes per query in visible_duplicates: well under SQLite's 999 parameters.
+# Hashes (and names) per query in visible_duplicates and visible_same_triples: well under SQLite's 999 parameters.
 _HASHES_PER_QUERY = 500
+
+
+def visible_same_triples(*, namespace: str, triples) -> dict[tuple[str, str, str], Revision]:
+    """visible_same_triple for many triples at once: {triple in normal form: the visible-now revision stating it}.
+
+    Triples no visible-now revision of ``namespace`` states are left out; the lowest memory
+    id wins. Reads the fact rows (normal forms, by subject), then the visibility rule for
+    the few revisions stating one of these triples.
+    """
+    wanted = {(entity_name(subject), predicate_name(predicate), entity_name(object_))
+              for subject, predicate, object_ in triples}
+    subjects = sorted({triple[0] for triple in wanted})
+    revision_ids = []
+    for start in range(0, len(subjects), _HASHES_PER_QUERY):
+        # The fact_subject_predicate index: the rows naming these subjects, of every namespace and time.
+        rows = Fact.objects.filter(subject__in=subjects[start:start + _HASHES_PER_QUERY]).values_list(
+            "revision_id", "subject", "predicate", "object")
+        revision_ids += [row[0] for row in rows if row[1:] in wanted]
+    found: dict[tuple[str, str, str], Revision] = {}
+    for start in range(0, len(revision_ids), _HASHES_PER_QUERY):
+        shown = (Revision.objects.filter(pk__in=revision_ids[start:start + _HASHES_PER_QUERY],
+                                         memory__namespace=namespace)
+                 .visible(as_of=dialect.now()).order_by("memory_id", "id"))
+        for revision in shown:
+            triple = (entity_name(revision.subject), predicate_name(revision.predicate), entity_name(revision.object))
+            if triple not in found or revision.memory_id < found[triple].memory_id:
+                found[triple] = revision
+    return found
+
+
 
 
 def visible_duplicates(*, namespace: str, content_hashes) -> dict[str, int]:

@@ -21,13 +21,12 @@ from knowledge.conflicts import conflict_id, in_conflict
 from memories import selectors, validation
 from memories.models import Memory, Revision
 from memories.records import MemoryRecord, ResolveResult
-from memories.services.lifecycle import _CARRIED as CARRIED
 from memories.services.lifecycle import _prepare_revision as prepare_revision
 from memories.services.lifecycle import (
-    append_revisions,
     audit_many,
     check_interface,
     get_memory,
+    hold_only,
     memory_forget,
     memory_revise,
 )
@@ -145,26 +144,11 @@ def _split(memories, shown, *, boundary: dt.datetime, earlier: int | None, now: 
     if end is not None and boundary >= end:
         raise InvalidInput(f"boundary: must be earlier than {format_instant(end)}, when memory "
                            f"{memories[later].pk}'s fact stops holding.", field="boundary")
-    _hold_only(memories[first], shown[first], start, boundary, now=now, actor=actor, interface=interface,
-               reason=reason)
-    _hold_only(memories[later], shown[later], boundary, end, now=now, actor=actor, interface=interface,
-               reason=reason)
+    hold_only(memories[first], shown[first], start, boundary, now=now, actor=actor, interface=interface,
+              reason=reason)
+    hold_only(memories[later], shown[later], boundary, end, now=now, actor=actor, interface=interface,
+              reason=reason)
     return memories[first].pk
-
-
-def _hold_only(memory: Memory, shown: Revision, start: dt.datetime, end: dt.datetime | None, *, now: dt.datetime,
-               actor: str, interface: str, reason: str) -> None:
-    """From ``now`` on, ``memory`` holds ``shown``'s fields for [start, end) only: a tombstone hides it everywhere,
-    and a revision written after it in the same instant (a higher id wins the tie) re-asserts it for the interval."""
-    fields = {name: getattr(shown, name) for name in CARRIED}
-    fields.update(valid_from=start, valid_to=end)
-    append_revisions([
-        dict(memory=memory, tombstone=True, hides=shown, reason=reason, content="",
-             content_hash=validation.content_hash(""), known_at=now, valid_from=now, author=actor,
-             interface=interface),
-        dict(memory=memory, content_hash=shown.content_hash, known_at=now, author=actor, interface=interface,
-             reason=reason, **fields),
-    ])
 
 
 def _after(memory_id: int, *, now: dt.datetime):

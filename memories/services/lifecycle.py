@@ -6,6 +6,7 @@ settings), records the actor and the interface, and raises domain errors from
 """
 
 import datetime as dt
+from dataclasses import dataclass
 
 from django.db import transaction
 from django.utils import timezone
@@ -19,7 +20,7 @@ from memories.records import ChangeResult, CorrectionRecord, MemoryRecord, NearT
 from memoryproject import dialect
 from memoryproject.exceptions import Conflict, DuplicateContent, InvalidInput, MemoryNotFound, NotAdmitted
 from memoryproject.metrics import REMEMBER_SECONDS, observed
-from memoryproject.timeparse import parse_optional_instant
+from memoryproject.timeparse import format_instant, parse_optional_instant
 from search import duplicates, indexing
 
 # What a writer refused a key that an unpublished import holds can do (memories.services.batches).
@@ -268,6 +269,89 @@ def memory_remember(
                               near_twin=near_twin)
 
 
+@dataclass(frozen=True)
+class NewMemory:
+    """A memory for ``memories_remember_new`` to create, its fields checked by ``new_memory``."""
+
+    content: str
+    content_hash: str
+    title: str
+    kind: str
+    source: str
+    subject: str
+    predicate: str
+    object: str
+    confidence: float | None
+    valid_from: dt.datetime | None
+    valid_to: dt.datetime | None
+
+
+def new_memory(*, content: str, title: str | None = None, kind: str = Kind.NOTE, source: str | None = None,
+               subject: str | None = None, predicate: str | None = None, object: str | None = None,
+               confidence: float | None = None, valid_from=None, valid_to=None) -> NewMemory:
+    """Check a new memory's fields as memory_remember does, raising the first problem (admission included)."""
+    content = validation.content(content)
+    if (rule := admission.refusal(content)) is not None:
+        raise NotAdmitted(admission.message(rule, content), field="content")
+    triple = validation.triple(subject, predicate, object)
+    return NewMemory(
+        content=content, content_hash=validation.content_hash(content),
+        title=validation.short_text(title, field="title", limit=validation.TITLE_MAX),
+        kind=validation.kind(kind), source=validation.short_text(source, field="source", limit=validation.SOURCE_MAX),
+        subject=triple[0], predicate=triple[1], object=triple[2], confidence=validation.confidence(confidence),
+        valid_from=parse_optional_instant(valid_from, field="valid_from"),
+        valid_to=parse_optional_instant(valid_to, field="valid_to"))
+
+
+def memories_remember_new(*, namespace: str, memories: list[NewMemory], tags: list[str], actor: str,
+                          interface: str, state: str = Lifecycle.ACTIVE) -> list[Revision]:
+    """Create these memories, each as memory_remember creates one with no key and no near-twin check, in the
+    caller's transaction and with multi-row INSERTs: a bulk writer (learn) pays a few statements, not a few per
+    memory. Return their first revisions (``memory`` set), in order.
+
+    The caller checks each one (``new_memory``) and leaves out those a visible memory of the
+    namespace already shows (``selectors.visible_duplicates``), and passes no two with one
+    text. Each gets ``tags`` and starts in ``state``, and its validity interval is checked
+    against the time of the write (InvalidInput, and nothing is written, when one is empty).
+    """
+    check_interface(interface)
+    namespace = validation.namespace(namespace)
+    tag_names = validation.tags(tags)
+    if not memories:
+        return []
+    now = dialect.locked_now()  # under the write lock, see memory_remember
+    intervals = [validity_interval(memory.valid_from, memory.valid_to, default_from=now) for memory in memories]
+    rows = insert_all([Memory(namespace=namespace, key=validation.generated_key(), kind=memory.kind, created_at=now,
+                              batch_id=staging.own_batch_id()) for memory in memories])
+    tag_rows = tag_objects(namespace=namespace, names=tag_names) if tag_names else []
+    insert_all([Memory.tags.through(memory_id=row.pk, tag_id=tag.pk) for row in rows for tag in tag_rows])
+    attributes = insert_all([Attributes(memory=row, known_at=now, namespace=namespace, kind=row.kind, state=str(state),
+                                        reason="", author=actor, interface=interface, batch_id=staging.own_batch_id())
+                             for row in rows])
+    insert_all([Attributes.tags.through(attributes_id=row.pk, tag_id=tag.pk) for row in attributes for tag in tag_rows])
+    revisions = append_revisions([
+        dict(memory=row, content=memory.content, title=memory.title, subject=memory.subject,
+             predicate=memory.predicate, object=memory.object, confidence=memory.confidence, source=memory.source,
+             valid_from=start, valid_to=end, expires_at=None, content_hash=memory.content_hash, known_at=now,
+             author=actor, interface=interface)
+        for row, memory, (start, end) in zip(rows, memories, intervals, strict=True)])
+    extra = {"state": str(state)} if state != Lifecycle.ACTIVE else {}
+    audit_many(actor=actor, interface=interface, action="remember", at=now,
+               events=[(row.pk, {"revision_id": revision.pk, **extra}) for row, revision in zip(rows, revisions)])
+    stated = {revision.pk: revision for revision in revisions if revision.subject}
+    if stated:
+        # One query says which of these facts another memory states at all; only those need _corroborate's reads.
+        facts = {fact.revision_id: fact for fact in Fact.objects.filter(revision_id__in=list(stated))}
+        subjects = {fact.subject for fact in facts.values()}
+        elsewhere = set(Fact.objects.filter(subject__in=sorted(subjects)).exclude(revision_id__in=list(stated))
+                        .values_list("subject", "predicate", "object"))
+        for revision_id, fact in facts.items():
+            if (fact.subject, fact.predicate, fact.object) in elsewhere:
+                revision = stated[revision_id]
+                _corroborate(revision.memory, revision, state=str(state), now=now, actor=actor, interface=interface)
+    return revisions
+
+
 def _corroborate(memory: Memory, revision: Revision, *, state: str, now: dt.datetime, actor: str,
                  interface: str) -> str:
     """Promote the candidates that an active memory of another author now corroborates: the new memory, when
@@ -471,6 +555,52 @@ def memory_forget(*, memory_id: int, actor: str, interface: str, reason: str | N
         audit(actor=actor, interface=interface, action="forget", memory_id=memory.pk, at=now,
               hidden_revision_id=visible.pk)
         return ChangeResult(memory=record_now(memory, visible), changed=True)
+
+
+def hold_only(memory: Memory, shown: Revision, start: dt.datetime, end: dt.datetime | None, *, now: dt.datetime,
+              actor: str, interface: str, reason: str, source: str | None = None) -> list[Revision]:
+    """From ``now`` on, ``memory`` holds ``shown``'s fields for [start, end) only, in the caller's transaction.
+
+    A revision can only add an interval, so a tombstone hides the memory at every valid
+    time and a revision written after it in the same instant (a higher id wins the tie)
+    re-asserts ``shown`` for the interval. An empty interval leaves the tombstone alone.
+    ``source``: the re-assertion's, when the change has a provenance of its own.
+    """
+    fields = {name: getattr(shown, name) for name in _CARRIED}
+    fields.update(valid_from=start, valid_to=end, **({"source": source} if source else {}))
+    revisions = [dict(memory=memory, tombstone=True, hides=shown, reason=reason, content="",
+                      content_hash=validation.content_hash(""), known_at=now, valid_from=now, author=actor,
+                      interface=interface)]
+    if end is None or end > start:
+        revisions.append(dict(memory=memory, content_hash=shown.content_hash, known_at=now, author=actor,
+                              interface=interface, reason=reason, **fields))
+    return append_revisions(revisions)
+
+
+def memory_end(*, memory_id: int, valid_to: dt.datetime, actor: str, interface: str, reason: str | None = None,
+               source: str | None = None) -> ChangeResult:
+    """End the fact a memory shows now at ``valid_to``: as of now it holds only before then; as of earlier, as before.
+
+    A supersession, not a forget: the memory is not forgotten, and at a valid time before
+    ``valid_to`` it still shows what it showed. When ``valid_to`` is not after the time the
+    fact was recorded to hold from, it held at none of those times, and it shows nowhere.
+    """
+    check_interface(interface)
+    reason = validation.short_text(reason, field="reason", limit=validation.REASON_MAX)
+    source = validation.short_text(source, field="source", limit=validation.SOURCE_MAX)
+    with transaction.atomic():
+        now = dialect.locked_now()  # under the write lock, see memory_remember
+        memory = get_memory(memory_id)
+        shown = selectors.visible_revision(memory=memory, as_of=now)
+        if shown is None:
+            raise Conflict(f"Memory {memory.pk} is not visible now, so there is no fact to end.", field="id")
+        end = min(valid_to, shown.valid_to) if shown.valid_to is not None else valid_to
+        written = hold_only(memory, shown, shown.valid_from, end, now=now, actor=actor, interface=interface,
+                            reason=reason or "", source=source)
+        audit(actor=actor, interface=interface, action="end", memory_id=memory.pk, at=now,
+              valid_to=format_instant(end), ended_revision_id=shown.pk,
+              revision_ids=[revision.pk for revision in written])
+        return ChangeResult(memory=record_now(memory, written[-1] if len(written) > 1 else shown), changed=True)
 
 
 def memory_restore(*, memory_id: int, actor: str, interface: str, reason: str | None = None) -> ChangeResult:
