@@ -1,21 +1,33 @@
-"""Learn from text: store each fact, decision and skill ``knowledge.learn`` finds as one memory.
+"""Learn from text: store each fact, decision and skill ``knowledge.learn`` finds, and end the facts a change ends.
 
-Each item goes through ``memory_remember``, so validation, content dedup, indexing and the
-write lock apply as for any write, one item per transaction: an item is stored whole or not
-at all, and a call that fails half-way keeps the items stored before. An item whose triple
-(in normal form, ``knowledge.names``) or whose content a memory of the namespace already
-shows now is not stored again: the answer names that memory. Stored items carry
-``LEARNED_CONFIDENCE`` (rules, not a person, asserted them) and their span in the revision's
-source, e.g. ``learn: notes.md chars 120-188``.
+The call is one transaction: its items are stored, and the facts its stated changes end
+are closed, all or nothing, at instants that follow the text's order. Each item goes
+through ``memory_remember`` (validation, content dedup, indexing, corroboration), in a
+savepoint of its own: an item the store refuses is skipped with the reason, and the others
+are kept. An item whose triple (in normal form, ``knowledge.names``) or whose content a
+memory of the namespace already shows now is not stored again: the answer names that
+memory. Stored items carry ``LEARNED_CONFIDENCE`` (rules, not a person, asserted them) and
+their span in the revision's source, e.g. ``learn: notes.md chars 120-188``.
+
+A stated change ("The ledger switched from Oracle to Postgres last month") ends each
+current fact of the namespace that matches it (``memory_end``: as of now it holds only
+before the stated time, or before now; as of earlier it is as it was), with the learn
+call as the closing revision's source, and restates it with the new name where the change
+names one. When nothing current matches, the answer says so and only what the sentence
+states on its own is stored.
 """
+
+import datetime as dt
 
 from django.db import transaction
 
 from knowledge import learn
+from knowledge.names import entity_name, predicate_name
 from memories import selectors, validation
-from memories.models import Lifecycle
-from memories.records import LearnedItem, LearnResult, SkippedSentence
-from memories.services.lifecycle import check_interface, memory_remember
+from memories.models import Lifecycle, Revision
+from memories.records import EndedFact, LearnedItem, LearnResult, SkippedSentence, UnmatchedChange
+from memories.services.lifecycle import check_interface, memories_remember_new, memory_end, memory_remember, new_memory
+from memoryproject import dialect
 from memoryproject.exceptions import MemoryServiceError
 from search import indexing
 
@@ -26,6 +38,8 @@ DEFAULT_SOURCE = "text"
 # Room the span takes in a revision's source ("learn: " and " chars 12345-12345").
 _SPAN_ROOM = 40
 SOURCE_MAX = validation.SOURCE_MAX - _SPAN_ROOM
+# Facts of the namespace one change may end, at most: a change that names more is too broad to apply blindly.
+ENDS_MAX = 20
 
 
 def learned_source(source: str, start: int, end: int) -> str:
@@ -36,46 +50,219 @@ def learned_source(source: str, start: int, end: int) -> str:
 def _item_record(item: learn.Item, memory_id: int, revision_id: int, matched_by: str | None = None) -> LearnedItem:
     return LearnedItem(memory_id=memory_id, revision_id=revision_id, kind=item.kind, content=item.content,
                        subject=item.subject, predicate=item.predicate, object=item.object,
+                       valid_from=item.valid_from, valid_to=item.valid_to,
                        alternatives=list(item.alternatives) or None, start=item.start, end=item.end,
                        matched_by=matched_by)
 
 
+def _same_name(stored: str, said: str | None) -> bool:
+    """Whether a stored name is the one a change says (None: any): equal in normal form, or one holding the other
+    as whole words ("checkout" and "checkout service")."""
+    if said is None:
+        return True
+    stored, said = f" {entity_name(stored)} ", f" {entity_name(said)} "
+    return stored == said or stored in said or said in stored
+
+
+def _matches(revision: Revision, ending: learn.Ending) -> bool:
+    if ending.predicates and predicate_name(revision.predicate) not in ending.predicates:
+        return False
+    if not ending.predicates and ending.subject is None and predicate_name(revision.predicate) in learn.TASTES:
+        return False  # "we dropped Jira" says nothing of who likes it
+    pair = (revision.subject, revision.object)
+    if _same_name(pair[0], ending.subject) and _same_name(pair[1], ending.object):
+        return True
+    return ending.either_way and _same_name(pair[1], ending.subject) and _same_name(pair[0], ending.object)
+
+
+def _current_facts(namespace: str, ending: learn.Ending, *, now: dt.datetime) -> list[Revision]:
+    """The facts of ``namespace`` visible now that ``ending`` names, lowest memory id first."""
+    names = [entity_name(name) for name in (ending.subject, ending.object) if name]
+    # LIKE (ASCII case-insensitive) on a word of a name narrows to the few rows naming it; the rule decides.
+    word = max((name.split()[-1] for name in names), key=len)
+    candidates = Revision.objects.filter(memory__namespace=namespace).exclude(subject="")
+    if ending.either_way:
+        candidates = candidates.filter(subject__icontains=word) | candidates.filter(object__icontains=word)
+    elif ending.object and entity_name(ending.object).split()[-1] == word:
+        candidates = candidates.filter(object__icontains=word)
+    else:
+        candidates = candidates.filter(subject__icontains=word)
+    return [revision for revision in candidates.visible(as_of=now).order_by("memory_id", "id")
+            if _matches(revision, ending)]
+
+
+class _Learning:
+    """One learn call's writes, in the text's order, and what became of each.
+
+    Items wait in ``pending`` and are written together (``flush``): before each ending, so
+    it sees every fact stated before it, and at the end.
+    """
+
+    def __init__(self, *, text: str, namespace: str, source: str, tags: list[str], actor: str, interface: str):
+        self.text, self.namespace, self.source, self.tags = text, namespace, source, tags
+        self.actor, self.interface = actor, interface
+        self.pending: list[learn.Item] = []
+        self.stored: list[LearnedItem] = []
+        self.deduplicated: list[LearnedItem] = []
+        self.ended: list[EndedFact] = []
+        self.unmatched: list[UnmatchedChange] = []
+        self.skipped: list[SkippedSentence] = []
+        self.stating: set[tuple[str, str, str]] = set()  # the triples this call states, in normal form
+        self.held: dict[tuple[str, str, str], tuple[int, int]] = {}  # triple -> (memory, revision) stored by it
+
+    def store(self, item: learn.Item) -> None:
+        self.pending.append(item)
+
+    def _refused(self, item: learn.Item, error: MemoryServiceError) -> None:
+        self.skipped.append(SkippedSentence(text=self.text[item.start:item.end], start=item.start, end=item.end,
+                                            reason=f"refused: {error.message}"))
+
+    def flush(self) -> None:
+        """Store the pending items: each one the namespace (or this call) already holds is named, not stored."""
+        items, self.pending = self.pending, []
+        checked = []
+        for item in items:
+            try:
+                checked.append((item, new_memory(
+                    content=item.content, title=item.title or None, kind=item.kind,
+                    source=learned_source(self.source, item.start, item.end), subject=item.subject or None,
+                    predicate=item.predicate or None, object=item.object or None, confidence=LEARNED_CONFIDENCE,
+                    valid_from=item.valid_from, valid_to=item.valid_to)))
+            except MemoryServiceError as error:
+                self._refused(item, error)
+        shown = selectors.visible_same_triples(namespace=self.namespace, triples=[
+            (item.subject, item.predicate, item.object) for item, _ in checked if item.subject])
+        duplicates = selectors.visible_duplicates(namespace=self.namespace,
+                                                  content_hashes=[memory.content_hash for _, memory in checked])
+        new, first_of_hash, claimed, later = [], {}, set(), []
+        for item, memory in checked:
+            triple = _normal(item.subject, item.predicate, item.object) if item.subject else None
+            if triple in self.held:
+                self.deduplicated.append(_item_record(item, *self.held[triple], matched_by="triple"))
+            elif triple in claimed:
+                later.append(item)  # the same fact as an item written below: named once that one has its ids
+            elif triple in shown:
+                same = shown[triple]
+                self.deduplicated.append(_item_record(item, same.memory_id, same.pk, matched_by="triple"))
+            elif memory.content_hash in duplicates or memory.content_hash in first_of_hash:
+                # Another memory shows this text: remember gives it this call's tags and names it.
+                self._remember_again(item, memory)
+            else:
+                first_of_hash[memory.content_hash] = item
+                new.append((item, memory))
+                if triple:
+                    claimed.add(triple)
+        try:
+            with transaction.atomic():
+                revisions = memories_remember_new(namespace=self.namespace, memories=[memory for _, memory in new],
+                                                  tags=self.tags, state=Lifecycle.CANDIDATE, actor=self.actor,
+                                                  interface=self.interface)
+        except MemoryServiceError as error:
+            for item, _ in new:
+                self._refused(item, error)
+            return
+        for (item, _), revision in zip(new, revisions, strict=True):
+            if item.subject:
+                self.held[_normal(item.subject, item.predicate, item.object)] = (revision.memory_id, revision.pk)
+            self.stored.append(_item_record(item, revision.memory_id, revision.pk))
+        for item in later:
+            held = self.held[_normal(item.subject, item.predicate, item.object)]
+            self.deduplicated.append(_item_record(item, *held, matched_by="triple"))
+
+    def _remember_again(self, item: learn.Item, memory) -> None:
+        try:
+            with transaction.atomic():
+                result = memory_remember(
+                    namespace=self.namespace, content=memory.content, title=memory.title or None, kind=memory.kind,
+                    tags=self.tags, source=memory.source, subject=memory.subject or None,
+                    predicate=memory.predicate or None, object=memory.object or None, valid_from=memory.valid_from,
+                    valid_to=memory.valid_to, confidence=LEARNED_CONFIDENCE, state=Lifecycle.CANDIDATE,
+                    actor=self.actor, interface=self.interface, look_for_near_twin=False)
+        except MemoryServiceError as error:
+            self._refused(item, error)
+            return
+        record = _item_record(item, result.memory.id, result.memory.revision_id,
+                              matched_by="content" if result.deduplicated else None)
+        (self.deduplicated if result.deduplicated else self.stored).append(record)
+
+    def end(self, ending: learn.Ending) -> None:
+        self.flush()
+        now = dialect.now()
+        facts = [revision for revision in _current_facts(self.namespace, ending, now=now)
+                 if _normal(revision.subject, revision.predicate, revision.object) not in self.stating]
+        said = self.text[ending.start:ending.end]
+        if not facts:
+            self.unmatched.append(UnmatchedChange(text=said, start=ending.start, end=ending.end, reason=(
+                f"change ({ending.rule}): no current fact matches '{ending.describe()}'; nothing was ended")))
+            for item in ending.otherwise:
+                self.store(item)
+            return
+        if len(facts) > ENDS_MAX:
+            self.unmatched.append(UnmatchedChange(text=said, start=ending.start, end=ending.end, reason=(
+                f"change ({ending.rule}): {len(facts)} current facts match '{ending.describe()}', more than "
+                f"{ENDS_MAX}; nothing was ended. Name the subject to narrow it.")))
+            return
+        valid_to = ending.at or now
+        for number, revision in enumerate(facts):
+            result = memory_end(memory_id=revision.memory_id, valid_to=valid_to, actor=self.actor,
+                                interface=self.interface,
+                                reason=f"ended by a stated change: {said}"[:validation.REASON_MAX],
+                                source=learned_source(self.source, ending.start, ending.end))
+            self.ended.append(EndedFact(
+                memory_id=revision.memory_id, revision_id=result.memory.revision_id, subject=revision.subject,
+                predicate=revision.predicate, object=revision.object, change=ending.rule, start=ending.start,
+                end=ending.end, valid_to=min(valid_to, revision.valid_to) if revision.valid_to else valid_to))
+            if ending.becomes:
+                self.store(_restated(revision, ending, first=number == 0))
+
+
+def _normal(subject: str, predicate: str, object_: str) -> tuple[str, str, str]:
+    return entity_name(subject), predicate_name(predicate), entity_name(object_)
+
+
+def _restated(revision: Revision, ending: learn.Ending, *, first: bool) -> learn.Item:
+    """The fact an ended one becomes: the change's new name in place of the old one, holding from the change on."""
+    subject, object_ = revision.subject, revision.object
+    if ending.replaced == "subject":
+        subject = ending.becomes
+    else:
+        object_ = ending.becomes
+    # One change may restate several facts: each but the first says its own triple, so no two share a content.
+    content = ending.content if first else f"{subject} {revision.predicate} {object_} ({ending.content.rstrip('.')})."
+    return learn.Item(kind=learn.FACT, content=content, start=ending.start, end=ending.end, subject=subject,
+                      predicate=revision.predicate, object=object_, valid_from=ending.at)
+
+
 def memory_learn(*, text: str, namespace: str, actor: str, interface: str, source: str | None = None,
                  tags: list[str] | None = None) -> LearnResult:
-    """Find facts, decisions and skills in ``text`` by rule, store each as a memory, and say what became of each."""
+    """Find facts, decisions, skills and changes in ``text`` by rule, store and end what they say, and say what became
+    of each sentence."""
     check_interface(interface)
     text = validation.text_to_learn(text, limit=learn.TEXT_MAX_CHARS)
     namespace = validation.namespace(namespace)
     source = validation.short_text(source, field="source", limit=SOURCE_MAX)
     tag_names = validation.tags(tags)
-    found = learn.extract(text)
+    found = learn.extract(text, now=dialect.now())
     # Embedded together before any write takes the lock; each write then finds its vector ready.
-    indexing.prepare_many([(item.title, item.content) for item in found.items])
-    stored, deduplicated = [], []
-    skipped = [SkippedSentence(text=entry.text, start=entry.start, end=entry.end, reason=entry.reason)
-               for entry in found.skipped]
-    for item in found.items:
-        try:
-            # The triple check and the write in one transaction: no other writer slips the same triple in between.
-            with transaction.atomic():
-                same = selectors.visible_same_triple(namespace=namespace, subject=item.subject,
-                                                     predicate=item.predicate, object=item.object) \
-                    if item.subject else None
-                if same is not None:
-                    deduplicated.append(_item_record(item, same.memory_id, same.pk, matched_by="triple"))
-                    continue
-                result = memory_remember(
-                    namespace=namespace, content=item.content, title=item.title or None, kind=item.kind,
-                    tags=tag_names, source=learned_source(source, item.start, item.end),
-                    subject=item.subject or None, predicate=item.predicate or None, object=item.object or None,
-                    confidence=LEARNED_CONFIDENCE, state=Lifecycle.CANDIDATE, actor=actor, interface=interface,
-                    look_for_near_twin=False)
-        except MemoryServiceError as error:
-            skipped.append(SkippedSentence(text=text[item.start:item.end], start=item.start, end=item.end,
-                                           reason=f"refused: {error.message}"))
-            continue
-        record = _item_record(item, result.memory.id, result.memory.revision_id,
-                              matched_by="content" if result.deduplicated else None)
-        (deduplicated if result.deduplicated else stored).append(record)
-    skipped.sort(key=lambda entry: entry.start)
-    return LearnResult(namespace=namespace, stored=stored, deduplicated=deduplicated, skipped=skipped)
+    indexing.prepare_many([(item.title, item.content) for item in found.items] +
+                          [("", ending.content) for ending in found.endings])
+    learning = _Learning(text=text, namespace=namespace, source=source or "", tags=tag_names, actor=actor,
+                         interface=interface)
+    learning.stating = {_normal(item.subject, item.predicate, item.object) for item in found.items if item.subject}
+    learning.skipped = [SkippedSentence(text=entry.text, start=entry.start, end=entry.end, reason=entry.reason)
+                        for entry in found.skipped]
+    # A clause's endings go before its own facts: "The cache now runs on node-9" ends node-4, then states node-9.
+    steps = sorted([*found.endings, *found.items], key=lambda entry: (entry.start, isinstance(entry, learn.Item)))
+    with transaction.atomic():
+        for step in steps:
+            if isinstance(step, learn.Ending):
+                learning.end(step)
+            else:
+                learning.store(step)
+        learning.flush()
+    learning.stored.sort(key=lambda record: record.start)
+    learning.deduplicated.sort(key=lambda record: record.start)
+    learning.skipped.sort(key=lambda entry: entry.start)
+    return LearnResult(namespace=namespace, stored=learning.stored, deduplicated=learning.deduplicated,
+                       ended=learning.ended, unmatched_changes=learning.unmatched, skipped=learning.skipped)
+

@@ -1,0 +1,189 @@
+"""The tables learning reads text by: canonical predicates and the verbs that say them, roles, changes, speakers.
+
+Every rule of ``knowledge.learn`` that is a list of cases lives here as data, so a reader
+can scan what the rules know and a test can walk each entry. docs/learning.md shows
+each table with examples.
+"""
+
+from dataclasses import dataclass
+
+# Predicates ------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Predicate:
+    """A canonical predicate and the verbs that say it, each in its base form with the words that follow it.
+
+    ``reverse``: the sentence names the object first ("The payments team owns billing" is
+    (billing, owned by, payments team)). ``objects``: the object must end with one of these
+    words for the verbs to mean this predicate ("Mei runs the data team": leads; "the job
+    runs nightly": nothing). ``passive``: the verbs are participles said after "is" or "are".
+    """
+
+    name: str
+    verbs: tuple[str, ...]
+    reverse: bool = False
+    objects: tuple[str, ...] = ()
+    passive: bool = False
+
+
+# Words a group of people ends with: "the SRE team", "the infrastructure group".
+GROUP_WORDS = ("team", "teams", "group", "squad", "crew", "department", "org", "organisation", "organization",
+               "guild", "chapter", "division", "unit", "office", "lab", "committee", "project", "program",
+               "programme", "initiative", "effort", "workstream", "tribe")
+
+PREDICATES = (
+    Predicate("uses", ("use", "utilize", "utilise", "build on", "standardize on", "standardise on", "run with",
+                       "code in", "program in", "develop in")),
+    Predicate("uses", ("built with", "built on", "built using", "written in", "implemented in", "powered by",
+                       "backed by", "based on"), passive=True),
+    Predicate("runs on", ("run on", "run in", "live on", "deploy to", "deploy on")),
+    Predicate("runs on", ("deployed on", "deployed to", "deployed in", "scheduled on", "installed on"), passive=True),
+    Predicate("hosted on", ("hosted on", "hosted at", "hosted in", "hosted by", "served from", "served by",
+                            "stored in", "stored on", "kept in"), passive=True),
+    Predicate("depends on", ("depend on", "rely on", "require", "need")),
+    Predicate("calls", ("call", "talk to", "connect to", "query", "invoke", "send requests to", "integrate with")),
+    Predicate("writes to", ("write to", "write into", "publish to", "push to", "log to", "send data to",
+                            "send events to", "emit to")),
+    Predicate("writes to", ("sent to", "shipped to", "exported to", "forwarded to", "streamed to", "synced to"),
+              passive=True),
+    Predicate("reads from", ("read from", "consume from", "subscribe to", "pull from", "listen to")),
+    Predicate("owned by", ("owned by", "maintained by", "managed by", "looked after by", "supported by"),
+              passive=True),
+    Predicate("owned by", ("own", "maintain", "look after", "take care of", "be responsible for"), reverse=True),
+    Predicate("owned by", ("belong to",)),
+    Predicate("leads", ("lead", "head", "head up", "be in charge of", "chair", "direct", "coordinate")),
+    Predicate("leads", ("run",), objects=GROUP_WORDS),
+    Predicate("leads", ("led by", "headed by", "run by", "chaired by", "directed by"), reverse=True, passive=True),
+    Predicate("manages", ("manage", "supervise", "oversee")),
+    Predicate("reports to", ("report to", "work under", "answer to")),
+    Predicate("works on", ("work on", "contribute to", "started working on", "began working on")),
+    Predicate("member of", ("work in", "be in", "be on", "sit in", "sit on", "sit with", "belong to", "join",
+                            "joined"), objects=GROUP_WORDS),
+    Predicate("works at", ("work at", "work for", "join", "joined")),
+    Predicate("works at", ("employed by", "employed at"), passive=True),
+    Predicate("member of", ("member of", "part of"), passive=True),
+    Predicate("located in", ("sit in", "sit at", "be in", "be at", "work from", "work out of")),
+    Predicate("located in", ("located in", "located at", "based in", "based at", "based out of", "headquartered in",
+                             "situated in"), passive=True),
+    Predicate("lives in", ("live in", "reside in", "stay in")),
+    Predicate("prefers", ("prefer", "favour", "favor", "prefer using", "prefer to use")),
+    Predicate("likes", ("like", "love", "enjoy", "adore", "be a fan of", "be a big fan of", "be a huge fan of",
+                        "be into")),
+    Predicate("dislikes", ("dislike", "hate", "detest", "loathe", "can't stand", "cannot stand")),
+    Predicate("speaks", ("speak",)),
+)
+
+# Conflicts read these as single-valued (``knowledge.conflicts``), and "now" before one of them ends the value it
+# replaces ("The API now runs on ECS" ends "The API runs on Lambda").
+SINGLE_VALUED = ("runs on", "hosted on", "located in", "lives in", "reports to", "owned by")
+# Where something is: "Kai moved to Amsterdam" and "The API moved to ECS" give these facts their new value.
+PLACES = ("runs on", "hosted on", "located in", "lives in")
+# Predicates whose object holds one subject at a time: "Kenji now leads Orion" ends "Nadia leads Orion".
+ONE_HOLDER = ("leads", "is")
+
+# Past forms that say a state holds now: "Noah joined the infra team" (he is a member), "started working on".
+EVENTS = ("joined", "started working on", "began working on")
+# Irregular verbs: base -> (third person, past, past participle, -ing form).
+IRREGULAR = {
+    "be": ("is", "was", "been", "being"), "have": ("has", "had", "had", "having"), "do": ("does", "did", "done",
+                                                                                      "doing"),
+    "run": ("runs", "ran", "run", "running"), "lead": ("leads", "led", "led", "leading"),
+    "write": ("writes", "wrote", "written", "writing"), "sit": ("sits", "sat", "sat", "sitting"),
+    "build": ("builds", "built", "built", "building"), "take": ("takes", "took", "taken", "taking"),
+    "leave": ("leaves", "left", "left", "leaving"), "oversee": ("oversees", "oversaw", "overseen", "overseeing"),
+    "stand": ("stands", "stood", "stood", "standing"), "send": ("sends", "sent", "sent", "sending"),
+    "speak": ("speaks", "spoke", "spoken", "speaking"), "read": ("reads", "read", "read", "reading"),
+    "set": ("sets", "set", "set", "setting"), "put": ("puts", "put", "put", "putting"),
+    "get": ("gets", "got", "got", "getting"), "go": ("goes", "went", "gone", "going"),
+    "stop": ("stops", "stopped", "stopped", "stopping"), "drop": ("drops", "dropped", "dropped", "dropping"),
+    "plan": ("plans", "planned", "planned", "planning"), "ship": ("ships", "shipped", "shipped", "shipping"),
+    "chair": ("chairs", "chaired", "chaired", "chairing"), "quit": ("quits", "quit", "quit", "quitting"),
+    "swap": ("swaps", "swapped", "swapped", "swapping"), "log": ("logs", "logged", "logged", "logging"),
+}
+
+# Roles -----------------------------------------------------------------------------------------------------------
+
+# A role named in "X is the <role> of Y", "Y's <role> is X", "X is a <role> on Y": the predicate it gives and
+# whether the holder X is the subject. The last words of a role decide ("tech lead", "engineering manager").
+ROLES = {
+    "lead": ("leads", True), "leader": ("leads", True), "head": ("leads", True), "chair": ("leads", True),
+    "director": ("leads", True), "captain": ("leads", True), "owner": ("owned by", False),
+    "maintainer": ("owned by", False), "manager": ("manages", True), "boss": ("manages", True),
+    "supervisor": ("manages", True), "ceo": ("leads", True), "cto": ("leads", True), "cfo": ("leads", True),
+    "vp": ("leads", True), "em": ("manages", True), "pm": ("owned by", False), "dri": ("owned by", False),
+    "report": ("reports to", True),
+    "direct report": ("reports to", True), "member": ("member of", True),
+}
+# Words before a role that are part of it ("tech lead", "product owner"): kept in the content, not the predicate.
+# A role said with "a"/"an" and on/in a group ("Beatriz is a staff engineer on the payments team") says the
+# holder is a member of it, whatever the job title.
+MEMBER_ROLE_PREPOSITIONS = ("on", "in", "with", "at")
+# "My preferred editor is Neovim", "Her favourite tool is jq": a preference, not an attribute.
+PREFERENCE_WORDS = ("preferred", "favorite", "favourite")
+
+# Names -----------------------------------------------------------------------------------------------------------
+
+# Words that stand for a name without being one: a fact naming one is too vague to store.
+NOT_NAMES = frozenset({
+    "it", "its", "this", "that", "these", "those", "they", "them", "he", "she", "him", "her", "one", "someone",
+    "somebody", "something", "anything", "everything", "nothing", "stuff", "things", "thing", "lot", "lots",
+    "some", "all", "here", "there", "which", "what", "who", "whom", "whatever", "everyone", "everybody", "anyone",
+    "anybody", "nobody", "you", "your", "yours", "us", "whoever", "both", "either", "neither", "each", "other",
+    "others", "same", "way", "time", "times", "bit", "kind", "sort", "issue", "issues", "problem", "problems",
+    # Nouns of place or manner that make a phrase, not a name: "in front of", "in charge of", "in sync".
+    "front", "back", "top", "bottom", "middle", "charge", "favor", "favour", "place", "touch", "sync", "line",
+    "general", "particular", "progress", "trouble", "use", "order", "time",
+})
+# Determiners dropped from the front of a name: "the API", "our docs", "my editor".
+DETERMINERS = ("the", "a", "an", "our", "my", "your", "their", "his", "her", "its", "this", "that", "these",
+               "those", "own")
+# A type word before an identifier names what the identifier is: "host pg-3" is pg-3 (a host).
+TYPE_WORDS = frozenset({
+    "host", "hosts", "server", "servers", "machine", "box", "node", "nodes", "vm", "instance", "region", "zone",
+    "bucket", "cluster", "repo", "repository", "branch", "channel", "port", "database", "db", "table", "topic",
+    "queue", "namespace", "account", "project", "subnet", "vpc", "domain", "service", "image", "container", "pod",
+    "version", "release", "tag", "ticket", "issue", "pr",
+})
+# Words between a subject and its verb that say nothing about the fact ("The API currently runs on ECS").
+ADVERBS = ("also", "currently", "still", "mostly", "mainly", "primarily", "only", "always", "already", "usually",
+           "actually", "officially", "really", "just", "generally", "normally", "typically", "basically",
+           "definitely", "certainly", "reportedly", "remotely", "directly", "mostly", "fully", "truly", "absolutely",
+           "honestly", "personally", "officially", "full-time", "part-time", "happily", "heavily", "largely")
+
+# Speakers --------------------------------------------------------------------------------------------------------
+
+# Chat labels that stand for the person the agent works for, and for the agent itself.
+USER_SPEAKERS = ("user", "human", "me", "customer", "client")
+ASSISTANT_SPEAKERS = ("assistant", "ai", "bot", "agent", "claude", "chatgpt", "gpt", "copilot", "model", "system")
+# Labels before a colon that are not speakers: "Summary: the scheduler uses cron."
+LABELS = frozenset({
+    "summary", "recap", "notes", "note", "update", "updates", "todo", "to do", "fyi", "btw", "context",
+    "background", "tl;dr", "tldr", "action items", "action item", "agenda", "status", "reminder", "important",
+    "warning", "outcome", "outcomes", "result", "results", "next steps", "problem", "solution", "fix", "cause",
+    "reason", "why", "goal", "goals", "question", "answer", "q", "a", "re", "subject", "ps", "p.s", "edit",
+    "heads up", "takeaway", "takeaways", "highlights", "minutes", "facts", "fact", "info", "details", "update",
+    "changelog", "change", "changes", "also", "and", "plus", "so", "ok", "okay", "well", "quick update", "misc",
+    "done", "blockers", "blocked", "risks", "risk", "open questions", "decisions", "learnings", "lessons",
+    "today", "yesterday", "tomorrow", "retro", "standup", "sync", "meeting", "tip", "hint", "example", "eg", "e.g",
+})
+# Labels that keep their meaning for the rules below: "Decision: use Go."
+MEANINGFUL_LABELS = frozenset({"decision", "decided"})
+
+# Changes ---------------------------------------------------------------------------------------------------------
+
+# Verbs that say a subject went from one value to another: "The ledger switched from Oracle to Postgres".
+# When no current fact names the old value, the new one is stored with this predicate (None: the verb as said).
+CHANGE_VERBS = {
+    "moved": None, "switched": "uses", "migrated": "uses", "changed": None, "went": None, "transitioned": "uses",
+    "upgraded": "uses", "converted": "uses", "ported": "uses",
+}
+# Verbs that end whatever links their subject and object: "Pieter left the billing service".
+LEAVING_VERBS = ("stepped down as", "resigned as", "left", "quit", "has left", "have left", "stepped down from", "stepped away from", "moved off",
+                 "rolled off", "is off", "got off", "resigned from")
+# Verbs that end every current fact naming their object: "We dropped Redis", "host-7 was decommissioned".
+DROPPING_VERBS = ("dropped", "stopped using", "stopped relying on", "removed", "retired", "decommissioned",
+                  "deprecated", "got rid of", "phased out", "sunset", "sunsetted", "turned off", "shut down",
+                  "ditched", "abandoned", "no longer use", "no longer uses")
+# Phrases that say a fact no longer holds: the rest of the clause is the fact that ends.
+NO_LONGER = ("no longer", "not anymore", "not any more", "anymore", "any more", "not any longer", "any longer")
