@@ -104,17 +104,26 @@ class Step:
 
     ``ended_by`` is the revision that took over from an open one (a tombstone, or later text
     open-ended in valid time), or the restore that ended a forget; ``ends_at`` is when.
-    ``restores`` is, for a restore, the revision it brought back.
+    ``restores`` is, for a restore, the revision it brought back. ``bounds``: a tombstone and the
+    revision after it in the same instant narrow a fact's validity (a fact ended by a stated
+    change, or a conflict split), not a forget and a restore.
     """
 
     revision: RevisionRecord
     ended_by: RevisionRecord | None = None
     ends_at: dt.datetime | None = None
     restores: int | None = None
+    bounds: bool = False
 
     def lane(self) -> Lane:
         revision, known = self.revision, format_instant(self.revision.known_at)
         ended = f"revision {self.ended_by.id} at {format_instant(self.ends_at)}" if self.ended_by else ""
+        if revision.tombstone and self.bounds:
+            note = (f"revision {revision.id}: at {known}, revision {revision.hides} holds only as revision "
+                    f"{self.ended_by.id} says")
+            note += f": {revision.reason}" if revision.reason else ""
+            return Lane(label=f"rev {revision.id} (bounds)", start=None, end=self.ends_at, at=revision.known_at,
+                        tombstone=True, note=note)
         if revision.tombstone:
             note = f"revision {revision.id}: forgotten at {known} (hides revision {revision.hides})"
             if revision.reason:
@@ -124,14 +133,20 @@ class Step:
             return Lane(label=f"rev {revision.id} (forgotten)", start=None, end=self.ends_at, at=revision.known_at,
                         tombstone=True, note=note)
         until = format_instant(revision.valid_to) or "open"
-        learned = f"restored at {known} (brings back revision {self.restores})" if self.restores else f"known {known}"
+        if self.bounds:
+            learned = f"bounded at {known} (revision {self.restores}, from then on held only here)"
+        elif self.restores:
+            learned = f"restored at {known} (brings back revision {self.restores})"
+        else:
+            learned = f"known {known}"
         note = f"revision {revision.id}: {learned}; valid {format_instant(revision.valid_from)} to {until}"
         if ended:
             note += f"; replaced by {ended}"
-        label = f"rev {revision.id} (restored)" if self.restores else f"rev {revision.id}"
+        label = f"rev {revision.id} (bounded)" if self.bounds else f"rev {revision.id} (restored)" if self.restores \
+            else f"rev {revision.id}"
         return Lane(label=label, start=revision.valid_from, end=revision.valid_to or self.ends_at, at=revision.known_at,
                     note=note, superseded=revision.valid_to is None and self.ended_by is not None,
-                    restore=self.restores is not None)
+                    restore=self.restores is not None and not self.bounds)
 
 
 def _takes_over(revision, later: list) -> tuple:
@@ -161,7 +176,10 @@ def timeline_steps(revisions: list) -> list[Step]:
         ended_by, ends_at = _takes_over(revision, revisions[index + 1:])
         before = revisions[index - 1] if index else None
         restores = before.hides if before is not None and before.tombstone and not revision.tombstone else None
-        steps.append(Step(revision=revision, ended_by=ended_by, ends_at=ends_at, restores=restores))
+        # A tombstone and a revision in one instant: the fact's validity narrowed (memory_end, a split).
+        bounds = (restores is not None and before.known_at == revision.known_at) or (
+            revision.tombstone and ended_by is not None and ends_at == revision.known_at)
+        steps.append(Step(revision=revision, ended_by=ended_by, ends_at=ends_at, restores=restores, bounds=bounds))
     return steps
 
 

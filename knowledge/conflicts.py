@@ -14,6 +14,7 @@ returns ids; ``memories.conflicts`` turns them into records with both provenance
 import datetime as dt
 from dataclasses import dataclass
 
+from knowledge import vocabulary
 from knowledge.models import Fact, PredicateSetting
 from knowledge.names import entity_name, predicate_name
 from search import snapshot
@@ -23,7 +24,7 @@ SINGLE_VALUED = frozenset({
     "runs on", "hosted on", "is hosted on", "deployed on", "is deployed on", "deployed to", "is deployed to",
     "owned by", "is owned by", "owner", "lead", "led by", "is led by", "located in", "is located in", "region",
     "version", "ip address", "port", "deadline", "due", "status",
-})
+}) | frozenset(vocabulary.SINGLE_VALUED)
 # Revision ids per query when reading the fact rows of a visible set.
 _CHUNK = 500
 

@@ -94,7 +94,8 @@ class Ending:
 
     def describe(self) -> str:
         """The facts it ends, in words: "ledger uses Oracle", "Pieter (any relation) billing service"."""
-        predicate = " or ".join(self.predicates) or "(any relation)"
+        first, *others = self.predicates or ("(any relation)",)
+        predicate = f"{first} (or {', '.join(others)})" if others else first
         return f"{self.subject or '(anyone)'} {predicate} {self.object or '(anything)'}"
 
 
@@ -122,12 +123,13 @@ QUESTION = ("question", re.compile(
     r"\?\s*$|^(?:who|whom|whose|what|when|where|why|which|how|should|shall|could|would|can|do|does|did|is|are|"
     r"will|won't|isn't|aren't|doesn't|don't|am|was|were|has|have|anyone|anybody)\b(?!\s*:)", re.I))
 HYPOTHETICAL = ("hypothetical: a possibility, plan, wish or guess, not something that holds", re.compile(
-    r"\b(?:if|unless|might|may|could|would|should|shall|will|maybe|perhaps|possibly|probably|suppose|supposing|"
+    r"\b(?:if|unless|might|may|could|would(?!\s+rather)|should|shall|will|maybe|perhaps|possibly|probably|suppose|"
+    r"supposing|"
     r"assuming|whether|hopefully|wish|wishes|consider|considering|let's|let us|ought|eventually|someday|"
-    r"think|believe|guess|seems?|apparently|must|soon|tomorrow|later|"
+    r"think|believe|guess|seems?|apparently|must|soon|tomorrow|later|once|"
     r"next\s+(?:week|month|quarter|year|sprint|release|time)|"
     r"(?:plan|plans|planning|want|wants|wanted|going|intend|intends|hope|hopes|need|needs|have|has|try|trying|"
-    r"would like|'d like) to|\w+'ll|\w+'d)\b", re.I))
+    r"would like|'d like) to|\w+'ll|\w+'d(?!\s+rather))\b", re.I))
 NEGATION = ("negation: says what does not hold", re.compile(
     r"\b(?:not|no|never|none|nor|neither|cannot|nobody|nothing)\b|n't\b", re.I))
 PAST = ("past: says what held before, not what holds", re.compile(
@@ -150,8 +152,13 @@ _CLAUSE_WORDS = frozenset({"is", "are", "was", "were", "be", "been", "being", "h
                            "did", "will", "would", "can", "could", "should", "that", "which", "who", "whom",
                            "whose", "when", "where", "because", "if", "but", "not", "no", "than", "so", "then",
                            "i", "we", "you", "he", "she", "they", "it", "me", "us", "him", "them"})
+# A name never starts with a preposition: "Onboarding notes for Jamal" names no "for Jamal".
+_PREPOSITIONS = frozenset({"for", "about", "to", "from", "with", "of", "in", "on", "at", "by", "behind", "into",
+                           "than", "as", "via", "like"})
 # An identifier after a type word: it has a digit or a mark ("pg-3", "eu-west-1", "#ops", "acme/api").
 _IDENTIFIER = re.compile(r"^(?=.*[\d\-_./:#@])\S+$")
+# A time of day is when, not what: "The standup moved to 10am".
+_CLOCK = re.compile(r"^\d{1,2}(?::\d{2})?\s*(?:am|pm|h)?$", re.I)
 _FIRST_PERSON = {"i", "me", "myself"}
 _PERSON_PRONOUNS = {"he", "she", "him", "her"}
 # Names for the team speaking: a change said by "we" may end a fact of any subject ("We dropped Redis").
@@ -166,11 +173,14 @@ def _name(text: str) -> str | None:
     if len(words) >= 2 and words[-2].casefold() in vocabulary.TYPE_WORDS and _IDENTIFIER.match(words[-1]):
         words = words[-1:]  # "host pg-3", "the old VM host-7": the host is pg-3
     text = " ".join(words)
-    if not words or len(words) > NAME_WORDS_MAX or not _NAME.fullmatch(text):
+    if not words or len(words) > NAME_WORDS_MAX or not _NAME.fullmatch(text) or _CLOCK.match(text):
         return None
     if text.casefold() in _WE:
         return text  # "We use Terraform": the team speaking
-    if words[0].casefold() in vocabulary.NOT_NAMES or any(word.casefold() in _CLAUSE_WORDS for word in words):
+    if text.casefold() in vocabulary.NOT_NAMES_ALONE:
+        return None
+    if words[0].casefold() in vocabulary.NOT_NAMES or words[0].casefold() in _PREPOSITIONS or any(
+            word.casefold() in _CLAUSE_WORDS for word in words):
         return None
     return text
 
@@ -211,7 +221,7 @@ def _surface_forms(verb: str, passive: bool) -> tuple[list[str], list[str]]:
         return now, [f"{be} {verb}" for be in ("was", "were") if verb not in _MADE]
     head, _, rest = verb.partition(" ")
     tail = f" {rest}" if rest else ""
-    if head in ("can't", "cannot") or verb in vocabulary.EVENTS:
+    if head in ("can't", "cannot", "would", "'d", "don't", "doesn't", "do", "does") or verb in vocabulary.EVENTS:
         return [verb], []
     if head == "be":
         return [f"{be}{tail}" for be in _BE], [f"{be}{tail}" for be in ("was", "were")]
@@ -244,6 +254,7 @@ _VERB = "|".join(re.escape(form) for form in sorted(_VERBS, key=len, reverse=Tru
 _VERB_AT = re.compile(rf"(?<![\w'-])(?:(?:{_ADVERB})\s+)*(?P<verb>{_VERB})\s+(?=\S)", re.I)
 _VERB_FIRST = re.compile(rf"^(?:(?:{_ADVERB})\s+)*(?P<verb>{_VERB})\s+(?P<object>.+)$", re.I)
 _NOW = re.compile(r"\bnow\b", re.I)
+_BUT_VERB = re.compile(rf"\s*,?\s+(?:but|while|whereas|yet)\s+(?=(?:{_VERB})\s)", re.I)
 # Where a fact's object ends: a new clause, or a reason.
 _CLAUSE_END = re.compile(r"\s*(?:[;:]|\s[-–—]\s|,\s*(?:which|who|where|but|so|as|because|since|while|though|"
                          r"although|when)\b|\s+(?:because|since|so that|but|although|though|while|whereas|which|"
@@ -251,33 +262,26 @@ _CLAUSE_END = re.compile(r"\s*(?:[;:]|\s[-–—]\s|,\s*(?:which|who|where|but|s
 # Between two objects (or two claims): "Redis and Postgres", "Redis, Kafka, and Postgres".
 _LIST = re.compile(r"\s*,\s*(?:and\s+|as well as\s+)?|\s+(?:and|as well as|plus)\s+|\s*&\s*", re.I)
 # A qualifier after the name: "Kubernetes in production", "Redis for caching", "email to Slack".
-_QUALIFIER = re.compile(r"\s+(?:over|rather than|instead of|in|for|since|during|from|until|via|through|with|"
+_QUALIFIER = re.compile(r"\s+(?:over|rather than|than|instead of|in|for|since|during|from|until|via|through|with|"
                         r"when|where|while|after|before|as of|at|on|to|by|as|of|every|each|these days|"
-                        r"most of the time|at the moment|right now|these|now)\b.*$", re.I)
+                        r"most of the time|at the moment|right now|these|now)(?![\w-]).*$", re.I)
 _TO_USE = re.compile(r"^(?:to use|using)\s+", re.I)
 
 
-def _predicate_for(form: str, object_text: str) -> vocabulary.Predicate | None:
-    """The predicate a verb form says with this object: the first of the table whose object words fit."""
-    last = object_text.strip().rstrip(".!").split()[-1].casefold() if object_text.strip() else ""
-    for predicate in _VERBS[form.casefold()]:
-        if not predicate.objects or last in predicate.objects:
+def _last_word(text: str) -> str:
+    return text.strip().rstrip(".!").split()[-1].casefold() if text.strip() else ""
+
+
+def _predicate_for(form: str, object_text: str, subject_text: str) -> vocabulary.Predicate | None:
+    """The predicate a verb form says with this object and subject: the first of the table whose words fit."""
+    for predicate in _VERBS[" ".join(form.casefold().split())]:
+        if (not predicate.objects or _last_word(object_text) in predicate.objects) and (
+                not predicate.subjects or _last_word(subject_text) in predicate.subjects):
             return predicate
     return None
 
 
 # Clauses ---------------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class Context:
-    """What reading a clause needs from the text around it: who speaks, and who the last person named was."""
-
-    speaker: str = ""  # "" when no one is named
-    assistant: bool = False  # the agent speaks: "you" is the user, "I" the agent
-    person: str = ""  # the last person a fact named as its subject, for "she" and "he"
-    thing: str = ""  # the subject of the last fact on this line, for "it"
-    now: dt.datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -288,6 +292,21 @@ class Fact:
     said: str  # the clause it came from, as a clean sentence
     # Which name is the value the sentence gives: "X uses A" gives A, "A is our broker" and "A is the lead of X" A.
     value: str = "object"
+    # Which name the sentence says first, as its grammatical subject: "Team A owns X" is (X, owned by, Team A).
+    actor: str = "subject"
+
+
+@dataclass
+class Context:
+    """What reading a clause needs from the text around it: who speaks, and who the last person named was."""
+
+    speaker: str = ""  # "" when no one is named
+    assistant: bool = False  # the agent speaks: "you" is the user, "I" the agent
+    person: str = ""  # the last person a fact named as its subject, for "she" and "he"
+    thing: str = ""  # the subject of the last fact on this line, for "it"
+    last: str = ""  # the name the last clause ended with, for "which" and "who" after it
+    said: Fact | None = None  # the last fact a clause said (or ended), for "X does now" after it
+    now: dt.datetime | None = None
 
 
 @dataclass
@@ -312,6 +331,8 @@ def _person(text: str, context: Context, *, part: str) -> str | None:
         return context.person or ""
     if word == "it" and part == "subject":
         return context.thing or ""
+    if word in ("which", "who") and part == "subject":
+        return context.last or ""
     return None
 
 
@@ -327,7 +348,8 @@ def _resolve(text: str, context: Context, *, part: str) -> str | None:
 
 
 def _objects(text: str) -> list[str]:
-    """The objects a list names: "Redis, Kafka and Postgres" gives three."""
+    """The objects a list names: "Redis, Kafka and Postgres" gives three, "both the SRE and the data teams" two."""
+    text = re.sub(r"^\s*(?:both|either)\s+", "", text, flags=re.I)
     return [part for part in _LIST.split(text) if part.strip()]
 
 
@@ -353,6 +375,8 @@ def _svo(claim: str, context: Context) -> Parsed:
             if not parsed.vague:
                 parsed.vague = VAGUE_NAME.format(part="subject", name=subject_text.strip(), words=NAME_WORDS_MAX)
             continue
+        # "likes X but hates Y": a second verb about the same subject, joined by "but".
+        rest = _BUT_VERB.sub(" and ", rest)
         object_text = _CLAUSE_END.split(rest.rstrip(" .!"), maxsplit=1)[0]
         if form.casefold() in _PAST_FORMS:
             parsed.past = True
@@ -367,6 +391,16 @@ def _svo(claim: str, context: Context) -> Parsed:
     return parsed
 
 
+def _clause_facts(part: str, subjects: list[str], context: Context) -> list[Fact]:
+    """The facts of a list part that is a clause of its own; "it" and "its" there are the list's subject."""
+    thing, context.thing = context.thing, subjects[0]
+    try:
+        # A verb of the table or a copula: an open verb is too loose a reading for a list's tail.
+        return _svo(part, context).facts or _copula(part, context).facts
+    finally:
+        context.thing = thing
+
+
 def _object_facts(subject_text: str, subjects: list[str], form: str, object_text: str, claim: str,
                   context: Context) -> list[Fact] | str:
     """The facts of one verb and its objects; a second verb in the list starts a second claim about the subjects."""
@@ -379,10 +413,10 @@ def _object_facts(subject_text: str, subjects: list[str], form: str, object_text
             form, part = again["verb"], again["object"]
             if form.casefold() in _PAST_FORMS:
                 continue
-        elif number and _VERB_AT.search(part):  # "..., and Omar leads Orion": a claim of its own
-            facts += _svo(part.strip(), context).facts
+        elif number and len(part.split()) > 2 and (own := _clause_facts(part.strip(), subjects, context)):
+            facts += own  # "..., and Omar leads Orion", "..., and Farid is its tech lead": a claim of its own
             continue
-        predicate = _predicate_for(form, _QUALIFIER.sub("", part))
+        predicate = _predicate_for(form, _QUALIFIER.sub("", part), subject_text)
         written = _TO_USE.sub("", part.strip()) if predicate and predicate.name == "prefers" else part.strip()
         name = _resolve(_QUALIFIER.sub("", written), context, part="object") if predicate else None
         if name is None:
@@ -393,7 +427,8 @@ def _object_facts(subject_text: str, subjects: list[str], form: str, object_text
             subject_of, object_of = (name, subject) if predicate.reverse else (subject, name)
             # Several facts in one clause: each says its own, so no two share a content.
             said = whole or _clean(f"{subject if len(subjects) > 1 else subject_text.strip()} {form} {written}")
-            facts.append(Fact(subject_of, predicate.name, object_of, said))
+            facts.append(Fact(subject_of, predicate.name, object_of, said,
+                              actor="object" if predicate.reverse else "subject"))
     return facts
 
 
@@ -401,7 +436,7 @@ def _object_facts(subject_text: str, subjects: list[str], form: str, object_text
 _ROLE = r"(?:new\s+|current\s+)?(?P<role>[\w][\w -]{0,40}?)"
 COPULAS = (
     # "Bob is the tech lead of Payments", "Ravi is the product owner for Checkout", "Paris is the capital of France"
-    ("role of", re.compile(rf"^(?P<x>.+?)\s+(?:is|are)\s+(?:now\s+)?(?:the|our|their|its)\s+{_ROLE}\s+(?:of|for)\s+"
+    ("role of", re.compile(rf"^(?P<x>.+?)\s+(?:is|are)\s+(?:now\s+)?(?:the|our|their|its)\s+{_ROLE}\s+(?:of|for|on|at)\s+"
                            rf"(?P<y>.+)$", re.I)),
     # "Olga's manager is Pieter", "The API's database is Postgres"
     ("'s role", re.compile(rf"^(?P<y>.+?)['’]s\s+{_ROLE}\s+(?:is|are)\s+(?:now\s+)?(?P<x>.+)$", re.I)),
@@ -413,6 +448,10 @@ COPULAS = (
                                rf"(?P<y>.+)$", re.I)),
     # "The CTO is Maria", "The tech lead is Bob": a known role, held by a proper name
     ("the role is", re.compile(rf"^the\s+{_ROLE}\s+(?:is|are)\s+(?:now\s+)?(?P<x>.+)$", re.I)),
+    # "Farid is its tech lead", "Ana is his manager": the role of the thing or person just named
+    ("its role", re.compile(rf"^(?P<x>.+?)\s+(?:is|are)\s+(?:now\s+)?(?P<whose>its|their|his|her)\s+{_ROLE}$", re.I)),
+    # "Declan is my brother", "Pieter is my manager"
+    ("my role", re.compile(rf"^(?P<x>.+?)\s+(?:is|are)\s+(?:now\s+)?(?P<whose>my)\s+{_ROLE}$", re.I)),
     # "Kafka is our message broker", "Bob is our tech lead"
     ("our role", re.compile(rf"^(?P<x>.+?)\s+(?:is|are)\s+(?:now\s+)?(?:our|the team's|the company's)\s+{_ROLE}$",
                             re.I)),
@@ -440,9 +479,14 @@ def _copula(claim: str, context: Context) -> Parsed:
         groups = match.groupdict()
         role = " ".join(groups["role"].split())
         x_text = _CLAUSE_END.split(groups["x"].rstrip(" .!"), maxsplit=1)[0]
-        if groups.get("whose"):
-            y = context.speaker or USER if groups["whose"].casefold() == "my" else ""
-            if groups["whose"].casefold() == "my" and context.assistant:
+        whose = (groups.get("whose") or "").casefold()
+        if whose in ("its", "their", "his", "her"):
+            y = context.thing if whose in ("its", "their") else context.person
+            if not y:
+                continue
+        elif whose:
+            y = context.speaker or USER if whose == "my" else ""
+            if whose == "my" and context.assistant:
                 continue
         else:
             y_text = _CLAUSE_END.split((groups.get("y") or "").rstrip(" .!"), maxsplit=1)[0]
@@ -452,6 +496,8 @@ def _copula(claim: str, context: Context) -> Parsed:
                 continue
         x = _resolve(_QUALIFIER.sub("", x_text) if rule in ("'s role", "role of is", "role is", "the role is")
                      else x_text, context, part="subject")
+        if rule == "my role":  # "Declan is my brother" says what "My brother is Declan" says
+            rule = "role is"
         if rule == "the role is" and (x is None or _role(role) is None or not _proper(x)):
             continue
         preference = role.split()[0].casefold() in vocabulary.PREFERENCE_WORDS
@@ -483,8 +529,9 @@ def _role_fact(rule: str, role: str, x: str, y: str, at: str | None, said: str) 
 
 # A verb said between two names that no table knows: "Alice speaks Portuguese" is in the table, "The scheduler
 # triggers the export" is not. Kept as said, when one of the names is a proper name.
-_OPEN_VERB = re.compile(r"^(?P<subject>.+?)\s+(?P<verb>[a-z]{3,}(?:s|es))(?:\s+(?P<particle>to|on|in|with|for|from|"
-                        r"into|at|by|about|over|under|against|through))?\s+(?P<object>.+)$")
+_OPEN_VERB = re.compile(r"^(?P<subject>.+?)\s+(?P<verb>[a-z]{3,}(?:s|es))(?:\s+(?P<particle>to|on|in|with|from|"
+                        r"into|at|by|over|under|against|through|behind|inside|within|via|around|across|"
+                        r"alongside|beside|near))?\s+(?P<object>.+)$")
 _NOT_VERBS = frozenset({"is", "was", "has", "does", "this", "its", "his", "hers", "yours", "ours", "theirs", "us",
                         "always", "sometimes", "perhaps", "always", "less", "unless", "across", "towards", "afterwards",
                         "news", "status", "series", "analysis", "basis", "access", "process", "class", "address",
@@ -547,6 +594,9 @@ REPLACED = (
     ("took over", re.compile(r"^(?P<new>.+?)\s+(?:has\s+|have\s+)?(?:took|taken)\s+over\s+(?:as\s+(?:the\s+)?"
                              r"(?:new\s+)?(?P<role>[\w -]+?)\s+(?:of|for)\s+)?(?P<of>.+?)(?:\s+from\s+(?P<old>.+))?$",
                              re.I)),
+    # "Hugo handed the test automation team over to Esther"
+    ("handed", re.compile(rf"^(?P<old>.+?)\s+(?:{'|'.join(vocabulary.HANDING_VERBS)})\s+(?:over\s+)?(?P<of>.+?)\s+"
+                          r"(?:over\s+)?to\s+(?P<new>.+)$", re.I)),
     ("by", re.compile(r"^(?P<old>.+?)\s+(?:was|were|has\s+been|have\s+been|got|is|are)\s+(?:now\s+)?"
                       r"(?:replaced|succeeded|superseded)\s+(?:by|with)\s+(?P<new>.+?)(?:\s+as\s+(?:the\s+)?"
                       r"(?P<role>[\w -]+?)(?:\s+(?:of|for)\s+(?P<of>.+))?)?$", re.I)),
@@ -575,6 +625,9 @@ _INSTEAD = re.compile(r"(?:,\s*|\s+)(?:not|instead\s+of|rather\s+than|in\s+place
                       r"(?P<old>[^,;]+?)\s*(?:any\s*more|anymore)?$", re.I)
 # Predicates a change whose subject is "we" or no one never touches: a taste is a person's own.
 TASTES = ("prefers", "likes", "dislikes")
+# Predicates of a family whose names stand the other way round in some of its members: (X, owned by, Imani) and
+# (Imani, manages, X).
+_REVERSIBLE = ("owned by", "leads", "manages")
 # What "X left" ends when it names no object.
 MEMBERSHIP = ("works at", "member of", "works on", "leads", "manages", "reports to")
 
@@ -649,10 +702,10 @@ def _change(claim: str, said: str, start: int, end: int, context: Context, at: d
                            otherwise=(fact_item(Fact(new, "is", role.casefold(), said)),))], []
         if old is None:  # "Kenji took over Orion": whoever leads Orion now no longer does
             return [ending(rule, None, vocabulary.ONE_HOLDER, of, becomes=new, replaced="subject",
-                           otherwise=(fact_item(Fact(new, "leads", of, said)),))], []
-        if of is not None:  # "Ines took over the mobile team from Tariq"
-            return [ending(rule, old, (), of, becomes=new, replaced="subject",
-                           otherwise=(fact_item(Fact(new, "leads", of, said)),))], []
+                           otherwise=(fact_item(_taken_over(new, of, said)),))], []
+        if of is not None:  # "Ines took over the mobile team from Tariq", "Sunniva took over the pipeline from Kofi"
+            return [ending(rule, old, (), of, either_way=True, becomes=new, replaced="subject",
+                           otherwise=(fact_item(_taken_over(new, of, said)),))], []
         who = _resolve(groups["who"], context, part="subject") if groups.get("who") else None
         scope = None if _anyone(who) else who
         return [ending(rule, scope, (), old, becomes=new, replaced="object")], []
@@ -669,12 +722,15 @@ def _change(claim: str, said: str, start: int, end: int, context: Context, at: d
     match = LEFT.match(claim)
     if match:
         subject = _resolve(match["subject"], context, part="subject")
-        object_ = _name(_QUALIFIER.sub("", match["object"])) if match["object"] else None
-        if subject is not None and (object_ is not None or not match["object"]):
+        left, _, joined = (match["object"] or "").partition(" to join ")
+        object_ = _name(_QUALIFIER.sub("", left)) if left else None
+        if subject is not None and (object_ is not None or not left):
+            # "Viktor left the data team to join Security": he is a member of Security now.
+            facts = _facts(f"{match['subject']} joined {joined}", context).facts if joined else []
             generic = object_ is None or object_.casefold() in ("company", "team", "project", "group")
             if generic:
-                return [ending("left", subject, MEMBERSHIP, None)], []
-            return [ending("left", subject, (), object_, either_way=True)], []
+                return [ending("left", subject, MEMBERSHIP, None)], facts
+            return [ending("left", subject, (), object_, either_way=True)], facts
     for pattern in DROPPED:
         match = pattern.match(claim)
         if match:
@@ -709,6 +765,13 @@ def _change(claim: str, said: str, start: int, end: int, context: Context, at: d
     return None
 
 
+def _taken_over(holder: str, what: str, said: str) -> Fact:
+    """What taking a thing over states: a group is led, anything else owned ("took over the deploy pipeline")."""
+    if _last_word(what) in vocabulary.GROUP_WORDS or _proper(what):
+        return Fact(holder, "leads", what, said)
+    return Fact(what, "owned by", holder, said)
+
+
 def _no_longer(claim: str, context: Context, ending) -> tuple[list[Ending], list[Fact]] | None:
     """ "Hugo no longer works on checkout", "Mei doesn't prefer Jira anymore": the fact said without the negation
     ends."""
@@ -718,8 +781,19 @@ def _no_longer(claim: str, context: Context, ending) -> tuple[list[Ending], list
     parsed = _facts(plain, context)
     if not parsed.facts:
         return None
-    return [ending("no longer", None if _anyone(fact.subject) else fact.subject, (fact.predicate,), fact.object)
-            for fact in parsed.facts], []
+    context.said = parsed.facts[-1]
+    # Said with a near synonym of the stored fact's verb, or the other way round: "Imani is no longer responsible
+    # for the contracts" ends "Imani manages the contracts".
+    return [ending("no longer", None if _anyone(fact.subject) else fact.subject, _family(fact.predicate),
+                   fact.object, either_way=fact.predicate in _REVERSIBLE) for fact in parsed.facts], []
+
+
+def _family(predicate: str) -> tuple[str, ...]:
+    """The predicate with those that say nearly the same (``vocabulary.FAMILIES``)."""
+    for family in vocabulary.FAMILIES:
+        if predicate in family:
+            return (predicate, *(other for other in family if other != predicate))
+    return (predicate,)
 
 
 # Decisions -------------------------------------------------------------------------------------------------------
@@ -739,8 +813,16 @@ DECISION_RULES = (
     re.compile(r"^(?:the\s+)?(?:final\s+)?(?:decision|decided)(?:\s+(?:is|was))?\s*[:-]?\s*(?:to\s+)?(?P<rest>.+)$",
                re.I),
     re.compile(r"^let'?s\s+(?P<verb>go\s+with|stick\s+with)\s+(?P<rest>.+)$", re.I),
+    # "We'll go with Stripe", "We're going to standardize on Go": a choice said of the future is made now.
+    re.compile(r"^(?P<who>we|i|the\s+team)(?:['’]ll|\s+will|\s+are\s+going\s+to|['’]re\s+going\s+to)\s+"
+               r"(?P<verb>go\s+with|stick\s+with|standardi[sz]e\s+on)\s+(?P<rest>.+)$", re.I),
+    # "We talked it through and agreed to use Kafka": the choice after what led to it.
+    re.compile(rf"^(?P<who>we|i|the\s+team|they)\s+(?!(?:might|may|could|would|should|will)\b)[^.;]{{3,120}}?"
+               rf"(?:,\s*|\s+)(?:and|so|then)\s+(?:finally\s+|eventually\s+)?(?P<verb>{_DECIDED})\s+(?P<rest>.+)$", re.I),
 )
-_REASON = re.compile(r"\s*,?\s+(?:because|since|given that|due to|so that|as)\s+", re.I)
+# Decision rules read before the hypothetical one: a stated decision about the future is a decision.
+_DECIDED_AHEAD = (DECISION_RULES[1], DECISION_RULES[2], DECISION_RULES[3])
+_REASON = re.compile(r"\s*,?\s+(?:because|since|given that|due to|so that)\s+", re.I)
 _ALTERNATIVES = re.compile(r"\s+(?:over|instead of|rather than|and not)\s+", re.I)
 _OR_LIST = re.compile(r"\s*,\s*(?:(?:and|or)\s+)?|\s+(?:and|or)\s+", re.I)
 
@@ -777,7 +859,8 @@ def _split_once(pattern: re.Pattern, text: str) -> tuple[str, str, str]:
 
 # Skills ----------------------------------------------------------------------------------------------------------
 
-_GOAL_LEAD = r"(?:here'?s\s+how\s+to|here\s+is\s+how\s+to|this\s+is\s+how\s+to|how\s+to|how\s+we|steps\s+to|steps\s+for|to)"
+_GOAL_LEAD = (r"(?:(?:here['’]?s|here\s+is|this\s+is)\s+how\s+(?:to|we)|(?:(?:a\s+)?quick\s+)?how-to\s+(?:for|to)|"
+              r"how\s+to|how\s+we|steps\s+to|steps\s+for|to)")
 SKILL_HEADING = re.compile(rf"(?:^[ \t]*|(?<=[.!?] ))(?P<lead>{_GOAL_LEAD})\s+(?P<goal>[^:\n.]{{2,150}}?)\s*:[ \t]*"
                            r"(?P<inline>[^\n]*)$", re.I | re.M)
 # "Deploy checklist:", "Release process:", "Runbook for failover:"
@@ -794,9 +877,13 @@ SKILL_STEPS_MIN = 2
 
 
 def _skill(lead: str, goal: str, steps: list[str], start: int, end: int) -> Item:
-    lead = "How to" if lead.casefold().startswith(("how", "here", "this")) else "To"
+    lead = "How to" if lead.casefold().startswith(("how", "here", "this", "quick", "a quick")) else "To"
+    goal = re.sub(r"^(?:here['’]?s|here\s+is|this\s+is)\s+how\s+(?:to|we)\s+", "", goal, flags=re.I)
     goal = " ".join(goal.split())
     body = "\n".join(f"{number}. {step}" for number, step in enumerate(steps, 1))
+    if goal.split()[0].casefold().endswith("ing"):  # "how-to for onboarding a new engineer": the goal is a doing
+        title = goal[0].upper() + goal[1:]
+        return Item(kind=SKILL, content=f"{title}:\n{body}", start=start, end=end, title=title, steps=tuple(steps))
     return Item(kind=SKILL, content=f"{lead} {goal}:\n{body}", start=start, end=end, title=f"How to {goal}",
                 steps=tuple(steps))
 
@@ -816,8 +903,11 @@ def _inline_steps(inline: str) -> list[str] | None:
     parts = _INLINE_STEP.split(inline)
     if len(parts) > 1:
         return None if parts[0].strip() else [" ".join(part.split()) for part in parts[1:] if part.strip()]
-    steps = [" ".join(step.split()).rstrip(" .") for step in _THEN.split(re.sub(r"^\s*first\s+", "", inline, flags=re.I))
-             if step.strip()]
+    # Joined by "then", the steps before it may be joined by commas: "create the account, add them, then ...".
+    pieces = _THEN.split(re.sub(r"^\s*first\s+", "", inline, flags=re.I))
+    if len(pieces) > 1:
+        pieces = [step for piece in pieces for step in re.split(r",\s+(?:and\s+)?", piece)]
+    steps = [" ".join(step.split()).rstrip(" .") for step in pieces if step.strip()]
     return [step[0].upper() + step[1:] + "." for step in steps] if len(steps) > 1 else None
 
 
@@ -904,17 +994,23 @@ class Line:
     end: int
     speaker: str
     assistant: bool
+    prefix: int  # where its speaker prefix starts (``start`` when it has none)
 
 
 def _lines(text: str) -> list[Line]:
     """Each non-empty line, its speaker prefix left out; a line without one is spoken by the last speaker named."""
     lines, speaker, assistant = [], "", False
     for line in re.finditer(r"[^\n]+", text):
-        who, agent, offset = _speaker_of(line.group())
-        if who is not None:
-            if who or agent:
-                speaker, assistant = who, agent
-        lines.append(Line(line.start() + offset, line.end(), speaker, assistant))
+        bullet = _BULLET.match(line.group().lstrip())
+        lead = len(line.group()) - len(line.group().lstrip()) + bullet.end() if bullet else 0
+        who, agent, offset = _speaker_of(line.group()[lead:])
+        prefix = line.start() + (lead if offset else 0)
+        if who is not None and bullet:  # "- Hiro: the webhook ...": Hiro speaks on this bullet only
+            lines.append(Line(prefix + offset, line.end(), who or speaker, agent or assistant, prefix))
+            continue
+        if who is not None and (who or agent):
+            speaker, assistant = who, agent
+        lines.append(Line(prefix + offset, line.end(), speaker, assistant, prefix))
     return lines
 
 
@@ -933,12 +1029,16 @@ def _sentences(text: str, line: Line, taken: list[tuple[int, int]]) -> list[tupl
     return spans
 
 
+# Verbs of change that go on about the subject before them: "Gabriel stopped using Vim and switched to VS Code".
+_CONTINUING = r"(?:switched|moved|migrated|stopped\s+using|started\s+using|joined|left|replaced)"
 # Where a sentence holds a second claim: at ";", at "and" before a new subject ("My name is Sam and I work at
 # Initech"), at a comma before "it is" ("The wiki isn't on Confluence anymore, it's on Notion now"). A sentence
 # that opens with a condition stays whole: its second half is what the condition is about.
-_CLAUSE_BREAK = re.compile(r"\s*;\s*|,?\s+and\s+(?=(?:I|we|he|she|they)\s+(?!think|guess|believe|suppose|hope|"
+_CLAUSE_BREAK = re.compile(r"\s*(?<!\btl);(?!dr\b)\s*|,?\s+and\s+(?=(?:I|we|he|she|they)\s+(?!think|guess|believe|suppose|hope|"
                            r"wish|assume|feel|might|may|could|would|will|should)\w)|"
-                           r",\s+(?=(?:it|he|she|they)(?:\s+(?:is|are|was|were|has|have)|['’]s)\s)")
+                           r",\s+(?=(?:it|he|she|they)(?:\s+(?:is|are|was|were|has|have)|['’]s)\s)|"
+                           r",\s+(?=(?:which|who)\s+(?:is|are|has|have|runs|uses|leads|heads|owns|"
+                           r"\w+s)\b)|,?\s+and\s+(?=(?:then\s+)?" + _CONTINUING + r"\s)")
 _CONDITION = re.compile(r"^(?:if|unless|when|whenever|whether|maybe|perhaps|once|until|assuming|in case)\b", re.I)
 
 
@@ -969,8 +1069,9 @@ def _clean(text: str) -> str:
 # Reading ---------------------------------------------------------------------------------------------------------
 
 
-# Verbs with a negation in them that say a fact: "Mark can't stand YAML".
-_STANDS = re.compile(r"\b(?:can't|cannot|can not)\s+stand\b", re.I)
+# Verbs with a negation in them that say a fact: "Mark can't stand YAML", "I'm not a fan of YAML".
+_STANDS = re.compile(r"\b(?:(?:can't|cannot|can not)\s+stand|not\s+a\s+(?:big\s+)?fan\s+of|no\s+fan\s+of|"
+                     r"(?:don't|doesn't|do\s+not|does\s+not)\s+like)\b", re.I)
 # Contractions after a pronoun, said in full so the verb table reads them: "I'm based in Lyon".
 _CONTRACTIONS = (
     (re.compile(r"\b(I)['’]m\b", re.I), r"\1 am"),
@@ -983,10 +1084,32 @@ _ADVERBS = re.compile(rf"(?<![\w-])(?:{'|'.join(re.escape(word) for word in voca
                       rf"(?![\w-])\s*")
 
 
+# Data between a verb and its particle: "pushes events to S3" says what "pushes to S3" says.
+_CARRIED = re.compile(r"\b((?:push|send|write|ship|stream|export|forward|upload|sync|emit|publish|pull|fetch|read|ingest|"
+                      r"load|copy|post|dump|cache|store|save|persist|keep)(?:e?s|d|ed|ing)|sent|wrote|written|kept)\s+(?:(?:the|its|all|our|their|some)\s+)?"
+                      r"(?:(?:push|audit|access|error|usage|app|raw|daily|nightly|system)\s+)?"
+                      rf"(?:{'|'.join(vocabulary.DATA_WORDS)})\s+(to|from|into|in|on)\b", re.I)
+
+
+# An adverb that opens the claim, capital and all: "Honestly, I'm not a fan of YAML".
+# What someone likes doing with a thing is a liking of the thing: "Leilani likes working with TypeScript".
+_DOING = re.compile(r"\b((?:like|love|enjoy|prefer|hate|dislike)s?)\s+(?:working|coding|programming|writing|building|"
+                    r"developing)\s+(?:with|in|on)\s+|\b((?:like|love|enjoy|prefer|hate|dislike)s?)\s+using\s+", re.I)
+# A participle after a comma says a fact of the subject: "Siobhan is fully remote, based out of Galway".
+_PARTICIPLE = re.compile(r"^(?P<subject>[^,]+?)\s+(?:is|are)\s+[^,]{1,40},\s+(?P<participle>(?:based|located|hosted|"
+                         r"deployed|owned|maintained|written|built|led|run)\s+.+)$", re.I)
+_OPENING_ADVERB = re.compile(rf"^(?:{'|'.join(re.escape(word) for word in vocabulary.ADVERBS)}),?\s+", re.I)
+
+
 def _plain(claim: str) -> str:
-    """The claim with contractions said in full and adverbs left out: what the fact rules read."""
+    """The claim with contractions said in full, adverbs and data between a verb and its particle left out: what
+    the fact rules read."""
     for pattern, full in _CONTRACTIONS:
         claim = pattern.sub(full, claim)
+    claim = _CARRIED.sub(r"\1 \2", claim)
+    claim = _DOING.sub(lambda match: f"{match[1] or match[2]} ", claim)
+    claim = _PARTICIPLE.sub(r"\g<subject> is \g<participle>", claim)
+    claim = _OPENING_ADVERB.sub("", claim)
     return _ADVERBS.sub("", claim).strip()
 
 
@@ -996,18 +1119,22 @@ def _without(claim: str, start: int, end: int) -> str:
     return " ".join(rest.split()).strip(" ,").replace(" ,", ",")
 
 
-def _read(sentence: str, start: int, end: int, context: Context) -> list[Item | Ending] | Skipped:
+def _read(sentence: str, start: int, end: int, context: Context, *, continued: bool = False
+          ) -> list[Item | Ending] | Skipped:
     """The items and endings one clause gives, or why it gives none (the rules in the module's docstring)."""
     claim = _LEAD_IN.sub("", _LEAD_IN.sub("", sentence)).strip()
-    claim = re.sub(r"^(?:\w+\s*){1,3}:\s+(?=\S)", lambda m: "" if m.group().split(":")[0].strip().casefold()
+    claim = re.sub(r"^(?:[\w;]+\s*){1,3}:\s+(?=\S)", lambda m: "" if m.group().split(":")[0].strip().casefold()
                    in vocabulary.LABELS else m.group(), claim)
-    if QUESTION[1].search(claim):
+    relative = continued and re.match(r"(?:which|who)\s", claim, re.I) and not claim.endswith("?")
+    if continued and context.thing and re.match(rf"(?:then\s+)?{_CONTINUING}\s", claim, re.I):
+        claim = f"{context.thing} {claim}"  # "... and switched to VS Code": the clause before names who
+    if QUESTION[1].search(claim) and not relative:  # ", who heads up X" goes on about the name before it
         return Skipped(sentence, start, end, QUESTION[0])
     written = _clean(claim)  # what an item stores: the writer's words, lead-ins left out
     claim = claim.rstrip(" .!")
     stated = dates.stated_time(claim, context.now) if context.now is not None else None
     if stated is not None:
-        if stated.at > context.now:
+        if stated.at > context.now and not stated.ends:
             return Skipped(sentence, start, end, FUTURE.format(when=claim[stated.start:stated.end].strip()))
         claim = _without(claim, stated.start, stated.end)
     at = stated.at if stated is not None and not stated.ends else None
@@ -1016,7 +1143,7 @@ def _read(sentence: str, start: int, end: int, context: Context) -> list[Item | 
     claim = _plain(claim)
     # The skip rules read the claim, not the reason given for it.
     before_reason = _split_once(_REASON, claim)[0]
-    decided = _decision(claim, written, start, end) if DECISION_RULES[2].match(claim) else None
+    decided = _decision(claim, written, start, end) if any(rule.match(claim) for rule in _DECIDED_AHEAD) else None
     if decided is None and HYPOTHETICAL[1].search(before_reason):
         return Skipped(sentence, start, end, HYPOTHETICAL[0])
     skill = _skill_then(claim, start, end)
@@ -1027,20 +1154,32 @@ def _read(sentence: str, start: int, end: int, context: Context) -> list[Item | 
         return [decided]
     if decided is not None:
         return Skipped(sentence, start, end, decided.reason)
+    elided = _ELLIPSIS.match(claim)
+    if elided and context.said is not None and (holder := _resolve(elided["subject"], context, part="subject")):
+        # "The SRE team no longer maintains the page; Support Engineering does now": the same fact, another holder.
+        fact = context.said
+        subject, object_ = (holder, fact.object) if fact.actor == "subject" else (fact.subject, holder)
+        return [_fact_item(Fact(subject, fact.predicate, object_, written), start, end, at, until, context)]
     changed = _change(claim, written, start, end, context, at, said_now=said_now)
     if changed is not None:
         endings, facts = changed
         facts = _in_own_words(facts, claim, written)
-        _remember_person(facts or [Fact(ending.subject or "", "", "", "") for ending in endings], context)
+        _remember_person(facts or [Fact(ending.subject or "", "", "", "") for ending in endings], context, claim)
         return [*endings, *(_fact_item(fact, start, end, at, until, context) for fact in facts)]
     for reason, pattern in (NEGATION, PAST):
         if pattern.search(_STANDS.sub("", before_reason)):
             return Skipped(sentence, start, end, reason)
+    claim, role = _appositive(claim, context)
     parsed = _facts(claim, context)
+    if parsed.facts and role is not None:
+        parsed.facts.append(role)
     if parsed.facts:
-        _remember_person(parsed.facts, context)
+        _remember_person(parsed.facts, context, claim)
         return [_fact_item(fact, start, end, at, until, context) for fact in _in_own_words(parsed.facts, claim,
                                                                                              written)]
+    said_of = _SAID_OF.match(claim)
+    if said_of and (thing := _name(said_of["subject"])):
+        context.thing = thing  # "the sync job is flaky again. ... it runs on Airflow": "it" is the sync job
     if parsed.past:
         return Skipped(sentence, start, end, PAST[0])
     if parsed.vague:
@@ -1057,12 +1196,44 @@ def _in_own_words(facts: list[Fact], claim: str, written: str) -> list[Fact]:
             for fact in facts]
 
 
-def _remember_person(facts: list[Fact], context: Context) -> None:
-    """Keep the subject of the clause's first fact for a "she" or "he" after it, when it is a person's name."""
+# A clause that says again what the last one said, of another name: "Support Engineering does now".
+_ELLIPSIS = re.compile(r"^(?P<subject>[\w][\w .'-]{0,60}?)\s+(?:does|do|is|are|has|have)(?:\s+(?:now|too|instead|"
+                       r"as\s+well))*$", re.I)
+# A clause that says something of a name without a fact to store: "the CRM sync job is flaky again".
+_SAID_OF = re.compile(r"^(?P<subject>(?:the|our|my)\s+[\w -]+?)\s+(?:is|are|was|were|keeps|has\s+been)\b", re.I)
+# An appositive before the verb: "Our CTO, Ngozi, prefers ..." or "Ngozi, our CTO, prefers ...".
+_APPOSITIVE = (
+    re.compile(r"^(?i:our|the|my)\s+(?P<role>[\w -]{1,40}?),\s+(?P<name>[A-Z][\w.' -]{0,40}?),\s+(?P<rest>.+)$"),
+    re.compile(r"^(?P<name>[A-Z][\w.' -]{0,40}?),\s+(?i:our|the|my)\s+(?P<role>[\w -]{1,40}?),\s+(?P<rest>.+)$"),
+)
+
+
+def _appositive(claim: str, context: Context) -> tuple[str, Fact | None]:
+    """The claim with an appositive taken out, and the role it names as a fact of its own."""
+    for pattern in _APPOSITIVE:
+        match = pattern.match(claim)
+        # The rest must go on with a verb of the table, and the role be a short noun: "The data pipeline uses
+        # Kafka, Spark, and Airflow" is a list, not an appositive.
+        if match and (name := _name(match["name"])) is not None and _proper(name) and \
+                len(match["role"].split()) <= 3 and _VERB_FIRST.match(match["rest"]) and \
+                not _VERB_AT.search(f"{match['role']} x"):
+            role = " ".join(match["role"].split())
+            return f"{match['name']} {match['rest']}", _role_fact("our role", role, name, "", None, _clean(claim))
+    return claim, None
+
+
+def _remember_person(facts: list[Fact], context: Context, claim: str) -> None:
+    """Keep the subject of the clause's first fact for a "she" or "he" after it, when it is a person's name, and
+    for an "it"; and the name the clause ends with for a "which" or "who" after it."""
     if facts and facts[0].subject and _proper(facts[0].subject) and len(facts[0].subject.split()) <= 3:
         context.person = facts[0].subject
     if facts and facts[0].subject:
         context.thing = facts[0].subject
+    if facts and facts[-1].predicate:
+        context.said = facts[-1]
+    names = [name for fact in facts[-1:] for name in (fact.subject, fact.object) if name]
+    if names:
+        context.last = max(names, key=lambda name: claim.casefold().rfind(name.casefold()))
 
 
 def _fact_item(fact: Fact, start: int, end: int, at, until, context: Context) -> Item:
@@ -1081,12 +1252,8 @@ def extract(text: str, *, now: dt.datetime | None = None) -> Extraction:
     lines = _lines(text)
     # Skills read the text with speaker prefixes blanked out, so a goal after "Marco:" starts its line.
     masked = list(text)
-    previous = 0
     for line in lines:
-        line_start = text.rfind("\n", 0, line.start) + 1
-        masked[line_start:line.start] = " " * (line.start - line_start)
-        previous = line.end
-    del previous
+        masked[line.prefix:line.start] = " " * (line.start - line.prefix)
     skills = _skills("".join(masked))
     found: list[tuple[int, Item | Ending | Skipped]] = [(item.start, item) for item in skills]
     taken = [(item.start, item.end) for item in skills]
@@ -1094,10 +1261,11 @@ def extract(text: str, *, now: dt.datetime | None = None) -> Extraction:
     for line in lines:
         if line.speaker != context.speaker or line.assistant != context.assistant:
             context = Context(speaker=line.speaker, assistant=line.assistant, now=now)
-        context.thing = ""  # "it" looks back along its own line only
+        context.thing = context.last = ""  # "it", "which" and "who" look back along their own line only
         for sentence_start, sentence_end in _sentences(text, line, taken):
-            for clause, start, end in _clauses(text[sentence_start:sentence_end], sentence_start):
-                result = _read(clause, start, end, context)
+            for number, (clause, start, end) in enumerate(_clauses(text[sentence_start:sentence_end],
+                                                                   sentence_start)):
+                result = _read(clause, start, end, context, continued=number > 0)
                 found.extend((start, entry) for entry in (result if isinstance(result, list) else [result]))
     found.sort(key=lambda pair: pair[0])
     return Extraction(items=tuple(entry for _, entry in found if isinstance(entry, Item)),

@@ -17,7 +17,8 @@ class Predicate:
     ``reverse``: the sentence names the object first ("The payments team owns billing" is
     (billing, owned by, payments team)). ``objects``: the object must end with one of these
     words for the verbs to mean this predicate ("Mei runs the data team": leads; "the job
-    runs nightly": nothing). ``passive``: the verbs are participles said after "is" or "are".
+    runs nightly": nothing); ``subjects``: the same of the subject ("Alerts go to PagerDuty").
+    ``passive``: the verbs are participles said after "is" or "are".
     """
 
     name: str
@@ -25,8 +26,13 @@ class Predicate:
     reverse: bool = False
     objects: tuple[str, ...] = ()
     passive: bool = False
+    subjects: tuple[str, ...] = ()
 
 
+# Words data ends with: "Alerts go to PagerDuty", "the export pushes events to S3".
+DATA_WORDS = ("alerts", "logs", "metrics", "events", "backups", "traces", "emails", "notifications", "messages",
+              "reports", "data", "errors", "pages", "exceptions", "webhooks", "requests", "records", "files",
+              "updates", "results", "payloads", "snapshots", "dumps", "artifacts", "builds", "invoices", "orders")
 # Words a group of people ends with: "the SRE team", "the infrastructure group".
 GROUP_WORDS = ("team", "teams", "group", "squad", "crew", "department", "org", "organisation", "organization",
                "guild", "chapter", "division", "unit", "office", "lab", "committee", "project", "program",
@@ -34,20 +40,27 @@ GROUP_WORDS = ("team", "teams", "group", "squad", "crew", "department", "org", "
 
 PREDICATES = (
     Predicate("uses", ("use", "utilize", "utilise", "build on", "standardize on", "standardise on", "run with",
-                       "code in", "program in", "develop in")),
-    Predicate("uses", ("built with", "built on", "built using", "written in", "implemented in", "powered by",
-                       "backed by", "based on"), passive=True),
+                       "code in", "program in", "develop in", "cache in", "store in", "keep in", "persist to",
+                       "save to", "save in")),
+    Predicate("uses", ("built with", "built on", "built using", "built in", "written in", "implemented in",
+                       "powered by", "backed by", "based on"), passive=True),
     Predicate("runs on", ("run on", "run in", "live on", "deploy to", "deploy on")),
-    Predicate("runs on", ("deployed on", "deployed to", "deployed in", "scheduled on", "installed on"), passive=True),
-    Predicate("hosted on", ("hosted on", "hosted at", "hosted in", "hosted by", "served from", "served by",
-                            "stored in", "stored on", "kept in"), passive=True),
+    Predicate("runs on", ("deployed on", "deployed to", "deployed in", "scheduled on", "installed on", "handled by",
+                          "processed by"), passive=True),
+    Predicate("hosted on", ("hosted on", "hosted at", "hosted in", "hosted by", "served from", "served by"),
+              passive=True),
+    Predicate("stored in", ("stored in", "stored on", "kept in", "kept on", "saved in", "saved to", "backed up to",
+                            "backed up in", "archived in", "archived to", "persisted in", "persisted to"),
+              passive=True),
     Predicate("depends on", ("depend on", "rely on", "require", "need")),
     Predicate("calls", ("call", "talk to", "connect to", "query", "invoke", "send requests to", "integrate with")),
-    Predicate("writes to", ("write to", "write into", "publish to", "push to", "log to", "send data to",
-                            "send events to", "emit to")),
+    Predicate("writes to", ("write to", "write into", "publish to", "push to", "log to", "send to", "emit to",
+                            "stream to", "export to", "forward to", "upload to", "sync to", "ship to")),
+    Predicate("writes to", ("go to", "land in", "end up in"), subjects=DATA_WORDS),
     Predicate("writes to", ("sent to", "shipped to", "exported to", "forwarded to", "streamed to", "synced to"),
               passive=True),
-    Predicate("reads from", ("read from", "consume from", "subscribe to", "pull from", "listen to")),
+    Predicate("reads from", ("read from", "consume", "consume from", "subscribe to", "pull from", "listen to",
+                             "fetch from", "ingest from", "poll")),
     Predicate("owned by", ("owned by", "maintained by", "managed by", "looked after by", "supported by"),
               passive=True),
     Predicate("owned by", ("own", "maintain", "look after", "take care of", "be responsible for"), reverse=True),
@@ -67,18 +80,25 @@ PREDICATES = (
     Predicate("located in", ("located in", "located at", "based in", "based at", "based out of", "headquartered in",
                              "situated in"), passive=True),
     Predicate("lives in", ("live in", "reside in", "stay in")),
-    Predicate("prefers", ("prefer", "favour", "favor", "prefer using", "prefer to use")),
+    Predicate("prefers", ("prefer", "favour", "favor", "prefer using", "prefer to use", "would rather use",
+                          "would rather", "'d rather use", "'d rather")),
     Predicate("likes", ("like", "love", "enjoy", "adore", "be a fan of", "be a big fan of", "be a huge fan of",
                         "be into")),
-    Predicate("dislikes", ("dislike", "hate", "detest", "loathe", "can't stand", "cannot stand")),
+    Predicate("dislikes", ("dislike", "hate", "detest", "loathe", "can't stand", "cannot stand", "be not a fan of",
+                           "be not a big fan of", "be no fan of", "don't like", "doesn't like", "do not like",
+                           "does not like")),
     Predicate("speaks", ("speak",)),
 )
 
-# Conflicts read these as single-valued (``knowledge.conflicts``), and "now" before one of them ends the value it
-# replaces ("The API now runs on ECS" ends "The API runs on Lambda").
-SINGLE_VALUED = ("runs on", "hosted on", "located in", "lives in", "reports to", "owned by")
+# Canonical predicates that hold one value per subject: conflicts count them (``knowledge.conflicts``), and "now"
+# before one of them ends the value it replaces ("The API now runs on ECS" ends "The API runs on Lambda").
+SINGLE_VALUED = ("runs on", "hosted on", "stored in", "located in", "lives in", "reports to", "owned by")
+# Predicates that say nearly the same, so that a change said with one ends a fact said with another: "Imani is no
+# longer responsible for the contracts" ends "Imani manages the contracts".
+FAMILIES = (("owned by", "leads", "manages"), ("works on", "member of", "works at"),
+            ("runs on", "hosted on", "stored in", "located in"), ("uses", "depends on", "calls"))
 # Where something is: "Kai moved to Amsterdam" and "The API moved to ECS" give these facts their new value.
-PLACES = ("runs on", "hosted on", "located in", "lives in")
+PLACES = ("runs on", "hosted on", "stored in", "located in", "lives in")
 # Predicates whose object holds one subject at a time: "Kenji now leads Orion" ends "Nadia leads Orion".
 ONE_HOLDER = ("leads", "is")
 
@@ -131,9 +151,20 @@ NOT_NAMES = frozenset({
     "some", "all", "here", "there", "which", "what", "who", "whom", "whatever", "everyone", "everybody", "anyone",
     "anybody", "nobody", "you", "your", "yours", "us", "whoever", "both", "either", "neither", "each", "other",
     "others", "same", "way", "time", "times", "bit", "kind", "sort", "issue", "issues", "problem", "problems",
-    # Nouns of place or manner that make a phrase, not a name: "in front of", "in charge of", "in sync".
+    # Quantities: "We need more tests".
+    "more", "less", "fewer", "many", "much", "few", "several", "enough", "another", "any", "most",
+    # Verbs that open small talk: "Sounds like a plan", "Looks like rain".
+    "sounds", "looks", "seems", "feels",
+})
+# Words that are no name standing alone, though a name may start with them ("the order service"): nouns of place
+# or manner that make a phrase ("in front of", "in charge of") and particles ("I'm heading out").
+NOT_NAMES_ALONE = frozenset({
     "front", "back", "top", "bottom", "middle", "charge", "favor", "favour", "place", "touch", "sync", "line",
-    "general", "particular", "progress", "trouble", "use", "order", "time",
+    "general", "particular", "progress", "trouble", "use", "order", "time", "out", "up", "off", "away", "home",
+    "over", "down", "lunch", "work", "vacation", "holiday", "leave",
+    # Times of day and days: "Team lunch is at noon".
+    "noon", "midnight", "morning", "afternoon", "evening", "night", "tonight", "today", "tomorrow", "yesterday",
+    "weekend", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "lunchtime",
 })
 # Determiners dropped from the front of a name: "the API", "our docs", "my editor".
 DETERMINERS = ("the", "a", "an", "our", "my", "your", "their", "his", "her", "its", "this", "that", "these",
@@ -149,7 +180,8 @@ TYPE_WORDS = frozenset({
 ADVERBS = ("also", "currently", "still", "mostly", "mainly", "primarily", "only", "always", "already", "usually",
            "actually", "officially", "really", "just", "generally", "normally", "typically", "basically",
            "definitely", "certainly", "reportedly", "remotely", "directly", "mostly", "fully", "truly", "absolutely",
-           "honestly", "personally", "officially", "full-time", "part-time", "happily", "heavily", "largely")
+           "honestly", "personally", "officially", "full-time", "part-time", "happily", "heavily", "largely",
+           "frankly", "anyway", "anyways")
 
 # Speakers --------------------------------------------------------------------------------------------------------
 
@@ -181,6 +213,8 @@ CHANGE_VERBS = {
 # Verbs that end whatever links their subject and object: "Pieter left the billing service".
 LEAVING_VERBS = ("stepped down as", "resigned as", "left", "quit", "has left", "have left", "stepped down from", "stepped away from", "moved off",
                  "rolled off", "is off", "got off", "resigned from")
+# Verbs that hand a thing from its holder to another: "Hugo handed the team over to Esther".
+HANDING_VERBS = ("handed", "passed", "transferred", "gave", "has handed", "has passed", "has transferred")
 # Verbs that end every current fact naming their object: "We dropped Redis", "host-7 was decommissioned".
 DROPPING_VERBS = ("dropped", "stopped using", "stopped relying on", "removed", "retired", "decommissioned",
                   "deprecated", "got rid of", "phased out", "sunset", "sunsetted", "turned off", "shut down",

@@ -181,7 +181,9 @@ def _(record: History) -> str:
 def _learned(item: LearnedItem, lead: str) -> str:
     triple = f"{item.subject} | {item.predicate} | {item.object}" if item.subject else None
     same = f"same {item.matched_by}" if item.matched_by else None
-    return f"{_header([f'{lead} #{item.memory_id}', item.kind, triple, same])}\n{item.content}"
+    since = f"from {_moment(item.valid_from)}" if item.valid_from else None
+    until = f"until {_moment(item.valid_to)}" if item.valid_to else None
+    return f"{_header([f'{lead} #{item.memory_id}', item.kind, triple, since, until, same])}\n{item.content}"
 
 
 def _why(reason: str) -> str:
@@ -192,9 +194,12 @@ def _why(reason: str) -> str:
 @as_text.register
 def _(record: LearnResult) -> str:
     lines = [f"Learned from the text in {record.namespace}: {len(record.stored)} stored, {len(record.deduplicated)} "
-             f"already held, {len(record.skipped)} sentences skipped."]
+             f"already held, {len(record.ended)} ended by a stated change, {len(record.skipped)} sentences skipped."]
     lines.extend(_learned(item, "stored") for item in record.stored)
     lines.extend(_learned(item, "already held by") for item in record.deduplicated)
+    lines.extend(f"Ended #{fact.memory_id}: {fact.subject} | {fact.predicate} | {fact.object} holds until "
+                 f"{_moment(fact.valid_to)} ({fact.change})" for fact in record.ended)
+    lines.extend(f"Nothing ended: {change.reason}" for change in record.unmatched_changes)
     lines.extend(f"Skipped ({_why(sentence.reason)}): {sentence.text}" for sentence in record.skipped)
     return "\n".join(lines)
 

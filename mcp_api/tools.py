@@ -131,10 +131,10 @@ class MemoryTools(MCPToolset):
 
     @tool(title="Learn from text", scope=Scope.WRITE, read_only=False, arguments=declared.LearnArgs)
     def memory_learn(self, text, namespace, source, tags) -> LearnResult:
-        """Store the facts, decisions and skills a text states, found by fixed English rules (no model): one
-        memory each, with a triple for facts and confidence 0.5. Questions, negations, plans and small talk
-        are skipped, and what the namespace already holds is not stored twice; the answer lists all three.
-        For one fact you can word yourself, memory_remember is more precise."""
+        """Store the facts, decisions and skills a text (chat, notes, a recap) states, found by fixed English rules:
+        one memory each, facts with a triple. A stated change ("moved from A to B", "no longer") ends the old
+        fact as of when it was said. Questions, plans and small talk are skipped; the answer says what became of
+        each sentence. For one fact you can word yourself, memory_remember is more precise."""
         caller = self._caller()
         return services.memory_learn(text=text, namespace=caller.namespace_to_write(namespace), source=source,
                                      tags=tags, **caller.credit)

@@ -505,3 +505,14 @@ def test_the_admin_links_to_the_dashboard_only_for_users_who_may_open_it(client,
     client.force_login(granted(django_user_model.objects.create_user("viewer", password="pw", is_staff=True),
                                ["memories.view_memory"]))
     assert b"View site" in client.get("/admin/").content
+
+
+def test_a_fact_ended_by_a_stated_change_reads_as_bounded_not_forgotten_and_restored(staff, db):
+    (old,) = services.memory_learn(text="The ledger uses Oracle.", namespace="acme", **ACTOR).stored
+    services.memory_learn(text="The ledger switched from Oracle to Postgres.", namespace="acme", **ACTOR)
+    first, tombstone, bounded = selectors.memory_history(memory_id=old.memory_id)
+    html = staff.get(f"/memories/{old.memory_id}/timeline/").content.decode()
+    assert f">rev {tombstone.id} (bounds)</text>" in html and f">rev {bounded.id} (bounded)</text>" in html
+    assert "(forgotten)" not in html and "(restored)" not in html and ">restored</text>" not in html
+    article = html.split(f'id="revision-{bounded.id}"')[1].split("</article>")[0]
+    assert f"bounded (revision {first.id}, from then on held only here)" in article

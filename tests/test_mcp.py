@@ -293,7 +293,8 @@ def test_an_agent_learns_from_a_paragraph_and_reads_a_short_account_of_it(client
     assert [(entry["text"], entry["reason"]) for entry in learned["skipped"]] == [
         ("Thanks!", "pleasantry: nothing to learn"), ("Should we add Kafka?", "question")]
     assert result.content[0].text.splitlines()[:3] == [
-        f"Learned from the text in {namespace}: 4 stored, 0 already held, 2 sentences skipped.",
+        f"Learned from the text in {namespace}: 4 stored, 0 already held, 0 ended by a stated change, "
+        "2 sentences skipped.",
         f"[stored #{learned['stored'][0]['memory_id']} · fact · billing API | runs on | Kubernetes]",
         "The billing API runs on Kubernetes.",
     ]

@@ -10,7 +10,9 @@ from memories.services.hooks import hook_ingest, hook_recall, hook_report, hook_
 from memories.services.imports import memories_import
 from memories.services.learn import memory_learn
 from memories.services.lifecycle import (
+    memories_remember_new,
     memory_archive,
+    memory_end,
     memory_forget,
     memory_promote,
     memory_remember,
@@ -38,7 +40,9 @@ __all__ = [
     "hook_used",
     "memory_erase",
     "purge_expired",
+    "memories_remember_new",
     "memory_archive",
+    "memory_end",
     "memory_forget",
     "memory_learn",
     "memory_move",

@@ -107,7 +107,8 @@ class _Learning:
         self.ended: list[EndedFact] = []
         self.unmatched: list[UnmatchedChange] = []
         self.skipped: list[SkippedSentence] = []
-        self.stating: set[tuple[str, str, str]] = set()  # the triples this call states, in normal form
+        # (start, triple in normal form) of each fact this call states: a change never ends its own clause's facts.
+        self.stating: set[tuple[int, tuple[str, str, str]]] = set()
         self.held: dict[tuple[str, str, str], tuple[int, int]] = {}  # triple -> (memory, revision) stored by it
 
     def store(self, item: learn.Item) -> None:
@@ -189,7 +190,7 @@ class _Learning:
         self.flush()
         now = dialect.now()
         facts = [revision for revision in _current_facts(self.namespace, ending, now=now)
-                 if _normal(revision.subject, revision.predicate, revision.object) not in self.stating]
+                 if (ending.start, _normal(revision.subject, revision.predicate, revision.object)) not in self.stating]
         said = self.text[ending.start:ending.end]
         if not facts:
             self.unmatched.append(UnmatchedChange(text=said, start=ending.start, end=ending.end, reason=(
@@ -223,7 +224,13 @@ def _normal(subject: str, predicate: str, object_: str) -> tuple[str, str, str]:
 def _restated(revision: Revision, ending: learn.Ending, *, first: bool) -> learn.Item:
     """The fact an ended one becomes: the change's new name in place of the old one, holding from the change on."""
     subject, object_ = revision.subject, revision.object
-    if ending.replaced == "subject":
+    old = ending.subject if ending.replaced == "subject" else ending.object
+    # The old name's side of the stored fact, whichever way round it stands ("the pipeline is owned by Kofi").
+    if old and not _same_name(subject if ending.replaced == "subject" else object_, old):
+        replaced = "object" if ending.replaced == "subject" else "subject"
+    else:
+        replaced = ending.replaced
+    if replaced == "subject":
         subject = ending.becomes
     else:
         object_ = ending.becomes
@@ -248,7 +255,8 @@ def memory_learn(*, text: str, namespace: str, actor: str, interface: str, sourc
                           [("", ending.content) for ending in found.endings])
     learning = _Learning(text=text, namespace=namespace, source=source or "", tags=tag_names, actor=actor,
                          interface=interface)
-    learning.stating = {_normal(item.subject, item.predicate, item.object) for item in found.items if item.subject}
+    learning.stating = {(item.start, _normal(item.subject, item.predicate, item.object)) for item in found.items
+                        if item.subject}
     learning.skipped = [SkippedSentence(text=entry.text, start=entry.start, end=entry.end, reason=entry.reason)
                         for entry in found.skipped]
     # A clause's endings go before its own facts: "The cache now runs on node-9" ends node-4, then states node-9.
