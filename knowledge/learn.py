@@ -152,17 +152,20 @@ _CLAUSE_WORDS = frozenset({"is", "are", "was", "were", "be", "been", "being", "h
                            "did", "will", "would", "can", "could", "should", "that", "which", "who", "whom",
                            "whose", "when", "where", "because", "if", "but", "not", "no", "than", "so", "then",
                            "i", "we", "you", "he", "she", "they", "it", "me", "us", "him", "them"})
+# Words no name holds past its first word: possessives, "to" before a verb, verbs of small talk.
+_INSIDE_NO_NAME = frozenset({"my", "your", "our", "his", "her", "their", "to", "sounds", "looks", "seems", "feels"})
 # A name never starts with a preposition: "Onboarding notes for Jamal" names no "for Jamal".
 _PREPOSITIONS = frozenset({"for", "about", "to", "from", "with", "of", "in", "on", "at", "by", "behind", "into",
                            "than", "as", "via", "like"})
 # An identifier after a type word: it has a digit or a mark ("pg-3", "eu-west-1", "#ops", "acme/api").
-_IDENTIFIER = re.compile(r"^(?=.*[\d\-_./:#@])\S+$")
+_IDENTIFIER = re.compile(r"^(?=.*[\d_./:#@])\S+$")
 # A time of day is when, not what: "The standup moved to 10am".
 _CLOCK = re.compile(r"^\d{1,2}(?::\d{2})?\s*(?:am|pm|h)?$", re.I)
 _FIRST_PERSON = {"i", "me", "myself"}
 _PERSON_PRONOUNS = {"he", "she", "him", "her"}
+_PLURAL = {"i", "we", "you", "they"}
 # Names for the team speaking: a change said by "we" may end a fact of any subject ("We dropped Redis").
-_WE = {"we", "us", "team"}
+_WE = {"we", "team"}
 
 
 def _name(text: str) -> str | None:
@@ -181,6 +184,10 @@ def _name(text: str) -> str | None:
         return None
     if words[0].casefold() in vocabulary.NOT_NAMES or words[0].casefold() in _PREPOSITIONS or any(
             word.casefold() in _CLAUSE_WORDS for word in words):
+        return None
+    # A phrase, not a name: "running my biz", "remember to pause", "Small acts of", "representing my".
+    inner = [word.casefold() for word in words[1:]]
+    if any(word in _INSIDE_NO_NAME for word in inner) or words[-1].casefold() in _PREPOSITIONS:
         return None
     return text
 
@@ -257,15 +264,19 @@ _NOW = re.compile(r"\bnow\b", re.I)
 _BUT_VERB = re.compile(rf"\s*,?\s+(?:but|while|whereas|yet)\s+(?=(?:{_VERB})\s)", re.I)
 # Where a fact's object ends: a new clause, or a reason.
 _CLAUSE_END = re.compile(r"\s*(?:[;:]|\s[-–—]\s|,\s*(?:which|who|where|but|so|as|because|since|while|though|"
-                         r"although|when)\b|\s+(?:because|since|so that|but|although|though|while|whereas|which|"
-                         r"who|where|when)\b)", re.I)
+                         r"although|when|['’]cause|cuz|coz)\b|\s+(?:because|since|so that|but|although|though|while|"
+                         r"whereas|which|who|where|when|['’]cause|cuz|coz)\b)", re.I)
 # Between two objects (or two claims): "Redis and Postgres", "Redis, Kafka, and Postgres".
 _LIST = re.compile(r"\s*,\s*(?:and\s+|as well as\s+)?|\s+(?:and|as well as|plus)\s+|\s*&\s*", re.I)
 # A qualifier after the name: "Kubernetes in production", "Redis for caching", "email to Slack".
 _QUALIFIER = re.compile(r"\s+(?:over|rather than|than|instead of|in|for|since|during|from|until|via|through|with|"
-                        r"when|where|while|after|before|as of|at|on|to|by|as|of|every|each|these days|"
+                        r"when|where|while|after|before|as of|at|on|to|by|as|of(?!\s+(?:the\s+)?[A-Z])|every|each|"
+                        r"these days|"
                         r"most of the time|at the moment|right now|these|now)(?![\w-]).*$", re.I)
 _TO_USE = re.compile(r"^(?:to use|using)\s+", re.I)
+# The data a list item carries before its place: "... and metadata in DynamoDB" is about DynamoDB.
+_DATA_THEN = re.compile(rf"^\s*(?:(?:the|all|its|our|raw|audit|access|error|usage|app|daily|nightly)\s+)?"
+                        rf"(?:{'|'.join(vocabulary.DATA_WORDS)})\s+(?:in|to|into|on|from)\s+(?=\S)", re.I)
 
 
 def _last_word(text: str) -> str:
@@ -381,6 +392,10 @@ def _svo(claim: str, context: Context) -> Parsed:
         if form.casefold() in _PAST_FORMS:
             parsed.past = True
             continue
+        if form.casefold() == "own" and re.search(r"\b(?:my|your|our|his|her|their|its)\s*$", subject_text, re.I):
+            continue  # "Congrats on opening your own shop": "own" after a possessive is no verb
+        if form.casefold() == "like" and len(subjects) == 1 and subject_text.strip().casefold() not in _PLURAL:
+            continue  # "Themes like sisterhood": "like" is a verb after I, we, you, they or a list only
         facts = _object_facts(subject_text, subjects, form, object_text, claim, context)
         if isinstance(facts, str):
             parsed.vague = facts
@@ -416,6 +431,7 @@ def _object_facts(subject_text: str, subjects: list[str], form: str, object_text
         elif number and len(part.split()) > 2 and (own := _clause_facts(part.strip(), subjects, context)):
             facts += own  # "..., and Omar leads Orion", "..., and Farid is its tech lead": a claim of its own
             continue
+        part = _DATA_THEN.sub("", part)  # "stores raw events in S3 and metadata in DynamoDB"
         predicate = _predicate_for(form, _QUALIFIER.sub("", part), subject_text)
         written = _TO_USE.sub("", part.strip()) if predicate and predicate.name == "prefers" else part.strip()
         name = _resolve(_QUALIFIER.sub("", written), context, part="object") if predicate else None
@@ -506,9 +522,19 @@ def _copula(claim: str, context: Context) -> Parsed:
         if x is None or len(role.split()) > 4:
             parsed.vague = VAGUE_NAME.format(part="subject", name=x_text.strip(), words=NAME_WORDS_MAX)
             continue
+        if not _noun_phrase(role) or role.split()[-1].casefold() in vocabulary.NOT_NAMES or (
+                _role(role) is None and not preference and not _proper(x)):
+            continue  # "Hiking is an awesome way to bond with nature", "That sense of accomplishment is awesome"
+        if rule == "member role" and not (_proper(y) or _last_word(y) in vocabulary.GROUP_WORDS):
+            continue
         parsed.facts = [_role_fact(rule, role, x, y, groups.get("at"), _clean(claim))]
         return parsed
     return parsed
+
+
+def _noun_phrase(words: str) -> bool:
+    """Whether a role reads as a noun phrase: no pronoun, verb of a clause or preposition in it."""
+    return not any(word.casefold() in _CLAUSE_WORDS or word.casefold() in _PREPOSITIONS for word in words.split())
 
 
 def _role_fact(rule: str, role: str, x: str, y: str, at: str | None, said: str) -> Fact:
@@ -544,10 +570,11 @@ def _open_verb(claim: str, context: Context) -> Parsed:
         return Parsed()
     subject = _resolve(match["subject"], context, part="subject")
     object_text = _CLAUSE_END.split(match["object"].rstrip(" .!"), maxsplit=1)[0]
-    object_ = _resolve(_QUALIFIER.sub("", object_text), context, part="object")
+    # Named as written: "Blue calms me" or "The pendant reminds me of her" say nothing lasting of the speaker.
+    object_ = _name(_QUALIFIER.sub("", object_text))
     # The object, which no sentence starts with, must look like a proper name: "Alice speaks Portuguese", not
     # "The meeting takes an hour".
-    if subject is None or object_ is None or not _proper(object_):
+    if subject is None or object_ is None or not _proper(object_) or not _noun_phrase(subject):
         return Parsed()
     predicate = match["verb"] + (f" {match['particle']}" if match["particle"] else "")
     return Parsed(facts=[Fact(subject, predicate.casefold(), object_, _clean(claim))])
@@ -572,11 +599,13 @@ def _facts(claim: str, context: Context) -> Parsed:
 _CHANGED = "|".join(re.escape(verb) for verb in vocabulary.CHANGE_VERBS)
 _TO = r"(?:to|over\s+to|onto|into|for)"
 # "The ledger switched from Oracle to Postgres", "We moved the wiki from Confluence to Notion", "X moved to B from A"
+_FROM = r"(?:from|off(?:\s+of)?)"
 FROM_TO = (
+    re.compile(rf"^(?P<subject>.+?)\s+(?:has\s+|have\s+|was\s+|were\s+|has\s+been\s+|have\s+been\s+|got\s+)?"
+               rf"(?:(?:just|recently|finally)\s+)?(?P<verb>{_CHANGED})"
+               rf"(?:\s+(?:over|back))?(?:\s+(?P<what>.+?))?\s+{_FROM}\s+(?P<old>.+?)\s+{_TO}\s+(?P<new>.+)$", re.I),
     re.compile(rf"^(?P<subject>.+?)\s+(?:has\s+|have\s+)?(?:(?:just|recently|finally)\s+)?(?P<verb>{_CHANGED})"
-               rf"(?:\s+(?:over|back))?(?:\s+(?P<what>.+?))?\s+from\s+(?P<old>.+?)\s+{_TO}\s+(?P<new>.+)$", re.I),
-    re.compile(rf"^(?P<subject>.+?)\s+(?:has\s+|have\s+)?(?:(?:just|recently|finally)\s+)?(?P<verb>{_CHANGED})"
-               rf"(?:\s+(?:over|back))?(?:\s+(?P<what>.+?))?\s+{_TO}\s+(?P<new>.+?)\s+from\s+(?P<old>.+)$", re.I),
+               rf"(?:\s+(?:over|back))?(?:\s+(?P<what>.+?))?\s+{_TO}\s+(?P<new>.+?)\s+{_FROM}\s+(?P<old>.+)$", re.I),
 )
 _MOVED = r"(?:moved|relocated|switched|migrated|transitioned|upgraded|ported|converted)"
 # "Kai moved to Amsterdam", "The API switched to ECS": the subject's one-valued facts take the new value.
@@ -802,7 +831,8 @@ DECISION_PHRASES = ("decided not to", "chose not to", "agreed not to", "decided 
                     "decided that", "have decided to", "has decided to", "chose to", "chose", "have chosen",
                     "has chosen", "agreed to", "agreed on", "agreed that", "opted for", "opted to", "opted against",
                     "settled on", "went with", "picked", "selected", "standardized on", "standardised on",
-                    "are going with", "'re going with", "ended up with", "ended up going with", "landed on",
+                    "are going with", "'re going with", "ended up with", "ended up going with", "ended up choosing",
+                    "ended up picking", "ended up using", "ended up selecting", "landed on",
                     "committed to", "voted for", "voted to")
 _DECIDED = "|".join(re.escape(phrase) for phrase in sorted(DECISION_PHRASES, key=len, reverse=True))
 # "<who> decided to <choice>", who in at most four words after a lead clause ("After benchmarking, we picked ...");
@@ -867,6 +897,9 @@ SKILL_HEADING = re.compile(rf"(?:^[ \t]*|(?<=[.!?] ))(?P<lead>{_GOAL_LEAD})\s+(?
 SKILL_TITLED = re.compile(r"(?:^[ \t]*|(?<=[.!?] ))(?:(?P<goal>[A-Za-z][^:\n.]{1,60}?)\s+(?P<lead>checklist|runbook|"
                           r"procedure|process|playbook|steps)|(?P<lead2>checklist|runbook|procedure|playbook)\s+"
                           r"(?:for|to)\s+(?P<goal2>[^:\n.]{2,60}?))\s*:[ \t]*(?P<inline>[^\n]*)$", re.I | re.M)
+# "Runbook: rotating the API keys", then the steps on the lines after it.
+SKILL_LABELLED = re.compile(r"^[ \t]*(?P<lead>runbook|checklist|procedure|playbook|how-to|steps)\s*[:—–-]\s*"
+                            r"(?P<goal>[^\n:]{2,80}?)[ \t]*:?(?P<inline>)[ \t]*$", re.I | re.M)
 SKILL_STEP = re.compile(r"^[ \t]*(?:\d{1,2}[.)]|[-*•]|step\s+\d{1,2}\s*[:.)-])\s+(?P<step>\S[^\n]*)$", re.I)
 _INLINE_STEP = re.compile(r"(?:^|\s)(?:\d{1,2}[.)]|step\s+\d{1,2}\s*[:.)-])\s+", re.I)
 # "To restart the worker, drain it, then restart it": a goal and steps joined by "then".
@@ -891,8 +924,9 @@ def _skill(lead: str, goal: str, steps: list[str], start: int, end: int) -> Item
 def _headings(text: str) -> list[tuple[re.Match, str, str]]:
     """(match, lead, goal) of each line or sentence that names a goal before a colon, in the text's order."""
     found = [(heading, heading["lead"], heading["goal"]) for heading in SKILL_HEADING.finditer(text)]
-    for heading in SKILL_TITLED.finditer(text):
-        goal = heading["goal"] or heading["goal2"]
+    titled = [(heading, heading["goal"] or heading["goal2"]) for heading in SKILL_TITLED.finditer(text)]
+    titled += [(heading, heading["goal"]) for heading in SKILL_LABELLED.finditer(text)]
+    for heading, goal in titled:
         if not any(other.start() <= heading.start() < other.end() for other, _, _ in found):
             found.append((heading, "how to", goal[0].lower() + goal[1:]))
     return sorted(found, key=lambda entry: entry[0].start())
@@ -933,7 +967,9 @@ def _skills(text: str) -> list[Item]:
                 end = heading.end() + line.end()
             if len(steps) < SKILL_STEPS_MIN:
                 continue
-        items.append(_skill(lead, goal, steps, heading.start(), end))
+        # The heading starts at its first word, after any indent or masked speaker prefix.
+        start = heading.start() + len(heading.group()) - len(heading.group().lstrip())
+        items.append(_skill(lead, goal, steps, start, end))
     return items
 
 
@@ -952,7 +988,8 @@ def _skill_then(claim: str, start: int, end: int) -> Item | None:
 # "Alice:", "[10:42] mei:", "10:42 Bob Smith:", "<Carol>": a name of one or two words, a time before it maybe.
 SPEAKER = re.compile(r"^[ \t]*(?:\[?(?P<time>(?:\d{4}-\d{2}-\d{2}[ T,]+)?\d{1,2}:\d{2}(?::\d{2})?(?:\s*[aApP][mM])?)\]?"
                      r"\s*[-–]?\s*)?"
-                     r"(?:<(?P<tagged>[\w.' -]{1,30})>|(?P<name>[A-Za-z][\w.'-]*(?:\s+[A-Z][\w.'-]*)?))\s*:?(?:\s+|$)")
+                     r"(?:<(?P<tagged>[\w.' -]{1,30})>|(?P<name>[A-Za-z][\w.'-]*(?:\s+[A-Z][\w.'-]*)?))"
+                     r"(?:\s*:|\s+[—–]|\s+-(?=\s))?(?:\s+|$)")
 _LEAD_IN = re.compile(r"^(?:(?:ok|okay|so|also|and|but|well|fyi|btw|note|for the record|for reference|as agreed|"
                       r"update|plus|additionally|besides|anyway|meanwhile|oh|ah|right|alright|in short|in summary|"
                       r"to summarize|to summarise|quick update|heads up|just so you know|for context|oh and|and also|"
@@ -969,7 +1006,7 @@ def _speaker_of(line: str) -> tuple[str | None, bool, int]:
     if not match:
         return None, False, 0
     name = " ".join((match["tagged"] or match["name"]).split())
-    colon = line[match.start():match.end()].rstrip().endswith(":")
+    colon = line[match.start():match.end()].rstrip().endswith((":", "—", "–", " -"))
     if not match["tagged"] and not colon:
         return None, False, 0
     if not match["time"] and not match["tagged"] and line[match.end():].strip() == "":
@@ -1004,13 +1041,15 @@ def _lines(text: str) -> list[Line]:
         bullet = _BULLET.match(line.group().lstrip())
         lead = len(line.group()) - len(line.group().lstrip()) + bullet.end() if bullet else 0
         who, agent, offset = _speaker_of(line.group()[lead:])
-        prefix = line.start() + (lead if offset else 0)
+        words = line.start() + lead + offset
+        # A speaker's prefix is masked for the skill rules; a label ("Runbook:") may be a skill's heading.
+        prefix = line.start() + lead if who or agent else words
         if who is not None and bullet:  # "- Hiro: the webhook ...": Hiro speaks on this bullet only
-            lines.append(Line(prefix + offset, line.end(), who or speaker, agent or assistant, prefix))
+            lines.append(Line(words, line.end(), who or speaker, agent or assistant, prefix))
             continue
         if who is not None and (who or agent):
             speaker, assistant = who, agent
-        lines.append(Line(prefix + offset, line.end(), speaker, assistant, prefix))
+        lines.append(Line(words, line.end(), speaker, assistant, prefix))
     return lines
 
 
@@ -1095,6 +1134,10 @@ _CARRIED = re.compile(r"\b((?:push|send|write|ship|stream|export|forward|upload|
 # What someone likes doing with a thing is a liking of the thing: "Leilani likes working with TypeScript".
 _DOING = re.compile(r"\b((?:like|love|enjoy|prefer|hate|dislike)s?)\s+(?:working|coding|programming|writing|building|"
                     r"developing)\s+(?:with|in|on)\s+|\b((?:like|love|enjoy|prefer|hate|dislike)s?)\s+using\s+", re.I)
+# The job between "work" and where: "I work as a data engineer at Brightwave" says "I work at Brightwave".
+_WORK_AS = re.compile(r"\b(work(?:s|ed|ing)?)\s+as\s+(?:a|an|the|our)\s+[\w -]{1,40}?\s+(at|for|on|in)\b", re.I)
+# Roles said in several words that mean the one to ask: "Felix is the point of contact for the vendor API".
+_CONTACT = re.compile(r"\b(?:point\s+of\s+contact|go-to\s+(?:person|contact))\b", re.I)
 # A participle after a comma says a fact of the subject: "Siobhan is fully remote, based out of Galway".
 _PARTICIPLE = re.compile(r"^(?P<subject>[^,]+?)\s+(?:is|are)\s+[^,]{1,40},\s+(?P<participle>(?:based|located|hosted|"
                          r"deployed|owned|maintained|written|built|led|run)\s+.+)$", re.I)
@@ -1108,6 +1151,8 @@ def _plain(claim: str) -> str:
         claim = pattern.sub(full, claim)
     claim = _CARRIED.sub(r"\1 \2", claim)
     claim = _DOING.sub(lambda match: f"{match[1] or match[2]} ", claim)
+    claim = _WORK_AS.sub(r"\1 \2", claim)
+    claim = _CONTACT.sub("contact", claim)
     claim = _PARTICIPLE.sub(r"\g<subject> is \g<participle>", claim)
     claim = _OPENING_ADVERB.sub("", claim)
     return _ADVERBS.sub("", claim).strip()
@@ -1119,12 +1164,22 @@ def _without(claim: str, start: int, end: int) -> str:
     return " ".join(rest.split()).strip(" ,").replace(" ,", ",")
 
 
+# "Summary: ...", "Outcome of the architecture review: ...", "Weekly sync takeaways: ...".
+_LABEL = re.compile(r"^(?P<label>[\w;'’ -]{1,60}?):\s+(?=\S)")
+
+
+def _is_label(label: str) -> bool:
+    """Whether the words before a colon label what follows: a label, or a phrase that starts or ends with one."""
+    words = label.casefold().split()
+    return bool(words) and (" ".join(words) in vocabulary.LABELS or words[0] in vocabulary.LABELS or
+                            words[-1] in vocabulary.LABELS)
+
+
 def _read(sentence: str, start: int, end: int, context: Context, *, continued: bool = False
           ) -> list[Item | Ending] | Skipped:
     """The items and endings one clause gives, or why it gives none (the rules in the module's docstring)."""
     claim = _LEAD_IN.sub("", _LEAD_IN.sub("", sentence)).strip()
-    claim = re.sub(r"^(?:[\w;]+\s*){1,3}:\s+(?=\S)", lambda m: "" if m.group().split(":")[0].strip().casefold()
-                   in vocabulary.LABELS else m.group(), claim)
+    claim = _LABEL.sub(lambda match: "" if _is_label(match["label"]) else match.group(), claim)
     relative = continued and re.match(r"(?:which|who)\s", claim, re.I) and not claim.endswith("?")
     if continued and context.thing and re.match(rf"(?:then\s+)?{_CONTINUING}\s", claim, re.I):
         claim = f"{context.thing} {claim}"  # "... and switched to VS Code": the clause before names who

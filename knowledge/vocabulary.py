@@ -31,8 +31,9 @@ class Predicate:
 
 # Words data ends with: "Alerts go to PagerDuty", "the export pushes events to S3".
 DATA_WORDS = ("alerts", "logs", "metrics", "events", "backups", "traces", "emails", "notifications", "messages",
-              "reports", "data", "errors", "pages", "exceptions", "webhooks", "requests", "records", "files",
-              "updates", "results", "payloads", "snapshots", "dumps", "artifacts", "builds", "invoices", "orders")
+              "reports", "data", "errors", "pages", "exceptions", "webhooks", "records", "files",
+              "updates", "results", "payloads", "snapshots", "dumps", "artifacts", "builds", "invoices", "orders",
+              "metadata", "documents", "objects", "blobs", "images", "assets", "secrets", "configs", "sessions")
 # Words a group of people ends with: "the SRE team", "the infrastructure group".
 GROUP_WORDS = ("team", "teams", "group", "squad", "crew", "department", "org", "organisation", "organization",
                "guild", "chapter", "division", "unit", "office", "lab", "committee", "project", "program",
@@ -59,8 +60,8 @@ PREDICATES = (
     Predicate("writes to", ("go to", "land in", "end up in"), subjects=DATA_WORDS),
     Predicate("writes to", ("sent to", "shipped to", "exported to", "forwarded to", "streamed to", "synced to"),
               passive=True),
-    Predicate("reads from", ("read from", "consume", "consume from", "subscribe to", "pull from", "listen to",
-                             "fetch from", "ingest from", "poll")),
+    Predicate("reads from", ("read from", "consume", "consume from", "subscribe to", "pull from", "fetch from",
+                             "ingest from", "poll")),
     Predicate("owned by", ("owned by", "maintained by", "managed by", "looked after by", "supported by"),
               passive=True),
     Predicate("owned by", ("own", "maintain", "look after", "take care of", "be responsible for"), reverse=True),
@@ -79,7 +80,7 @@ PREDICATES = (
     Predicate("located in", ("sit in", "sit at", "be in", "be at", "work from", "work out of")),
     Predicate("located in", ("located in", "located at", "based in", "based at", "based out of", "headquartered in",
                              "situated in"), passive=True),
-    Predicate("lives in", ("live in", "reside in", "stay in")),
+    Predicate("lives in", ("live in", "reside in")),
     Predicate("prefers", ("prefer", "favour", "favor", "prefer using", "prefer to use", "would rather use",
                           "would rather", "'d rather use", "'d rather")),
     Predicate("likes", ("like", "love", "enjoy", "adore", "be a fan of", "be a big fan of", "be a huge fan of",
@@ -132,6 +133,7 @@ ROLES = {
     "maintainer": ("owned by", False), "manager": ("manages", True), "boss": ("manages", True),
     "supervisor": ("manages", True), "ceo": ("leads", True), "cto": ("leads", True), "cfo": ("leads", True),
     "vp": ("leads", True), "em": ("manages", True), "pm": ("owned by", False), "dri": ("owned by", False),
+    "contact": ("owned by", False),
     "report": ("reports to", True),
     "direct report": ("reports to", True), "member": ("member of", True),
 }
@@ -151,17 +153,22 @@ NOT_NAMES = frozenset({
     "some", "all", "here", "there", "which", "what", "who", "whom", "whatever", "everyone", "everybody", "anyone",
     "anybody", "nobody", "you", "your", "yours", "us", "whoever", "both", "either", "neither", "each", "other",
     "others", "same", "way", "time", "times", "bit", "kind", "sort", "issue", "issues", "problem", "problems",
+    "myself", "yourself", "himself", "herself", "itself", "ourselves", "yourselves", "themselves",
+    # Interjections that open chat: "Nope, but it's my first time going".
+    "nope", "yep", "yeah", "yes", "no", "ok", "okay", "wow", "congrats", "thanks", "hey", "hi", "hello", "oh", "ah",
+    "haha", "lol", "please", "sorry", "well", "and", "or", "but", "so", "then", "just",
     # Quantities: "We need more tests".
     "more", "less", "fewer", "many", "much", "few", "several", "enough", "another", "any", "most",
-    # Verbs that open small talk: "Sounds like a plan", "Looks like rain".
-    "sounds", "looks", "seems", "feels",
+    # Verbs that open small talk: "Sounds like a plan", "Looks like rain", "Looking forward to it".
+    "sounds", "looks", "seems", "feels", "looking",
 })
 # Words that are no name standing alone, though a name may start with them ("the order service"): nouns of place
 # or manner that make a phrase ("in front of", "in charge of") and particles ("I'm heading out").
 NOT_NAMES_ALONE = frozenset({
     "front", "back", "top", "bottom", "middle", "charge", "favor", "favour", "place", "touch", "sync", "line",
     "general", "particular", "progress", "trouble", "use", "order", "time", "out", "up", "off", "away", "home",
-    "over", "down", "lunch", "work", "vacation", "holiday", "leave",
+    "over", "down", "lunch", "work", "vacation", "holiday", "leave", "talks", "shape", "bed", "mind", "love",
+    "together", "here", "there",
     # Times of day and days: "Team lunch is at noon".
     "noon", "midnight", "morning", "afternoon", "evening", "night", "tonight", "today", "tomorrow", "yesterday",
     "weekend", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "lunchtime",
@@ -181,7 +188,7 @@ ADVERBS = ("also", "currently", "still", "mostly", "mainly", "primarily", "only"
            "actually", "officially", "really", "just", "generally", "normally", "typically", "basically",
            "definitely", "certainly", "reportedly", "remotely", "directly", "mostly", "fully", "truly", "absolutely",
            "honestly", "personally", "officially", "full-time", "part-time", "happily", "heavily", "largely",
-           "frankly", "anyway", "anyways")
+           "frankly", "anyway", "anyways", "too")
 
 # Speakers --------------------------------------------------------------------------------------------------------
 
@@ -198,6 +205,8 @@ LABELS = frozenset({
     "changelog", "change", "changes", "also", "and", "plus", "so", "ok", "okay", "well", "quick update", "misc",
     "done", "blockers", "blocked", "risks", "risk", "open questions", "decisions", "learnings", "lessons",
     "today", "yesterday", "tomorrow", "retro", "standup", "sync", "meeting", "tip", "hint", "example", "eg", "e.g",
+    "outcome", "notes", "takeaways", "recap", "summary", "review", "retrospective", "postmortem", "incident",
+    "runbook", "checklist", "procedure", "playbook", "how-to", "steps",
 })
 # Labels that keep their meaning for the rules below: "Decision: use Go."
 MEANINGFUL_LABELS = frozenset({"decision", "decided"})
@@ -207,8 +216,8 @@ MEANINGFUL_LABELS = frozenset({"decision", "decided"})
 # Verbs that say a subject went from one value to another: "The ledger switched from Oracle to Postgres".
 # When no current fact names the old value, the new one is stored with this predicate (None: the verb as said).
 CHANGE_VERBS = {
-    "moved": None, "switched": "uses", "migrated": "uses", "changed": None, "went": None, "transitioned": "uses",
-    "upgraded": "uses", "converted": "uses", "ported": "uses",
+    "moved": None, "switched": "uses", "migrated": "uses", "changed": None, "transitioned": "uses",
+    "upgraded": "uses", "converted": "uses", "ported": "uses", "relocated": None, "transferred": None,
 }
 # Verbs that end whatever links their subject and object: "Pieter left the billing service".
 LEAVING_VERBS = ("stepped down as", "resigned as", "left", "quit", "has left", "have left", "stepped down from", "stepped away from", "moved off",
@@ -217,7 +226,7 @@ LEAVING_VERBS = ("stepped down as", "resigned as", "left", "quit", "has left", "
 HANDING_VERBS = ("handed", "passed", "transferred", "gave", "has handed", "has passed", "has transferred")
 # Verbs that end every current fact naming their object: "We dropped Redis", "host-7 was decommissioned".
 DROPPING_VERBS = ("dropped", "stopped using", "stopped relying on", "removed", "retired", "decommissioned",
-                  "deprecated", "got rid of", "phased out", "sunset", "sunsetted", "turned off", "shut down",
+                  "deprecated", "got rid of", "phased out", "sunsetted", "turned off", "shut down",
                   "ditched", "abandoned", "no longer use", "no longer uses")
 # Phrases that say a fact no longer holds: the rest of the clause is the fact that ends.
 NO_LONGER = ("no longer", "not anymore", "not any more", "anymore", "any more", "not any longer", "any longer")

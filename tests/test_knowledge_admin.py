@@ -49,3 +49,12 @@ def test_asking_needs_the_view_permission_and_learning_the_add_permission(client
 def test_a_bad_question_is_a_message_not_an_error_page(admin_client):
     page = admin_client.get("/admin/memories/memory/graph/", {"namespace": "ops", "entity": "x", "query": "y"})
     assert page.status_code == 200 and "ask one at a time" in page.content.decode()
+
+
+def test_the_learn_page_lists_what_a_stated_change_ended(admin_client):
+    admin_client.post("/admin/memories/memory/learn/", {"namespace": "ops", "text": "The ledger uses Oracle."})
+    page = admin_client.post("/admin/memories/memory/learn/", {
+        "namespace": "ops", "text": "The ledger switched from Oracle to Postgres. Hugo no longer works on billing."})
+    html = page.content.decode()
+    assert "Ended (1)" in html and "<code>(ledger | uses | Oracle)</code> holds until" in html
+    assert "no current fact matches &#x27;Hugo works on" in html

@@ -1,12 +1,14 @@
 """Learning from text: the rules (table-driven, sentence by sentence), the service that stores what they find, and
 the REST door (MCP and the CLI are in test_mcp.py and test_cli.py, beside their servers and processes)."""
 
+from pathlib import Path
+
 import pytest
 from django.core.cache import cache
 from django.db import IntegrityError, transaction
 from rest_framework.test import APIClient
 
-from knowledge import learn
+from knowledge import learn, vocabulary
 from memories import selectors, services, validation
 from memories.models import Memory, Revision
 from memories.services.keys import api_key_create
@@ -411,3 +413,50 @@ def test_the_revision_admin_lists_and_shows_the_confidence(admin_client):
     assert "column-confidence" in listing
     page = admin_client.get(f"/admin/memories/revision/{item.revision_id}/change/").content.decode()
     assert "field-confidence" in page and "0.5" in page
+
+
+# --- the tables, entry by entry ----------------------------------------------------------------------------------
+
+
+def _said(verb: str, predicate) -> str:
+    """A sentence saying ``verb`` of the present between two names that fit the predicate's constraints."""
+    subject = "The alpha logs" if predicate.subjects else "Alpha"
+    obj = "the beta team" if predicate.objects else "Beta"
+    head, _, rest = verb.partition(" ")
+    if predicate.passive:
+        said = f"is {verb}"
+    elif head == "be":
+        said = f"is {rest}"
+    elif head in ("can't", "cannot", "would", "'d", "don't", "doesn't", "do", "does") or verb in vocabulary.EVENTS:
+        said = verb
+    else:
+        said = f"{learn._inflections(head)[0]} {rest}".strip()
+    return f"{subject} {said} {obj}."
+
+
+VERBS = [(predicate, verb) for predicate in vocabulary.PREDICATES for verb in predicate.verbs]
+
+
+@pytest.mark.parametrize(("predicate", "verb"), VERBS, ids=[f"{predicate.name}: {verb}" for predicate, verb in VERBS])
+def test_every_verb_of_the_table_says_its_predicate(predicate, verb):
+    sentence = _said(verb, predicate)
+    # The first entry of the table that has this verb and whose constraints the sentence meets is the one read.
+    first = next(entry for entry in vocabulary.PREDICATES if verb in entry.verbs and entry.passive == predicate.passive
+                 and (not entry.objects or predicate.objects) and (not entry.subjects or predicate.subjects))
+    (item,) = learn.extract(sentence).items
+    names = {"alpha logs" if predicate.subjects else "Alpha", "beta team" if predicate.objects else "Beta"}
+    assert (item.predicate, {item.subject, item.object}) == (first.name, names), sentence
+    said_first = item.object if first.reverse else item.subject
+    assert said_first.startswith(("Alpha", "alpha")), sentence
+
+
+def test_the_docs_name_every_canonical_predicate_role_and_change_rule():
+    page = (Path(__file__).resolve().parent.parent / "docs" / "learning.md").read_text()
+    for name in {predicate.name for predicate in vocabulary.PREDICATES}:
+        assert f"| `{name}` |" in page, name
+    for role in vocabulary.ROLES:
+        assert role in page.casefold(), role
+    rules = {"moved from", "moved to", "as", "took over", "with", "by", "handed", "left", "dropped", "no longer",
+             "instead of", "now"}
+    for rule in rules:
+        assert f"| `{rule}`" in page or f"`{rule}`" in page, rule

@@ -17,8 +17,10 @@ from rest_framework.test import APIClient
 
 from memories import selectors, services
 from memories.access import PermissionDenied
-from memories.models import ApiKey, Attributes, AuditEvent, ErasureGate, Kind, Revision
+from knowledge.models import Fact
+from memories.models import ApiKey, Attributes, AuditEvent, ErasureGate, Kind, Memory, Revision
 from memories.services.keys import api_key_authenticate, api_key_create
+from memories.services.lifecycle import new_memory
 from memoryproject.env import SettingError, env_days
 from memoryproject.exceptions import Conflict, InvalidInput
 from search import snapshot
@@ -494,3 +496,60 @@ def test_a_key_made_untrusted_in_the_admin_writes_candidates(admin_client):
     token = re.search(r'id="api-key" readonly size="80" value="(mem_[^"]+)"', response.content.decode()).group(1)
     assert api_key_authenticate(token, interface="api").new_memory_state == "candidate"
     assert "<td class=\"field-trusted\">" in admin_client.get("/admin/memories/apikey/").content.decode()
+
+
+# --- many new memories at once ------------------------------------------------------------------------------------
+
+NEW = [
+    {"content": "The API uses Redis.", "kind": "fact", "subject": "API", "predicate": "uses", "object": "Redis",
+     "confidence": 0.5, "source": "learn: notes chars 0-19"},
+    {"content": "Deploys go out on Tuesdays.", "title": "Deploys", "kind": "note", "valid_from": "2025-01-01"},
+]
+
+
+def _written(namespace: str) -> list[tuple]:
+    """What the store holds for a namespace's memories, without ids, keys or times."""
+    rows = []
+    for memory in Memory.objects.filter(namespace=namespace).order_by("pk"):
+        revision = memory.revisions.get()
+        attributes = Attributes.objects.get(memory=memory)
+        fact = Fact.objects.filter(revision_id=revision.pk).values_list("subject", "predicate", "object").first()
+        event = AuditEvent.objects.get(memory_id=memory.pk)
+        rows.append((memory.kind, memory.state, sorted(memory.tags.values_list("name", flat=True)),
+                     attributes.namespace == namespace, attributes.kind, attributes.state, sorted(t.name for t in attributes.tags.all()),
+                     revision.content, revision.title, revision.subject, revision.predicate, revision.object,
+                     revision.confidence, revision.source, revision.valid_to, revision.author, revision.interface,
+                     fact, event.action, sorted(event.detail)))
+    return rows
+
+
+@pytest.mark.django_db
+def test_remembering_many_new_memories_writes_what_remembering_each_one_writes():
+    for fields in NEW:
+        services.memory_remember(namespace="one", tags=["ops"], state="candidate", look_for_near_twin=False, **ACTOR,
+                                 **fields)
+    written = services.memories_remember_new(namespace="many", memories=[new_memory(**fields) for fields in NEW],
+                                             tags=["ops"], state="candidate", **ACTOR)
+
+    assert _written("many") == _written("one")
+    assert [revision.valid_from for revision in written][1] == T0
+    assert len({revision.known_at for revision in written}) == 1
+    (hit,) = selectors.memory_recall(query="deploys tuesdays", namespace=["many"], mode="keyword").hits
+    assert hit.memory.id == written[1].memory_id
+
+
+@pytest.mark.django_db
+def test_a_new_memory_among_many_is_corroborated_as_one_alone_is():
+    services.memory_remember(namespace="acme", content="Redis serves the API's cache.", actor="alice",
+                             interface="cli", kind="fact", subject="api", predicate="uses", object="redis")
+    (revision,) = services.memories_remember_new(namespace="acme", memories=[new_memory(**NEW[0])], tags=[],
+                                                 state="candidate", **ACTOR)
+    assert selectors.memory_get(memory_id=revision.memory_id).state == "active"
+
+
+@pytest.mark.django_db
+def test_many_new_memories_with_an_empty_validity_are_refused_whole():
+    bad = new_memory(content="Held never.", valid_from="2025-02-01", valid_to="2025-01-01")
+    with pytest.raises(InvalidInput, match="valid_to must be later than valid_from"):
+        services.memories_remember_new(namespace="acme", memories=[new_memory(**NEW[0]), bad], tags=[], **ACTOR)
+    assert not Memory.objects.exists()
