@@ -137,10 +137,6 @@ ROLES = {
     "report": ("reports to", True),
     "direct report": ("reports to", True), "member": ("member of", True),
 }
-# Words before a role that are part of it ("tech lead", "product owner"): kept in the content, not the predicate.
-# A role said with "a"/"an" and on/in a group ("Beatriz is a staff engineer on the payments team") says the
-# holder is a member of it, whatever the job title.
-MEMBER_ROLE_PREPOSITIONS = ("on", "in", "with", "at")
 # "My preferred editor is Neovim", "Her favourite tool is jq": a preference, not an attribute.
 PREFERENCE_WORDS = ("preferred", "favorite", "favourite")
 
@@ -220,7 +216,8 @@ CHANGE_VERBS = {
     "upgraded": "uses", "converted": "uses", "ported": "uses", "relocated": None, "transferred": None,
 }
 # Verbs that end whatever links their subject and object: "Pieter left the billing service".
-LEAVING_VERBS = ("stepped down as", "resigned as", "left", "quit", "has left", "have left", "stepped down from", "stepped away from", "moved off",
+LEAVING_VERBS = ("stepped down as", "resigned as", "left", "quit", "has left", "have left", "stepped down from",
+                 "stepped away from", "moved off",
                  "rolled off", "is off", "got off", "resigned from")
 # Verbs that hand a thing from its holder to another: "Hugo handed the team over to Esther".
 HANDING_VERBS = ("handed", "passed", "transferred", "gave", "has handed", "has passed", "has transferred")
@@ -228,5 +225,3 @@ HANDING_VERBS = ("handed", "passed", "transferred", "gave", "has handed", "has p
 DROPPING_VERBS = ("dropped", "stopped using", "stopped relying on", "removed", "retired", "decommissioned",
                   "deprecated", "got rid of", "phased out", "sunsetted", "turned off", "shut down",
                   "ditched", "abandoned", "no longer use", "no longer uses")
-# Phrases that say a fact no longer holds: the rest of the clause is the fact that ends.
-NO_LONGER = ("no longer", "not anymore", "not any more", "anymore", "any more", "not any longer", "any longer")

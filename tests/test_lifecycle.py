@@ -516,7 +516,8 @@ def _written(namespace: str) -> list[tuple]:
         fact = Fact.objects.filter(revision_id=revision.pk).values_list("subject", "predicate", "object").first()
         event = AuditEvent.objects.get(memory_id=memory.pk)
         rows.append((memory.kind, memory.state, sorted(memory.tags.values_list("name", flat=True)),
-                     attributes.namespace == namespace, attributes.kind, attributes.state, sorted(t.name for t in attributes.tags.all()),
+                     attributes.namespace == namespace, attributes.kind, attributes.state,
+                     sorted(tag.name for tag in attributes.tags.all()),
                      revision.content, revision.title, revision.subject, revision.predicate, revision.object,
                      revision.confidence, revision.source, revision.valid_to, revision.author, revision.interface,
                      fact, event.action, sorted(event.detail)))

@@ -21,7 +21,7 @@ import datetime as dt
 
 from django.db import transaction
 
-from knowledge import learn
+from knowledge import changes, findings, learn
 from knowledge.names import entity_name, predicate_name
 from memories import selectors, validation
 from memories.models import Lifecycle, Revision
@@ -47,7 +47,7 @@ def learned_source(source: str, start: int, end: int) -> str:
     return f"learn: {source or DEFAULT_SOURCE} chars {start}-{end}"
 
 
-def _item_record(item: learn.Item, memory_id: int, revision_id: int, matched_by: str | None = None) -> LearnedItem:
+def _item_record(item: findings.Item, memory_id: int, revision_id: int, matched_by: str | None = None) -> LearnedItem:
     return LearnedItem(memory_id=memory_id, revision_id=revision_id, kind=item.kind, content=item.content,
                        subject=item.subject, predicate=item.predicate, object=item.object,
                        valid_from=item.valid_from, valid_to=item.valid_to,
@@ -64,10 +64,10 @@ def _same_name(stored: str, said: str | None) -> bool:
     return stored == said or stored in said or said in stored
 
 
-def _matches(revision: Revision, ending: learn.Ending) -> bool:
+def _matches(revision: Revision, ending: findings.Ending) -> bool:
     if ending.predicates and predicate_name(revision.predicate) not in ending.predicates:
         return False
-    if not ending.predicates and ending.subject is None and predicate_name(revision.predicate) in learn.TASTES:
+    if not ending.predicates and ending.subject is None and predicate_name(revision.predicate) in changes.TASTES:
         return False  # "we dropped Jira" says nothing of who likes it
     pair = (revision.subject, revision.object)
     if _same_name(pair[0], ending.subject) and _same_name(pair[1], ending.object):
@@ -75,7 +75,7 @@ def _matches(revision: Revision, ending: learn.Ending) -> bool:
     return ending.either_way and _same_name(pair[1], ending.subject) and _same_name(pair[0], ending.object)
 
 
-def _current_facts(namespace: str, ending: learn.Ending, *, now: dt.datetime) -> list[Revision]:
+def _current_facts(namespace: str, ending: findings.Ending, *, now: dt.datetime) -> list[Revision]:
     """The facts of ``namespace`` visible now that ``ending`` names, lowest memory id first."""
     names = [entity_name(name) for name in (ending.subject, ending.object) if name]
     # LIKE (ASCII case-insensitive) on a word of a name narrows to the few rows naming it; the rule decides.
@@ -101,7 +101,7 @@ class _Learning:
     def __init__(self, *, text: str, namespace: str, source: str, tags: list[str], actor: str, interface: str):
         self.text, self.namespace, self.source, self.tags = text, namespace, source, tags
         self.actor, self.interface = actor, interface
-        self.pending: list[learn.Item] = []
+        self.pending: list[findings.Item] = []
         self.stored: list[LearnedItem] = []
         self.deduplicated: list[LearnedItem] = []
         self.ended: list[EndedFact] = []
@@ -111,10 +111,10 @@ class _Learning:
         self.stating: set[tuple[int, tuple[str, str, str]]] = set()
         self.held: dict[tuple[str, str, str], tuple[int, int]] = {}  # triple -> (memory, revision) stored by it
 
-    def store(self, item: learn.Item) -> None:
+    def store(self, item: findings.Item) -> None:
         self.pending.append(item)
 
-    def _refused(self, item: learn.Item, error: MemoryServiceError) -> None:
+    def _refused(self, item: findings.Item, error: MemoryServiceError) -> None:
         self.skipped.append(SkippedSentence(text=self.text[item.start:item.end], start=item.start, end=item.end,
                                             reason=f"refused: {error.message}"))
 
@@ -170,7 +170,7 @@ class _Learning:
             held = self.held[_normal(item.subject, item.predicate, item.object)]
             self.deduplicated.append(_item_record(item, *held, matched_by="triple"))
 
-    def _remember_again(self, item: learn.Item, memory) -> None:
+    def _remember_again(self, item: findings.Item, memory) -> None:
         try:
             with transaction.atomic():
                 result = memory_remember(
@@ -186,7 +186,7 @@ class _Learning:
                               matched_by="content" if result.deduplicated else None)
         (self.deduplicated if result.deduplicated else self.stored).append(record)
 
-    def end(self, ending: learn.Ending) -> None:
+    def end(self, ending: findings.Ending) -> None:
         self.flush()
         now = dialect.now()
         facts = [revision for revision in _current_facts(self.namespace, ending, now=now)
@@ -221,7 +221,7 @@ def _normal(subject: str, predicate: str, object_: str) -> tuple[str, str, str]:
     return entity_name(subject), predicate_name(predicate), entity_name(object_)
 
 
-def _restated(revision: Revision, ending: learn.Ending, *, first: bool) -> learn.Item:
+def _restated(revision: Revision, ending: findings.Ending, *, first: bool) -> findings.Item:
     """The fact an ended one becomes: the change's new name in place of the old one, holding from the change on."""
     subject, object_ = revision.subject, revision.object
     old = ending.subject if ending.replaced == "subject" else ending.object
@@ -236,7 +236,7 @@ def _restated(revision: Revision, ending: learn.Ending, *, first: bool) -> learn
         object_ = ending.becomes
     # One change may restate several facts: each but the first says its own triple, so no two share a content.
     content = ending.content if first else f"{subject} {revision.predicate} {object_} ({ending.content.rstrip('.')})."
-    return learn.Item(kind=learn.FACT, content=content, start=ending.start, end=ending.end, subject=subject,
+    return findings.Item(kind=findings.FACT, content=content, start=ending.start, end=ending.end, subject=subject,
                       predicate=revision.predicate, object=object_, valid_from=ending.at)
 
 
@@ -260,10 +260,10 @@ def memory_learn(*, text: str, namespace: str, actor: str, interface: str, sourc
     learning.skipped = [SkippedSentence(text=entry.text, start=entry.start, end=entry.end, reason=entry.reason)
                         for entry in found.skipped]
     # A clause's endings go before its own facts: "The cache now runs on node-9" ends node-4, then states node-9.
-    steps = sorted([*found.endings, *found.items], key=lambda entry: (entry.start, isinstance(entry, learn.Item)))
+    steps = sorted([*found.endings, *found.items], key=lambda entry: (entry.start, isinstance(entry, findings.Item)))
     with transaction.atomic():
         for step in steps:
-            if isinstance(step, learn.Ending):
+            if isinstance(step, findings.Ending):
                 learning.end(step)
             else:
                 learning.store(step)
