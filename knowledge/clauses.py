@@ -230,12 +230,12 @@ def _person(text: str, context: Context, *, part: str) -> str | None:
 
 def resolve(text: str, context: Context, *, part: str) -> str | None:
     """The name a subject or object names (a pronoun resolved), or None when it is no name."""
+    text = text.strip()
+    if part == "subject" and "," in text:
+        text = text.rsplit(",", 1)[1]  # "In production, the API", "Noted, you": the subject follows the lead clause
     person = _person(text, context, part=part)
     if person is not None:
         return person or None
-    text = text.strip()
-    if part == "subject" and "," in text:
-        text = text.rsplit(",", 1)[1]  # "In production, the API": the subject follows the lead clause
     return as_name(text)
 
 

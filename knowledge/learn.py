@@ -440,10 +440,10 @@ def _read(sentence: str, start: int, end: int, context: Context, *, continued: b
         context.thing = thing  # "the sync job is flaky again. ... it runs on Airflow": "it" is the sync job
     if parsed.past:
         return Skipped(sentence, start, end, PAST[0])
-    if parsed.vague:
-        return Skipped(sentence, start, end, parsed.vague)
     if PLEASANTRY[1].search(claim):
         return Skipped(sentence, start, end, PLEASANTRY[0])
+    if parsed.vague:
+        return Skipped(sentence, start, end, parsed.vague)
     return Skipped(sentence, start, end, VAGUE)
 
 
@@ -496,9 +496,13 @@ def _remember_person(facts: list[Fact], context: Context, claim: str) -> None:
 
 def _fact_item(fact: Fact, start: int, end: int, at, until, context: Context) -> Item:
     content = fact.said
-    if context.speaker and context.speaker != USER and context.speaker not in content:
-        content = f"{context.speaker}: {content}"  # "Alice: I prefer tabs." keeps who "I" is
-    elif context.speaker == USER and re.search(r"\b(?:I|my|me)\b", content):
+    # "Alice: I prefer tabs." keeps who "I" is; a fact that names no speaker needs no prefix.
+    speaker = context.speaker if context.speaker in (fact.subject, fact.object) else ""
+    if context.assistant:
+        content = f"Assistant: {content}"  # its "you" is the user
+    elif speaker and speaker != USER and speaker not in content:
+        content = f"{speaker}: {content}"
+    elif speaker == USER and re.search(r"\b(?:I|my|me)\b", content, re.I):
         content = f"User: {content}"
     return Item(kind=FACT, content=content, start=start, end=end, subject=fact.subject, predicate=fact.predicate,
                 object=fact.object, valid_from=at, valid_to=until)

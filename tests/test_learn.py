@@ -41,6 +41,39 @@ FACTS = [
     ("The API now runs on ECS.", [("API", "runs on", "ECS")]),
     ("Please remember that the frontend is deployed to Vercel.", [("frontend", "runs on", "Vercel")]),
     ("Node.js runs on V8.", [("Node.js", "runs on", "V8")]),
+    # People and roles, copulas, places and tastes (issue 40's examples)
+    ("Bob is the tech lead of Payments.", [("Bob", "leads", "Payments")]),
+    ("Carol manages the SRE team.", [("Carol", "manages", "SRE team")]),
+    ("Dana works on billing.", [("Dana", "works on", "billing")]),
+    ("Lena reports to Omar.", [("Lena", "reports to", "Omar")]),
+    ("The Berlin office is in Kreuzberg.", [("Berlin office", "located in", "Kreuzberg")]),
+    ("Sofia lives in Lisbon.", [("Sofia", "lives in", "Lisbon")]),
+    ("Kafka is our message broker.", [("Kafka", "is", "message broker")]),
+    ("Postgres runs on host pg-3.", [("Postgres", "runs on", "pg-3")]),
+    ("Olga's manager is Pieter.", [("Pieter", "manages", "Olga")]),
+    ("Ravi is the product owner for Checkout.", [("Checkout", "owned by", "Ravi")]),
+    ("Beatriz is a staff engineer on the payments team.", [("Beatriz", "member of", "payments team")]),
+    ("The default region for staging is us-east-2.", [("staging", "default region", "us-east-2")]),
+    ("Mei runs the data science team.", [("Mei", "leads", "data science team")]),
+    ("The Android app is maintained by Team Falcon.", [("Android app", "owned by", "Team Falcon")]),
+    ("Anika loves pair programming.", [("Anika", "likes", "pair programming")]),
+    ("Luis hates long meetings.", [("Luis", "dislikes", "long meetings")]),
+    ("Mark can't stand YAML.", [("Mark", "dislikes", "YAML")]),
+    ("Oskar would rather use Vim than VS Code.", [("Oskar", "prefers", "Vim")]),
+    ("Ana speaks Portuguese.", [("Ana", "speaks", "Portuguese")]),
+    ("Anna mentors Ben.", [("Anna", "mentors", "Ben")]),
+    ("Alice and Bob maintain the billing service.",
+     [("billing service", "owned by", "Alice"), ("billing service", "owned by", "Bob")]),
+    ("Priya leads Atlas, and Omar leads Orion.", [("Priya", "leads", "Atlas"), ("Omar", "leads", "Orion")]),
+    ("Camille likes Go but hates Java.", [("Camille", "likes", "Go"), ("Camille", "dislikes", "Java")]),
+    ("The export pushes events to the audit bucket.", [("export", "writes to", "audit bucket")]),
+    ("Alerts go to PagerDuty.", [("Alerts", "writes to", "PagerDuty")]),
+    ("The nightly backups are stored on the NAS.", [("nightly backups", "stored in", "NAS")]),
+    ("Our CTO, Ngozi, lives in Lagos.", [("Ngozi", "lives in", "Lagos"), ("Ngozi", "is", "CTO")]),
+    ("The refunds API is owned by Team Otter, and Farid is its tech lead.",
+     [("refunds API", "owned by", "Team Otter"), ("Farid", "leads", "refunds API")]),
+    ("The API gateway sits behind Envoy, which runs on host edge-01.",
+     [("API gateway", "sits behind", "Envoy"), ("Envoy", "runs on", "edge-01")]),
 ]
 
 # (sentence, what was chosen, the alternatives named, the reason)
@@ -96,7 +129,59 @@ NOTHING = [
     ("Stuff happens sometimes.", "vague"),
     ("We decided to do it.", "vague"),
     ("To deploy: run make.", "vague"),  # one step is no skill
+    ("Sounds like a plan.", "vague"),
+    ("I'm heading out for lunch.", "vague"),
+    ("We need more tests.", "vague"),
+    ("Themes like sisterhood are moving.", "vague"),
+    ("Congrats on opening your own car shop!", "pleasantry"),
+    ("The standup moved to 10am.", "vague"),
+    ("Paul previously ran the team.", "past"),
+    ("Ines led the mobile team.", "past"),
+    ("Once Kenji replaces Nadia as lead, things will change.", "hypothetical"),
+    ("I guess the exporter might use Prometheus, not sure.", "hypothetical"),
+    ("Who's on call next week?", "question"),
 ]
+
+
+# (text, the triples it states, each fact's content)
+CONVERSATIONS = [
+    ("Alice: Alice leads the Atlas project", [("Alice", "leads", "Atlas project")],
+     ["Alice leads the Atlas project."]),
+    ("[10:42] mei: I prefer tabs", [("Mei", "prefers", "tabs")], ["Mei: I prefer tabs."]),
+    ("Human: My preferred editor is Neovim.\nAI: Got it.", [("user", "prefers", "Neovim")],
+     ["User: My preferred editor is Neovim."]),
+    ("I prefer tabs.", [("user", "prefers", "tabs")], ["I prefer tabs."]),
+    ("User: I'm based in Lisbon and I work at Initech.", [("user", "located in", "Lisbon"), ("user", "works at", "Initech")],
+     ["User: I'm based in Lisbon.", "User: I work at Initech."]),
+    ("Assistant: Noted, you prefer dark mode.", [("user", "prefers", "dark mode")],
+     ["Assistant: Noted, you prefer dark mode."]),
+    ("Sam: The API runs on ECS. It uses Redis.", [("API", "runs on", "ECS"), ("API", "uses", "Redis")],
+     ["The API runs on ECS.", "It uses Redis."]),
+    ("Standup:\n- Hiro: the webhook runs on Lambda\n- Lucia owns the rules engine",
+     [("webhook", "runs on", "Lambda"), ("rules engine", "owned by", "Lucia")],
+     ["The webhook runs on Lambda.", "Lucia owns the rules engine."]),
+    ("Mei doesn't prefer Jira anymore. She prefers Linear.", [("Mei", "prefers", "Linear")], ["She prefers Linear."]),
+    ("<dave> the build server runs on Jenkins", [("build server", "runs on", "Jenkins")],
+     ["The build server runs on Jenkins."]),
+]
+
+
+@pytest.mark.parametrize(("text", "triples", "contents"), CONVERSATIONS, ids=[case[0] for case in CONVERSATIONS])
+def test_speakers_pronouns_and_lists_give_each_fact_to_whom_it_belongs(text, triples, contents):
+    found = learn.extract(text)
+    facts = [item for item in found.items if item.kind == learn.FACT]
+    assert [(item.subject, item.predicate, item.object) for item in facts] == triples
+    assert [item.content for item in facts] == contents
+
+
+def test_a_decision_or_a_skill_is_found_after_a_speaker_or_a_lead_in():
+    found = learn.extract("Marco: We decided to use Caddy over nginx because it does TLS for us.\n"
+                          "Notes from Monday. To rotate the certificates: 1. Issue new certs. 2. Reload nginx.\n"
+                          "Runbook: failing over the database\n- Promote the replica\n- Point the app at it")
+    assert [(item.kind, item.title or item.choice) for item in found.items] == [
+        ("decision", "use Caddy"), ("skill", "How to rotate the certificates"),
+        ("skill", "Failing over the database")]
+    assert found.items[0].alternatives == ("nginx",)
 
 
 @pytest.mark.parametrize(("sentence", "triples"), FACTS, ids=[case[0] for case in FACTS])
@@ -106,7 +191,7 @@ def test_a_fact_sentence_gives_its_triples(sentence, triples):
     assert {item.kind for item in found.items} == {learn.FACT} and found.skipped == ()
     for item in found.items:
         assert item.content[0].isupper() and item.content.endswith(".")
-        assert sentence.endswith(sentence[item.start:item.end])
+        assert 0 <= item.start < item.end <= len(sentence) and sentence[item.start].isalpha()
 
 
 @pytest.mark.parametrize(("sentence", "choice", "alternatives", "reason"), DECISIONS,
