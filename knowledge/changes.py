@@ -17,6 +17,7 @@ from knowledge.clauses import (
     Fact,
     as_name,
     facts_of,
+    inflections,
     last_word,
     looks_proper,
     resolve,
@@ -63,7 +64,8 @@ _LEFT = "|".join(re.escape(verb) for verb in sorted(vocabulary.LEAVING_VERBS, ke
 STEPPED_DOWN = re.compile(r"^(?P<subject>.+?)\s+(?:has\s+|have\s+)?(?:stepped\s+down|resigned|stepped\s+away)\s+as\s+"
                           r"(?:the\s+|our\s+)?(?P<role>[\w -]+?)(?:\s+(?:of|for|on)\s+(?P<of>.+))?$", re.I)
 # "Pieter left the billing service", "Hugo has left"
-LEFT = re.compile(rf"^(?P<subject>.+?)\s+(?:(?:just|recently|finally)\s+)?(?:{_LEFT})(?:\s+(?P<object>.+))?$", re.I)
+LEFT = re.compile(rf"^(?P<subject>.+?)\s+(?:has\s+|have\s+)?(?:(?:just|recently|finally)\s+)?(?:{_LEFT})"
+                  rf"(?:\s+(?P<object>.+))?$", re.I)
 _DROPPED = "|".join(re.escape(verb) for verb in sorted(vocabulary.DROPPING_VERBS, key=len, reverse=True))
 # "We dropped Redis", "The API stopped using Memcached", "host-7 was decommissioned"
 DROPPED = (
@@ -76,6 +78,7 @@ DROPPED = (
 _NO_LONGER = re.compile(r"\b(?:no\s+longer|not\s+any\s*(?:more|longer)|any\s*(?:more|longer))\b", re.I)
 _NOT = re.compile(r"\b(?:does\s+not|do\s+not|did\s+not|doesn't|don't|didn't|won't|isn't|aren't|is\s+not|are\s+not|"
                   r"not|never)\b", re.I)
+_DOES_NOT = re.compile(r"\b(?:doesn't|does\s+not)\s+(?P<verb>[a-z]+)\b", re.I)
 _BE_KEPT = {"isn't": "is", "aren't": "are", "is not": "is", "are not": "are"}
 # "now ... instead of A", "..., not A", "rather than A": the fact that ends has A in the place of the new object.
 _INSTEAD = re.compile(r"(?:,\s*|\s+)(?:not|instead\s+of|rather\s+than|in\s+place\s+of|in\s+favou?r\s+of)\s+"
@@ -233,6 +236,8 @@ def _no_longer(claim: str, context: Context, ending) -> tuple[list[Ending], list
     """ "Hugo no longer works on checkout", "Mei doesn't prefer Jira anymore": the fact said without the negation
     ends."""
     plain = _NO_LONGER.sub(" ", claim)
+    # "Aiyana doesn't like Figma": the verb after "doesn't" is said as "likes" again.
+    plain = _DOES_NOT.sub(lambda match: inflections(match["verb"].casefold())[0], plain)
     plain = _NOT.sub(lambda match: _BE_KEPT.get(" ".join(match.group().casefold().split()), " "), plain)
     plain = " ".join(plain.split())
     parsed = facts_of(plain, context)

@@ -512,6 +512,9 @@ _DOING = re.compile(r"\b((?:like|love|enjoy|prefer|hate|dislike)s?)\s+(?:working
                     r"developing)\s+(?:with|in|on)\s+|\b((?:like|love|enjoy|prefer|hate|dislike)s?)\s+using\s+", re.I)
 # The job between "work" and where: "I work as a data engineer at Brightwave" says "I work at Brightwave".
 _WORK_AS = re.compile(r"\b(work(?:s|ed|ing)?)\s+as\s+(?:a|an|the|our)\s+[\w -]{1,40}?\s+(at|for|on|in)\b", re.I)
+# Coding said as a doing: "I do all my coding in VS Code" says "I code in VS Code".
+_CODING_IN = re.compile(r"\bdo(?:es)?\s+(?:all|most)?\s*(?:of\s+)?(?:my|our|his|her|their)\s+(?:coding|programming|"
+                        r"development|dev\s+work)\s+in\s+", re.I)
 # Roles said in several words that mean the one to ask: "Felix is the point of contact for the vendor API".
 _CONTACT = re.compile(r"\b(?:point\s+of\s+contact|go-to\s+(?:person|contact))\b", re.I)
 # A participle after a comma says a fact of the subject: "Siobhan is fully remote, based out of Galway".
@@ -528,6 +531,7 @@ def plain(claim: str) -> str:
     claim = _CARRIED.sub(r"\1 \2", claim)
     claim = _DOING.sub(lambda match: f"{match[1] or match[2]} ", claim)
     claim = _WORK_AS.sub(r"\1 \2", claim)
+    claim = _CODING_IN.sub("code in ", claim)
     claim = _CONTACT.sub("contact", claim)
     claim = _PARTICIPLE.sub(r"\g<subject> is \g<participle>", claim)
     claim = _OPENING_ADVERB.sub("", claim)

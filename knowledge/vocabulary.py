@@ -44,12 +44,13 @@ PREDICATES = (
                        "code in", "program in", "develop in", "cache in", "store in", "keep in", "persist to",
                        "save to", "save in")),
     Predicate("uses", ("built with", "built on", "built using", "built in", "written in", "implemented in",
-                       "powered by", "backed by", "based on"), passive=True),
+                       "powered by", "backed by", "based on", "sent through", "sent via", "delivered through",
+                       "delivered via", "routed through", "routed via"), passive=True),
     Predicate("runs on", ("run on", "run in", "live on", "deploy to", "deploy on")),
     Predicate("runs on", ("deployed on", "deployed to", "deployed in", "scheduled on", "installed on", "handled by",
                           "processed by"), passive=True),
-    Predicate("hosted on", ("hosted on", "hosted at", "hosted in", "hosted by", "served from", "served by"),
-              passive=True),
+    Predicate("hosted on", ("hosted on", "hosted at", "hosted in", "hosted by", "served from", "served by",
+                            "served at", "reachable at", "available at", "accessible at"), passive=True),
     Predicate("stored in", ("stored in", "stored on", "kept in", "kept on", "saved in", "saved to", "backed up to",
                             "backed up in", "archived in", "archived to", "persisted in", "persisted to"),
               passive=True),
@@ -184,7 +185,7 @@ ADVERBS = ("also", "currently", "still", "mostly", "mainly", "primarily", "only"
            "actually", "officially", "really", "just", "generally", "normally", "typically", "basically",
            "definitely", "certainly", "reportedly", "remotely", "directly", "mostly", "fully", "truly", "absolutely",
            "honestly", "personally", "officially", "full-time", "part-time", "happily", "heavily", "largely",
-           "frankly", "anyway", "anyways", "too")
+           "frankly", "anyway", "anyways", "too", "these days", "nowadays", "lately")
 
 # Speakers --------------------------------------------------------------------------------------------------------
 

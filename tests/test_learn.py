@@ -68,6 +68,8 @@ FACTS = [
     ("Camille likes Go but hates Java.", [("Camille", "likes", "Go"), ("Camille", "dislikes", "Java")]),
     ("The export pushes events to the audit bucket.", [("export", "writes to", "audit bucket")]),
     ("Alerts go to PagerDuty.", [("Alerts", "writes to", "PagerDuty")]),
+    ("Kibana is reachable at logs.example.local.", [("Kibana", "hosted on", "logs.example.local")]),
+    ("The reminders are sent through Twilio.", [("reminders", "uses", "Twilio")]),
     ("The nightly backups are stored on the NAS.", [("nightly backups", "stored in", "NAS")]),
     ("Our CTO, Ngozi, lives in Lagos.", [("Ngozi", "lives in", "Lagos"), ("Ngozi", "is", "CTO")]),
     ("The refunds API is owned by Team Otter, and Farid is its tech lead.",
