@@ -149,6 +149,9 @@ class RememberResult(MemoryPlus):
     near_twin: OmittedWhenEmpty[NearTwinRecord] = Field(
         None, description="Present when another memory says nearly the same: the write went ahead; consider "
                           "memory_update on the twin instead, or memory_forget one of them.")
+    held: OmittedWhenEmpty[str] = Field(None, description=(
+        "Present when the text, from an untrusted writer, reads as an instruction to the agent: it was stored "
+        "as a candidate that hooks never inject until a person promotes it, and this says why."))
 
 
 class CorrectionRecord(Record):
@@ -242,6 +245,9 @@ class Hit(MemoryPlus):
     score: float = Field(description="Fused relevance score; higher is better.")
     snippet: str
     matched_terms: list[str]
+    relevant: bool = Field(description=(
+        "Whether this hit answers the query on its own: it matched enough of the query's words or came close "
+        "enough in meaning (the bars recall uses to decide that anything answers). Hooks inject only such hits."))
     age: str = Field(description="How long before as_of the revision became known, in words.")
     explain: OmittedWhenEmpty[dict[str, Any]] = Field(None, description=(
         "With explain: component ranks and raw scores."))

@@ -307,9 +307,19 @@ def memory_recall(*, query: str, namespace=None, tags=None, kinds=None, limit: i
                        "content_hash": record.content_hash, "author": record.author,
                        "confidence": record.confidence_inputs}
         found.append(Hit(memory=record, score=hit.score, snippet=hits.snippet(record.content, ranking.tokens),
-                         matched_terms=hit.matched_terms, age=_age(record.known_at, as_of_time), explain=details))
+                         matched_terms=hit.matched_terms, relevant=hit.relevant,
+                         age=_age(record.known_at, as_of_time), explain=details))
     return RecallResult(query=query, terms=ranking.terms, match_mode=ranking.match_mode, mode=mode,
                         as_of=as_of_time, valid_at=valid_time, hits=found, note=note, hint=ranking.hint)
+
+
+def held_memories(memory_ids, *, as_of: dt.datetime) -> set[int]:
+    """Of ``memory_ids``, those held at ``as_of``: a candidate whose row says an untrusted writer's text reads as
+    an instruction to the agent (``states.HELD``), not yet promoted."""
+    # The attributes_memory_known index: each memory's newest row, for these few memories.
+    rows = Attributes.objects.as_of(as_of).filter(memory_id__in=list(memory_ids), state=Lifecycle.CANDIDATE,
+                                                  reason__startswith=state_rules.HELD_PREFIX)
+    return set(rows.values_list("memory_id", flat=True))
 
 
 def _confident(ranked: list, records: dict[int, MemoryRecord], *, limit: int,

@@ -14,13 +14,25 @@ import datetime as dt
 from django.conf import settings
 
 from memories.models import Lifecycle
+from telemetry import screening
 
 STALE = "stale"
 FORGOTTEN = "forgotten"
 READ_STATES = (Lifecycle.CANDIDATE.value, Lifecycle.ACTIVE.value, STALE, Lifecycle.ARCHIVED.value, FORGOTTEN)
+# The reason a candidate's attribute row records when an untrusted writer's text reads as an instruction to the
+# agent (``telemetry.screening``): hooks never inject it while it stays a candidate (a person promotes it).
+HELD = "held: it {description} (pattern {name}); hooks inject it only once a person promotes it"
+HELD_PREFIX = HELD.split(" it ")[0]
 # Recall finds visible memories, never forgotten ones; by default it leaves the archived out.
 RECALL_STATES = READ_STATES[:-1]
 RECALL_STATES_DEFAULT = (Lifecycle.CANDIDATE.value, Lifecycle.ACTIVE.value, STALE)
+
+
+def held_reason(text: str) -> str | None:
+    """The reason to hold an untrusted writer's text as a candidate, or None when it does not read as an
+    instruction to the agent."""
+    pattern = screening.suspected_injection(text)
+    return HELD.format(description=pattern.description, name=pattern.name) if pattern is not None else None
 
 
 def stale_after(kind: str) -> dt.timedelta | None:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from search import text
+from search import relevance, text
 from search.channels import Words
 from search.fusion import CHANNEL_DEPTH, competition_ranks, ranked
 
@@ -25,12 +25,15 @@ class Ranked:
     memory_id: int
     score: float
     matched_terms: list[str]
+    relevant: bool  # it answers the query on its own (``relevance.relevant_rows``)
     explain: dict | None = None
 
 
 def hits(view, rows: np.ndarray, scores: np.ndarray, *, channels: dict, words: Words | None, cosines,
          terms: list[text.QueryToken], context: np.ndarray | None, boost: np.ndarray | None,
          explain: bool) -> list[Ranked]:
+    """The ranked rows as hits, best first, each with the query words it matched and whether it is relevant
+    on its own; with ``explain``, each channel's rank of it and its raw scores."""
     if len(rows) == 0:
         return []
     revision_ids = view.columns.revision[rows].tolist()
@@ -41,6 +44,7 @@ def hits(view, rows: np.ndarray, scores: np.ndarray, *, channels: dict, words: W
             ranks[name] = dict(zip(top.tolist(), competition_ranks(found, top).tolist()))
     matched = words.matched(rows) if words is not None else np.zeros((len(terms), len(rows)), dtype=bool)
     bm25 = words.bm25(rows) if words is not None and explain else np.zeros(len(rows))
+    alone = relevance.relevant_rows(channels, rows)
     found = []
     for at, (row, revision_id, score) in enumerate(zip(rows.tolist(), revision_ids, scores.tolist())):
         bigram = words.bigram[row] if words is not None else 0.0
@@ -60,12 +64,12 @@ def hits(view, rows: np.ndarray, scores: np.ndarray, *, channels: dict, words: W
                 "injection_boost": None if boost is None else float(boost[row]),
             }
         found.append(Ranked(revision_id=revision_id, memory_id=int(view.columns.memory[row]), score=score,
-                            matched_terms=hit_terms, explain=details))
+                            matched_terms=hit_terms, relevant=bool(alone[at]), explain=details))
     return found
 
 
-def snippet(content: str, terms: list[text.QueryToken]) -> str:
-    """About WINDOW_CHARS of ``content`` around its first matched word, matched words in [brackets].
+def snippet(content: str, terms: list[text.QueryToken], *, marked: bool = True) -> str:
+    """About WINDOW_CHARS of ``content`` around its first matched word, matched words in [brackets] (``marked``).
 
     A word matches a query term the way the keyword channel does: the same porter stem,
     or a stem that starts with the term's light root. A CJK term matches where it occurs
@@ -113,7 +117,7 @@ def snippet(content: str, terms: list[text.QueryToken]) -> str:
         if at < position:
             continue
         pieces.append(content[position:at])
-        pieces.append(f"[{word}]")
+        pieces.append(f"[{word}]" if marked else word)
         position = at + len(word)
     pieces.append(content[position:end])
     return ("…" if start else "") + "".join(pieces).strip() + ("…" if end < len(content) else "")

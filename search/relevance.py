@@ -11,6 +11,9 @@ carries evidence that means the same in every store:
 
 Both come from the visible set alone, so the decision is as exact for its point in time as
 the scores. ``benchmarks/relevance.py`` calibrates the two bars.
+
+``relevant_rows`` asks the same of each hit on its own: hooks inject only the hits that
+answer the prompt themselves, not their neighbours (``memories.services.hooks``).
 """
 
 import numpy as np
@@ -34,3 +37,14 @@ def relevant(channels: dict[str, Found]) -> bool:
     """Whether a candidate of ``channels`` meets either bar."""
     coverage, cosine = evidence(channels)
     return coverage >= settings.MEMORY_RELEVANT_COVERAGE or cosine >= settings.MEMORY_RELEVANT_COSINE
+
+
+def relevant_rows(channels: dict[str, Found], rows: np.ndarray) -> np.ndarray:
+    """Per row of ``rows``: whether its own evidence meets either bar (what ``relevant`` asks of the best one)."""
+    coverage, cosine = np.zeros(len(rows)), np.zeros(len(rows))
+    for name, found in channels.items():
+        if name == "vector":
+            cosine = np.maximum(cosine, np.where(found.held[rows], np.nan_to_num(found.raw[rows], nan=0.0), 0.0))
+        elif found.coverage is not None:
+            coverage = np.maximum(coverage, np.where(found.held[rows], found.coverage[rows], 0.0))
+    return (coverage >= settings.MEMORY_RELEVANT_COVERAGE) | (cosine >= settings.MEMORY_RELEVANT_COSINE)

@@ -25,9 +25,10 @@ class HookHit(Record):
 class HookBlock(Record):
     """A ready-to-inject block for a prompt, and what it holds.
 
-    ``hits`` are the memories the block shows, in recall's order (the first of recall's
-    hits); ``omitted`` counts the hits that did not fit in ``budget``. ``block`` is empty
-    when nothing matched. ``recall_id`` names the telemetry row this answer wrote (None where
+    ``hits`` are the memories the block shows, in recall's order (the first of the hits that
+    answer the prompt on their own); ``omitted`` counts those that did not fit in ``budget``,
+    ``held_back`` recall's other hits, which do not answer it on their own or score far below
+    the first, or are held. ``block`` is empty when nothing matched. ``recall_id`` names the telemetry row this answer wrote (None where
     the database refused the row: full or read-only).
     """
 
@@ -39,7 +40,10 @@ class HookBlock(Record):
     budget: int
     truncated: bool
     hits: list[HookHit] = Field(description="The memories the block shows, best first.")
-    omitted: int = Field(description="Hits that did not fit the budget.")
+    omitted: int = Field(description="Hits that answer the prompt but did not fit the budget.")
+    held_back: int = Field(description=(
+        "Recall's other hits, not injected: they do not answer the prompt on their own, score far below the first, "
+        "or are held (an untrusted writer's text that reads as an instruction)."))
     terms: list[str]
     match_mode: str
     mode: str

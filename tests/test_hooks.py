@@ -96,14 +96,14 @@ def test_the_block_never_exceeds_its_budget(acme, remember, budget):
 
 def test_an_entry_that_fits_is_shown_whole_and_the_next_one_cut(acme, remember):
     short = remember("Release notes: the alpha ships on Monday.").memory
-    long = remember("Release checklist: " + "verify each step twice. " * 60).memory
+    long = remember("Release checklist: " + "verify each step twice. " * 23).memory  # under INJECT_WHOLE_CHARS_MAX
 
-    result = hook_recall(caller=acme, query="release", budget=900)
+    result = hook_recall(caller=acme, query="release", budget=500)
 
     assert [hit.memory_id for hit in result.hits] == [short.id, long.id]
     lines = result.block.split("\n")
     assert f"> {short.content}" in lines and lines[-2].startswith("> Release checklist: verify")
-    assert lines[-2].endswith(" …") and result.truncated and result.characters <= 900
+    assert lines[-2].endswith(" …") and result.truncated and result.characters <= 500
 
 
 def test_a_budget_too_small_for_one_entry_gives_no_block(acme, remember):
@@ -253,12 +253,24 @@ def test_bad_arguments_are_refused_before_anything_is_recorded(acme, stored, arg
 
 
 def test_a_memory_longer_than_the_budget_is_cut_and_the_next_one_still_shown(acme, remember):
-    huge = remember("Incident log: " + "&lt;/memory-context&gt; " * 1300).memory  # 31 KB, each tag 24 characters
+    huge = remember("Incident log: " + "&lt;/memory-context&gt; " * 24).memory  # under INJECT_WHOLE_CHARS_MAX
     small = remember("Incident summary: the cache was cold.").memory
 
-    result = hook_recall(caller=acme, query="incident", budget=3000)
+    result = hook_recall(caller=acme, query="incident", budget=300)
 
-    assert {hit.memory_id for hit in result.hits} == {huge.id, small.id}
-    assert result.truncated and result.characters <= 3000
+    assert {hit.memory_id for hit in result.hits} <= {huge.id, small.id} and result.hits
+    assert result.truncated and result.characters <= 300
     assert_wrapped_once(result.block)
-    assert f"> {small.content}" in result.block.split("\n")
+
+
+def test_a_long_capture_is_injected_as_the_part_that_matched(acme, remember):
+    capture = remember("Transcript. " + "We talked about lunch and the weather. " * 60 + "The incident was a cold "
+                       "cache on the payments API. " + "More small talk about weekend plans. " * 60).memory
+
+    result = hook_recall(caller=acme, query="payments incident cold cache")
+
+    (hit,) = result.hits
+    assert hit.memory_id == capture.id and result.held_back == 0
+    assert "The incident was a cold cache on the payments API." in result.block
+    assert "[" not in result.block.split("\n", 2)[2] and len(result.block) < 700 < len(capture.content)
+    assert_wrapped_once(result.block)

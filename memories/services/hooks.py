@@ -27,7 +27,7 @@ from memories.records import MemoryRecord
 from memories.services.lifecycle import get_memory, memory_remember, memory_revise
 from memoryproject.exceptions import InvalidInput, NotFound, TooLarge
 from memoryproject.storage import SIDE_WRITE_SKIPPED
-from search import duplicates, text
+from search import duplicates, hits, text
 from telemetry import screening, wrapper
 from telemetry import selectors as telemetry_selectors
 from telemetry import services as telemetry
@@ -46,6 +46,11 @@ ANSWER_MAX_CHARS = 50_000
 # (all of them for a shorter memory) and they make a third of the memory's words or half the answer's;
 # words of the prompt do not count (recall found the memory by them, and answers repeat them).
 USED_MIN_WORDS = 2
+# The hits a prompt gets: those that answer it on their own (``Hit.relevant``), the first of them and each
+# other scoring at least this share of its score (benchmarks/relevance.py chose it on recall-dev and LoCoMo).
+INJECT_SCORE_SHARE = 0.5
+# A memory longer than this (a captured transcript, say) is injected as the part of it that matched.
+INJECT_WHOLE_CHARS_MAX = 600
 
 
 class InjectionSuspected(InvalidInput):
@@ -91,6 +96,25 @@ def _budget(value) -> int:
     return value
 
 
+def _injected(result, *, min_score: float | None) -> list:
+    """The hits of a recall a prompt gets: never a held memory; with ``min_score`` (the caller chose the bar)
+    every other hit; otherwise those relevant on their own, the first of them and each other scoring at least
+    INJECT_SCORE_SHARE of its score (hits come best first)."""
+    held = selectors.held_memories([hit.memory.id for hit in result.hits if hit.memory.state == "candidate"],
+                                   as_of=result.as_of)
+    candidates = [hit for hit in result.hits if hit.memory.id not in held]
+    if min_score is not None:
+        return candidates
+    chosen = []
+    for hit in candidates:
+        if not hit.relevant:
+            continue
+        if chosen and hit.score < INJECT_SCORE_SHARE * chosen[0].score:
+            break
+        chosen.append(hit)
+    return chosen
+
+
 def hook_recall(
     *,
     caller: Caller,
@@ -108,14 +132,15 @@ def hook_recall(
     hook: str = "",
     session: str = "",
 ) -> HookBlock:
-    """Recall for ``query`` and return the hits as a block of at most ``budget`` characters.
+    """Recall for ``query`` and return the hits that answer it as a block of at most ``budget`` characters.
 
-    The hits are recall's own (same arguments, same order); the block shows as many of
-    the first ones as fit, the last perhaps cut short. When nothing is relevant (or nothing reaches
-    ``min_score``), the block is empty: nothing is injected. A ``HookRecall`` row records the
-    answer's size and the memories recall found (so erasing one also removes the query).
-    Recall is a read: where the database refuses that row (full, read-only), the block is
-    still returned, with ``recall_id`` None.
+    The hits are recall's own (same arguments, same order), kept when they answer the prompt
+    on their own (``_injected``); the block shows as many as fit, the last perhaps cut short, and
+    a long memory as the part of it that matched. When nothing is relevant (or nothing reaches
+    ``min_score``), the block is empty: nothing is injected. A held memory (``states.HELD``) is
+    never injected. A ``HookRecall`` row records the answer's size and the memories recall found
+    (so erasing one also removes the query). Recall is a read: where the database refuses that
+    row (full, read-only), the block is still returned, with ``recall_id`` None.
     """
     caller.require(Scope.READ)
     budget = _budget(budget)
@@ -125,16 +150,20 @@ def hook_recall(
     namespaces = caller.namespaces_to_read(namespace)
     result = selectors.memory_recall(query=query, namespace=namespaces, tags=tags, kinds=kinds, limit=limit, mode=mode,
                                      min_score=min_score, states=states, min_confidence=min_confidence)
+    injected = _injected(result, min_score=min_score)
+    tokens = text.clean_query(query).terms
     entries = [
         wrapper.Entry(memory_id=hit.memory.id, namespace=hit.memory.namespace, key=hit.memory.key,
-                      title=hit.memory.title, age=hit.age, content=hit.memory.content, state=hit.memory.state)
-        for hit in result.hits
+                      title=hit.memory.title, age=hit.age, state=hit.memory.state,
+                      content=hit.memory.content if len(hit.memory.content) <= INJECT_WHOLE_CHARS_MAX
+                      else hits.snippet(hit.memory.content, tokens, marked=False))
+        for hit in injected
     ]
     block = wrapper.build(entries, budget=budget)
     shown = [
         HookHit(memory_id=hit.memory.id, revision_id=hit.memory.revision_id, namespace=hit.memory.namespace,
                 key=hit.memory.key, title=hit.memory.title, score=hit.score, age=hit.age, state=hit.memory.state)
-        for hit in result.hits[:block.shown]
+        for hit in injected[:block.shown]
     ]
     try:
         recall_id = telemetry.hook_recall_create(actor=caller.actor, harness=harness, hook=hook, session=session,
@@ -147,7 +176,8 @@ def hook_recall(
         logger.warning("hooks/recall answered without its telemetry row: %s", error.message)
     return HookBlock(
         query=query, block=block.text, characters=len(block.text), budget=budget, truncated=block.truncated,
-        hits=shown, omitted=len(result.hits) - len(shown), terms=result.terms, match_mode=result.match_mode,
+        hits=shown, omitted=len(injected) - len(shown), held_back=len(result.hits) - len(injected),
+        terms=result.terms, match_mode=result.match_mode,
         mode=result.mode, note=result.note, hint=result.hint, recall_id=recall_id,
     )
 

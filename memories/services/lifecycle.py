@@ -214,6 +214,8 @@ def memory_remember(
     triple = validation.triple(subject, predicate, object)
     confidence = validation.confidence(confidence)
     digest = validation.content_hash(content)
+    # An untrusted writer's text that reads as an instruction to the agent is held: a candidate hooks never inject.
+    held = states.held_reason(f"{title}\n{content}") if state == Lifecycle.CANDIDATE else None
     # Embedding and the near-twin check run before the write lock is taken, so other writers never wait for them.
     indexing.prepare(title, content)
     near_twin = None
@@ -242,6 +244,11 @@ def memory_remember(
                                     interface=interface)
             if result.revised and near_twin is not None and near_twin.memory_id != existing.pk:
                 result = result.model_copy(update={"near_twin": NearTwinRecord.model_validate(near_twin)})
+            if result.revised and held:
+                append_attributes(existing, known_at=now, actor=actor, interface=interface,
+                                  state=Lifecycle.CANDIDATE.value, reason=held)
+                result = result.model_copy(update={"held": held, "memory": record_now(
+                    existing, _current(existing, now), state=Lifecycle.CANDIDATE.value)})
             return result
         duplicate = selectors.visible_duplicate(namespace=namespace, content_hash=digest)
         if duplicate is not None:
@@ -257,16 +264,17 @@ def memory_remember(
         tag_rows = tag_objects(namespace=namespace, names=tag_names) if tag_names else []
         if tag_rows:  # a new memory has no tags: set([]) would only query that
             memory.tags.set(tag_rows)
-        append_attributes(memory, known_at=now, actor=actor, interface=interface, tags=tag_rows, state=str(state))
+        append_attributes(memory, known_at=now, actor=actor, interface=interface, tags=tag_rows, state=str(state),
+                          reason=held or "")
         revision = append_revision(memory=memory, content_hash=digest, known_at=now, author=actor,
-                                           interface=interface, **fields)
+                                   interface=interface, **fields)
         audit(actor=actor, interface=interface, action="remember", memory_id=memory.pk, at=now,
               revision_id=revision.pk, **({"state": str(state)} if state != Lifecycle.ACTIVE else {}),
               **({"near_twin": near_twin.as_dict()} if near_twin else {}))
         if revision.subject:
             state = _corroborate(memory, revision, state=str(state), now=now, actor=actor, interface=interface)
         return RememberResult(memory=record_now(memory, revision, tags=tag_rows, state=str(state)), created=True,
-                              near_twin=near_twin)
+                              near_twin=near_twin, held=held)
 
 
 @dataclass(frozen=True)
@@ -325,9 +333,12 @@ def memories_remember_new(*, namespace: str, memories: list[NewMemory], tags: li
                               batch_id=staging.own_batch_id()) for memory in memories])
     tag_rows = tag_objects(namespace=namespace, names=tag_names) if tag_names else []
     insert_all([Memory.tags.through(memory_id=row.pk, tag_id=tag.pk) for row in rows for tag in tag_rows])
-    attributes = insert_all([Attributes(memory=row, known_at=now, namespace=namespace, kind=row.kind, state=str(state),
-                                        reason="", author=actor, interface=interface, batch_id=staging.own_batch_id())
-                             for row in rows])
+    untrusted = state == Lifecycle.CANDIDATE
+    attributes = insert_all([
+        Attributes(memory=row, known_at=now, namespace=namespace, kind=row.kind, state=str(state),
+                   reason=(states.held_reason(f"{memory.title}\n{memory.content}") or "") if untrusted else "",
+                   author=actor, interface=interface, batch_id=staging.own_batch_id())
+        for row, memory in zip(rows, memories, strict=True)])
     insert_all([Attributes.tags.through(attributes_id=row.pk, tag_id=tag.pk) for row in attributes for tag in tag_rows])
     revisions = append_revisions([
         dict(memory=row, content=memory.content, title=memory.title, subject=memory.subject,
