@@ -66,7 +66,7 @@ def resolve_when(phrase: str, *, now: dt.datetime) -> dt.datetime:
 
 
 def matching_rule(question: str, *, now: dt.datetime) -> tuple[RouteRule, re.Match, Asked | None] | None:
-    """The first enabled rule whose pattern matches ``question``, with its match and, for a rule with a
+    """The first enabled rule whose pattern matches ``question``, with its match and, for a graph rule with a
     ``question`` group, what the question asks of the graph; None when no rule matches."""
     for rule in RouteRule.objects.filter(enabled=True).order_by("order", "id"):
         try:
@@ -75,7 +75,7 @@ def matching_rule(question: str, *, now: dt.datetime) -> tuple[RouteRule, re.Mat
             continue  # saved outside the admin's check: skipped, as if disabled
         if not found:
             continue
-        if "question" not in found.re.groupindex:
+        if rule.route != Route.GRAPH or "question" not in found.re.groupindex:
             return rule, found, None
         # The pattern only says which questions to try; the question table says whether this is one.
         if asked := read_question(found["question"] or "", now=now):
