@@ -27,6 +27,7 @@ says when it cut some (``truncated``).
 import datetime as dt
 import re
 import threading
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
@@ -298,9 +299,11 @@ def _display(reading: _Reading, name: str, facts: list[_Fact]) -> EntityRef:
     return EntityRef(name=name, display=name)
 
 
-def _neighbourhood(reading: _Reading, name: str, *, limit: int) -> Neighbourhood:
+def _neighbourhood(reading: _Reading, name: str, *, limit: int, only=None) -> Neighbourhood:
     names = reading.names_of(name, with_relations=True)
     facts = reading.facts_of(names)
+    if only is not None:  # before the limit, so that the relations asked for are not cut by others
+        facts = [fact for fact in facts if (fact.predicate, _direction(fact, names)) in only]
     shown = facts[:limit]
     reading.spell(fact.revision_id for fact in shown)
     relations = [Relation(predicate=fact.predicate, direction=_direction(fact, names),
@@ -310,11 +313,15 @@ def _neighbourhood(reading: _Reading, name: str, *, limit: int) -> Neighbourhood
                          truncated=len(facts) > limit)
 
 
-def graph_neighbours(*, namespace: str, entity: str, as_of: dt.datetime, valid_at: dt.datetime,
-                     limit: int) -> Neighbourhood:
-    """The relations of ``entity`` in ``namespace`` at (as_of, valid_at): at most ``limit``, by predicate."""
+def graph_neighbours(*, namespace: str, entity: str, as_of: dt.datetime, valid_at: dt.datetime, limit: int,
+                     only: Collection[tuple[str, str]] | None = None) -> Neighbourhood:
+    """The relations of ``entity`` in ``namespace`` at (as_of, valid_at): at most ``limit``, by predicate.
+
+    ``only``: the (predicate, direction) pairs wanted, predicates in normal form; None: every relation.
+    """
     reading = _Reading(namespace=namespace, as_of=as_of, valid_at=valid_at)
-    return _neighbourhood(reading, _name(entity, field="entity"), limit=limit)
+    return _neighbourhood(reading, _name(entity, field="entity"), limit=limit,
+                          only=None if only is None else frozenset(only))
 
 
 def graph_paths(*, namespace: str, source: str, target: str, as_of: dt.datetime,

@@ -427,7 +427,7 @@ class Route(models.TextChoices):
 # The named groups each route reads from a rule's match (memories.routing): a pattern must have one of these sets.
 ROUTE_GROUPS = {
     Route.LOOKUP: ({"id"}, {"key"}, {"tag"}, {"attribute", "entity"}),
-    Route.GRAPH: ({"source", "target"}, {"entity"}),
+    Route.GRAPH: ({"source", "target"}, {"entity"}, {"question"}),
     Route.AS_OF: ({"when"},),
 }
 
@@ -453,7 +453,8 @@ class RouteRule(models.Model):
     name = models.SlugField(max_length=64, unique=True)
     pattern = models.TextField(help_text=(
         "A Python regular expression, matched case-insensitively anywhere in the question; its named groups say "
-        "what it extracts: lookup: id, key, tag, or attribute and entity; graph: source and target, or entity; "
+        "what it extracts: lookup: id, key, tag, or attribute and entity; graph: source and target, or entity, "
+        "or question (read by the graph question table; a question it does not read goes on to the next rule); "
         "as_of: when."))
     route = models.CharField(max_length=16, choices=Route.choices)
     enabled = models.BooleanField(default=True)

@@ -5,7 +5,10 @@ what the pattern's named groups extracted:
 
 - lookup: a memory by id, by key, the memories with a tag, or an attribute of an entity
   ("IP of X") answered from the facts whose predicate names the attribute;
-- graph: the paths between two entities, or an entity's relations;
+- graph: the paths between two entities, or an entity's relations; with a ``question`` group,
+  the relations a question asks for (``knowledge.questions``: "who led Orion in May 2025" is
+  the incoming ``leads`` relations of Orion valid then, as known now). A rule whose pattern
+  matches a question the question table does not read is passed over, as if it had not matched;
 - as_of: a recall as known at the time the phrase names (``resolve_when``).
 
 No match is a plain recall; a routed path that finds nothing falls back to recall and says so.
@@ -18,6 +21,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from knowledge.names import predicate_name
+from knowledge.questions import Asked, read_question
 from memories import selectors, validation
 from memories.models import Route, RouteRule
 from memories.records import RouteResult
@@ -61,15 +65,21 @@ def resolve_when(phrase: str, *, now: dt.datetime) -> dt.datetime:
         raise ValueError(f"{phrase!r} is not a time phrase this server understands") from None
 
 
-def matching_rule(question: str) -> tuple[RouteRule, re.Match] | None:
-    """The first enabled rule whose pattern matches ``question``, with its match; None when none does."""
+def matching_rule(question: str, *, now: dt.datetime) -> tuple[RouteRule, re.Match, Asked | None] | None:
+    """The first enabled rule whose pattern matches ``question``, with its match and, for a graph rule with a
+    ``question`` group, what the question asks of the graph; None when no rule matches."""
     for rule in RouteRule.objects.filter(enabled=True).order_by("order", "id"):
         try:
             found = re.search(rule.pattern, question, re.IGNORECASE)
         except re.error:
             continue  # saved outside the admin's check: skipped, as if disabled
-        if found:
-            return rule, found
+        if not found:
+            continue
+        if rule.route != Route.GRAPH or "question" not in found.re.groupindex:
+            return rule, found, None
+        # The pattern only says which questions to try; the question table says whether this is one.
+        if asked := read_question(found["question"] or "", now=now):
+            return rule, found, asked
     return None
 
 
@@ -84,20 +94,29 @@ def memory_route(*, question: str, namespace=None, limit: int = selectors.RECALL
     question = validation.query_text(question, field="question")
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= validation.RECALL_LIMIT_MAX:
         raise InvalidInput(f"limit: {limit!r} is out of range 1..{validation.RECALL_LIMIT_MAX}.", field="limit")
-    matched = matching_rule(question)
+    matched = matching_rule(question, now=timezone.now())
     if matched is None:
         return _recall(question, namespaces, limit, rule=None, extracted={},
                        why="No rule matched: plain recall.")
-    rule, found = matched
-    extracted = {name: " ".join(value.split()) for name, value in found.groupdict().items() if value}
+    rule, found, asked = matched
+    if asked is None:
+        extracted = {name: " ".join(value.split()) for name, value in found.groupdict().items() if value}
+    else:
+        extracted = {name: value for name, value in (("shape", asked.shape), ("entity", asked.entity),
+                                                     ("asks", asked.words), ("when", asked.when)) if value}
     said = ", ".join(f"{name}={value!r}" for name, value in extracted.items())
-    why = f"Rule {rule.name!r} matched ({said})."
-    answer = {Route.LOOKUP: _lookup, Route.GRAPH: _graph, Route.AS_OF: _as_of}[rule.route](
-        question, found, extracted, namespaces=namespaces, home=home, limit=limit)
+    why = f"Rule {rule.name!r} matched ({said})"
+    if asked is not None:
+        answer = _graph_question(asked, home=home, limit=limit)
+    else:
+        answer = {Route.LOOKUP: _lookup, Route.GRAPH: _graph, Route.AS_OF: _as_of}[rule.route](
+            question, found, extracted, namespaces=namespaces, home=home, limit=limit)
     if isinstance(answer, str):  # the routed path found nothing: why not
         return _recall(question, namespaces, limit, rule=rule.name, extracted=extracted,
-                       why=f"{why} {answer} Fell back to recall.", fell_back=True)
-    return RouteResult(question=question, route=rule.route, rule=rule.name, extracted=extracted, why=why,
+                       why=f"{why}. {answer} Fell back to recall.", fell_back=True)
+    if asked is not None:  # what was asked of the graph, and at what time
+        why = f"{why}: {_asked_text(asked)}, {_time_text(answer['graph'])}"
+    return RouteResult(question=question, route=rule.route, rule=rule.name, extracted=extracted, why=f"{why}.",
                        **answer)
 
 
@@ -160,6 +179,43 @@ def _graph(question, found, extracted, *, namespaces, home, limit):
     if not any(neighbourhood.relations for neighbourhood in graph.entities):
         return f"The facts of {home!r} give {extracted['entity']!r} no relation."
     return {"graph": graph}
+
+
+def _asked_text(asked: Asked) -> str:
+    """The relations a question asks for, with the end asked for as '?': "'? leads Orion'",
+    "'Lena reports to ?' or '? manages Lena'"."""
+    said = []
+    for wanted in ("out", "in"):
+        predicates = " / ".join(predicate for predicate, direction in asked.relations if direction == wanted)
+        if predicates:
+            said.append(f"'{asked.entity} {predicates} ?'" if wanted == "out" else f"'? {predicates} {asked.entity}'")
+    return " or ".join(said)
+
+
+def _instant_text(instant: dt.datetime) -> str:
+    return f"{instant:%Y-%m-%d}" if instant.time() == dt.time() else f"{instant:%Y-%m-%d %H:%M:%S} UTC"
+
+
+def _time_text(graph) -> str:
+    if graph.valid_at == graph.as_of:
+        return "as of now"
+    return f"valid at {_instant_text(graph.valid_at)}, as known now"
+
+
+def _graph_question(asked: Asked, *, home, limit):
+    """The relations ``asked`` asks for, valid at its stated time as known now, with the memories behind them."""
+    try:
+        graph = selectors.memory_graph(namespace=home, entity=asked.entity, limit=limit, valid_at=asked.valid_at,
+                                       only=asked.relations)
+    except InvalidInput as error:
+        return f"The graph could not answer ({error.message})"
+    relations = graph.entities[0].relations
+    if not relations:
+        return f"The facts of {home!r} hold no {_asked_text(asked)} {_time_text(graph)}."
+    revision_ids = list(dict.fromkeys(relation.revision_id for relation in relations))
+    records = selectors.records_with_confidence(revision_ids, as_of=graph.as_of, valid_at=graph.valid_at)
+    return {"graph": graph, "memories": [records[revision_id] for revision_id in revision_ids
+                                         if revision_id in records]}
 
 
 def _as_of(question, found, extracted, *, namespaces, home, limit):

@@ -800,12 +800,14 @@ _GRAPH_QUESTIONS = "Give entity (its relations), source and target (the paths be
 
 
 def memory_graph(*, namespace: str, entity: str | None = None, source: str | None = None, target: str | None = None,
-                 query: str | None = None, limit: int = GRAPH_LIMIT_DEFAULT, as_of=None, valid_at=None) -> GraphResult:
+                 query: str | None = None, limit: int = GRAPH_LIMIT_DEFAULT, as_of=None, valid_at=None,
+                 only=None) -> GraphResult:
     """Answer one question about the facts of ``namespace`` as known at ``as_of`` about ``valid_at``.
 
     Exactly one of: ``entity`` (its relations), ``source`` with ``target`` (paths), ``query``
     (the entities it names). The facts are the visible revisions with a triple, so the
-    answer is the one a store holding only what was visible then would give.
+    answer is the one a store holding only what was visible then would give. With ``entity``,
+    ``only`` keeps the relations of these (predicate, direction) pairs (query routing's graph questions).
     """
     namespace = validation.namespace(namespace)
     entity, source, target = (validation.short_text(value, field=name, limit=validation.TRIPLE_PART_MAX)
@@ -826,7 +828,7 @@ def memory_graph(*, namespace: str, entity: str | None = None, source: str | Non
     as_of_time, valid_time = resolve_times(as_of, valid_at)
     at = {"namespace": namespace, "as_of": as_of_time, "valid_at": valid_time}
     if entity:
-        found = {"entities": [graph.graph_neighbours(entity=entity, limit=limit, **at)]}
+        found = {"entities": [graph.graph_neighbours(entity=entity, limit=limit, only=only, **at)]}
     elif query:
         found = {"entities": graph.graph_mentions(query=query, limit=limit, **at).entities}
     else:

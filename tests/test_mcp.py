@@ -514,6 +514,23 @@ def test_an_agent_routes_a_question_and_reads_the_route_and_why(client, namespac
     assert (fallen["route"], fallen["fell_back"]) == ("recall", True)
 
 
+def test_an_agent_routes_a_graph_question_to_who_leads_now_and_who_led_then(client, namespace):
+    for text in ("Since January 2025 Nadia leads Orion.", "On 1 June 2025 Kenji replaced Nadia as lead of Orion."):
+        client.call("memory_learn", {"text": text, "namespace": namespace})
+    now = client.call_raw("memory_route", {"question": "who leads Orion", "namespace": namespace})
+    assert not now.isError, now.content
+    assert now.content[0].text.startswith("Route: graph. Rule 'graph-question' matched (shape='who-verbs', "
+                                          "entity='Orion', asks='leads'): '? leads Orion', as of now.")
+    assert [memory["content"] for memory in now.structuredContent["memories"]] == [
+        "On 1 June 2025 Kenji replaced Nadia as lead of Orion."]
+    then = client.call("memory_route", {"question": "who led Orion in May 2025?", "namespace": namespace})
+    assert then["extracted"]["when"] == "in May 2025" and then["graph"]["valid_at"] == "2025-05-01T00:00:00.000000Z"
+    assert [relation["other"]["display"] for relation in then["graph"]["entities"][0]["relations"]] == ["Nadia"]
+    before = client.call("memory_route", {"question": "who led Orion in 2024", "namespace": namespace})
+    assert (before["route"], before["rule"], before["fell_back"]) == ("recall", "graph-question", True)
+    assert "hold no '? leads Orion' valid at 2024-01-01, as known now. Fell back to recall." in before["why"]
+
+
 def test_a_read_only_key_lists_and_runs_only_the_reading_tools(mcp_server, client, namespace):
     stored = client.call("memory_remember", {"content": "The wiki lives at wiki.example.", "namespace": namespace})
     with http_client(mcp_server["url"], mcp_server["keys"]["reader"]) as reader:
