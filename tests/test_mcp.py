@@ -3,6 +3,7 @@
 import json
 import re
 import socket
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
@@ -829,3 +830,39 @@ def test_an_agent_sees_a_conflict_in_recall_lists_it_and_resolves_it(client, nam
     assert "keep: required" in client.error("memory_resolve_conflict", {"id": conflict_id, "resolution": "merge",
                                                                          "content": "x"})
 
+
+# --- the documentation -------------------------------------------------------------------------------------------
+
+MCP_DOC = Path(__file__).resolve().parent.parent / "docs" / "mcp.md"
+_DOC_ROW = re.compile(r"^\| `(memory_\w+)` \| (.*?) \| (.*?) \| (.*?) \|$")
+
+
+def documented_tools(heading: str) -> dict[str, tuple[set[str], tuple[bool, bool, bool]]]:
+    """The tools docs/mcp.md's table under ``heading`` lists: each one's arguments and annotations."""
+    section = MCP_DOC.read_text().split(f"\n{heading}\n", 1)[1].split("\n#", 1)[0]
+    tools = {}
+    for line in section.splitlines():
+        row = _DOC_ROW.match(line)
+        if row:
+            name, arguments, annotations, _ = row.groups()
+            # Choices and bounds are in parentheses: `match` (`auto`, `all`, `any`).
+            names = set(re.findall(r"`(\w+)`", re.sub(r"\([^)]*\)", "", arguments)))
+            said = {word.strip() for word in annotations.split(",")}
+            tools[name] = (names, ("read-only" in said, "destructive" in said, "idempotent" in said))
+    return tools
+
+
+def test_the_docs_list_the_tools_the_server_lists_by_default_and_with_tools_all(mcp_server):
+    with http_client(mcp_server["url"], mcp_server["keys"]["operator"]) as operator:
+        default = operator.list_tools()
+    with http_client(f"{mcp_server['url']}?tools=all", mcp_server["keys"]["operator"]) as operator:
+        everything = operator.list_tools()
+
+    def listed(tools):
+        return {tool.name: (set(tool.inputSchema["properties"]), (
+            tool.annotations.readOnlyHint, tool.annotations.destructiveHint, tool.annotations.idempotentHint))
+            for tool in tools}
+
+    documented_default, opt_in = documented_tools("### Default tools"), documented_tools("### Opt-in tools")
+    assert documented_default == listed(default)
+    assert {**documented_default, **opt_in} == listed(everything)
