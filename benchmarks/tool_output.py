@@ -1,4 +1,5 @@
 """Tool output size: characters of text content a model reads per character of memory text, per MCP tool.
+And what the tool list costs before the first call.
 
     .venv/bin/python benchmarks/tool_output.py ../shared/bench-data/recall-dev/recall_dev.json \
         [--output benchmarks/results/tool_output.json] [--embedder minilm]
@@ -11,6 +12,11 @@ tool the ratio is the text content's characters over the characters of memory te
 carries (the facts it shows), summed over its calls; the structured content's JSON,
 indented as the text content was before, is measured beside it. Issue 29's goal: at
 most 2x for each tool.
+
+Beside it, the tool list a model reads before its first call, as ``tools/list`` gives it
+to a key with every scope: each tool's name, description and input schema (compact
+JSON; output schemas left out), summed, for the default set and for ``?tools=all``.
+Issue 41's goal: the default set at most 12,000 characters.
 """
 
 import argparse
@@ -35,6 +41,28 @@ def carried(name: str, structured: dict) -> int:
     if name == "memory_history":
         return sum(len(revision["content"]) for revision in structured["revisions"])
     return len(structured["content"])
+
+
+def tool_chars(tool) -> int:
+    """Characters of a listed tool's name, description and input schema (compact JSON)."""
+    return len(tool.name) + len(tool.description) + len(json.dumps(tool.inputSchema, separators=(",", ":"),
+                                                                   ensure_ascii=False))
+
+
+async def measure_tool_lists() -> dict:
+    from mcp_api.server import ALL_TOOLS, DEFAULT_TOOLS, current_tool_set
+    from mcp_api.tools import current_caller, server
+    from memories.access import Caller
+
+    current_caller.set(Caller(actor="benchmark", interface="mcp", scopes=frozenset({"read", "write", "admin"})))
+    lists = {}
+    for tool_set in (DEFAULT_TOOLS, ALL_TOOLS):
+        current_tool_set.set(tool_set)
+        tools = await server.list_tools()
+        sizes = {tool.name: tool_chars(tool) for tool in tools}
+        lists[tool_set] = {"tools": len(tools), "characters": sum(sizes.values()), "per_tool": sizes}
+    current_tool_set.set(DEFAULT_TOOLS)
+    return lists
 
 
 async def measure(facts: dict[str, str], queries: list[str]) -> dict:
@@ -91,9 +119,13 @@ def main() -> None:
     open_store(db_path=None, embedder=args.embedder)
     started = time.perf_counter()
     report = asyncio.run(measure(data["facts"], [query["q"] for query in data["queries"]]))
+    report["tool_list"] = asyncio.run(measure_tool_lists())
     for name, size in report["tools"].items():
         print(f"{name:16} text {size['ratio']:.2f}x memory text (largest {size['largest_ratio']:.2f}x), "
               f"structured JSON {size['structured_json_ratio']:.2f}x, {size['calls']} calls")
+    for tool_set, listed in report["tool_list"].items():
+        print(f"tool list ({tool_set}): {listed['tools']} tools, {listed['characters']} characters of names, "
+              "descriptions and input schemas")
     save({
         "benchmark": "tool_output",
         "command": f"benchmarks/tool_output.py {args.data} --embedder {args.embedder}",
@@ -103,7 +135,7 @@ def main() -> None:
         "seconds": round(time.perf_counter() - started, 2),
         "environment": environment(),
         **report,
-        "targets": {"ratio": "<= 2 for each tool"},
+        "targets": {"ratio": "<= 2 for each tool", "tool_list": "default <= 12000 characters"},
     }, args.output)
 
 

@@ -114,7 +114,7 @@ def _(record: RememberResult) -> str:
     if record.near_twin is not None:
         twin = record.near_twin
         text += (f"\nNear twin: memory {twin.memory_id} says nearly the same (cosine {twin.cosine:.2f}); consider "
-                 "memory_update on it, or memory_forget one of them.")
+                 "memory_update on it, or forgetting one of them with memory_set_state.")
     return text
 
 

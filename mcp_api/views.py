@@ -1,4 +1,9 @@
-"""``/mcp``: stateless Streamable HTTP, authenticated with an API key on every request."""
+"""``/mcp``: stateless Streamable HTTP, authenticated with an API key on every request.
+
+``/mcp?tools=all`` lists the opt-in tools too (``mcp_api.server``).
+"""
+
+from urllib.parse import unquote_plus
 
 from django.conf import settings
 from django.http import HttpResponse
@@ -8,6 +13,7 @@ from mcp_server.views import MCPServerStreamableHttpView
 from rest_framework.negotiation import BaseContentNegotiation
 
 from mcp_api import transport
+from mcp_api.server import DEFAULT_TOOLS, TOOL_SETS, current_tool_set
 from mcp_api.tools import current_caller, server  # importing the tools registers them
 from memories.access import AuthenticationFailed
 from memories.services.keys import api_key_authenticate
@@ -28,6 +34,19 @@ def _refusal(status: int, code: int, message: str, **headers) -> HttpResponse:
     for name, value in headers.items():
         response[name.replace("_", "-")] = value
     return response
+
+
+def _query_values(request, name: str) -> list[str]:
+    """The values of ``name`` in the query string, which may hold others: they are ignored, never all parsed.
+
+    ``request.GET`` would refuse a query string over DATA_UPLOAD_MAX_NUMBER_FIELDS with an HTML page.
+    """
+    values = []
+    for pair in request.META.get("QUERY_STRING", "").split("&"):
+        key, _, value = pair.partition("=")
+        if unquote_plus(key) == name:
+            values.append(unquote_plus(value))
+    return values
 
 
 def _bearer_token(request) -> str | None:
@@ -72,9 +91,18 @@ class MemoryMCPView(MCPServerStreamableHttpView):
         if refused is not None:
             status, answer = refused
             return HttpResponse(answer, status=status, content_type="application/json")
+        tool_sets = _query_values(request, "tools") or [DEFAULT_TOOLS]
+        if len(tool_sets) > 1:
+            return _refusal(400, transport.INVALID_REQUEST, "tools: given more than once; give it once.")
+        tool_set = tool_sets[0]
+        if tool_set not in TOOL_SETS:
+            return _refusal(400, transport.INVALID_REQUEST,
+                            f"tools must be {' or '.join(map(repr, TOOL_SETS))} (got {tool_set[:40]!r}): "
+                            "'all' lists the opt-in tools too.")
 
-        reset = current_caller.set(caller)
+        caller_token, tool_set_token = current_caller.set(caller), current_tool_set.set(tool_set)
         try:
             return self.mcp_server.handle_django_request(request)
         finally:
-            current_caller.reset(reset)
+            current_tool_set.reset(tool_set_token)
+            current_caller.reset(caller_token)

@@ -6,6 +6,11 @@ are generated from them, and the CLI's help reads the same descriptions. They ch
 shape only: the rules about values (namespaces, times, tags, bytes, duplicates) are the
 services', so every interface words them the same.
 
+Every tool list is read by a model before its first call, so a description says only
+what the argument's name, type and bounds do not: ``title``, ``tags`` or ``limit`` have
+none. Every time argument ends with the forms a time takes (``INSTANT_HELP``); the MCP
+server says those once in its instructions instead.
+
 The models are lax; each interface chooses how strictly to read: JSON (REST bodies, MCP)
 must have the declared JSON types, query strings are text.
 """
@@ -57,30 +62,22 @@ TtlDays = Annotated[int, Field(ge=0, le=validation.TTL_DAYS_MAX)]
 Confidence = Annotated[float, Field(ge=validation.CONFIDENCE_MIN, le=validation.CONFIDENCE_MAX)]
 
 # Arguments several operations take, described once.
-ID_HELP = "A memory id, as given by recall, list or remember."
-TargetMemoryId = Annotated[MemoryId, Field(description=ID_HELP)]
 NamespaceToWrite = Annotated[NamespaceName | None, Field(description=(
-    f"Where to store it; default: the key's first namespace, or {settings.MEMORY_DEFAULT_NAMESPACE!r}."))]
-NamespacesToRead = Annotated[NamespaceName | Namespaces | None, Field(description=(
-    "A namespace or a list of them; default: every namespace this key may use."))]
-TopicTags = Annotated[Tags | None, Field(description="Topic labels (case-insensitive).")]
+    f"Default: the key's first namespace, or {settings.MEMORY_DEFAULT_NAMESPACE!r}."))]
+EVERY_NAMESPACE_HELP = "Default: every namespace this key may use."
+NamespacesToRead = Annotated[NamespaceName | Namespaces | None, Field(description=EVERY_NAMESPACE_HELP)]
 TagFilter = Annotated[Tags | None, Field(description="Only memories carrying all these tags.")]
-KindFilter = Annotated[Kinds | None, Field(description="Only memories of these kinds.")]
 StateName = Literal[states.RECALL_STATES]
 StateFilter = Annotated[Annotated[list[StateName], Field(min_length=1, max_length=len(states.RECALL_STATES))] | None,
-                        Field(description=(
-                            "Only memories in these states then: candidate, active, stale, archived; default all "
-                            "but archived."))]
-MemoryKind = Annotated[KindName, Field(description="What sort of memory this is.")]
+                        Field(description="Only memories in these states then; default: all but archived.")]
 SearchMode = Annotated[Literal[engine.MODES], Field(description=(
     "hybrid: words and meaning; keyword: words only; semantic: meaning only."))]
 MinScore = Annotated[float | None, Field(ge=0, le=validation.MIN_SCORE_MAX, description=(
-    "Hold back hits scoring below this (0: keep all). Default: in hybrid mode, hold back every hit when none is "
-    "relevant. The note says how many were held back."))]
+    "Hold back hits scoring below this (0: keep all); by default, hybrid mode holds back every hit when none is "
+    "relevant. The note says how many."))]
 MinConfidence = Annotated[float | None, Field(ge=0, le=1, description=(
-    "Leave out hits whose confidence (worked out at the read's time) is below this, from 0 to 1. The note says "
-    "how many were left out."))]
-ChangeReason = Annotated[Reason | None, Field(description="Why, e.g. 'the user retracted it'.")]
+    "Leave out hits whose confidence at the read's time is below this; the note says how many."))]
+ChangeReason = Annotated[Reason | None, Field(description="Why; kept in the history.")]
 VALID_AT_HELP = "Answer about this time; default as_of."
 
 
@@ -106,36 +103,32 @@ class Arguments(BaseModel):
 
 
 class RememberArgs(Arguments):
-    content: Content = Field(description=(
-        "The memory: one fact, preference, decision or note, written to stand on its own."))
+    content: Content = Field(description="The memory, written to stand on its own.")
     namespace: NamespaceToWrite = None
     key: Key | None = Field(None, description=(
-        "A stable key (e.g. 'user.editor'). Remembering under an existing key adds a revision to that memory "
-        "instead of a new memory."))
-    title: Title | None = Field(None, description="A short title.")
-    kind: MemoryKind = Kind.NOTE.value
-    tags: TopicTags = None
+        "A stable key (e.g. 'user.editor'); remembering under an existing key revises that memory."))
+    title: Title | None = None
+    kind: KindName = Kind.NOTE.value
+    tags: Tags | None = None
     ttl_days: TtlDays | None = Field(None, description="Expire after this many days; 0 or absent: never.")
     valid_from: InstantText | None = at_time("When the fact starts to hold; default now.")
     valid_to: InstantText | None = at_time("When it stops holding (exclusive); default open.")
     source: Source | None = Field(None, description="Where it came from (a URL, a file, 'user').")
-    subject: TriplePart | None = Field(None, description="Optional triple: subject (give all three or none).")
-    predicate: TriplePart | None = Field(None, description="Optional triple: predicate.")
-    object: TriplePart | None = Field(None, description="Optional triple: object.")
+    subject: TriplePart | None = Field(None, description=(
+        "A fact's triple: give subject, predicate and object, or none."))
+    predicate: TriplePart | None = None
+    object: TriplePart | None = None
     force: bool = Field(False, description=(
-        "Store it even if it is only a pleasantry or an acknowledgement ('thanks', 'ok, got it'), which are "
-        "refused otherwise."))
-    confidence: Confidence | None = Field(None, description=(
-        "How sure you are that it holds, from 0 to 1; absent: not stated."))
+        "Store it even if it is only a pleasantry or an acknowledgement ('thanks', 'ok'), refused otherwise."))
+    confidence: Confidence | None = Field(None, description="How sure you are that it holds; absent: not stated.")
 
 
 class RecallArgs(Arguments):
     query: QueryText = Field(description="A few key words or a question.")
     namespace: NamespacesToRead = None
     tags: TagFilter = None
-    kinds: KindFilter = None
-    limit: int = Field(selectors.RECALL_LIMIT_DEFAULT, ge=1, le=validation.RECALL_LIMIT_MAX,
-                       description="How many hits at most.")
+    kinds: Kinds | None = None
+    limit: int = Field(selectors.RECALL_LIMIT_DEFAULT, ge=1, le=validation.RECALL_LIMIT_MAX)
     match: Literal[engine.MATCH_MODES] = Field(selectors.RECALL_MATCH_DEFAULT, description=(
         "auto: all words, else any (with a note); all; any."))
     mode: SearchMode = selectors.RECALL_MODE_DEFAULT
@@ -148,31 +141,29 @@ class RecallArgs(Arguments):
 
 
 class GetArgs(Arguments):
-    id: MemoryId | None = Field(None, description=ID_HELP)
-    namespace: NamespaceName | None = Field(None, description=(
-        "With key: the namespace; default as for memory_remember."))
-    key: Key | None = Field(None, description="The memory's key, instead of its id (give one of them).")
+    id: MemoryId | None = None
+    namespace: NamespaceName | None = Field(None, description="With key; default as for memory_remember.")
+    key: Key | None = Field(None, description="Instead of id.")
     as_of: InstantText | None = at_time("Show it as known at this time; default now.")
     valid_at: InstantText | None = at_time("Show the value that held at this time; default as_of.")
 
 
 class UpdateArgs(Arguments):
-    id: TargetMemoryId
-    content: Content | None = Field(None, description=(
-        "The new text; replaces the old from now on (history keeps the old)."))
-    title: Title | None = Field(None, description="A new title.")
-    add_tags: Tags | None = Field(None, description="Tags to add.")
-    remove_tags: Tags | None = Field(None, description="Tags to remove.")
+    id: MemoryId
+    content: Content | None = Field(None, description="The new text, from now on (history keeps the old).")
+    title: Title | None = None
+    add_tags: Tags | None = None
+    remove_tags: Tags | None = None
     ttl_days: int = Field(-1, ge=-1, le=validation.TTL_DAYS_MAX, description=(
         "-1: keep the current expiry; 0: never expire; N: expire N days from now."))
     valid_from: InstantText | None = at_time(
         "With valid_to, a bounded correction: the new value holds only in [valid_from, valid_to).")
     valid_to: InstantText | None = at_time("End (exclusive) of a bounded correction.")
-    source: Source | None = Field(None, description="A new source.")
+    source: Source | None = None
 
 
 class ForgetArgs(Arguments):
-    id: TargetMemoryId
+    id: MemoryId
     reason: ChangeReason = None
 
 
@@ -186,24 +177,32 @@ class StateChangeArgs(ForgetArgs):
     pass
 
 
+# The five changes of state one MCP tool makes (REST and the CLI have one endpoint or command each).
+STATE_ACTIONS = ("forget", "restore", "promote", "archive", "unarchive")
+
+
+class SetStateArgs(Arguments):
+    id: MemoryId
+    action: Literal[STATE_ACTIONS]
+    reason: ChangeReason = None
+
+
 class HistoryArgs(Arguments):
-    id: TargetMemoryId
+    id: MemoryId
     as_of: InstantText | None = at_time("Only revisions known by this time; default now.")
 
 
 class ListArgs(Arguments):
-    namespace: NamespaceName | None = Field(None, description=(
-        "Only this namespace; default: every namespace this key may use."))
+    namespace: NamespaceName | None = Field(None, description=EVERY_NAMESPACE_HELP)
     tags: TagFilter = None
-    kind: KindName | None = Field(None, description="Only memories of this kind.")
+    kind: KindName | None = None
     state: Literal[selectors.LIST_STATES] = Field("active", description=(
         "active: visible now, in any lifecycle state; candidate, stale, archived: visible now and in that state; "
         "hidden: not forgotten but not visible now (expired, or outside its validity); forgotten; all."))
     limit: int = Field(selectors.LIST_LIMIT_DEFAULT, ge=1, le=selectors.LIST_LIMIT_MAX,
                        description="Memories per page.")
     cursor: Cursor | None = Field(None, description="next_cursor from the previous page.")
-    as_of: InstantText | None = at_time("List what was known at this time, with the namespace, kind and tags "
-                                        "each memory carried then; default now.")
+    as_of: InstantText | None = at_time("List what was known at this time, each memory as it was then; default now.")
     valid_at: InstantText | None = at_time("List what held at this time; default as_of.")
 
 
@@ -234,12 +233,12 @@ class ImportArgs(Arguments):
 
 class LearnArgs(Arguments):
     text: Annotated[str, Field(min_length=1, max_length=learn.TEXT_MAX_CHARS)] = Field(description=(
-        "Text to learn from (notes, a conversation, a design document): its facts ('X runs on Y'), decisions "
-        "('we chose X over Z because Y') and skills ('To X: 1. ... 2. ...') are stored as memories, one each."))
+        "Notes, a conversation or a document: its facts ('X runs on Y'), decisions ('we chose X over Z because "
+        "Y') and skills ('To X: 1. ... 2. ...') are stored, one memory each."))
     namespace: NamespaceToWrite = None
     source: Annotated[str, Field(max_length=learning.SOURCE_MAX)] | None = Field(None, description=(
-        "Where the text came from (a file, a URL, 'conversation'); each memory's source adds the item's span."))
-    tags: TopicTags = None
+        "Where the text came from; each memory's source adds the item's span."))
+    tags: Tags | None = None
 
 
 # Conflicts (memories.conflicts, memories.services.conflicts) ----------------------------------------------------
@@ -254,15 +253,15 @@ class ConflictsArgs(Arguments):
 
 
 class ResolveConflictArgs(Arguments):
-    id: ConflictId = Field(description="The conflict's id, as memory_conflicts gives it (e.g. '3-7').")
+    id: ConflictId = Field(description="The conflict's id (e.g. '3-7'), as recall, get and conflicts give it.")
     resolution: Literal[resolving.RESOLUTIONS] = Field(description=(
-        "keep: keep one memory and forget the other; split: both hold, the earlier until boundary and the later "
-        "from it; merge: one text replaces both (the kept memory is revised, the other forgotten)."))
-    keep: MemoryId | None = Field(None, description="With keep and merge: the memory that stays (one of the two).")
-    boundary: InstantText | None = at_time("With split: when the earlier fact stops and the later one starts holding.")
+        "keep: keep one memory, forget the other; split: the earlier holds until boundary, the later from it; "
+        "merge: one text replaces both (the kept memory is revised, the other forgotten)."))
+    keep: MemoryId | None = Field(None, description="With keep and merge: the memory that stays.")
+    boundary: InstantText | None = at_time("With split: when the later fact starts holding.")
     earlier: MemoryId | None = Field(None, description=(
-        "With split: the memory that held before the boundary; default: the one whose validity starts first."))
-    content: Content | None = Field(None, description="With merge: the one text the kept memory holds from now on.")
+        "With split: the memory that held first; default: the one whose validity starts first."))
+    content: Content | None = Field(None, description="With merge: the kept memory's new text.")
     reason: ChangeReason = None
 
 
@@ -270,10 +269,8 @@ class ResolveConflictArgs(Arguments):
 
 
 class GraphArgs(Arguments):
-    namespace: NamespaceName | None = Field(None, description=(
-        "The namespace whose facts make the graph; default as for memory_remember."))
-    entity: TriplePart | None = Field(None, description=(
-        "An entity's name (any spelling or alias): its relations, with the memories that support them."))
+    namespace: NamespaceName | None = Field(None, description="Whose facts; default as for memory_remember.")
+    entity: TriplePart | None = Field(None, description="An entity's name or alias: its relations.")
     source: TriplePart | None = Field(None, description=(
         f"With target: the shortest paths between the two entities (at most {graph.MAX_DEPTH} hops)."))
     target: TriplePart | None = Field(None, description="With source: where the paths end.")
@@ -321,7 +318,7 @@ class HookRecallArgs(HookNames):
     query: QueryText = Field(description="The prompt, or key words from it.")
     namespace: NamespacesToRead = None
     tags: TagFilter = None
-    kinds: KindFilter = None
+    kinds: Kinds | None = None
     limit: int = Field(selectors.RECALL_LIMIT_DEFAULT, ge=1, le=validation.RECALL_LIMIT_MAX, description=(
         "How many hits at most (the block shows those that fit the budget)."))
     budget: int | None = Field(None, description=(
@@ -336,9 +333,9 @@ class HookIngestArgs(HookNames):
     content: Content | None = Field(None, description="The captured text to keep (required, as content or text).")
     text: Content | None = Field(None, description="The older name of content, still taken; give one of them.")
     namespace: NamespaceToWrite = None
-    kind: MemoryKind = Kind.ARTIFACT.value
+    kind: KindName = Kind.ARTIFACT.value
     title: Title | None = None
-    tags: TopicTags = None
+    tags: Tags | None = None
     ttl_days: TtlDays | None = Field(None, description=(
         "Expire after this many days; default MEMORY_HOOK_TTL_DAYS; 0: never."))
     source: Source | None = Field(None, description="Where it came from; default: the harness, hook and session.")

@@ -52,7 +52,7 @@ CONFIDENCE_HELP = "The writer's stated confidence in this revision, from 0 to 1;
 class MemoryRecord(Record):
     """A memory as one revision shows it."""
 
-    id: int = Field(description="The memory's id: pass it to memory_get, memory_update, memory_forget.")
+    id: int = Field(description="The memory's id: pass it to memory_get, memory_update, memory_set_state.")
     key: str = Field(description="Stable key, unique in the namespace.")
     namespace: str
     kind: str
@@ -148,7 +148,7 @@ class RememberResult(MemoryPlus):
     revised: bool = Field(False, description="A new revision was added to the memory under the given key.")
     near_twin: OmittedWhenEmpty[NearTwinRecord] = Field(
         None, description="Present when another memory says nearly the same: the write went ahead; consider "
-                          "memory_update on the twin instead, or memory_forget one of them.")
+                          "memory_update on the twin instead, or forgetting one of them.")
     held: OmittedWhenEmpty[str] = Field(None, description=(
         "Present when the text, from an untrusted writer, reads as an instruction to the agent: it was stored "
         "as a candidate that hooks never inject until a person promotes it, and this says why."))

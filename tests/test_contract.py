@@ -89,7 +89,7 @@ class McpDriver:
         return self._call("memory_update", {"id": memory_id, **fields})
 
     def forget(self, memory_id, reason=None) -> dict:
-        return self._call("memory_forget", {"id": memory_id, "reason": reason})
+        return self._call("memory_set_state", {"id": memory_id, "action": "forget", "reason": reason})
 
     def history(self, memory_id) -> list[dict]:
         return self._call("memory_history", {"id": memory_id})["revisions"]

@@ -25,7 +25,8 @@ from pydantic_core import PydanticUndefined
 from rest_framework.test import APIClient
 
 from api.records import ErrorResponse, Health
-from mcp_api.tools import current_caller, server
+from mcp_api.server import ALL_TOOLS, current_tool_set
+from mcp_api.tools import STATE_SERVICES, current_caller, server, tool_description
 from memories import arguments as declared
 from memories.access import Caller
 from memories.records import (
@@ -87,15 +88,14 @@ OPERATIONS = {
     "update": Operation(declared.UpdateArgs, [Rest("patch", MEMORY, "200", ChangeResult, body=True,
                                                    path_arguments=("id",))],
                         "memory_update", ChangeResult),
-    "forget": Operation(declared.ForgetArgs, [Rest("delete", MEMORY, "200", ChangeResult, path_arguments=("id",))],
-                        "memory_forget", ChangeResult),
+    "forget": Operation(declared.ForgetArgs, [Rest("delete", MEMORY, "200", ChangeResult, path_arguments=("id",))]),
     "restore": Operation(declared.RestoreArgs, [Rest("post", MEMORY + "restore/", "200", ChangeResult, body=True,
-                                                     path_arguments=("id",))],
-                         "memory_restore", ChangeResult),
+                                                     path_arguments=("id",))]),
     **{action: Operation(declared.StateChangeArgs, [Rest("post", MEMORY + f"{action}/", "200", ChangeResult, body=True,
-                                                         path_arguments=("id",))],
-                         f"memory_{action}", ChangeResult)
+                                                         path_arguments=("id",))])
        for action in ("promote", "archive", "unarchive")},
+    # One tool makes the five changes of state above; REST has an endpoint for each.
+    "set state": Operation(declared.SetStateArgs, [], "memory_set_state", ChangeResult),
     "history": Operation(declared.HistoryArgs, [Rest("get", MEMORY + "history/", "200", History,
                                                      path_arguments=("id",))],
                          "memory_history", History),
@@ -143,9 +143,11 @@ def openapi(django_db_blocker) -> dict:
 def tools() -> dict:
     token = current_caller.set(Caller(actor="declarations", interface="mcp",
                                       scopes=frozenset({"read", "write", "admin"}), namespaces=None))
+    tool_set = current_tool_set.set(ALL_TOOLS)
     try:
         return {tool.name: tool for tool in asyncio.run(server.list_tools())}
     finally:
+        current_tool_set.reset(tool_set)
         current_caller.reset(token)
 
 
@@ -187,9 +189,10 @@ def _renamed(bounds: dict, **names) -> dict:
     return {names.get(key, key): value for key, value in bounds.items()}
 
 
-def declared_argument(info: FieldInfo) -> dict:
-    facts = {"shape": declared_shape(info.annotation, info.metadata), "description": info.description,
-             "required": info.is_required()}
+def declared_argument(info: FieldInfo, *, tool: bool = False) -> dict:
+    """What a declared argument says; a ``tool`` says a time's forms once, in the server's instructions."""
+    facts = {"shape": declared_shape(info.annotation, info.metadata),
+             "description": tool_description(info) if tool else info.description, "required": info.is_required()}
     if info.default not in (None, PydanticUndefined):
         facts["default"] = info.default
     return facts
@@ -326,8 +329,8 @@ def test_rest_takes_the_declared_arguments(openapi, name, rest):
 @pytest.mark.parametrize(("name", "operation"), TOOLS, ids=[operation.tool for _, operation in TOOLS])
 def test_each_tool_takes_the_declared_arguments(tools, name, operation):
     schema = tools[operation.tool].inputSchema
-    expected = {argument: declared_argument(info) for argument, info in operation.arguments.model_fields.items()
-                if argument not in operation.tool_leaves_out}
+    expected = {argument: declared_argument(info, tool=True)
+                for argument, info in operation.arguments.model_fields.items() if argument not in operation.tool_leaves_out}
     assert list(schema["properties"]) == list(expected)
     documented = {argument: documented_argument(schema, node, description=node.get("description"),
                                                 required=argument in schema.get("required", ()))
@@ -367,3 +370,7 @@ def test_each_description_is_written_once():
     assert texts[declared.INSTANT_HELP] == 1
     for description in descriptions:
         assert texts[description] <= 1, description
+
+
+def test_set_state_takes_exactly_the_actions_it_has_a_service_for():
+    assert tuple(STATE_SERVICES) == declared.STATE_ACTIONS

@@ -22,6 +22,7 @@ from django.core.cache import cache
 from django.test import Client
 
 from api.docs import openapi_schema
+from mcp_api.server import ALL_TOOLS, current_tool_set
 from mcp_api.tools import current_caller, server
 from memories.access import Caller
 from memories.services.keys import api_key_create
@@ -242,10 +243,11 @@ def test_odd_values_in_any_json_rpc_envelope_member_never_give_a_500(mcp, member
 
 def _tools() -> dict:
     everything = Caller(actor="fuzz", interface="mcp", scopes=frozenset({"read", "write"}), namespaces=None)
-    token = current_caller.set(everything)
+    token, tool_set = current_caller.set(everything), current_tool_set.set(ALL_TOOLS)
     try:
         return {tool.name: tool.inputSchema for tool in asyncio.run(server.list_tools())}
     finally:
+        current_tool_set.reset(tool_set)
         current_caller.reset(token)
 
 

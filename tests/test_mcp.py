@@ -3,6 +3,7 @@
 import json
 import re
 import socket
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
@@ -19,27 +20,31 @@ from tests.subprocesses import manage, migrated_db, module_instance, serve  # no
 
 pytestmark = pytest.mark.slow
 
-TOOLS = {
+DEFAULT_TOOLS = {
     # name: (readOnlyHint, destructiveHint, idempotentHint)
     "memory_remember": (False, False, False),
     "memory_learn": (False, False, False),
     "memory_recall": (True, False, True),
     "memory_get": (True, False, True),
     "memory_update": (False, True, False),
-    "memory_forget": (False, True, True),
-    "memory_restore": (False, False, True),
-    "memory_promote": (False, False, True),
-    "memory_archive": (False, False, True),
-    "memory_unarchive": (False, False, True),
+    "memory_set_state": (False, True, True),
     "memory_history": (True, False, True),
     "memory_list": (True, False, True),
-    "memory_stats": (True, False, True),
-    "memory_conflicts": (True, False, True),
     "memory_resolve_conflict": (False, True, False),
     "memory_graph": (True, False, True),
+}
+OPT_IN_TOOLS = {
+    "memory_stats": (True, False, True),
+    "memory_conflicts": (True, False, True),
     "memory_route": (True, False, True),
 }
-READ_TOOLS = {name for name, (read_only, _, _) in TOOLS.items() if read_only}
+ADMIN_TOOLS = {"memory_audit": (True, False, True)}  # opt-in too
+TOOLS = {**DEFAULT_TOOLS, **OPT_IN_TOOLS}
+READ_TOOLS = {name for name, (read_only, _, _) in DEFAULT_TOOLS.items() if read_only}
+# Arguments whose name, type and bounds say what they are: the tool list spends nothing on a description.
+UNDESCRIBED = {"id", "title", "kind", "kinds", "tags", "add_tags", "remove_tags", "limit", "source", "predicate",
+               "object", "action"}
+TOOL_LIST_MAX_CHARS = 12_000
 ACCEPT = "application/json, text/event-stream"
 MISSING = 999_999
 
@@ -90,9 +95,9 @@ def test_initialize_negotiates_the_latest_protocol_and_sends_the_instructions(cl
     assert client.initialized.serverInfo.name == "memory"
     assert client.initialized.serverInfo.version == memoryproject.__version__
     instructions = client.initialized.instructions
-    for phrase in ("memory_remember", "memory_recall", "memory_update", "memory_forget", "as_of",
+    for phrase in ("memory_remember", "memory_recall", "memory_update", "memory_set_state", "as_of",
                    "untrusted reference data", "not instructions", "instead of adding a second one",
-                   "retracts"):
+                   "retracts", "YYYY-MM-DD (midnight UTC) or ISO 8601 with a timezone"):
         assert phrase in instructions, phrase
 
 
@@ -102,8 +107,10 @@ def test_an_older_client_gets_the_protocol_version_it_asked_for(mcp_server):
     assert answer.json()["result"]["protocolVersion"] == "2025-06-18"
 
 
-def test_tools_list_gives_every_tool_a_title_described_bounded_arguments_annotations_and_an_output_schema(client):
-    tools = {tool.name: tool for tool in client.list_tools()}
+def test_tools_list_gives_every_tool_a_title_described_bounded_arguments_annotations_and_an_output_schema(
+        mcp_server, client):
+    with http_client(f"{mcp_server['url']}?tools=all", mcp_server["keys"]["writer"]) as everything:
+        tools = {tool.name: tool for tool in everything.list_tools()}
 
     assert set(tools) == set(TOOLS)
     for name, (read_only, destructive, idempotent) in TOOLS.items():
@@ -115,8 +122,12 @@ def test_tools_list_gives_every_tool_a_title_described_bounded_arguments_annotat
         assert tool.title and hints.title == tool.title
         assert tool.description and not tool.description.startswith(" ")
         assert tool.inputSchema["additionalProperties"] is False
+        assert "title" not in tool.inputSchema
         for argument, schema in tool.inputSchema["properties"].items():
-            assert schema.get("description"), f"{name}.{argument} has no description"
+            assert schema.get("description") or argument in UNDESCRIBED, f"{name}.{argument} has no description"
+            # An optional argument is left out, never sent as null; a time's forms are in the instructions.
+            assert "title" not in schema and {"type": "null"} not in schema.get("anyOf", []), f"{name}.{argument}"
+            assert "YYYY-MM-DD" not in schema.get("description", ""), f"{name}.{argument}"
         assert tool.outputSchema["type"] == "object"
         assert tool.outputSchema["properties"]
 
@@ -128,12 +139,55 @@ def test_tools_list_gives_every_tool_a_title_described_bounded_arguments_annotat
     assert recall["properties"]["query"]["maxLength"] == 2000
     remember = tools["memory_remember"].inputSchema["properties"]
     assert remember["content"]["maxLength"] == 32 * 1024
-    assert remember["tags"]["anyOf"][0]["maxItems"] == 32
-    assert remember["namespace"]["anyOf"][0]["pattern"] == "^[a-z0-9][a-z0-9_-]{0,63}$"
+    assert remember["tags"]["maxItems"] == 32 and "default" not in remember["tags"]
+    assert remember["namespace"]["pattern"] == "^[a-z0-9][a-z0-9_-]{0,63}$"
     update = tools["memory_update"].inputSchema["properties"]
     assert (update["ttl_days"]["minimum"], update["ttl_days"]["default"]) == (-1, -1)
     assert tools["memory_list"].inputSchema["properties"]["limit"]["maximum"] == 200
     assert "hits" in tools["memory_recall"].outputSchema["properties"]
+    assert tools["memory_set_state"].inputSchema["properties"]["action"]["enum"] == [
+        "forget", "restore", "promote", "archive", "unarchive"]
+    assert tools["memory_set_state"].inputSchema["required"] == ["id", "action"]
+
+
+def tool_list_chars(tools: list[types.Tool]) -> int:
+    """What a tool list costs a model's context: each tool's name, description and input schema (compact JSON)."""
+    return sum(len(tool.name) + len(tool.description) + len(json.dumps(tool.inputSchema, separators=(",", ":"),
+                                                                        ensure_ascii=False))
+               for tool in tools)
+
+
+def test_the_default_tool_list_fits_in_12000_characters_and_the_opt_in_tools_are_listed_when_asked_for(
+        mcp_server):
+    with http_client(mcp_server["url"], mcp_server["keys"]["operator"]) as operator:
+        default = operator.list_tools()
+    with http_client(f"{mcp_server['url']}?tools=all", mcp_server["keys"]["operator"]) as operator:
+        everything = operator.list_tools()
+
+    assert {tool.name for tool in default} == set(DEFAULT_TOOLS)
+    assert {tool.name for tool in everything} == set(TOOLS) | set(ADMIN_TOOLS)
+    assert tool_list_chars(default) <= TOOL_LIST_MAX_CHARS
+    # The same tools, described alike, in both lists.
+    assert [tool for tool in everything if tool.name in DEFAULT_TOOLS] == default
+
+
+def test_an_opt_in_tool_is_called_without_being_listed_and_a_tool_set_the_server_lacks_is_refused(
+        mcp_server, client, namespace):
+    assert not {tool.name for tool in client.list_tools()} & set(OPT_IN_TOOLS)
+    client.call("memory_remember", {"content": "The printer is on floor 2.", "namespace": namespace})
+    assert client.call("memory_stats", {"namespace": namespace})["visible"] == 1
+
+    for query, message in [("tools=everything", "tools must be 'default' or 'all' (got 'everything'): 'all' lists "
+                                                "the opt-in tools too."),
+                           ("tools=all&tools=default", "tools: given more than once; give it once.")]:
+        answer = httpx.post(f"{mcp_server['url']}?{query}", json=rpc("tools/list"), timeout=10, headers={
+            "Accept": ACCEPT, "Authorization": f"Bearer {mcp_server['keys']['writer']}"})
+        assert answer.status_code == 400
+        assert answer.json() == {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}
+    # Other parameters are none of the endpoint's business, as before.
+    answer = httpx.post(f"{mcp_server['url']}?utm_source=x&tools=all", json=rpc("tools/list"), timeout=10,
+                        headers={"Accept": ACCEPT, "Authorization": f"Bearer {mcp_server['keys']['writer']}"})
+    assert {tool["name"] for tool in answer.json()["result"]["tools"]} == set(TOOLS)
 
 
 # --- the tools -------------------------------------------------------------------------------------------------
@@ -206,7 +260,7 @@ def test_the_text_a_model_reads_is_each_memory_under_one_short_header(client, na
     assert corrected == (f"[changed #{stored[2]['id']} · {day}]\n{facts[2]}\nCorrection written as revision "
                          f"{record['correction']['revision_id']}, holding from 2020-01-01 to 2020-02-01 12:00:\n"
                          "The standup was at 10:00.")
-    forgotten, _ = text("memory_forget", {"id": stored[1]["id"], "reason": "wrong person"})
+    forgotten, _ = text("memory_set_state", {"action": "forget", "id": stored[1]["id"], "reason": "wrong person"})
     assert forgotten == f"[changed #{stored[1]['id']} · {day} · forgotten]\n{facts[1]}"
     tombstone = text("memory_history", {"id": stored[1]["id"]})[0].splitlines()[-1]
     assert re.fullmatch(rf"\[r\d+ · {day} \d\d:\d\d · {author} \(mcp\) · forgot r{stored[1]['revision_id']} · "
@@ -269,9 +323,10 @@ def test_every_tool_answers_good_arguments(client, namespace):
     assert stats["namespaces"] == {namespace: {"memories": 2, "visible": 2}}
     assert stats["embedder"] == "hash" and "database_path" not in stats
 
-    forgotten = client.call("memory_forget", {"id": older["id"], "reason": "the user retracted it"})
+    forgotten = client.call("memory_set_state", {"id": older["id"], "action": "forget",
+                                                 "reason": "the user retracted it"})
     assert (forgotten["changed"], forgotten["state"]) == (True, "forgotten")
-    assert client.call("memory_forget", {"id": older["id"]})["changed"] is False
+    assert client.call("memory_set_state", {"action": "forget", "id": older["id"]})["changed"] is False
     assert "not found" in client.error("memory_get", {"id": older["id"]})
     tombstone = client.call("memory_history", {"id": older["id"]})["revisions"][-1]
     assert (tombstone["tombstone"], tombstone["reason"]) == (True, "the user retracted it")
@@ -310,16 +365,16 @@ def test_an_agent_learns_from_a_paragraph_and_reads_a_short_account_of_it(client
     assert "· fact ·" in header and "· confidence 0.5" in header
 
 
-def test_an_agent_can_restore_a_memory_it_forgot(client, namespace):
+def test_an_agent_forgets_a_memory_and_restores_it_with_set_state_each_time_with_its_reason(client, namespace):
     stored = client.call("memory_remember", {"content": "The VPN gateway is vpn2.example.org.", "namespace": namespace})
-    client.call("memory_forget", {"id": stored["id"], "reason": "thought it was outdated"})
+    client.call("memory_set_state", {"action": "forget", "id": stored["id"], "reason": "thought it was outdated"})
 
-    restored = client.call("memory_restore", {"id": stored["id"], "reason": "it still holds"})
+    restored = client.call("memory_set_state", {"action": "restore", "id": stored["id"], "reason": "it still holds"})
     assert (restored["changed"], restored["state"], restored["content"]) == (True, "active", stored["content"])
     assert client.call("memory_get", {"id": stored["id"]})["content"] == stored["content"]
     assert client.call("memory_history", {"id": stored["id"]})["revisions"][-1]["reason"] == "it still holds"
-    assert client.call("memory_restore", {"id": stored["id"]})["changed"] is False
-    assert f"Memory {MISSING} not found" in client.error("memory_restore", {"id": MISSING})
+    assert client.call("memory_set_state", {"action": "restore", "id": stored["id"]})["changed"] is False
+    assert f"Memory {MISSING} not found" in client.error("memory_set_state", {"action": "restore", "id": MISSING})
 
 
 def test_an_untrusted_agents_memories_are_candidates_until_a_trusted_one_promotes_them(mcp_server, client,
@@ -328,20 +383,30 @@ def test_an_untrusted_agents_memories_are_candidates_until_a_trusted_one_promote
         made = untrusted.call("memory_remember", {"content": "The fax number is +1 555 0100.", "namespace": namespace})
         assert made["state"] == "candidate"
         assert "· candidate · confidence 0.7]" in untrusted.call_raw("memory_get", {"id": made["id"]}).content[0].text
-        assert "marked untrusted" in untrusted.error("memory_promote", {"id": made["id"]})
-        assert "marked untrusted" in untrusted.error("memory_archive", {"id": made["id"]})
+        for action in ("promote", "archive", "unarchive"):
+            refused = untrusted.error("memory_set_state", {"id": made["id"], "action": action})
+            assert refused == (f"This API key is marked untrusted: the memories it writes start as candidates, and "
+                               f"it may not {action} memories. A person can promote candidates in the admin.")
+        # Forgetting and restoring are not vouching for anything: an untrusted key may, as before.
+        assert untrusted.call("memory_set_state", {"id": made["id"], "action": "forget"})["state"] == "forgotten"
+        assert untrusted.call("memory_set_state", {"id": made["id"], "action": "restore"})["state"] == "candidate"
 
-    promoted = client.call("memory_promote", {"id": made["id"], "reason": "the user confirmed it"})
+    promoted = client.call("memory_set_state", {"id": made["id"], "action": "promote",
+                                                "reason": "the user confirmed it"})
     assert (promoted["changed"], promoted["state"]) == (True, "active")
-    assert client.call("memory_archive", {"id": made["id"], "reason": "nobody faxes"})["state"] == "archived"
+    assert client.call("memory_set_state", {"id": made["id"], "action": "promote"})["changed"] is False
+    archived = client.call("memory_set_state", {"id": made["id"], "action": "archive", "reason": "nobody faxes"})
+    assert archived["state"] == "archived"
     query = {"query": "fax number", "namespace": namespace, "mode": "keyword"}
     assert client.call("memory_recall", query)["hits"] == []
     hits = client.call("memory_recall", {**query, "states": ["archived"]})["hits"]
     assert [(hit["id"], hit["state"]) for hit in hits] == [(made["id"], "archived")]
-    assert client.call("memory_unarchive", {"id": made["id"]})["state"] == "active"
+    unarchived = client.call("memory_set_state", {"id": made["id"], "action": "unarchive", "reason": "faxing again"})
+    assert unarchived["state"] == "active"
     rows = client.call("memory_history", {"id": made["id"]})["attributes"]
     assert [(row["state"], row["reason"]) for row in rows] == [
-        ("candidate", ""), ("active", "the user confirmed it"), ("archived", "nobody faxes"), ("active", "")]
+        ("candidate", ""), ("active", "the user confirmed it"), ("archived", "nobody faxes"),
+        ("active", "faxing again")]
 
 
 BAD_CALLS = [
@@ -393,9 +458,16 @@ BAD_CALLS = [
     ("memory_update", {"id": MISSING, "content": "x"}, f"Memory {MISSING} not found"),
     ("memory_update", {"id": 1, "ttl_days": -2}, "ttl_days: Input should be greater than or equal to -1"),
     ("memory_update", {"id": 1, "tags": ["x"]}, "Unknown argument for memory_update: tags"),
-    ("memory_forget", {"id": "abc"}, "id: Input should be a valid integer (got 'abc')"),
-    ("memory_forget", {"id": MISSING}, f"Memory {MISSING} not found"),
-    ("memory_forget", {"id": 1, "reason": "r" * 501}, "reason: String should have at most 500 characters"),
+    ("memory_set_state", {"id": "abc", "action": "forget"}, "id: Input should be a valid integer (got 'abc')"),
+    ("memory_set_state", {"id": MISSING, "action": "forget"}, f"Memory {MISSING} not found"),
+    ("memory_set_state", {"id": 1, "action": "forget", "reason": "r" * 501},
+     "reason: String should have at most 500 characters"),
+    ("memory_set_state", {"id": 1}, "Invalid arguments for memory_set_state: action: required."),
+    ("memory_set_state", {"id": 1, "action": "delete"}, (
+        "Invalid arguments for memory_set_state: action: Input should be 'forget', 'restore', 'promote', 'archive' "
+        "or 'unarchive' (got 'delete').")),
+    ("memory_set_state", {"id": 1, "action": "Forget"}, "action: Input should be 'forget', 'restore'"),
+    ("memory_forget", {"id": 1}, "Unknown tool: memory_forget"),
     ("memory_history", {"id": MISSING}, f"Memory {MISSING} not found"),
     ("memory_history", {"id": 1, "as_of": "soon"}, "as_of: 'soon' is not a date"),
     ("memory_list", {"limit": 0}, "limit: Input should be greater than or equal to 1"),
@@ -419,7 +491,7 @@ def test_domain_refusals_reach_the_model_as_actionable_messages(client, namespac
     duplicate = client.error("memory_update", {"id": second["id"], "content": "Lunch is at noon."})
     assert f"Memory {first['id']} ({namespace}/{first['key']}) already holds exactly this content" in duplicate
     assert "Nothing to update" in client.error("memory_update", {"id": first["id"]})
-    client.call("memory_forget", {"id": first["id"]})
+    client.call("memory_set_state", {"action": "forget", "id": first["id"]})
     assert "is forgotten. Restore it first" in client.error("memory_update", {"id": first["id"], "title": "t"})
     # The refused update wrote nothing.
     assert client.call("memory_get", {"id": second["id"]})["revision_id"] == second["revision_id"]
@@ -538,7 +610,7 @@ def test_a_read_only_key_lists_and_runs_only_the_reading_tools(mcp_server, clien
         for name, arguments in [("memory_remember", {"content": "sneaky", "namespace": namespace}),
                                 ("memory_update", {"id": stored["id"], "content": "changed"}),
                                 ("memory_learn", {"text": "The API uses Redis.", "namespace": namespace}),
-                                ("memory_forget", {"id": stored["id"]})]:
+                                ("memory_set_state", {"action": "forget", "id": stored["id"]})]:
             refused = reader.error(name, arguments)
             assert refused.startswith("This needs the 'write' scope, and this API key has only: read.")
         assert reader.call("memory_get", {"id": stored["id"]})["revision_id"] == stored["revision_id"]
@@ -546,9 +618,11 @@ def test_a_read_only_key_lists_and_runs_only_the_reading_tools(mcp_server, clien
     assert client.call("memory_stats", {"namespace": namespace})["revisions"] == 1
 
 
-def test_only_an_admin_key_lists_and_runs_the_audit(mcp_server, client):
-    assert "memory_audit" not in {tool.name for tool in client.list_tools()}
-    with http_client(mcp_server["url"], mcp_server["keys"]["operator"]) as operator:
+def test_only_an_admin_key_lists_and_runs_the_audit(mcp_server):
+    with http_client(f"{mcp_server['url']}?tools=all", mcp_server["keys"]["writer"]) as writer:
+        assert "memory_audit" not in {tool.name for tool in writer.list_tools()}
+        assert "needs the 'admin' scope" in writer.error("memory_audit", {})
+    with http_client(f"{mcp_server['url']}?tools=all", mcp_server["keys"]["operator"]) as operator:
         tool = next(tool for tool in operator.list_tools() if tool.name == "memory_audit")
         assert tool.annotations.readOnlyHint is True
         report = operator.call("memory_audit", {})
@@ -575,7 +649,7 @@ def test_a_key_for_one_namespace_can_neither_see_nor_write_another(mcp_server, c
         assert "not available" in acme.error("memory_remember", {"content": "x", "namespace": namespace})
         assert "not available" in acme.error("memory_get", {"key": "falcon", "namespace": namespace})
         # An id in another namespace is refused exactly like an id that does not exist.
-        for name, arguments in [("memory_get", {}), ("memory_history", {}), ("memory_forget", {}),
+        for name, arguments in [("memory_get", {}), ("memory_history", {}), ("memory_set_state", {"action": "forget"}),
                                 ("memory_update", {"content": "Falcon is cancelled."})]:
             hidden = acme.error(name, {"id": theirs["id"], **arguments})
             missing = acme.error(name, {"id": MISSING, **arguments})
@@ -704,6 +778,20 @@ def test_stdio_serves_the_same_tools_for_one_namespace(mcp_server, client):
     assert client.call("memory_get", {"id": stored["id"]})["content"] == stored["content"]
 
 
+def test_stdio_lists_the_opt_in_tools_with_tools_all_as_http_does_with_tools_all(mcp_server):
+    with stdio_client_for("mcp_stdio", "--namespace", "stdio-notes", "--tools", "all", env=mcp_server["env"]) as stdio:
+        listed = stdio.list_tools()
+        assert stdio.call("memory_stats", {})["namespaces"] is not None
+    with http_client(f"{mcp_server['url']}?tools=all", mcp_server["keys"]["writer"]) as everything:
+        assert listed == everything.list_tools()
+    assert {tool.name for tool in listed} == set(TOOLS)
+
+    refused = manage("mcp_stdio", "--namespace", "stdio-notes", "--tools", "everything", env=mcp_server["env"],
+                     stdin="")
+    assert refused.returncode != 0
+    assert "argument --tools: invalid choice: 'everything' (choose from 'default', 'all')" in refused.stderr
+
+
 def test_stdio_read_only_offers_only_the_reading_tools(mcp_server):
     with stdio_client_for("mcp_stdio", "--namespace", "stdio-notes", "--read-only", env=mcp_server["env"]) as stdio:
         assert {tool.name for tool in stdio.list_tools()} == READ_TOOLS
@@ -758,3 +846,40 @@ def test_an_agent_sees_a_conflict_in_recall_lists_it_and_resolves_it(client, nam
         "id": conflict_id, "resolution": "keep", "keep": first["id"]})
     assert "keep: required" in client.error("memory_resolve_conflict", {"id": conflict_id, "resolution": "merge",
                                                                          "content": "x"})
+
+
+# --- the documentation -------------------------------------------------------------------------------------------
+
+MCP_DOC = Path(__file__).resolve().parent.parent / "docs" / "mcp.md"
+_DOC_ROW = re.compile(r"^\| `(memory_\w+)` \| (.*?) \| (.*?) \| (.*?) \|$")
+
+
+def documented_tools(heading: str) -> dict[str, tuple[set[str], tuple[bool, bool, bool]]]:
+    """The tools docs/mcp.md's table under ``heading`` lists: each one's arguments and annotations."""
+    section = MCP_DOC.read_text().split(f"\n{heading}\n", 1)[1].split("\n#", 1)[0]
+    tools = {}
+    for line in section.splitlines():
+        row = _DOC_ROW.match(line)
+        if row:
+            name, arguments, annotations, _ = row.groups()
+            # Choices and bounds are in parentheses: `match` (`auto`, `all`, `any`).
+            names = set(re.findall(r"`(\w+)`", re.sub(r"\([^)]*\)", "", arguments)))
+            said = {word.strip() for word in annotations.split(",")}
+            tools[name] = (names, ("read-only" in said, "destructive" in said, "idempotent" in said))
+    return tools
+
+
+def test_the_docs_list_the_tools_the_server_lists_by_default_and_with_tools_all(mcp_server):
+    with http_client(mcp_server["url"], mcp_server["keys"]["operator"]) as operator:
+        default = operator.list_tools()
+    with http_client(f"{mcp_server['url']}?tools=all", mcp_server["keys"]["operator"]) as operator:
+        everything = operator.list_tools()
+
+    def listed(tools):
+        return {tool.name: (set(tool.inputSchema["properties"]), (
+            tool.annotations.readOnlyHint, tool.annotations.destructiveHint, tool.annotations.idempotentHint))
+            for tool in tools}
+
+    documented_default, opt_in = documented_tools("### Default tools"), documented_tools("### Opt-in tools")
+    assert documented_default == listed(default)
+    assert {**documented_default, **opt_in} == listed(everything)

@@ -2,6 +2,7 @@ import anyio
 from django.conf import settings
 
 from mcp_api import stdio
+from mcp_api.server import DEFAULT_TOOLS, TOOL_SETS, current_tool_set
 from mcp_api.tools import current_caller, server  # importing the tools registers them
 from memories import validation
 from memories.access import Caller
@@ -17,8 +18,10 @@ class Command(ProjectCommand):
     def add_arguments(self, parser):
         parser.add_argument("--namespace", required=True, help="the namespace the tools read and write")
         parser.add_argument("--read-only", action="store_true", help="offer only the reading tools")
+        parser.add_argument("--tools", choices=TOOL_SETS, default=DEFAULT_TOOLS,
+                            help="all: list the opt-in tools (conflicts, stats, route) too")
 
-    def handle(self, *args, namespace: str, read_only: bool, **options):
+    def handle(self, *args, namespace: str, read_only: bool, tools: str, **options):
         # No API key here: whoever can start this command can open the database file anyway.
         # The namespace and scopes still go through the same Caller rules as a key's.
         namespace = validation.namespace(namespace)
@@ -32,5 +35,6 @@ class Command(ProjectCommand):
         current_caller.set(Caller(actor=actor, interface=Interface.MCP.value, scopes=frozenset(scopes),
                                   namespaces=(namespace,), held_by=f"this mcp_stdio session (started with {started})",
                                   wider_access="Start mcp_stdio without --read-only to change memories."))
+        current_tool_set.set(tools)
         # stdout is the protocol channel from here on; logs go to stderr.
         anyio.run(stdio.serve, server)

@@ -38,9 +38,9 @@ def _usage_error(prog: str, message: str):
     raise InvalidInput(f"{message}. Run '{prog} --help' for usage.", field=field)
 
 
-def _help(arguments, name: str) -> str:
-    """The argument's declared description, as argparse help (which reads % as formatting)."""
-    return arguments.model_fields[name].description.replace("%", "%%")
+def _help(arguments, name: str, more: str = "") -> str:
+    """The argument's declared description, if any, then ``more``, as argparse help (which reads % as formatting)."""
+    return " ".join(part for part in (arguments.model_fields[name].description, more) if part).replace("%", "%%")
 
 
 def _given(**values) -> dict:
@@ -74,7 +74,7 @@ class Command(ProjectCommand):
         for name in ("key", "title", "kind"):
             remember.add_argument(f"--{name}", help=_help(RememberArgs, name))
         remember.add_argument("--tag", action="append", dest="tags", metavar="TAG",
-                              help=_help(RememberArgs, "tags") + " Repeatable.")
+                              help=_help(RememberArgs, "tags", "Repeatable."))
         remember.add_argument("--source", help=_help(RememberArgs, "source"))
         remember.add_argument("--ttl-days", type=int, help=_help(RememberArgs, "ttl_days"))
         remember.add_argument("--valid-from", help=_help(RememberArgs, "valid_from"))
@@ -91,7 +91,7 @@ class Command(ProjectCommand):
                            help=f"default: {settings.MEMORY_DEFAULT_NAMESPACE}")
         learn.add_argument("--source", help=_help(LearnArgs, "source"))
         learn.add_argument("--tag", action="append", dest="tags", metavar="TAG",
-                           help=_help(LearnArgs, "tags") + " Repeatable.")
+                           help=_help(LearnArgs, "tags", "Repeatable."))
 
         get = command("get", "Show a memory as known at --as-of, for valid time --valid-at.")
         which = get.add_mutually_exclusive_group(required=True)
@@ -121,7 +121,7 @@ class Command(ProjectCommand):
         listing = command("list", "List memories newest first, one page at a time.")
         listing.add_argument("--namespace", help="default: every namespace")
         listing.add_argument("--tag", action="append", dest="tags", metavar="TAG",
-                             help=_help(ListArgs, "tags") + " Repeatable.")
+                             help=_help(ListArgs, "tags", "Repeatable."))
         listing.add_argument("--kind", help=_help(ListArgs, "kind"))
         listing.add_argument("--state", help=_help(ListArgs, "state"))
         listing.add_argument("--limit", type=int, help=_help(ListArgs, "limit"))
@@ -136,9 +136,9 @@ class Command(ProjectCommand):
         recall.add_argument("query", help=_help(RecallArgs, "query"))
         recall.add_argument("--namespace", action="append", help="Repeatable; default: every namespace.")
         recall.add_argument("--tag", action="append", dest="tags", metavar="TAG",
-                            help=_help(RecallArgs, "tags") + " Repeatable.")
+                            help=_help(RecallArgs, "tags", "Repeatable."))
         recall.add_argument("--kind", action="append", dest="kinds", metavar="KIND",
-                            help=_help(RecallArgs, "kinds") + " Repeatable.")
+                            help=_help(RecallArgs, "kinds", "Repeatable."))
         recall.add_argument("--limit", type=int, help=_help(RecallArgs, "limit"))
         for name in ("match", "mode", "as_of", "valid_at"):
             recall.add_argument(f"--{name.replace('_', '-')}", help=_help(RecallArgs, name))
@@ -146,7 +146,7 @@ class Command(ProjectCommand):
         recall.add_argument("--min-score", type=float, help=_help(RecallArgs, "min_score"))
         recall.add_argument("--min-confidence", type=float, help=_help(RecallArgs, "min_confidence"))
         recall.add_argument("--state", action="append", dest="states", metavar="STATE",
-                            help=_help(RecallArgs, "states") + " Repeatable.")
+                            help=_help(RecallArgs, "states", "Repeatable."))
 
         conflicts = command("conflicts", "List facts that contradict each other, with where each came from.")
         conflicts.add_argument("--namespace", action="append", help="Repeatable; default: every namespace.")
