@@ -115,6 +115,8 @@ def _(record: RememberResult) -> str:
         twin = record.near_twin
         text += (f"\nNear twin: memory {twin.memory_id} says nearly the same (cosine {twin.cosine:.2f}); consider "
                  "memory_update on it, or forgetting one of them with memory_set_state.")
+    if record.held:
+        text += f"\nHeld: {record.held[len('held: '):]}."
     return text
 
 
