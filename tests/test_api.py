@@ -507,8 +507,8 @@ def test_answers_leave_out_the_optional_keys_that_are_empty(api):
     hits = client.get(RECALL, {"query": "standups", "mode": "keyword"}).json()["hits"]
     assert "explain" not in hits[0] and "subject" not in hits[0]
     assert client.get(RECALL, {"query": "standups", "mode": "keyword", "explain": "true"}).json()["hits"][0]["explain"]
-    assert list(hits[0])[:4] == ["id", "key", "namespace", "kind"] and list(hits[0])[-4:] == [
-        "score", "snippet", "matched_terms", "age"]
+    assert list(hits[0])[:4] == ["id", "key", "namespace", "kind"] and list(hits[0])[-5:] == [
+        "score", "snippet", "matched_terms", "relevant", "age"]
 
 
 def test_hostile_queries_are_searched_as_text(api):

@@ -51,11 +51,12 @@ def test_two_memories_that_both_answer_are_both_injected(minilm):
     assert {hit.memory_id for hit in block.hits} == {first.id, second.id}
 
 
-def test_with_min_score_the_caller_chooses_the_bar_and_every_hit_above_it_is_injected():
+@pytest.mark.parametrize("options", [{"min_score": 0}, {"mode": "keyword"}])
+def test_with_min_score_or_another_mode_the_caller_chooses_and_every_hit_is_injected(options):
     remember("The payments API runs on Kubernetes in eu-west-1.")
     remember("The payments team meets on Tuesdays.")
 
-    block = hook_recall(caller=READER, query="payments", min_score=0)
+    block = hook_recall(caller=READER, query="payments kubernetes region", **options)
 
     assert len(block.hits) == 2 and block.held_back == 0
 

@@ -97,13 +97,13 @@ def _budget(value) -> int:
 
 
 def _injected(result, *, min_score: float | None) -> list:
-    """The hits of a recall a prompt gets: never a held memory; with ``min_score`` (the caller chose the bar)
-    every other hit; otherwise those relevant on their own, the first of them and each other scoring at least
-    INJECT_SCORE_SHARE of its score (hits come best first)."""
+    """The hits of a recall a prompt gets: never a held memory; with ``min_score``, or in keyword or semantic mode
+    (the caller chose what counts), every other hit; otherwise those relevant on their own, the first of them and
+    each other scoring at least INJECT_SCORE_SHARE of its score (hits come best first)."""
     held = selectors.held_memories([hit.memory.id for hit in result.hits if hit.memory.state == "candidate"],
                                    as_of=result.as_of)
     candidates = [hit for hit in result.hits if hit.memory.id not in held]
-    if min_score is not None:
+    if min_score is not None or result.mode != "hybrid":
         return candidates
     chosen = []
     for hit in candidates:
