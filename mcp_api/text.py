@@ -44,6 +44,11 @@ from memories.records import (
 )
 
 
+# A confidence is worth a model's reading when it is below what an agent's own write starts at (docs/concepts.md):
+# learned, imported, aged or in conflict. The structured content always carries it.
+CONFIDENCE_SHOWN_BELOW = 0.7
+
+
 def _day(instant: dt.datetime) -> str:
     return instant.strftime("%Y-%m-%d")
 
@@ -78,7 +83,8 @@ def _memory(memory: MemoryRecord, *, lead: str = "", score: float | None = None)
         f"title: {memory.title}" if memory.title else None,
         _validity(memory.known_at, memory.valid_from, memory.valid_to),
         f"expires {_day(memory.expires_at)}" if memory.expires_at else None,
-        f"confidence {memory.confidence:g}" if memory.confidence is not None else None,
+        f"confidence {memory.confidence:g}" if memory.confidence is not None and
+        memory.confidence < CONFIDENCE_SHOWN_BELOW else None,
         f"tags: {', '.join(memory.tags)}" if memory.tags else None,
     ])
     text = f"{header}\n{memory.content}"

@@ -240,7 +240,7 @@ def test_the_text_a_model_reads_is_each_memory_under_one_short_header(client, na
     # The full record stays in the structured content.
     assert record["content_hash"] == stored[1]["content_hash"] and record["deduplicated"] is True
     assert text("memory_get", {"id": stored[0]["id"]})[0] == (
-        f"[#{stored[0]['id']} alex.coffee · {day} · confidence 0.7 · tags: coffee, people]\n{facts[0]}")
+        f"[#{stored[0]['id']} alex.coffee · {day} · tags: coffee, people]\n{facts[0]}")
     history, record = text("memory_history", {"id": stored[2]["id"]})
     author = record["revisions"][0]["author"]
     assert re.fullmatch(rf"\[r{stored[2]['revision_id']} · {day} \d\d:\d\d · {author} \(mcp\)\]\n"
@@ -250,7 +250,7 @@ def test_the_text_a_model_reads_is_each_memory_under_one_short_header(client, na
 
     recalled, record = text("memory_recall", {"query": "coffee", "namespace": namespace, "mode": "keyword"})
     hit = record["hits"][0]
-    assert recalled == (f"[#{hit['id']} alex.coffee · {hit['score']:.2g} · {day} · confidence 0.7 · tags: coffee, "
+    assert recalled == (f"[#{hit['id']} alex.coffee · {hit['score']:.2g} · {day} · tags: coffee, "
                         f"people]\n{facts[0]}")
     assert record["hits"][0]["snippet"] and record["terms"] == ["coffee"]
     # What a model pays for: at most twice the memory text it reads.
@@ -392,7 +392,7 @@ def test_an_untrusted_agents_memories_are_candidates_until_a_trusted_one_promote
     with http_client(mcp_server["url"], mcp_server["keys"]["untrusted"]) as untrusted:
         made = untrusted.call("memory_remember", {"content": "The fax number is +1 555 0100.", "namespace": namespace})
         assert made["state"] == "candidate"
-        assert "· candidate · confidence 0.7]" in untrusted.call_raw("memory_get", {"id": made["id"]}).content[0].text
+        assert "· candidate]" in untrusted.call_raw("memory_get", {"id": made["id"]}).content[0].text
         for action in ("promote", "archive", "unarchive"):
             refused = untrusted.error("memory_set_state", {"id": made["id"], "action": action})
             assert refused == (f"This API key is marked untrusted: the memories it writes start as candidates, and "
