@@ -1,13 +1,14 @@
 """Learn from text: store each fact, decision and skill ``knowledge.learn`` finds, and end the facts a change ends.
 
 The call is one transaction: its items are stored, and the facts its stated changes end
-are closed, all or nothing, at instants that follow the text's order. Each item goes
-through ``memory_remember`` (validation, content dedup, indexing, corroboration), in a
-savepoint of its own: an item the store refuses is skipped with the reason, and the others
-are kept. An item whose triple (in normal form, ``knowledge.names``) or whose content a
-memory of the namespace already shows now is not stored again: the answer names that
-memory. Stored items carry ``LEARNED_CONFIDENCE`` (rules, not a person, asserted them) and
-their span in the revision's source, e.g. ``learn: notes.md chars 120-188``.
+are closed, at instants that follow the text's order. Each item is checked as
+``memory_remember`` checks a memory (``new_memory``): one the store refuses (too large,
+say) is skipped with the reason, and the others are kept. An item whose triple (in normal
+form, ``knowledge.names``) or whose content a memory of the namespace already shows now is
+not stored again: the answer names that memory. The rest are written together
+(``memories_remember_new``: a few multi-row statements, not a remember each). Stored items
+carry ``LEARNED_CONFIDENCE`` (rules, not a person, asserted them) and their span in the
+revision's source, e.g. ``learn: notes.md chars 120-188``.
 
 A stated change ("The ledger switched from Oracle to Postgres last month") ends each
 current fact of the namespace that matches it (``memory_end``: as of now it holds only
@@ -109,7 +110,7 @@ class _Learning:
         self.skipped: list[SkippedSentence] = []
         # (start, triple in normal form) of each fact this call states: a change never ends its own clause's facts.
         self.stating: set[tuple[int, tuple[str, str, str]]] = set()
-        self.held: dict[tuple[str, str, str], tuple[int, int]] = {}  # triple -> (memory, revision) stored by it
+        self.written: dict[tuple[str, str, str], tuple[int, int]] = {}  # triple -> (memory, revision) this call wrote
 
     def store(self, item: findings.Item) -> None:
         self.pending.append(item)
@@ -138,8 +139,8 @@ class _Learning:
         new, first_of_hash, claimed, later = [], {}, set(), []
         for item, memory in checked:
             triple = _normal(item.subject, item.predicate, item.object) if item.subject else None
-            if triple in self.held:
-                self.deduplicated.append(_item_record(item, *self.held[triple], matched_by="triple"))
+            if triple in self.written:
+                self.deduplicated.append(_item_record(item, *self.written[triple], matched_by="triple"))
             elif triple in claimed:
                 later.append(item)  # the same fact as an item written below: named once that one has its ids
             elif triple in shown:
@@ -164,11 +165,11 @@ class _Learning:
             return
         for (item, _), revision in zip(new, revisions, strict=True):
             if item.subject:
-                self.held[_normal(item.subject, item.predicate, item.object)] = (revision.memory_id, revision.pk)
+                self.written[_normal(item.subject, item.predicate, item.object)] = (revision.memory_id, revision.pk)
             self.stored.append(_item_record(item, revision.memory_id, revision.pk))
         for item in later:
-            held = self.held[_normal(item.subject, item.predicate, item.object)]
-            self.deduplicated.append(_item_record(item, *held, matched_by="triple"))
+            ids = self.written[_normal(item.subject, item.predicate, item.object)]
+            self.deduplicated.append(_item_record(item, *ids, matched_by="triple"))
 
     def _remember_again(self, item: findings.Item, memory) -> None:
         try:
