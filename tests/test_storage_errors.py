@@ -330,3 +330,32 @@ def test_reads_answer_when_their_side_writes_meet_a_lock_that_stays_busy(instanc
     # The key's last use and the hook's telemetry row are skipped; the reads answer as usual.
     instance.env["MEMORY_DB_BUSY_TIMEOUT"] = "1"
     assert json.loads(instance.run(BUSY_READS)) == {"recall": [200, 1], "hook": [200, None, True]}
+
+
+@pytest.mark.sqlite_only("makes the condition with SQLite's pragmas and files; tests/test_postgres.py has PostgreSQL's")
+@pytest.mark.parametrize(("condition", "status", "code", "message"), [
+    (full_database, 507, "storage_full", FULL_MESSAGE), (read_only_database, 503, "read_only", READ_ONLY_MESSAGE)])
+def test_learn_answers_a_full_or_read_only_database_as_every_write_does(api, condition, status, code, message):
+    before = rows()
+    # A skill whose steps need new pages, beside a fact and a decision that would fit in the free room of old ones.
+    steps = "\n".join(f"{number}. {CONTENT}" for number in (1, 2))
+    text = {"text": f"The billing API runs on Kubernetes. We decided to use Go.\nTo review storage:\n{steps}",
+            "namespace": "acme"}
+
+    with condition():
+        refused = api.post("/api/v1/learn/", text, format="json")
+        with pytest.raises(MemoryToolError) as through_mcp:
+            _learn_through_mcp(text["text"])
+
+    assert error_of(refused, status) == {"code": code, "message": message}
+    assert str(through_mcp.value) == message
+    assert rows() == before
+    assert api.post("/api/v1/learn/", text, format="json").json()["stored"]
+
+
+def _learn_through_mcp(text: str):
+    token = current_caller.set(key_caller(interface="mcp"))
+    try:
+        return MemoryTools().memory_learn(text=text, namespace="acme", source=None, tags=None)
+    finally:
+        current_caller.reset(token)

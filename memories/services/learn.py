@@ -29,7 +29,8 @@ from memories.models import Lifecycle, Revision
 from memories.records import EndedFact, LearnedItem, LearnResult, SkippedSentence, UnmatchedChange
 from memories.services.lifecycle import check_interface, memories_remember_new, memory_end, memory_remember, new_memory
 from memoryproject import dialect
-from memoryproject.exceptions import MemoryServiceError
+from memoryproject.exceptions import Busy, MemoryServiceError
+from memoryproject.storage import WRITE_REFUSALS
 from search import indexing
 
 # Rules guess; a writer who knows better states a higher confidence by writing the memory themselves.
@@ -39,6 +40,9 @@ DEFAULT_SOURCE = "text"
 # Room the span takes in a revision's source ("learn: " and " chars 12345-12345").
 _SPAN_ROOM = 40
 SOURCE_MAX = validation.SOURCE_MAX - _SPAN_ROOM
+# The database refusing every write (full, read-only, its lock held too long) refuses the whole call, as for any
+# write: the answer must not read as success with each sentence "refused".
+_THE_STORE_REFUSES = (*WRITE_REFUSALS, Busy)
 # Facts of the namespace one change may end, at most: a change that names more is too broad to apply blindly.
 ENDS_MAX = 20
 
@@ -159,6 +163,8 @@ class _Learning:
                 revisions = memories_remember_new(namespace=self.namespace, memories=[memory for _, memory in new],
                                                   tags=self.tags, state=Lifecycle.CANDIDATE, actor=self.actor,
                                                   interface=self.interface)
+        except _THE_STORE_REFUSES:
+            raise
         except MemoryServiceError as error:
             for item, _ in new:
                 self._refused(item, error)
@@ -180,6 +186,8 @@ class _Learning:
                     predicate=memory.predicate or None, object=memory.object or None, valid_from=memory.valid_from,
                     valid_to=memory.valid_to, confidence=LEARNED_CONFIDENCE, state=Lifecycle.CANDIDATE,
                     actor=self.actor, interface=self.interface, look_for_near_twin=False)
+        except _THE_STORE_REFUSES:
+            raise
         except MemoryServiceError as error:
             self._refused(item, error)
             return
