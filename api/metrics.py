@@ -2,7 +2,9 @@
 
 Open to loopback clients (Prometheus on the same host, or a proxy that passes the client's
 address on: uvicorn takes ``X-Forwarded-For`` from loopback proxies) and to API keys with
-the ``admin`` scope; everyone else gets a 403 in the API's error shape.
+the ``admin`` scope; everyone else gets a 403 in the API's error shape. Only an admin key
+reads the store's counts by namespace: a loopback client without one gets them summed, so
+a key limited to one namespace cannot learn which others exist or their sizes.
 """
 
 import ipaddress
@@ -31,12 +33,13 @@ def _is_loopback(address: str | None) -> bool:
         return False
 
 
-def _refusal(request) -> JsonResponse | None:
-    """None when the caller may read the metrics, else the error response that says why not."""
-    if _is_loopback(request.META.get("REMOTE_ADDR")):
-        return None
+def _refusal(request) -> JsonResponse | bool:
+    """The error response that says why the caller may not read the metrics; else whether it may read them by
+    namespace (an admin key)."""
     header = request.META.get("HTTP_AUTHORIZATION", "")
     if not header:
+        if _is_loopback(request.META.get("REMOTE_ADDR")):
+            return False
         return JsonResponse(error_body("forbidden", REFUSED), status=403)
     scheme, _, token = header.partition(" ")
     try:
@@ -49,23 +52,36 @@ def _refusal(request) -> JsonResponse | None:
         return response
     except PermissionDenied as error:
         return JsonResponse(error_body(error.code, f"{error.message} {REFUSED}"), status=403)
-    return None
+    return True
 
 
 class StoreCollector:
-    """The store's counts, read once per scrape: memories and revisions per namespace, vectors, index drift, the
-    file's size."""
+    """The store's counts, read once per scrape: memories and revisions (per namespace, ``by_namespace``), vectors,
+    index drift, the file's size."""
+
+    def __init__(self, *, by_namespace: bool):
+        self.by_namespace = by_namespace
+
+    def _counts(self, counts: dict) -> dict[tuple, int]:
+        """(namespace, label) -> total; without ``by_namespace``, (label,) -> the total over namespaces."""
+        if self.by_namespace:
+            return counts
+        summed: dict[tuple, int] = {}
+        for (_, label), total in counts.items():
+            summed[(label,)] = summed.get((label,), 0) + total
+        return summed
 
     def collect(self):
         counts = selectors.store_counts()
-        memories = GaugeMetricFamily("memory_memories", "Memories stored, by namespace and state.",
-                                     labels=["namespace", "state"])
-        for (namespace, state), total in sorted(counts["memories"].items()):
-            memories.add_metric([namespace, state], total)
-        revisions = GaugeMetricFamily("memory_revisions", "Revisions stored, by namespace; tombstone=true for "
-                                      "those that forget.", labels=["namespace", "tombstone"])
-        for (namespace, tombstone), total in sorted(counts["revisions"].items()):
-            revisions.add_metric([namespace, "true" if tombstone else "false"], total)
+        namespace = ["namespace"] if self.by_namespace else []
+        memories = GaugeMetricFamily("memory_memories", "Memories stored, by state (and namespace, to an admin "
+                                     "key).", labels=[*namespace, "state"])
+        for labels, total in sorted(self._counts(counts["memories"]).items()):
+            memories.add_metric(list(labels), total)
+        revisions = GaugeMetricFamily("memory_revisions", "Revisions stored (by namespace, to an admin key); "
+                                      "tombstone=true for those that forget.", labels=[*namespace, "tombstone"])
+        for labels, total in sorted(self._counts(counts["revisions"]).items()):
+            revisions.add_metric([*labels[:-1], "true" if labels[-1] else "false"], total)
         search = selectors.search_mode()
         vectors = GaugeMetricFamily("memory_vectors", "Vectors stored, by the embedder that made them.",
                                     labels=["embedder"])
@@ -85,11 +101,11 @@ def metrics(request) -> HttpResponse:
     if request.method not in ("GET", "HEAD"):
         return JsonResponse(error_body("method_not_allowed", f"Method {request.method!r} not allowed: use GET."),
                             status=405, headers={"Allow": "GET, HEAD"})
-    refusal = _refusal(request)
-    if refusal is not None:
-        return refusal
+    allowed = _refusal(request)
+    if isinstance(allowed, JsonResponse):
+        return allowed
     store = CollectorRegistry()
-    store.register(StoreCollector())
+    store.register(StoreCollector(by_namespace=allowed))
     # Two expositions of distinct metric names, one after the other, are one valid exposition. The classic
     # text format: every Prometheus version reads it.
     return HttpResponse(generate_latest(REGISTRY) + generate_latest(store), content_type=CONTENT_TYPE_PLAIN_0_0_4)

@@ -119,10 +119,16 @@ def test_the_store_is_counted_per_namespace_and_state_at_scrape_time(keys):
     forgotten = services.memory_remember(namespace="acme", content="Temporary note.", actor="tester", interface="cli")
     services.memory_forget(memory_id=forgotten.memory.id, actor="tester", interface="cli")
 
-    metrics = scrape()
+    metrics = scrape(HTTP_AUTHORIZATION=f"Bearer {keys['admin']}")
+    keyless = scrape()
 
-    def gauge(name):
-        return {labels: value for (sample, labels), value in metrics.items() if sample == name}
+    def gauge(name, read=metrics):
+        return {labels: value for (sample, labels), value in read.items() if sample == name}
+
+    # Without an admin key, no namespace is named: a key limited to one learns nothing of the others.
+    assert gauge("memory_memories", keyless) == {(("state", "active"),): 3, (("state", "forgotten"),): 1}
+    assert gauge("memory_revisions", keyless) == {(("tombstone", "false"),): 4, (("tombstone", "true"),): 1}
+    assert not any(("namespace", name) in labels for (_, labels) in keyless for name in ("acme", "beta"))
 
     assert gauge("memory_memories") == {
         (("namespace", "acme"), ("state", "active")): 2,
@@ -248,7 +254,7 @@ def test_a_real_server_logs_json_lines_with_the_request_id_and_serves_metrics_to
                for family in text_string_to_metric_families(exposition) for sample in family.samples}
     assert samples[("memory_http_requests_total", (("door", "rest"), ("method", "POST"),
                                                    ("route", "api/v1/memories/"), ("status", "201")))] == 1
-    assert samples[("memory_memories", (("namespace", "acme"), ("state", "active")))] == 1
+    assert samples[("memory_memories", (("state", "active"),))] == 1
     assert samples[("memory_write_lock_wait_seconds_count", ())] >= 1
     log = (instance.data_dir / "server.log").read_text()
     entries = [json.loads(line) for line in log.splitlines() if line.startswith("{")]
@@ -296,5 +302,6 @@ def test_write_lock_waits_and_timeouts_are_counted(instance):
 
     contended, waited, timeouts = counted
     assert contended == 1
-    assert 0.25 <= waited < 1.5
+    # The writer reaches the lock some time into the 0.3 s hold (it embeds first): under load, well into it.
+    assert 0.1 <= waited < 1.5
     assert timeouts == 1
