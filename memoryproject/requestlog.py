@@ -93,6 +93,17 @@ class RequestLog:
                        extra={"http": fields})
 
 
+class ClientErrorsWithoutTraceback(logging.Filter):
+    """Django logs a refused request (403, 404, 400) with the exception that refused it: the line is enough, the
+    traceback is noise. Server errors keep theirs."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "status_code", 500) < 500:
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: time, level, logger, message, the request id while a request runs, and the
     request line's fields."""

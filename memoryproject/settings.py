@@ -325,6 +325,7 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
                    "json": {"()": "memoryproject.requestlog.JsonFormatter"}},
+    "filters": {"client_errors_without_traceback": {"()": "memoryproject.requestlog.ClientErrorsWithoutTraceback"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": MEMORY_LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": MEMORY_LOG_LEVEL},
 }
@@ -343,6 +344,8 @@ LOGGING.setdefault("loggers", {}).update({
     # django-mcp-server logs a traceback for every tool error, including a refused argument;
     # mcp_api logs the unexpected ones itself.
     "mcp_server.djangomcp": {"level": "CRITICAL"},
+    # A refused request is one line, without the traceback of the exception that refused it.
+    "django.request": {"filters": ["client_errors_without_traceback"]},
 })
 
 if not DEBUG:

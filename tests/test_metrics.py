@@ -305,3 +305,19 @@ def test_write_lock_waits_and_timeouts_are_counted(instance):
     # The writer reaches the lock some time into the 0.3 s hold (it embeds first): under load, well into it.
     assert 0.1 <= waited < 1.5
     assert timeouts == 1
+
+
+@pytest.mark.django_db
+def test_a_refused_page_is_logged_in_one_line_without_a_traceback(django_user_model, caplog):
+    from django.test import Client
+
+    staff = django_user_model.objects.create_user("viewer", password="pw", is_staff=True)
+    browser = Client()
+    browser.force_login(staff)
+    with caplog.at_level(logging.WARNING, logger="django.request"):
+        refused = browser.get("/admin/memories/memory/learn/")
+
+    assert refused.status_code == 403
+    (record,) = [record for record in caplog.records if record.name == "django.request"]
+    assert record.levelname == "WARNING" and record.exc_info is None
+    assert "Traceback" not in JsonFormatter().format(record)
