@@ -149,7 +149,7 @@ def serve(env: dict, *, timeout: float = 30):
     log = log_path.open("w")
     process = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "memoryproject.asgi:application", "--host", "127.0.0.1",
-         "--port", str(port), "--no-access-log"],
+         "--port", str(port), "--no-access-log", "--http", "memoryproject.httpprotocol:HttpProtocol"],
         cwd=BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT,
     )
     base = f"http://127.0.0.1:{port}"

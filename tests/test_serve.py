@@ -132,3 +132,36 @@ def _load_hook():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _raw_answer(port: int, request: bytes) -> tuple[str, dict, dict]:
+    """Send ``request`` as bytes on one socket; return the status line, headers and JSON body of the answer."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as connection:
+        connection.sendall(request)
+        answer = b""
+        while chunk := connection.recv(65536):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    status, *lines = head.decode("latin-1").split("\r\n")
+    headers = dict(line.lower().split(": ", 1) for line in lines)
+    return status, headers, json.loads(body)
+
+
+def test_a_request_http_cannot_parse_gets_the_doors_json_error_not_plain_text(instance):
+    process, found = _start(instance.env)
+    try:
+        port = found["port"]
+        nul = b"Authorization: Bearer mem_\x00abc\r\n"
+        status, headers, body = _raw_answer(port, b"GET /api/v1/memories/ HTTP/1.1\r\nHost: x\r\n" + nul + b"\r\n")
+        assert status == "HTTP/1.1 400 Bad Request" and headers["content-type"] == "application/json"
+        assert body["error"]["code"] == "bad_request" and "NUL" in body["error"]["message"]
+
+        request = b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n" + nul + b"\r\n{}"
+        status, headers, body = _raw_answer(port, request)
+        assert status == "HTTP/1.1 400 Bad Request" and headers["content-type"] == "application/json"
+        assert body["id"] is None and body["error"]["code"] == -32600
+
+        assert get(f"{found['url']}/api/v1/health/")[0] == 200  # and it goes on serving
+    finally:
+        process.terminate()
+        process.wait(timeout=30)

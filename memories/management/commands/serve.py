@@ -41,7 +41,7 @@ class Command(ProjectCommand):
         logs = {"log_config": None} if settings.MEMORY_LOG_FORMAT == "json" else {}
         # By name, as uvicorn's command line takes it: the entry point sits above every app.
         Server(uvicorn.Config("memoryproject.asgi:application", host=host, port=port, access_log=False,
-                              **logs)).run()
+                              http="memoryproject.httpprotocol:HttpProtocol", **logs)).run()
 
     def listening(self, host: str, port: int) -> None:
         # A server bound to every address is reached on loopback from this machine.
