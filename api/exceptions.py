@@ -31,6 +31,7 @@ from memoryproject.exceptions import (
     InvalidInput,
     MemoryServiceError,
     NotFound,
+    RateLimited,
     StorageFull,
     TooLarge,
     Unavailable,
@@ -50,6 +51,7 @@ _DOMAIN_STATUS = (
     (AuthenticationFailed, status.HTTP_401_UNAUTHORIZED),
     (PermissionDenied, status.HTTP_403_FORBIDDEN),
     (Unavailable, status.HTTP_503_SERVICE_UNAVAILABLE),
+    (RateLimited, status.HTTP_429_TOO_MANY_REQUESTS),
 )
 
 # DRF's exception codes, in the project's vocabulary (memoryproject.exceptions, memories.access).
@@ -115,7 +117,8 @@ def _domain_response(exc: MemoryServiceError) -> Response:
     # A duplicate names its twin, to update or tag instead.
     twin = exc.memory_id if isinstance(exc, DuplicateContent) else None
     headers = {"WWW-Authenticate": BEARER_CHALLENGE} if code == status.HTTP_401_UNAUTHORIZED else None
-    if isinstance(exc, Busy):  # the database stayed locked (memoryproject.sqlite_backend): worth a retry
+    # The database stayed locked (memoryproject.sqlite_backend), or the key spent its minute: worth a retry.
+    if isinstance(exc, (Busy, RateLimited)):
         headers = {"Retry-After": str(exc.retry_after_seconds)}
     return Response(error_body(exc.code, exc.message, exc.field, memory_id=twin), status=code, headers=headers)
 

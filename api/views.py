@@ -15,7 +15,7 @@ from django.http import HttpResponse, StreamingHttpResponse
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.exceptions import NotAuthenticated
-from rest_framework.permissions import AllowAny
+from rest_framework.permissions import SAFE_METHODS, AllowAny
 from rest_framework.renderers import JSONRenderer
 from rest_framework.views import APIView
 
@@ -26,8 +26,7 @@ from api.exceptions import BodyTooLarge, LengthRequired, handler
 from api.parsers import StrictJSONParser, body_limit, too_large_message
 from api.records import EmbedderHealth, ErrorResponse, Health
 from api.schema import body_model, parameters
-from api.throttling import ApiKeyRateThrottle
-from memories import selectors, services
+from memories import ratelimit, selectors, services
 from memories.access import Caller, PermissionDenied
 from memories.arguments import (
     AuditArgs,
@@ -108,10 +107,9 @@ class ApiView(APIView):
 
     authentication_classes = [ApiKeyAuthentication]
     permission_classes = [HasApiKey]
-    throttle_classes = [ApiKeyRateThrottle]
     parser_classes = [StrictJSONParser]
     renderer_classes = [JSONRenderer]
-    throttle_bucket: str | None = None  # api.throttling: None means by method
+    throttle_bucket: str | None = None  # the rate limit a request spends (memories.ratelimit); None: by method
     body_limit_setting = "MEMORY_API_MAX_BODY_BYTES"
 
     def get_exception_handler(self):
@@ -121,6 +119,10 @@ class ApiView(APIView):
         if request.auth is None:
             raise NotAuthenticated(HasApiKey.message)
         super().permission_denied(request, message, code)
+
+    def check_throttles(self, request):
+        # DRF calls this once the key is known; the budget is the key's, shared with MCP.
+        ratelimit.charge(request.auth, self.throttle_bucket or ("read" if request.method in SAFE_METHODS else "write"))
 
     def initial(self, request, *args, **kwargs):
         super().initial(request, *args, **kwargs)

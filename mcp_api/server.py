@@ -29,6 +29,7 @@ from pydantic import ValidationError
 
 import memoryproject
 from mcp_api.text import as_text
+from memories import ratelimit
 from memories.access import AuthenticationFailed, Caller
 from memories.arguments import INSTANT_HELP, problems
 from memoryproject.exceptions import MemoryServiceError, encodable
@@ -158,6 +159,8 @@ class MemoryMCP(DjangoMCP):
             if caller is None:
                 raise AuthenticationFailed("Not authenticated.")
             caller.require(spec.scope)
+            # The key's budget is the one REST spends too: a tool that only reads spends reads.
+            ratelimit.charge(caller, "read" if spec.annotations.readOnlyHint else "write")
         except MemoryServiceError as error:
             raise MemoryToolError(error.message) from None
         accepted = tool.fn_metadata.arg_model.model_fields

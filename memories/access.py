@@ -47,6 +47,8 @@ class Caller:
     wider_access: str = "Ask the operator for a key with the {scope!r} scope."
     # An untrusted caller's new memories are candidates, and it may not promote or archive (ApiKey.trusted).
     trusted: bool = True
+    # An API key's calls spend its reads and writes a minute (memories.ratelimit), whatever the door.
+    rate_limited: bool = False
 
     @property
     def new_memory_state(self) -> str:

@@ -106,3 +106,13 @@ class Busy(Unavailable):
     code = "busy"
     # What REST sends as Retry-After: long enough for a long write to finish, short for a client to wait.
     retry_after_seconds = 2
+
+
+class RateLimited(MemoryServiceError):
+    """Over an API key's reads or writes a minute (memories.ratelimit); nothing was done."""
+
+    code = "throttled"
+
+    def __init__(self, message: str, *, retry_after_seconds: int):
+        super().__init__(message)
+        self.retry_after_seconds = retry_after_seconds

@@ -291,7 +291,7 @@ MEMORY_LOG_FORMAT = env_choice("MEMORY_LOG_FORMAT", "plain", ("plain", "json"))
 
 REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    # The REST views set their own authentication, permissions, parser, throttle and error
+    # The REST views set their own authentication, permissions, parser, rate limit and error
     # handler (api.views.ApiView), so the defaults here reach no other view (/mcp is one too).
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
@@ -316,7 +316,7 @@ MEMORY_API_MAX_BODY_BYTES = env_int("MEMORY_API_MAX_BODY_BYTES", 1024 * 1024, mi
                                     maximum=64 * 1024 * 1024)
 MEMORY_API_MAX_IMPORT_BYTES = env_int("MEMORY_API_MAX_IMPORT_BYTES", 64 * 1024 * 1024, minimum=64 * 1024,
                                       maximum=1024 * 1024 * 1024)
-# Requests a minute per API key (api/throttling.py), reads and writes counted apart; 0: no limit.
+# Requests and MCP tool calls a minute per API key (memories/ratelimit.py), reads and writes apart; 0: no limit.
 MEMORY_API_READS_PER_MINUTE = env_int("MEMORY_API_READS_PER_MINUTE", 600, minimum=0, maximum=1_000_000)
 MEMORY_API_WRITES_PER_MINUTE = env_int("MEMORY_API_WRITES_PER_MINUTE", 120, minimum=0, maximum=1_000_000)
 

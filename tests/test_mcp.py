@@ -670,6 +670,36 @@ def test_a_key_for_one_namespace_can_neither_see_nor_write_another(mcp_server, c
     assert client.call("memory_get", {"id": theirs["id"]})["revision_id"] == theirs["revision_id"]
 
 
+def test_one_rate_limit_per_key_covers_rest_and_mcp(module_instance):
+    keys = module_instance.create_api_keys(limited={}, other={})
+    env = {**module_instance.env, "MEMORY_API_WRITES_PER_MINUTE": "3", "MEMORY_API_READS_PER_MINUTE": "4"}
+    with serve(env) as base:
+        rest = httpx.Client(base_url=f"{base}/api/v1", headers={"Authorization": f"Bearer {keys['limited']}"},
+                            timeout=30)
+
+        def rest_write(number: int) -> httpx.Response:
+            return rest.post("/memories/", json={"content": f"Rate limit fact {number}.", "namespace": "rates"})
+
+        assert [rest_write(number).status_code for number in (1, 2)] == [201, 201]
+        with http_client(f"{base}/mcp", keys["limited"]) as limited:
+            limited.call("memory_remember", {"content": "Rate limit fact 3.", "namespace": "rates"})
+            # The budget is spent: MCP refuses as REST does, and writes nothing.
+            refused = limited.error("memory_remember", {"content": "Rate limit fact 4.", "namespace": "rates"})
+            assert "3 writes a minute (MEMORY_API_WRITES_PER_MINUTE)" in refused and "Retry in" in refused
+            throttled = rest_write(5)
+            assert throttled.status_code == 429 and throttled.json()["error"]["code"] == "throttled"
+            assert 1 <= int(throttled.headers["Retry-After"]) <= 60
+            # Reads have their budget of their own, spent by both doors too.
+            assert rest.get("/memories/", params={"namespace": "rates"}).status_code == 200
+            for _ in range(3):
+                limited.call("memory_list", {"namespace": "rates"})
+            assert "4 reads a minute" in limited.error("memory_recall", {"query": "rate limit", "namespace": "rates"})
+        with http_client(f"{base}/mcp", keys["other"]) as other:  # another key has its own budget
+            items = other.call("memory_list", {"namespace": "rates"})["items"]
+    assert sorted(item["content"] for item in items) == [f"Rate limit fact {number}." for number in (1, 2, 3)]
+
+
+
 # --- the HTTP transport ----------------------------------------------------------------------------------------
 
 

@@ -137,5 +137,6 @@ def api_key_authenticate(token, *, interface: str) -> Caller:
             pass  # only a hint: a full, read-only or busy database still answers reads
     namespaces = json.loads(namespaces) if namespaces is not None else None
     return Caller(actor=f"key:{parts[1]}", interface=interface, scopes=frozenset(json.loads(scopes)),
-                  namespaces=tuple(namespaces) if namespaces is not None else None, trusted=bool(trusted))
+                  namespaces=tuple(namespaces) if namespaces is not None else None, trusted=bool(trusted),
+                  rate_limited=True)
 
