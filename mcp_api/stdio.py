@@ -2,8 +2,8 @@
 
 The SDK's reader parses a line leniently (a repeated key keeps its last value, a request
 with a malformed id passes as a notification) and drops what it cannot read without an
-answer. Here each line is checked first with ``transport.refusal``, the same check as
-over HTTP, and a refusal is written back as a JSON-RPC error line.
+answer. Here each line is checked first with ``transport.read_message``, the same check
+as over HTTP, and a refusal is written back as a JSON-RPC error line.
 """
 
 import sys
@@ -12,7 +12,7 @@ from io import TextIOWrapper
 import anyio
 from mcp.server.stdio import stdio_server
 
-from mcp_api.transport import refusal
+from mcp_api.transport import Refused, read_message
 
 
 class _LineWriter:
@@ -36,12 +36,13 @@ async def _checked_lines(stdin, stdout: _LineWriter):
     async for line in stdin:
         if not line.strip():
             continue
-        refused = refusal(line)
-        if refused is None:
-            yield line.decode("utf-8", "replace")
-        else:
-            await stdout.write(refused[1].decode("utf-8") + "\n")
+        try:
+            read_message(line)
+        except Refused as refused:
+            await stdout.write(refused.answer.decode("utf-8") + "\n")
             await stdout.flush()
+            continue
+        yield line.decode("utf-8")
 
 
 async def serve(server) -> None:

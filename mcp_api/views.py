@@ -87,10 +87,10 @@ class MemoryMCPView(MCPServerStreamableHttpView):
             return _refusal(413, transport.INVALID_REQUEST, transport.too_large_message(limit))
         if request.content_type != "application/json":
             return _refusal(415, transport.INVALID_REQUEST, "Content-Type must be application/json.")
-        refused = transport.refusal(request.body)
-        if refused is not None:
-            status, answer = refused
-            return HttpResponse(answer, status=status, content_type="application/json")
+        try:
+            transport.read_message(request.body)
+        except transport.Refused as refused:
+            return HttpResponse(refused.answer, status=refused.status, content_type="application/json")
         tool_sets = _query_values(request, "tools") or [DEFAULT_TOOLS]
         if len(tool_sets) > 1:
             return _refusal(400, transport.INVALID_REQUEST, "tools: given more than once; give it once.")

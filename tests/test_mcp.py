@@ -698,8 +698,14 @@ HOSTILE_REQUESTS = {
     "id-lone-surrogate": (json.dumps(rpc("ping", request_id="\ud800")), {}, 400, -32600, "without lone surrogates"),
     "unknown-method": (json.dumps(rpc("memories/delete_everything", request_id=7)), {}, 200, -32601,
                        "Method not found: 'memories/delete_everything'"),
+    "utf8-byte-order-mark": (b"\xef\xbb\xbf" + json.dumps(rpc("ping")).encode(), {}, 400, -32700,
+                             "starts with a byte order mark"),
+    "utf16": (json.dumps(rpc("ping")).encode("utf-16"), {}, 400, -32700, "not UTF-8"),
+    "utf16-without-byte-order-mark": (json.dumps(rpc("ping")).encode("utf-16-le"), {}, 400, -32700, "Parse error"),
     "tools-call-without-a-name": (json.dumps(rpc("tools/call", {"arguments": {}})), {}, 200, -32602,
-                                  "Invalid request parameters"),
+                                  "Invalid params for tools/call: params.name is required."),
+    "tools-call-arguments-a-list": (json.dumps(rpc("tools/call", {"name": "memory_get", "arguments": []})), {}, 200,
+                                    -32602, "params.arguments: Input should be a valid dictionary"),
     "form-content-type": (json.dumps(rpc("ping")), {"Content-Type": "application/x-www-form-urlencoded"}, 415,
                           -32600, "Content-Type must be application/json"),
 }
@@ -715,6 +721,8 @@ def test_hostile_requests_get_a_protocol_error_and_the_server_keeps_serving(mcp_
     assert error["code"] == code and message in error["message"], error
     if case == "unknown-method":
         assert answer.json()["id"] == 7
+    if code == -32602:  # answered to its id
+        assert answer.json()["id"] == 1
     if status == 400:  # the request could not be read: no id to answer to, and no library's internals
         assert answer.json()["id"] is None and set(error) == {"code", "message"}
         assert "pydantic" not in error["message"] and "validation error" not in error["message"].lower()
@@ -814,17 +822,23 @@ def test_stdio_checks_every_line_as_http_checks_a_body(mcp_server):
     lines = ['{"jsonrpc": "2.0", "id": 1, "method": "ping", "method": "tools/list"}',
              json.dumps(rpc("ping", request_id=None)),
              "[" * 100_000 + "]" * 100_000,
+             "\ufeff" + json.dumps(rpc("ping", request_id=2)),
              json.dumps(rpc("memories/delete_everything", request_id=3)),
+             json.dumps(rpc("tools/call", {"arguments": {}}, request_id=5)),
              json.dumps(rpc("ping", request_id=4))]
     done = manage("mcp_stdio", "--namespace", "stdio-strict", env=mcp_server["env"], stdin="\n".join(lines) + "\n")
     assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
     answers = [json.loads(line) for line in done.stdout.splitlines()]
     assert [(answer["id"], answer.get("error", {}).get("code")) for answer in answers] == [
-        (None, -32700), (None, -32600), (None, -32700), (3, -32601), (4, None)]
+        (None, -32700), (None, -32600), (None, -32700), (None, -32700), (3, -32601), (5, -32602), (4, None)]
     assert "duplicate key 'method'" in answers[0]["error"]["message"]
     assert "id must be a string or an integer" in answers[1]["error"]["message"]
     assert "nested too deeply" in answers[2]["error"]["message"]
-    assert answers[4]["result"] == {}
+    assert "starts with a byte order mark" in answers[3]["error"]["message"]
+    assert answers[5]["error"]["message"] == "Invalid params for tools/call: params.name is required."
+    assert answers[6]["result"] == {}
+
 
 
 # --- conflicts --------------------------------------------------------------------------------------------------
