@@ -763,6 +763,22 @@ def test_a_declared_oversized_body_is_refused_without_waiting_for_it(mcp_server)
     assert answer.startswith("HTTP/1.1 413 ")
 
 
+@pytest.mark.parametrize("accept", ["*/*", "application/*", "application/json", "text/html, */*;q=0.1",
+                                    "Application/JSON; charset=utf-8"])
+def test_an_accept_that_admits_json_is_answered_in_json(mcp_server, accept):
+    answer = post(mcp_server, rpc("ping"), headers={"Accept": accept})
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == {"jsonrpc": "2.0", "id": 1, "result": {}}
+
+
+@pytest.mark.parametrize("accept", ["text/html", "text/event-stream", "application/json;q=0, text/*"])
+def test_an_accept_that_refuses_json_gets_406_as_a_json_rpc_error(mcp_server, accept):
+    answer = post(mcp_server, rpc("ping"), headers={"Accept": accept})
+    assert answer.status_code == 406
+    assert answer.json() == {"jsonrpc": "2.0", "id": None, "error": {
+        "code": -32600, "message": "Not acceptable: this server answers in application/json; accept it (or */*)."}}
+
+
 @pytest.mark.parametrize("method", ["GET", "DELETE", "PUT", "OPTIONS"])
 def test_methods_other_than_post_answer_405(mcp_server, method):
     answer = httpx.request(method, mcp_server["url"], headers={
