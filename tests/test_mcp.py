@@ -856,6 +856,26 @@ def test_stdio_checks_every_line_as_http_checks_a_body(mcp_server):
     assert answers[6]["result"] == {}
 
 
+def test_stdio_answers_every_request_read_before_the_end_of_input(mcp_server, client):
+    lines = [INITIALIZE,
+             rpc("tools/call", {"name": "memory_remember", "arguments": {"content": "Deploys happen on Tuesdays."}},
+                 request_id=2),
+             rpc("tools/call", {"name": "memory_recall", "arguments": {"query": "deploys"}}, request_id=3)]
+    done = manage("mcp_stdio", "--namespace", "stdio-eof", env=mcp_server["env"],
+                  stdin="".join(json.dumps(line) + "\n" for line in lines))
+
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    # Answered in the order they finish, each to its id.
+    answers = {answer["id"]: answer for answer in map(json.loads, done.stdout.splitlines())}
+    assert set(answers) == {1, 2, 3}
+    assert answers[1]["result"]["serverInfo"]["name"] == "memory"
+    assert answers[3]["result"]["isError"] is False
+    stored = answers[2]["result"]["structuredContent"]
+    assert answers[2]["result"]["isError"] is False and stored["namespace"] == "stdio-eof"
+    # The write that was acknowledged is the one in the store.
+    assert client.call("memory_get", {"id": stored["id"]})["content"] == "Deploys happen on Tuesdays."
+
 
 # --- conflicts --------------------------------------------------------------------------------------------------
 
