@@ -1,13 +1,16 @@
-"""What the MCP doors check before the SDK sees a message: body size (HTTP), strict JSON, the envelope.
+"""What the MCP doors check before the SDK sees a message: body size (HTTP), strict JSON, the envelope, the params.
 
-Refusals are JSON-RPC error objects with ``id: null``, the form MCP clients read. The
-HTTP endpoint (``mcp_api.views``) and stdio (``mcp_api.stdio``) both check with ``refusal``.
+Refusals are JSON-RPC error objects, with ``id: null`` where no request could be read,
+the form MCP clients read. The HTTP endpoint (``mcp_api.views``) and stdio
+(``mcp_api.stdio``) both check with ``read_message``.
 """
 
+import codecs
 import json
 from typing import get_args
 
 from mcp import types
+from pydantic import ValidationError
 
 from memoryproject.exceptions import encodable
 from memoryproject.jsontext import parse_strict_json
@@ -16,15 +19,26 @@ from memoryproject.jsontext import parse_strict_json
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
 UNAUTHORIZED = -32001
 
 
-# The request methods the SDK's session accepts; it answers others with a vague "Invalid request parameters".
-CLIENT_METHODS = frozenset(
-    method
+# The requests the SDK's session accepts, by method; it answers others, and bad params, with a vague
+# "Invalid request parameters".
+CLIENT_REQUESTS = {
+    method: model
     for model in get_args(types.ClientRequest.model_fields["root"].annotation)
     for method in get_args(model.model_fields["method"].annotation)
-)
+}
+
+
+class Refused(Exception):
+    """A message the server cannot take, with its answer: an HTTP status and a JSON-RPC error."""
+
+    def __init__(self, status: int, answer: bytes):
+        super().__init__(status, answer)
+        self.status = status
+        self.answer = answer
 
 
 def jsonrpc_error(code: int, message: str, request_id=None) -> bytes:
@@ -72,25 +86,56 @@ def message_problem(message) -> tuple[int, str] | None:
     # Absent and null both mean "no parameters", as the SDK reads them.
     if message.get("params") is not None and not isinstance(message["params"], dict):
         return INVALID_REQUEST, "params must be a JSON object"
-    if "id" in message and method not in CLIENT_METHODS:
+    if "id" not in message:
+        return None
+    if method not in CLIENT_REQUESTS:
         return METHOD_NOT_FOUND, f"Method not found: {method[:60]!r}"
+    return params_problem(method, message)
+
+
+def params_problem(method: str, message: dict) -> tuple[int, str] | None:
+    """Return (INVALID_PARAMS, reason) when the SDK would refuse the request's params, each bad field named."""
+    # Validated as the SDK's session validates it, which drops a null params first.
+    request = {key: message[key] for key in ("method", "params") if message.get(key) is not None}
+    try:
+        CLIENT_REQUESTS[method].model_validate(request)
+    except ValidationError as error:
+        described = "; ".join(_field_problem(item) for item in error.errors())
+        return INVALID_PARAMS, f"Invalid params for {method}: {described}."
     return None
 
 
-def refusal(body: bytes) -> tuple[int, bytes] | None:
-    """Return (HTTP status, JSON-RPC error) when ``body`` is not one message the server can take, else None.
+def _field_problem(item) -> str:
+    # Steps that are not identifiers name a form of a union (e.g. 'function-after[...]'), not a place in the value.
+    where = ".".join(str(step) for step in item["loc"] if isinstance(step, int) or step.isidentifier())
+    return f"{where} is required" if item["type"] == "missing" else f"{where}: {item['msg']}"
 
-    A request for a method the server lacks is answered to its id (200); anything that
-    cannot be read as a message gets ``id: null`` (400).
+
+def _utf8_text(body: bytes) -> str:
+    """``body`` as text: UTF-8 without a byte order mark, the only form the SDK reads."""
+    # json.loads would take a BOM or UTF-16 from bytes, which the SDK then fails to read (HTTP and stdio alike).
+    if body.startswith(codecs.BOM_UTF8):
+        raise ValueError("the message starts with a byte order mark; send UTF-8 without one")
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError("not UTF-8") from None
+
+
+def read_message(body: bytes) -> dict:
+    """Return the one JSON-RPC message in ``body``; raise Refused when the server cannot take it.
+
+    A request for a method the server lacks, or with params that method does not take, is
+    answered to its id (200); anything that cannot be read as a message gets ``id: null`` (400).
     """
     try:
-        message = parse_strict_json(body)
+        message = parse_strict_json(_utf8_text(body))
     except ValueError as error:
-        return 400, jsonrpc_error(PARSE_ERROR, f"Parse error: {error}.")
+        raise Refused(400, jsonrpc_error(PARSE_ERROR, f"Parse error: {error}.")) from None
     problem = message_problem(message)
     if problem is None:
-        return None
+        return message
     code, reason = problem
-    if code == METHOD_NOT_FOUND:
-        return 200, jsonrpc_error(code, reason, message["id"])
-    return 400, jsonrpc_error(code, f"Invalid request: {reason}.")
+    if code in (METHOD_NOT_FOUND, INVALID_PARAMS):
+        raise Refused(200, jsonrpc_error(code, reason, message["id"]))
+    raise Refused(400, jsonrpc_error(code, f"Invalid request: {reason}."))

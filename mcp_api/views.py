@@ -7,6 +7,7 @@ from urllib.parse import unquote_plus
 
 from django.conf import settings
 from django.http import HttpResponse
+from django.http.request import HttpHeaders
 from django.utils.decorators import method_decorator
 from django.views.decorators.csrf import csrf_exempt
 from mcp_server.views import MCPServerStreamableHttpView
@@ -49,6 +50,34 @@ def _query_values(request, name: str) -> list[str]:
     return values
 
 
+# How closely each media range that admits application/json names it: the closest one decides.
+_JSON_RANGES = {"application/json": 2, "application/*": 1, "*/*": 0}
+
+
+def _weight(parameters: list[str]) -> float:
+    """The q of a media range: 1 without one, or with one that cannot be read."""
+    for parameter in parameters:
+        name, _, value = parameter.partition("=")
+        if name.strip() == "q":
+            try:
+                return float(value)
+            except ValueError:
+                return 1.0
+    return 1.0
+
+
+def _accepts_json(accept: str) -> bool:
+    """Whether an Accept header admits application/json, the one type this server answers in; no header admits any."""
+    if not accept.strip():
+        return True
+    closest, weight = -1, 0.0
+    for media_range in accept.split(","):
+        media_type, *parameters = (part.strip().lower() for part in media_range.split(";"))
+        if _JSON_RANGES.get(media_type, -1) > closest:
+            closest, weight = _JSON_RANGES[media_type], _weight(parameters)
+    return weight > 0
+
+
 def _bearer_token(request) -> str | None:
     scheme, _, token = request.META.get("HTTP_AUTHORIZATION", "").partition(" ")
     return (token.strip() or None) if scheme.lower() == "bearer" else None
@@ -87,10 +116,13 @@ class MemoryMCPView(MCPServerStreamableHttpView):
             return _refusal(413, transport.INVALID_REQUEST, transport.too_large_message(limit))
         if request.content_type != "application/json":
             return _refusal(415, transport.INVALID_REQUEST, "Content-Type must be application/json.")
-        refused = transport.refusal(request.body)
-        if refused is not None:
-            status, answer = refused
-            return HttpResponse(answer, status=status, content_type="application/json")
+        if not _accepts_json(request.META.get("HTTP_ACCEPT", "")):
+            return _refusal(406, transport.INVALID_REQUEST,
+                            "Not acceptable: this server answers in application/json; accept it (or */*).")
+        try:
+            transport.read_message(request.body)
+        except transport.Refused as refused:
+            return HttpResponse(refused.answer, status=refused.status, content_type="application/json")
         tool_sets = _query_values(request, "tools") or [DEFAULT_TOOLS]
         if len(tool_sets) > 1:
             return _refusal(400, transport.INVALID_REQUEST, "tools: given more than once; give it once.")
@@ -100,6 +132,8 @@ class MemoryMCPView(MCPServerStreamableHttpView):
                             f"tools must be {' or '.join(map(repr, TOOL_SETS))} (got {tool_set[:40]!r}): "
                             "'all' lists the opt-in tools too.")
 
+        # The SDK matches Accept by prefix, refusing */* and application/*: it is told the one type it answers in.
+        request.headers = HttpHeaders({**request.META, "HTTP_ACCEPT": "application/json"})
         caller_token, tool_set_token = current_caller.set(caller), current_tool_set.set(tool_set)
         try:
             return self.mcp_server.handle_django_request(request)

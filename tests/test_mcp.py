@@ -728,8 +728,14 @@ HOSTILE_REQUESTS = {
     "id-lone-surrogate": (json.dumps(rpc("ping", request_id="\ud800")), {}, 400, -32600, "without lone surrogates"),
     "unknown-method": (json.dumps(rpc("memories/delete_everything", request_id=7)), {}, 200, -32601,
                        "Method not found: 'memories/delete_everything'"),
+    "utf8-byte-order-mark": (b"\xef\xbb\xbf" + json.dumps(rpc("ping")).encode(), {}, 400, -32700,
+                             "starts with a byte order mark"),
+    "utf16": (json.dumps(rpc("ping")).encode("utf-16"), {}, 400, -32700, "not UTF-8"),
+    "utf16-without-byte-order-mark": (json.dumps(rpc("ping")).encode("utf-16-le"), {}, 400, -32700, "Parse error"),
     "tools-call-without-a-name": (json.dumps(rpc("tools/call", {"arguments": {}})), {}, 200, -32602,
-                                  "Invalid request parameters"),
+                                  "Invalid params for tools/call: params.name is required."),
+    "tools-call-arguments-a-list": (json.dumps(rpc("tools/call", {"name": "memory_get", "arguments": []})), {}, 200,
+                                    -32602, "params.arguments: Input should be a valid dictionary"),
     "form-content-type": (json.dumps(rpc("ping")), {"Content-Type": "application/x-www-form-urlencoded"}, 415,
                           -32600, "Content-Type must be application/json"),
 }
@@ -745,6 +751,8 @@ def test_hostile_requests_get_a_protocol_error_and_the_server_keeps_serving(mcp_
     assert error["code"] == code and message in error["message"], error
     if case == "unknown-method":
         assert answer.json()["id"] == 7
+    if code == -32602:  # answered to its id
+        assert answer.json()["id"] == 1
     if status == 400:  # the request could not be read: no id to answer to, and no library's internals
         assert answer.json()["id"] is None and set(error) == {"code", "message"}
         assert "pydantic" not in error["message"] and "validation error" not in error["message"].lower()
@@ -783,6 +791,22 @@ def test_a_declared_oversized_body_is_refused_without_waiting_for_it(mcp_server)
                            f"Content-Length: 100000000\r\n\r\n{{".encode())
         answer = connection.recv(4096).decode()
     assert answer.startswith("HTTP/1.1 413 ")
+
+
+@pytest.mark.parametrize("accept", ["*/*", "application/*", "application/json", "text/html, */*;q=0.1",
+                                    "Application/JSON; charset=utf-8"])
+def test_an_accept_that_admits_json_is_answered_in_json(mcp_server, accept):
+    answer = post(mcp_server, rpc("ping"), headers={"Accept": accept})
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == {"jsonrpc": "2.0", "id": 1, "result": {}}
+
+
+@pytest.mark.parametrize("accept", ["text/html", "text/event-stream", "application/json;q=0, text/*"])
+def test_an_accept_that_refuses_json_gets_406_as_a_json_rpc_error(mcp_server, accept):
+    answer = post(mcp_server, rpc("ping"), headers={"Accept": accept})
+    assert answer.status_code == 406
+    assert answer.json() == {"jsonrpc": "2.0", "id": None, "error": {
+        "code": -32600, "message": "Not acceptable: this server answers in application/json; accept it (or */*)."}}
 
 
 @pytest.mark.parametrize("method", ["GET", "DELETE", "PUT", "OPTIONS"])
@@ -844,17 +868,43 @@ def test_stdio_checks_every_line_as_http_checks_a_body(mcp_server):
     lines = ['{"jsonrpc": "2.0", "id": 1, "method": "ping", "method": "tools/list"}',
              json.dumps(rpc("ping", request_id=None)),
              "[" * 100_000 + "]" * 100_000,
+             "\ufeff" + json.dumps(rpc("ping", request_id=2)),
              json.dumps(rpc("memories/delete_everything", request_id=3)),
+             json.dumps(rpc("tools/call", {"arguments": {}}, request_id=5)),
              json.dumps(rpc("ping", request_id=4))]
     done = manage("mcp_stdio", "--namespace", "stdio-strict", env=mcp_server["env"], stdin="\n".join(lines) + "\n")
     assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
     answers = [json.loads(line) for line in done.stdout.splitlines()]
     assert [(answer["id"], answer.get("error", {}).get("code")) for answer in answers] == [
-        (None, -32700), (None, -32600), (None, -32700), (3, -32601), (4, None)]
+        (None, -32700), (None, -32600), (None, -32700), (None, -32700), (3, -32601), (5, -32602), (4, None)]
     assert "duplicate key 'method'" in answers[0]["error"]["message"]
     assert "id must be a string or an integer" in answers[1]["error"]["message"]
     assert "nested too deeply" in answers[2]["error"]["message"]
-    assert answers[4]["result"] == {}
+    assert "starts with a byte order mark" in answers[3]["error"]["message"]
+    assert answers[5]["error"]["message"] == "Invalid params for tools/call: params.name is required."
+    assert answers[6]["result"] == {}
+
+
+def test_stdio_answers_every_request_read_before_the_end_of_input(mcp_server, client):
+    lines = [INITIALIZE,
+             rpc("tools/call", {"name": "memory_remember", "arguments": {"content": "Deploys happen on Tuesdays."}},
+                 request_id=2),
+             rpc("tools/call", {"name": "memory_recall", "arguments": {"query": "deploys"}}, request_id=3)]
+    done = manage("mcp_stdio", "--namespace", "stdio-eof", env=mcp_server["env"],
+                  stdin="".join(json.dumps(line) + "\n" for line in lines))
+
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    # Answered in the order they finish, each to its id.
+    answers = {answer["id"]: answer for answer in map(json.loads, done.stdout.splitlines())}
+    assert set(answers) == {1, 2, 3}
+    assert answers[1]["result"]["serverInfo"]["name"] == "memory"
+    assert answers[3]["result"]["isError"] is False
+    stored = answers[2]["result"]["structuredContent"]
+    assert answers[2]["result"]["isError"] is False and stored["namespace"] == "stdio-eof"
+    # The write that was acknowledged is the one in the store.
+    assert client.call("memory_get", {"id": stored["id"]})["content"] == "Deploys happen on Tuesdays."
 
 
 # --- conflicts --------------------------------------------------------------------------------------------------
