@@ -5,7 +5,6 @@ the form MCP clients read. The HTTP endpoint (``mcp_api.views``) and stdio
 (``mcp_api.stdio``) both check with ``read_message``.
 """
 
-import codecs
 import json
 from typing import get_args
 
@@ -111,17 +110,6 @@ def _field_problem(item) -> str:
     return f"{where} is required" if item["type"] == "missing" else f"{where}: {item['msg']}"
 
 
-def _utf8_text(body: bytes) -> str:
-    """``body`` as text: UTF-8 without a byte order mark, the only form the SDK reads."""
-    # json.loads would take a BOM or UTF-16 from bytes, which the SDK then fails to read (HTTP and stdio alike).
-    if body.startswith(codecs.BOM_UTF8):
-        raise ValueError("the message starts with a byte order mark; send UTF-8 without one")
-    try:
-        return body.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ValueError("not UTF-8") from None
-
-
 def read_message(body: bytes) -> dict:
     """Return the one JSON-RPC message in ``body``; raise Refused when the server cannot take it.
 
@@ -129,7 +117,7 @@ def read_message(body: bytes) -> dict:
     answered to its id (200); anything that cannot be read as a message gets ``id: null`` (400).
     """
     try:
-        message = parse_strict_json(_utf8_text(body))
+        message = parse_strict_json(body)
     except ValueError as error:
         raise Refused(400, jsonrpc_error(PARSE_ERROR, f"Parse error: {error}.")) from None
     problem = message_problem(message)

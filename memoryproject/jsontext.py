@@ -4,6 +4,7 @@ Every door parses with ``parse_strict_json``: REST bodies, the MCP endpoint, and
 import of an export document (REST's and the CLI's, in ``memories.services.imports``).
 """
 
+import codecs
 import json
 
 # Deeper than any document the server reads (an export item is six levels down); far from
@@ -36,20 +37,32 @@ def _nested_deeper_than(value, limit: int) -> bool:
     return False
 
 
+def _utf8_text(body: bytes) -> str:
+    """``body`` as text: UTF-8 without a byte order mark, the one form JSON between systems takes."""
+    # json.loads would take a BOM or UTF-16 from bytes, which other readers (the MCP SDK) then fail to read.
+    if body.startswith(codecs.BOM_UTF8):
+        raise ValueError("it starts with a byte order mark; send UTF-8 without one")
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError("not UTF-8") from None
+
+
 def parse_strict_json(body: bytes | str):
     """Parse a JSON document, refusing what Python's json accepts but JSON does not mean one way.
 
-    A duplicate key would otherwise silently keep the last value (a client and the server
-    could read different requests from one body), NaN/Infinity are not JSON, and nesting
-    deeper than ``MAX_DEPTH`` is refused, so nothing that reads the value recurses that deep.
+    Bytes must be UTF-8 without a byte order mark (not UTF-16 or 32). A duplicate key would
+    otherwise silently keep the last value (a client and the server could read different
+    requests from one body), NaN/Infinity are not JSON, and nesting deeper than
+    ``MAX_DEPTH`` is refused, so nothing that reads the value recurses that deep.
     Raises ValueError with a short reason.
     """
+    if isinstance(body, (bytes, bytearray)):
+        body = _utf8_text(bytes(body))
     try:
         parsed = json.loads(body, object_pairs_hook=_object_without_duplicates, parse_constant=_no_constants)
     except RecursionError:
         raise ValueError(f"nested too deeply (more than {MAX_DEPTH} levels)") from None
-    except UnicodeDecodeError:
-        raise ValueError("not UTF-8") from None
     except json.JSONDecodeError as error:
         raise ValueError(f"{error.msg} at line {error.lineno} column {error.colno}") from None
     if isinstance(parsed, (dict, list)) and _nested_deeper_than(parsed, MAX_DEPTH):

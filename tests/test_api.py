@@ -237,6 +237,9 @@ def test_bodies_that_are_not_one_json_object_are_refused(api):
     nan = client.post(MEMORIES, '{"content": "x", "ttl_days": NaN}', content_type="application/json")
     listed = client.post(MEMORIES, '["content"]', content_type="application/json")
     form = client.post(MEMORIES, "content=x", content_type="application/x-www-form-urlencoded")
+    body = json.dumps({"content": "Encoded otherwise.", "namespace": "acme"})
+    utf16 = client.post(MEMORIES, body.encode("utf-16"), content_type="application/json")
+    marked = client.post(MEMORIES, b"\xef\xbb\xbf" + body.encode(), content_type="application/json")
 
     assert error_of(duplicate, 400) == {"code": "parse_error", "message": (
         "The body is not valid JSON: duplicate key 'content' in one JSON object.")}
@@ -244,6 +247,10 @@ def test_bodies_that_are_not_one_json_object_are_refused(api):
     assert error_of(nan, 400)["message"] == "The body is not valid JSON: NaN is not JSON."
     assert error_of(listed, 400)["message"] == "Invalid data. Expected a dictionary, but got list."
     assert error_of(form, 415)["code"] == "unsupported_media_type"
+    # JSON between systems is UTF-8 without a byte order mark, as on /mcp.
+    assert error_of(utf16, 400) == {"code": "parse_error", "message": "The body is not valid JSON: not UTF-8."}
+    assert error_of(marked, 400)["message"] == ("The body is not valid JSON: it starts with a byte order mark; send "
+                                                "UTF-8 without one.")
     assert Memory.objects.count() == 0
 
 
