@@ -7,7 +7,8 @@ The same API writes a restore into the database file, so SQLite keeps its WAL co
 
 A server holds a shared lock on ``<database>-serving`` for as long as it runs (the kernel
 drops it when the process ends, however it ends); a restore takes it exclusively, so it
-is refused while any server runs, and no server starts while it restores.
+is refused while any server runs, and no server starts while it restores. On a read-only disk,
+where the file is missing and cannot be made, a server runs without it: nothing can be restored there.
 """
 
 import fcntl
@@ -20,6 +21,7 @@ from django.db import DEFAULT_DB_ALIAS, connections
 
 from memoryproject.env import fail
 from memoryproject.sqlite_backend.base import Database
+from memoryproject.sqlite_backend.writelock import open_lock_file
 
 # Tables whose rows a copy must hold as many of as the source did, and which its summary names.
 COUNTED_TABLES = ("memories_memory", "memories_revision")
@@ -165,9 +167,15 @@ class ServingLock:
         self.path = Path(f"{database}-serving")
         self.fd = None
 
-    def _take(self, mode: int) -> bool:
+    def _take(self, mode: int) -> bool | None:
+        """Take it in ``mode``; False while another process holds it.
+
+        None where the file is missing and cannot be made (a read-only disk).
+        """
         if self.fd is None:
-            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            self.fd = open_lock_file(self.path)
+            if self.fd is None:
+                return None
         try:
             fcntl.flock(self.fd, mode | fcntl.LOCK_NB)
             return True
@@ -175,12 +183,19 @@ class ServingLock:
             return False
 
     def serve(self) -> bool:
-        """Take it shared, for this process's life; False while a restore holds it."""
-        return self._take(fcntl.LOCK_SH)
+        """Take it shared, for this process's life; False while a restore holds it.
+
+        Where the file is missing and cannot be made (a read-only disk), a restore cannot take it either: True.
+        """
+        return self._take(fcntl.LOCK_SH) is not False
 
     def restore(self) -> bool:
-        """Take it exclusively; False while any server holds it."""
-        return self._take(fcntl.LOCK_EX)
+        """Take it exclusively; False while any server holds it. Raise CopyFailed where its file cannot be made."""
+        taken = self._take(fcntl.LOCK_EX)
+        if taken is None:
+            raise CopyFailed(f"Cannot create {self.path}: the database's folder cannot be written, so nothing can be "
+                             "restored into it. Make the folder writable (or remount its disk read-write), then retry.")
+        return taken
 
     def release(self) -> None:
         if self.fd is not None:
