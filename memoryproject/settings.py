@@ -33,30 +33,53 @@ MEMORY_DISCOVERY_FILE = env_path("MEMORY_DISCOVERY_FILE", Path(f"{MEMORY_DB_PATH
 DEBUG = env_bool("MEMORY_DEBUG", False)
 
 
+# The shortest secret key accepted, from MEMORY_SECRET_KEY or the secret_key file.
+SECRET_KEY_MIN_LENGTH = 32
+
+
 def _secret_key() -> str:
     """Return MEMORY_SECRET_KEY, or a generated key persisted under the data directory."""
     given = env_str("MEMORY_SECRET_KEY")
     if given:
-        if len(given) < 32:
-            fail("Bad setting MEMORY_SECRET_KEY: expected at least 32 characters.")
+        if len(given) < SECRET_KEY_MIN_LENGTH:
+            fail(f"Bad setting MEMORY_SECRET_KEY: expected at least {SECRET_KEY_MIN_LENGTH} characters.")
         return given
     path = DATA_DIR / "secret_key"
-    DATA_DIR.mkdir(parents=True, exist_ok=True)
     key = secrets.token_urlsafe(50)
     try:
+        DATA_DIR.mkdir(parents=True, exist_ok=True)
         # O_EXCL: of two processes starting at once, one writes and both use its
         # key; mode 0600 from the start, never readable by others even briefly.
         descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
-        for _ in range(50):  # the writer may not have finished its one write yet
-            stored = path.read_text().strip()
-            if stored:
-                return stored
-            time.sleep(0.02)
-        fail(f"The secret key file {path} is empty: delete it to generate a new key, or set MEMORY_SECRET_KEY.")
+        return _stored_secret_key(path)
+    except OSError as error:
+        fail(f"Cannot create the secret key file {path}: {error.strerror}. Set MEMORY_SECRET_KEY, or make "
+             f"{DATA_DIR} writable.")
     with os.fdopen(descriptor, "w") as handle:
         handle.write(key)
     return key
+
+
+def _stored_secret_key(path: Path) -> str:
+    """Return the key in the secret key file, which another process may be writing this instant."""
+    what = "it is empty"
+    for _ in range(50):  # the writer may not have finished its one write yet
+        try:
+            stored = path.read_bytes().decode().strip()
+        except UnicodeDecodeError:
+            what = "it is not text"
+            break
+        except OSError as error:
+            fail(f"Cannot read the secret key file {path}: {error.strerror}. Make it readable, or set "
+                 "MEMORY_SECRET_KEY.")
+        if len(stored) >= SECRET_KEY_MIN_LENGTH:
+            return stored
+        if stored:
+            what = f"it holds {len(stored)} characters, fewer than {SECRET_KEY_MIN_LENGTH}"
+        time.sleep(0.02)
+    fail(f"The secret key file {path} is not a usable key ({what}): delete it to generate a new one (admin logins "
+         "then sign in again), or set MEMORY_SECRET_KEY.")
 
 
 SECRET_KEY = _secret_key()

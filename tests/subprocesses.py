@@ -131,6 +131,20 @@ class Instance:
         return json.loads(created)
 
 
+@contextlib.contextmanager
+def read_only_mount(folder: Path, at: Path):
+    """``folder`` bind-mounted read-only at ``at``: what root cannot write either. Skips where mounts are refused."""
+    at.mkdir()
+    if subprocess.run(["mount", "--bind", str(folder), str(at)], capture_output=True).returncode:
+        pytest.skip("bind mounts need root and CAP_SYS_ADMIN")
+    try:
+        if subprocess.run(["mount", "-o", "remount,bind,ro", str(at)], capture_output=True).returncode:
+            pytest.skip("this kernel refused a read-only bind mount")
+        yield at
+    finally:
+        subprocess.run(["umount", str(at)], capture_output=True)
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -1,5 +1,6 @@
 """manage.py backup and restore: a consistent copy of a live database, and a restore refused while a server runs."""
 
+import contextlib
 import json
 import sqlite3
 import threading
@@ -38,19 +39,73 @@ def test_backup_never_overwrites_a_file_unless_forced_and_leaves_no_partial_file
     from memoryproject.sqlite_backend.backup import CopyFailed, backup
     from memoryproject.sqlite_backend.base import Database
 
-    _database(tmp_path / "live.db", memories=3)
+    _database(tmp_path / "live.db", memories=2)
     target = tmp_path / "copy.db"
-    target.write_text("an earlier backup")
     live = Database.connect(tmp_path / "live.db", isolation_level=None)
+    backup(live, target, overwrite=False)  # an earlier backup
+    earlier = target.read_bytes()
+    live.execute("INSERT INTO memories_memory (id) VALUES (3)")
 
     with pytest.raises(CopyFailed, match="already exists.*--force"):
         backup(live, target, overwrite=False)
-    assert target.read_text() == "an earlier backup"
+    assert target.read_bytes() == earlier
     copy = backup(live, target, overwrite=True)
     live.close()
 
     assert copy.rows == {"memories_memory": 3, "memories_revision": 0}
     assert sorted(path.name for path in tmp_path.iterdir()) == ["copy.db", "live.db"]
+
+
+@pytest.mark.slow
+@pytest.mark.sqlite_only("backup copies a SQLite file; on PostgreSQL it refuses with the pg_dump hint "
+                         "(tests/test_postgres.py)")
+def test_backup_force_replaces_an_earlier_backup_but_never_the_stores_files_or_a_file_that_is_no_backup(
+        instance, tmp_path):
+    earlier = tmp_path / "earlier.db"
+    assert instance.manage("backup", str(earlier)).returncode == 0
+    instance.memory("remember", "Written after the earlier backup.")
+    notes = tmp_path / "notes.txt"
+    notes.write_text("Not a database.")
+    wal = instance.data_dir / "memory.db-wal"
+    targets = [instance.data_dir / "secret_key", instance.db_path, wal, notes]
+
+    with contextlib.closing(sqlite3.connect(instance.db_path, isolation_level=None)) as elsewhere:
+        elsewhere.execute("PRAGMA user_version = 7")  # another process's write, still in the -wal file
+        before = {path: path.read_bytes() for path in targets}
+        refused = {path: instance.manage("backup", str(path), "--force") for path in targets}
+        after = {path: path.read_bytes() for path in targets}
+
+    assert before[wal]  # the -wal holds that write
+    for path, done in refused.items():
+        assert (done.returncode, done.stdout) == (1, ""), (path, done.stderr)
+        assert len(done.stderr.splitlines()) == 1 and "even with --force" in done.stderr, done.stderr
+    assert "is one of the store's own files" in refused[instance.db_path].stderr
+    assert f"{notes} is not a backup (it is not a SQLite database)" in refused[notes].stderr
+    assert after == before
+    assert instance.manage("doctor").returncode == 0  # the store, its key included, is as it was
+    replaced = instance.manage("backup", str(earlier), "--force")
+    assert replaced.returncode == 0, replaced.stderr
+    with contextlib.closing(sqlite3.connect(f"file:{earlier}?mode=ro", uri=True)) as copy:
+        assert copy.execute("SELECT count(*) FROM memories_memory").fetchone() == (1,)
+
+
+def test_backup_force_refuses_a_store_in_use_elsewhere_as_not_a_backup(tmp_path):
+    from memoryproject.sqlite_backend.backup import CopyFailed, backup
+    from memoryproject.sqlite_backend.base import Database
+
+    _database(tmp_path / "live.db", memories=1)
+    other_store = tmp_path / "other.db"
+    _database(other_store, memories=2)
+    with contextlib.closing(sqlite3.connect(other_store)) as database:
+        database.execute("PRAGMA journal_mode = WAL")  # as a server leaves the store it runs on
+    live = Database.connect(tmp_path / "live.db", isolation_level=None)
+    try:
+        with pytest.raises(CopyFailed, match=r"not a backup \(it is a database in WAL mode.*even with --force"):
+            backup(live, other_store, overwrite=True)
+    finally:
+        live.close()
+    with contextlib.closing(sqlite3.connect(other_store)) as database:
+        assert database.execute("SELECT count(*) FROM memories_memory").fetchone() == (2,)
 
 
 def _max_known_at(path) -> str:

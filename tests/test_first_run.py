@@ -1,11 +1,14 @@
 """What `make run` and `make demo` do before serving: the first admin login and API key, the demo data."""
 
 import re
+import subprocess
+import sys
 
 import pytest
 
 from memoryproject import dialect
-from tests.subprocesses import instance, migrated_db  # noqa: F401  (fixtures)
+from tests.subprocesses import (  # noqa: F401  (fixtures)
+    BASE_DIR, Instance, clean_env, copy_migrated, instance, migrated_db)
 
 pytestmark = pytest.mark.slow
 
@@ -59,6 +62,41 @@ def test_first_run_leaves_a_database_with_a_login_alone_and_says_how_to_make_a_k
     assert "password" not in output
     assert output.splitlines() == ["No API key yet: create one with 'manage.py create_api_key --name NAME'."]
     assert instance.run(CHECK_LOGIN, "ops", "a long passphrase").split() == ["1", "True"]
+
+
+def _until_listening(process: subprocess.Popen) -> tuple[bool, list[str]]:
+    """Read a server's output up to its MEMORY_SERVER_LISTENING line: whether it came, and the lines before it."""
+    before = []
+    for line in process.stdout:
+        if line.startswith("MEMORY_SERVER_LISTENING "):
+            return True, before
+        before.append(line)
+    return False, before
+
+
+def test_two_servers_started_at_once_on_a_new_store_both_serve_and_one_makes_the_first_login_and_key(
+        tmp_path, migrated_db):
+    for attempt in range(3):  # the race is in the first half-second of each start: a few tries catch it
+        data_dir = tmp_path / f"store-{attempt}"
+        data_dir.mkdir()
+        copy_migrated(migrated_db, data_dir)
+        store = Instance(data_dir=data_dir, env={**clean_env(data_dir), "MEMORY_PORT": "0"})
+        errors = [data_dir / f"server-{number}.stderr" for number in (1, 2)]
+        servers = [subprocess.Popen([sys.executable, "manage.py", "serve"], cwd=BASE_DIR, env=store.env,
+                                    stdout=subprocess.PIPE, stderr=path.open("w"), text=True) for path in errors]
+        try:
+            outputs = [_until_listening(process) for process in servers]
+        finally:
+            for process in servers:
+                process.terminate()
+                process.wait(timeout=30)
+
+        assert [listening for listening, _ in outputs] == [True, True], [path.read_text() for path in errors]
+        made = [before for _, before in outputs if any(line.startswith("  password: ") for line in before)]
+        assert len(made) == 1, outputs
+        assert any(line.startswith("  key: mem_") for line in made[0])
+        assert store.sql("SELECT count(*) FROM auth_user") == [(1,)]
+        assert store.sql("SELECT count(*) FROM memories_apikey") == [(1,)]
 
 
 def row_counts(instance) -> dict[str, int]:

@@ -1,8 +1,11 @@
 """The server as `make run` starts it: uvicorn on loopback, admin pages and their static files."""
 
+import contextlib
 import importlib.util
 import json
+import re
 import socket
+import sqlite3
 import subprocess
 import sys
 import urllib.error
@@ -10,7 +13,9 @@ import urllib.request
 
 import pytest
 
-from tests.subprocesses import BASE_DIR, free_port, instance, migrated_db, serve  # noqa: F401  (fixtures)
+from memoryproject.storage import READ_ONLY_MESSAGE
+from tests.subprocesses import (  # noqa: F401  (fixtures)
+    BASE_DIR, clean_env, free_port, instance, migrated_db, read_only_mount, serve)
 
 pytestmark = pytest.mark.slow
 
@@ -165,3 +170,58 @@ def test_a_request_http_cannot_parse_gets_the_doors_json_error_not_plain_text(in
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+def call(url: str, *, key: str, body: dict | None = None) -> tuple[int, dict]:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method="GET" if body is None else "POST",
+                                     headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+@pytest.mark.sqlite_only("a SQLite file on a read-only disk; tests/test_postgres.py has PostgreSQL's read-only case")
+@pytest.mark.parametrize(("held_elsewhere", "with_admin"), [(False, True), (True, False)],
+                         ids=["closed-with-admin", "held-open-elsewhere-keys-only"])
+def test_serve_on_a_read_only_disk_answers_reads_refuses_writes_and_health_says_read_only(instance, tmp_path,
+                                                                                           held_elsewhere, with_admin):
+    if with_admin:
+        key = re.search(r"key: (mem_\S+)", instance.manage("first_run").stdout).group(1)
+    else:  # first_run, which serve runs, would make an admin login: on this disk it cannot
+        key = instance.create_api_keys(reader={})["reader"]
+    instance.memory("remember", "--namespace", "acme", "The VPN endpoint is vpn1.example.")
+    errors = tmp_path / "stderr.txt"
+    with contextlib.ExitStack() as stack:
+        if held_elsewhere:
+            # A process on a writable path keeps the database open, so its -wal and -shm files are there too.
+            other = stack.enter_context(contextlib.closing(sqlite3.connect(instance.db_path)))
+            other.execute("SELECT count(*) FROM memories_memory").fetchall()
+        folder = stack.enter_context(read_only_mount(instance.data_dir, tmp_path / "read-only"))
+        process = subprocess.Popen([sys.executable, "manage.py", "serve"], cwd=BASE_DIR,
+                                   env={**clean_env(folder), "MEMORY_PORT": "0"}, stdout=subprocess.PIPE,
+                                   stderr=errors.open("w"), text=True)
+        try:
+            found = next((json.loads(line.split(" ", 1)[1]) for line in process.stdout
+                          if line.startswith("MEMORY_SERVER_LISTENING ")), None)
+            assert found is not None, errors.read_text()
+            health = get(f"{found['url']}/api/v1/health/")
+            listed = call(f"{found['url']}/api/v1/memories/?namespace=acme", key=key)
+            written = call(f"{found['url']}/api/v1/memories/", key=key,
+                           body={"namespace": "acme", "content": "Written to a read-only disk."})
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+
+    assert health[0] == 503
+    assert json.loads(health[2])["database"] == "read-only"
+    assert listed[0] == 200
+    assert [item["content"] for item in listed[1]["items"]] == ["The VPN endpoint is vpn1.example."]
+    assert written == (503, {"error": {"code": "read_only", "message": READ_ONLY_MESSAGE}})
+    # A line says why no local client finds it through the discovery file, and one why no admin was made; no traceback.
+    said = errors.read_text()
+    assert "Traceback" not in said
+    assert f"Cannot write the discovery file {folder / 'memory.db.server.json'}" in said
+    assert (f"{READ_ONLY_MESSAGE} No first admin login or API key was made; serving reads only." in said) != with_admin

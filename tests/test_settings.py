@@ -49,6 +49,24 @@ def test_the_secret_key_is_generated_once_kept_private_and_reused(tmp_path):
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
 
+@pytest.mark.parametrize(("content", "what"), [
+    (b"short", "it holds 5 characters, fewer than 32"),
+    (b"\xff\xfe" * 40, "it is not text"),  # a binary file written over it
+])
+def test_a_secret_key_file_that_is_short_or_not_text_stops_start_up_with_one_line(tmp_path, content, what):
+    path = tmp_path / "secret_key"
+    path.write_bytes(content)
+
+    done = manage("check", env=clean_env(tmp_path))
+
+    assert done.returncode != 0
+    assert done.stdout == ""
+    assert done.stderr.splitlines() == [
+        f"The secret key file {path} is not a usable key ({what}): delete it to generate a new one (admin logins "
+        "then sign in again), or set MEMORY_SECRET_KEY."]
+    assert path.read_bytes() == content
+
+
 def test_a_given_secret_key_is_used_and_nothing_is_written(tmp_path):
     given = "k" * 40
     done = python("from django.conf import settings; print(settings.SECRET_KEY)",

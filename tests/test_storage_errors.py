@@ -14,7 +14,6 @@ import importlib
 import io
 import json
 import logging
-import subprocess
 
 import pytest
 from django.apps import apps
@@ -30,10 +29,11 @@ from memories.management.cli import NOT_MIGRATED_MESSAGE, ProjectCommand
 from memories.management.commands.memory import Command as MemoryCommand
 from memories.models import AuditEvent, Memory, Revision, Tag
 from memories.services.keys import api_key_create
-from memoryproject.storage import CANT_OPEN_MESSAGE, FULL_MESSAGE, READ_ONLY_MESSAGE
+from memoryproject.storage import FULL_MESSAGE, READ_ONLY_MESSAGE
 from telemetry.models import HookRecall
 from tests.helpers import error_of, key_caller
-from tests.subprocesses import clean_env, instance, manage, migrated_db, python  # noqa: F401  (fixtures)
+from tests.subprocesses import (  # noqa: F401  (fixtures)
+    clean_env, instance, manage, migrated_db, python, read_only_mount)
 
 pytestmark = pytest.mark.django_db
 
@@ -260,34 +260,26 @@ def test_other_commands_print_the_message_on_one_line_and_exit_1(export_file, co
     assert not Memory.objects.exists()
 
 
-@contextlib.contextmanager
-def read_only_mount(folder, at):
-    """``folder`` bind-mounted read-only at ``at``: what root cannot write either. Skips where mounts are refused."""
-    at.mkdir()
-    if subprocess.run(["mount", "--bind", str(folder), str(at)], capture_output=True).returncode:
-        pytest.skip("bind mounts need root and CAP_SYS_ADMIN")
-    try:
-        if subprocess.run(["mount", "-o", "remount,bind,ro", str(at)], capture_output=True).returncode:
-            pytest.skip("this kernel refused a read-only bind mount")
-        yield at
-    finally:
-        subprocess.run(["umount", str(at)], capture_output=True)
-
-
 @pytest.mark.sqlite_only("makes the condition with SQLite's pragmas and files; tests/test_postgres.py has PostgreSQL's")
 @pytest.mark.slow
-def test_a_database_on_a_read_only_disk_is_refused_with_the_message_not_a_traceback(instance, tmp_path):
+def test_a_database_on_a_read_only_disk_is_read_and_writes_are_refused_with_the_message_not_a_traceback(
+        instance, tmp_path):
+    instance.memory("remember", "Written before the disk became read-only.")
     with read_only_mount(instance.data_dir, tmp_path / "read-only") as folder:
         env = clean_env(folder, MEMORY_SECRET_KEY="read-only-test-" + "k" * 40)  # none can be written there
-        # SQLite cannot make the -wal and -shm files a WAL database needs there, so it cannot open it at all.
+        # No -wal or -shm file can be made there: the file is read as it is, and writes are refused.
+        listed = manage("memory", "list", env=env)
         refused = manage("memory", "remember", "Written to a read-only disk.", env=env)
         first_run = manage("first_run", env=env)
         state = python("from memories.health import database_state; print(database_state())", env=env)
 
+    assert listed.returncode == 0, listed.stderr
+    assert [item["content"] for item in json.loads(listed.stdout)["items"]] == [
+        "Written before the disk became read-only."]
     assert refused.returncode == 2 and refused.stdout == ""
-    assert json.loads(refused.stderr) == {"error": {"code": "unavailable", "message": CANT_OPEN_MESSAGE, "field": None}}
-    assert (first_run.returncode, first_run.stdout, first_run.stderr) == (1, "", f"CommandError: {CANT_OPEN_MESSAGE}\n")
-    assert state.stdout == "error\n"
+    assert json.loads(refused.stderr) == {"error": {"code": "read_only", "message": READ_ONLY_MESSAGE, "field": None}}
+    assert (first_run.returncode, first_run.stdout, first_run.stderr) == (1, "", f"CommandError: {READ_ONLY_MESSAGE}\n")
+    assert state.stdout == "read-only\n"
     assert instance.memory("remember", "Written once the disk is writable again.")["content"].startswith("Written")
 
 

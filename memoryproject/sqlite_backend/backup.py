@@ -7,7 +7,8 @@ The same API writes a restore into the database file, so SQLite keeps its WAL co
 
 A server holds a shared lock on ``<database>-serving`` for as long as it runs (the kernel
 drops it when the process ends, however it ends); a restore takes it exclusively, so it
-is refused while any server runs, and no server starts while it restores.
+is refused while any server runs, and no server starts while it restores. On a read-only disk,
+where the file is missing and cannot be made, a server runs without it: nothing can be restored there.
 """
 
 import fcntl
@@ -20,9 +21,12 @@ from django.db import DEFAULT_DB_ALIAS, connections
 
 from memoryproject.env import fail
 from memoryproject.sqlite_backend.base import Database
+from memoryproject.sqlite_backend.writelock import open_lock_file
 
 # Tables whose rows a copy must hold as many of as the source did, and which its summary names.
 COUNTED_TABLES = ("memories_memory", "memories_revision")
+# How every SQLite database file starts.
+SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 class CopyFailed(Exception):
@@ -85,6 +89,34 @@ def check_copy(path: Path) -> dict[str, int]:
         connection.close()
 
 
+def not_a_backup(path: Path) -> str | None:
+    """Say why the file at ``path`` is not a copy ``backup`` could have written; None when it could be one.
+
+    A copy is a database with COUNTED_TABLES in rollback-journal mode. A server switches the file it opens to WAL
+    mode, so a database in WAL mode is a store, not a copy.
+    """
+    try:
+        with path.open("rb") as file:
+            header = file.read(100)  # the database header
+    except OSError as error:
+        return f"it cannot be read ({error.strerror})"
+    if len(header) < 100 or not header.startswith(SQLITE_MAGIC):
+        return "it is not a SQLite database"
+    if header[18:20] != b"\x01\x01":  # the file format's read and write versions: 2 in WAL mode
+        return "it is a database in WAL mode, as a server leaves the store it runs on"
+    try:
+        connection = Database.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        finally:
+            connection.close()
+    except Database.Error as error:
+        return f"it cannot be read as a database ({error})"
+    if not set(COUNTED_TABLES) <= tables:
+        return "it is not a memory server's database"
+    return None
+
+
 def _fsync(path: Path) -> None:
     descriptor = os.open(path, os.O_RDONLY)
     try:
@@ -111,13 +143,19 @@ def backup(source, path: Path, *, overwrite: bool) -> Copy:
     """Copy the database behind ``source`` (a DB-API connection in autocommit) to ``path`` and check the copy.
 
     The copy is written beside ``path`` under a temporary name and takes ``path`` only once
-    it has passed its checks; an existing ``path`` is replaced only when ``overwrite``.
+    it has passed its checks; an existing ``path`` is replaced only when ``overwrite``, and only
+    if it is an earlier copy (``not_a_backup``).
     """
     path = Path(path)
     if path.exists() and not overwrite:
         raise CopyFailed(f"{path} already exists; backup does not overwrite a file unless given --force.")
     if path.is_dir():
         raise CopyFailed(f"{path} is a folder; give the path of the file to create.")
+    if path.exists():
+        reason = not_a_backup(path)
+        if reason is not None:
+            raise CopyFailed(f"{path} is not a backup ({reason}); even with --force, backup replaces only a backup "
+                             "it wrote. Move the file away or give another path.")
     partial = path.with_name(f".{path.name}.partial-{os.getpid()}")
     partial.unlink(missing_ok=True)
     started = time.monotonic()
@@ -165,9 +203,15 @@ class ServingLock:
         self.path = Path(f"{database}-serving")
         self.fd = None
 
-    def _take(self, mode: int) -> bool:
+    def _take(self, mode: int) -> bool | None:
+        """Take it in ``mode``; False while another process holds it.
+
+        None where the file is missing and cannot be made (a read-only disk).
+        """
         if self.fd is None:
-            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            self.fd = open_lock_file(self.path)
+            if self.fd is None:
+                return None
         try:
             fcntl.flock(self.fd, mode | fcntl.LOCK_NB)
             return True
@@ -175,12 +219,19 @@ class ServingLock:
             return False
 
     def serve(self) -> bool:
-        """Take it shared, for this process's life; False while a restore holds it."""
-        return self._take(fcntl.LOCK_SH)
+        """Take it shared, for this process's life; False while a restore holds it.
+
+        Where the file is missing and cannot be made (a read-only disk), a restore cannot take it either: True.
+        """
+        return self._take(fcntl.LOCK_SH) is not False
 
     def restore(self) -> bool:
-        """Take it exclusively; False while any server holds it."""
-        return self._take(fcntl.LOCK_EX)
+        """Take it exclusively; False while any server holds it. Raise CopyFailed where its file cannot be made."""
+        taken = self._take(fcntl.LOCK_EX)
+        if taken is None:
+            raise CopyFailed(f"Cannot create {self.path}: the database's folder cannot be written, so nothing can be "
+                             "restored into it. Make the folder writable (or remount its disk read-write), then retry.")
+        return taken
 
     def release(self) -> None:
         if self.fd is not None:

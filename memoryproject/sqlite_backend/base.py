@@ -1,6 +1,9 @@
 """DatabaseWrapper: Django's SQLite backend plus sqlite-vec and durable, concurrent pragmas."""
 
+import os
 import time
+from pathlib import Path
+from urllib.parse import quote
 
 import sqlite_vec
 from django.conf import settings
@@ -35,6 +38,11 @@ def is_lock_timeout(error: BaseException) -> bool:
     if code is not None:
         return code & 0xFF == _SQLITE_BUSY
     return str(error).startswith("database is locked")
+
+
+def _unwritable_without_wal(path: Path) -> bool:
+    """Whether the database file at ``path`` sits in a folder this process cannot write, with no -wal beside it."""
+    return path.is_file() and not os.access(path.parent, os.W_OK) and not Path(f"{path}-wal").exists()
 
 
 class _ErrorWrapper(DatabaseErrorWrapper):
@@ -100,6 +108,16 @@ class DatabaseWrapper(sqlite3_base.DatabaseWrapper):
     @cached_property
     def wrap_database_errors(self):
         return _ErrorWrapper(self)
+
+    def get_connection_params(self):
+        params = super().get_connection_params()
+        name = str(params["database"])
+        if not self.is_in_memory_db() and not name.startswith("file:") and _unwritable_without_wal(Path(name)):
+            # SQLite opens a WAL database only where it finds or can make the -wal and -shm files beside it. In a folder
+            # it cannot write (a read-only mount) with no -wal there, the file alone holds every commit: opened as
+            # immutable it answers reads, and a write fails as read-only. Nothing may write the file meanwhile.
+            params["database"] = f"file:{quote(name)}?immutable=1"
+        return params
 
     def get_new_connection(self, conn_params):
         conn = super().get_new_connection(conn_params)

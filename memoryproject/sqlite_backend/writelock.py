@@ -9,6 +9,7 @@ processes, retrying every millisecond. The file sits next to the database and is
 released by the kernel when a process dies, so a killed writer never leaves it held.
 """
 
+import errno
 import fcntl
 import os
 import threading
@@ -26,6 +27,24 @@ _process_locks_guard = threading.Lock()
 def _process_lock(path: str) -> threading.Lock:
     with _process_locks_guard:
         return _process_locks.setdefault(path, threading.Lock())
+
+
+def open_lock_file(path) -> int | None:
+    """Open the lock file at ``path``, made if missing; None where it is missing and cannot be made (a read-only disk).
+
+    A file this process may only read still locks: flock needs no write access.
+    """
+    try:
+        return os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as error:
+        if error.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+            raise
+    try:
+        return os.open(path, os.O_RDONLY)
+    except OSError as error:
+        if error.errno not in (errno.ENOENT, errno.EACCES, errno.EPERM):
+            raise
+        return None
 
 
 class WriteLock:
@@ -61,7 +80,11 @@ class WriteLock:
     def _lock_file(self, deadline: float) -> bool:
         """Take the file lock; return whether another process held it first."""
         if self.fd is None:
-            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            self.fd = open_lock_file(self.path)
+            if self.fd is None:
+                # No lock file, and none can be made (a read-only disk, where the write will fail as read-only):
+                # SQLite's own lock still keeps writers apart.
+                return False
         waited = False
         while True:
             try:

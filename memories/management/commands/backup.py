@@ -1,5 +1,6 @@
 from pathlib import Path
 
+from django.conf import settings
 from django.core.management.base import CommandError
 from django.db import connection
 
@@ -12,6 +13,12 @@ from memoryproject.sqlite_backend.backup import CopyFailed, backup
 POSTGRESQL_MESSAGE = ("backup and restore copy a SQLite file; this server runs on PostgreSQL (MEMORY_DATABASE_URL). "
                       "Use pg_dump -Fc and pg_restore (or your platform's backups), or export_memories and "
                       "import_memories for the memories alone.")
+
+
+def store_files(database: Path) -> list[Path]:
+    """The files the store keeps beside its database and in its data directory: a backup never takes their place."""
+    beside = [Path(f"{database}{suffix}") for suffix in ("-wal", "-shm", "-journal", "-writelock", "-serving")]
+    return [database, *beside, Path(settings.MEMORY_DISCOVERY_FILE), Path(settings.DATA_DIR) / "secret_key"]
 
 
 def size_text(count: int) -> str:
@@ -27,7 +34,8 @@ class Command(ProjectCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("path", help="The file to create. An existing file is refused unless --force.")
-        parser.add_argument("--force", action="store_true", help="Replace the file at PATH if there is one.")
+        parser.add_argument("--force", action="store_true",
+                            help="Replace the file at PATH if it is a backup this command wrote.")
 
     def handle(self, *args, path: str, force: bool, **options):
         database = connection.settings_dict["NAME"]
@@ -37,6 +45,10 @@ class Command(ProjectCommand):
             raise CommandError("The database is in memory; there is no file to back up.")
         if not Path(database).is_file():
             raise CommandError(f"{database} does not exist; there is nothing to back up.")
+        if Path(path).resolve() in {own.resolve() for own in store_files(Path(database))}:
+            raise CommandError(f"{path} is one of the store's own files (its database, the database's -wal, -shm and "
+                               "lock files, the discovery file or the secret key); backup never writes there, even "
+                               "with --force. Give a path outside them.")
         connection.ensure_connection()
         try:
             copy = backup(connection.connection, Path(path), overwrite=force)

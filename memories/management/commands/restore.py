@@ -53,7 +53,11 @@ class Command(ProjectCommand):
                               "server first. Run again with --yes to restore.")
             return
         serving = ServingLock(database)
-        if not serving.restore():
+        try:
+            taken = serving.restore()
+        except CopyFailed as error:
+            raise CommandError(str(error)) from None
+        if not taken:
             raise CommandError(f"A server is using {database} (it holds {serving.path}): stop it, then run restore "
                                "again.")
         try:

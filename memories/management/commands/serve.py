@@ -4,9 +4,10 @@ import threading
 
 import uvicorn
 from django.conf import settings
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from memories.management.cli import ProjectCommand
+from memoryproject.exceptions import ReadOnlyStorage
 from search.embeddings import warm_up
 
 # The line a parent process waits for; the JSON after it is the discovery file's content.
@@ -24,7 +25,13 @@ class Command(ProjectCommand):
                             help="default: MEMORY_PORT (8000); 0: any free port (the URLs name it)")
 
     def handle(self, *args, host, port, **options):
-        call_command("first_run", stdout=self.stdout)
+        try:
+            call_command("first_run", stdout=self.stdout)
+        except CommandError as error:
+            if not isinstance(error.__cause__, ReadOnlyStorage):
+                raise
+            # A store on a read-only disk still answers reads (health says read-only).
+            self.stderr.write(f"{error} No first admin login or API key was made; serving reads only.")
         command = self
 
         class Server(uvicorn.Server):
@@ -52,7 +59,11 @@ class Command(ProjectCommand):
         self.stdout.write(f"REST docs: {base}/api/docs/")
         self.stdout.write(f"MCP:       {base}/mcp")
         found = {"url": base, "mcp_url": f"{base}/mcp", "port": port, "pid": os.getpid()}
-        _write_discovery(found)
+        try:
+            _write_discovery(found)
+        except OSError as error:  # a read-only disk: the server answers reads all the same
+            self.stderr.write(f"Cannot write the discovery file {settings.MEMORY_DISCOVERY_FILE}: {error.strerror}. "
+                              "Local clients must be given this server's URL (MEMORY_URL).")
         self.stdout.write(f"{LISTENING} {json.dumps(found)}")
         self.stdout.flush()
         # The model loads beside the first requests, not under the first write's lock.
