@@ -69,8 +69,9 @@ def stop_server(process: subprocess.Popen) -> None:
 def warm_up(port: int, key: str) -> None:
     """Whole requests through both doors, so the first stalled one does not pay for lazy imports."""
     ping = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}).encode()
-    head = (f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {key}\r\nContent-Type: application/json\r\n"
-            f"Accept: application/json, text/event-stream\r\nContent-Length: {len(ping)}\r\nConnection: close\r\n\r\n")
+    head = (f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {key}\r\n"
+            "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+            f"Content-Length: {len(ping)}\r\nConnection: close\r\n\r\n")
     for _ in range(5):
         with socket.create_connection(("127.0.0.1", port), timeout=30) as connection:
             connection.sendall(head.encode() + ping)
@@ -84,10 +85,14 @@ def stall(port: int, pid: int, *, connections: int, key: str | None, sent_bytes:
     body = memoryview(b"x" * sent_bytes)
     authorization = f"Authorization: Bearer {key}\r\n" if key else ""
     head = (f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
-            f"Accept: application/json, text/event-stream\r\n{authorization}Content-Length: {DECLARED}\r\n\r\n").encode()
+            f"Accept: application/json, text/event-stream\r\n{authorization}"
+            f"Content-Length: {DECLARED}\r\n\r\n").encode()
     selector = selectors.DefaultSelector()
     samples = []  # (seconds since start, RSS MB)
-    rss_before = [rss_mb(pid) for _ in range(5) if not time.sleep(0.1)]
+    rss_before = []
+    for _ in range(5):
+        rss_before.append(rss_mb(pid))
+        time.sleep(0.1)
     start = time.monotonic()
     state = {}
     for _ in range(connections):
@@ -172,7 +177,7 @@ def stall(port: int, pid: int, *, connections: int, key: str | None, sent_bytes:
     peak = max(value for _, value in samples)
     return {
         "connections": connections, "key": key is not None, "body_bytes_sent_each": len(body),
-        "body_bytes_received_by_server": sum(entry["sent"] for entry in state.values()),
+        "body_bytes_sent_in_all": sum(entry["sent"] for entry in state.values()),
         "rss_before_mb": max(rss_before), "rss_peak_mb": peak, "rss_peak_growth_mb": round(peak - max(rss_before), 1),
         "rss_after_close_mb": rss_after, "rss_kept_after_close_mb": round(rss_after - max(rss_before), 1),
         "answers": dict(Counter(str(entry["status"]) for entry in state.values())),
@@ -193,6 +198,7 @@ def main():
                         help="seconds to keep the stalled sockets open once all have sent their part")
     parser.add_argument("--settle", type=float, default=5.0, help="seconds to watch memory after closing them")
     parser.add_argument("--variants", default="no-key,key", help="comma-separated: no-key, key")
+    parser.add_argument("--body-timeout", type=int, help="the server's MEMORY_BODY_TIMEOUT (default: its own)")
     parser.add_argument("--output", default="benchmarks/results/stalled_bodies.json")
     args = parser.parse_args()
 
@@ -209,6 +215,8 @@ def main():
     call_command("first_run", stdout=open(os.devnull, "w"))
     connection.close()
     env = clean_env(workdir, MEMORY_DB_PATH=str(db_path), MEMORY_LOG_LEVEL="ERROR")
+    if args.body_timeout is not None:
+        env["MEMORY_BODY_TIMEOUT"] = str(args.body_timeout)
     variants = {"no-key": {"key": None, "sent_bytes": 1_000_000},
                 "key": {"key": key, "sent_bytes": DECLARED // 2}}
     results = {}
