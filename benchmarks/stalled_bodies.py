@@ -108,6 +108,13 @@ def stall(port: int, pid: int, *, connections: int, key: str | None, sent_bytes:
 
     def close_by_server(sock, now):
         entry = state[sock]
+        if entry["status"] is None:  # a reset met while sending: the answer may still be there to read
+            try:
+                data = sock.recv(65536)
+                if data.startswith(b"HTTP/"):
+                    entry["status"], entry["answered_at"] = int(data.split(b" ", 2)[1]), now
+            except OSError:
+                pass
         entry["closed_at"] = now
         if entry["stalled_at"] is None:
             entry["stalled_at"] = now  # closed before all of its part was sent

@@ -12,8 +12,8 @@ that body, for as long as the server waits. So, for every request that carries a
   is done, so it covers the body wherever the server holds it (uvicorn's buffer, the
   bridge's copy, the view's parse);
 - the whole body must arrive within ``timeout`` seconds, or the request is answered 408;
-- once no body is held, after enough have come through, glibc is asked to hand the
-  freed heap pages back to the system (it keeps them otherwise).
+- a second after enough bodies have been let go (answered, or refused), glibc is asked
+  to hand the freed heap pages back to the system, which it does not do by itself.
 
 Each of these answers closes the connection, so the rest of the body is never read,
 and is worded by the door (``Door.error_body``): the REST error shape under /api, a
@@ -37,10 +37,11 @@ ACCEPTED_KEY_SECONDS = 60.0
 ACCEPTED_KEYS_MAX = 10_000
 # Most bodies are read in milliseconds, and a stalled one is cut off at the timeout.
 RETRY_AFTER_SECONDS = 2
-# glibc keeps the heap pages of freed bodies (their buffers are freed among long-lived objects) until asked to
-# return them: once this many bytes of bodies have come through since it was last asked, and no body is held, it is
-# asked (malloc_trim, a few milliseconds). benchmarks/stalled_bodies.py measures what it returns.
+# glibc keeps the heap pages of freed bodies (freed among long-lived objects) until asked to return them: once
+# bodies of this many bytes have been let go, it is asked a second later (malloc_trim takes milliseconds, so at most
+# once a second; the delay lets a burst end first). benchmarks/stalled_bodies.py measures what it returns.
 RETURN_MEMORY_AFTER_BYTES = 16 * 1024 * 1024
+RETURN_MEMORY_DELAY_SECONDS = 1.0
 BEARER_CHALLENGE = 'Bearer realm="memory"'
 MISSING_KEY = "Missing API key: send 'Authorization: Bearer <key>'."
 _DISCONNECT = {"type": "http.disconnect"}
@@ -62,36 +63,45 @@ class Door:
         return path == prefix or path.startswith(prefix + "/")
 
 
-def _malloc_trim():
-    """glibc's malloc_trim, or None under a C library without it."""
-    try:
-        return ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):
-        return None
-
-
 class BodyBudget:
     """Bytes of request bodies held at once, across all connections: at most ``limit``."""
 
     def __init__(self, limit: int):
         self.limit = limit
         self.held = 0
-        self.taken_since_trim = 0
-        self._malloc_trim = _malloc_trim()
 
     def take(self, size: int) -> bool:
         """Reserve ``size`` bytes; False, and nothing reserved, when they do not fit."""
         if self.held + size > self.limit:
             return False
         self.held += size
-        self.taken_since_trim += size
         return True
 
     def give_back(self, size: int) -> None:
         self.held -= size
-        if self.held == 0 and self.taken_since_trim >= RETURN_MEMORY_AFTER_BYTES and self._malloc_trim is not None:
-            self.taken_since_trim = 0
-            self._malloc_trim(0)
+
+
+class MemoryReturn:
+    """Ask the C library to hand freed heap pages back to the system once enough bodies have been let go."""
+
+    def __init__(self):
+        self.let_go_bytes = 0
+        self.asked = False  # a request is scheduled
+        try:
+            self._malloc_trim = ctypes.CDLL(None).malloc_trim
+        except (OSError, AttributeError):  # not glibc
+            self._malloc_trim = None
+
+    def let_go(self, size: int) -> None:
+        """Count a body the server no longer holds (or never read, though uvicorn may have buffered some of it)."""
+        self.let_go_bytes += size
+        if self.let_go_bytes >= RETURN_MEMORY_AFTER_BYTES and not self.asked and self._malloc_trim is not None:
+            self.asked = True
+            asyncio.get_running_loop().call_later(RETURN_MEMORY_DELAY_SECONDS, self._return)
+
+    def _return(self) -> None:
+        self.asked, self.let_go_bytes = False, 0
+        self._malloc_trim(0)
 
 
 class BodyGate:
@@ -108,6 +118,7 @@ class BodyGate:
         self.check_key = check_key
         self.run_in_thread = run_in_thread
         self.budget = BodyBudget(buffer_bytes)
+        self.memory = MemoryReturn()
         self.timeout = timeout
         self._accepted: dict[bytes, float] = {}  # SHA-256 of an accepted key -> when to check it again
 
@@ -128,23 +139,32 @@ class BodyGate:
         if not declared and not chunked:
             return await self.app(scope, receive, send)
         door = self.door(scope["path"])
-        if door.interface is not None:
-            refusal = await self._key_refusal(authorization, door.interface)
-            if refusal is not None:
-                challenge = BEARER_CHALLENGE if refusal == MISSING_KEY else f'{BEARER_CHALLENGE}, error="invalid_token"'
-                return await answer(send, door, 401, "unauthenticated", refusal,
-                                    [(b"www-authenticate", challenge.encode())])
         reserved = 0 if chunked else declared
-        if reserved > self.budget.limit:  # only at a door without a body limit of its own: it could never fit
-            return await answer(send, door, 413, "too_large", f"The request body is over the {self.budget.limit} "
-                                "bytes the server holds for all bodies at once (MEMORY_BODY_BUFFER_BYTES).")
-        if not self.budget.take(reserved):
-            return await answer(send, door, *self.full())
+        refusal = await self._refusal(door, authorization, reserved)
+        if refusal is not None:
+            self.memory.let_go(declared)
+            return await answer(send, door, *refusal)
         reading = BodyReading(self, receive, send, door, reserved=reserved, chunked=chunked)
         try:
             await self.app(scope, reading.receive, reading.send)
         finally:
             self.budget.give_back(reading.reserved)
+            self.memory.let_go(reading.reserved)
+
+    async def _refusal(self, door: Door, authorization: bytes | None, reserved: int) -> tuple | None:
+        """Status, code, message and headers of the answer to a request whose body is not to be read; None, with
+        ``reserved`` bytes taken from the budget, for one whose body is."""
+        if door.interface is not None:
+            refusal = await self._key_refusal(authorization, door.interface)
+            if refusal is not None:
+                challenge = BEARER_CHALLENGE if refusal == MISSING_KEY else f'{BEARER_CHALLENGE}, error="invalid_token"'
+                return 401, "unauthenticated", refusal, [(b"www-authenticate", challenge.encode())]
+        if reserved > self.budget.limit:  # only at a door without a body limit of its own: it could never fit
+            return (413, "too_large", f"The request body is over the {self.budget.limit} bytes the server holds for "
+                    "all bodies at once (MEMORY_BODY_BUFFER_BYTES).", [])
+        if not self.budget.take(reserved):
+            return self.full()
+        return None
 
     def full(self) -> tuple:
         """The 503 for a body that does not fit in the budget: status, code, message, headers."""

@@ -219,20 +219,42 @@ def test_a_chunked_body_is_counted_chunk_by_chunk_and_cut_off_when_it_no_longer_
     assert sent[0]["status"] == 200 and app.bodies[-1] == b"x" * 800 + b"y"
 
 
-def test_the_budget_returns_freed_memory_once_empty_after_enough_bodies(monkeypatch):
+def test_the_budget_reserves_only_what_fits():
+    budget = BodyBudget(1000)
+    assert budget.take(600) and not budget.take(401) and budget.take(400) and budget.held == 1000
+    budget.give_back(600)
+    budget.give_back(400)
+    assert budget.held == 0
+
+
+def test_freed_memory_is_handed_back_a_second_after_enough_bodies_were_let_go_at_most_once_a_second(monkeypatch):
+    monkeypatch.setattr(bodygate, "RETURN_MEMORY_DELAY_SECONDS", 0.05)
     trims = []
-    budget = BodyBudget(bodygate.RETURN_MEMORY_AFTER_BYTES * 2)
-    budget._malloc_trim = trims.append
-    half = bodygate.RETURN_MEMORY_AFTER_BYTES // 2
-    assert budget.take(half) and budget.take(half)
-    budget.give_back(half)
-    assert trims == []  # a body is still held
-    budget.give_back(half)
-    assert trims == [0] and budget.held == 0
-    assert budget.take(half)
-    budget.give_back(half)
-    assert trims == [0]  # not enough has come through since
-    assert not budget.take(budget.limit + 1) and budget.held == 0
+    memory = bodygate.MemoryReturn()
+    memory._malloc_trim = trims.append
+    enough = bodygate.RETURN_MEMORY_AFTER_BYTES
+
+    async def let_go_then_wait():
+        memory.let_go(enough - 1)
+        await asyncio.sleep(0.1)
+        assert trims == []  # not enough yet
+        memory.let_go(1)
+        memory.let_go(enough)  # within the same second: one request covers both
+        assert trims == []  # not at once: a burst of refusals ends first
+        await asyncio.sleep(0.1)
+        assert trims == [0]
+        memory.let_go(enough)
+        await asyncio.sleep(0.1)
+
+    asyncio.run(let_go_then_wait())
+    assert trims == [0, 0]
+
+
+def test_refused_and_answered_bodies_both_count_as_let_go():
+    guarded = gate(ReadingApp(), buffer_bytes=1000)
+    run(guarded, scope(headers=body_of(700)))  # no key: refused unread
+    run(guarded, scope("/admin/", headers=body_of(200)), [{"type": "http.request", "body": b"x" * 200}])
+    assert guarded.memory.let_go_bytes == 900 and guarded.budget.held == 0
 
 
 def test_answers_at_each_door_are_in_its_own_words():
