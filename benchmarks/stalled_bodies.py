@@ -9,7 +9,9 @@ send ``POST /mcp`` headers with ``Content-Length: 1048000`` and part of the body
 stall. Variants:
 
 - ``no key``: no Authorization header, 1,000,000 bytes of the body (issue 42's probe);
-- ``key, mid-body``: a valid key, half the body.
+- ``key``: a valid key, half the body;
+- ``partial-headers``: the headers cut off in the middle, no body (uvicorn's to time out,
+  before any ASGI application sees the request).
 
 The server's resident memory (``VmRSS``) is sampled every 0.1 s from before the first
 connection until ``--settle`` seconds after the client closed the sockets the server
@@ -80,13 +82,15 @@ def warm_up(port: int, key: str) -> None:
 
 
 def stall(port: int, pid: int, *, connections: int, key: str | None, sent_bytes: int, hold: float,
-          settle: float) -> dict:
+          settle: float, partial_headers: bool = False) -> dict:
     """Open the stalled connections, watch them and the server's memory; return the figures."""
     body = memoryview(b"x" * sent_bytes)
     authorization = f"Authorization: Bearer {key}\r\n" if key else ""
     head = (f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
             f"Accept: application/json, text/event-stream\r\n{authorization}"
             f"Content-Length: {DECLARED}\r\n\r\n").encode()
+    if partial_headers:
+        head = head[:head.index(b"Content-Length") + 10]
     selector = selectors.DefaultSelector()
     samples = []  # (seconds since start, RSS MB)
     rss_before = []
@@ -183,7 +187,8 @@ def stall(port: int, pid: int, *, connections: int, key: str | None, sent_bytes:
     answered_in = sorted(entry["answered_at"] - start for entry in state.values() if entry["answered_at"] is not None)
     peak = max(value for _, value in samples)
     return {
-        "connections": connections, "key": key is not None, "body_bytes_sent_each": len(body),
+        "connections": connections, "key": key is not None, "partial_headers": partial_headers,
+        "body_bytes_sent_each": len(body),
         "body_bytes_sent_in_all": sum(entry["sent"] for entry in state.values()),
         "rss_before_mb": max(rss_before), "rss_peak_mb": peak, "rss_peak_growth_mb": round(peak - max(rss_before), 1),
         "rss_after_close_mb": rss_after, "rss_kept_after_close_mb": round(rss_after - max(rss_before), 1),
@@ -204,7 +209,8 @@ def main():
     parser.add_argument("--hold", type=float, default=60.0,
                         help="seconds to keep the stalled sockets open once all have sent their part")
     parser.add_argument("--settle", type=float, default=5.0, help="seconds to watch memory after closing them")
-    parser.add_argument("--variants", default="no-key,key", help="comma-separated: no-key, key")
+    parser.add_argument("--variants", default="no-key,key,partial-headers",
+                        help="comma-separated: no-key, key, partial-headers")
     parser.add_argument("--body-timeout", type=int, help="the server's MEMORY_BODY_TIMEOUT (default: its own)")
     parser.add_argument("--output", default="benchmarks/results/stalled_bodies.json")
     args = parser.parse_args()
@@ -225,7 +231,8 @@ def main():
     if args.body_timeout is not None:
         env["MEMORY_BODY_TIMEOUT"] = str(args.body_timeout)
     variants = {"no-key": {"key": None, "sent_bytes": 1_000_000},
-                "key": {"key": key, "sent_bytes": DECLARED // 2}}
+                "key": {"key": key, "sent_bytes": DECLARED // 2},
+                "partial-headers": {"key": None, "sent_bytes": 0, "partial_headers": True}}
     results = {}
     for name in args.variants.split(","):
         process, port = start_server(env, workdir, name)
