@@ -1,5 +1,6 @@
 """ASGI entry point: ``uvicorn memoryproject.asgi:application``."""
 
+import json
 import os
 
 from django.core.wsgi import get_wsgi_application
@@ -18,12 +19,53 @@ hold_while_serving(settings.DATABASES["default"]["NAME"])
 # hop per middleware hook (memoryproject/wsgibridge.py).
 django_application = WsgiBridge(get_wsgi_application(), threads=settings.MEMORY_SERVER_THREADS)
 
+from django.db import close_old_connections  # noqa: E402
+
+from api.exceptions import error_body  # noqa: E402
 from api.parsers import too_large_refusal  # noqa: E402
+from mcp_api import transport  # noqa: E402
 from mcp_api.transport import too_large_refusal as mcp_too_large_refusal  # noqa: E402
+from memories.access import AuthenticationFailed  # noqa: E402
+from memories.services.keys import api_key_authenticate  # noqa: E402
+from memoryproject.bodygate import BodyGate, Door  # noqa: E402
 from memoryproject.bodylimit import BodyLimit, Limit  # noqa: E402
 
+# The body gate's answers at /mcp; -32000 is in the range JSON-RPC leaves to servers.
+_JSONRPC_CODES = {401: transport.UNAUTHORIZED, 408: transport.INVALID_REQUEST, 503: -32000}
+
+
+def rest_error(status: int, code: str, message: str) -> bytes:
+    return json.dumps(error_body(code, message)).encode()
+
+
+def mcp_error(status: int, code: str, message: str) -> bytes:
+    return transport.jsonrpc_error(_JSONRPC_CODES[status], message)
+
+
+def key_refusal(token: str, interface: str) -> str | None:
+    """Why ``token`` is refused, or None for a valid key; on a server thread, with its connection, as a request."""
+    close_old_connections()
+    try:
+        api_key_authenticate(token, interface=interface)
+    except AuthenticationFailed as error:
+        return error.message
+    finally:
+        close_old_connections()
+    return None
+
+
+# Bodies are read only for a request with a key (at the doors that need one), within a time, and within one
+# budget for all connections (memoryproject/bodygate.py). The REST endpoints that need no key: health.
+gated = BodyGate(django_application, [
+    Door("/", rest_error),
+    Door("/mcp", mcp_error, interface="mcp"),
+    Door("/api/v1", rest_error, interface="api"),
+    Door("/api/v1/health", rest_error),
+], check_key=key_refusal, run_in_thread=django_application.pool.submit,
+    buffer_bytes=settings.MEMORY_BODY_BUFFER_BYTES, timeout=settings.MEMORY_BODY_TIMEOUT)
+
 # Oversized requests are refused here, before Django spools their bodies (README: MCP, REST API).
-application = BodyLimit(django_application, [
+application = BodyLimit(gated, [
     Limit("/mcp", settings.MEMORY_MCP_MAX_BODY_BYTES, mcp_too_large_refusal),
     Limit("/api", settings.MEMORY_API_MAX_BODY_BYTES,
           lambda limit: too_large_refusal(limit, "MEMORY_API_MAX_BODY_BYTES")),

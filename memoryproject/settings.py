@@ -358,6 +358,14 @@ LOGGING = {
 # Django's own DATA_UPLOAD_MAX_MEMORY_SIZE (2.5 MiB) caps it.
 MEMORY_MCP_MAX_BODY_BYTES = env_int("MEMORY_MCP_MAX_BODY_BYTES", 1024 * 1024, minimum=64 * 1024,
                                     maximum=2 * 1024 * 1024)
+
+# Every request body, at the ASGI layer before Django (memoryproject/bodygate.py): the bytes of bodies held at once
+# across all connections, which must take the largest body a door accepts, and the seconds a body may take to arrive.
+_LARGEST_BODY = max(MEMORY_API_MAX_BODY_BYTES, MEMORY_API_MAX_IMPORT_BYTES, MEMORY_MCP_MAX_BODY_BYTES)
+MEMORY_BODY_BUFFER_BYTES = env_int("MEMORY_BODY_BUFFER_BYTES", max(128 * 1024 * 1024, _LARGEST_BODY),
+                                   minimum=_LARGEST_BODY, maximum=64 * 1024 * 1024 * 1024)
+MEMORY_BODY_TIMEOUT = env_int("MEMORY_BODY_TIMEOUT", 30, minimum=1, maximum=3600)
+
 # django-mcp-server adds a get_server_instructions tool unless told not to; the instructions
 # already reach clients in initialize.
 DJANGO_MCP_GET_SERVER_INSTRUCTIONS_TOOL = False

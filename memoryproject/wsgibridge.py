@@ -14,7 +14,8 @@ client's requests in a row run on one thread: threads taken in turn, as
 likely because each connection's page cache goes stale when another connection writes.
 
 Bodies are read before the view runs (``memoryproject.bodylimit`` refuses oversized
-ones first), so every request reaches Django with the ``CONTENT_LENGTH`` of the body it
+ones first, ``memoryproject.bodygate`` those without a key, and bounds how long a body
+may take and how many bytes all bodies hold at once), so every request reaches Django with the ``CONTENT_LENGTH`` of the body it
 carries, a chunked one included; streamed responses go out chunk by chunk; the response
 is always closed, which is what fires Django's ``request_finished``.
 """

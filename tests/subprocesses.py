@@ -158,6 +158,13 @@ def serve(env: dict, *, timeout: float = 30):
     Its output goes to ``server.log`` in the data directory (a pipe nobody reads would
     block the server once full).
     """
+    with serve_process(env, timeout=timeout) as (base, _):
+        yield base
+
+
+@contextlib.contextmanager
+def serve_process(env: dict, *, timeout: float = 30):
+    """``serve``, yielding the base URL and the server's process (for its pid)."""
     port = free_port()
     log_path = Path(env["MEMORY_DATA_DIR"]) / "server.log"
     log = log_path.open("w")
@@ -179,7 +186,7 @@ def serve(env: dict, *, timeout: float = 30):
                 pass
             assert time.monotonic() < deadline, f"the server did not answer within {timeout} seconds"
             time.sleep(0.1)
-        yield base
+        yield base, process
     finally:
         process.terminate()
         try:

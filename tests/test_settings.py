@@ -21,6 +21,9 @@ pytestmark = pytest.mark.slow
         ("MEMORY_FUSION", "borda", "one of weighted, rrf"),
         ("MEMORY_INJECTION_BOOST", "2", "a number from 0.0 to 1.0"),
         ("MEMORY_API_MAX_BODY_BYTES", "12", "an integer from 65536 to 67108864"),
+        # The budget for all bodies at once must hold the largest one a door takes (an import's, by default).
+        ("MEMORY_BODY_BUFFER_BYTES", "1048576", "an integer from 67108864 to 68719476736"),
+        ("MEMORY_BODY_TIMEOUT", "0", "an integer from 1 to 3600"),
         ("MEMORY_STALE_AFTER_DAYS", "note=0", "'none', or comma-separated key=days pairs with keys from fact, "
          "preference, decision, skill, note, artifact, event, each once, and whole days from 1 to 36500"),
     ],
