@@ -148,3 +148,37 @@ def test_every_rest_endpoint_with_a_key_checks_it_before_the_body_and_health_rea
         status, _, _, seconds = answer(stall(address, path, declared=10), within=BODY_TIMEOUT + 4)
         # A door that needs no key waits for the body, which never comes.
         assert (status, seconds < BODY_TIMEOUT / 2) == ((401, True) if needs_key else (408, False)), path
+
+
+def closed_at(connection: socket.socket, deadline: float) -> float:
+    """Wait until ``deadline`` (monotonic) for the server to close ``connection`` without answering; return when."""
+    connection.settimeout(max(0.1, deadline - time.monotonic()))
+    try:
+        assert connection.recv(65536) == b""
+    except ConnectionResetError:
+        pass
+    except TimeoutError:
+        pytest.fail("the connection was still open at the deadline")
+    finally:
+        connection.close()
+    return time.monotonic()
+
+
+def test_connections_that_send_no_head_or_stop_half_way_through_it_are_closed_at_the_timeout(server):
+    address, _, keys = server
+    start = time.monotonic()
+    silent = socket.create_connection(address, timeout=10)
+    halfway = socket.create_connection(address, timeout=10)
+    halfway.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bear")
+    # A kept-alive connection: its second request stops in its headers.
+    kept = socket.create_connection(address, timeout=10)
+    kept.sendall(b"GET /api/v1/health/ HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    first = b""
+    while not re.search(rb"\r\n\r\n\{.*\}$", first, re.DOTALL):  # the whole answer: headers and its JSON
+        first += kept.recv(65536)
+    assert first.startswith(b"HTTP/1.1 200")
+    kept.sendall(b"GET /api/v1/health/ HTTP/1.1\r\nHost: 12")
+
+    for connection in (silent, halfway, kept):
+        closed = closed_at(connection, start + BODY_TIMEOUT + 4) - start
+        assert BODY_TIMEOUT - 0.5 < closed, closed
