@@ -50,8 +50,8 @@ def main():
     from django.utils import timezone
     from history import bulk_load, make_history
 
+    from memories.selectors import memory_recall
     from memories.services.keys import api_key_create
-    from search import engine
     from tests.subprocesses import clean_env, serve
 
     bulk_load(make_history(Corpus(0), args.memories, now=timezone.now(), namespace="bench"))
@@ -101,11 +101,11 @@ def main():
                              "server_cpu_ms_per_request": round(cpu * 1000 / args.requests, 3)}
         client.close()
     for _ in range(20):
-        engine.recall(**query)
+        memory_recall(**query)
     walls = []
     for _ in range(args.requests):
         start = time.perf_counter()
-        engine.recall(**query)
+        memory_recall(**query)
         walls.append(time.perf_counter() - start)
     results["keyword recall, in-process"] = harness.summary_ms(walls)
     output = {"benchmark": "http_floor", "command": " ".join(sys.argv), "memories": args.memories,
