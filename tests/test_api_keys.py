@@ -43,7 +43,7 @@ def test_authenticate_returns_the_caller_the_key_stands_for(db):
     caller = api_key_authenticate(token, interface="mcp")
 
     assert caller == Caller(actor=f"key:{key.prefix}", interface="mcp", scopes=frozenset({"read"}),
-                            namespaces=("acme",))
+                            namespaces=("acme",), rate_limited=True)
     assert api_key_authenticate(create()[1], interface="api").namespaces is None
 
 
