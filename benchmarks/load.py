@@ -285,6 +285,8 @@ class Recorder:
         self.seconds = {operation: [] for operation in (*OPERATIONS, "cli_remember")}
         self.errors: list[dict] = []
         self.writes: list[dict] = []
+        # (arrival as Unix time, seconds, operation) of each answer: when the slow ones came (the phase's timeline).
+        self.timeline: list[tuple[float, float, str]] = []
 
     def done(self, operation: str, started: float, *, write: dict | None = None, error: str | None = None):
         elapsed = time.perf_counter() - started
@@ -293,12 +295,13 @@ class Recorder:
                 self.errors.append({"operation": operation, "error": error[:500]})
                 return
             self.seconds[operation].append(elapsed)
+            self.timeline.append((round(time.time() - elapsed, 3), round(elapsed, 4), operation))
             if write is not None:
                 self.writes.append(write)
 
     def as_dict(self) -> dict:
         # CPU this client process spent: when it is near the phase's length, the clients were the bottleneck.
-        return {"seconds": self.seconds, "errors": self.errors, "writes": self.writes,
+        return {"seconds": self.seconds, "errors": self.errors, "writes": self.writes, "timeline": self.timeline,
                 "client_cpu_seconds": round(time.process_time(), 2)}
 
 
@@ -531,6 +534,7 @@ def run_phase(name: str, *, args, run: str, bases: list[str], token: str, querie
 
     seconds_by_operation = {operation: [] for operation in (*OPERATIONS, "cli_remember")}
     errors, writes = list(cli.errors), list(cli.writes)
+    timeline = [(*moment, "cli") for moment in cli.timeline]
     seconds_by_operation["cli_remember"] = cli.seconds.get("cli_remember", [])
     by_group = {}
     for group, path in outputs.items():
@@ -542,6 +546,9 @@ def run_phase(name: str, *, args, run: str, bases: list[str], token: str, querie
         by_group[group]["client_cpu_seconds"] = recorded["client_cpu_seconds"]
         errors.extend(dict(error, group=group) for error in recorded["errors"])
         writes.extend(recorded["writes"])
+        timeline.extend((*moment, group) for moment in recorded["timeline"])
+    # Every answer by arrival, beside the servers' logs in the working directory, to see when the slow ones came.
+    (workdir / f"{name}-timeline.json").write_text(json.dumps(sorted(timeline)))
     answered = sum(len(values) for operation, values in seconds_by_operation.items() if operation != "cli_remember")
     result = {
         "loop": "open" if open_rate else "closed",
