@@ -78,3 +78,6 @@ class DatabaseLocked(OperationalError, Busy):
 
 LOCKED_MESSAGE = ("The database is busy with other writes (an import, a purge --vacuum) and stayed locked for "
                   "the whole busy timeout. Nothing was written; try again in a few seconds.")
+# One migrate waited in line for another on the same store (memories/management/commands/migrate.py) until it gave up.
+MIGRATION_LOCKED_MESSAGE = ("Another migrate on this store held the migration lock for the whole wait, so this one "
+                            "applied nothing. Let it finish (or stop it if it hangs), then run migrate again.")

@@ -52,6 +52,18 @@ def manage(*args: str, env: dict, stdin: str | None = None, timeout: float = 60)
                           capture_output=True, text=True, timeout=timeout)
 
 
+def manage_at_once(*args: str, env: dict, count: int = 2, timeout: float = 180) -> list[subprocess.CompletedProcess]:
+    """Start ``count`` ``manage.py`` processes with the same arguments at once; wait for them all."""
+    command = [sys.executable, "manage.py", *args]
+    processes = [subprocess.Popen(command, cwd=BASE_DIR, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True) for _ in range(count)]
+    done = []
+    for process in processes:
+        stdout, stderr = process.communicate(timeout=timeout)
+        done.append(subprocess.CompletedProcess(command, process.returncode, stdout, stderr))
+    return done
+
+
 def python(code: str, *args: str, env: dict, timeout: float = 60) -> subprocess.CompletedProcess:
     """Run ``code`` in a fresh interpreter with Django set up (settings read from ``env``)."""
     prelude = "import django; django.setup()\n"

@@ -18,8 +18,11 @@ from django.db import IntegrityError, connections, transaction
 
 from memoryproject.env import SettingError, env_database_url
 from memoryproject.exceptions import Busy, ReadOnlyStorage, Unavailable
+from memoryproject.storage import MIGRATION_LOCKED_MESSAGE
 from tests import postgres
-from tests.subprocesses import BASE_DIR, clean_env, manage, python, serve
+from tests.subprocesses import BASE_DIR, clean_env, manage, manage_at_once, python, serve
+from tests.test_migrate import (ALL_APPLIED, MIGRATE_WAITING_ONE_SECOND, WAITING,
+                                assert_one_applied_and_the_other_found_nothing_to_apply)
 
 URL = "MEMORY_DATABASE_URL"
 
@@ -365,6 +368,37 @@ def test_migrations_run_back_to_zero_and_forward_again(cluster, tmp_path):
 
     assert left == []
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+@on_a_cluster
+@pytest.mark.parametrize("schema", [None, "team_c"])
+def test_two_migrates_started_at_once_on_a_new_database_both_succeed_and_leave_every_migration_applied(
+        cluster, tmp_path, schema):
+    # Without the migration lock one of the two died every time ("relation ... already exists").
+    url = cluster.create(f"at_once_{schema or 'public'}") + (f"?schema={schema}" if schema else "")
+    env = clean_env(tmp_path, MEMORY_DATABASE_URL=url)
+
+    done = manage_at_once("migrate", "--noinput", env=env)
+
+    assert_one_applied_and_the_other_found_nothing_to_apply(done)
+    doctor = manage("doctor", env=env, timeout=120)
+    assert ALL_APPLIED in doctor.stdout.splitlines(), doctor.stdout + doctor.stderr
+
+
+@on_a_cluster
+def test_a_migrate_kept_waiting_for_the_whole_wait_says_so_in_one_line_and_applies_nothing(cluster, tmp_path):
+    import psycopg
+
+    from memoryproject.pg_backend.base import MIGRATION_LOCK_KEY
+
+    url = cluster.create("kept_waiting")
+    with psycopg.connect(url, autocommit=True) as other:
+        other.execute("SELECT pg_advisory_lock(%s)", [MIGRATION_LOCK_KEY])  # another migrate, as far as it can tell
+        done = python(MIGRATE_WAITING_ONE_SECOND, env=clean_env(tmp_path, MEMORY_DATABASE_URL=url))
+
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == f"{WAITING}CommandError: {MIGRATION_LOCKED_MESSAGE}\n"
+    assert cluster.sql("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'", database="kept_waiting") == [(0,)]
 
 
 @on_a_cluster

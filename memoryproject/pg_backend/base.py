@@ -9,12 +9,14 @@ first served. The wait is bounded by ``lock_timeout`` (MEMORY_DB_BUSY_TIMEOUT, s
 connection's options by settings.py).
 
 A ``schema`` in MEMORY_DATABASE_URL (SCHEMA here) is a store of its own: migrate creates
-it, every connection's search path is it alone (settings.py), and its write lock is its own.
+it, every connection's search path is it alone (settings.py), and its write and migration
+locks are its own.
 """
 
 import contextlib
 import time
 import zlib
+from collections.abc import Callable, Iterator
 
 from django.db.backends.postgresql import base as postgresql_base
 from django.db.utils import DatabaseErrorWrapper
@@ -22,12 +24,16 @@ from django.utils.functional import cached_property
 from psycopg_pool import PoolTimeout
 
 from memoryproject import metrics
-from memoryproject.storage import (FULL_MESSAGE, LOCKED_MESSAGE, DatabaseCannotOpen, DatabaseFull, DatabaseLocked,
-                                   DatabaseReadOnly)
+from memoryproject.exceptions import Busy
+from memoryproject.storage import (FULL_MESSAGE, LOCKED_MESSAGE, MIGRATION_LOCKED_MESSAGE, DatabaseCannotOpen,
+                                   DatabaseFull, DatabaseLocked, DatabaseReadOnly)
 
 Database = postgresql_base.Database
 # The advisory lock's key: any constant, the same in every server ("memorywl" in ASCII). Keys are per database.
 WRITE_LOCK_KEY = 0x6D656D6F7279776C
+# The migration lock's ("migrlock"): its high 32 bits differ from the write lock's, and a schema's crc32 changes only
+# the low 32, so the two keys never meet, whatever the schemas.
+MIGRATION_LOCK_KEY = 0x6D6967726C6F636B
 
 READ_ONLY_MESSAGE = ("The database is read-only (a standby, or default_transaction_read_only), so nothing was "
                      "written. Point MEMORY_DATABASE_URL at the primary (or make the database writable), then retry.")
@@ -97,9 +103,39 @@ class DatabaseWrapper(postgresql_base.DatabaseWrapper):
 
     @cached_property
     def write_lock_key(self) -> int:
-        """The advisory lock's key: the constant, or for a store in a schema (beside others) a key of its own."""
+        return self._store_key(WRITE_LOCK_KEY)
+
+    @cached_property
+    def migration_lock_key(self) -> int:
+        return self._store_key(MIGRATION_LOCK_KEY)
+
+    def _store_key(self, constant: int) -> int:
+        """An advisory lock's key: the constant, or for a store in a schema (beside others) a key of its own."""
         schema = self.settings_dict.get("SCHEMA")
-        return WRITE_LOCK_KEY ^ zlib.crc32(schema.encode()) if schema else WRITE_LOCK_KEY
+        return constant ^ zlib.crc32(schema.encode()) if schema else constant
+
+    @contextlib.contextmanager
+    def migration_lock(self, *, timeout: float, on_wait: Callable[[], None]) -> Iterator[None]:
+        """Hold the store's migration lock while the block runs; call ``on_wait`` once if another migrate holds it.
+
+        A session-level advisory lock, on a connection of its own: Django's may be closed, or given back to a pool
+        still holding a session's locks, while migrations run. Closing it releases the lock, as the server does
+        when a migrate dies. Raise ``Busy`` after ``timeout`` seconds in line.
+        """
+        try:
+            session = Database.connect(**self.get_connection_params(), autocommit=True)
+        except Database.OperationalError as error:
+            raise DatabaseCannotOpen(CANT_CONNECT_MESSAGE) from error
+        with session:
+            if not session.execute("SELECT pg_try_advisory_lock(%s)", [self.migration_lock_key]).fetchone()[0]:
+                on_wait()
+                # The connection's lock_timeout is the busy timeout, for writes; a migration may take minutes.
+                session.execute("SELECT set_config('lock_timeout', %s, false)", [str(int(timeout * 1000))])
+                try:
+                    session.execute("SELECT pg_advisory_lock(%s)", [self.migration_lock_key])
+                except Database.errors.LockNotAvailable:
+                    raise Busy(MIGRATION_LOCKED_MESSAGE) from None
+            yield
 
     def prepare_database(self):
         """Before migrate: create the URL's schema when it is missing (CREATE on the database needed only then)."""

@@ -1,7 +1,10 @@
 """DatabaseWrapper: Django's SQLite backend plus sqlite-vec and durable, concurrent pragmas."""
 
+import contextlib
+import fcntl
 import os
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import quote
 
@@ -12,12 +15,15 @@ from django.db.utils import DatabaseErrorWrapper, OperationalError
 from django.utils.functional import cached_property
 
 from memoryproject import metrics
-from memoryproject.sqlite_backend.writelock import WriteLock
-from memoryproject.storage import LOCKED_MESSAGE, DatabaseLocked, refusal
+from memoryproject.exceptions import Busy
+from memoryproject.sqlite_backend.writelock import WriteLock, open_lock_file
+from memoryproject.storage import LOCKED_MESSAGE, MIGRATION_LOCKED_MESSAGE, DatabaseLocked, refusal
 
 Database = sqlite3_base.Database
 # SQLite's result code when the busy timeout ran out with the database still locked.
 _SQLITE_BUSY = 5
+# How often a migrate retries the migration lock that another holds: migrations take seconds, not milliseconds.
+_MIGRATION_LOCK_RETRY_SECONDS = 0.05
 
 # Pragmas set on every new connection, and why:
 CONNECTION_PRAGMAS = (
@@ -108,6 +114,37 @@ class DatabaseWrapper(sqlite3_base.DatabaseWrapper):
     @cached_property
     def wrap_database_errors(self):
         return _ErrorWrapper(self)
+
+    @contextlib.contextmanager
+    def migration_lock(self, *, timeout: float, on_wait: Callable[[], None]) -> Iterator[None]:
+        """Hold the store's migration lock while the block runs; call ``on_wait`` once if another migrate holds it.
+
+        An ``flock`` on ``<database>-migratelock``, a file of its own: the write lock is taken by every migration
+        inside, so the two cannot be one. Raise ``Busy`` after ``timeout`` seconds in line. An in-memory database
+        has no other process to keep out, and where no lock file can be made (a read-only disk) migrate can write
+        nothing either: both run without the lock.
+        """
+        fd = None if self.is_in_memory_db() else open_lock_file(f"{self.settings_dict['NAME']}-migratelock")
+        if fd is None:
+            yield
+            return
+        try:  # closing the file releases the lock, as the kernel does when a migrate dies
+            deadline = time.monotonic() + timeout
+            waited = False
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise Busy(MIGRATION_LOCKED_MESSAGE) from None
+                    if not waited:
+                        on_wait()
+                        waited = True
+                    time.sleep(_MIGRATION_LOCK_RETRY_SECONDS)
+            yield
+        finally:
+            os.close(fd)
 
     def get_connection_params(self):
         params = super().get_connection_params()

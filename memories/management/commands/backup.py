@@ -17,7 +17,8 @@ POSTGRESQL_MESSAGE = ("backup and restore copy a SQLite file; this server runs o
 
 def store_files(database: Path) -> list[Path]:
     """The files the store keeps beside its database and in its data directory: a backup never takes their place."""
-    beside = [Path(f"{database}{suffix}") for suffix in ("-wal", "-shm", "-journal", "-writelock", "-serving")]
+    suffixes = ("-wal", "-shm", "-journal", "-writelock", "-migratelock", "-serving")
+    beside = [Path(f"{database}{suffix}") for suffix in suffixes]
     return [database, *beside, Path(settings.MEMORY_DISCOVERY_FILE), Path(settings.DATA_DIR) / "secret_key"]
 
 
