@@ -273,7 +273,8 @@ def test_an_unreachable_server_is_the_unavailable_error_and_doctor_says_so(tmp_p
             connections["unreachable"].ensure_connection()
     finally:
         del connections.settings["unreachable"]
-    done = manage("doctor", env=clean_env(tmp_path, MEMORY_DATABASE_URL=url))
+    # The pool waits for a connection as long as the busy timeout: one second, not the default thirty.
+    done = manage("doctor", env=clean_env(tmp_path, MEMORY_DATABASE_URL=url, MEMORY_DB_BUSY_TIMEOUT="1"))
 
     assert done.returncode != 0
     assert done.stdout.splitlines()[1].startswith("FAIL database  cannot connect to memory@127.0.0.1:1/memories: ")
