@@ -36,8 +36,6 @@ from knowledge.clauses import (
     QUALIFIER,
     USER,
     VAGUE,
-    VERB_AT,
-    VERB_FIRST,
     Context,
     Fact,
     as_name,
@@ -47,6 +45,7 @@ from knowledge.clauses import (
     plain,
     resolve,
     role_fact,
+    verb_patterns,
 )
 from knowledge.findings import DECISION, FACT, SKILL, Ending, Extraction, Item, Skipped
 
@@ -473,8 +472,8 @@ def _appositive(claim: str, context: Context) -> tuple[str, Fact | None]:
         # The rest must go on with a verb of the table, and the role be a short noun: "The data pipeline uses
         # Kafka, Spark, and Airflow" is a list, not an appositive.
         if match and (name := as_name(match["name"])) is not None and looks_proper(name) and \
-                len(match["role"].split()) <= 3 and VERB_FIRST.match(match["rest"]) and \
-                not VERB_AT.search(f"{match['role']} x"):
+                len(match["role"].split()) <= 3 and verb_patterns().first.match(match["rest"]) and \
+                not verb_patterns().at.search(f"{match['role']} x"):
             role = " ".join(match["role"].split())
             return f"{match['name']} {match['rest']}", role_fact("our role", role, name, "", None, clean(claim))
     return claim, None
