@@ -20,11 +20,32 @@ from knowledge.names import entity_name, predicate_name
 from search import snapshot
 
 # Predicates (normal form) that hold one value per subject unless a namespace says otherwise (docs/concepts.md).
-SINGLE_VALUED = frozenset({
-    "runs on", "hosted on", "is hosted on", "deployed on", "is deployed on", "deployed to", "is deployed to",
-    "owned by", "is owned by", "owner", "lead", "led by", "is led by", "located in", "is located in", "region",
-    "version", "ip address", "port", "deadline", "due", "status",
-}) | frozenset(vocabulary.SINGLE_VALUED)
+SINGLE_VALUED = frozenset(
+    {
+        "runs on",
+        "hosted on",
+        "is hosted on",
+        "deployed on",
+        "is deployed on",
+        "deployed to",
+        "is deployed to",
+        "owned by",
+        "is owned by",
+        "owner",
+        "lead",
+        "led by",
+        "is led by",
+        "located in",
+        "is located in",
+        "region",
+        "version",
+        "ip address",
+        "port",
+        "deadline",
+        "due",
+        "status",
+    }
+) | frozenset(vocabulary.SINGLE_VALUED)
 # Revision ids per query when reading the fact rows of a visible set.
 _CHUNK = 500
 
@@ -39,7 +60,7 @@ class Side:
 
 @dataclass(frozen=True)
 class Pair:
-    """Two conflicting facts of ``namespace`` (normal forms of the shared subject and predicate), smaller memory first."""
+    """Two conflicting facts of ``namespace`` (normal forms of the shared subject and predicate), lower memory first."""
 
     namespace: str
     subject: str
@@ -66,7 +87,8 @@ class Predicates:
         if namespaces:
             # The (namespace, predicate) unique index: the few settings of these namespaces.
             for namespace, predicate, single in PredicateSetting.objects.filter(namespace__in=namespaces).values_list(
-                    "namespace", "predicate", "single_valued"):
+                "namespace", "predicate", "single_valued"
+            ):
                 self.settings[(namespace, predicate)] = single
 
     def single_valued(self, namespace: str, predicate: str) -> bool:
@@ -105,10 +127,11 @@ def find_conflicts(*, namespaces: list[str] | None, as_of: dt.datetime, valid_at
     revision_ids = sorted(namespace_of)
     groups: dict[tuple[str, str, str], list[tuple[int, int, str]]] = {}
     for start in range(0, len(revision_ids), _CHUNK):
-        chunk = revision_ids[start:start + _CHUNK]
+        chunk = revision_ids[start : start + _CHUNK]
         # The unique revision_id index: one lookup per visible revision.
         for revision_id, memory_id, subject, predicate, object_ in Fact.objects.filter(
-                revision_id__in=chunk).values_list("revision_id", "memory_id", "subject", "predicate", "object"):
+            revision_id__in=chunk
+        ).values_list("revision_id", "memory_id", "subject", "predicate", "object"):
             namespace = namespace_of[revision_id]
             if predicates.single_valued(namespace, predicate):
                 groups.setdefault((namespace, subject, predicate), []).append((memory_id, revision_id, object_))
@@ -116,10 +139,11 @@ def find_conflicts(*, namespaces: list[str] | None, as_of: dt.datetime, valid_at
     for (namespace, subject, predicate), facts in sorted(groups.items()):
         facts.sort()
         for at, (memory_a, revision_a, object_a) in enumerate(facts):
-            for memory_b, revision_b, object_b in facts[at + 1:]:
+            for memory_b, revision_b, object_b in facts[at + 1 :]:
                 if object_a != object_b:
-                    pairs.append(Pair(namespace, subject, predicate, Side(memory_a, revision_a),
-                                      Side(memory_b, revision_b)))
+                    pairs.append(
+                        Pair(namespace, subject, predicate, Side(memory_a, revision_a), Side(memory_b, revision_b))
+                    )
     return pairs
 
 
@@ -156,13 +180,18 @@ def conflicts_of(probes: list[Probe], *, as_of: dt.datetime, valid_at: dt.dateti
     for probe in probes:
         subject, predicate, object_ = normal[probe.revision_id]
         # Which rows are visible in the probe's namespace then: kept with the view, shared by every probe of it.
-        visible = view.visible_mask(view.visible_rows(as_of=as_of_micros, valid_at=valid_at_micros,
-                                                      namespaces=[probe.namespace]))
+        visible = view.visible_mask(
+            view.visible_rows(as_of=as_of_micros, valid_at=valid_at_micros, namespaces=[probe.namespace])
+        )
         others = []
         # The (subject, predicate) index: this subject's facts with this predicate, of every time.
-        for revision_id, memory_id in (Fact.objects.filter(subject=subject, predicate=predicate)
-                                       .exclude(object=object_).exclude(memory_id=probe.memory_id)
-                                       .order_by("memory_id").values_list("revision_id", "memory_id")):
+        for revision_id, memory_id in (
+            Fact.objects.filter(subject=subject, predicate=predicate)
+            .exclude(object=object_)
+            .exclude(memory_id=probe.memory_id)
+            .order_by("memory_id")
+            .values_list("revision_id", "memory_id")
+        ):
             # A fact row newer than the view (written since it was read) is not visible in it.
             row = view.position[revision_id] if revision_id < len(view.position) else -1
             if visible[row]:

@@ -26,13 +26,17 @@ def same_facts(probes: list[Probe], *, as_of: dt.datetime, valid_at: dt.datetime
     found = {}
     for probe in probes:
         subject, predicate, object_ = normal[probe.revision_id]
-        visible = view.visible_mask(view.visible_rows(as_of=as_of_micros, valid_at=valid_at_micros,
-                                                      namespaces=[probe.namespace]))
+        visible = view.visible_mask(
+            view.visible_rows(as_of=as_of_micros, valid_at=valid_at_micros, namespaces=[probe.namespace])
+        )
         same = []
         # The (subject, predicate) index: this subject's facts with this predicate, of every time.
-        for revision_id, memory_id in (Fact.objects.filter(subject=subject, predicate=predicate, object=object_)
-                                       .exclude(memory_id=probe.memory_id)
-                                       .order_by("memory_id").values_list("revision_id", "memory_id")):
+        for revision_id, memory_id in (
+            Fact.objects.filter(subject=subject, predicate=predicate, object=object_)
+            .exclude(memory_id=probe.memory_id)
+            .order_by("memory_id")
+            .values_list("revision_id", "memory_id")
+        ):
             # A fact row newer than the view (written since it was read) is not visible in it.
             row = view.position[revision_id] if revision_id < len(view.position) else -1
             if visible[row]:

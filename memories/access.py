@@ -16,7 +16,7 @@ from django.conf import settings
 
 from memories import validation
 from memories.models import Lifecycle, Memory, Scope
-from memoryproject.exceptions import InvalidInput, MemoryServiceError, MemoryNotFound
+from memoryproject.exceptions import InvalidInput, MemoryNotFound, MemoryServiceError
 
 
 class AuthenticationFailed(MemoryServiceError):
@@ -58,9 +58,11 @@ class Caller:
     def require_trusted(self, action: str) -> None:
         """Refuse a lifecycle change (``action``: promote, archive, unarchive) to an untrusted caller."""
         if not self.trusted:
-            raise PermissionDenied(f"{self.held_by[0].upper()}{self.held_by[1:]} is marked untrusted: the memories it "
-                                   f"writes start as candidates, and it may not {action} memories. A person can "
-                                   "promote candidates in the admin.")
+            raise PermissionDenied(
+                f"{self.held_by[0].upper()}{self.held_by[1:]} is marked untrusted: the memories it "
+                f"writes start as candidates, and it may not {action} memories. A person can "
+                "promote candidates in the admin."
+            )
 
     @property
     def credit(self) -> dict:
@@ -84,8 +86,10 @@ class Caller:
         """Refuse ``what`` (a check of every namespace at once) to a caller limited to some namespaces."""
         self.require(Scope.ADMIN)
         if self.namespaces is not None:
-            raise PermissionDenied(f"{what} covers every namespace, and {self.held_by} is limited to "
-                                   f"{', '.join(self.namespaces)}; use a key for every namespace.")
+            raise PermissionDenied(
+                f"{what} covers every namespace, and {self.held_by} is limited to "
+                f"{', '.join(self.namespaces)}; use a key for every namespace."
+            )
 
     def may_use(self, namespace: str) -> bool:
         return self.namespaces is None or namespace in self.namespaces
@@ -94,8 +98,7 @@ class Caller:
         name = validation.namespace(namespace)
         if not self.may_use(name):
             raise PermissionDenied(
-                f"namespace: {name!r} is not available to {self.held_by}; it may use "
-                f"{', '.join(self.namespaces)}.",
+                f"namespace: {name!r} is not available to {self.held_by}; it may use {', '.join(self.namespaces)}.",
                 field="namespace",
             )
         return name

@@ -1,4 +1,5 @@
-"""Reads of conflicts (``knowledge.conflicts`` finds them): the review list, and the conflicts recall hits and get carry.
+"""Reads of conflicts (``knowledge.conflicts`` finds them): the review list, and the conflicts recall hits and get
+carry.
 
 Each side of a conflict comes with its provenance (author, interface, source, known_at),
 read from the revision that states it. Resolving is ``memories.services.conflicts``.
@@ -22,19 +23,30 @@ def _revisions(revision_ids) -> dict[int, Revision]:
 
 
 def _provenance(revision: Revision) -> Provenance:
-    return Provenance(author=revision.author, interface=revision.interface, source=revision.source,
-                      known_at=revision.known_at)
+    return Provenance(
+        author=revision.author, interface=revision.interface, source=revision.source, known_at=revision.known_at
+    )
 
 
 def _side(revision: Revision) -> ConflictSide:
-    return ConflictSide(memory_id=revision.memory_id, revision_id=revision.pk, key=revision.memory.key,
-                        title=revision.title, content=revision.content, subject=revision.subject,
-                        predicate=revision.predicate, object=revision.object, valid_from=revision.valid_from,
-                        valid_to=revision.valid_to, provenance=_provenance(revision))
+    return ConflictSide(
+        memory_id=revision.memory_id,
+        revision_id=revision.pk,
+        key=revision.memory.key,
+        title=revision.title,
+        content=revision.content,
+        subject=revision.subject,
+        predicate=revision.predicate,
+        object=revision.object,
+        valid_from=revision.valid_from,
+        valid_to=revision.valid_to,
+        provenance=_provenance(revision),
+    )
 
 
-def memory_conflicts(*, namespace=None, as_of=None, valid_at=None,
-                     limit: int = CONFLICTS_LIMIT_DEFAULT) -> ConflictList:
+def memory_conflicts(
+    *, namespace=None, as_of=None, valid_at=None, limit: int = CONFLICTS_LIMIT_DEFAULT
+) -> ConflictList:
     """Return the conflicts among the facts visible at (as_of, valid_at) in ``namespace`` (a name, a list, or None
     for all), both sides with their provenance."""
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= CONFLICTS_LIMIT_MAX:
@@ -44,10 +56,22 @@ def memory_conflicts(*, namespace=None, as_of=None, valid_at=None,
     pairs = detection.find_conflicts(namespaces=namespaces, as_of=as_of_time, valid_at=valid_time)
     shown = pairs[:limit]
     revisions = _revisions([side.revision_id for pair in shown for side in (pair.left, pair.right)])
-    return ConflictList(as_of=as_of_time, valid_at=valid_time, total=len(pairs), conflicts=[
-        ConflictRecord(id=pair.id, namespace=pair.namespace, subject=pair.subject, predicate=pair.predicate,
-                       left=_side(revisions[pair.left.revision_id]), right=_side(revisions[pair.right.revision_id]))
-        for pair in shown])
+    return ConflictList(
+        as_of=as_of_time,
+        valid_at=valid_time,
+        total=len(pairs),
+        conflicts=[
+            ConflictRecord(
+                id=pair.id,
+                namespace=pair.namespace,
+                subject=pair.subject,
+                predicate=pair.predicate,
+                left=_side(revisions[pair.left.revision_id]),
+                right=_side(revisions[pair.right.revision_id]),
+            )
+            for pair in shown
+        ],
+    )
 
 
 def with_conflicts(records: list[MemoryRecord], *, as_of: dt.datetime, valid_at: dt.datetime) -> list[MemoryRecord]:
@@ -55,10 +79,18 @@ def with_conflicts(records: list[MemoryRecord], *, as_of: dt.datetime, valid_at:
 
     Records without a triple, or whose predicate is not single-valued, cost no lookup.
     """
-    probes = [detection.Probe(memory_id=record.id, revision_id=record.revision_id, namespace=record.namespace,
-                              subject=record.subject or "", predicate=record.predicate or "",
-                              object=record.object or "")
-              for record in records if record.subject]
+    probes = [
+        detection.Probe(
+            memory_id=record.id,
+            revision_id=record.revision_id,
+            namespace=record.namespace,
+            subject=record.subject or "",
+            predicate=record.predicate or "",
+            object=record.object or "",
+        )
+        for record in records
+        if record.subject
+    ]
     found = detection.conflicts_of(probes, as_of=as_of, valid_at=valid_at) if probes else {}
     if not found:
         return records
@@ -68,10 +100,20 @@ def with_conflicts(records: list[MemoryRecord], *, as_of: dt.datetime, valid_at:
         sides = found.get(record.revision_id)
         if sides:
             own = _provenance(revisions[record.revision_id])
-            record = record.model_copy(update={"conflicts": [
-                ConflictWith(conflict_id=detection.conflict_id(record.id, side.memory_id), memory_id=side.memory_id,
-                             revision_id=side.revision_id, object=revisions[side.revision_id].object,
-                             provenance=_provenance(revisions[side.revision_id]), own_provenance=own)
-                for side in sides]})
+            record = record.model_copy(
+                update={
+                    "conflicts": [
+                        ConflictWith(
+                            conflict_id=detection.conflict_id(record.id, side.memory_id),
+                            memory_id=side.memory_id,
+                            revision_id=side.revision_id,
+                            object=revisions[side.revision_id].object,
+                            provenance=_provenance(revisions[side.revision_id]),
+                            own_provenance=own,
+                        )
+                        for side in sides
+                    ]
+                }
+            )
         shown.append(record)
     return shown

@@ -29,8 +29,20 @@ from memoryproject.exceptions import InvalidInput, MemoryNotFound
 from memoryproject.timeparse import parse_instant
 
 RECALL = "recall"
-_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
-           "november", "december")
+_MONTHS = (
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+)
 _UNIT_DAYS = {"day": 1, "week": 7, "month": 30, "year": 365}
 _AGO = re.compile(r"^(?P<count>\d{1,4}|a|an|one)\s+(?P<unit>day|week|month|year)s?\s+ago$")
 _LAST = re.compile(r"^last\s+(?P<unit>day|week|month|year)$")
@@ -96,34 +108,57 @@ def memory_route(*, question: str, namespace=None, limit: int = selectors.RECALL
         raise InvalidInput(f"limit: {limit!r} is out of range 1..{validation.RECALL_LIMIT_MAX}.", field="limit")
     matched = matching_rule(question, now=timezone.now())
     if matched is None:
-        return _recall(question, namespaces, limit, rule=None, extracted={},
-                       why="No rule matched: plain recall.")
+        return _recall(question, namespaces, limit, rule=None, extracted={}, why="No rule matched: plain recall.")
     rule, found, asked = matched
     if asked is None:
         extracted = {name: " ".join(value.split()) for name, value in found.groupdict().items() if value}
     else:
-        extracted = {name: value for name, value in (("shape", asked.shape), ("entity", asked.entity),
-                                                     ("asks", asked.words), ("when", asked.when)) if value}
+        extracted = {
+            name: value
+            for name, value in (
+                ("shape", asked.shape),
+                ("entity", asked.entity),
+                ("asks", asked.words),
+                ("when", asked.when),
+            )
+            if value
+        }
     said = ", ".join(f"{name}={value!r}" for name, value in extracted.items())
     why = f"Rule {rule.name!r} matched ({said})"
     if asked is not None:
         answer = _graph_question(asked, home=home, limit=limit)
     else:
         answer = {Route.LOOKUP: _lookup, Route.GRAPH: _graph, Route.AS_OF: _as_of}[rule.route](
-            question, found, extracted, namespaces=namespaces, home=home, limit=limit)
+            question, found, extracted, namespaces=namespaces, home=home, limit=limit
+        )
     if isinstance(answer, str):  # the routed path found nothing: why not
-        return _recall(question, namespaces, limit, rule=rule.name, extracted=extracted,
-                       why=f"{why}. {answer} Fell back to recall.", fell_back=True)
+        return _recall(
+            question,
+            namespaces,
+            limit,
+            rule=rule.name,
+            extracted=extracted,
+            why=f"{why}. {answer} Fell back to recall.",
+            fell_back=True,
+        )
     if asked is not None:  # what was asked of the graph, and at what time
         why = f"{why}: {_asked_text(asked)}, {_time_text(answer['graph'])}"
-    return RouteResult(question=question, route=rule.route, rule=rule.name, extracted=extracted, why=f"{why}.",
-                       **answer)
+    return RouteResult(
+        question=question, route=rule.route, rule=rule.name, extracted=extracted, why=f"{why}.", **answer
+    )
 
 
 def _recall(question, namespaces, limit, *, rule, extracted, why, fell_back=False, query=None, as_of=None):
     recalled = selectors.memory_recall(query=query or question, namespace=namespaces, limit=limit, as_of=as_of)
-    return RouteResult(question=question, route=RECALL if as_of is None else Route.AS_OF, rule=rule,
-                       extracted=extracted, why=why, fell_back=fell_back, recall=recalled)
+    return RouteResult(
+        question=question,
+        route=RECALL if as_of is None else Route.AS_OF,
+        rule=rule,
+        extracted=extracted,
+        why=why,
+        fell_back=fell_back,
+        recall=recalled,
+    )
 
 
 def _readable(record, namespaces) -> bool:
@@ -159,8 +194,12 @@ def _lookup(question, found, extracted, *, namespaces, home, limit):
         graph = selectors.memory_graph(namespace=home, entity=extracted["entity"])
     except InvalidInput:
         return f"{extracted['entity']!r} is not an entity name."
-    relations = [relation for neighbourhood in graph.entities for relation in neighbourhood.relations
-                 if relation.direction == "out" and attribute in predicate_name(relation.predicate)]
+    relations = [
+        relation
+        for neighbourhood in graph.entities
+        for relation in neighbourhood.relations
+        if relation.direction == "out" and attribute in predicate_name(relation.predicate)
+    ]
     if not relations:
         return f"No fact gives {extracted['entity']!r} a predicate naming {attribute!r}."
     records = [selectors.memory_get(memory_id=relation.memory_id) for relation in relations[:limit]]
@@ -171,8 +210,11 @@ def _graph(question, found, extracted, *, namespaces, home, limit):
     try:
         if "source" in extracted:
             graph = selectors.memory_graph(namespace=home, source=extracted["source"], target=extracted["target"])
-            return {"graph": graph} if graph.paths else (
-                f"No path joins {extracted['source']!r} and {extracted['target']!r} in the facts of {home!r}.")
+            return (
+                {"graph": graph}
+                if graph.paths
+                else (f"No path joins {extracted['source']!r} and {extracted['target']!r} in the facts of {home!r}.")
+            )
         graph = selectors.memory_graph(namespace=home, entity=extracted["entity"], limit=max(limit, 1))
     except InvalidInput as error:
         return f"The graph could not answer ({error.message})"
@@ -205,8 +247,9 @@ def _time_text(graph) -> str:
 def _graph_question(asked: Asked, *, home, limit):
     """The relations ``asked`` asks for, valid at its stated time as known now, with the memories behind them."""
     try:
-        graph = selectors.memory_graph(namespace=home, entity=asked.entity, limit=limit, valid_at=asked.valid_at,
-                                       only=asked.relations)
+        graph = selectors.memory_graph(
+            namespace=home, entity=asked.entity, limit=limit, valid_at=asked.valid_at, only=asked.relations
+        )
     except InvalidInput as error:
         return f"The graph could not answer ({error.message})"
     relations = graph.entities[0].relations
@@ -214,8 +257,10 @@ def _graph_question(asked: Asked, *, home, limit):
         return f"The facts of {home!r} hold no {_asked_text(asked)} {_time_text(graph)}."
     revision_ids = list(dict.fromkeys(relation.revision_id for relation in relations))
     records = selectors.records_with_confidence(revision_ids, as_of=graph.as_of, valid_at=graph.valid_at)
-    return {"graph": graph, "memories": [records[revision_id] for revision_id in revision_ids
-                                         if revision_id in records]}
+    return {
+        "graph": graph,
+        "memories": [records[revision_id] for revision_id in revision_ids if revision_id in records],
+    }
 
 
 def _as_of(question, found, extracted, *, namespaces, home, limit):
@@ -224,6 +269,6 @@ def _as_of(question, found, extracted, *, namespaces, home, limit):
     except ValueError as error:
         return f"{error}."
     # The question without the time phrase is what to recall; all of it when nothing else is left.
-    rest = (question[:found.start()] + " " + question[found.end():]).strip(" ,.;:?!")
+    rest = (question[: found.start()] + " " + question[found.end() :]).strip(" ,.;:?!")
     recalled = selectors.memory_recall(query=rest or question, namespace=namespaces, limit=limit, as_of=as_of)
     return {"recall": recalled}

@@ -9,9 +9,11 @@ from django.db.migrations.recorder import MigrationRecorder
 from django.db.models import Count, Exists, IntegerField, Max, OuterRef, Prefetch, Q, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 
+from knowledge import graph
+from knowledge.models import Fact
 from knowledge.names import entity_name, predicate_name
-from memories import staging, validation
 from memories import confidence as confidence_rules
+from memories import staging, validation
 from memories import states as state_rules
 from memories.models import Attributes, Kind, Lifecycle, Memory, Revision, State, Tag
 from memories.records import AttributesRecord, GraphResult, Hit, MemoryRecord, Page, RecallResult, RevisionRecord
@@ -20,8 +22,6 @@ from memoryproject.dbfunctions import UtcDay
 from memoryproject.exceptions import InvalidInput, MemoryNotFound, Unavailable
 from memoryproject.metrics import RECALL_SECONDS, observed
 from memoryproject.timeparse import format_instant, parse_optional_instant, stored_instant
-from knowledge import graph
-from knowledge.models import Fact
 from search import engine, errors, hits
 from telemetry import selectors as telemetry
 
@@ -79,24 +79,26 @@ _IDS_PER_QUERY = 500
 def _counting_batches(cursor, as_of: dt.datetime) -> set[int]:
     """Ids of the import batches whose rows count at ``as_of`` (memories.models.counted_rows)."""
     # The batches are few: one scan of their small table.
-    cursor.execute("SELECT id FROM memories_importbatch WHERE counts_from <= %s",
-                   [connection.ops.adapt_datetimefield_value(as_of)])
+    cursor.execute(
+        "SELECT id FROM memories_importbatch WHERE counts_from <= %s", [connection.ops.adapt_datetimefield_value(as_of)]
+    )
     counted = {row[0] for row in cursor.fetchall()}
     own = staging.own_batch_id()
     return counted | {own} if own is not None else counted
 
 
-def _attributes_as_of(cursor, memory_ids: list[int],
-                      as_of: dt.datetime) -> dict[int, tuple[str, str, list[str], str]]:
+def _attributes_as_of(cursor, memory_ids: list[int], as_of: dt.datetime) -> dict[int, tuple[str, str, list[str], str]]:
     """{memory id: (namespace, kind, tag names by slug, recorded state)} as of ``as_of`` (Attributes); memories without
     a row then are left out."""
     chosen: dict[int, tuple[int, str, str, list[str], str]] = {}
     batches = None
     for start in range(0, len(memory_ids), _IDS_PER_QUERY):
-        chunk = memory_ids[start:start + _IDS_PER_QUERY]
+        chunk = memory_ids[start : start + _IDS_PER_QUERY]
         # The (memory, known_at, id) index: a few rows per memory, joined to their few tags by the m2m's unique index.
-        cursor.execute(_ATTRIBUTES_SQL.format(marks=",".join(["%s"] * len(chunk))),
-                       [*chunk, connection.ops.adapt_datetimefield_value(as_of)])
+        cursor.execute(
+            _ATTRIBUTES_SQL.format(marks=",".join(["%s"] * len(chunk))),
+            [*chunk, connection.ops.adapt_datetimefield_value(as_of)],
+        )
         for memory_id, row_id, namespace, kind, state, batch_id, tag in cursor.fetchall():
             if batch_id is not None:
                 batches = _counting_batches(cursor, as_of) if batches is None else batches
@@ -106,8 +108,9 @@ def _attributes_as_of(cursor, memory_ids: list[int],
                 chosen[memory_id] = (row_id, namespace, kind, [], state)  # the newest wins
             if tag is not None:
                 chosen[memory_id][3].append(tag)
-    return {memory_id: (namespace, kind, tags, state)
-            for memory_id, (_, namespace, kind, tags, state) in chosen.items()}
+    return {
+        memory_id: (namespace, kind, tags, state) for memory_id, (_, namespace, kind, tags, state) in chosen.items()
+    }
 
 
 def records_for_revisions(revision_ids: list[int], *, as_of: dt.datetime | None = None) -> dict[int, MemoryRecord]:
@@ -122,13 +125,14 @@ def records_for_revisions(revision_ids: list[int], *, as_of: dt.datetime | None 
     return _records(revision_ids, as_of=as_of)[0]
 
 
-def _records(revision_ids: list[int], *,
-             as_of: dt.datetime | None) -> tuple[dict[int, MemoryRecord], dict[int, confidence_rules.Provenance]]:
+def _records(
+    revision_ids: list[int], *, as_of: dt.datetime | None
+) -> tuple[dict[int, MemoryRecord], dict[int, confidence_rules.Provenance]]:
     """records_for_revisions, and beside them each revision's provenance (its confidence's inputs), by revision id."""
     records, provenance, rows = {}, {}, []
     with connection.cursor() as cursor:
         for start in range(0, len(revision_ids), _IDS_PER_QUERY):
-            chunk = revision_ids[start:start + _IDS_PER_QUERY]
+            chunk = revision_ids[start : start + _IDS_PER_QUERY]
             # Primary-key lookups, each joined to its memory by primary key.
             cursor.execute(_RECORD_SQL.format(marks=",".join(["%s"] * len(chunk))), chunk)
             rows.extend(cursor.fetchall())
@@ -138,37 +142,79 @@ def _records(revision_ids: list[int], *,
         # Memories without a row then (written outside the services) show their current tags.
         current = [memory_id for memory_id in memory_ids if memory_id not in then]
         for start in range(0, len(current), _IDS_PER_QUERY):
-            chunk = current[start:start + _IDS_PER_QUERY]
+            chunk = current[start : start + _IDS_PER_QUERY]
             # The m2m table's (memory_id, tag_id) unique index serves the IN; tags are few per memory.
             cursor.execute(_TAGS_SQL.format(marks=",".join(["%s"] * len(chunk))), chunk)
             for memory_id, name in cursor.fetchall():
                 tags.setdefault(memory_id, []).append(name)
-    for (revision_id, memory_id, key, namespace, kind, state, title, content, known_at, valid_from, valid_to,
-         expires_at, source, content_hash, subject, predicate, object_, confidence, author, created_at, interface,
-         trusted) in rows:
+    for (
+        revision_id,
+        memory_id,
+        key,
+        namespace,
+        kind,
+        state,
+        title,
+        content,
+        known_at,
+        valid_from,
+        valid_to,
+        expires_at,
+        source,
+        content_hash,
+        subject,
+        predicate,
+        object_,
+        confidence,
+        author,
+        created_at,
+        interface,
+        trusted,
+    ) in rows:
         recorded = Lifecycle.ACTIVE.value
         if memory_id in then:
             namespace, kind, tags[memory_id], recorded = then[memory_id]
         if as_of is not None:
             state = state_rules.read_state(recorded, kind=kind, known_at=stored_instant(known_at), as_of=as_of)
         records[revision_id] = MemoryRecord(
-            id=memory_id, key=key, namespace=namespace, kind=kind, state=state, title=title, content=content,
-            tags=tags.get(memory_id, []), revision_id=revision_id, known_at=stored_instant(known_at),
-            valid_from=stored_instant(valid_from), valid_to=stored_instant(valid_to),
+            id=memory_id,
+            key=key,
+            namespace=namespace,
+            kind=kind,
+            state=state,
+            title=title,
+            content=content,
+            tags=tags.get(memory_id, []),
+            revision_id=revision_id,
+            known_at=stored_instant(known_at),
+            valid_from=stored_instant(valid_from),
+            valid_to=stored_instant(valid_to),
             expires_at=stored_instant(expires_at),
-            source=source, content_hash=content_hash, subject=subject, predicate=predicate, object=object_,
-            stated_confidence=confidence, author=author, created_at=stored_instant(created_at))
+            source=source,
+            content_hash=content_hash,
+            subject=subject,
+            predicate=predicate,
+            object=object_,
+            stated_confidence=confidence,
+            author=author,
+            created_at=stored_instant(created_at),
+        )
         provenance[revision_id] = confidence_rules.Provenance.of(interface, source, author, trusted)
     return records, provenance
 
 
-def records_with_confidence(revision_ids: list[int], *, as_of: dt.datetime,
-                            valid_at: dt.datetime | None = None) -> dict[int, MemoryRecord]:
+def records_with_confidence(
+    revision_ids: list[int], *, as_of: dt.datetime, valid_at: dt.datetime | None = None
+) -> dict[int, MemoryRecord]:
     """records_for_revisions of revisions visible at (as_of, valid_at), each with its conflicts and confidence
     (memories.confidence), by revision id."""
     records, provenance = _records(revision_ids, as_of=as_of)
-    return {record.revision_id: record for record in confidence_rules.with_confidence(
-        list(records.values()), as_of=as_of, valid_at=as_of if valid_at is None else valid_at, provenance=provenance)}
+    return {
+        record.revision_id: record
+        for record in confidence_rules.with_confidence(
+            list(records.values()), as_of=as_of, valid_at=as_of if valid_at is None else valid_at, provenance=provenance
+        )
+    }
 
 
 def _names(value, *, field: str, check) -> list[str] | None:
@@ -213,15 +259,24 @@ def _tagged_memories(tags: list[str], namespaces: list[str] | None, *, as_of: dt
 
 def _recall_state(name: str) -> str:
     if name not in state_rules.RECALL_STATES:
-        raise InvalidInput(f"states: {name!r} is not one of {', '.join(state_rules.RECALL_STATES)} (recall finds "
-                           "no forgotten memory).", field="states")
+        raise InvalidInput(
+            f"states: {name!r} is not one of {', '.join(state_rules.RECALL_STATES)} (recall finds "
+            "no forgotten memory).",
+            field="states",
+        )
     return name
 
 
 def _age(known_at: dt.datetime, now: dt.datetime) -> str:
     seconds = (now - known_at).total_seconds()
-    for unit, size in (("year", 365 * 86400), ("month", 30 * 86400), ("week", 7 * 86400), ("day", 86400),
-                       ("hour", 3600), ("minute", 60)):
+    for unit, size in (
+        ("year", 365 * 86400),
+        ("month", 30 * 86400),
+        ("week", 7 * 86400),
+        ("day", 86400),
+        ("hour", 3600),
+        ("minute", 60),
+    ):
         if seconds >= size:
             count = int(seconds // size)
             return f"{count} {unit}{'s' if count != 1 else ''} ago"
@@ -229,9 +284,22 @@ def _age(known_at: dt.datetime, now: dt.datetime) -> str:
 
 
 @observed(RECALL_SECONDS, lambda result, arguments: {"mode": result.mode})
-def memory_recall(*, query: str, namespace=None, tags=None, kinds=None, limit: int = RECALL_LIMIT_DEFAULT,
-                  match: str = RECALL_MATCH_DEFAULT, mode: str = RECALL_MODE_DEFAULT, as_of=None, valid_at=None,
-                  explain: bool = False, min_score=None, states=None, min_confidence=None) -> RecallResult:
+def memory_recall(
+    *,
+    query: str,
+    namespace=None,
+    tags=None,
+    kinds=None,
+    limit: int = RECALL_LIMIT_DEFAULT,
+    match: str = RECALL_MATCH_DEFAULT,
+    mode: str = RECALL_MODE_DEFAULT,
+    as_of=None,
+    valid_at=None,
+    explain: bool = False,
+    min_score=None,
+    states=None,
+    min_confidence=None,
+) -> RecallResult:
     """Return the memories that best answer ``query`` as known at ``as_of``, about ``valid_at``.
 
     ``min_score``: hold back hits scoring below it; None: hold back every hit when none is relevant
@@ -264,21 +332,32 @@ def memory_recall(*, query: str, namespace=None, tags=None, kinds=None, limit: i
 
     def ranked(window: int):
         try:
-            return engine.rank(query=query, namespaces=namespaces, kinds=kind_names, memory_ids=tagged,
-                               limit=window, match=match, mode=mode, as_of=as_of_time, valid_at=valid_time,
-                               explain=explain, min_score=min_score,
-                               states=None if set(state_names) == set(state_rules.RECALL_STATES) else state_names,
-                               stale_after=state_rules.stale_after_micros(), injections=injections,
-                               injection_boost=settings.MEMORY_INJECTION_BOOST)
+            return engine.rank(
+                query=query,
+                namespaces=namespaces,
+                kinds=kind_names,
+                memory_ids=tagged,
+                limit=window,
+                match=match,
+                mode=mode,
+                as_of=as_of_time,
+                valid_at=valid_time,
+                explain=explain,
+                min_score=min_score,
+                states=None if set(state_names) == set(state_rules.RECALL_STATES) else state_names,
+                stale_after=state_rules.stale_after_micros(),
+                injections=injections,
+                injection_boost=settings.MEMORY_INJECTION_BOOST,
+            )
         except errors.Unavailable as error:
             raise Unavailable(error.message) from None
 
-    window = limit if min_confidence is None else min(limit * CONFIDENCE_CANDIDATES_PER_HIT,
-                                                      CONFIDENCE_CANDIDATES_MAX)
+    window = limit if min_confidence is None else min(limit * CONFIDENCE_CANDIDATES_PER_HIT, CONFIDENCE_CANDIDATES_MAX)
     while True:
         ranking = ranked(window)
-        records = records_with_confidence([hit.revision_id for hit in ranking.hits], as_of=as_of_time,
-                                          valid_at=valid_time)
+        records = records_with_confidence(
+            [hit.revision_id for hit in ranking.hits], as_of=as_of_time, valid_at=valid_time
+        )
         if min_confidence is None:
             break
         chosen, held_back = _confident(ranking.hits, records, limit=limit, min_confidence=min_confidence)
@@ -290,10 +369,21 @@ def memory_recall(*, query: str, namespace=None, tags=None, kinds=None, limit: i
     if min_confidence is not None:
         ranking_hits = chosen
         if held_back:
-            checked = (f" among the best {len(ranking.hits)} candidates"
-                       if len(chosen) < limit and len(ranking.hits) == window else "")
-            note = " ".join(filter(None, [note, f"{held_back} hit{'s' if held_back > 1 else ''} held back: "
-                                                f"confidence below min_confidence {min_confidence:g}{checked}."]))
+            checked = (
+                f" among the best {len(ranking.hits)} candidates"
+                if len(chosen) < limit and len(ranking.hits) == window
+                else ""
+            )
+            note = " ".join(
+                filter(
+                    None,
+                    [
+                        note,
+                        f"{held_back} hit{'s' if held_back > 1 else ''} held back: "
+                        f"confidence below min_confidence {min_confidence:g}{checked}.",
+                    ],
+                )
+            )
     else:
         ranking_hits = ranking.hits
     found = []
@@ -301,29 +391,54 @@ def memory_recall(*, query: str, namespace=None, tags=None, kinds=None, limit: i
         record = records[hit.revision_id]
         details = None
         if explain:
-            details = {"revision_id": record.revision_id, **hit.explain,
-                       "known_at": format_instant(record.known_at), "valid_from": format_instant(record.valid_from),
-                       "valid_to": format_instant(record.valid_to), "source": record.source,
-                       "content_hash": record.content_hash, "author": record.author,
-                       "confidence": record.confidence_inputs}
-        found.append(Hit(memory=record, score=hit.score, snippet=hits.snippet(record.content, ranking.tokens),
-                         matched_terms=hit.matched_terms, relevant=hit.relevant,
-                         age=_age(record.known_at, as_of_time), explain=details))
-    return RecallResult(query=query, terms=ranking.terms, match_mode=ranking.match_mode, mode=mode,
-                        as_of=as_of_time, valid_at=valid_time, hits=found, note=note, hint=ranking.hint)
+            details = {
+                "revision_id": record.revision_id,
+                **hit.explain,
+                "known_at": format_instant(record.known_at),
+                "valid_from": format_instant(record.valid_from),
+                "valid_to": format_instant(record.valid_to),
+                "source": record.source,
+                "content_hash": record.content_hash,
+                "author": record.author,
+                "confidence": record.confidence_inputs,
+            }
+        found.append(
+            Hit(
+                memory=record,
+                score=hit.score,
+                snippet=hits.snippet(record.content, ranking.tokens),
+                matched_terms=hit.matched_terms,
+                relevant=hit.relevant,
+                age=_age(record.known_at, as_of_time),
+                explain=details,
+            )
+        )
+    return RecallResult(
+        query=query,
+        terms=ranking.terms,
+        match_mode=ranking.match_mode,
+        mode=mode,
+        as_of=as_of_time,
+        valid_at=valid_time,
+        hits=found,
+        note=note,
+        hint=ranking.hint,
+    )
 
 
 def held_memories(memory_ids, *, as_of: dt.datetime) -> set[int]:
     """Of ``memory_ids``, those held at ``as_of``: a candidate whose row says an untrusted writer's text reads as
     an instruction to the agent (``states.HELD``), not yet promoted."""
     # The attributes_memory_known index: each memory's newest row, for these few memories.
-    rows = Attributes.objects.as_of(as_of).filter(memory_id__in=list(memory_ids), state=Lifecycle.CANDIDATE,
-                                                  reason__startswith=state_rules.HELD_PREFIX)
+    rows = Attributes.objects.as_of(as_of).filter(
+        memory_id__in=list(memory_ids), state=Lifecycle.CANDIDATE, reason__startswith=state_rules.HELD_PREFIX
+    )
     return set(rows.values_list("memory_id", flat=True))
 
 
-def _confident(ranked: list, records: dict[int, MemoryRecord], *, limit: int,
-               min_confidence: float) -> tuple[list, int]:
+def _confident(
+    ranked: list, records: dict[int, MemoryRecord], *, limit: int, min_confidence: float
+) -> tuple[list, int]:
     """The first ``limit`` of ``ranked`` whose confidence is at least ``min_confidence``, and how many ranked
     above the last of them (or anywhere, when fewer pass) fell below it."""
     chosen, held_back = [], 0
@@ -369,8 +484,12 @@ def memory_get(*, memory_id=None, namespace=None, key=None, as_of=None, valid_at
         wanted = f"{namespace}/{key}"
     else:
         raise InvalidInput("Give an id, or a namespace and a key.", field="id")
-    revision_id = (Revision.objects.filter(memory__in=memories).visible(as_of=as_of_time, valid_at=valid_time)
-                   .values_list("pk", flat=True).first())
+    revision_id = (
+        Revision.objects.filter(memory__in=memories)
+        .visible(as_of=as_of_time, valid_at=valid_time)
+        .values_list("pk", flat=True)
+        .first()
+    )
     if revision_id is None:
         raise MemoryNotFound(wanted)
     record = records_for_revisions([revision_id], as_of=as_of_time)[revision_id]
@@ -390,12 +509,25 @@ def attribute_history(*, memory_id: int, as_of=None) -> list[AttributesRecord]:
     """Return the memory's namespace, kind, tags and lifecycle state after each change known by ``as_of`` (default now),
     oldest first."""
     as_of_time, _ = resolve_times(as_of)
-    rows = (Attributes.objects.filter(memory_id=memory_id).known_by(as_of_time).order_by("known_at", "id")
-            .prefetch_related(Prefetch("tags", queryset=Tag.objects.order_by("slug"))))
-    return [AttributesRecord(known_at=row.known_at, namespace=row.namespace, kind=row.kind,
-                             tags=[tag.name for tag in row.tags.all()], state=row.state, reason=row.reason,
-                             author=row.author, interface=row.interface)
-            for row in rows]
+    rows = (
+        Attributes.objects.filter(memory_id=memory_id)
+        .known_by(as_of_time)
+        .order_by("known_at", "id")
+        .prefetch_related(Prefetch("tags", queryset=Tag.objects.order_by("slug")))
+    )
+    return [
+        AttributesRecord(
+            known_at=row.known_at,
+            namespace=row.namespace,
+            kind=row.kind,
+            tags=[tag.name for tag in row.tags.all()],
+            state=row.state,
+            reason=row.reason,
+            author=row.author,
+            interface=row.interface,
+        )
+        for row in rows
+    ]
 
 
 def _encode_cursor(memory_id: int) -> str:
@@ -439,8 +571,15 @@ def memory_list(
         raise InvalidInput(f"limit: {limit!r} is out of range 1..{LIST_LIMIT_MAX}.", field="limit")
     if as_of is not None or valid_at is not None or state in _LIFECYCLE_STATES:
         # The lifecycle states are read from the attribute rows, as of now when no time is given.
-        return _list_at(*resolve_times(as_of, valid_at), namespace=namespace, tags=tags, kind=kind, state=state,
-                        limit=limit, cursor=cursor)
+        return _list_at(
+            *resolve_times(as_of, valid_at),
+            namespace=namespace,
+            tags=tags,
+            kind=kind,
+            state=state,
+            limit=limit,
+            cursor=cursor,
+        )
     now = dialect.now()
     memories = Memory.objects.all()
     if namespace:
@@ -461,33 +600,41 @@ def memory_list(
     page = list(memories.order_by("-pk").prefetch_related(_tag_prefetch())[: limit + 1])
     more = len(page) > limit
     page = page[:limit]
-    shown = {
-        revision.memory_id: revision
-        for revision in Revision.objects.filter(memory__in=page).visible(as_of=now)
-    }
+    shown = {revision.memory_id: revision for revision in Revision.objects.filter(memory__in=page).visible(as_of=now)}
     recorded = dict(Attributes.objects.as_of(now).filter(memory__in=page).values_list("memory_id", "state"))
     items = []
     for memory in page:
         revision = shown.get(memory.pk) or latest_content_revision(memory)
         revision.memory = memory
-        read = state_rules.FORGOTTEN if memory.state == State.FORGOTTEN else state_rules.read_state(
-            recorded.get(memory.pk, Lifecycle.ACTIVE.value), kind=memory.kind, known_at=revision.known_at, as_of=now)
+        read = (
+            state_rules.FORGOTTEN
+            if memory.state == State.FORGOTTEN
+            else state_rules.read_state(
+                recorded.get(memory.pk, Lifecycle.ACTIVE.value), kind=memory.kind, known_at=revision.known_at, as_of=now
+            )
+        )
         items.append(MemoryRecord.from_revision(revision, state=read))
     items = _scored_where_visible(items, {revision.pk for revision in shown.values()}, as_of=now, valid_at=now)
     return Page(items=items, next_cursor=_encode_cursor(page[-1].pk) if more and page else None)
 
 
-def _scored_where_visible(items: list[MemoryRecord], visible: set[int], *, as_of: dt.datetime,
-                          valid_at: dt.datetime) -> list[MemoryRecord]:
+def _scored_where_visible(
+    items: list[MemoryRecord], visible: set[int], *, as_of: dt.datetime, valid_at: dt.datetime
+) -> list[MemoryRecord]:
     """``items``, those whose revision is in ``visible`` with their conflicts and confidence (memories.confidence);
     a hidden or forgotten memory shows no confidence."""
-    scored = {record.revision_id: record for record in confidence_rules.with_confidence(
-        [item for item in items if item.revision_id in visible], as_of=as_of, valid_at=valid_at)}
+    scored = {
+        record.revision_id: record
+        for record in confidence_rules.with_confidence(
+            [item for item in items if item.revision_id in visible], as_of=as_of, valid_at=valid_at
+        )
+    }
     return [scored.get(item.revision_id, item) for item in items]
 
 
-def _list_at(as_of: dt.datetime, valid_at: dt.datetime, *, namespace, tags, kind, state: str, limit: int,
-             cursor) -> Page:
+def _list_at(
+    as_of: dt.datetime, valid_at: dt.datetime, *, namespace, tags, kind, state: str, limit: int, cursor
+) -> Page:
     """memory_list at a past or chosen point: filters match the namespace, kind, tags and lifecycle state each memory
     carried at ``as_of``, and states follow the visibility rule there (a tombstone winner is forgotten, no winner is
     hidden)."""
@@ -503,12 +650,15 @@ def _list_at(as_of: dt.datetime, valid_at: dt.datetime, *, namespace, tags, kind
     if state in (Lifecycle.CANDIDATE, Lifecycle.ARCHIVED):
         carried, rowless = carried.filter(state=state), rowless.none()  # a memory without rows is active
     elif state == state_rules.STALE:
-        carried, rowless = _reading_stale(carried.filter(state=Lifecycle.ACTIVE), rowless, as_of=as_of,
-                                          valid_at=valid_at)
+        carried, rowless = _reading_stale(
+            carried.filter(state=Lifecycle.ACTIVE), rowless, as_of=as_of, valid_at=valid_at
+        )
     # Memories written outside the services have no attribute rows: their current values stand in.
-    memories = (Memory.objects.filter(Q(pk__in=carried.values("memory_id")) | Q(pk__in=rowless.values("pk")))
-                .filter(Exists(Revision.objects.filter(memory=OuterRef("pk")).known_by(as_of)))
-                ._with_winner(as_of=as_of, valid_at=valid_at))
+    memories = (
+        Memory.objects.filter(Q(pk__in=carried.values("memory_id")) | Q(pk__in=rowless.values("pk")))
+        .filter(Exists(Revision.objects.filter(memory=OuterRef("pk")).known_by(as_of)))
+        ._with_winner(as_of=as_of, valid_at=valid_at)
+    )
     if state == "active" or state in _LIFECYCLE_STATES:
         memories = memories.filter(winning_revision_id__isnull=False, winner_is_tombstone=False)
     elif state == "hidden":
@@ -517,17 +667,23 @@ def _list_at(as_of: dt.datetime, valid_at: dt.datetime, *, namespace, tags, kind
         memories = memories.filter(winner_is_tombstone=True)
     if cursor:
         memories = memories.filter(pk__lt=_decode_cursor(cursor))
-    page = list(memories.order_by("-pk").values_list("pk", "winning_revision_id", "winner_is_tombstone")[:limit + 1])
+    page = list(memories.order_by("-pk").values_list("pk", "winning_revision_id", "winner_is_tombstone")[: limit + 1])
     more = len(page) > limit
     page = page[:limit]
     shown = {}
     for memory_id, revision_id, tombstone in page:
         if revision_id is None or tombstone:  # hidden or forgotten then: its newest text known by then
-            revision_id = (Revision.objects.filter(memory_id=memory_id, tombstone=False).known_by(as_of)
-                           .latest_known().values_list("pk", flat=True).first())
+            revision_id = (
+                Revision.objects.filter(memory_id=memory_id, tombstone=False)
+                .known_by(as_of)
+                .latest_known()
+                .values_list("pk", flat=True)
+                .first()
+            )
         shown[memory_id] = revision_id
-    records = records_for_revisions([revision_id for revision_id in shown.values() if revision_id is not None],
-                                    as_of=as_of)
+    records = records_for_revisions(
+        [revision_id for revision_id in shown.values() if revision_id is not None], as_of=as_of
+    )
     items = []
     for memory_id, _, tombstone in page:
         record = records.get(shown[memory_id])
@@ -543,6 +699,7 @@ def _reading_stale(carried, rowless, *, as_of: dt.datetime, valid_at: dt.datetim
     valid_at) is older than its kind's stale age (``memories.states``): the active ones among them read stale."""
     rows, memories = Q(pk__in=[]), Q(pk__in=[])
     for kind in settings.MEMORY_STALE_AFTER_DAYS:
+
         def old(memory_ref, cutoff=as_of - state_rules.stale_after(kind)):
             shown = Revision.objects.filter(memory=OuterRef(memory_ref)).visible(as_of=as_of, valid_at=valid_at)
             return Exists(shown.filter(known_at__lt=cutoff))
@@ -576,12 +733,17 @@ def visible_same_triple(*, namespace: str, subject: str, predicate: str, object:
     """
     wanted = (entity_name(subject), predicate_name(predicate), entity_name(object))
     # LIKE (ASCII case-insensitive) narrows to the few rows naming both before visibility and the exact comparison.
-    candidates = (Revision.objects.filter(memory__namespace=namespace, subject__icontains=wanted[0].split()[-1],
-                                          object__icontains=wanted[2].split()[-1])
-                  .visible(as_of=dialect.now()).order_by("memory_id", "id"))
+    candidates = (
+        Revision.objects.filter(
+            memory__namespace=namespace,
+            subject__icontains=wanted[0].split()[-1],
+            object__icontains=wanted[2].split()[-1],
+        )
+        .visible(as_of=dialect.now())
+        .order_by("memory_id", "id")
+    )
     for revision in candidates:
-        if (entity_name(revision.subject), predicate_name(revision.predicate),
-                entity_name(revision.object)) == wanted:
+        if (entity_name(revision.subject), predicate_name(revision.predicate), entity_name(revision.object)) == wanted:
             return revision
     return None
 
@@ -597,27 +759,30 @@ def visible_same_triples(*, namespace: str, triples) -> dict[tuple[str, str, str
     id wins. Reads the fact rows (normal forms, by subject), then the visibility rule for
     the few revisions stating one of these triples.
     """
-    wanted = {(entity_name(subject), predicate_name(predicate), entity_name(object_))
-              for subject, predicate, object_ in triples}
+    wanted = {
+        (entity_name(subject), predicate_name(predicate), entity_name(object_))
+        for subject, predicate, object_ in triples
+    }
     subjects = sorted({triple[0] for triple in wanted})
     revision_ids = []
     for start in range(0, len(subjects), _HASHES_PER_QUERY):
         # The fact_subject_predicate index: the rows naming these subjects, of every namespace and time.
-        rows = Fact.objects.filter(subject__in=subjects[start:start + _HASHES_PER_QUERY]).values_list(
-            "revision_id", "subject", "predicate", "object")
+        rows = Fact.objects.filter(subject__in=subjects[start : start + _HASHES_PER_QUERY]).values_list(
+            "revision_id", "subject", "predicate", "object"
+        )
         revision_ids += [row[0] for row in rows if row[1:] in wanted]
     found: dict[tuple[str, str, str], Revision] = {}
     for start in range(0, len(revision_ids), _HASHES_PER_QUERY):
-        shown = (Revision.objects.filter(pk__in=revision_ids[start:start + _HASHES_PER_QUERY],
-                                         memory__namespace=namespace)
-                 .visible(as_of=dialect.now()).order_by("memory_id", "id"))
+        shown = (
+            Revision.objects.filter(pk__in=revision_ids[start : start + _HASHES_PER_QUERY], memory__namespace=namespace)
+            .visible(as_of=dialect.now())
+            .order_by("memory_id", "id")
+        )
         for revision in shown:
             triple = (entity_name(revision.subject), predicate_name(revision.predicate), entity_name(revision.object))
             if triple not in found or revision.memory_id < found[triple].memory_id:
                 found[triple] = revision
     return found
-
-
 
 
 def visible_duplicates(*, namespace: str, content_hashes) -> dict[str, int]:
@@ -631,9 +796,12 @@ def visible_duplicates(*, namespace: str, content_hashes) -> dict[str, int]:
     now = dialect.now()
     for start in range(0, len(hashes), _HASHES_PER_QUERY):
         # By hash alone: with the namespace in the WHERE clause SQLite walks the namespace, not the hash index.
-        stored = Revision.objects.filter(content_hash__in=hashes[start:start + _HASHES_PER_QUERY])
-        memory_ids = {memory_id for memory_id, memory_namespace in stored.values_list("memory_id", "memory__namespace")
-                      if memory_namespace == namespace}
+        stored = Revision.objects.filter(content_hash__in=hashes[start : start + _HASHES_PER_QUERY])
+        memory_ids = {
+            memory_id
+            for memory_id, memory_namespace in stored.values_list("memory_id", "memory__namespace")
+            if memory_namespace == namespace
+        }
         if not memory_ids:
             continue
         shown = stored.filter(memory_id__in=sorted(memory_ids)).visible(as_of=now)
@@ -712,11 +880,14 @@ def store_counts() -> dict:
     Two grouped scans of the rows as stored, whatever the time: no visibility rule, so the
     cost grows with the rows, not with the rule's subqueries.
     """
-    memories = {(row["namespace"], row["state"]): row["total"]
-                for row in Memory.objects.values("namespace", "state").annotate(total=Count("pk")).order_by()}
-    revisions = {(row["memory__namespace"], row["tombstone"]): row["total"]
-                 for row in Revision.objects.values("memory__namespace", "tombstone").annotate(total=Count("pk"))
-                 .order_by()}
+    memories = {
+        (row["namespace"], row["state"]): row["total"]
+        for row in Memory.objects.values("namespace", "state").annotate(total=Count("pk")).order_by()
+    }
+    revisions = {
+        (row["memory__namespace"], row["tombstone"]): row["total"]
+        for row in Revision.objects.values("memory__namespace", "tombstone").annotate(total=Count("pk")).order_by()
+    }
     return {"memories": memories, "revisions": revisions}
 
 
@@ -755,8 +926,12 @@ def namespace_kind_totals(*, now: dt.datetime) -> list[dict]:
     """Return one row per (namespace, kind): memories in all, and visible now."""
     # memory_namespace_kind covers the grouping; the visible count adds the visibility subquery per memory.
     totals = {
-        (row["namespace"], row["kind"]): {"namespace": row["namespace"], "kind": row["kind"], "memories": row["n"],
-                                          "visible": 0}
+        (row["namespace"], row["kind"]): {
+            "namespace": row["namespace"],
+            "kind": row["kind"],
+            "memories": row["n"],
+            "visible": 0,
+        }
         for row in Memory.objects.values("namespace", "kind").annotate(n=Count("pk")).order_by("namespace", "kind")
     }
     visible = Memory.objects.visible(as_of=now).values("namespace", "kind").annotate(n=Count("pk"))
@@ -787,21 +962,37 @@ def memory_labels(memory_ids: set[int]) -> dict[int, dict]:
     """
     memories = {memory.pk: memory for memory in Memory.objects.filter(pk__in=memory_ids)}
     titles = {}
-    for revision in (Revision.objects.filter(memory_id__in=memories, tombstone=False)
-                     .order_by("memory_id", "known_at", "id").values("memory_id", "title")):
+    for revision in (
+        Revision.objects.filter(memory_id__in=memories, tombstone=False)
+        .order_by("memory_id", "known_at", "id")
+        .values("memory_id", "title")
+    ):
         titles[revision["memory_id"]] = revision["title"]  # the newest wins
-    return {pk: {"label": titles.get(pk) or f"{memories[pk].namespace}/{memories[pk].key}",
-                 "state": memories[pk].state} if pk in memories else GONE
-            for pk in memory_ids}
+    return {
+        pk: {"label": titles.get(pk) or f"{memories[pk].namespace}/{memories[pk].key}", "state": memories[pk].state}
+        if pk in memories
+        else GONE
+        for pk in memory_ids
+    }
 
 
-_GRAPH_QUESTIONS = "Give entity (its relations), source and target (the paths between them), or query (the " \
-                   "entities it names)."
+_GRAPH_QUESTIONS = (
+    "Give entity (its relations), source and target (the paths between them), or query (the entities it names)."
+)
 
 
-def memory_graph(*, namespace: str, entity: str | None = None, source: str | None = None, target: str | None = None,
-                 query: str | None = None, limit: int = GRAPH_LIMIT_DEFAULT, as_of=None, valid_at=None,
-                 only=None) -> GraphResult:
+def memory_graph(
+    *,
+    namespace: str,
+    entity: str | None = None,
+    source: str | None = None,
+    target: str | None = None,
+    query: str | None = None,
+    limit: int = GRAPH_LIMIT_DEFAULT,
+    as_of=None,
+    valid_at=None,
+    only=None,
+) -> GraphResult:
     """Answer one question about the facts of ``namespace`` as known at ``as_of`` about ``valid_at``.
 
     Exactly one of: ``entity`` (its relations), ``source`` with ``target`` (paths), ``query``
@@ -810,19 +1001,23 @@ def memory_graph(*, namespace: str, entity: str | None = None, source: str | Non
     ``only`` keeps the relations of these (predicate, direction) pairs (query routing's graph questions).
     """
     namespace = validation.namespace(namespace)
-    entity, source, target = (validation.short_text(value, field=name, limit=validation.TRIPLE_PART_MAX)
-                              for name, value in (("entity", entity), ("source", source), ("target", target)))
+    entity, source, target = (
+        validation.short_text(value, field=name, limit=validation.TRIPLE_PART_MAX)
+        for name, value in (("entity", entity), ("source", source), ("target", target))
+    )
     query = validation.short_text(query, field="query", limit=validation.QUERY_MAX_CHARS)
-    given = [name for name, value in (("entity", entity), ("source", source), ("target", target), ("query", query))
-             if value]
+    given = [
+        name for name, value in (("entity", entity), ("source", source), ("target", target), ("query", query)) if value
+    ]
     if not given:
         raise InvalidInput(f"Nothing to ask. {_GRAPH_QUESTIONS}", field="entity")
     if ("source" in given) != ("target" in given):
         missing = "target" if "source" in given else "source"
         raise InvalidInput(f"{missing}: missing; paths need both source and target.", field=missing)
     if len(given) > (2 if "source" in given else 1):
-        raise InvalidInput(f"{' and '.join(given)} ask different questions; ask one at a time. {_GRAPH_QUESTIONS}",
-                           field=given[-1])
+        raise InvalidInput(
+            f"{' and '.join(given)} ask different questions; ask one at a time. {_GRAPH_QUESTIONS}", field=given[-1]
+        )
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= GRAPH_LIMIT_MAX:
         raise InvalidInput(f"limit: {limit!r} is not from 1 to {GRAPH_LIMIT_MAX}.", field="limit")
     as_of_time, valid_time = resolve_times(as_of, valid_at)

@@ -93,8 +93,11 @@ def text_to_learn(value, *, limit: int) -> str:
     if not value.strip():
         raise InvalidInput("text: must not be empty.", field="text")
     if len(value) > limit:
-        raise TooLarge(f"text: {len(value)} characters is over the limit of {limit}. Split it and learn each part "
-                       "in its own call.", field="text")
+        raise TooLarge(
+            f"text: {len(value)} characters is over the limit of {limit}. Split it and learn each part "
+            "in its own call.",
+            field="text",
+        )
     if "\x00" in value:
         raise InvalidInput("text: NUL characters are not allowed.", field="text")
     try:
@@ -180,11 +183,14 @@ def confidence(value) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise InvalidInput(f"confidence: expected a number from {CONFIDENCE_MIN:g} to {CONFIDENCE_MAX:g}, "
-                           f"got {value!r}.", field="confidence")
+        raise InvalidInput(
+            f"confidence: expected a number from {CONFIDENCE_MIN:g} to {CONFIDENCE_MAX:g}, got {value!r}.",
+            field="confidence",
+        )
     if not CONFIDENCE_MIN <= value <= CONFIDENCE_MAX:
-        raise InvalidInput(f"confidence: {value!r} is out of range {CONFIDENCE_MIN:g}..{CONFIDENCE_MAX:g}.",
-                           field="confidence")
+        raise InvalidInput(
+            f"confidence: {value!r} is out of range {CONFIDENCE_MIN:g}..{CONFIDENCE_MAX:g}.", field="confidence"
+        )
     return float(value)
 
 
@@ -193,8 +199,9 @@ def min_score(value) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MIN_SCORE_MAX:
-        raise InvalidInput(f"min_score: {value!r} is out of range 0..{MIN_SCORE_MAX:g} (a recall score).",
-                           field="min_score")
+        raise InvalidInput(
+            f"min_score: {value!r} is out of range 0..{MIN_SCORE_MAX:g} (a recall score).", field="min_score"
+        )
     return float(value)
 
 
@@ -203,8 +210,9 @@ def min_confidence(value) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-        raise InvalidInput(f"min_confidence: {value!r} is out of range 0..1 (a computed confidence).",
-                           field="min_confidence")
+        raise InvalidInput(
+            f"min_confidence: {value!r} is out of range 0..1 (a computed confidence).", field="min_confidence"
+        )
     return float(value)
 
 

@@ -43,8 +43,7 @@ def remember(db):
     """Remember through the service layer as the CLI would; returns the RememberResult."""
 
     def _remember(content, namespace="acme", **fields):
-        return services.memory_remember(namespace=namespace, content=content, actor="tester", interface="cli",
-                                        **fields)
+        return services.memory_remember(namespace=namespace, content=content, actor="tester", interface="cli", **fields)
 
     return _remember
 

@@ -28,14 +28,21 @@ class AuditPage:
                 raise PermissionDenied
             report, done = audit_fix(actor=admin_actor(request), interface="admin")
             repaired = ", ".join(f"{name.replace('_', ' ')}: {count}" for name, count in done.items())
-            self.message_user(request, f"Repaired ({repaired})." if done else "Nothing needed repairing.",
-                              messages.SUCCESS if report.ok else messages.WARNING)
+            self.message_user(
+                request,
+                f"Repaired ({repaired})." if done else "Nothing needed repairing.",
+                messages.SUCCESS if report.ok else messages.WARNING,
+            )
             return HttpResponseRedirect(request.get_full_path())
         report = run_audit()
-        return TemplateResponse(request, "admin/memories/memory/audit.html", {
-            **self.admin_site.each_context(request),
-            "opts": self.model._meta,
-            "title": "Audit",
-            "report": report,
-            "can_fix": request.user.is_superuser and any(finding.fixable for finding in report.findings),
-        })
+        return TemplateResponse(
+            request,
+            "admin/memories/memory/audit.html",
+            {
+                **self.admin_site.each_context(request),
+                "opts": self.model._meta,
+                "title": "Audit",
+                "report": report,
+                "can_fix": request.user.is_superuser and any(finding.fixable for finding in report.findings),
+            },
+        )
