@@ -1,6 +1,6 @@
 """Who is calling, and what they may touch: the one place scopes and namespace allow-lists are enforced.
 
-Every interface that acts for an API key (MCP now, REST later) turns the key into a
+Every interface that acts for an API key (MCP and REST) turns the key into a
 ``Caller`` once per request and asks it before each call into the services:
 ``require`` for scopes, ``namespaces_to_read`` / ``namespace_to_write`` /
 ``namespace_to_count`` for namespaces, and ``check_memory`` for memory ids.

@@ -8,7 +8,7 @@ read from the revision that states it. Resolving is ``memories.services.conflict
 import datetime as dt
 
 from knowledge import conflicts as detection
-from memories import selectors
+from memories import validation
 from memories.models import Revision
 from memories.records import ConflictList, ConflictRecord, ConflictSide, ConflictWith, MemoryRecord, Provenance
 from memoryproject.exceptions import InvalidInput
@@ -51,8 +51,8 @@ def memory_conflicts(
     for all), both sides with their provenance."""
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= CONFLICTS_LIMIT_MAX:
         raise InvalidInput(f"limit: {limit!r} is out of range 1..{CONFLICTS_LIMIT_MAX}.", field="limit")
-    namespaces = selectors.namespace_names(namespace)
-    as_of_time, valid_time = selectors.resolve_times(as_of, valid_at)
+    namespaces = validation.namespace_names(namespace)
+    as_of_time, valid_time = validation.resolve_times(as_of, valid_at)
     pairs = detection.find_conflicts(namespaces=namespaces, as_of=as_of_time, valid_at=valid_time)
     shown = pairs[:limit]
     revisions = _revisions([side.revision_id for pair in shown for side in (pair.left, pair.right)])

@@ -133,7 +133,7 @@ def counted_rows(as_of: dt.datetime | None = None) -> Q:
 def _visibility_candidates(memory_ref, *, as_of: dt.datetime, valid_at: dt.datetime | None):
     """Return the revisions of ``memory_ref`` that compete at (as_of, valid_at), the winner first.
 
-    This is the visibility rule (DESIGN.md section 3), written once: among revisions
+    This is the visibility rule (docs/concepts.md), written once: among revisions
     known by ``as_of`` and not expired by then, whose valid interval holds
     ``valid_at`` (a tombstone holds at every valid time), the newest by
     (known_at, id) wins. A tombstone winner means the memory is not visible.

@@ -1,7 +1,7 @@
 """The records services and selectors return, each field declared once with its description.
 
 A record is a frozen pydantic model, and its fields are the response shapes of every
-interface (the vocabulary of DESIGN.md section 5): REST sends ``as_json()`` and the CLI
+interface (the shapes docs/rest.md and docs/mcp.md show): REST sends ``as_json()`` and the CLI
 prints ``as_dict()``, MCP tools return the record itself (FastMCP makes the tool's
 outputSchema from it), and OpenAPI reads the same models (``api.schema``).
 

@@ -101,7 +101,7 @@ def memory_route(*, question: str, namespace=None, limit: int = selectors.RECALL
     ``namespace``: those it may read (a name or a list; None: all), as for recall. Keys and facts
     (lookups, graph questions) are read in the first of them, else MEMORY_DEFAULT_NAMESPACE.
     """
-    namespaces = selectors.namespace_names(namespace)
+    namespaces = validation.namespace_names(namespace)
     home = namespaces[0] if namespaces else settings.MEMORY_DEFAULT_NAMESPACE
     question = validation.query_text(question, field="question")
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= validation.RECALL_LIMIT_MAX:

@@ -21,7 +21,7 @@ from memoryproject import dialect
 from memoryproject.dbfunctions import UtcDay
 from memoryproject.exceptions import InvalidInput, MemoryNotFound, Unavailable
 from memoryproject.metrics import RECALL_SECONDS, observed
-from memoryproject.timeparse import format_instant, parse_optional_instant, stored_instant
+from memoryproject.timeparse import format_instant, stored_instant
 from search import engine, errors, hits
 from telemetry import selectors as telemetry
 
@@ -41,13 +41,6 @@ EXPIRING_SHOWN = 50
 # while too few pass, up to CONFIDENCE_CANDIDATES_MAX.
 CONFIDENCE_CANDIDATES_PER_HIT = 4
 CONFIDENCE_CANDIDATES_MAX = 400
-
-
-def resolve_times(as_of=None, valid_at=None) -> tuple[dt.datetime, dt.datetime]:
-    """Parse a (as_of, valid_at) pair; as_of defaults to now and valid_at to as_of."""
-    as_of_time = parse_optional_instant(as_of, field="as_of") or dialect.now()
-    valid_time = parse_optional_instant(valid_at, field="valid_at") or as_of_time
-    return as_of_time, valid_time
 
 
 def _tag_prefetch():
@@ -217,26 +210,6 @@ def records_with_confidence(
     }
 
 
-def _names(value, *, field: str, check) -> list[str] | None:
-    if value is None or value == [] or value == "":
-        return None
-    values = [value] if isinstance(value, str) else value
-    if not isinstance(values, (list, tuple)) or not all(isinstance(item, str) for item in values):
-        raise InvalidInput(f"{field}: expected a name or a list of names.", field=field)
-    return [check(item) for item in values]
-
-
-def namespace_names(value) -> list[str] | None:
-    """The namespaces a read names (one name or a list), checked; None when it names none."""
-    return _names(value, field="namespace", check=validation.namespace)
-
-
-def _choice(value, *, field: str, choices: tuple[str, ...]) -> str:
-    if value not in choices:
-        raise InvalidInput(f"{field}: {value!r} is not one of {', '.join(choices)}.", field=field)
-    return value
-
-
 def _tagged_memories(tags: list[str], namespaces: list[str] | None, *, as_of: dt.datetime | None) -> list[int]:
     """Ids of the memories of ``namespaces`` (None: all) that carry every one of ``tags``, both as of ``as_of``.
 
@@ -312,17 +285,19 @@ def memory_recall(
     query = validation.query_text(query)
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= validation.RECALL_LIMIT_MAX:
         raise InvalidInput(f"limit: {limit!r} is out of range 1..{validation.RECALL_LIMIT_MAX}.", field="limit")
-    match = _choice(match, field="match", choices=engine.MATCH_MODES)
-    mode = _choice(mode, field="mode", choices=engine.MODES)
+    match = validation.choice(match, field="match", choices=engine.MATCH_MODES)
+    mode = validation.choice(mode, field="mode", choices=engine.MODES)
     if not isinstance(explain, bool):
         raise InvalidInput("explain: expected true or false.", field="explain")
     min_score = validation.min_score(min_score)
     min_confidence = validation.min_confidence(min_confidence)
-    namespaces = _names(namespace, field="namespace", check=validation.namespace)
+    namespaces = validation.names(namespace, field="namespace", check=validation.namespace)
     tag_names = validation.tags(tags) if tags else []
-    kind_names = _names(kinds, field="kinds", check=validation.kind)
-    state_names = _names(states, field="states", check=_recall_state) or list(state_rules.RECALL_STATES_DEFAULT)
-    as_of_time, valid_time = resolve_times(as_of, valid_at)
+    kind_names = validation.names(kinds, field="kinds", check=validation.kind)
+    state_names = validation.names(states, field="states", check=_recall_state) or list(
+        state_rules.RECALL_STATES_DEFAULT
+    )
+    as_of_time, valid_time = validation.resolve_times(as_of, valid_at)
     tagged = None
     if tag_names:  # without as_of, now: the memories' current tags
         tagged = _tagged_memories(tag_names, namespaces, as_of=None if as_of is None else as_of_time)
@@ -464,7 +439,7 @@ def latest_content_revision(memory: Memory) -> Revision | None:
 
 def memory_get(*, memory_id=None, namespace=None, key=None, as_of=None, valid_at=None) -> MemoryRecord:
     """Return the memory as it was known at ``as_of`` for valid time ``valid_at`` (both default to now)."""
-    as_of_time, valid_time = resolve_times(as_of, valid_at)
+    as_of_time, valid_time = validation.resolve_times(as_of, valid_at)
     memories = Memory.objects.all()
     if memory_id is not None:
         if isinstance(memory_id, bool) or not isinstance(memory_id, int) or memory_id < 1:
@@ -498,7 +473,7 @@ def memory_get(*, memory_id=None, namespace=None, key=None, as_of=None, valid_at
 
 def memory_history(*, memory_id: int, as_of=None) -> list[RevisionRecord]:
     """Return every revision known by ``as_of`` (default now), tombstones included, oldest first."""
-    as_of_time, _ = resolve_times(as_of)
+    as_of_time, _ = validation.resolve_times(as_of)
     if not Memory.objects.filter(pk=memory_id).exists():
         raise MemoryNotFound(memory_id, maybe_hidden=False)
     revisions = Revision.objects.filter(memory_id=memory_id).known_by(as_of_time).order_by("known_at", "id")
@@ -508,7 +483,7 @@ def memory_history(*, memory_id: int, as_of=None) -> list[RevisionRecord]:
 def attribute_history(*, memory_id: int, as_of=None) -> list[AttributesRecord]:
     """Return the memory's namespace, kind, tags and lifecycle state after each change known by ``as_of`` (default now),
     oldest first."""
-    as_of_time, _ = resolve_times(as_of)
+    as_of_time, _ = validation.resolve_times(as_of)
     rows = (
         Attributes.objects.filter(memory_id=memory_id)
         .known_by(as_of_time)
@@ -572,7 +547,7 @@ def memory_list(
     if as_of is not None or valid_at is not None or state in _LIFECYCLE_STATES:
         # The lifecycle states are read from the attribute rows, as of now when no time is given.
         return _list_at(
-            *resolve_times(as_of, valid_at),
+            *validation.resolve_times(as_of, valid_at),
             namespace=namespace,
             tags=tags,
             kind=kind,
@@ -1020,7 +995,7 @@ def memory_graph(
         )
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= GRAPH_LIMIT_MAX:
         raise InvalidInput(f"limit: {limit!r} is not from 1 to {GRAPH_LIMIT_MAX}.", field="limit")
-    as_of_time, valid_time = resolve_times(as_of, valid_at)
+    as_of_time, valid_time = validation.resolve_times(as_of, valid_at)
     at = {"namespace": namespace, "as_of": as_of_time, "valid_at": valid_time}
     if entity:
         found = {"entities": [graph.graph_neighbours(entity=entity, limit=limit, only=only, **at)]}

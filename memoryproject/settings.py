@@ -266,7 +266,7 @@ def _embedder() -> str:
 # switching to another needs `manage.py backfill --reembed`.
 MEMORY_EMBEDDER = _embedder()
 # Threads that run the embedding model (ONNX Runtime, or torch where the export cannot run):
-# two collapse when the other core is busy (DESIGN.md section 8).
+# two collapse when the other core is busy (docs/configuration.md).
 MEMORY_TORCH_THREADS = env_int("MEMORY_TORCH_THREADS", 1, minimum=1, maximum=64)
 # Where a model exported to ONNX is kept, so later processes load it without torch (search/embeddings.py).
 MEMORY_MODEL_CACHE = Path(env_str("MEMORY_MODEL_CACHE", str(DATA_DIR / "models"))).expanduser()

@@ -257,7 +257,7 @@ def configured_torch():
     import torch
 
     if not getattr(_torch_threads, "ready", False):
-        # Two threads collapse when the other core is busy (DESIGN.md section 8).
+        # Two threads collapse when the other core is busy (MEMORY_TORCH_THREADS in docs/configuration.md).
         torch.set_num_threads(settings.MEMORY_TORCH_THREADS)
         _torch_threads.ready = True
     return torch

@@ -1,4 +1,4 @@
-"""The apps import each other top-down and never in a circle.
+"""The apps import each other top-down, and no two modules import each other, however far round.
 
 The house reads: doors (api, mcp_api, dashboard, the admin modules, management
 commands) call services and selectors (memories), which call telemetry, knowledge and
@@ -73,6 +73,29 @@ def _edges() -> dict[tuple[str, str], list[str]]:
     return edges
 
 
+@functools.cache
+def _module_edges() -> dict[tuple[str, str], list[str]]:
+    """Return {(importer module, imported module): ["path:line imports name", ...]} between the apps' modules.
+
+    A name imported from a module (``from memories.selectors import memory_recall``) counts as an import of
+    that module; a package's own ``__init__`` is the package's module.
+    """
+    modules = _modules()
+
+    def module_of(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    edges = defaultdict(list)
+    for module, path in modules.items():
+        for name, line in _imported(module, path):
+            target = module_of(name)
+            if target is not None and target != module:
+                edges[(module, target)].append(f"{path.relative_to(ROOT)}:{line} imports {name}")
+    return edges
+
+
 def _cycle(edges) -> list[str] | None:
     """Return one cycle of the graph as [a, b, ..., a], or None when it has none."""
     graph = defaultdict(set)
@@ -135,6 +158,22 @@ def test_the_apps_import_each_other_without_a_cycle():
     edges = _edges()
     cycle = _cycle(edges)
     assert cycle is None, f"The apps import each other in a circle:\n{_explain(edges, cycle)}"
+
+
+def test_no_module_imports_another_that_imports_it_back_however_far_round():
+    edges = _module_edges()
+    cycle = _cycle(edges)
+    assert cycle is None, f"Modules import each other in a circle:\n{_explain(edges, cycle)}"
+
+
+def test_the_module_reader_resolves_an_imported_name_to_its_module():
+    edges = _module_edges()
+    assert (
+        "memories/conflicts.py:11 imports memories.validation" in edges[("memories.conflicts", "memories.validation")]
+    )
+    assert any(
+        where.endswith(" imports memories.models.Memory") for where in edges[("memories.selectors", "memories.models")]
+    )
 
 
 def test_search_imports_no_other_project_app():
