@@ -11,7 +11,6 @@ from knowledge import conflicts as detection
 from memories import validation
 from memories.models import Revision
 from memories.records import ConflictList, ConflictRecord, ConflictSide, ConflictWith, MemoryRecord, Provenance
-from memoryproject.exceptions import InvalidInput
 
 CONFLICTS_LIMIT_DEFAULT = 50
 CONFLICTS_LIMIT_MAX = 200
@@ -49,8 +48,7 @@ def memory_conflicts(
 ) -> ConflictList:
     """Return the conflicts among the facts visible at (as_of, valid_at) in ``namespace`` (a name, a list, or None
     for all), both sides with their provenance."""
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= CONFLICTS_LIMIT_MAX:
-        raise InvalidInput(f"limit: {limit!r} is out of range 1..{CONFLICTS_LIMIT_MAX}.", field="limit")
+    validation.limit(limit, maximum=CONFLICTS_LIMIT_MAX)
     namespaces = validation.namespace_names(namespace)
     as_of_time, valid_time = validation.resolve_times(as_of, valid_at)
     pairs = detection.find_conflicts(namespaces=namespaces, as_of=as_of_time, valid_at=valid_time)

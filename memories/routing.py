@@ -104,8 +104,7 @@ def memory_route(*, question: str, namespace=None, limit: int = selectors.RECALL
     namespaces = validation.namespace_names(namespace)
     home = namespaces[0] if namespaces else settings.MEMORY_DEFAULT_NAMESPACE
     question = validation.query_text(question, field="question")
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= validation.RECALL_LIMIT_MAX:
-        raise InvalidInput(f"limit: {limit!r} is out of range 1..{validation.RECALL_LIMIT_MAX}.", field="limit")
+    validation.limit(limit, maximum=validation.RECALL_LIMIT_MAX)
     matched = matching_rule(question, now=timezone.now())
     if matched is None:
         return _recall(question, namespaces, limit, rule=None, extracted={}, why="No rule matched: plain recall.")

@@ -283,8 +283,7 @@ def memory_recall(
     for the whole store.
     """
     query = validation.query_text(query)
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= validation.RECALL_LIMIT_MAX:
-        raise InvalidInput(f"limit: {limit!r} is out of range 1..{validation.RECALL_LIMIT_MAX}.", field="limit")
+    validation.limit(limit, maximum=validation.RECALL_LIMIT_MAX)
     match = validation.choice(match, field="match", choices=engine.MATCH_MODES)
     mode = validation.choice(mode, field="mode", choices=engine.MODES)
     if not isinstance(explain, bool):
@@ -542,8 +541,7 @@ def memory_list(
     """
     if state not in LIST_STATES:
         raise InvalidInput(f"state: {state!r} is not one of {', '.join(LIST_STATES)}.", field="state")
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= LIST_LIMIT_MAX:
-        raise InvalidInput(f"limit: {limit!r} is out of range 1..{LIST_LIMIT_MAX}.", field="limit")
+    validation.limit(limit, maximum=LIST_LIMIT_MAX)
     if as_of is not None or valid_at is not None or state in _LIFECYCLE_STATES:
         # The lifecycle states are read from the attribute rows, as of now when no time is given.
         return _list_at(
@@ -993,8 +991,7 @@ def memory_graph(
         raise InvalidInput(
             f"{' and '.join(given)} ask different questions; ask one at a time. {_GRAPH_QUESTIONS}", field=given[-1]
         )
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= GRAPH_LIMIT_MAX:
-        raise InvalidInput(f"limit: {limit!r} is not from 1 to {GRAPH_LIMIT_MAX}.", field="limit")
+    validation.limit(limit, maximum=GRAPH_LIMIT_MAX)
     as_of_time, valid_time = validation.resolve_times(as_of, valid_at)
     at = {"namespace": namespace, "as_of": as_of_time, "valid_at": valid_time}
     if entity:
