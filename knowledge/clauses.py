@@ -1,7 +1,7 @@
 """What one clause states: the facts said with a verb of the table, a copula or a verb no table knows.
 
 ``facts_of(claim, context)`` reads a clause (a sentence or part of one, its lead-ins and
-stated time already taken out by ``knowledge.learn``) and returns its facts, or why it gave
+stated time already taken out by ``knowledge.extraction``) and returns its facts, or why it gave
 none. Names are resolved here: determiners and a type word before an identifier are dropped
 ("the host pg-3" is pg-3), "I" is the speaker, "he" and "she" the last person named, "it"
 the last subject of the line, "which" and "who" the name the clause before ended with

@@ -8,7 +8,7 @@ included, so a corroborating memory learned after T does not count as of T.
 
 import datetime as dt
 
-from knowledge.conflicts import Probe, Side, _normal
+from knowledge.contradictions import Probe, Side, _normal
 from knowledge.models import Fact
 from search import snapshot
 

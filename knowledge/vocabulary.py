@@ -1,6 +1,6 @@
 """The tables learning reads text by: canonical predicates and the verbs that say them, roles, changes, speakers.
 
-Every rule of ``knowledge.learn`` that is a list of cases lives here as data, so a reader
+Every rule of ``knowledge.extraction`` that is a list of cases lives here as data, so a reader
 can scan what the rules know and a test can walk each entry. docs/learning.md shows
 each table with examples.
 """
@@ -267,7 +267,7 @@ PREDICATES = (
     Predicate("speaks", ("speak",)),
 )
 
-# Canonical predicates that hold one value per subject: conflicts count them (``knowledge.conflicts``), and "now"
+# Canonical predicates that hold one value per subject: conflicts count them (``knowledge.contradictions``), and "now"
 # before one of them ends the value it replaces ("The API now runs on ECS" ends "The API runs on Lambda").
 SINGLE_VALUED = ("runs on", "hosted on", "stored in", "located in", "lives in", "reports to", "owned by")
 # Predicates that say nearly the same, so that a change said with one ends a fact said with another: "Imani is no

@@ -28,7 +28,7 @@ from mcp_server.djangomcp import DjangoMCP
 from pydantic import ValidationError
 
 import memoryproject
-from mcp_api.text import as_text
+from mcp_api.rendering import as_text
 from memories import ratelimit
 from memories.access import AuthenticationFailed, Caller
 from memories.arguments import INSTANT_HELP, problems
@@ -192,7 +192,7 @@ class MemoryMCP(DjangoMCP):
         # The structured content is the dump of the record, whose model is the outputSchema, so it
         # conforms by construction. Handed over as a finished result, the SDK does not validate it
         # again with jsonschema, which rechecked the schema itself on every call. The text content,
-        # what most clients show the model, is the record's short form (mcp_api.text).
+        # what most clients show the model, is the record's short form (mcp_api.rendering).
         structured = record.model_dump(mode="json")
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=as_text(record))], structuredContent=structured, isError=False

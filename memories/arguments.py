@@ -22,12 +22,12 @@ from typing import Annotated, Literal
 from django.conf import settings
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from knowledge import graph, learn
+from knowledge import extraction, graph
 from memories import conflicts, selectors, states, validation
 from memories.models import Kind
-from memories.services import conflicts as resolving
 from memories.services import learn as learning
 from memories.services.hooks import ANSWER_MAX_CHARS, SESSION_MAX
+from memories.services.resolution import RESOLUTIONS
 from search import engine
 
 INSTANT_MAX = 64
@@ -280,7 +280,7 @@ class ImportArgs(Arguments):
 
 
 class LearnArgs(Arguments):
-    text: Annotated[str, Field(min_length=1, max_length=learn.TEXT_MAX_CHARS)] = Field(
+    text: Annotated[str, Field(min_length=1, max_length=extraction.TEXT_MAX_CHARS)] = Field(
         description=(
             "Notes, a conversation or a document: its facts ('X runs on Y'), decisions ('we chose X over Z because "
             "Y') and skills ('To X: 1. ... 2. ...') are stored, one memory each."
@@ -293,7 +293,7 @@ class LearnArgs(Arguments):
     tags: Tags | None = None
 
 
-# Conflicts (memories.conflicts, memories.services.conflicts) ----------------------------------------------------
+# Conflicts (memories.conflicts, memories.services.resolution) ----------------------------------------------------
 
 
 class ConflictsArgs(Arguments):
@@ -310,7 +310,7 @@ class ConflictsArgs(Arguments):
 
 class ResolveConflictArgs(Arguments):
     id: ConflictId = Field(description="The conflict's id (e.g. '3-7'), as recall, get and conflicts give it.")
-    resolution: Literal[resolving.RESOLUTIONS] = Field(
+    resolution: Literal[RESOLUTIONS] = Field(
         description=(
             "keep: keep one memory, forget the other; split: the earlier holds until boundary, the later from it; "
             "merge: one text replaces both (the kept memory is revised, the other forgotten)."

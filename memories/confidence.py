@@ -16,7 +16,7 @@ visible records and fills in their ``confidence``:
 4. **Corroboration**: each other author whose memory shows the same fact (the same triple in
    normal form) in the same namespace then closes ``CORROBORATION_GAIN`` of the gap to 1; at
    most ``CORROBORATION_MAX`` authors count. The memory's own author never corroborates itself.
-5. **Conflicts**: an open conflict (``knowledge.conflicts``) multiplies it by ``CONFLICT_FACTOR``.
+5. **Conflicts**: an open conflict (``knowledge.contradictions``) multiplies it by ``CONFLICT_FACTOR``.
 
 The result is rounded to ``DIGITS`` places, and recall's ``min_confidence`` compares that value.
 """
@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 
 from django.conf import settings
 
-from knowledge.conflicts import Probe
+from knowledge.contradictions import Probe
 from knowledge.corroboration import same_facts
 from memories import conflicts
 from memories.models import Interface, Revision

@@ -1,13 +1,13 @@
-"""Reads of conflicts (``knowledge.conflicts`` finds them): the review list, and the conflicts recall hits and get
+"""Reads of conflicts (``knowledge.contradictions`` finds them): the review list, and the conflicts recall hits and get
 carry.
 
 Each side of a conflict comes with its provenance (author, interface, source, known_at),
-read from the revision that states it. Resolving is ``memories.services.conflicts``.
+read from the revision that states it. Resolving is ``memories.services.resolution``.
 """
 
 import datetime as dt
 
-from knowledge import conflicts as detection
+from knowledge import contradictions
 from memories import validation
 from memories.models import Revision
 from memories.records import ConflictList, ConflictRecord, ConflictSide, ConflictWith, MemoryRecord, Provenance
@@ -51,7 +51,7 @@ def memory_conflicts(
     validation.limit(limit, maximum=CONFLICTS_LIMIT_MAX)
     namespaces = validation.namespace_names(namespace)
     as_of_time, valid_time = validation.resolve_times(as_of, valid_at)
-    pairs = detection.find_conflicts(namespaces=namespaces, as_of=as_of_time, valid_at=valid_time)
+    pairs = contradictions.find_conflicts(namespaces=namespaces, as_of=as_of_time, valid_at=valid_time)
     shown = pairs[:limit]
     revisions = _revisions([side.revision_id for pair in shown for side in (pair.left, pair.right)])
     return ConflictList(
@@ -78,7 +78,7 @@ def with_conflicts(records: list[MemoryRecord], *, as_of: dt.datetime, valid_at:
     Records without a triple, or whose predicate is not single-valued, cost no lookup.
     """
     probes = [
-        detection.Probe(
+        contradictions.Probe(
             memory_id=record.id,
             revision_id=record.revision_id,
             namespace=record.namespace,
@@ -89,7 +89,7 @@ def with_conflicts(records: list[MemoryRecord], *, as_of: dt.datetime, valid_at:
         for record in records
         if record.subject
     ]
-    found = detection.conflicts_of(probes, as_of=as_of, valid_at=valid_at) if probes else {}
+    found = contradictions.conflicts_of(probes, as_of=as_of, valid_at=valid_at) if probes else {}
     if not found:
         return records
     revisions = _revisions([*found, *(side.revision_id for sides in found.values() for side in sides)])
@@ -102,7 +102,7 @@ def with_conflicts(records: list[MemoryRecord], *, as_of: dt.datetime, valid_at:
                 update={
                     "conflicts": [
                         ConflictWith(
-                            conflict_id=detection.conflict_id(record.id, side.memory_id),
+                            conflict_id=contradictions.conflict_id(record.id, side.memory_id),
                             memory_id=side.memory_id,
                             revision_id=side.revision_id,
                             object=revisions[side.revision_id].object,

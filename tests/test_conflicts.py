@@ -6,7 +6,7 @@ import datetime as dt
 import pytest
 from django.utils import timezone
 
-from knowledge.conflicts import SINGLE_VALUED
+from knowledge.contradictions import SINGLE_VALUED
 from knowledge.models import PredicateSetting
 from memories import selectors, services
 from memories.conflicts import memory_conflicts

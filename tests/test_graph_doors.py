@@ -8,7 +8,7 @@ from django.core.management import call_command
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from mcp_api.text import as_text
+from mcp_api.rendering import as_text
 from memories import selectors, services
 from memories.services.keys import api_key_create
 from tests.helpers import error_of

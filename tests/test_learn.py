@@ -8,7 +8,7 @@ from django.core.cache import cache
 from django.db import IntegrityError, transaction
 from rest_framework.test import APIClient
 
-from knowledge import clauses, learn, vocabulary
+from knowledge import clauses, extraction, vocabulary
 from memories import selectors, services, validation
 from memories.models import Memory, Revision
 from memories.services.keys import api_key_create
@@ -214,14 +214,14 @@ CONVERSATIONS = [
 
 @pytest.mark.parametrize(("text", "triples", "contents"), CONVERSATIONS, ids=[case[0] for case in CONVERSATIONS])
 def test_speakers_pronouns_and_lists_give_each_fact_to_whom_it_belongs(text, triples, contents):
-    found = learn.extract(text)
-    facts = [item for item in found.items if item.kind == learn.FACT]
+    found = extraction.extract(text)
+    facts = [item for item in found.items if item.kind == extraction.FACT]
     assert [(item.subject, item.predicate, item.object) for item in facts] == triples
     assert [item.content for item in facts] == contents
 
 
 def test_a_decision_or_a_skill_is_found_after_a_speaker_or_a_lead_in():
-    found = learn.extract(
+    found = extraction.extract(
         "Marco: We decided to use Caddy over nginx because it does TLS for us.\n"
         "Notes from Monday. To rotate the certificates: 1. Issue new certs. 2. Reload nginx.\n"
         "Runbook: failing over the database\n- Promote the replica\n- Point the app at it"
@@ -236,9 +236,9 @@ def test_a_decision_or_a_skill_is_found_after_a_speaker_or_a_lead_in():
 
 @pytest.mark.parametrize(("sentence", "triples"), FACTS, ids=[case[0] for case in FACTS])
 def test_a_fact_sentence_gives_its_triples(sentence, triples):
-    found = learn.extract(sentence)
+    found = extraction.extract(sentence)
     assert [(item.subject, item.predicate, item.object) for item in found.items] == triples
-    assert {item.kind for item in found.items} == {learn.FACT} and found.skipped == ()
+    assert {item.kind for item in found.items} == {extraction.FACT} and found.skipped == ()
     for item in found.items:
         assert item.content[0].isupper() and item.content.endswith(".")
         assert 0 <= item.start < item.end <= len(sentence) and sentence[item.start].isalpha()
@@ -248,9 +248,9 @@ def test_a_fact_sentence_gives_its_triples(sentence, triples):
     ("sentence", "choice", "alternatives", "reason"), DECISIONS, ids=[case[0] for case in DECISIONS]
 )
 def test_a_decision_sentence_gives_what_was_chosen_over_what_and_why(sentence, choice, alternatives, reason):
-    (item,) = learn.extract(sentence).items
+    (item,) = extraction.extract(sentence).items
     assert (item.kind, item.content, item.choice, item.alternatives, item.reason) == (
-        learn.DECISION,
+        extraction.DECISION,
         sentence,
         choice,
         alternatives,
@@ -261,16 +261,16 @@ def test_a_decision_sentence_gives_what_was_chosen_over_what_and_why(sentence, c
 
 @pytest.mark.parametrize(("text", "content", "steps"), SKILLS, ids=[case[0].split(":")[0] for case in SKILLS])
 def test_numbered_or_bulleted_steps_under_a_goal_give_one_skill(text, content, steps):
-    found = learn.extract(text)
+    found = extraction.extract(text)
     (item,) = found.items
-    assert (item.kind, item.content, item.steps) == (learn.SKILL, content, steps)
+    assert (item.kind, item.content, item.steps) == (extraction.SKILL, content, steps)
     assert (item.start, item.end) == (0, len(text)) and found.skipped == ()
     assert item.title.startswith("How to ")
 
 
 @pytest.mark.parametrize(("sentence", "reason"), NOTHING, ids=[case[0] for case in NOTHING])
 def test_questions_negations_hypotheticals_pleasantries_and_vague_text_give_nothing(sentence, reason):
-    found = learn.extract(sentence)
+    found = extraction.extract(sentence)
     assert found.items == ()
     (skipped,) = found.skipped
     assert skipped.reason.split(":")[0] == reason
@@ -288,7 +288,7 @@ The API does not use Kafka."""
 
 
 def test_a_paragraph_gives_each_item_and_each_skip_in_order_with_its_span():
-    found = learn.extract(PARAGRAPH)
+    found = extraction.extract(PARAGRAPH)
     assert [(item.kind, PARAGRAPH[item.start : item.end]) for item in found.items] == [
         ("fact", "The billing API runs on Kubernetes."),
         ("decision", "We decided to use Postgres over MySQL because of JSON support."),
@@ -303,7 +303,7 @@ def test_a_paragraph_gives_each_item_and_each_skip_in_order_with_its_span():
 
 
 def test_a_clause_that_goes_on_about_a_name_is_read_on_its_own():
-    found = learn.extract(
+    found = extraction.extract(
         "OK, the API uses Redis for caching, which is fast. Marisol reports to Idris, who heads up customer success."
     )
     assert [(item.subject, item.predicate, item.object) for item in found.items] == [
@@ -315,8 +315,8 @@ def test_a_clause_that_goes_on_about_a_name_is_read_on_its_own():
 
 
 def test_the_rules_need_no_django_and_read_an_empty_text_as_nothing():
-    assert learn.extract("") == learn.Extraction(items=(), skipped=())
-    assert learn.extract("   \n\n ") == learn.Extraction(items=(), skipped=())
+    assert extraction.extract("") == extraction.Extraction(items=(), skipped=())
+    assert extraction.extract("   \n\n ") == extraction.Extraction(items=(), skipped=())
 
 
 # --- the service -------------------------------------------------------------------------------------------------
@@ -437,7 +437,11 @@ def test_an_item_the_store_refuses_is_skipped_whole_and_the_others_are_stored(se
 @pytest.mark.parametrize(
     ("arguments", "error", "message"),
     [
-        ({"text": "x" * (learn.TEXT_MAX_CHARS + 1)}, TooLarge, "text: 20001 characters is over the limit of 20000"),
+        (
+            {"text": "x" * (extraction.TEXT_MAX_CHARS + 1)},
+            TooLarge,
+            "text: 20001 characters is over the limit of 20000",
+        ),
         ({"text": "   \n"}, InvalidInput, "text: must not be empty"),
         ({"text": 5}, InvalidInput, "text: expected text, got int"),
         ({"text": "The API uses Redis.\x00"}, InvalidInput, "text: NUL characters are not allowed"),
@@ -461,9 +465,9 @@ def test_bad_input_is_refused_whole_and_nothing_is_stored(arguments, error, mess
 @pytest.mark.django_db
 def test_text_at_the_limit_is_read_whole():
     sentence = "The API uses Redis. "
-    text = (sentence * (learn.TEXT_MAX_CHARS // len(sentence)))[: learn.TEXT_MAX_CHARS]
+    text = (sentence * (extraction.TEXT_MAX_CHARS // len(sentence)))[: extraction.TEXT_MAX_CHARS]
     result = learn_text(text)
-    assert len(result.stored) == 1 and len(result.deduplicated) == learn.TEXT_MAX_CHARS // len(sentence) - 1
+    assert len(result.stored) == 1 and len(result.deduplicated) == extraction.TEXT_MAX_CHARS // len(sentence) - 1
 
 
 # --- confidence --------------------------------------------------------------------------------------------------
@@ -643,7 +647,7 @@ def test_every_verb_of_the_table_says_its_predicate(predicate, verb):
         and (not entry.objects or predicate.objects)
         and (not entry.subjects or predicate.subjects)
     )
-    (item,) = learn.extract(sentence).items
+    (item,) = extraction.extract(sentence).items
     names = {"alpha logs" if predicate.subjects else "Alpha", "beta team" if predicate.objects else "Beta"}
     assert (item.predicate, {item.subject, item.object}) == (first.name, names), sentence
     said_first = item.object if first.reverse else item.subject

@@ -12,7 +12,7 @@ import time
 import pytest
 from django.utils import timezone
 
-from knowledge import learn
+from knowledge import extraction
 from memories import selectors, services
 from memories.models import AuditEvent, Memory
 from memoryproject.exceptions import Conflict
@@ -97,7 +97,7 @@ CHANGES = [
 
 @pytest.mark.parametrize(("sentence", "endings", "facts"), CHANGES, ids=[case[0] for case in CHANGES])
 def test_a_change_names_the_facts_it_ends_and_what_takes_their_place(sentence, endings, facts):
-    found = learn.extract(sentence, now=NOW)
+    found = extraction.extract(sentence, now=NOW)
     assert [
         (ending.rule, ending.subject, ending.predicates, ending.object, ending.becomes) for ending in found.endings
     ] == endings
@@ -115,7 +115,7 @@ def test_a_change_names_the_facts_it_ends_and_what_takes_their_place(sentence, e
     ],
 )
 def test_a_second_clause_about_the_same_person_is_a_fact_of_its_own(text):
-    found = learn.extract(text, now=NOW)
+    found = extraction.extract(text, now=NOW)
     (ending,) = found.endings
     verb = "prefers" if "prefer" in text else "likes"
     assert (ending.subject, ending.predicates, ending.object) == ("Mei", (verb,), "Jira")
@@ -141,20 +141,20 @@ DATES = [
     ("sentence", "since"), [case for case in DATES if case[1]], ids=[case[0] for case in DATES if case[1]]
 )
 def test_a_stated_time_becomes_the_time_the_fact_holds_from(sentence, since):
-    (item,) = learn.extract(sentence, now=NOW).items
+    (item,) = extraction.extract(sentence, now=NOW).items
     assert item.valid_from == since and item.valid_to is None
 
 
 def test_until_bounds_the_end_and_a_time_still_to_come_is_a_plan():
-    (item,) = learn.extract("The API runs on Heroku until March 2027.", now=NOW).items
+    (item,) = extraction.extract("The API runs on Heroku until March 2027.", now=NOW).items
     assert (item.valid_from, item.valid_to) == (None, dt.datetime(2027, 3, 1, tzinfo=dt.UTC))
     for plan in ("From 1 January 2027 billing runs on Stripe.", "From next month, billing runs on Stripe."):
-        found = learn.extract(plan, now=NOW)
+        found = extraction.extract(plan, now=NOW)
         assert found.items == () and found.skipped[0].reason.startswith("hypothetical")
 
 
 def test_without_a_time_to_read_against_stated_times_are_left_in_the_text():
-    (item,) = learn.extract("Amara has managed the QA team since September 2023.").items
+    (item,) = extraction.extract("Amara has managed the QA team since September 2023.").items
     assert item.valid_from is None and item.object == "QA team"
 
 

@@ -11,7 +11,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from knowledge.questions import QUESTIONS, WHERE, read_question
-from mcp_api.text import as_text
+from mcp_api.rendering import as_text
 from memories import services
 from memories.models import RouteRule
 from memories.routing import memory_route, resolve_when

@@ -20,7 +20,7 @@ from memories import services, validation
 from memories.admin.forms import TIME_HELP, admin_actor
 from memories.conflicts import CONFLICTS_LIMIT_MAX, memory_conflicts
 from memories.models import Memory
-from memories.services.conflicts import RESOLUTIONS
+from memories.services.resolution import RESOLUTIONS
 from memoryproject.exceptions import MemoryServiceError
 
 

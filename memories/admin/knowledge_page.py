@@ -8,7 +8,7 @@ from django.core.exceptions import PermissionDenied
 from django.template.response import TemplateResponse
 from django.urls import path
 
-from knowledge.learn import TEXT_MAX_CHARS
+from knowledge.extraction import TEXT_MAX_CHARS
 from memories import selectors, services, validation
 from memories.admin.forms import TIME_HELP, admin_actor
 from memoryproject.exceptions import MemoryServiceError

@@ -2,7 +2,6 @@
 
 from memories.services.audit import audit_fix
 from memories.services.batches import purge_dead_imports
-from memories.services.conflicts import conflict_memory_ids, conflict_resolve
 from memories.services.curation import memory_move
 from memories.services.erasure import database_release_free_pages, database_vacuum, memory_erase, purge_expired
 from memories.services.export import memories_export
@@ -23,6 +22,7 @@ from memories.services.lifecycle import (
     memory_update,
 )
 from memories.services.markdown import markdown_import
+from memories.services.resolution import conflict_memory_ids, conflict_resolve
 
 __all__ = [
     "audit_fix",

@@ -1,4 +1,4 @@
-"""Learn from text: store each fact, decision and skill ``knowledge.learn`` finds, and end the facts a change ends.
+"""Learn from text: store each fact, decision and skill ``knowledge.extraction`` finds, and end the facts a change ends.
 
 The call is one transaction: its items are stored, and the facts its stated changes end
 are closed, at instants that follow the text's order. Each item is checked as
@@ -22,7 +22,7 @@ import datetime as dt
 
 from django.db import transaction
 
-from knowledge import changes, findings, learn
+from knowledge import changes, extraction, findings
 from knowledge.names import entity_name, predicate_name
 from memories import selectors, validation
 from memories.models import Lifecycle, Revision
@@ -345,11 +345,11 @@ def memory_learn(
     """Find facts, decisions, skills and changes in ``text`` by rule, store and end what they say, and say what became
     of each sentence."""
     check_interface(interface)
-    text = validation.text_to_learn(text, limit=learn.TEXT_MAX_CHARS)
+    text = validation.text_to_learn(text, limit=extraction.TEXT_MAX_CHARS)
     namespace = validation.namespace(namespace)
     source = validation.short_text(source, field="source", limit=SOURCE_MAX)
     tag_names = validation.tags(tags)
-    found = learn.extract(text, now=dialect.now())
+    found = extraction.extract(text, now=dialect.now())
     # Embedded together before any write takes the lock; each write then finds its vector ready.
     indexing.prepare_many(
         [(item.title, item.content) for item in found.items] + [("", ending.content) for ending in found.endings]

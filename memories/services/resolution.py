@@ -1,4 +1,5 @@
-"""Resolving a conflict (``knowledge.conflicts``) by appending revisions: nothing is deleted, and every step is audited.
+"""Resolving a conflict (``knowledge.contradictions``) by appending revisions: nothing is deleted, every step is
+audited.
 
 - ``keep``: the other memory is forgotten (a tombstone with the reason).
 - ``split``: both hold, in turn: the earlier memory until ``boundary``, the later one from it.
@@ -17,7 +18,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from knowledge.conflicts import conflict_id, in_conflict
+from knowledge.contradictions import conflict_id, in_conflict
 from memories import selectors, validation
 from memories.models import Memory, Revision
 from memories.records import MemoryRecord, ResolveResult
