@@ -184,7 +184,7 @@ class MemoryListView(ApiView):
     def post(self, request):
         self.caller.require(Scope.WRITE)
         fields = self.body(RememberArgs).model_dump()
-        namespace = self.caller.namespace_to_write(fields.pop("namespace"))
+        namespace = self.caller.home_namespace(fields.pop("namespace"))
         result = services.memory_remember(
             namespace=namespace, **fields, state=self.caller.new_memory_state, **self.caller.credit
         )
@@ -286,7 +286,7 @@ class LearnView(ApiView):
     def post(self, request):
         self.caller.require(Scope.WRITE)
         fields = self.body(LearnArgs).model_dump()
-        namespace = self.caller.namespace_to_write(fields.pop("namespace"))
+        namespace = self.caller.home_namespace(fields.pop("namespace"))
         return answer(services.memory_learn(namespace=namespace, **fields, **self.caller.credit))
 
 
@@ -475,7 +475,7 @@ class GraphView(ApiView):
     def get(self, request):
         self.caller.require(Scope.READ)
         fields = self.query(GraphArgs).model_dump()
-        namespace = self.caller.namespace_to_write(fields.pop("namespace"))
+        namespace = self.caller.home_namespace(fields.pop("namespace"))
         return answer(selectors.memory_graph(namespace=namespace, **fields))
 
 
@@ -538,7 +538,7 @@ class ImportView(ApiView):
             if not isinstance(namespace, str) or not namespace:
                 continue  # the service lists malformed items with the document's other problems
             try:
-                self.caller.namespace_to_write(namespace)
+                self.caller.home_namespace(namespace)
             except InvalidInput:
                 continue
             except PermissionDenied as error:

@@ -181,7 +181,7 @@ class MemoryTools(MCPToolset):
         memory, use memory_update or remember under its key."""
         caller = self._caller()
         return services.memory_remember(
-            namespace=caller.namespace_to_write(namespace),
+            namespace=caller.home_namespace(namespace),
             content=content,
             key=key,
             title=title,
@@ -206,7 +206,7 @@ class MemoryTools(MCPToolset):
         a stated change ends the old fact. For one fact you can word yourself, memory_remember is more precise."""
         caller = self._caller()
         return services.memory_learn(
-            text=text, namespace=caller.namespace_to_write(namespace), source=source, tags=tags, **caller.credit
+            text=text, namespace=caller.home_namespace(namespace), source=source, tags=tags, **caller.credit
         )
 
     @tool(title="Recall", scope=Scope.READ, read_only=True, idempotent=True, arguments=declared.RecallArgs)
@@ -254,9 +254,7 @@ class MemoryTools(MCPToolset):
         if id is not None:
             caller.check_memory(id)
             return selectors.memory_get(memory_id=id, as_of=as_of, valid_at=valid_at)
-        return selectors.memory_get(
-            namespace=caller.namespace_to_write(namespace), key=key, as_of=as_of, valid_at=valid_at
-        )
+        return selectors.memory_get(namespace=caller.home_namespace(namespace), key=key, as_of=as_of, valid_at=valid_at)
 
     @tool(title="Update a memory", scope=Scope.WRITE, read_only=False, destructive=True, arguments=declared.UpdateArgs)
     def memory_update(
@@ -355,7 +353,7 @@ class MemoryTools(MCPToolset):
         target, or query."""
         caller = self._caller()
         return selectors.memory_graph(
-            namespace=caller.namespace_to_write(namespace),
+            namespace=caller.home_namespace(namespace),
             entity=entity,
             source=source,
             target=target,

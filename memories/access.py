@@ -2,7 +2,7 @@
 
 Every interface that acts for an API key (MCP and REST) turns the key into a
 ``Caller`` once per request and asks it before each call into the services:
-``require`` for scopes, ``namespaces_to_read`` / ``namespace_to_write`` /
+``require`` for scopes, ``namespaces_to_read`` / ``home_namespace`` /
 ``namespace_to_count`` for namespaces, and ``check_memory`` for memory ids.
 
 Existence does not leak: a memory in a namespace the caller may not use is reported
@@ -112,10 +112,10 @@ class Caller:
             raise InvalidInput("namespace: expected a name or a list of names.", field="namespace")
         return [self._allowed(name) for name in names]
 
-    def namespace_to_write(self, requested=None) -> str:
-        """Return the namespace a write (or a lookup by key) goes to: the one requested, else the default.
+    def home_namespace(self, requested=None) -> str:
+        """Return the one namespace a call acts in (a write, or a lookup by key): the one requested, else the home.
 
-        The default is the first namespace of the allow-list, or MEMORY_DEFAULT_NAMESPACE
+        The home is the first namespace of the allow-list, or MEMORY_DEFAULT_NAMESPACE
         for a caller that may use every namespace.
         """
         if requested is None or requested == "":

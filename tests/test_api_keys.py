@@ -152,7 +152,7 @@ def test_a_namespace_outside_the_list_is_refused_in_the_same_words_whatever_it_h
     restricted = caller(namespaces=("acme",))
     messages = []
     for name in ("hr", "nothing-here"):
-        for ask in (restricted.namespaces_to_read, restricted.namespace_to_write, restricted.namespace_to_count):
+        for ask in (restricted.namespaces_to_read, restricted.home_namespace, restricted.namespace_to_count):
             with pytest.raises(PermissionDenied) as refused:
                 ask(name)
             assert refused.value.field == "namespace"
@@ -166,8 +166,8 @@ def test_a_namespace_outside_the_list_is_refused_in_the_same_words_whatever_it_h
 
 def test_writes_default_to_the_first_allowed_namespace_and_stats_need_one(settings):
     settings.MEMORY_DEFAULT_NAMESPACE = "general"
-    assert caller().namespace_to_write(None) == "general"
-    assert caller(namespaces=("acme", "ops")).namespace_to_write(None) == "acme"
+    assert caller().home_namespace(None) == "general"
+    assert caller(namespaces=("acme", "ops")).home_namespace(None) == "acme"
     assert caller(namespaces=("acme",)).namespace_to_count(None) == "acme"
     assert caller().namespace_to_count(None) is None
     with pytest.raises(InvalidInput, match="this API key may use several namespaces"):

@@ -279,7 +279,7 @@ def hook_ingest(
     ``RefusedIngest`` row, without the text). ``text`` is the older name of ``content``.
     """
     caller.require(Scope.WRITE)
-    namespace = caller.namespace_to_write(namespace)
+    namespace = caller.home_namespace(namespace)
     harness = _name(harness, field="harness", required=False)
     hook = _name(hook, field="hook", required=False)
     session = _session(session)
