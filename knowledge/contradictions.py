@@ -99,13 +99,14 @@ class Predicates:
 def in_conflict(namespace: str, one: tuple[str, str, str], other: tuple[str, str, str]) -> bool:
     """Whether two triples (as written) of ``namespace`` conflict: same subject and single-valued predicate, objects
     that differ. Both must carry a whole triple."""
-    one, other = _normal(*one), _normal(*other)
+    one, other = normal_triple(*one), normal_triple(*other)
     if one is None or other is None or one[:2] != other[:2] or one[2] == other[2]:
         return False
     return Predicates([namespace]).single_valued(namespace, one[1])
 
 
-def _normal(subject: str, predicate: str, object_: str) -> tuple[str, str, str] | None:
+def normal_triple(subject: str, predicate: str, object_: str) -> tuple[str, str, str] | None:
+    """The triple's normal form (names and predicate as the graph keys them); None unless all three are given."""
     triple = entity_name(subject or ""), predicate_name(predicate or ""), entity_name(object_ or "")
     return triple if all(triple) else None
 
@@ -166,7 +167,7 @@ def conflicts_of(probes: list[Probe], *, as_of: dt.datetime, valid_at: dt.dateti
     (subject, predicate) index); a probe without a triple costs nothing, and probes
     without any triple cost no query at all.
     """
-    normal = {probe.revision_id: _normal(probe.subject, probe.predicate, probe.object) for probe in probes}
+    normal = {probe.revision_id: normal_triple(probe.subject, probe.predicate, probe.object) for probe in probes}
     probes = [probe for probe in probes if normal[probe.revision_id] is not None]
     if not probes:
         return {}

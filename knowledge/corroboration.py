@@ -8,7 +8,7 @@ included, so a corroborating memory learned after T does not count as of T.
 
 import datetime as dt
 
-from knowledge.contradictions import Probe, Side, _normal
+from knowledge.contradictions import Probe, Side, normal_triple
 from knowledge.models import Fact
 from search import snapshot
 
@@ -17,7 +17,7 @@ def same_facts(probes: list[Probe], *, as_of: dt.datetime, valid_at: dt.datetime
     """{probe's revision id: the other memories' visible facts with the same triple at (as_of, valid_at)}, for
     probes with any. A probe without a whole triple costs nothing; each other one costs one lookup (the
     (subject, predicate) index)."""
-    normal = {probe.revision_id: _normal(probe.subject, probe.predicate, probe.object) for probe in probes}
+    normal = {probe.revision_id: normal_triple(probe.subject, probe.predicate, probe.object) for probe in probes}
     probes = [probe for probe in probes if normal[probe.revision_id] is not None]
     if not probes:
         return {}

@@ -668,7 +668,7 @@ def memory_revise(
         changes.update(zip(("subject", "predicate", "object"), validation.triple(subject, predicate, object)))
     kind = validation.kind(kind) if kind is not None else None
     ttl = validation.ttl_days(ttl_days, allow_keep=True)
-    _prepare_revision(memory_id, changes)
+    prepare_revision(memory_id, changes)
 
     with transaction.atomic():
         now = at or dialect.locked_now()  # under the write lock, see memory_remember
@@ -743,7 +743,7 @@ def _text_changes(content: str | None, title: str | None) -> dict:
     return changes
 
 
-def _prepare_revision(memory_id, changes: dict) -> None:
+def prepare_revision(memory_id, changes: dict) -> None:
     """Embed the revision a revise will write, from an unlocked read (a stale guess only costs a miss).
 
     Does nothing when neither content nor title changes: the vector is the current one's.
@@ -1005,7 +1005,7 @@ def memory_update(
             field="id",
         )
     # Embedded before the transaction takes the write lock; memory_revise then finds the vector ready.
-    _prepare_revision(memory_id, _text_changes(content, title))
+    prepare_revision(memory_id, _text_changes(content, title))
     with transaction.atomic():
         # One instant for both halves: no time shows the new text or kind with the old tags.
         now = dialect.locked_now()  # under the write lock, see memory_remember

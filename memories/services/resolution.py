@@ -22,7 +22,6 @@ from knowledge.contradictions import conflict_id, in_conflict
 from memories import selectors, validation
 from memories.models import Memory, Revision
 from memories.records import MemoryRecord, ResolveResult
-from memories.services.lifecycle import _prepare_revision as prepare_revision
 from memories.services.lifecycle import (
     audit_many,
     check_interface,
@@ -30,6 +29,7 @@ from memories.services.lifecycle import (
     hold_only,
     memory_forget,
     memory_revise,
+    prepare_revision,
 )
 from memoryproject import dialect
 from memoryproject.exceptions import Conflict, InvalidInput
