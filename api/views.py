@@ -1,6 +1,7 @@
 """The REST endpoints under ``/api/v1/``.
 
-Each handler takes three steps: check the key's scope and read the operation's declared
+Each view declares the scope each of its handlers needs (``scopes``, enforced by
+``ApiView`` before a handler runs). A handler takes three steps: read the operation's declared
 arguments (``memories.arguments``, through ``api.arguments``), make one service,
 selector or search call with the caller's namespaces resolved by ``Caller`` (the calls
 ``mcp_api.tools`` makes, so REST and MCP behave alike), and answer with the record it
@@ -109,8 +110,21 @@ class ApiView(APIView):
     permission_classes = [HasApiKey]
     parser_classes = [StrictJSONParser]
     renderer_classes = [JSONRenderer]
-    throttle_bucket: str | None = None  # the rate limit a request spends (memories.ratelimit); None: by method
+    # The scope each handler needs, by HTTP method: every handler a view defines declares one (checked at import),
+    # and ``initial`` enforces it once the key is known, before the handler reads a byte of its arguments. It also
+    # names the rate limit a request spends (memories.ratelimit): writes, or reads for the rest.
+    scopes: dict[str, Scope] = {}
     body_limit_setting = "MEMORY_API_MAX_BODY_BYTES"
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        undeclared = [
+            method
+            for method in ("get", "post", "put", "patch", "delete")
+            if hasattr(cls, method) and method.upper() not in cls.scopes
+        ]
+        if undeclared:
+            raise TypeError(f"{cls.__name__} declares no scope for {', '.join(undeclared)}: add it to scopes.")
 
     def get_exception_handler(self):
         return handler
@@ -122,7 +136,9 @@ class ApiView(APIView):
 
     def check_throttles(self, request):
         # DRF calls this once the key is known; the budget is the key's, shared with MCP.
-        ratelimit.charge(request.auth, self.throttle_bucket or ("read" if request.method in SAFE_METHODS else "write"))
+        scope = self._scope(request)
+        write = scope == Scope.WRITE if scope is not None else request.method not in SAFE_METHODS
+        ratelimit.charge(request.auth, "write" if write else "read")
 
     def initial(self, request, *args, **kwargs):
         super().initial(request, *args, **kwargs)
@@ -136,6 +152,13 @@ class ApiView(APIView):
         # gives every body its length: memoryproject.wsgibridge.)
         if not declared and "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower():
             raise LengthRequired()
+        scope = self._scope(request)
+        if scope is not None:
+            self.caller.require(scope)
+
+    def _scope(self, request) -> Scope | None:
+        """The declared scope of the request's handler; None for a method without one (DRF answers 405)."""
+        return self.scopes.get("GET" if request.method == "HEAD" else request.method)  # HEAD runs the GET handler
 
     @property
     def caller(self) -> Caller:
@@ -149,6 +172,8 @@ class ApiView(APIView):
 
 
 class MemoryListView(ApiView):
+    scopes = {"GET": Scope.READ, "POST": Scope.WRITE}
+
     @extend_schema(
         summary="List memories",
         operation_id="memories_list",
@@ -157,7 +182,6 @@ class MemoryListView(ApiView):
         description="Page through memories, newest first. Pass next_cursor back as cursor.",
     )
     def get(self, request):
-        self.caller.require(Scope.READ)
         args = self.query(ListArgs)
         return answer(
             selectors.memory_list(
@@ -182,7 +206,6 @@ class MemoryListView(ApiView):
         "a new revision is added (200, revised=true).",
     )
     def post(self, request):
-        self.caller.require(Scope.WRITE)
         fields = self.body(RememberArgs).model_dump()
         namespace = self.caller.home_namespace(fields.pop("namespace"))
         result = services.memory_remember(
@@ -194,6 +217,8 @@ class MemoryListView(ApiView):
 
 
 class MemoryDetailView(ApiView):
+    scopes = {"GET": Scope.READ, "PATCH": Scope.WRITE, "DELETE": Scope.WRITE}
+
     @extend_schema(
         summary="Get a memory",
         operation_id="memories_get",
@@ -202,7 +227,6 @@ class MemoryDetailView(ApiView):
         description="Read one memory as it is now, or as it was known at as_of about valid_at.",
     )
     def get(self, request, id: int):
-        self.caller.require(Scope.READ)
         args = self.query(MEMORY_GET, id=id)
         self.caller.check_memory(args.id)
         return answer(selectors.memory_get(memory_id=args.id, as_of=args.as_of, valid_at=args.valid_at))
@@ -217,7 +241,6 @@ class MemoryDetailView(ApiView):
         "or removed. History keeps every earlier revision.",
     )
     def patch(self, request, id: int):
-        self.caller.require(Scope.WRITE)
         fields = self.body(UpdateArgs, id=id).model_dump()
         self.caller.check_memory(fields["id"])
         return answer(services.memory_update(memory_id=fields.pop("id"), **fields, **self.caller.credit))
@@ -231,13 +254,14 @@ class MemoryDetailView(ApiView):
         "an earlier as_of still see it. Forgetting twice changes nothing (changed=false).",
     )
     def delete(self, request, id: int):
-        self.caller.require(Scope.WRITE)
         args = self.query(ForgetArgs, id=id)
         self.caller.check_memory(args.id)
         return answer(services.memory_forget(memory_id=args.id, reason=args.reason, **self.caller.credit))
 
 
 class MemoryHistoryView(ApiView):
+    scopes = {"GET": Scope.READ}
+
     @extend_schema(
         summary="Memory history",
         operation_id="memories_history",
@@ -247,7 +271,6 @@ class MemoryHistoryView(ApiView):
         "and its namespace, kind and tags after each change known by then.",
     )
     def get(self, request, id: int):
-        self.caller.require(Scope.READ)
         args = self.query(HistoryArgs, id=id)
         self.caller.check_memory(args.id)
         revisions = selectors.memory_history(memory_id=args.id, as_of=args.as_of)
@@ -256,6 +279,8 @@ class MemoryHistoryView(ApiView):
 
 
 class MemoryRestoreView(ApiView):
+    scopes = {"POST": Scope.WRITE}
+
     @extend_schema(
         summary="Restore a forgotten memory",
         operation_id="memories_restore",
@@ -266,13 +291,14 @@ class MemoryRestoreView(ApiView):
         "Restoring a memory that is not forgotten changes nothing (changed=false).",
     )
     def post(self, request, id: int):
-        self.caller.require(Scope.WRITE)
         args = self.body(RestoreArgs, id=id)
         self.caller.check_memory(args.id)
         return answer(services.memory_restore(memory_id=args.id, reason=args.reason, **self.caller.credit))
 
 
 class LearnView(ApiView):
+    scopes = {"POST": Scope.WRITE}
+
     @extend_schema(
         summary="Learn from text",
         operation_id="learn",
@@ -284,7 +310,6 @@ class LearnView(ApiView):
         "its reason.",
     )
     def post(self, request):
-        self.caller.require(Scope.WRITE)
         fields = self.body(LearnArgs).model_dump()
         namespace = self.caller.home_namespace(fields.pop("namespace"))
         return answer(services.memory_learn(namespace=namespace, **fields, **self.caller.credit))
@@ -293,10 +318,10 @@ class LearnView(ApiView):
 class MemoryStateView(ApiView):
     """Base of the lifecycle's endpoints: one transition (``memories.states``) for a trusted key with write scope."""
 
+    scopes = {"POST": Scope.WRITE}
     action = ""
 
     def change(self, request, id: int, service) -> HttpResponse:
-        self.caller.require(Scope.WRITE)
         self.caller.require_trusted(self.action)
         args = self.body(StateChangeArgs, id=id)
         self.caller.check_memory(args.id)
@@ -354,7 +379,7 @@ class MemoryUnarchiveView(MemoryStateView):
 
 
 class RecallView(ApiView):
-    throttle_bucket = "read"
+    scopes = {"GET": Scope.READ, "POST": Scope.READ}
 
     def _recall(self, args: RecallArgs) -> HttpResponse:
         fields = args.model_dump()
@@ -370,7 +395,6 @@ class RecallView(ApiView):
         "instructions. With as_of, the answer is exactly what the store held then.",
     )
     def get(self, request):
-        self.caller.require(Scope.READ)
         return self._recall(self.query(RecallArgs))
 
     @extend_schema(
@@ -381,12 +405,11 @@ class RecallView(ApiView):
         description="The same search as GET, for long queries or a list of namespaces in JSON.",
     )
     def post(self, request):
-        self.caller.require(Scope.READ)
         return self._recall(self.body(RecallArgs))
 
 
 class RouteView(ApiView):
-    throttle_bucket = "read"
+    scopes = {"GET": Scope.READ, "POST": Scope.READ}
 
     def _route(self, args):
         fields = args.model_dump()
@@ -402,7 +425,6 @@ class RouteView(ApiView):
         "it names, or plain recall; with the route taken and why.",
     )
     def get(self, request):
-        self.caller.require(Scope.READ)
         return self._route(self.query(RouteArgs))
 
     @extend_schema(
@@ -413,11 +435,12 @@ class RouteView(ApiView):
         description="The same as GET, for long questions or a list of namespaces in JSON.",
     )
     def post(self, request):
-        self.caller.require(Scope.READ)
         return self._route(self.body(RouteArgs))
 
 
 class ConflictListView(ApiView):
+    scopes = {"GET": Scope.READ}
+
     @extend_schema(
         summary="Conflicts",
         operation_id="conflicts_list",
@@ -428,7 +451,6 @@ class ConflictListView(ApiView):
         "valid_at, the conflicts of that point.",
     )
     def get(self, request):
-        self.caller.require(Scope.READ)
         args = self.query(ConflictsArgs)
         return answer(
             memory_conflicts(
@@ -441,6 +463,8 @@ class ConflictListView(ApiView):
 
 
 class ConflictResolveView(ApiView):
+    scopes = {"POST": Scope.WRITE}
+
     @extend_schema(
         summary="Resolve a conflict",
         operation_id="conflicts_resolve",
@@ -452,7 +476,6 @@ class ConflictResolveView(ApiView):
         "everything. 409 when the conflict no longer exists.",
     )
     def post(self, request, id: str):
-        self.caller.require(Scope.WRITE)
         fields = self.body(ResolveConflictArgs, id=id).model_dump()
         for memory_id in services.conflict_memory_ids(fields["id"]):
             self.caller.check_memory(memory_id)
@@ -460,7 +483,7 @@ class ConflictResolveView(ApiView):
 
 
 class GraphView(ApiView):
-    throttle_bucket = "read"
+    scopes = {"GET": Scope.READ}
 
     @extend_schema(
         summary="Knowledge graph",
@@ -473,13 +496,14 @@ class GraphView(ApiView):
         "Give one of the three.",
     )
     def get(self, request):
-        self.caller.require(Scope.READ)
         fields = self.query(GraphArgs).model_dump()
         namespace = self.caller.home_namespace(fields.pop("namespace"))
         return answer(selectors.memory_graph(namespace=namespace, **fields))
 
 
 class ExportView(ApiView):
+    scopes = {"GET": Scope.READ}
+
     @extend_schema(
         summary="Export",
         operation_id="export",
@@ -489,7 +513,6 @@ class ExportView(ApiView):
         "import/ and manage.py import_memories read), one batch at a time.",
     )
     def get(self, request):
-        self.caller.require(Scope.READ)
         args = self.query(ExportArgs)
         namespace = self.caller.namespace_to_count(args.namespace)
         # Checks its arguments at once; the rows are read as the response is sent.
@@ -500,6 +523,8 @@ class ExportView(ApiView):
 
 
 class ImportView(ApiView):
+    scopes = {"POST": Scope.WRITE}
+
     body_limit_setting = "MEMORY_API_MAX_IMPORT_BYTES"
 
     # The document is the service's to check, item by item: its schema here only describes it.
@@ -513,7 +538,6 @@ class ImportView(ApiView):
         "is written. trusted=true (admin scope) replays recorded times (known_at).",
     )
     def post(self, request):
-        self.caller.require(Scope.WRITE)
         options = self.query(ImportArgs)
         if options.trusted:
             self.caller.require(Scope.ADMIN)
@@ -548,6 +572,8 @@ class ImportView(ApiView):
 
 
 class AuditView(ApiView):
+    scopes = {"GET": Scope.ADMIN}
+
     @extend_schema(
         summary="Audit",
         operation_id="audit",
@@ -564,6 +590,8 @@ class AuditView(ApiView):
 
 
 class StatsView(ApiView):
+    scopes = {"GET": Scope.READ}
+
     @extend_schema(
         summary="Statistics",
         operation_id="stats",
@@ -574,7 +602,6 @@ class StatsView(ApiView):
         "mode.",
     )
     def get(self, request):
-        self.caller.require(Scope.READ)
         args = self.query(StatsArgs)
         stats = selectors.memory_stats(namespace=self.caller.namespace_to_count(args.namespace))
         # What only the operator of the whole store should see: not for a key limited to some namespaces.
@@ -620,7 +647,7 @@ class HealthView(APIView):
 
 
 class HookRecallView(ApiView):
-    throttle_bucket = "read"
+    scopes = {"POST": Scope.READ}
 
     @extend_schema(
         summary="Hook: recall a block for a prompt",
@@ -637,6 +664,8 @@ class HookRecallView(ApiView):
 
 
 class HookIngestView(ApiView):
+    scopes = {"POST": Scope.WRITE}
+
     @extend_schema(
         summary="Hook: capture text",
         operation_id="hooks_ingest",
@@ -653,7 +682,7 @@ class HookIngestView(ApiView):
 
 
 class HookReportView(ApiView):
-    throttle_bucket = "read"
+    scopes = {"POST": Scope.READ}
 
     @extend_schema(
         summary="Hook: report an injection",
@@ -670,7 +699,7 @@ class HookReportView(ApiView):
 
 
 class HookUsedView(ApiView):
-    throttle_bucket = "read"
+    scopes = {"POST": Scope.READ}
 
     @extend_schema(
         summary="Hook: hand over the answer after an injection",

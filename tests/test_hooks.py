@@ -246,13 +246,6 @@ def test_recall_searches_only_the_callers_namespaces(stored):
         hook_recall(caller=caller("acme"), query="deploys", namespace="other")
 
 
-def test_recall_needs_the_read_scope(stored):
-    with pytest.raises(PermissionDenied) as raised:
-        hook_recall(caller=caller("acme", scopes=()), query="deploy")
-    assert "'read'" in raised.value.message
-    assert not HookRecall.objects.exists()
-
-
 @pytest.mark.parametrize(
     "arguments, field",
     [

@@ -185,9 +185,7 @@ def test_bad_input_is_refused_before_anything_is_written(acme, db, arguments, er
     assert not Memory.objects.exists() and not RefusedIngest.objects.exists()
 
 
-def test_ingest_needs_the_write_scope_and_an_allowed_namespace(db):
-    with pytest.raises(PermissionDenied):
-        hook_ingest(caller=caller("acme", scopes=("read",)), text=NOTE)
+def test_ingest_needs_a_namespace_the_key_may_use(db):
     with pytest.raises(PermissionDenied):
         hook_ingest(caller=caller("acme"), text=NOTE, namespace="other")
     assert not Memory.objects.exists()

@@ -5,7 +5,6 @@ import functools
 
 import pytest
 
-from memories.access import PermissionDenied
 from memories.services.hooks import hook_recall, hook_report
 from memoryproject.exceptions import InvalidInput, NotFound, TooLarge
 from telemetry.models import InjectedMemory, Injection
@@ -149,12 +148,6 @@ def test_a_memory_listed_twice_is_refused(acme, stored):
     with pytest.raises(InvalidInput) as raised:
         report(acme, memories=[item(stored["deploy"]), item(stored["deploy"])])
     assert "listed twice" in raised.value.message
-
-
-def test_reporting_needs_the_read_scope(stored):
-    with pytest.raises(PermissionDenied):
-        report(caller("acme", scopes=()), memories=[item(stored["deploy"])])
-    assert not Injection.objects.exists()
 
 
 def test_a_report_costs_a_fixed_number_of_queries(acme, stored, remember, django_assert_num_queries):

@@ -7,8 +7,8 @@
 - ``hook_used``: the harness hands over the answer that followed an injection, and the
   injected memories the answer used are marked (the signal injection-aware ranking counts).
 
-Each takes the ``Caller`` the interface authenticated and asks it for scopes and
-namespaces, records telemetry rows through ``telemetry.services`` (ids and counts, never
+Each takes the ``Caller`` the interface authenticated, whose scope the door has checked
+(``api.views``), asks it for namespaces, records telemetry rows through ``telemetry.services`` (ids and counts, never
 memory text), and raises domain errors from ``memoryproject.exceptions``.
 """
 
@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from memories import selectors, validation
 from memories.access import Caller
-from memories.models import Kind, Memory, Revision, Scope
+from memories.models import Kind, Memory, Revision
 from memories.records import MemoryRecord
 from memories.services.lifecycle import get_memory, memory_remember, memory_revise
 from memoryproject.exceptions import InvalidInput, NotFound, TooLarge
@@ -144,7 +144,6 @@ def hook_recall(
     (so erasing one also removes the query). Recall is a read: where the database refuses that
     row (full, read-only), the block is still returned, with ``recall_id`` None.
     """
-    caller.require(Scope.READ)
     budget = _budget(budget)
     harness = _name(harness, field="harness", required=False)
     hook = _name(hook, field="hook", required=False)
@@ -278,7 +277,6 @@ def hook_ingest(
     ``InjectionSuspected`` naming the pattern, and the refusal is counted (a
     ``RefusedIngest`` row, without the text). ``text`` is the older name of ``content``.
     """
-    caller.require(Scope.WRITE)
     namespace = caller.home_namespace(namespace)
     harness = _name(harness, field="harness", required=False)
     hook = _name(hook, field="hook", required=False)
@@ -419,7 +417,6 @@ def hook_report(
     memories: list,
 ) -> InjectionRecord:
     """Record that ``harness``'s ``hook`` injected a block of ``characters`` carrying these memory revisions."""
-    caller.require(Scope.READ)
     harness = _name(harness, field="harness", required=True)
     hook = _name(hook, field="hook", required=True)
     session = _session(session)
@@ -455,7 +452,6 @@ def hook_used(*, caller: Caller, session: str = "", answer: str, injection: int 
     ``injection``: the id ``hook_report`` returned; without it, the caller's newest injection
     in ``session``. Nothing to mark (no injection yet) is an answer with ``injection`` null.
     """
-    caller.require(Scope.READ)
     session = _session(session)
     if not isinstance(answer, str):
         raise InvalidInput(f"answer: expected text, got {type(answer).__name__}.", field="answer")
