@@ -53,8 +53,6 @@ from memories.arguments import (
     StatsArgs,
     UpdateArgs,
 )
-from memories.audit import run_audit
-from memories.conflicts import memory_conflicts
 from memories.health import database_state
 from memories.models import Scope
 from memories.records import (
@@ -75,7 +73,9 @@ from memories.records import (
     Stats,
     StoreStats,
 )
-from memories.routing import memory_route
+from memories.selectors.audit import run_audit
+from memories.selectors.conflicts import memory_conflicts
+from memories.selectors.routing import memory_route
 from memoryproject import dialect
 from memoryproject.exceptions import InvalidInput
 from search.embeddings import get_embedder

@@ -8,7 +8,7 @@ absent as of T, and one resolved (a fact forgotten or bounded) is gone from then
 
 A conflict is named by its two memories, smaller id first ("3-7"): a memory carries one
 triple at a time, so two memories share at most one (subject, predicate). This module
-returns ids; ``memories.conflicts`` turns them into records with both provenances.
+returns ids; ``memories.selectors.conflicts`` turns them into records with both provenances.
 """
 
 import datetime as dt

@@ -26,8 +26,6 @@ from mcp_api.server import MemoryToolError, ToolSpec, current_caller, server
 from memories import arguments as declared
 from memories import selectors, services
 from memories.access import AuthenticationFailed, Caller
-from memories.audit import run_audit
-from memories.conflicts import memory_conflicts
 from memories.models import Scope
 from memories.records import (
     AuditReport,
@@ -44,7 +42,9 @@ from memories.records import (
     RouteResult,
     Stats,
 )
-from memories.routing import memory_route
+from memories.selectors.audit import run_audit
+from memories.selectors.conflicts import memory_conflicts
+from memories.selectors.routing import memory_route
 from memoryproject.exceptions import InvalidInput, MemoryServiceError
 
 logger = logging.getLogger(__name__)

@@ -23,8 +23,9 @@ from django.conf import settings
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from knowledge import extraction, graph
-from memories import conflicts, selectors, states, validation
+from memories import selectors, states, validation
 from memories.models import Kind
+from memories.selectors import conflicts
 from memories.services import learn as learning
 from memories.services.hooks import ANSWER_MAX_CHARS, SESSION_MAX
 from memories.services.resolution import RESOLUTIONS
@@ -293,7 +294,7 @@ class LearnArgs(Arguments):
     tags: Tags | None = None
 
 
-# Conflicts (memories.conflicts, memories.services.resolution) ----------------------------------------------------
+# Conflicts (memories.selectors.conflicts, memories.services.resolution) -----------------------------------------------
 
 
 class ConflictsArgs(Arguments):
@@ -347,7 +348,7 @@ class GraphArgs(Arguments):
     valid_at: InstantText | None = at_time(VALID_AT_HELP)
 
 
-# Query routing (memories.routing) -----------------------------------------------------------------------------
+# Query routing (memories.selectors.routing) ---------------------------------------------------------------------------
 
 
 class RouteArgs(Arguments):

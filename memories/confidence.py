@@ -28,9 +28,9 @@ from django.conf import settings
 
 from knowledge.contradictions import Probe
 from knowledge.corroboration import same_facts
-from memories import conflicts
 from memories.models import Interface, Revision
 from memories.records import MemoryRecord
+from memories.selectors import conflicts
 
 PERSON, AGENT, IMPORT, EXTRACTED = "person", "agent", "import", "extracted"
 # How far a memory is relied on by where it came from, before anything else counts.

@@ -157,7 +157,7 @@ def index_in_step() -> Check:
 def embedder_matches() -> Check:
     """The stored vectors come from the embedder MEMORY_EMBEDDER selects: vectors of two models mean nothing to each
     other, and only a semantic recall would notice."""
-    from memories.selectors import search_mode
+    from memories.selectors.stats import search_mode
     from search.embeddings import get_embedder
 
     name = get_embedder().name  # its name only: its dimension would load a model

@@ -430,7 +430,7 @@ class Route(models.TextChoices):
     AS_OF = "as_of", "point-in-time recall"
 
 
-# The named groups each route reads from a rule's match (memories.routing): a pattern must have one of these sets.
+# The named groups each route reads from a rule's match (memories.selectors.routing): a pattern needs one of these sets.
 ROUTE_GROUPS = {
     Route.LOOKUP: ({"id"}, {"key"}, {"tag"}, {"attribute", "entity"}),
     Route.GRAPH: ({"source", "target"}, {"entity"}, {"question"}),

@@ -533,7 +533,7 @@ class GraphResult(Record):
 
 
 class RouteResult(Record):
-    """A question answered by the path query routing chose (memories.routing), with the route and why."""
+    """A question answered by the path query routing chose (memories.selectors.routing), with the route and why."""
 
     question: str
     route: Literal["lookup", "graph", "as_of", "recall"] = Field(
@@ -644,7 +644,7 @@ class ExportDocument(BaseModel):
     )
 
 
-# Audit (memories.audit) -------------------------------------------------------------------------------------------
+# Audit (memories.selectors.audit) -------------------------------------------------------------------------------------
 
 
 class AuditFinding(Record):

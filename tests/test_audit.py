@@ -12,8 +12,9 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from knowledge.models import Fact
-from memories import audit, services
+from memories import services
 from memories.models import Memory, Revision, State
+from memories.selectors import audit
 from memories.services.keys import api_key_create
 from tests.helpers import error_of
 

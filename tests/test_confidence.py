@@ -228,7 +228,7 @@ def test_rest_and_mcp_arguments_take_min_confidence():
 def test_the_audit_reports_the_computed_confidence_and_the_stated_one():
     from django.utils import timezone
 
-    from memories.audit import confidence_distribution
+    from memories.selectors.audit import confidence_distribution
 
     write("The office is in Lyon.", interface="admin")
     write("The office has a garden.", interface="api", confidence=0.3)

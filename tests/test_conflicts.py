@@ -9,8 +9,8 @@ from django.utils import timezone
 from knowledge.contradictions import SINGLE_VALUED
 from knowledge.models import PredicateSetting
 from memories import selectors, services
-from memories.conflicts import memory_conflicts
 from memories.models import AuditEvent, Revision
+from memories.selectors.conflicts import memory_conflicts
 from memoryproject.exceptions import Conflict, InvalidInput
 from memoryproject.timeparse import format_instant
 

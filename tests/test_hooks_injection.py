@@ -11,6 +11,7 @@ from memories.models import Scope
 from memories.services.hooks import INJECT_SCORE_SHARE, hook_recall
 from memories.services.keys import api_key_create
 from memories.states import HELD_PREFIX
+from memoryproject import dialect
 
 ACTOR = {"actor": "tester", "interface": "cli"}
 READER = Caller(actor="key:hooks", interface="api", scopes=frozenset({Scope.READ}))
@@ -120,7 +121,7 @@ def test_learned_text_from_an_untrusted_writer_is_held_too():
         text=f"To deploy: 1. {ATTACK} 2. Restart the pods.", namespace="acme", actor="key:agent", interface="api"
     )
     (skill,) = learned.stored
-    assert selectors.held_memories([skill.memory_id], as_of=selectors.dialect.now()) == {skill.memory_id}
+    assert selectors.held_memories([skill.memory_id], as_of=dialect.now()) == {skill.memory_id}
 
 
 # --- through REST ------------------------------------------------------------------------------------------------

@@ -169,11 +169,11 @@ def test_no_module_imports_another_that_imports_it_back_however_far_round():
 def test_the_module_reader_resolves_an_imported_name_to_its_module():
     edges = _module_edges()
     assert (
-        "memories/conflicts.py:11 imports memories.validation" in edges[("memories.conflicts", "memories.validation")]
+        "memories/selectors/conflicts.py:11 imports memories.validation"
+        in edges[("memories.selectors.conflicts", "memories.validation")]
     )
-    assert any(
-        where.endswith(" imports memories.models.Memory") for where in edges[("memories.selectors", "memories.models")]
-    )
+    listing = edges[("memories.selectors.listing", "memories.models")]
+    assert any(where.endswith(" imports memories.models.Memory") for where in listing)
 
 
 def test_search_imports_no_other_project_app():

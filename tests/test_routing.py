@@ -14,7 +14,7 @@ from knowledge.questions import QUESTIONS, WHERE, read_question
 from mcp_api.rendering import as_text
 from memories import services
 from memories.models import RouteRule
-from memories.routing import memory_route, resolve_when
+from memories.selectors.routing import memory_route, resolve_when
 from memories.services.keys import api_key_create
 from tests.helpers import error_of
 

@@ -376,6 +376,7 @@ def test_the_vector_copy_appends_in_place_without_changing_what_it_handed_out(mo
 # these run in a process of their own against a committed database.
 _RACES = """
 import json
+from memories.models import Revision
 from memoryproject import dialect
 from search import cosines, snapshot, vectors
 
@@ -426,7 +427,7 @@ shared.lock = Meddling()
 view = snapshot.current()
 print(json.dumps({"loads": loaded, "grown": grown, "again": again, "stored": vectors.load_matrix()[0].tolist(),
                   "extends": extends, "view": sorted(view.columns.revision.tolist()),
-                  "revisions": sorted(selectors.Revision.objects.values_list("id", flat=True))}))
+                  "revisions": sorted(Revision.objects.values_list("id", flat=True))}))
 """
 
 

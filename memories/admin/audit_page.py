@@ -1,6 +1,6 @@
-"""The audit in the admin: every check of ``memories.audit`` with its ids and fix, and a button that repairs what
-is safe (``audit_fix``). Reading needs the memories' view permission; repairing is for superusers, as it rebuilds
-store-wide indexes."""
+"""The audit in the admin: every check of ``memories.selectors.audit`` with its ids and fix, and a button that
+repairs what is safe (``audit_fix``). Reading needs the memories' view permission; repairing is for superusers, as
+it rebuilds store-wide indexes."""
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
@@ -9,7 +9,7 @@ from django.template.response import TemplateResponse
 from django.urls import path
 
 from memories.admin.forms import admin_actor
-from memories.audit import run_audit
+from memories.selectors.audit import run_audit
 from memories.services.audit import audit_fix
 
 

@@ -18,8 +18,8 @@ from knowledge.models import PredicateSetting
 from knowledge.names import predicate_name
 from memories import services, validation
 from memories.admin.forms import TIME_HELP, admin_actor
-from memories.conflicts import CONFLICTS_LIMIT_MAX, memory_conflicts
 from memories.models import Memory
+from memories.selectors.conflicts import CONFLICTS_LIMIT_MAX, memory_conflicts
 from memories.services.resolution import RESOLUTIONS
 from memoryproject.exceptions import MemoryServiceError
 

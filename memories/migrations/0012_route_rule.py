@@ -1,4 +1,4 @@
-"""RouteRule: the rules of query routing (memories.routing), data the admin edits."""
+"""RouteRule: the rules of query routing (memories.selectors.routing), data the admin edits."""
 
 from django.db import migrations, models
 

@@ -1,4 +1,4 @@
-"""The default routing rules (memories.routing); the admin edits them from here on."""
+"""The default routing rules (memories.selectors.routing); the admin edits them from here on."""
 
 from django.db import migrations
 

@@ -2,8 +2,8 @@ import json
 
 from django.core.management.base import CommandError
 
-from memories.audit import run_audit
 from memories.management.cli import ProjectCommand, cli_actor
+from memories.selectors.audit import run_audit
 from memories.services.audit import audit_fix
 
 

@@ -20,10 +20,10 @@ from memories.arguments import (
     RouteArgs,
     StateChangeArgs,
 )
-from memories.conflicts import memory_conflicts
 from memories.management.cli import ProjectCommand, cli_actor
 from memories.records import History
-from memories.routing import memory_route
+from memories.selectors.conflicts import memory_conflicts
+from memories.selectors.routing import memory_route
 from memoryproject.exceptions import InvalidInput, MemoryServiceError
 
 # "argument --ttl-days: invalid int value: 'x'" names the option; it becomes the field.

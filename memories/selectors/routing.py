@@ -22,9 +22,13 @@ from django.utils import timezone
 
 from knowledge.names import predicate_name
 from knowledge.questions import Asked, read_question
-from memories import selectors, validation
+from memories import validation
 from memories.models import Route, RouteRule
 from memories.records import RouteResult
+from memories.selectors.graph import memory_graph
+from memories.selectors.listing import memory_get, memory_list
+from memories.selectors.memory_records import records_with_confidence
+from memories.selectors.recall import RECALL_LIMIT_DEFAULT, memory_recall
 from memoryproject.exceptions import InvalidInput, MemoryNotFound
 from memoryproject.timeparse import parse_instant
 
@@ -95,7 +99,7 @@ def matching_rule(question: str, *, now: dt.datetime) -> tuple[RouteRule, re.Mat
     return None
 
 
-def memory_route(*, question: str, namespace=None, limit: int = selectors.RECALL_LIMIT_DEFAULT) -> RouteResult:
+def memory_route(*, question: str, namespace=None, limit: int = RECALL_LIMIT_DEFAULT) -> RouteResult:
     """Answer ``question`` by the path its rules choose, with the route taken and why.
 
     ``namespace``: those it may read (a name or a list; None: all), as for recall. Keys and facts
@@ -148,7 +152,7 @@ def memory_route(*, question: str, namespace=None, limit: int = selectors.RECALL
 
 
 def _recall(question, namespaces, limit, *, rule, extracted, why, fell_back=False, query=None, as_of=None):
-    recalled = selectors.memory_recall(query=query or question, namespace=namespaces, limit=limit, as_of=as_of)
+    recalled = memory_recall(query=query or question, namespace=namespaces, limit=limit, as_of=as_of)
     return RouteResult(
         question=question,
         route=RECALL if as_of is None else Route.AS_OF,
@@ -167,7 +171,7 @@ def _readable(record, namespaces) -> bool:
 def _lookup(question, found, extracted, *, namespaces, home, limit):
     if "id" in extracted:
         try:
-            record = selectors.memory_get(memory_id=int(extracted["id"]))
+            record = memory_get(memory_id=int(extracted["id"]))
         except (MemoryNotFound, InvalidInput):
             record = None
         if record is None or not _readable(record, namespaces):
@@ -176,13 +180,13 @@ def _lookup(question, found, extracted, *, namespaces, home, limit):
     if "key" in extracted:
         for namespace in dict.fromkeys([home, *(namespaces or [])]):
             try:
-                return {"memories": [selectors.memory_get(namespace=namespace, key=extracted["key"])]}
+                return {"memories": [memory_get(namespace=namespace, key=extracted["key"])]}
             except (MemoryNotFound, InvalidInput):
                 continue
         return f"No memory has the key {extracted['key']!r} here."
     if "tag" in extracted:
         try:
-            page = selectors.memory_list(namespace=namespaces, tags=[extracted["tag"]], limit=limit)
+            page = memory_list(namespace=namespaces, tags=[extracted["tag"]], limit=limit)
         except InvalidInput:
             page = None
         if page is None or not page.items:
@@ -190,7 +194,7 @@ def _lookup(question, found, extracted, *, namespaces, home, limit):
         return {"memories": page.items}
     attribute = predicate_name(extracted["attribute"])
     try:
-        graph = selectors.memory_graph(namespace=home, entity=extracted["entity"])
+        graph = memory_graph(namespace=home, entity=extracted["entity"])
     except InvalidInput:
         return f"{extracted['entity']!r} is not an entity name."
     relations = [
@@ -201,20 +205,20 @@ def _lookup(question, found, extracted, *, namespaces, home, limit):
     ]
     if not relations:
         return f"No fact gives {extracted['entity']!r} a predicate naming {attribute!r}."
-    records = [selectors.memory_get(memory_id=relation.memory_id) for relation in relations[:limit]]
+    records = [memory_get(memory_id=relation.memory_id) for relation in relations[:limit]]
     return {"memories": records, "graph": graph}
 
 
 def _graph(question, found, extracted, *, namespaces, home, limit):
     try:
         if "source" in extracted:
-            graph = selectors.memory_graph(namespace=home, source=extracted["source"], target=extracted["target"])
+            graph = memory_graph(namespace=home, source=extracted["source"], target=extracted["target"])
             return (
                 {"graph": graph}
                 if graph.paths
                 else (f"No path joins {extracted['source']!r} and {extracted['target']!r} in the facts of {home!r}.")
             )
-        graph = selectors.memory_graph(namespace=home, entity=extracted["entity"], limit=max(limit, 1))
+        graph = memory_graph(namespace=home, entity=extracted["entity"], limit=max(limit, 1))
     except InvalidInput as error:
         return f"The graph could not answer ({error.message})"
     if not any(neighbourhood.relations for neighbourhood in graph.entities):
@@ -246,7 +250,7 @@ def _time_text(graph) -> str:
 def _graph_question(asked: Asked, *, home, limit):
     """The relations ``asked`` asks for, valid at its stated time as known now, with the memories behind them."""
     try:
-        graph = selectors.memory_graph(
+        graph = memory_graph(
             namespace=home, entity=asked.entity, limit=limit, valid_at=asked.valid_at, only=asked.relations
         )
     except InvalidInput as error:
@@ -255,7 +259,7 @@ def _graph_question(asked: Asked, *, home, limit):
     if not relations:
         return f"The facts of {home!r} hold no {_asked_text(asked)} {_time_text(graph)}."
     revision_ids = list(dict.fromkeys(relation.revision_id for relation in relations))
-    records = selectors.records_with_confidence(revision_ids, as_of=graph.as_of, valid_at=graph.valid_at)
+    records = records_with_confidence(revision_ids, as_of=graph.as_of, valid_at=graph.valid_at)
     return {
         "graph": graph,
         "memories": [records[revision_id] for revision_id in revision_ids if revision_id in records],
@@ -269,5 +273,5 @@ def _as_of(question, found, extracted, *, namespaces, home, limit):
         return f"{error}."
     # The question without the time phrase is what to recall; all of it when nothing else is left.
     rest = (question[: found.start()] + " " + question[found.end() :]).strip(" ,.;:?!")
-    recalled = selectors.memory_recall(query=rest or question, namespace=namespaces, limit=limit, as_of=as_of)
+    recalled = memory_recall(query=rest or question, namespace=namespaces, limit=limit, as_of=as_of)
     return {"recall": recalled}
