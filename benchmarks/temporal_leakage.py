@@ -154,7 +154,7 @@ def write(histories: list[list[Rev]]) -> None:
 
     from memories import validation
     from memories.models import Memory
-    from memories.services.lifecycle import append_revision
+    from memories.services.revisions import append_revision
 
     # Revisions in known_at order across memories, as a live store would have received them.
     ordered = sorted((revision for history in histories for revision in history), key=lambda r: r.known)

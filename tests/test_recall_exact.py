@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from memories import states, validation
 from memories.models import Attributes, Memory, Revision
 from memories.selectors import memory_recall as recall
-from memories.services.lifecycle import append_attributes, append_revision, tag_objects
+from memories.services.revisions import append_attributes, append_revision, tag_objects
 from search import indexing, postings, text
 from search.embeddings import revision_text
 

@@ -15,9 +15,8 @@ from memories import validation
 from memories.models import Memory
 from memories.selectors import memory_recall as recall
 from memories.services import memory_erase
-from memories.services.lifecycle import append_revision
+from memories.services.revisions import append_revision
 from search import caches, cosines, indexing, postings, snapshot, vectors
-from tests.subprocesses import instance, migrated_db  # noqa: F401  (fixtures)
 
 T0 = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
 DAY = dt.timedelta(days=1)

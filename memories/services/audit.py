@@ -13,7 +13,7 @@ from knowledge import facts
 from memories.models import State
 from memories.records import AuditReport
 from memories.selectors.audit import memories_against_history, run_audit
-from memories.services.lifecycle import audit, check_interface
+from memories.services.revisions import audit, check_interface
 from search.indexing import repair_indexes
 
 

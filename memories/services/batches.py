@@ -26,7 +26,7 @@ from django.utils import timezone
 from memories import staging
 from memories.models import Attributes, AuditEvent, ImportBatch, Memory, Revision, Tag
 from memories.services.erasure import delete_attribute_rows, delete_revisions
-from memories.services.lifecycle import audit
+from memories.services.revisions import audit
 from memoryproject import dialect
 from search import indexing
 

@@ -26,7 +26,7 @@ from knowledge import facts
 from knowledge.models import Fact
 from memories import validation
 from memories.models import Attributes, AuditEvent, ErasureGate, ErasureReceipt, Memory, Revision, Tag
-from memories.services.lifecycle import audit, check_interface, get_memory
+from memories.services.revisions import audit, check_interface, get_memory
 from memoryproject import dialect
 from memoryproject.exceptions import InvalidInput
 from memoryproject.timeparse import parse_optional_instant

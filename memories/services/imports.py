@@ -37,8 +37,8 @@ from memories.services.export import (
     TEXT_FIELDS,
     TIME_FIELDS,
 )
-from memories.services.lifecycle import (
-    UNFINISHED_IMPORT_ADVICE,
+from memories.services.lifecycle import UNFINISHED_IMPORT_ADVICE, memory_archive, memory_remember
+from memories.services.revisions import (
     add_tags,
     append_attributes,
     append_revision,
@@ -46,8 +46,6 @@ from memories.services.lifecycle import (
     audit,
     audit_many,
     check_interface,
-    memory_archive,
-    memory_remember,
     recorded_state,
     tag_objects,
     validity_interval,

@@ -19,7 +19,7 @@ from django.utils import timezone
 from memories import validation
 from memories.access import AuthenticationFailed, Caller
 from memories.models import ApiKey, Scope
-from memories.services.lifecycle import audit, check_interface
+from memories.services.revisions import audit, check_interface
 from memoryproject.exceptions import InvalidInput, NotFound
 from memoryproject.storage import SIDE_WRITE_SKIPPED
 from memoryproject.timeparse import stored_instant

@@ -22,15 +22,8 @@ from knowledge.contradictions import conflict_id, in_conflict
 from memories import selectors, validation
 from memories.models import Memory, Revision
 from memories.records import MemoryRecord, ResolveResult
-from memories.services.lifecycle import (
-    audit_many,
-    check_interface,
-    get_memory,
-    hold_only,
-    memory_forget,
-    memory_revise,
-    prepare_revision,
-)
+from memories.services.lifecycle import hold_only, memory_forget, memory_revise, prepare_revision
+from memories.services.revisions import audit_many, check_interface, get_memory
 from memoryproject import dialect
 from memoryproject.exceptions import Conflict, InvalidInput
 from memoryproject.timeparse import format_instant, parse_optional_instant
