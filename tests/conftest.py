@@ -7,6 +7,9 @@ from django.test import override_settings
 
 from memories import services
 
+# Fixtures every test module may ask for by name: servers and stores in processes of their own, and the browser.
+pytest_plugins = ("tests.subprocesses", "tests.browser")
+
 
 def pytest_collection_modifyitems(config, items):
     """Under ``make test-postgres``, skip the tests of SQLite's own mechanisms, with their reason."""

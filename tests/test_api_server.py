@@ -9,7 +9,7 @@ import urllib.request
 
 import pytest
 
-from tests.subprocesses import migrated_db, module_instance, serve  # noqa: F401  (fixtures)
+from tests.subprocesses import serve
 
 pytestmark = pytest.mark.slow
 

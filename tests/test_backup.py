@@ -11,7 +11,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from tests.subprocesses import clean_env, instance, manage, migrated_db, serve  # noqa: F401  (fixtures)
+from tests.subprocesses import clean_env, manage, serve
 
 
 @pytest.mark.sqlite_only(

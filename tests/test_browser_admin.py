@@ -9,17 +9,7 @@ import re
 
 import pytest
 
-from tests.browser import (  # noqa: F401  (fixtures)
-    browser_instance,
-    chromium,
-    iso,
-    now,
-    page,
-    requires_chromium,
-    screenshot,
-    site,
-)
-from tests.subprocesses import migrated_db  # noqa: F401  (fixture)
+from tests.browser import iso, now, requires_chromium
 
 pytestmark = [pytest.mark.slow, requires_chromium]
 

@@ -4,21 +4,7 @@ import re
 
 import pytest
 
-from tests.browser import (  # noqa: F401  (fixtures)
-    CHROMIUM_ARGS,
-    VIEWPORT,
-    browser_instance,
-    chromium,
-    drawn,
-    iso,
-    log_in,
-    now,
-    page,
-    requires_chromium,
-    screenshot,
-    site,
-)
-from tests.subprocesses import migrated_db  # noqa: F401  (fixture)
+from tests.browser import CHROMIUM_ARGS, VIEWPORT, drawn, iso, log_in, now, requires_chromium
 
 pytestmark = [pytest.mark.slow, requires_chromium]
 

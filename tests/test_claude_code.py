@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from django.urls import resolve
 
-from tests.subprocesses import BASE_DIR, migrated_db, module_instance, serve  # noqa: F401  (fixtures)
+from tests.subprocesses import BASE_DIR, serve
 
 SCRIPT = BASE_DIR / "integrations" / "claude-code" / "memory_hook.py"
 PROMPT = {

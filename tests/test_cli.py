@@ -4,8 +4,6 @@ import getpass
 
 import pytest
 
-from tests.subprocesses import instance, migrated_db  # noqa: F401  (fixtures)
-
 pytestmark = pytest.mark.slow
 
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tests.subprocesses import BASE_DIR, instance, migrated_db  # noqa: F401  (fixtures)
+from tests.subprocesses import BASE_DIR
 
 pytestmark = pytest.mark.slow
 

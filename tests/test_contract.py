@@ -13,7 +13,7 @@ import pytest
 from memories import selectors, services
 from memoryproject.exceptions import MemoryServiceError
 from tests.mcp_client import ToolFailed, http_client
-from tests.subprocesses import migrated_db, module_instance, serve  # noqa: F401  (fixtures)
+from tests.subprocesses import serve
 
 # Every test has the database, MCP ones too: a service driver that asked for ``db`` through
 # getfixturevalue() from a fixture was handed the real data/memory.db, not the test database.

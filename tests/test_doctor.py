@@ -10,7 +10,6 @@ from django.db.migrations.recorder import MigrationRecorder
 from memories import health
 from memoryproject.sqlite_backend.base import Database
 from search.indexing import index_drift
-from tests.subprocesses import instance, migrated_db  # noqa: F401  (fixtures)
 
 # The checks per engine: make test-postgres runs the suite, and its child processes, on PostgreSQL.
 CHECKS = (

@@ -33,7 +33,7 @@ from search.embeddings import (
     warm_up,
 )
 from search.errors import SpaceConflict
-from tests.subprocesses import clean_env, instance, manage, migrated_db, python  # noqa: F401  (fixtures)
+from tests.subprocesses import clean_env, manage, python
 
 ACTOR = {"actor": "tester", "interface": "cli"}
 

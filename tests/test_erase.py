@@ -10,7 +10,6 @@ from memoryproject.exceptions import NotFound
 from search import postings, text
 from telemetry.models import HookRecall, Injection, RecalledMemory
 from tests.helpers import key_caller
-from tests.subprocesses import instance, migrated_db  # noqa: F401  (fixtures)
 
 # Strings porter stemming leaves alone, so the words index stores them whole as well.
 SECRET = "xq7zorblax"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.subprocesses import BASE_DIR, free_port, instance, migrated_db  # noqa: F401  (fixtures)
+from tests.subprocesses import BASE_DIR, free_port
 
 pytestmark = pytest.mark.slow
 

@@ -7,14 +7,7 @@ import sys
 import pytest
 
 from memoryproject import dialect
-from tests.subprocesses import (  # noqa: F401  (fixtures)
-    BASE_DIR,
-    Instance,
-    clean_env,
-    copy_migrated,
-    instance,
-    migrated_db,
-)
+from tests.subprocesses import BASE_DIR, Instance, clean_env, copy_migrated
 
 pytestmark = pytest.mark.slow
 

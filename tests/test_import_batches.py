@@ -29,7 +29,7 @@ from memoryproject import dialect
 from memoryproject.exceptions import Conflict, NotFound
 from memoryproject.timeparse import format_instant
 from search.indexing import index_drift
-from tests.subprocesses import BASE_DIR, instance, migrated_db, serve  # noqa: F401  (fixtures)
+from tests.subprocesses import BASE_DIR, serve
 
 ACTOR = {"actor": "importer", "interface": "cli"}
 

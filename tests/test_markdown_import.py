@@ -18,7 +18,6 @@ from memories.models import AuditEvent, Memory, Revision, Tag
 from memories.services import batches
 from memories.services.markdown import MARKDOWN_CHUNK_MAX_CHARS, MARKDOWN_FILE_MAX_BYTES
 from memoryproject.exceptions import InvalidInput, NotFound, TooLarge
-from tests.subprocesses import instance, migrated_db  # noqa: F401  (fixtures)
 
 
 @pytest.fixture(autouse=True)

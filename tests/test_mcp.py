@@ -16,7 +16,7 @@ from mcp_api.server import MemoryToolError
 from mcp_api.tools import tool
 from memoryproject.exceptions import NotFound
 from tests.mcp_client import ToolFailed, http_client, memory_texts, stdio_client_for
-from tests.subprocesses import manage, migrated_db, module_instance, serve  # noqa: F401  (fixtures)
+from tests.subprocesses import manage, serve
 
 pytestmark = pytest.mark.slow
 

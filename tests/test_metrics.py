@@ -13,7 +13,7 @@ from memories import services
 from memories.services.keys import api_key_create
 from memoryproject.requestlog import JsonFormatter
 from tests.helpers import error_of
-from tests.subprocesses import instance, migrated_db, serve  # noqa: F401  (fixtures)
+from tests.subprocesses import serve
 
 SECRET = "The vault combination is 4-8-15-16."
 

@@ -10,7 +10,6 @@ from memories import selectors, services
 from memories.models import AuditEvent, ErasureGate, Memory, Revision
 from memoryproject.exceptions import NotFound
 from memoryproject.sqlite_backend.base import Database
-from tests.subprocesses import instance, migrated_db  # noqa: F401  (fixtures)
 
 LONG_AGO = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
 

@@ -12,7 +12,7 @@ import urllib.request
 
 import pytest
 
-from tests.subprocesses import BASE_DIR, migrated_db, module_instance, serve  # noqa: F401  (fixtures)
+from tests.subprocesses import BASE_DIR, serve
 
 pytestmark = [
     pytest.mark.slow,

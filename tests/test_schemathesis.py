@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, settings
 from schemathesis import checks
 
 from api.docs import openapi_schema
-from tests.subprocesses import migrated_db, module_instance, serve  # noqa: F401  (fixtures)
+from tests.subprocesses import serve
 
 pytestmark = pytest.mark.slow
 

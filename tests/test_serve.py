@@ -14,15 +14,7 @@ import urllib.request
 import pytest
 
 from memoryproject.storage import READ_ONLY_MESSAGE
-from tests.subprocesses import (  # noqa: F401  (fixtures)
-    BASE_DIR,
-    clean_env,
-    free_port,
-    instance,
-    migrated_db,
-    read_only_mount,
-    serve,
-)
+from tests.subprocesses import BASE_DIR, clean_env, free_port, read_only_mount, serve
 
 pytestmark = pytest.mark.slow
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from api.views import ApiView
-from tests.subprocesses import migrated_db, module_instance, serve_process  # noqa: F401  (fixtures)
+from tests.subprocesses import serve_process
 
 pytestmark = pytest.mark.slow
 

@@ -32,14 +32,7 @@ from memories.services.keys import api_key_create
 from memoryproject.storage import FULL_MESSAGE, READ_ONLY_MESSAGE
 from telemetry.models import HookRecall
 from tests.helpers import error_of, key_caller
-from tests.subprocesses import (  # noqa: F401  (fixtures)
-    clean_env,
-    instance,
-    manage,
-    migrated_db,
-    python,
-    read_only_mount,
-)
+from tests.subprocesses import clean_env, manage, python, read_only_mount
 
 pytestmark = pytest.mark.django_db
 

@@ -14,7 +14,6 @@ from memoryproject.exceptions import InvalidInput
 from telemetry import selectors
 from telemetry.models import HookRecall, InjectedMemory, Injection, RefusedIngest
 from telemetry.services import injection_used_mark
-from tests.subprocesses import instance, migrated_db  # noqa: F401  (fixtures)
 
 NOW = dt.datetime(2026, 6, 15, 12, 0, tzinfo=dt.timezone.utc)
 ACME = Caller(actor="key:hooks", interface="api", scopes=frozenset({"read", "write"}), namespaces=("acme",))

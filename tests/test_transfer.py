@@ -17,13 +17,7 @@ from memories.services import batches
 from memories.services.export import EXPORT_FORMAT, EXPORT_VERSION
 from memoryproject import dialect
 from memoryproject.exceptions import Conflict, InvalidInput, NotFound, TooLarge
-from tests.subprocesses import (
-    BASE_DIR,
-    Instance,
-    clean_env,
-    copy_migrated,
-    instance,  # noqa: F401  (fixtures)
-)
+from tests.subprocesses import BASE_DIR, Instance, clean_env, copy_migrated
 
 UTC = dt.timezone.utc
 

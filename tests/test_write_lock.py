@@ -16,7 +16,6 @@ from memories.models import Memory
 from memoryproject.sqlite_backend.writelock import WriteLock
 from search import postings
 from search.embeddings import HashEmbedder
-from tests.subprocesses import instance, migrated_db  # noqa: F401  (fixtures)
 
 ACTOR = {"actor": "tester", "interface": "cli"}
 
