@@ -80,6 +80,23 @@ def _remember_labels(result: RememberResult, arguments: dict) -> dict:
     return {"interface": arguments["interface"], "outcome": outcome}
 
 
+@dataclass(frozen=True)
+class _Remembered:
+    """What a remember will write, every field checked (``_checked``)."""
+
+    namespace: str
+    key: str | None
+    kind: str
+    state: str
+    tag_names: list[str]
+    ttl: int | None
+    digest: str
+    # The revision's own fields, but for the validity and expiry the clock decides inside the write.
+    text: dict
+    # Why an untrusted writer's text is held (it reads as an instruction to the agent); None when it is not.
+    held: str | None
+
+
 @observed(REMEMBER_SECONDS, _remember_labels)
 def memory_remember(
     *,
@@ -114,6 +131,68 @@ def memory_remember(
     writer (``Caller.new_memory_state``); an existing memory keeps its own.
     """
     check_interface(interface)
+    new = _checked(
+        namespace=namespace,
+        content=content,
+        key=key,
+        title=title,
+        kind=kind,
+        tags=tags,
+        source=source,
+        ttl_days=ttl_days,
+        subject=subject,
+        predicate=predicate,
+        object_=object,
+        confidence=confidence,
+        force=force,
+        state=state,
+    )
+    # Embedding and the near-twin check run before the write lock is taken, so other writers never wait for them.
+    indexing.prepare(new.text["title"], new.text["content"])
+    # A caller that has just looked (hooks' ingest, which refreshes a twin instead of writing)
+    # passes look_for_near_twin=False. Advice only: a twin written meanwhile can be missed. Imports skip it.
+    near_twin = _near_twin(new) if look_for_near_twin and known_at is None and not indexing.in_batch() else None
+
+    with transaction.atomic():
+        # The clock is read once the write lock is held: a writer that waited for
+        # the lock must not stamp its revision earlier than the ones it waited for.
+        now = known_at or dialect.locked_now()
+        start, end = validity_interval(valid_from, valid_to, default_from=now)
+        fields = {**new.text, "valid_from": start, "valid_to": end, "expires_at": _expiry(new.ttl, now=now, keep=None)}
+        existing = Memory.objects.filter(namespace=new.namespace, key=new.key).first() if new.key else None
+        if existing is None and new.key and Memory.all_objects.filter(namespace=new.namespace, key=new.key).exists():
+            raise Conflict(
+                f"key: {new.key!r} in namespace {new.namespace!r} belongs to an import that has not finished. "
+                f"{UNFINISHED_IMPORT_ADVICE}",
+                field="key",
+            )
+        who = {"now": now, "actor": actor, "interface": interface}
+        if existing is not None:
+            return _revise_keyed(existing, new, fields, near_twin, **who)
+        duplicate = selectors.visible_duplicate(namespace=new.namespace, content_hash=new.digest)
+        if duplicate is not None:
+            return _deduplicate(duplicate, new, **who)
+        return _create(new, fields, near_twin, **who)
+
+
+def _checked(
+    *,
+    namespace,
+    content,
+    key,
+    title,
+    kind,
+    tags,
+    source,
+    ttl_days,
+    subject,
+    predicate,
+    object_,
+    confidence,
+    force: bool,
+    state: str,
+) -> _Remembered:
+    """Every argument of a remember checked, before anything is embedded or written."""
     namespace = validation.namespace(namespace)
     content = validation.content(content)
     if not force and (rule := admission.refusal(content)) is not None:
@@ -126,113 +205,104 @@ def memory_remember(
     tag_names = validation.tags(tags)
     source = validation.short_text(source, field="source", limit=validation.SOURCE_MAX)
     ttl = validation.ttl_days(ttl_days)
-    triple = validation.triple(subject, predicate, object)
+    triple = validation.triple(subject, predicate, object_)
     confidence = validation.confidence(confidence)
-    digest = validation.content_hash(content)
-    # An untrusted writer's text that reads as an instruction to the agent is held: a candidate hooks never inject.
+    text = dict(
+        content=content,
+        title=title,
+        subject=triple[0],
+        predicate=triple[1],
+        object=triple[2],
+        confidence=confidence,
+        source=source,
+    )
+    # A held candidate is one hooks never inject.
     held = states.held_reason(f"{title}\n{content}") if state == Lifecycle.CANDIDATE else None
-    # Embedding and the near-twin check run before the write lock is taken, so other writers never wait for them.
-    indexing.prepare(title, content)
-    near_twin = None
-    # A caller that has just looked (hooks' ingest, which refreshes a twin instead of writing)
-    # passes look_for_near_twin=False. Advice only: a twin written meanwhile can be missed. Imports skip it.
-    if look_for_near_twin and known_at is None and not indexing.in_batch():
-        keyed = None
-        if key:
-            keyed = Memory.objects.filter(namespace=namespace, key=key).values_list("pk", flat=True).first()
-        near_twin = duplicates.find_near_twin(content, namespace=namespace, title=title, exclude_memory_id=keyed)
+    return _Remembered(
+        namespace=namespace,
+        key=key,
+        kind=kind,
+        state=str(state),
+        tag_names=tag_names,
+        ttl=ttl,
+        digest=validation.content_hash(content),
+        text=text,
+        held=held,
+    )
 
-    with transaction.atomic():
-        # The clock is read once the write lock is held: a writer that waited for
-        # the lock must not stamp its revision earlier than the ones it waited for.
-        now = known_at or dialect.locked_now()
-        start, end = validity_interval(valid_from, valid_to, default_from=now)
-        fields = dict(
-            content=content,
-            title=title,
-            subject=triple[0],
-            predicate=triple[1],
-            object=triple[2],
-            confidence=confidence,
-            source=source,
-            valid_from=start,
-            valid_to=end,
-            expires_at=_expiry(ttl, now=now, keep=None),
-        )
-        existing = Memory.objects.filter(namespace=namespace, key=key).first() if key else None
-        if existing is None and key and Memory.all_objects.filter(namespace=namespace, key=key).exists():
-            raise Conflict(
-                f"key: {key!r} in namespace {namespace!r} belongs to an import that has not finished. "
-                f"{UNFINISHED_IMPORT_ADVICE}",
-                field="key",
-            )
-        if existing is not None:
-            result = _remember_into(
-                existing, fields, digest, kind, tag_names, now=now, actor=actor, interface=interface
-            )
-            if result.revised and near_twin is not None and near_twin.memory_id != existing.pk:
-                result = result.model_copy(update={"near_twin": NearTwinRecord.model_validate(near_twin)})
-            if result.revised and held:
-                append_attributes(
-                    existing,
-                    known_at=now,
-                    actor=actor,
-                    interface=interface,
-                    state=Lifecycle.CANDIDATE.value,
-                    reason=held,
-                )
-                result = result.model_copy(
-                    update={
-                        "held": held,
-                        "memory": record_now(existing, _current(existing, now), state=Lifecycle.CANDIDATE.value),
-                    }
-                )
-            return result
-        duplicate = selectors.visible_duplicate(namespace=namespace, content_hash=digest)
-        if duplicate is not None:
-            added = add_tags(duplicate, tag_names)
-            if added:
-                append_attributes(duplicate, known_at=now, actor=actor, interface=interface)
-            audit(
-                actor=actor, interface=interface, action="deduplicate", memory_id=duplicate.pk, at=now, added_tags=added
-            )
-            return RememberResult(
-                memory=record_now(duplicate, _current(duplicate, now)), created=False, deduplicated=True
-            )
-        memory = Memory.objects.create(
-            namespace=namespace,
-            key=key or validation.generated_key(),
-            kind=kind,
-            created_at=now,
-            batch_id=staging.own_batch_id(),
-        )
-        tag_rows = tag_objects(namespace=namespace, names=tag_names) if tag_names else []
-        if tag_rows:  # a new memory has no tags: set([]) would only query that
-            memory.tags.set(tag_rows)
+
+def _near_twin(new: _Remembered):
+    """The namespace's memory nearest in meaning, other than the one the key names (``search.duplicates``)."""
+    keyed = None
+    if new.key:
+        keyed = Memory.objects.filter(namespace=new.namespace, key=new.key).values_list("pk", flat=True).first()
+    return duplicates.find_near_twin(
+        new.text["content"], namespace=new.namespace, title=new.text["title"], exclude_memory_id=keyed
+    )
+
+
+def _revise_keyed(existing: Memory, new: _Remembered, fields: dict, near_twin, *, now, actor, interface):
+    """Remember under a key the namespace holds: a new revision of that memory, or nothing when nothing changes."""
+    result = _remember_into(
+        existing, fields, new.digest, new.kind, new.tag_names, now=now, actor=actor, interface=interface
+    )
+    if result.revised and near_twin is not None and near_twin.memory_id != existing.pk:
+        result = result.model_copy(update={"near_twin": NearTwinRecord.model_validate(near_twin)})
+    if result.revised and new.held:
         append_attributes(
-            memory, known_at=now, actor=actor, interface=interface, tags=tag_rows, state=str(state), reason=held or ""
+            existing, known_at=now, actor=actor, interface=interface, state=Lifecycle.CANDIDATE.value, reason=new.held
         )
-        revision = append_revision(
-            memory=memory, content_hash=digest, known_at=now, author=actor, interface=interface, **fields
-        )
-        audit(
-            actor=actor,
-            interface=interface,
-            action="remember",
-            memory_id=memory.pk,
-            at=now,
-            revision_id=revision.pk,
-            **({"state": str(state)} if state != Lifecycle.ACTIVE else {}),
-            **({"near_twin": near_twin.as_dict()} if near_twin else {}),
-        )
-        if revision.subject:
-            state = _corroborate(memory, revision, state=str(state), now=now, actor=actor, interface=interface)
-        return RememberResult(
-            memory=record_now(memory, revision, tags=tag_rows, state=str(state)),
-            created=True,
-            near_twin=near_twin,
-            held=held,
-        )
+        shown = record_now(existing, _current(existing, now), state=Lifecycle.CANDIDATE.value)
+        result = result.model_copy(update={"held": new.held, "memory": shown})
+    return result
+
+
+def _deduplicate(duplicate: Memory, new: _Remembered, *, now, actor, interface) -> RememberResult:
+    """The content is already visible in the namespace: add the new tags to that memory instead of writing."""
+    added = add_tags(duplicate, new.tag_names)
+    if added:
+        append_attributes(duplicate, known_at=now, actor=actor, interface=interface)
+    audit(actor=actor, interface=interface, action="deduplicate", memory_id=duplicate.pk, at=now, added_tags=added)
+    return RememberResult(memory=record_now(duplicate, _current(duplicate, now)), created=False, deduplicated=True)
+
+
+def _create(new: _Remembered, fields: dict, near_twin, *, now, actor, interface) -> RememberResult:
+    """A new memory with its first revision, tags and attribute row; a fact others stated is corroborated."""
+    memory = Memory.objects.create(
+        namespace=new.namespace,
+        key=new.key or validation.generated_key(),
+        kind=new.kind,
+        created_at=now,
+        batch_id=staging.own_batch_id(),
+    )
+    tag_rows = tag_objects(namespace=new.namespace, names=new.tag_names) if new.tag_names else []
+    if tag_rows:  # a new memory has no tags: set([]) would only query that
+        memory.tags.set(tag_rows)
+    append_attributes(
+        memory, known_at=now, actor=actor, interface=interface, tags=tag_rows, state=new.state, reason=new.held or ""
+    )
+    revision = append_revision(
+        memory=memory, content_hash=new.digest, known_at=now, author=actor, interface=interface, **fields
+    )
+    audit(
+        actor=actor,
+        interface=interface,
+        action="remember",
+        memory_id=memory.pk,
+        at=now,
+        revision_id=revision.pk,
+        **({"state": new.state} if new.state != Lifecycle.ACTIVE else {}),
+        **({"near_twin": near_twin.as_dict()} if near_twin else {}),
+    )
+    state = new.state
+    if revision.subject:
+        state = _corroborate(memory, revision, state=state, now=now, actor=actor, interface=interface)
+    return RememberResult(
+        memory=record_now(memory, revision, tags=tag_rows, state=state),
+        created=True,
+        near_twin=near_twin,
+        held=new.held,
+    )
 
 
 @dataclass(frozen=True)
