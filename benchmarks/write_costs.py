@@ -156,21 +156,22 @@ def store_costs(memories, chunk_size: int) -> dict:
 
 def remember_costs(corpus, count: int) -> dict:
     from memories import selectors
-    from memories.services import lifecycle
+    from memories.models import Revision
+    from memories.services import remember
     from search import indexing
 
     stages = Stages()
-    stages.wrap(lifecycle, "memory_remember", "total")
+    stages.wrap(remember, "memory_remember", "total")
     stages.wrap(indexing, "prepare", "embed ahead of the write (indexing.prepare)")
     stages.wrap(selectors, "visible_duplicate", "duplicate check (selectors.visible_duplicate, ORM)")
-    stages.wrap(lifecycle.Revision.objects, "create", "revision INSERT with FTS5 triggers (ORM)")
+    stages.wrap(Revision.objects, "create", "revision INSERT with FTS5 triggers (ORM)")
     stages.wrap(indexing, "index_revisions", "postings + vector (indexing.index_revisions)")
-    stages.wrap(lifecycle, "audit", "audit event (ORM)")
-    stages.wrap(lifecycle, "_record", "response record (tags query)")
+    stages.wrap(remember, "audit", "audit event (ORM)")
+    stages.wrap(remember, "record_now", "response record (tags query)")
     texts = [corpus.text() for _ in range(count)]
     try:
         for number, text in enumerate(texts):
-            lifecycle.memory_remember(namespace="costs", content=text, key=f"r{number}", actor="bench", interface="cli")
+            remember.memory_remember(namespace="costs", content=text, key=f"r{number}", actor="bench", interface="cli")
     finally:
         stages.restore()
     per = stages.per(count, unit="ms")

@@ -20,7 +20,7 @@ from memories import selectors, services
 from memories.access import PermissionDenied
 from memories.models import ApiKey, Attributes, AuditEvent, ErasureGate, Kind, Memory, Revision
 from memories.services.keys import api_key_authenticate, api_key_create
-from memories.services.lifecycle import new_memory
+from memories.services.remember import new_memory
 from memoryproject.env import SettingError, env_days
 from memoryproject.exceptions import Conflict, InvalidInput
 from search import snapshot

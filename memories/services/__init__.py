@@ -9,12 +9,10 @@ from memories.services.hooks import hook_ingest, hook_recall, hook_report, hook_
 from memories.services.imports import memories_import
 from memories.services.learn import memory_learn
 from memories.services.lifecycle import (
-    memories_remember_new,
     memory_archive,
     memory_end,
     memory_forget,
     memory_promote,
-    memory_remember,
     memory_restore,
     memory_retag,
     memory_revise,
@@ -22,6 +20,7 @@ from memories.services.lifecycle import (
     memory_update,
 )
 from memories.services.markdown import markdown_import
+from memories.services.remember import memories_remember_new, memory_remember
 from memories.services.resolution import conflict_memory_ids, conflict_resolve
 
 __all__ = [

@@ -8,8 +8,15 @@ from django.db import transaction
 from memories import selectors, validation
 from memories.models import Memory, Revision, Tag
 from memories.records import ChangeResult, MemoryRecord
-from memories.services.lifecycle import UNFINISHED_IMPORT_ADVICE
-from memories.services.revisions import append_attributes, audit, check_interface, get_memory, record_now, tag_objects
+from memories.services.revisions import (
+    UNFINISHED_IMPORT_ADVICE,
+    append_attributes,
+    audit,
+    check_interface,
+    get_memory,
+    record_now,
+    tag_objects,
+)
 from memoryproject import dialect
 from memoryproject.exceptions import Conflict, DuplicateContent
 from search import indexing

@@ -24,7 +24,8 @@ from memories import selectors, validation
 from memories.access import Caller
 from memories.models import Kind, Memory, Revision
 from memories.records import MemoryRecord
-from memories.services.lifecycle import memory_remember, memory_revise
+from memories.services.lifecycle import memory_revise
+from memories.services.remember import memory_remember
 from memories.services.revisions import get_memory
 from memoryproject.exceptions import InvalidInput, NotFound, TooLarge
 from memoryproject.storage import SIDE_WRITE_SKIPPED

@@ -37,8 +37,10 @@ from memories.services.export import (
     TEXT_FIELDS,
     TIME_FIELDS,
 )
-from memories.services.lifecycle import UNFINISHED_IMPORT_ADVICE, memory_archive, memory_remember
+from memories.services.lifecycle import memory_archive
+from memories.services.remember import memory_remember
 from memories.services.revisions import (
+    UNFINISHED_IMPORT_ADVICE,
     add_tags,
     append_attributes,
     append_revision,

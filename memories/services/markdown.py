@@ -21,7 +21,8 @@ from memories.models import Kind, Memory, State
 from memories.records import ImportReport
 from memories.services import batches
 from memories.services.imports import PROBLEMS_SHOWN
-from memories.services.lifecycle import memory_forget, memory_remember
+from memories.services.lifecycle import memory_forget
+from memories.services.remember import memory_remember
 from memories.services.revisions import audit, check_interface
 from memoryproject.exceptions import Conflict, DuplicateContent, InvalidInput, TooLarge
 from search import indexing

@@ -11,11 +11,11 @@ import datetime as dt
 from django.utils import timezone
 
 from knowledge import facts
-from memories import staging, states, validation
+from memories import selectors, staging, states, validation
 from memories.inserts import insert_all
 from memories.models import Attributes, AuditEvent, Interface, Lifecycle, Memory, Revision, State, Tag
 from memories.records import MemoryRecord
-from memoryproject.exceptions import InvalidInput, MemoryNotFound
+from memoryproject.exceptions import DuplicateContent, InvalidInput, MemoryNotFound
 from memoryproject.timeparse import parse_optional_instant
 from search import indexing
 
@@ -171,3 +171,29 @@ def add_tags(memory: Memory, names: list[str]) -> list[str]:
     if new:
         memory.tags.add(*tag_objects(namespace=memory.namespace, names=new))
     return new
+
+
+# What a writer refused a key that an unpublished import holds can do (memories.services.batches).
+UNFINISHED_IMPORT_ADVICE = "Try again once it is done (or, if it died, after 'manage.py purge')."
+
+
+def duplicate_error(duplicate: Memory) -> DuplicateContent:
+    return DuplicateContent(
+        f"Memory {duplicate.pk} ({duplicate.namespace}/{duplicate.key}) already holds exactly this content. "
+        f"Update or tag memory {duplicate.pk} instead of duplicating it.",
+        memory_id=duplicate.pk,
+    )
+
+
+def expiry(ttl_days: int, *, now: dt.datetime, keep: dt.datetime | None) -> dt.datetime | None:
+    if ttl_days == -1:
+        # A TTL that has already run out is not carried into a new revision.
+        return keep if keep is not None and keep > now else None
+    if ttl_days == 0:
+        return None
+    return now + dt.timedelta(days=ttl_days)
+
+
+def current_revision(memory: Memory, now: dt.datetime) -> Revision | None:
+    """The revision a change builds on: the one visible now, else the newest with text."""
+    return selectors.visible_revision(memory=memory, as_of=now) or selectors.latest_content_revision(memory)
