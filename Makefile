@@ -6,7 +6,7 @@ STAMP := $(VENV)/.requirements.stamp
 MEMORY_HOST ?= 127.0.0.1
 MEMORY_PORT ?= 8000
 
-.PHONY: install migrate run test test-postgres demo doctor
+.PHONY: install migrate run test test-postgres lint demo doctor
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,11 @@ run: migrate
 
 test: install
 	$(PY) -m pytest
+
+# ruff's lint and its format check (pyproject.toml); `$(VENV)/bin/ruff format .` formats.
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 # The suite against a throwaway PostgreSQL cluster (Debian's postgresql package).
 test-postgres: install

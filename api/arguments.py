@@ -21,7 +21,7 @@ def _takes_list(annotation) -> bool:
     if origin is list:
         return True
     if origin in (Annotated, Union, UnionType):
-        return any(_takes_list(part) for part in get_args(annotation)[:1 if origin is Annotated else None])
+        return any(_takes_list(part) for part in get_args(annotation)[: 1 if origin is Annotated else None])
     return False
 
 
@@ -59,8 +59,9 @@ def from_query(model: type[Arguments], query, **path) -> Arguments:
 def from_body(model: type[Arguments], body, query, **path) -> Arguments:
     """``model``'s arguments from a parsed JSON body and the values the URL's path gave; no query string."""
     for name in query.keys():
-        raise InvalidInput(f"{name}: unknown parameter: this endpoint takes its arguments in the JSON body.",
-                           field=name)
+        raise InvalidInput(
+            f"{name}: unknown parameter: this endpoint takes its arguments in the JSON body.", field=name
+        )
     if not isinstance(body, dict):
         raise InvalidInput(f"Invalid data. Expected a dictionary, but got {type(body).__name__}.")
     _refuse_unknown(body.keys(), [name for name in model.model_fields if name not in path])

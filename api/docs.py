@@ -39,17 +39,26 @@ def _type(schema: dict, node: dict) -> str:
     if node.get("type") == "array":
         return f"list of {_type(schema, node.get('items', {}))}"
     kind = node.get("type", "object")
-    bounds = [f"{name} {node[key]}" for key, name in (("minimum", "min"), ("maximum", "max"),
-                                                       ("maxLength", "max length")) if key in node]
+    bounds = [
+        f"{name} {node[key]}"
+        for key, name in (("minimum", "min"), ("maximum", "max"), ("maxLength", "max length"))
+        if key in node
+    ]
     return kind + (f" ({', '.join(bounds)})" if bounds else "")
 
 
 def _fields(schema: dict, node: dict) -> list[dict]:
     node = _resolve(schema, node)
     required = set(node.get("required", []))
-    return [{"name": name, "type": _type(schema, field), "required": name in required,
-             "description": _resolve(schema, field).get("description", "")}
-            for name, field in node.get("properties", {}).items()]
+    return [
+        {
+            "name": name,
+            "type": _type(schema, field),
+            "required": name in required,
+            "description": _resolve(schema, field).get("description", ""),
+        }
+        for name, field in node.get("properties", {}).items()
+    ]
 
 
 def _operations(schema: dict) -> list[dict]:
@@ -60,29 +69,42 @@ def _operations(schema: dict) -> list[dict]:
             if operation is None:
                 continue
             body = operation.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema")
-            operations.append({
-                "method": method.upper(),
-                "path": path,
-                "anchor": f"{method}-{path}".replace("/", "-").replace("{", "").replace("}", "").strip("-"),
-                "summary": operation.get("summary", ""),
-                "description": operation.get("description", ""),
-                "keyed": operation.get("security") != [{}] and operation.get("security") != [],
-                "parameters": [{"name": parameter["name"], "in": parameter["in"],
-                                "type": _type(schema, parameter.get("schema", {})),
-                                "required": parameter.get("required", False),
-                                "description": parameter.get("description", "")}
-                               for parameter in operation.get("parameters", [])],
-                "body": _fields(schema, body) if body else None,
-                "responses": [{"status": code, "description": response.get("description", "")}
-                              for code, response in operation.get("responses", {}).items()],
-            })
+            operations.append(
+                {
+                    "method": method.upper(),
+                    "path": path,
+                    "anchor": f"{method}-{path}".replace("/", "-").replace("{", "").replace("}", "").strip("-"),
+                    "summary": operation.get("summary", ""),
+                    "description": operation.get("description", ""),
+                    "keyed": operation.get("security") != [{}] and operation.get("security") != [],
+                    "parameters": [
+                        {
+                            "name": parameter["name"],
+                            "in": parameter["in"],
+                            "type": _type(schema, parameter.get("schema", {})),
+                            "required": parameter.get("required", False),
+                            "description": parameter.get("description", ""),
+                        }
+                        for parameter in operation.get("parameters", [])
+                    ],
+                    "body": _fields(schema, body) if body else None,
+                    "responses": [
+                        {"status": code, "description": response.get("description", "")}
+                        for code, response in operation.get("responses", {}).items()
+                    ],
+                }
+            )
     return operations
 
 
 def docs(request):
     schema = openapi_schema()
-    return render(request, "api/docs.html", {
-        "info": schema["info"],
-        "operations": _operations(schema),
-        "paths_json": json.dumps(sorted(schema["paths"])),
-    })
+    return render(
+        request,
+        "api/docs.html",
+        {
+            "info": schema["info"],
+            "operations": _operations(schema),
+            "paths_json": json.dumps(sorted(schema["paths"])),
+        },
+    )

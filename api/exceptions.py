@@ -81,8 +81,7 @@ class LengthRequired(drf.APIException):
 
     status_code = status.HTTP_411_LENGTH_REQUIRED
     default_code = "length_required"
-    default_detail = ("Send the request body with a Content-Length header; chunked request bodies are not "
-                      "accepted here.")
+    default_detail = "Send the request body with a Content-Length header; chunked request bodies are not accepted here."
 
 
 def error_body(code: str, message: str, field: str | None = None, *, memory_id: int | None = None) -> dict:
@@ -106,14 +105,16 @@ def _validation_response(exc: drf.ValidationError) -> Response:
     field, message, code = _first_problem(exc.detail)
     top = field.split(".")[0].split("[")[0] or None
     too_long = code in ("max_length", "max_string_length")
-    return Response(error_body("too_large" if too_long else "invalid", f"{field}: {message}" if field else message,
-                               top),
-                    status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE if too_long else status.HTTP_400_BAD_REQUEST)
+    return Response(
+        error_body("too_large" if too_long else "invalid", f"{field}: {message}" if field else message, top),
+        status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE if too_long else status.HTTP_400_BAD_REQUEST,
+    )
 
 
 def _domain_response(exc: MemoryServiceError) -> Response:
-    code = next((status_code for kind, status_code in _DOMAIN_STATUS if isinstance(exc, kind)),
-                status.HTTP_400_BAD_REQUEST)
+    code = next(
+        (status_code for kind, status_code in _DOMAIN_STATUS if isinstance(exc, kind)), status.HTTP_400_BAD_REQUEST
+    )
     # A duplicate names its twin, to update or tag instead.
     twin = exc.memory_id if isinstance(exc, DuplicateContent) else None
     headers = {"WWW-Authenticate": BEARER_CHALLENGE} if code == status.HTTP_401_UNAUTHORIZED else None
@@ -151,17 +152,27 @@ def handler(exc, context) -> Response:
         return Response(error_body("forbidden", "Not allowed."), status=status.HTTP_403_FORBIDDEN)
     if isinstance(exc, TooManyFieldsSent):
         limit = settings.DATA_UPLOAD_MAX_NUMBER_FIELDS
-        return Response(error_body("invalid", f"More than {limit} query parameters: send at most {limit}, and "
-                                              "long lists in a JSON body."), status=status.HTTP_400_BAD_REQUEST)
+        return Response(
+            error_body(
+                "invalid", f"More than {limit} query parameters: send at most {limit}, and long lists in a JSON body."
+            ),
+            status=status.HTTP_400_BAD_REQUEST,
+        )
     if isinstance(exc, SuspiciousOperation):
         # Django's own refusals of malformed requests; their messages may echo the request.
-        return Response(error_body("invalid", "The request is malformed and was refused."),
-                        status=status.HTTP_400_BAD_REQUEST)
+        return Response(
+            error_body("invalid", "The request is malformed and was refused."), status=status.HTTP_400_BAD_REQUEST
+        )
     view = context.get("view")
     logger.exception("REST %s failed", type(view).__name__ if view else "view")
-    return Response(error_body("internal", "The server failed to answer because of an internal error (logged on "
-                                           "the server). Try again; if it keeps failing, tell the operator."),
-                    status=status.HTTP_500_INTERNAL_SERVER_ERROR)
+    return Response(
+        error_body(
+            "internal",
+            "The server failed to answer because of an internal error (logged on "
+            "the server). Try again; if it keeps failing, tell the operator.",
+        ),
+        status=status.HTTP_500_INTERNAL_SERVER_ERROR,
+    )
 
 
 @csrf_exempt  # a POST to a wrong path is a 404, not a CSRF failure page

@@ -1,4 +1,5 @@
-"""``/metrics``: the process's Prometheus metrics (``memoryproject.metrics``) and the store's counts, read at scrape time.
+"""``/metrics``: the process's Prometheus metrics (``memoryproject.metrics``) and the store's counts, read at
+scrape time.
 
 Open to loopback clients (Prometheus on the same host, or a proxy that passes the client's
 address on: uvicorn takes ``X-Forwarded-For`` from loopback proxies) and to API keys with
@@ -22,8 +23,10 @@ from memories.services.keys import api_key_authenticate
 from memoryproject import dialect
 from search.indexing import index_drift
 
-REFUSED = ("/metrics answers loopback clients, and others that send an API key with the 'admin' scope as "
-           "'Authorization: Bearer <key>'.")
+REFUSED = (
+    "/metrics answers loopback clients, and others that send an API key with the 'admin' scope as "
+    "'Authorization: Bearer <key>'."
+)
 
 
 def _is_loopback(address: str | None) -> bool:
@@ -74,33 +77,50 @@ class StoreCollector:
     def collect(self):
         counts = selectors.store_counts()
         namespace = ["namespace"] if self.by_namespace else []
-        memories = GaugeMetricFamily("memory_memories", "Memories stored, by state (and namespace, to an admin "
-                                     "key).", labels=[*namespace, "state"])
+        memories = GaugeMetricFamily(
+            "memory_memories",
+            "Memories stored, by state (and namespace, to an admin key).",
+            labels=[*namespace, "state"],
+        )
         for labels, total in sorted(self._counts(counts["memories"]).items()):
             memories.add_metric(list(labels), total)
-        revisions = GaugeMetricFamily("memory_revisions", "Revisions stored (by namespace, to an admin key); "
-                                      "tombstone=true for those that forget.", labels=[*namespace, "tombstone"])
+        revisions = GaugeMetricFamily(
+            "memory_revisions",
+            "Revisions stored (by namespace, to an admin key); tombstone=true for those that forget.",
+            labels=[*namespace, "tombstone"],
+        )
         for labels, total in sorted(self._counts(counts["revisions"]).items()):
             revisions.add_metric([*labels[:-1], "true" if labels[-1] else "false"], total)
         search = selectors.search_mode()
-        vectors = GaugeMetricFamily("memory_vectors", "Vectors stored, by the embedder that made them.",
-                                    labels=["embedder"])
+        vectors = GaugeMetricFamily(
+            "memory_vectors", "Vectors stored, by the embedder that made them.", labels=["embedder"]
+        )
         if search["stored_vectors_from"]:
             vectors.add_metric([search["stored_vectors_from"]], search["vectors"])
         yield from (memories, revisions, vectors)
-        yield GaugeMetricFamily("memory_vectors_pending", "Revisions with text that have no vector yet (what "
-                                "'manage.py backfill' would embed).", value=search["pending_vectors"])
-        yield GaugeMetricFamily("memory_index_drift", "Disagreements between the keyword indexes and the revisions "
-                                "(missing triggers, row counts); 0 when in step. 'manage.py doctor' names them.",
-                                value=len(index_drift(full=False)))
-        yield GaugeMetricFamily("memory_database_bytes", "Size of the database file and its write-ahead log.",
-                                value=dialect.size_bytes())
+        yield GaugeMetricFamily(
+            "memory_vectors_pending",
+            "Revisions with text that have no vector yet (what 'manage.py backfill' would embed).",
+            value=search["pending_vectors"],
+        )
+        yield GaugeMetricFamily(
+            "memory_index_drift",
+            "Disagreements between the keyword indexes and the revisions "
+            "(missing triggers, row counts); 0 when in step. 'manage.py doctor' names them.",
+            value=len(index_drift(full=False)),
+        )
+        yield GaugeMetricFamily(
+            "memory_database_bytes", "Size of the database file and its write-ahead log.", value=dialect.size_bytes()
+        )
 
 
 def metrics(request) -> HttpResponse:
     if request.method not in ("GET", "HEAD"):
-        return JsonResponse(error_body("method_not_allowed", f"Method {request.method!r} not allowed: use GET."),
-                            status=405, headers={"Allow": "GET, HEAD"})
+        return JsonResponse(
+            error_body("method_not_allowed", f"Method {request.method!r} not allowed: use GET."),
+            status=405,
+            headers={"Allow": "GET, HEAD"},
+        )
     allowed = _refusal(request)
     if isinstance(allowed, JsonResponse):
         return allowed

@@ -11,8 +11,10 @@ from memoryproject.jsontext import parse_strict_json
 
 
 def too_large_message(limit: int, setting: str) -> str:
-    return (f"The request body is over the limit of {limit} bytes ({setting}). Send less per request: split "
-            "the content or the import into smaller parts.")
+    return (
+        f"The request body is over the limit of {limit} bytes ({setting}). Send less per request: split "
+        "the content or the import into smaller parts."
+    )
 
 
 def too_large_refusal(limit: int, setting: str) -> bytes:

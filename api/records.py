@@ -17,24 +17,33 @@ class Health(Record):
     status: Literal["ok", "degraded"]
     version: str = Field(description="The server's version.")
     api_version: str = Field(description="The REST API version (the /api/v1/ in every path).")
-    database: Literal["ok", "error", "read-only", "full"] = Field(description=(
-        "ok; error: it cannot be read; read-only or full: it can be read, but writes would be refused now."))
-    database_engine: str = Field(description=(
-        "The engine and its version, e.g. 'sqlite 3.46.1' or 'postgresql 15.18'; the engine alone when the "
-        "database cannot be read."))
+    database: Literal["ok", "error", "read-only", "full"] = Field(
+        description=(
+            "ok; error: it cannot be read; read-only or full: it can be read, but writes would be refused now."
+        )
+    )
+    database_engine: str = Field(
+        description=(
+            "The engine and its version, e.g. 'sqlite 3.46.1' or 'postgresql 15.18'; the engine alone when the "
+            "database cannot be read."
+        )
+    )
     search_mode: str
     embedder: EmbedderHealth
     uptime_seconds: int
 
 
 class ErrorDetail(Record):
-    code: str = Field(description="invalid, too_large, unauthenticated, forbidden, not_found, conflict, duplicate, "
-                                  "parse_error, method_not_allowed, unsupported_media_type, throttled, unavailable, "
-                                  "read_only, storage_full, internal.")
+    code: str = Field(
+        description="invalid, too_large, unauthenticated, forbidden, not_found, conflict, duplicate, "
+        "parse_error, method_not_allowed, unsupported_media_type, throttled, unavailable, "
+        "read_only, storage_full, internal."
+    )
     message: str = Field(description="What went wrong and what to do, safe to show an agent.")
     field: OmittedWhenEmpty[str] = Field(None, description="The field or parameter at fault.")
-    memory_id: OmittedWhenEmpty[int] = Field(None, description=(
-        "With duplicate: the memory that already holds the content."))
+    memory_id: OmittedWhenEmpty[int] = Field(
+        None, description=("With duplicate: the memory that already holds the content.")
+    )
 
 
 class ErrorResponse(Record):

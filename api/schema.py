@@ -59,8 +59,9 @@ class DeclaredModels(OpenApiSerializerExtension):
     def map_serializer(self, auto_schema, direction):
         schema = json_schema(self.target, mode="validation" if direction == "request" else "serialization")
         for name, definition in schema.pop("$defs", {}).items():
-            auto_schema.registry.register_on_missing(ResolvedComponent(
-                name=name, type=ResolvedComponent.SCHEMA, object=name, schema=definition))
+            auto_schema.registry.register_on_missing(
+                ResolvedComponent(name=name, type=ResolvedComponent.SCHEMA, object=name, schema=definition)
+            )
         return schema
 
 
@@ -87,9 +88,15 @@ def parameters(model, *, path: tuple[str, ...] = (), query: bool = True) -> list
         typed = _query_schema(field)
         if field.get("default") is not None:
             typed["default"] = field["default"]
-        documented.append(OpenApiParameter(
-            name, type=typed, location=OpenApiParameter.PATH if name in path else OpenApiParameter.QUERY,
-            required=name in required or name in path, description=field.get("description", "")))
+        documented.append(
+            OpenApiParameter(
+                name,
+                type=typed,
+                location=OpenApiParameter.PATH if name in path else OpenApiParameter.QUERY,
+                required=name in required or name in path,
+                description=field.get("description", ""),
+            )
+        )
     return documented
 
 

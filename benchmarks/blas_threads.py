@@ -61,8 +61,10 @@ def run(set_threads, repeat: int, pause: float = 0.0) -> dict:
                 started = time.perf_counter()
                 matrix @ query
                 samples[threads].append(time.perf_counter() - started)
-        results[f"{rows} rows"] = {f"{threads} thread(s) p50_ms": round(statistics.median(values) * 1000, 3)
-                                   for threads, values in samples.items()}
+        results[f"{rows} rows"] = {
+            f"{threads} thread(s) p50_ms": round(statistics.median(values) * 1000, 3)
+            for threads, values in samples.items()
+        }
     set_threads(os.cpu_count() or 1)
     return results
 
@@ -73,9 +75,14 @@ def main():
     parser.add_argument("--output", default="benchmarks/results/blas_threads.json")
     args = parser.parse_args()
     set_threads = openblas_setter()
-    output = {"benchmark": "blas_threads", "command": " ".join(sys.argv), "cpus": os.cpu_count(),
-              "load_average_at_start": os.getloadavg(), "as_is": run(set_threads, args.repeat),
-              "as_is_with_20ms_of_other_work_before_each_scan": run(set_threads, args.repeat, pause=0.02)}
+    output = {
+        "benchmark": "blas_threads",
+        "command": " ".join(sys.argv),
+        "cpus": os.cpu_count(),
+        "load_average_at_start": os.getloadavg(),
+        "as_is": run(set_threads, args.repeat),
+        "as_is_with_20ms_of_other_work_before_each_scan": run(set_threads, args.repeat, pause=0.02),
+    }
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         time.sleep(0.5)
@@ -86,8 +93,12 @@ def main():
         busy.wait()
     output["load_average_at_end"] = os.getloadavg()
     path = harness.save(output, args.output)
-    for phase in ("as_is", "as_is_with_20ms_of_other_work_before_each_scan", "one_core_busy",
-                  "one_core_busy_with_20ms_of_other_work_before_each_scan"):
+    for phase in (
+        "as_is",
+        "as_is_with_20ms_of_other_work_before_each_scan",
+        "one_core_busy",
+        "one_core_busy_with_20ms_of_other_work_before_each_scan",
+    ):
         for size, value in output[phase].items():
             print(phase, size, value)
     print(f"saved {path}")

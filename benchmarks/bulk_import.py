@@ -70,8 +70,9 @@ def main():
             call_command("migrate", verbosity=0, interactive=False)
         bulk_load(stored)
         before = Revision.objects.count()
-        report, wall, cpu = harness.measured(memories_import, document=document, actor="bench", interface="cli",
-                                             trusted=True)
+        report, wall, cpu = harness.measured(
+            memories_import, document=document, actor="bench", interface="cli", trusted=True
+        )
         samples.append((wall, cpu))
     written, memories = Revision.objects.count() - before, Memory.objects.count()
     embedder = get_embedder()
@@ -97,8 +98,11 @@ def main():
         "command": " ".join(sys.argv),
         "environment": harness.environment(),
     }
-    print(json.dumps({key: run[key] for key in ("report", "seconds", "cpu_seconds", "memories_per_s",
-                                                "memories_per_cpu_s")}))
+    print(
+        json.dumps(
+            {key: run[key] for key in ("report", "seconds", "cpu_seconds", "memories_per_s", "memories_per_cpu_s")}
+        )
+    )
     output = Path(args.output)
     if not output.is_absolute():
         output = harness.ROOT / output

@@ -83,8 +83,41 @@ move share send check update fix note write read build ship store find learn tea
 
 # Syllables for made-up names: the long tail of a real team's vocabulary (products,
 # code names, internal jargon) that appears in few memories each.
-_ONSETS = ["b", "c", "d", "f", "g", "h", "j", "k", "l", "m", "n", "p", "r", "s", "t", "v", "w", "z", "br", "cr",
-           "dr", "fl", "gr", "kl", "pl", "pr", "sk", "sl", "st", "tr", "sh", "ch", "th"]
+_ONSETS = [
+    "b",
+    "c",
+    "d",
+    "f",
+    "g",
+    "h",
+    "j",
+    "k",
+    "l",
+    "m",
+    "n",
+    "p",
+    "r",
+    "s",
+    "t",
+    "v",
+    "w",
+    "z",
+    "br",
+    "cr",
+    "dr",
+    "fl",
+    "gr",
+    "kl",
+    "pl",
+    "pr",
+    "sk",
+    "sl",
+    "st",
+    "tr",
+    "sh",
+    "ch",
+    "th",
+]
 _NUCLEI = ["a", "e", "i", "o", "u", "ai", "ea", "io", "ou", "y"]
 _CODAS = ["", "", "", "n", "r", "s", "l", "x", "m", "nd", "rk", "st", "th"]
 
@@ -141,10 +174,23 @@ class Corpus:
         # Slot words are drawn with a flatter Zipf than the free vocabulary: at 0.9, single
         # nouns and names reached 40% of memories, twice what content words reach in real
         # chat (corpus_stats.py compares with LoCoMo); at 0.5 the most common ones land near 20%.
-        self.lists = {name: (words, _zipf_weights(len(words), 0.5)) for name, words in {
-            "person": PEOPLE, "project": PROJECTS, "tool": TOOLS, "place": PLACES, "team": TEAMS, "verb": VERBS,
-            "past": PAST, "noun": NOUNS, "adjective": ADJECTIVES, "reason": REASONS, "day": DAYS,
-            "period": PERIODS}.items()}
+        self.lists = {
+            name: (words, _zipf_weights(len(words), 0.5))
+            for name, words in {
+                "person": PEOPLE,
+                "project": PROJECTS,
+                "tool": TOOLS,
+                "place": PLACES,
+                "team": TEAMS,
+                "verb": VERBS,
+                "past": PAST,
+                "noun": NOUNS,
+                "adjective": ADJECTIVES,
+                "reason": REASONS,
+                "day": DAYS,
+                "period": PERIODS,
+            }.items()
+        }
         self._buffers: dict[str, list] = {}
 
     def _made_up_words(self, count: int) -> list[str]:
@@ -152,8 +198,12 @@ class Corpus:
         rng = self.rng
         while len(words) < count:
             syllables = rng.integers(2, 4)
-            word = "".join(_ONSETS[rng.integers(len(_ONSETS))] + _NUCLEI[rng.integers(len(_NUCLEI))]
-                           + _CODAS[rng.integers(len(_CODAS))] for _ in range(syllables))
+            word = "".join(
+                _ONSETS[rng.integers(len(_ONSETS))]
+                + _NUCLEI[rng.integers(len(_NUCLEI))]
+                + _CODAS[rng.integers(len(_CODAS))]
+                for _ in range(syllables)
+            )
             if word not in seen and len(word) >= 4:
                 seen.add(word)
                 words.append(word.capitalize() if rng.random() < 0.3 else word)
@@ -180,8 +230,12 @@ class Corpus:
     def sentence(self) -> str:
         template = TEMPLATES[int(self.rng.integers(len(TEMPLATES)))]
         values = {name: self._draw(name) for name in self.lists}
-        values.update(person2=self._draw("person"), tool2=self._draw("tool"), noun2=self._draw("noun"),
-                      free=self._free() if "{free}" in template else "")
+        values.update(
+            person2=self._draw("person"),
+            tool2=self._draw("tool"),
+            noun2=self._draw("noun"),
+            free=self._free() if "{free}" in template else "",
+        )
         return template.format(**values)
 
     def text(self, *, low: int = 100, high: int = 300) -> str:
@@ -210,7 +264,7 @@ class Corpus:
             revised += " " + self.sentence()
         revised = revised[:300]
         if len(revised) == 300:
-            revised = revised[:revised.rfind(" ")] + "."
+            revised = revised[: revised.rfind(" ")] + "."
         return revised
 
     def query_words(self, text: str, count: int) -> list[str]:

@@ -30,10 +30,13 @@ def stats(texts, top=25):
         df.update(terms.keys())
     content = [(term, count) for term, count in df.most_common() if term not in filler and len(term) >= 3]
     shares = [count / len(texts) for _, count in content]
-    return {"documents": len(texts), "mean_chars": round(sum(map(len, texts)) / len(texts), 1),
-            "distinct_terms": len(df),
-            "top_content_terms": [[term, round(count / len(texts), 3)] for term, count in content[:top]],
-            "df_share_of_1st_10th_25th_100th": [round(shares[i], 3) for i in (0, 9, 24, 99) if i < len(shares)]}
+    return {
+        "documents": len(texts),
+        "mean_chars": round(sum(map(len, texts)) / len(texts), 1),
+        "distinct_terms": len(df),
+        "top_content_terms": [[term, round(count / len(texts), 3)] for term, count in content[:top]],
+        "df_share_of_1st_10th_25th_100th": [round(shares[i], 3) for i in (0, 9, 24, 99) if i < len(shares)],
+    }
 
 
 def main():
@@ -52,16 +55,32 @@ def main():
     from corpus import Corpus
 
     corpus = Corpus(args.seed)
-    result = {"benchmark": "corpus_stats", "command": " ".join(sys.argv),
-              "synthetic": stats([corpus.text() for _ in range(args.documents)])}
+    result = {
+        "benchmark": "corpus_stats",
+        "command": " ".join(sys.argv),
+        "synthetic": stats([corpus.text() for _ in range(args.documents)]),
+    }
     if args.locomo:
         data = json.loads(Path(args.locomo).read_text())
-        turns = [turn["text"] for conversation in data for session in conversation["conversation"].values()
-                 if isinstance(session, list) for turn in session if isinstance(turn, dict) and "text" in turn]
+        turns = [
+            turn["text"]
+            for conversation in data
+            for session in conversation["conversation"].values()
+            if isinstance(session, list)
+            for turn in session
+            if isinstance(turn, dict) and "text" in turn
+        ]
         result["locomo_turns"] = stats(turns)
     path = harness.save(result, args.output)
-    print(json.dumps({name: value.get("df_share_of_1st_10th_25th_100th") for name, value in result.items()
-                      if isinstance(value, dict)}))
+    print(
+        json.dumps(
+            {
+                name: value.get("df_share_of_1st_10th_25th_100th")
+                for name, value in result.items()
+                if isinstance(value, dict)
+            }
+        )
+    )
     print(f"saved {path}")
 
 

@@ -60,7 +60,7 @@ def main():
 
     def on_threads(texts):
         order = np.argsort([-len(text) for text in texts], kind="stable")
-        batches = [order[start:start + BATCH_SIZE] for start in range(0, len(texts), BATCH_SIZE)]
+        batches = [order[start : start + BATCH_SIZE] for start in range(0, len(texts), BATCH_SIZE)]
         vectors = np.empty((len(texts), embedder.dim), dtype=np.float32)
         for batch, embedded in zip(batches, pool.map(lambda batch: onnx._batch([texts[i] for i in batch]), batches)):
             vectors[batch] = embedded
@@ -78,7 +78,7 @@ def main():
     load = os.getloadavg()
     wall, cpu, vectors = {name: [] for name in ways}, {name: [] for name in ways}, {}
     for number in range(args.rounds):
-        for name in (list(ways) if number % 2 == 0 else list(reversed(ways))):
+        for name in list(ways) if number % 2 == 0 else list(reversed(ways)):
             started, cpu_started = time.perf_counter(), time.process_time()
             vectors[name] = ways[name](texts)
             wall[name].append(len(texts) / (time.perf_counter() - started))
@@ -86,17 +86,26 @@ def main():
 
     reference = vectors["torch batches"]
     output = {
-        "benchmark": "embed_throughput", "command": " ".join(sys.argv), "environment": harness.environment(),
-        "load_average_at_start": load, "load_average_at_end": os.getloadavg(),
-        "texts": len(texts), "rounds": args.rounds, "embedder": embedder.name, "batch_size": BATCH_SIZE,
-        "torch_threads": 1, "tokens": {"p50": int(np.median(tokens)), "max": int(max(tokens))},
+        "benchmark": "embed_throughput",
+        "command": " ".join(sys.argv),
+        "environment": harness.environment(),
+        "load_average_at_start": load,
+        "load_average_at_end": os.getloadavg(),
+        "texts": len(texts),
+        "rounds": args.rounds,
+        "embedder": embedder.name,
+        "batch_size": BATCH_SIZE,
+        "torch_threads": 1,
+        "tokens": {"p50": int(np.median(tokens)), "max": int(max(tokens))},
         "texts_per_s": {name: round(statistics.median(rates), 1) for name, rates in wall.items()},
         "texts_per_cpu_s": {name: round(statistics.median(rates), 1) for name, rates in cpu.items()},
         "samples_texts_per_s": {name: [round(rate, 1) for rate in rates] for name, rates in wall.items()},
-        "max_abs_difference_from_torch": {name: float(np.abs(found - reference).max())
-                                          for name, found in vectors.items()},
-        "least_cosine_with_torch": {name: float(np.sum(found * reference, axis=1).min())
-                                    for name, found in vectors.items()},
+        "max_abs_difference_from_torch": {
+            name: float(np.abs(found - reference).max()) for name, found in vectors.items()
+        },
+        "least_cosine_with_torch": {
+            name: float(np.sum(found * reference, axis=1).min()) for name, found in vectors.items()
+        },
     }
     print(output["texts_per_s"], output["texts_per_cpu_s"], output["max_abs_difference_from_torch"])
     print(f"saved {harness.save(output, args.output)}")

@@ -55,15 +55,19 @@ def build(store: Path, args) -> float:
     """Load the store in a process of its own (Django's settings are read once per process)."""
     import subprocess
 
-    code = ("import sys, time; sys.path.insert(0, sys.argv[3]); import harness; "
-            "harness.setup(harness.Path(sys.argv[1]), embedder='hash'); "
-            "from django.utils import timezone; from corpus import Corpus; "
-            "from history import bulk_load, make_history; "
-            "bulk_load(make_history(Corpus(int(sys.argv[4])), int(sys.argv[2]), now=timezone.now(), "
-            "namespace='bench'), batch=20000)")
+    code = (
+        "import sys, time; sys.path.insert(0, sys.argv[3]); import harness; "
+        "harness.setup(harness.Path(sys.argv[1]), embedder='hash'); "
+        "from django.utils import timezone; from corpus import Corpus; "
+        "from history import bulk_load, make_history; "
+        "bulk_load(make_history(Corpus(int(sys.argv[4])), int(sys.argv[2]), now=timezone.now(), "
+        "namespace='bench'), batch=20000)"
+    )
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code, str(store), str(args.size), str(Path(__file__).resolve().parent),
-                    str(args.seed)], check=True)
+    subprocess.run(
+        [sys.executable, "-c", code, str(store), str(args.size), str(Path(__file__).resolve().parent), str(args.seed)],
+        check=True,
+    )
     return round(time.perf_counter() - start, 1)
 
 
@@ -71,9 +75,9 @@ def fold_copy(copy: Path, args) -> dict:
     start = time.perf_counter()
     harness.setup(copy, embedder="hash", fresh=False)  # migrates what the store lacks
     migrate_seconds = time.perf_counter() - start
+    from corpus import Corpus
     from django.db import connection, transaction
 
-    from corpus import Corpus
     from search import postings
 
     postings.COMPACT_AFTER = 10**9  # folded below, when timed
@@ -98,9 +102,16 @@ def fold_copy(copy: Path, args) -> dict:
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*), count(DISTINCT term) FROM search_posting")
         packed_rows, terms = cursor.fetchone()
-    return {"benchmark": "fold_cost", "command": " ".join(sys.argv), "environment": harness.environment(),
-            "load_average_at_start": os.getloadavg(), "migrate_and_setup_seconds": round(migrate_seconds, 1),
-            "folds": folds, "packed_rows_after": packed_rows, "terms_after": terms}
+    return {
+        "benchmark": "fold_cost",
+        "command": " ".join(sys.argv),
+        "environment": harness.environment(),
+        "load_average_at_start": os.getloadavg(),
+        "migrate_and_setup_seconds": round(migrate_seconds, 1),
+        "folds": folds,
+        "packed_rows_after": packed_rows,
+        "terms_after": terms,
+    }
 
 
 if __name__ == "__main__":

@@ -83,7 +83,7 @@ def load(facts: list[dict], *, namespace: str, batch: int = 10_000) -> int:
     revision_id = 0
     for start in range(0, len(facts), batch):
         memories, attributes, revisions, indexed = [], [], [], []
-        for memory_id, fact in enumerate(facts[start:start + batch], start=start + 1):
+        for memory_id, fact in enumerate(facts[start : start + batch], start=start + 1):
             first, last = fact["revisions"][0], fact["revisions"][-1]
             memories.append((memory_id, namespace, fact["key"], "forgotten" if last[4] else "active", adapt(first[3])))
             attributes.append((memory_id, adapt(first[3]), namespace))
@@ -91,24 +91,42 @@ def load(facts: list[dict], *, namespace: str, batch: int = 10_000) -> int:
             for subject, predicate, object_, known, tombstone in fact["revisions"]:
                 revision_id += 1
                 content = "" if tombstone else f"{subject} {predicate} {object_}."
-                revisions.append((revision_id, memory_id, content, subject, predicate, object_,
-                                  validation.content_hash(content), adapt(known), adapt(known), tombstone,
-                                  hidden if tombstone else None))
+                revisions.append(
+                    (
+                        revision_id,
+                        memory_id,
+                        content,
+                        subject,
+                        predicate,
+                        object_,
+                        validation.content_hash(content),
+                        adapt(known),
+                        adapt(known),
+                        tombstone,
+                        hidden if tombstone else None,
+                    )
+                )
                 if not tombstone:
                     hidden = revision_id
                     indexed.append((revision_id, namespace, "", content))
         with transaction.atomic(), connection.cursor() as cursor:
-            cursor.executemany("INSERT INTO memories_memory (id, namespace, key, kind, state, created_at) "
-                               "VALUES (%s, %s, %s, 'fact', %s, %s)", memories)
-            cursor.executemany("INSERT INTO memories_attributes (memory_id, known_at, namespace, kind, state, reason, "
-                               "author, interface) VALUES (%s, %s, %s, 'fact', 'active', '', 'bench', 'cli')",
-                               attributes)
+            cursor.executemany(
+                "INSERT INTO memories_memory (id, namespace, key, kind, state, created_at) "
+                "VALUES (%s, %s, %s, 'fact', %s, %s)",
+                memories,
+            )
+            cursor.executemany(
+                "INSERT INTO memories_attributes (memory_id, known_at, namespace, kind, state, reason, "
+                "author, interface) VALUES (%s, %s, %s, 'fact', 'active', '', 'bench', 'cli')",
+                attributes,
+            )
             cursor.executemany(
                 "INSERT INTO memories_revision (id, memory_id, content, title, subject, predicate, object, source, "
                 "content_hash, known_at, valid_from, valid_to, expires_at, tombstone, hides_id, reason, author, "
                 "interface, embedding_model) "
                 "VALUES (%s, %s, %s, '', %s, %s, %s, '', %s, %s, %s, NULL, NULL, %s, %s, '', 'bench', 'cli', '')",
-                revisions)
+                revisions,
+            )
             indexing.index_revisions(indexed)
     return revision_id
 
@@ -126,12 +144,13 @@ class PlainEdges:
     def edges(self, names: list[str]) -> list[tuple]:
         found = []
         for start in range(0, len(names), 500):
-            chunk = names[start:start + 500]
+            chunk = names[start : start + 500]
             marks = ",".join("?" * len(chunk))
             found += self.db.execute(
                 f"SELECT subject, predicate, object, memory_id FROM edge WHERE subject IN ({marks}) "
                 f"UNION SELECT subject, predicate, object, memory_id FROM edge WHERE object IN ({marks})",
-                chunk + chunk).fetchall()
+                chunk + chunk,
+            ).fetchall()
         return found
 
     def neighbours(self, name: str, limit: int) -> list[tuple]:
@@ -167,8 +186,12 @@ def visible_edges(namespace: str, as_of: dt.datetime) -> list[tuple[str, str, st
     from knowledge.names import entity_name, predicate_name
     from memories.models import Revision
 
-    rows = (Revision.objects.visible(as_of=as_of).filter(memory__namespace=namespace).exclude(subject="")
-            .values_list("subject", "predicate", "object", "memory_id"))
+    rows = (
+        Revision.objects.visible(as_of=as_of)
+        .filter(memory__namespace=namespace)
+        .exclude(subject="")
+        .values_list("subject", "predicate", "object", "memory_id")
+    )
     return [(entity_name(s), predicate_name(p), entity_name(o), m) for s, p, o, m in rows.iterator(chunk_size=5000)]
 
 
@@ -176,10 +199,17 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--facts", type=int, default=100_000, help="fact memories in the store")
     parser.add_argument("--per-kind", type=int, default=1_000, help="services, hosts, teams and owners, each")
-    parser.add_argument("--queries", type=int, default=200, help="neighbour queries at each point (half as many "
-                                                                 "path queries per fan-out)")
-    parser.add_argument("--fanouts", default=None, help="fan-outs to measure paths with, comma-separated "
-                                                        "(default: the graph's own, and twice it)")
+    parser.add_argument(
+        "--queries",
+        type=int,
+        default=200,
+        help="neighbour queries at each point (half as many path queries per fan-out)",
+    )
+    parser.add_argument(
+        "--fanouts",
+        default=None,
+        help="fan-outs to measure paths with, comma-separated (default: the graph's own, and twice it)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output", default="benchmarks/results/graph.json")
     args = parser.parse_args()
@@ -204,26 +234,42 @@ def main():
 
     _, rebuild_wall, rebuild_cpu = harness.measured(rebuild_facts)
     rows, drift_seconds = harness.timed(fact_drift)
-    print(f"rebuilt the fact rows in {rebuild_wall:.1f} s (drift check {drift_seconds:.1f} s: {rows or 'none'})",
-          flush=True)
+    print(
+        f"rebuilt the fact rows in {rebuild_wall:.1f} s (drift check {drift_seconds:.1f} s: {rows or 'none'})",
+        flush=True,
+    )
     snapshot.current()  # the snapshot's first load is recall's cost too, not a graph query's
     # The graph's in-memory copy of the fact rows: loaded once per process, then kept in step by the queries.
     _, copy_wall, copy_cpu = harness.measured(graph._known)
 
     entities = [f"{kind}-{number}" for kind in KINDS for number in range(args.per_kind)]
     singles = [entities[int(index)] for index in rng.integers(len(entities), size=args.queries)]
-    pairs = [(entities[int(a)], entities[int(b)]) for a, b in rng.integers(len(entities), size=(args.queries // 2, 2))
-             if a != b]
+    pairs = [
+        (entities[int(a)], entities[int(b)])
+        for a, b in rng.integers(len(entities), size=(args.queries // 2, 2))
+        if a != b
+    ]
     points = {"now": now, "one_year_back": now - dt.timedelta(days=365)}
     result = {
         "benchmark": "graph",
-        "facts": args.facts, "revisions": revisions, "entities": len(entities),
-        "neighbour_queries": len(singles), "path_queries": len(pairs),
-        "bounds": {"max_depth": graph.MAX_DEPTH, "fanout": graph.FANOUT, "paths_max": graph.PATHS_MAX,
-                   "neighbours_limit": selectors.GRAPH_LIMIT_DEFAULT},
+        "facts": args.facts,
+        "revisions": revisions,
+        "entities": len(entities),
+        "neighbour_queries": len(singles),
+        "path_queries": len(pairs),
+        "bounds": {
+            "max_depth": graph.MAX_DEPTH,
+            "fanout": graph.FANOUT,
+            "paths_max": graph.PATHS_MAX,
+            "neighbours_limit": selectors.GRAPH_LIMIT_DEFAULT,
+        },
         "load_seconds": round(load_seconds, 1),
-        "rebuild": {"seconds": round(rebuild_wall, 2), "cpu_seconds": round(rebuild_cpu, 2),
-                    "drift_check_seconds": round(drift_seconds, 2), "drift": rows},
+        "rebuild": {
+            "seconds": round(rebuild_wall, 2),
+            "cpu_seconds": round(rebuild_cpu, 2),
+            "drift_check_seconds": round(drift_seconds, 2),
+            "drift": rows,
+        },
         "fact_rows_copy_first_load": {"seconds": round(copy_wall, 2), "cpu_seconds": round(copy_cpu, 2)},
         "points": {},
     }
@@ -253,18 +299,33 @@ def main():
                     lengths[len(answer.paths[0])] = lengths.get(len(answer.paths[0]), 0) + 1
                 _, wall, cpu = harness.measured(floor.paths, source, target, fanout=fanout)
                 plain.append((wall, cpu))
-            measured[f"paths_fanout_{fanout}"] = {**harness.summary(ours), "pairs_connected": connected,
-                                                  "truncated": cut, "shortest_lengths": dict(sorted(lengths.items()))}
+            measured[f"paths_fanout_{fanout}"] = {
+                **harness.summary(ours),
+                "pairs_connected": connected,
+                "truncated": cut,
+                "shortest_lengths": dict(sorted(lengths.items())),
+            }
             measured[f"paths_fanout_{fanout}_floor"] = harness.summary(plain)
         graph.FANOUT = default_fanout
         measured["as_of"] = at["as_of"]
         result["points"][label] = measured
-        print(label, json.dumps({key: (value["p50_ms"], value["p95_ms"], value["cpu_p50_ms"], value["cpu_p95_ms"])
-                                 for key, value in measured.items() if isinstance(value, dict)}), flush=True)
+        print(
+            label,
+            json.dumps(
+                {
+                    key: (value["p50_ms"], value["p95_ms"], value["cpu_p50_ms"], value["cpu_p95_ms"])
+                    for key, value in measured.items()
+                    if isinstance(value, dict)
+                }
+            ),
+            flush=True,
+        )
     now_point, past_point = result["points"]["now"], result["points"]["one_year_back"]
     result["one_year_back_over_now_p95"] = {
         kind: round(past_point[kind]["p95_ms"] / now_point[kind]["p95_ms"], 2)
-        for kind in now_point if isinstance(now_point[kind], dict) and not kind.endswith("_floor")}
+        for kind in now_point
+        if isinstance(now_point[kind], dict) and not kind.endswith("_floor")
+    }
     result.update(load_average_at_end=os.getloadavg(), command=" ".join(sys.argv), environment=harness.environment())
     print(f"saved {harness.save(result, Path(args.output))}")
 

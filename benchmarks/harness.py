@@ -115,10 +115,18 @@ def environment() -> dict:
     from search.text import sqlite3
 
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                                check=False).stdout.strip()
-        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--", "search", "memories"], cwd=ROOT,
-                                    capture_output=True, text=True, check=False).stdout.strip())
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False
+        ).stdout.strip()
+        dirty = bool(
+            subprocess.run(
+                ["git", "status", "--porcelain", "--", "search", "memories"],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                check=False,
+            ).stdout.strip()
+        )
     except OSError:
         commit, dirty = None, None
     return {

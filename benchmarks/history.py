@@ -48,8 +48,16 @@ class MemorySpec:
     revisions: list[RevisionSpec] = field(default_factory=list)
 
 
-def make_history(corpus, count: int, *, now: dt.datetime, namespace: str, key_prefix: str = "m",
-                 span_days: int = 730, rng: np.random.Generator | None = None) -> list[MemorySpec]:
+def make_history(
+    corpus,
+    count: int,
+    *,
+    now: dt.datetime,
+    namespace: str,
+    key_prefix: str = "m",
+    span_days: int = 730,
+    rng: np.random.Generator | None = None,
+) -> list[MemorySpec]:
     """``count`` memories first learned uniformly over the ``span_days`` before ``now``."""
     rng = rng or corpus.rng
     span = span_days * 86400
@@ -77,15 +85,22 @@ def make_history(corpus, count: int, *, now: dt.datetime, namespace: str, key_pr
             if known < now:
                 start = first + dt.timedelta(seconds=float(rng.uniform(0, max(1.0, (known - first).total_seconds()))))
                 end = start + dt.timedelta(days=float(rng.uniform(1, 60)))
-                revisions.append(RevisionSpec(known_at=known, content=corpus.revise(text), valid_from=start,
-                                              valid_to=end))
+                revisions.append(
+                    RevisionSpec(known_at=known, content=corpus.revise(text), valid_from=start, valid_to=end)
+                )
         if rng.random() < RATES["tombstone"]:
             known = known + dt.timedelta(seconds=float(rng.uniform(3600, max(7200.0, (now - known).total_seconds()))))
             if known < now:
                 last_text = max(index for index, revision in enumerate(revisions) if not revision.tombstone)
                 revisions.append(RevisionSpec(known_at=known, tombstone=True, hides=last_text))
-        memories.append(MemorySpec(namespace=namespace, key=f"{key_prefix}{number}",
-                                   kind=KINDS[int(rng.integers(len(KINDS)))], revisions=revisions))
+        memories.append(
+            MemorySpec(
+                namespace=namespace,
+                key=f"{key_prefix}{number}",
+                kind=KINDS[int(rng.integers(len(KINDS)))],
+                revisions=revisions,
+            )
+        )
     return memories
 
 
@@ -105,8 +120,7 @@ def import_document(memories: list[MemorySpec]) -> dict:
                 if value is not None:
                     entry[name] = value.isoformat()
             revisions.append(entry)
-        items.append({"namespace": memory.namespace, "key": memory.key, "kind": memory.kind,
-                      "revisions": revisions})
+        items.append({"namespace": memory.namespace, "key": memory.key, "kind": memory.kind, "revisions": revisions})
     return {"memories": items}
 
 
@@ -120,7 +134,7 @@ def bulk_load(memories: list[MemorySpec], *, batch: int = 5000, progress=None) -
     adapt = connection.ops.adapt_datetimefield_value
     written = 0
     for start in range(0, len(memories), batch):
-        chunk = memories[start:start + batch]
+        chunk = memories[start : start + batch]
         with transaction.atomic(), connection.cursor() as cursor:
             # Memory ids come back from RETURNING in insert order (one statement per row keeps that certain).
             memory_ids = []
@@ -128,9 +142,13 @@ def bulk_load(memories: list[MemorySpec], *, batch: int = 5000, progress=None) -
                 cursor.execute(
                     "INSERT INTO memories_memory (namespace, key, kind, state, created_at) "
                     "VALUES (%s, %s, %s, %s, %s) RETURNING id",
-                    [memory.namespace, memory.key, memory.kind,
-                     "forgotten" if memory.revisions[-1].tombstone else "active",
-                     adapt(memory.revisions[0].known_at)],
+                    [
+                        memory.namespace,
+                        memory.key,
+                        memory.kind,
+                        "forgotten" if memory.revisions[-1].tombstone else "active",
+                        adapt(memory.revisions[0].known_at),
+                    ],
                 )
                 memory_ids.append(cursor.fetchone()[0])
                 # Its attribute row, as every service write leaves one (recall reads a hit's namespace, kind and tags
@@ -156,9 +174,17 @@ def bulk_load(memories: list[MemorySpec], *, batch: int = 5000, progress=None) -
                         "reason, author, interface, embedding_model) "
                         "VALUES (%s, %s, '', '', '', '', '', %s, %s, %s, %s, %s, %s, %s, '', 'bench', 'cli', '') "
                         "RETURNING id",
-                        [memory_ids[number], revision.content, validation.content_hash(revision.content),
-                         adapt(revision.known_at), adapt(revision.valid_from or revision.known_at),
-                         adapt(revision.valid_to), adapt(revision.expires_at), revision.tombstone, hides],
+                        [
+                            memory_ids[number],
+                            revision.content,
+                            validation.content_hash(revision.content),
+                            adapt(revision.known_at),
+                            adapt(revision.valid_from or revision.known_at),
+                            adapt(revision.valid_to),
+                            adapt(revision.expires_at),
+                            revision.tombstone,
+                            hides,
+                        ],
                     )
                     revision_id = cursor.fetchone()[0]
                     ids[number].append(revision_id)

@@ -57,8 +57,13 @@ def main():
     bulk_load(make_history(Corpus(0), args.memories, now=timezone.now(), namespace="bench"))
     _, key = api_key_create(name="http floor", scopes=["read"], actor="bench", interface="cli")
     connection.close()
-    env = clean_env(workdir, MEMORY_DB_PATH=str(db_path), MEMORY_API_READS_PER_MINUTE="0",
-                    MEMORY_API_WRITES_PER_MINUTE="0", MEMORY_LOG_LEVEL="ERROR")
+    env = clean_env(
+        workdir,
+        MEMORY_DB_PATH=str(db_path),
+        MEMORY_API_READS_PER_MINUTE="0",
+        MEMORY_API_WRITES_PER_MINUTE="0",
+        MEMORY_LOG_LEVEL="ERROR",
+    )
     query = {"query": "deploy database", "mode": "keyword", "limit": 10}
     kinds = {
         "static file (WhiteNoise)": ("GET", "/static/dashboard/dashboard.css", None),
@@ -67,9 +72,16 @@ def main():
         "keyword recall, GET": ("GET", "/api/v1/recall/?query=deploy+database&mode=keyword&limit=10", None),
         "keyword recall, POST": ("POST", "/api/v1/recall/", query),
         # The same recall as an MCP tool call (one JSON-RPC POST; the endpoint keeps no session).
-        "keyword recall, MCP tools/call": ("POST", "/mcp", {
-            "jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": "memory_recall", "arguments": query}}),
+        "keyword recall, MCP tools/call": (
+            "POST",
+            "/mcp",
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "tools/call",
+                "params": {"name": "memory_recall", "arguments": query},
+            },
+        ),
     }
     results = {}
     with serve(env, timeout=120) as base:
@@ -78,8 +90,11 @@ def main():
         client = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
         client.connect()
         client.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json",
-                   "Accept": "application/json, text/event-stream"}
+        headers = {
+            "Authorization": f"Bearer {key}",
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+        }
 
         def call(method, path, body):
             client.request(method, path, body=json.dumps(body) if body is not None else None, headers=headers)
@@ -97,8 +112,11 @@ def main():
                 statuses.add(call(method, path, body))
                 walls.append(time.perf_counter() - start)
             cpu = server_cpu_seconds(pid) - before
-            results[name] = {**harness.summary_ms(walls), "status": sorted(statuses),
-                             "server_cpu_ms_per_request": round(cpu * 1000 / args.requests, 3)}
+            results[name] = {
+                **harness.summary_ms(walls),
+                "status": sorted(statuses),
+                "server_cpu_ms_per_request": round(cpu * 1000 / args.requests, 3),
+            }
         client.close()
     for _ in range(20):
         memory_recall(**query)
@@ -108,9 +126,15 @@ def main():
         memory_recall(**query)
         walls.append(time.perf_counter() - start)
     results["keyword recall, in-process"] = harness.summary_ms(walls)
-    output = {"benchmark": "http_floor", "command": " ".join(sys.argv), "memories": args.memories,
-              "requests_per_kind": args.requests, "environment": harness.environment(),
-              "load_average": os.getloadavg(), "results": results}
+    output = {
+        "benchmark": "http_floor",
+        "command": " ".join(sys.argv),
+        "memories": args.memories,
+        "requests_per_kind": args.requests,
+        "environment": harness.environment(),
+        "load_average": os.getloadavg(),
+        "results": results,
+    }
     for name, stats in results.items():
         print(f"{name:28} p50 {stats['p50_ms']:7.2f} ms  server CPU {stats.get('server_cpu_ms_per_request', '-')}")
     harness.save(output, Path(args.output))

@@ -55,16 +55,27 @@ def main():
 
     env = dict(os.environ, MEMORY_DB_PATH=str(db_path), MEMORY_EMBEDDER="hash", MEMORY_LOG_LEVEL="WARNING")
     started = time.perf_counter()
-    importer = subprocess.Popen([sys.executable, "manage.py", "import_memories", "--trusted", str(document)],
-                                cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    importer = subprocess.Popen(
+        [sys.executable, "manage.py", "import_memories", "--trusted", str(document)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     waits, seen = [], set()
     number = 0
     while importer.poll() is None:
         time.sleep(args.interval)
         number += 1
         began = time.perf_counter()
-        memory_remember(namespace="bench", content=f"{corpus.text()} (written during the import, {number})",
-                        actor="bench", interface="cli", look_for_near_twin=False)
+        memory_remember(
+            namespace="bench",
+            content=f"{corpus.text()} (written during the import, {number})",
+            actor="bench",
+            interface="cli",
+            look_for_near_twin=False,
+        )
         waits.append(time.perf_counter() - began)
         seen.add(Memory.objects.count() - before - number)  # the import's memories a reader sees
     import_seconds = time.perf_counter() - started
@@ -75,19 +86,38 @@ def main():
     after = Memory.objects.count() - before - number
     milliseconds = [wait * 1000 for wait in waits]
     result = {
-        "benchmark": "import_wait", "command": " ".join(sys.argv), "environment": harness.environment(),
-        "store": args.store, "items": args.items, "interval_seconds": args.interval,
-        "import_seconds": round(import_seconds, 1), "import_output": out.strip()[-500:],
+        "benchmark": "import_wait",
+        "command": " ".join(sys.argv),
+        "environment": harness.environment(),
+        "store": args.store,
+        "items": args.items,
+        "interval_seconds": args.interval,
+        "import_seconds": round(import_seconds, 1),
+        "import_output": out.strip()[-500:],
         "imported_memories": after,
         "remembers": len(waits),
-        "remember_ms": {"p50": round(harness.percentile(milliseconds, 0.5), 1),
-                        "p99": round(harness.percentile(milliseconds, 0.99), 1),
-                        "max": round(max(milliseconds), 1) if milliseconds else None},
+        "remember_ms": {
+            "p50": round(harness.percentile(milliseconds, 0.5), 1),
+            "p99": round(harness.percentile(milliseconds, 0.99), 1),
+            "max": round(max(milliseconds), 1) if milliseconds else None,
+        },
         "import_memories_seen_before_it_ended": sorted(seen),
         "goal": "every remember within 1,000 ms; none of the import seen before it ends",
     }
-    print(json.dumps({key: result[key] for key in ("import_seconds", "imported_memories", "remembers", "remember_ms",
-                                                   "import_memories_seen_before_it_ended")}))
+    print(
+        json.dumps(
+            {
+                key: result[key]
+                for key in (
+                    "import_seconds",
+                    "imported_memories",
+                    "remembers",
+                    "remember_ms",
+                    "import_memories_seen_before_it_ended",
+                )
+            }
+        )
+    )
     harness.save(result, Path(args.output))
 
 

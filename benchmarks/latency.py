@@ -94,17 +94,29 @@ def parse_args():
     parser.add_argument("--readers", type=int, default=2, help="hybrid-recall threads in the concurrent section")
     parser.add_argument("--import-size", type=int, default=2000, help="memories per bulk import")
     parser.add_argument("--http-queries", type=int, default=100, help="queries (and writes, at most) over HTTP")
-    parser.add_argument("--real-embed-max", type=int, default=10_000,
-                        help="with --embedder minilm, sizes up to this store real MiniLM vectors")
+    parser.add_argument(
+        "--real-embed-max",
+        type=int,
+        default=10_000,
+        help="with --embedder minilm, sizes up to this store real MiniLM vectors",
+    )
     parser.add_argument("--load-batch", type=int, default=5000, help="memories per bulk-load transaction")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--database", action="append", default=None,
-                        help="sqlite (the default), postgresql (a throwaway cluster), or a postgresql:// URL whose "
-                             "user may create databases; give it twice to run each size on both")
+    parser.add_argument(
+        "--database",
+        action="append",
+        default=None,
+        help="sqlite (the default), postgresql (a throwaway cluster), or a postgresql:// URL whose "
+        "user may create databases; give it twice to run each size on both",
+    )
     parser.add_argument("--db-dir", default=None, help="where the benchmark databases go (default: a temp dir)")
     parser.add_argument("--keep-db", action="store_true")
-    parser.add_argument("--blas-threads", type=int, default=None,
-                        help="set OPENBLAS_NUM_THREADS for the measuring process (default: leave numpy's default)")
+    parser.add_argument(
+        "--blas-threads",
+        type=int,
+        default=None,
+        help="set OPENBLAS_NUM_THREADS for the measuring process (default: leave numpy's default)",
+    )
     parser.add_argument("--label", default=None, help="what code was measured, saved with the results")
     parser.add_argument("--output", default=None)
     return parser.parse_args()
@@ -146,8 +158,7 @@ def fts5_floor(cursor, words, joiner):
 
     query = joiner.join(fts5_quote(word) for word in words)
     # The bare floor: FTS5's own ranking over every row it holds, no visibility, no fusion.
-    cursor.execute("SELECT rowid FROM search_fts_words WHERE search_fts_words MATCH %s ORDER BY rank LIMIT 10",
-                   [query])
+    cursor.execute("SELECT rowid FROM search_fts_words WHERE search_fts_words MATCH %s ORDER BY rank LIMIT 10", [query])
     return cursor.fetchall()
 
 
@@ -181,8 +192,8 @@ def run_size(size, args, corpus_seed, database="sqlite"):
     from django.db import connection
     from django.utils import timezone
 
-    from memories.services import memories_import, memory_remember
     from memories.selectors import memory_recall
+    from memories.services import memories_import, memory_remember
     from memoryproject import dialect
     from search import cosines, postings, snapshot, text, vectors
     from search.embeddings import get_embedder, warm_up
@@ -195,9 +206,13 @@ def run_size(size, args, corpus_seed, database="sqlite"):
     revision_count = sum(len(memory.revisions) for memory in memories)
 
     start = time.perf_counter()
-    bulk_load(memories, batch=args.load_batch,
-              progress=lambda done, total: print(f"  loaded {done}/{total} memories "
-                                                 f"({time.perf_counter() - start:.0f} s)", flush=True))
+    bulk_load(
+        memories,
+        batch=args.load_batch,
+        progress=lambda done, total: print(
+            f"  loaded {done}/{total} memories ({time.perf_counter() - start:.0f} s)", flush=True
+        ),
+    )
     load_seconds = time.perf_counter() - start
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM search_posting_tail")
@@ -205,17 +220,22 @@ def run_size(size, args, corpus_seed, database="sqlite"):
         cursor.execute("SELECT count(DISTINCT term), sum(length(revision_ids)) FROM search_posting")
         terms, posting_bytes = cursor.fetchone()
     result["corpus"] = {
-        "memories": size, "revisions": revision_count,
+        "memories": size,
+        "revisions": revision_count,
         "tombstones": sum(revision.tombstone for memory in memories for revision in memory.revisions),
         "with_ttl": sum(memory.revisions[0].expires_at is not None for memory in memories),
-        "bounded_corrections": sum(revision.valid_to is not None for memory in memories
-                                   for revision in memory.revisions),
-        "namespaces": 1, "terms": terms, "packed_posting_ids": (posting_bytes or 0) // 4, "tail_rows": tail_rows,
+        "bounded_corrections": sum(
+            revision.valid_to is not None for memory in memories for revision in memory.revisions
+        ),
+        "namespaces": 1,
+        "terms": terms,
+        "packed_posting_ids": (posting_bytes or 0) // 4,
+        "tail_rows": tail_rows,
         "database_mb": round(dialect.size_bytes() / 2**20, 1),
     }
     result["load"] = {
         "how": f"history.bulk_load: plain INSERTs + search.indexing.index_revisions per {args.load_batch:,} "
-               "memories (not the import service; see bulk_import for that)",
+        "memories (not the import service; see bulk_import for that)",
         "stored_vectors": "MiniLM (real)" if real_vectors else "hash embedder (hash-v1)",
         "seconds": round(load_seconds, 1),
         "revisions_per_s": round(revision_count / load_seconds, 1),
@@ -225,8 +245,10 @@ def run_size(size, args, corpus_seed, database="sqlite"):
             # Relabel: the engine then embeds queries and writes with the real model (see the module docstring).
             cursor.execute("UPDATE search_embedding_space SET embedder = %s WHERE id = 1", [MINILM_NAME])
         result["load"]["relabelled_as"] = MINILM_NAME
-        result["load"]["note"] = ("stored vectors are hash-embedder vectors relabelled as MiniLM's; queries and "
-                                  "writes embed with real MiniLM, so timings are real but cosines are meaningless")
+        result["load"]["note"] = (
+            "stored vectors are hash-embedder vectors relabelled as MiniLM's; queries and "
+            "writes embed with real MiniLM, so timings are real but cosines are meaningless"
+        )
     settings.MEMORY_EMBEDDER = args.embedder
     embedder = get_embedder()
     warm_up()  # as the servers do at start: loads the model, builds and times its one-text pipelines
@@ -238,29 +260,43 @@ def run_size(size, args, corpus_seed, database="sqlite"):
     stored = cosines._copies[dialect.database_key()].stored
     # A word no text holds: the keyword channel finds nothing, the trigram channel searches for it.
     _, absent_seconds = harness.timed(memory_recall, query="qzxwvkjplmbq", mode="keyword")
-    result["cold"] = {"snapshot_load_ms": round(snapshot_seconds * 1000, 1),
-                      "first_semantic_recall_ms (loads the vector matrix)": round(first_seconds * 1000, 1),
-                      "first_keyword_recall_with_a_word_no_text_holds_ms": round(absent_seconds * 1000, 1),
-                      "rss_growth_mb": round(harness.current_rss_mb() - rss_before, 1),
-                      "vector_matrix_mb": round(stored.matrix.nbytes / 2**20, 1),
-                      "snapshot_columns_mb": round(sum(getattr(snapshot.current().columns, name).nbytes
-                                                       for name in snapshot._COLUMNS) / 2**20, 1)}
+    result["cold"] = {
+        "snapshot_load_ms": round(snapshot_seconds * 1000, 1),
+        "first_semantic_recall_ms (loads the vector matrix)": round(first_seconds * 1000, 1),
+        "first_keyword_recall_with_a_word_no_text_holds_ms": round(absent_seconds * 1000, 1),
+        "rss_growth_mb": round(harness.current_rss_mb() - rss_before, 1),
+        "vector_matrix_mb": round(stored.matrix.nbytes / 2**20, 1),
+        "snapshot_columns_mb": round(
+            sum(getattr(snapshot.current().columns, name).nbytes for name in snapshot._COLUMNS) / 2**20, 1
+        ),
+    }
 
     queries = make_queries(corpus, memories, args.queries, rng)
     historical = now - dt.timedelta(days=365)
     sqlite = not dialect.is_postgresql()
-    names = ("floor_postings_read", *(("floor_fts5_or", "floor_fts5_and", "floor_vec0_knn") if sqlite else ()),
-             "floor_numpy_matrix_scan",
-             "query_embedding",
-             "keyword_now", "semantic_now", "hybrid_now", "hybrid_now_excl_embedding",
-             "keyword_historical", "semantic_historical", "hybrid_historical", "hybrid_historical_excl_embedding")
+    names = (
+        "floor_postings_read",
+        *(("floor_fts5_or", "floor_fts5_and", "floor_vec0_knn") if sqlite else ()),
+        "floor_numpy_matrix_scan",
+        "query_embedding",
+        "keyword_now",
+        "semantic_now",
+        "hybrid_now",
+        "hybrid_now_excl_embedding",
+        "keyword_historical",
+        "semantic_historical",
+        "hybrid_historical",
+        "hybrid_historical_excl_embedding",
+    )
     samples = {name: [] for name in names}
     hits = {"keyword_now": 0, "hybrid_now": 0, "keyword_historical": 0}
     postings_per_query = []
     embedded = {}  # query -> its vector, for the float32 floor timed after the loop
     for query in queries:  # warm-up pass, not recorded; counts the postings each query reads
         memory_recall(query=query, mode="hybrid", limit=10)
-        terms_ranges = [postings.term_ranges("bench", token.stem, token.prefix) for token in text.clean_query(query).terms]
+        terms_ranges = [
+            postings.term_ranges("bench", token.stem, token.prefix) for token in text.clean_query(query).terms
+        ]
         read = postings.read_terms(terms_ranges, max_id=snapshot.current().max_id)
         postings_per_query.append(sum(len(ids) for ids, _ in read))
     gc.collect()
@@ -287,20 +323,25 @@ def run_size(size, args, corpus_seed, database="sqlite"):
                 embedder.embed_query = lambda text, vector=vector: vector
                 try:
                     samples[f"hybrid_{label}_excl_embedding"].append(
-                        harness.measured(memory_recall, query=query, mode="hybrid", limit=10, as_of=as_of)[1:])
+                        harness.measured(memory_recall, query=query, mode="hybrid", limit=10, as_of=as_of)[1:]
+                    )
                 finally:
                     del embedder.embed_query
     # Keyword recall again, query after query with nothing between: above, each one follows a
     # scan of every vector, which leaves the CPU caches cold.
-    samples["keyword_now_back_to_back"] = [harness.measured(memory_recall, query=query, mode="keyword", limit=10)[1:]
-                                           for query in queries]
+    samples["keyword_now_back_to_back"] = [
+        harness.measured(memory_recall, query=query, mode="keyword", limit=10)[1:] for query in queries
+    ]
     # numpy's float32 scan (BLAS) last, in a pass of its own.
-    samples["floor_numpy_matrix_scan"] = [harness.measured(stored.matrix.__matmul__, embedded[query])[1:]
-                                          for query in queries]
+    samples["floor_numpy_matrix_scan"] = [
+        harness.measured(stored.matrix.__matmul__, embedded[query])[1:] for query in queries
+    ]
     recall = {name: harness.summary(values) for name, values in samples.items()}
     floor_postings = recall["floor_postings_read"]["p50_ms"]
-    floor_or, floor_and, floor_knn = (recall[name]["p50_ms"] if name in recall else None for name in
-                                      ("floor_fts5_or", "floor_fts5_and", "floor_vec0_knn"))
+    floor_or, floor_and, floor_knn = (
+        recall[name]["p50_ms"] if name in recall else None
+        for name in ("floor_fts5_or", "floor_fts5_and", "floor_vec0_knn")
+    )
     for name, stats in recall.items():
         if name.startswith(("keyword", "hybrid")):
             stats["p50_over_postings_read_floor"] = ratio(stats["p50_ms"], floor_postings)
@@ -309,39 +350,55 @@ def run_size(size, args, corpus_seed, database="sqlite"):
             stats["p50_over_fts5_and_floor"] = ratio(stats["p50_ms"], floor_and)
         if sqlite and name.startswith(("semantic", "hybrid")):
             stats["p50_over_vec0_floor"] = ratio(stats["p50_ms"], floor_knn)
-            stats["p50_over_vec0_plus_embedding"] = ratio(stats["p50_ms"],
-                                                          floor_knn + recall["query_embedding"]["p50_ms"])
+            stats["p50_over_vec0_plus_embedding"] = ratio(
+                stats["p50_ms"], floor_knn + recall["query_embedding"]["p50_ms"]
+            )
     result["recall"] = recall
     ordered = sorted(postings_per_query)
-    result["queries"] = {"count": len(queries), "examples": queries[:8], "limit": 10, "match": "auto",
-                         "historical_as_of": "now - 365 days",
-                         "postings_read_per_query": {"p50": ordered[len(ordered) // 2],
-                                                     "p95": ordered[int(len(ordered) * 0.95)]},
-                         "share_with_hits": {name: round(count / len(queries), 3) for name, count in hits.items()}}
-    result["stages_cpu_ms_per_recall"] = {mode: stage_costs(queries[:50], mode=mode)
-                                          for mode in ("keyword", "hybrid")}
+    result["queries"] = {
+        "count": len(queries),
+        "examples": queries[:8],
+        "limit": 10,
+        "match": "auto",
+        "historical_as_of": "now - 365 days",
+        "postings_read_per_query": {"p50": ordered[len(ordered) // 2], "p95": ordered[int(len(ordered) * 0.95)]},
+        "share_with_hits": {name: round(count / len(queries), 3) for name, count in hits.items()},
+    }
+    result["stages_cpu_ms_per_recall"] = {mode: stage_costs(queries[:50], mode=mode) for mode in ("keyword", "hybrid")}
 
     # Single writes, each followed by recalls that must see it (the per-process caches refresh).
     write_samples = {"remember": [], "keyword_after_write": [], "hybrid_after_write": []}
     for number in range(args.writes):
         content = corpus.text()
-        write_samples["remember"].append(harness.measured(
-            memory_remember, namespace="bench", content=content, key=f"w{number}", actor="bench", interface="cli")[1:])
+        write_samples["remember"].append(
+            harness.measured(
+                memory_remember, namespace="bench", content=content, key=f"w{number}", actor="bench", interface="cli"
+            )[1:]
+        )
         query = " ".join(corpus.query_words(content, 3))
         write_samples["keyword_after_write"].append(
-            harness.measured(memory_recall, query=query, mode="keyword", limit=10)[1:])
+            harness.measured(memory_recall, query=query, mode="keyword", limit=10)[1:]
+        )
         memory_remember(namespace="bench", content=corpus.text(), key=f"v{number}", actor="bench", interface="cli")
         write_samples["hybrid_after_write"].append(
-            harness.measured(memory_recall, query=query, mode="hybrid", limit=10)[1:])
+            harness.measured(memory_recall, query=query, mode="hybrid", limit=10)[1:]
+        )
     # The same single writes without the near-duplicate check (a scan of the namespace's vectors).
     write_samples["remember_without_near_duplicate_check"] = []
     threshold = settings.MEMORY_NEAR_DUPLICATE_COSINE
     settings.MEMORY_NEAR_DUPLICATE_COSINE = 1.01  # above 1: off
     try:
         for number in range(args.writes):
-            write_samples["remember_without_near_duplicate_check"].append(harness.measured(
-                memory_remember, namespace="bench", content=corpus.text(), key=f"n{number}", actor="bench",
-                interface="cli")[1:])
+            write_samples["remember_without_near_duplicate_check"].append(
+                harness.measured(
+                    memory_remember,
+                    namespace="bench",
+                    content=corpus.text(),
+                    key=f"n{number}",
+                    actor="bench",
+                    interface="cli",
+                )[1:]
+            )
     finally:
         settings.MEMORY_NEAR_DUPLICATE_COSINE = threshold
     result["writes"] = {name: harness.summary(values) for name, values in write_samples.items()}
@@ -354,24 +411,34 @@ def run_size(size, args, corpus_seed, database="sqlite"):
         tail_rows = cursor.fetchone()[0]
     with transaction.atomic():
         terms_rewritten, wall, cpu = harness.measured(postings.compact)
-    result["writes"]["compaction"] = {"tail_rows": tail_rows, "terms_rewritten": terms_rewritten,
-                                      "ms": round(wall * 1000, 1), "cpu_ms": round(cpu * 1000, 1),
-                                      "compact_after_rows": postings.COMPACT_AFTER}
+    result["writes"]["compaction"] = {
+        "tail_rows": tail_rows,
+        "terms_rewritten": terms_rewritten,
+        "ms": round(wall * 1000, 1),
+        "cpu_ms": round(cpu * 1000, 1),
+        "compact_after_rows": postings.COMPACT_AFTER,
+    }
 
     result["concurrent"] = concurrent_latency(args, corpus, queries)
-    result["http"] = http_latency(db_path, database_url, args, queries[:args.http_queries], corpus)
+    result["http"] = http_latency(db_path, database_url, args, queries[: args.http_queries], corpus)
 
     # Bulk import through the service (trusted: recorded times, revisions and tombstones replayed).
     extra = make_history(corpus, args.import_size, now=now, namespace="bench", key_prefix="import-")
     document = import_document(extra)
     extra_revisions = sum(len(memory.revisions) for memory in extra)
-    report, wall, cpu = harness.measured(memories_import, document=document, actor="bench", interface="cli",
-                                         trusted=True)
+    report, wall, cpu = harness.measured(
+        memories_import, document=document, actor="bench", interface="cli", trusted=True
+    )
     result["bulk_import"] = {
-        "path": "memories.services.memories_import(trusted=True)", "embedder": embedder.name,
-        "memories": args.import_size, "revisions": extra_revisions, "seconds": round(wall, 2),
-        "cpu_seconds": round(cpu, 2), "memories_per_s": round(args.import_size / wall, 1),
-        "revisions_per_s": round(extra_revisions / wall, 1), "report": report.as_dict(),
+        "path": "memories.services.memories_import(trusted=True)",
+        "embedder": embedder.name,
+        "memories": args.import_size,
+        "revisions": extra_revisions,
+        "seconds": round(wall, 2),
+        "cpu_seconds": round(cpu, 2),
+        "memories_per_s": round(args.import_size / wall, 1),
+        "revisions_per_s": round(extra_revisions / wall, 1),
+        "report": report.as_dict(),
     }
     result["load_average_at_end"] = os.getloadavg()
     result["process"] = {"peak_rss_mb": harness.peak_rss_mb(), "rss_mb": harness.current_rss_mb()}
@@ -399,8 +466,8 @@ def concurrent_latency(args, corpus, queries: list[str]) -> dict:
 
     from django.db import connection
 
-    from memories.services import memory_remember
     from memories.selectors import memory_recall
+    from memories.services import memory_remember
     from search import snapshot, vectors
 
     per_thread = max(1, args.writes // 4)
@@ -430,12 +497,32 @@ def concurrent_latency(args, corpus, queries: list[str]) -> dict:
         finally:
             connection.close()
 
-    threads = [threading.Thread(target=run, args=("remember", [
-        lambda text=text: memory_remember(namespace="bench", content=text, actor="bench", interface="cli")
-        for text in batch])) for batch in texts]
-    threads += [threading.Thread(target=run, args=("hybrid_recall", [
-        lambda query=query: memory_recall(query=query, mode="hybrid", limit=10)
-        for query in queries[reader::args.readers][:per_thread]])) for reader in range(args.readers)]
+    threads = [
+        threading.Thread(
+            target=run,
+            args=(
+                "remember",
+                [
+                    lambda text=text: memory_remember(namespace="bench", content=text, actor="bench", interface="cli")
+                    for text in batch
+                ],
+            ),
+        )
+        for batch in texts
+    ]
+    threads += [
+        threading.Thread(
+            target=run,
+            args=(
+                "hybrid_recall",
+                [
+                    lambda query=query: memory_recall(query=query, mode="hybrid", limit=10)
+                    for query in queries[reader :: args.readers][:per_thread]
+                ],
+            ),
+        )
+        for reader in range(args.readers)
+    ]
     snapshot._extend, vectors.load_vectors = extend, load
     try:
         began = time.perf_counter()
@@ -447,12 +534,15 @@ def concurrent_latency(args, corpus, queries: list[str]) -> dict:
     finally:
         snapshot._extend, vectors.load_vectors = real_extend, real_load
     return {
-        "writers": args.writers, "readers": args.readers, "calls_per_thread": per_thread,
+        "writers": args.writers,
+        "readers": args.readers,
+        "calls_per_thread": per_thread,
         "seconds": round(wall, 2),
         "remembers_per_s": round(len(times["remember"]) / wall, 1),
         "recalls_per_s": round(len(times["hybrid_recall"]) / wall, 1),
         **{name: harness.summary_ms(values) for name, values in times.items()},
-        "full_reloads": reloads, "failures": failures,
+        "full_reloads": reloads,
+        "failures": failures,
     }
 
 
@@ -465,21 +555,35 @@ def http_latency(db_path: Path, database_url: str | None, args, queries: list[st
 
     from django.db import connection
 
+    from memories.selectors import memory_recall
     from memories.services import memory_remember
     from memories.services.keys import api_key_create
-    from memories.selectors import memory_recall
     from tests.subprocesses import serve
 
-    _, key = api_key_create(name="latency benchmark", scopes=["read", "write", "admin"], actor="bench",
-                            interface="cli")
+    _, key = api_key_create(name="latency benchmark", scopes=["read", "write", "admin"], actor="bench", interface="cli")
     connection.close()  # the server process writes too; this one reopens on its next query
     env = {name: value for name, value in os.environ.items() if not name.startswith("MEMORY_")}
-    env.update(DJANGO_SETTINGS_MODULE="memoryproject.settings", MEMORY_DATA_DIR=str(db_path.parent),
-               MEMORY_DB_PATH=str(db_path), MEMORY_EMBEDDER=args.embedder, MEMORY_API_READS_PER_MINUTE="0",
-               MEMORY_API_WRITES_PER_MINUTE="0", MEMORY_LOG_LEVEL="ERROR",
-               **({"MEMORY_DATABASE_URL": database_url} if database_url else {}))
-    samples = {name: [] for name in ("keyword_in_process", "keyword_http", "hybrid_in_process", "hybrid_http",
-                                     "remember_in_process", "remember_http")}
+    env.update(
+        DJANGO_SETTINGS_MODULE="memoryproject.settings",
+        MEMORY_DATA_DIR=str(db_path.parent),
+        MEMORY_DB_PATH=str(db_path),
+        MEMORY_EMBEDDER=args.embedder,
+        MEMORY_API_READS_PER_MINUTE="0",
+        MEMORY_API_WRITES_PER_MINUTE="0",
+        MEMORY_LOG_LEVEL="ERROR",
+        **({"MEMORY_DATABASE_URL": database_url} if database_url else {}),
+    )
+    samples = {
+        name: []
+        for name in (
+            "keyword_in_process",
+            "keyword_http",
+            "hybrid_in_process",
+            "hybrid_http",
+            "remember_in_process",
+            "remember_http",
+        )
+    }
     with serve(env, timeout=300) as base:
         url = urlsplit(base)
         client = http.client.HTTPConnection(url.hostname, url.port, timeout=60)
@@ -502,23 +606,38 @@ def http_latency(db_path: Path, database_url: str | None, args, queries: list[st
         for query in queries:
             for mode in ("keyword", "hybrid"):
                 samples[f"{mode}_in_process"].append(
-                    harness.measured(memory_recall, query=query, mode=mode, limit=10)[1:])
-                samples[f"{mode}_http"].append(harness.measured(
-                    post, "/api/v1/recall/", {"query": query, "mode": mode, "limit": 10})[1:])
+                    harness.measured(memory_recall, query=query, mode=mode, limit=10)[1:]
+                )
+                samples[f"{mode}_http"].append(
+                    harness.measured(post, "/api/v1/recall/", {"query": query, "mode": mode, "limit": 10})[1:]
+                )
         for number in range(min(args.writes, len(queries))):
-            samples["remember_in_process"].append(harness.measured(
-                memory_remember, namespace="bench", content=corpus.text(), key=f"hp{number}", actor="bench",
-                interface="cli")[1:])
-            samples["remember_http"].append(harness.measured(
-                post, "/api/v1/memories/", {"namespace": "bench", "content": corpus.text(), "key": f"hh{number}"})[1:])
+            samples["remember_in_process"].append(
+                harness.measured(
+                    memory_remember,
+                    namespace="bench",
+                    content=corpus.text(),
+                    key=f"hp{number}",
+                    actor="bench",
+                    interface="cli",
+                )[1:]
+            )
+            samples["remember_http"].append(
+                harness.measured(
+                    post, "/api/v1/memories/", {"namespace": "bench", "content": corpus.text(), "key": f"hh{number}"}
+                )[1:]
+            )
         client.close()
-    result = {"how": "uvicorn memoryproject.asgi:application (one worker) on the same database; one keep-alive "
-                     "connection; each HTTP call alternates with the same call in-process",
-              **{name: harness.summary(values) for name, values in samples.items()}}
+    result = {
+        "how": "uvicorn memoryproject.asgi:application (one worker) on the same database; one keep-alive "
+        "connection; each HTTP call alternates with the same call in-process",
+        **{name: harness.summary(values) for name, values in samples.items()},
+    }
     for name in ("keyword", "hybrid", "remember"):
         # Wall time only: the server's CPU is spent in another process.
         result[f"{name}_http_minus_in_process_p50_ms"] = round(
-            result[f"{name}_http"]["p50_ms"] - result[f"{name}_in_process"]["p50_ms"], 3)
+            result[f"{name}_http"]["p50_ms"] - result[f"{name}_in_process"]["p50_ms"], 3
+        )
     return result
 
 
@@ -547,13 +666,17 @@ def stage_costs(queries, *, mode):
         originals.append((owner, name, function))
         setattr(owner, name, timed_stage)
 
-    for owner, name, label in ((engine, "rank", "total"), (text, "clean_query", "query cleanup"),
-                               (snapshot, "current", "snapshot refresh"),
-                               (snapshot.View, "visible_rows", "visibility"),
-                               (channels, "words", "word channels (BM25 over postings)"),
-                               (engine, "_cosines", "query vector and cosine scan"),
-                               (channels, "vector", "vector channel"),
-                               (fusion, "fuse", "fusion"), (hits, "hits", "hits (rows, snippets)")):
+    for owner, name, label in (
+        (engine, "rank", "total"),
+        (text, "clean_query", "query cleanup"),
+        (snapshot, "current", "snapshot refresh"),
+        (snapshot.View, "visible_rows", "visibility"),
+        (channels, "words", "word channels (BM25 over postings)"),
+        (engine, "_cosines", "query vector and cosine scan"),
+        (channels, "vector", "vector channel"),
+        (fusion, "fuse", "fusion"),
+        (hits, "hits", "hits (rows, snippets)"),
+    ):
         wrap(owner, name, label)
     try:
         for query in queries:
@@ -605,12 +728,34 @@ def run_apart(size, database, args) -> dict:
 
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as handle:
         part = handle.name
-    command = [sys.executable, __file__, "--sizes", str(size), "--database", database, "--output", part,
-               *[item for name in ("embedder", "queries", "writes", "writers", "readers", "import_size",
-                                   "http_queries", "real_embed_max", "seed", "db_dir")
-                 if getattr(args, name) is not None
-                 for item in (f"--{name.replace('_', '-')}", str(getattr(args, name)))],
-               *(["--keep-db"] if args.keep_db else [])]
+    command = [
+        sys.executable,
+        __file__,
+        "--sizes",
+        str(size),
+        "--database",
+        database,
+        "--output",
+        part,
+        *[
+            item
+            for name in (
+                "embedder",
+                "queries",
+                "writes",
+                "writers",
+                "readers",
+                "import_size",
+                "http_queries",
+                "real_embed_max",
+                "seed",
+                "db_dir",
+            )
+            if getattr(args, name) is not None
+            for item in (f"--{name.replace('_', '-')}", str(getattr(args, name)))
+        ],
+        *(["--keep-db"] if args.keep_db else []),
+    ]
     subprocess.run(command, check=True)
     result = json.loads(Path(part).read_text())
     Path(part).unlink()
@@ -647,18 +792,27 @@ def engine_ratios(runs: list[dict]) -> list[dict]:
         if not {"sqlite", "postgresql"} <= engines.keys():
             continue
         lite, pg = engines["sqlite"], engines["postgresql"]
-        measured = {name: round(pg["recall"][name]["p50_ms"] / lite["recall"][name]["p50_ms"], 2)
-                    for name in ("keyword_now", "semantic_now", "hybrid_now", "hybrid_historical",
-                                 "floor_postings_read")}
+        measured = {
+            name: round(pg["recall"][name]["p50_ms"] / lite["recall"][name]["p50_ms"], 2)
+            for name in ("keyword_now", "semantic_now", "hybrid_now", "hybrid_historical", "floor_postings_read")
+        }
         measured["remember"] = round(pg["writes"]["remember"]["p50_ms"] / lite["writes"]["remember"]["p50_ms"], 2)
         measured["hybrid_http"] = round(pg["http"]["hybrid_http"]["p50_ms"] / lite["http"]["hybrid_http"]["p50_ms"], 2)
-        measured["remember_http"] = round(pg["http"]["remember_http"]["p50_ms"]
-                                          / lite["http"]["remember_http"]["p50_ms"], 2)
-        measured["bulk_import_time"] = round(lite["bulk_import"]["memories_per_s"]
-                                             / pg["bulk_import"]["memories_per_s"], 2)
-        ratios.append({"size": size, "p50_ratios": measured,
-                       "goals": {name: {"at_most": limit, "met": measured[name] <= limit}
-                                 for name, limit in POSTGRESQL_GOALS.items()}})
+        measured["remember_http"] = round(
+            pg["http"]["remember_http"]["p50_ms"] / lite["http"]["remember_http"]["p50_ms"], 2
+        )
+        measured["bulk_import_time"] = round(
+            lite["bulk_import"]["memories_per_s"] / pg["bulk_import"]["memories_per_s"], 2
+        )
+        ratios.append(
+            {
+                "size": size,
+                "p50_ratios": measured,
+                "goals": {
+                    name: {"at_most": limit, "met": measured[name] <= limit} for name, limit in POSTGRESQL_GOALS.items()
+                },
+            }
+        )
     return ratios
 
 

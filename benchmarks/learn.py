@@ -65,7 +65,7 @@ def name_words(name: str) -> list[str]:
 def _holds(longer: list[str], shorter: list[str]) -> bool:
     """Whether ``shorter`` is a run of whole words inside ``longer``."""
     size = len(shorter)
-    return size > 0 and any(longer[start:start + size] == shorter for start in range(len(longer) - size + 1))
+    return size > 0 and any(longer[start : start + size] == shorter for start in range(len(longer) - size + 1))
 
 
 def names_match(stored: str, gold: str) -> bool:
@@ -99,9 +99,17 @@ def visible_items(namespace: str) -> list[dict]:
     items, cursor = [], None
     while True:
         page = memory_list(namespace=namespace, limit=LIST_LIMIT_MAX, cursor=cursor)
-        items.extend({"kind": record.kind, "subject": record.subject or "", "predicate": record.predicate or "",
-                      "object": record.object or "", "content": record.content, "revision_id": record.revision_id}
-                     for record in page.items)
+        items.extend(
+            {
+                "kind": record.kind,
+                "subject": record.subject or "",
+                "predicate": record.predicate or "",
+                "object": record.object or "",
+                "content": record.content,
+                "revision_id": record.revision_id,
+            }
+            for record in page.items
+        )
         cursor = page.next_cursor
         if cursor is None:
             return items
@@ -168,8 +176,11 @@ def score_case(case: dict) -> dict:
         record["skipped"] = _skipped(answers[0], "text")
     now = dialect.now()
     visible = visible_items(namespace)
-    record["stored"] = [{key: item[key] for key in ("kind", "subject", "predicate", "object", "content")}
-                        | {"set_up": item["revision_id"] in set_up} for item in visible]
+    record["stored"] = [
+        {key: item[key] for key in ("kind", "subject", "predicate", "object", "content")}
+        | {"set_up": item["revision_id"] in set_up}
+        for item in visible
+    ]
     triples = [item for item in visible if item["subject"] and item["revision_id"] not in set_up]
 
     record["triples_stored"] = len(triples)
@@ -195,8 +206,9 @@ def score_case(case: dict) -> dict:
             record["valid"].append({"check": check, "shown": shown, "passed": shown == check[4]})
     for kind in ("decision", "skill"):
         if kind in case:
-            record[kind] = any(item["kind"] == kind and case[kind].casefold() in item["content"].casefold()
-                               for item in visible)
+            record[kind] = any(
+                item["kind"] == kind and case[kind].casefold() in item["content"].casefold() for item in visible
+            )
     if case.get("none"):
         record["quiet"] = not visible
     if "entity_exact" in case:
@@ -207,12 +219,16 @@ def score_case(case: dict) -> dict:
 
 
 def _all_passed(record: dict) -> bool:
-    return (record["gold_matched"] == record["gold_triples"]
-            and record["triples_stored_matched"] == record["triples_stored"]
-            and record.get("change", {}).get("applied", True)
-            and all(check["passed"] for check in record.get("valid", []))
-            and record.get("decision", True) and record.get("skill", True) and record.get("quiet", True)
-            and all(record.get("entity_exact", {}).values()))
+    return (
+        record["gold_matched"] == record["gold_triples"]
+        and record["triples_stored_matched"] == record["triples_stored"]
+        and record.get("change", {}).get("applied", True)
+        and all(check["passed"] for check in record.get("valid", []))
+        and record.get("decision", True)
+        and record.get("skill", True)
+        and record.get("quiet", True)
+        and all(record.get("entity_exact", {}).values())
+    )
 
 
 def totals(records: list[dict]) -> dict:
@@ -234,19 +250,32 @@ def totals(records: list[dict]) -> dict:
         "skills_found": count("skill"),
         "quiet_texts": count("quiet"),
         "entity_exact": {"passed": sum(exact), "n": len(exact)},
-        "triples_on_other_kinds": sum(1 for record in records for item in record["stored"]
-                                      if item["subject"] and item["kind"] != "fact" and not item["set_up"]),
+        "triples_on_other_kinds": sum(
+            1
+            for record in records
+            for item in record["stored"]
+            if item["subject"] and item["kind"] != "fact" and not item["set_up"]
+        ),
         "cases_passed": {"passed": sum(record["passed"] for record in records), "n": len(records)},
     }
 
 
 def print_quality(summary: dict, records: list[dict], cases: dict) -> None:
-    for label, key, out_of in (("triple recall", "triple_recall", "gold"),
-                               ("triple precision", "triple_precision", "stored")):
+    for label, key, out_of in (
+        ("triple recall", "triple_recall", "gold"),
+        ("triple precision", "triple_precision", "stored"),
+    ):
         matched, n = summary[key]["matched"], summary[key][out_of]
         print(f"{label:18} {matched}/{n}  " + (f"{matched / n:.2f}" if n else "(none)"))
-    for key in ("changes_applied", "valid_checks", "decisions_found", "skills_found", "quiet_texts", "entity_exact",
-                "cases_passed"):
+    for key in (
+        "changes_applied",
+        "valid_checks",
+        "decisions_found",
+        "skills_found",
+        "quiet_texts",
+        "entity_exact",
+        "cases_passed",
+    ):
         print(f"{key.replace('_', ' '):18} {summary[key]['passed']}/{summary[key]['n']}")
     if summary["triples_on_other_kinds"]:
         print(f"(of the stored triples, {summary['triples_on_other_kinds']} are on decisions or skills)")
@@ -276,12 +305,64 @@ def print_quality(summary: dict, records: list[dict], cases: dict) -> None:
 
 # Speed ----------------------------------------------------------------------------------------------------------
 
-SYLLABLES = ("zen", "kor", "vel", "tam", "bri", "sol", "nor", "qua", "lum", "dax", "pel", "rho", "fen", "gil", "jor",
-             "mav", "ost", "ria", "ulm", "yar")
-ROLES = ("ledger", "gateway", "router", "mailer", "scheduler", "indexer", "exporter", "tracker", "notifier",
-         "uploader", "resolver", "archiver", "crawler", "billing service", "search service", "auth service")
-TECHS = ("Kafka", "Redis", "Postgres", "RabbitMQ", "Elasticsearch", "Celery", "gRPC", "Nginx", "Envoy", "Vault",
-         "Consul", "ClickHouse", "MongoDB", "Memcached", "Airflow", "Spark")
+SYLLABLES = (
+    "zen",
+    "kor",
+    "vel",
+    "tam",
+    "bri",
+    "sol",
+    "nor",
+    "qua",
+    "lum",
+    "dax",
+    "pel",
+    "rho",
+    "fen",
+    "gil",
+    "jor",
+    "mav",
+    "ost",
+    "ria",
+    "ulm",
+    "yar",
+)
+ROLES = (
+    "ledger",
+    "gateway",
+    "router",
+    "mailer",
+    "scheduler",
+    "indexer",
+    "exporter",
+    "tracker",
+    "notifier",
+    "uploader",
+    "resolver",
+    "archiver",
+    "crawler",
+    "billing service",
+    "search service",
+    "auth service",
+)
+TECHS = (
+    "Kafka",
+    "Redis",
+    "Postgres",
+    "RabbitMQ",
+    "Elasticsearch",
+    "Celery",
+    "gRPC",
+    "Nginx",
+    "Envoy",
+    "Vault",
+    "Consul",
+    "ClickHouse",
+    "MongoDB",
+    "Memcached",
+    "Airflow",
+    "Spark",
+)
 CLOUDS = ("AWS", "GCP", "Azure", "Hetzner", "Fly.io", "Render", "DigitalOcean", "OVH")
 # Simple facts as a recap lists them; the rules being tuned should take each as one item.
 TEMPLATES = (
@@ -303,14 +384,19 @@ def recap_text(rng: random.Random, seen: set[str]) -> tuple[str, int]:
     sentences = []
     while sum(len(sentence) + 1 for sentence in sentences) < RECAP_CHARS:
         sentence = rng.choice(TEMPLATES).format(
-            service=f"{_made_up(rng, 2)} {rng.choice(ROLES)}", other=f"{_made_up(rng, 2)} {rng.choice(ROLES)}",
-            tech=rng.choice(TECHS), host=f"{_made_up(rng, 1)}-{rng.randint(1, 999)}",
-            person=_made_up(rng, 2).capitalize() + "a", team=_made_up(rng, 2), cloud=rng.choice(CLOUDS))
+            service=f"{_made_up(rng, 2)} {rng.choice(ROLES)}",
+            other=f"{_made_up(rng, 2)} {rng.choice(ROLES)}",
+            tech=rng.choice(TECHS),
+            host=f"{_made_up(rng, 1)}-{rng.randint(1, 999)}",
+            person=_made_up(rng, 2).capitalize() + "a",
+            team=_made_up(rng, 2),
+            cloud=rng.choice(CLOUDS),
+        )
         # A sentence seen before could find its vector in the embedding cache.
         if sentence not in seen:
             seen.add(sentence)
             sentences.append(sentence)
-    lines = [" ".join(sentences[start:start + 5]) for start in range(0, len(sentences), 5)]
+    lines = [" ".join(sentences[start : start + 5]) for start in range(0, len(sentences), 5)]
     return "Sync recap:\n" + "\n".join(lines), len(sentences)
 
 
@@ -341,8 +427,12 @@ def speed(runs: int) -> dict:
     # Untimed: loads the model and warms the code paths.
     warm_text, _ = recap_text(rng, seen)
     learned(warm_text, "speed-warm-up")
-    embedder.embed([item["content"] for item in learned_over_rest(client, recap_text(rng, seen)[0],
-                                                                  "speed-warm-up-rest")["stored"]])
+    embedder.embed(
+        [
+            item["content"]
+            for item in learned_over_rest(client, recap_text(rng, seen)[0], "speed-warm-up-rest")["stored"]
+        ]
+    )
     service, rest, floor, stored, lengths, sentences = [], [], [], [], [], []
     for run in range(runs):
         text, count = recap_text(rng, seen)
@@ -378,9 +468,11 @@ def speed(runs: int) -> dict:
 
 
 def print_speed(result: dict) -> None:
-    print(f"\nspeed, {result['runs']} runs, texts of {result['text_chars']['min']}-{result['text_chars']['max']} "
-          f"characters, {result['sentences_per_text']['min']}-{result['sentences_per_text']['max']} sentences, "
-          f"items stored per call {result['items_stored_per_call']}")
+    print(
+        f"\nspeed, {result['runs']} runs, texts of {result['text_chars']['min']}-{result['text_chars']['max']} "
+        f"characters, {result['sentences_per_text']['min']}-{result['sentences_per_text']['max']} sentences, "
+        f"items stored per call {result['items_stored_per_call']}"
+    )
     for key in ("learn_service", "learn_rest", "floor_embed_stored_items"):
         print(f"{key:26} p50 {result[key]['p50_ms']:9.1f} ms  p95 {result[key]['p95_ms']:9.1f} ms")
     print(f"{'p95 learn REST / floor':26} {result['rest_p95_over_floor_p95']}")
@@ -392,8 +484,15 @@ def print_speed(result: dict) -> None:
 def learn_code_changed() -> bool | None:
     """Whether the learn rules in the working tree differ from the commit recorded (they are often being tuned)."""
     try:
-        return bool(subprocess.run(["git", "status", "--porcelain", "--", "knowledge", "memories/services/learn.py"],
-                                   cwd=ROOT, capture_output=True, text=True, check=False).stdout.strip())
+        return bool(
+            subprocess.run(
+                ["git", "status", "--porcelain", "--", "knowledge", "memories/services/learn.py"],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                check=False,
+            ).stdout.strip()
+        )
     except OSError:
         return None
 
@@ -420,15 +519,18 @@ def main() -> None:
     timing = speed(args.runs) if args.runs > 0 else None
     if timing:
         print_speed(timing)
-    save({
-        "benchmark": "learn",
-        "command": " ".join(sys.argv),
-        "data": args.data,
-        "environment": harness.environment() | {"learn_code_changed": changed},
-        "quality": summary,
-        "speed": timing,
-        "cases": records,
-    }, args.output)
+    save(
+        {
+            "benchmark": "learn",
+            "command": " ".join(sys.argv),
+            "data": args.data,
+            "environment": harness.environment() | {"learn_code_changed": changed},
+            "quality": summary,
+            "speed": timing,
+            "cases": records,
+        },
+        args.output,
+    )
 
 
 if __name__ == "__main__":

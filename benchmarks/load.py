@@ -21,7 +21,8 @@ What it does, in order:
    between machines; ``--rate`` names absolute rates instead, once per rate when it lists
    several (``10,20,30``), each phase named ``open-<rate>``;
 5. reports throughput, p50/p95/p99/max per operation and every error, then judges each
-   open phase: every operation's p99 at most 5x its p50, no error; and checks through the database that every acknowledged write is there
+   open phase: every operation's p99 at most 5x its p50, no error; and checks through the
+   database that every acknowledged write is there
    exactly once (each remembered key one memory holding its text once, each update's
    text once, each forget one tombstone) and that the full-text indexes match the store;
    and each server's memory (resident, and its peak) before it stops.
@@ -75,23 +76,45 @@ def parse_args():
     parser.add_argument("--servers", type=int, default=2, help="server processes on the one database")
     parser.add_argument("--seconds", type=float, default=60.0, help="length of the closed and of the open phase")
     parser.add_argument("--warmup", type=float, default=10.0, help="length of the warm-up phase (not judged)")
-    parser.add_argument("--open-share", type=float, default=0.7,
-                        help="the open phase offers this share of the closed phase's answered rate (default 0.7)")
-    parser.add_argument("--rate", type=_rates, default=None,
-                        help="requests a second offered in the open phase instead; several, comma-separated, run "
-                             "one each")
+    parser.add_argument(
+        "--open-share",
+        type=float,
+        default=0.7,
+        help="the open phase offers this share of the closed phase's answered rate (default 0.7)",
+    )
+    parser.add_argument(
+        "--rate",
+        type=_rates,
+        default=None,
+        help="requests a second offered in the open phase instead; several, comma-separated, run one each",
+    )
     parser.add_argument("--embedder", choices=["hash", "minilm"], default="hash")
-    parser.add_argument("--no-cli-writer", dest="cli_writer", action="store_false",
-                        help="leave out the `manage.py memory remember` loop")
-    parser.add_argument("--cli-interval", type=float, default=5.0,
-                        help="seconds from one CLI write's start to the next (0: back to back; default 5)")
+    parser.add_argument(
+        "--no-cli-writer",
+        dest="cli_writer",
+        action="store_false",
+        help="leave out the `manage.py memory remember` loop",
+    )
+    parser.add_argument(
+        "--cli-interval",
+        type=float,
+        default=5.0,
+        help="seconds from one CLI write's start to the next (0: back to back; default 5)",
+    )
     parser.add_argument("--phases", default="closed,open", help="which judged phases to run, in order")
-    parser.add_argument("--database", default="sqlite",
-                        help="sqlite (the default), postgresql (a throwaway cluster), or a postgresql:// URL whose "
-                             "user may create databases")
+    parser.add_argument(
+        "--database",
+        default="sqlite",
+        help="sqlite (the default), postgresql (a throwaway cluster), or a postgresql:// URL whose "
+        "user may create databases",
+    )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--workdir", type=Path, default=None,
-                        help="where the database and server logs go (default: a new temporary directory)")
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        default=None,
+        help="where the database and server logs go (default: a new temporary directory)",
+    )
     parser.add_argument("--label", default=None, help="a name for this run in the result")
     parser.add_argument("--output", type=Path, default=Path("benchmarks/results/load.json"))
     return parser.parse_args()
@@ -103,17 +126,18 @@ def _rates(text: str) -> list[float]:
 
 # ---- the store and the servers (the parent process) ----
 
+
 def build_store(db_path: Path, database_url: str | None, args) -> tuple[str, list[str], list[int], dict]:
     """Build the store; return an API key, recall queries, some memory ids, and how the load went."""
     # With MiniLM, the store's vectors are the hash embedder's, relabelled (as latency.py does at 100k):
     # embedding 100k texts would take most of an hour; the servers embed every query and write for real.
     harness.setup(db_path, embedder="hash", database_url=database_url)
+    from corpus import Corpus
     from django.core.management import call_command
     from django.db import connection, connections
-
-    from corpus import Corpus
     from history import bulk_load, make_history
     from latency import make_queries
+
     from memories.models import Memory
     from memories.services.keys import api_key_create
 
@@ -123,11 +147,18 @@ def build_store(db_path: Path, database_url: str | None, args) -> tuple[str, lis
     revisions = bulk_load(memories)
     from memoryproject import dialect
 
-    load = {"memories": args.size, "revisions": revisions, "seconds": round(time.perf_counter() - started, 1),
-            "how": "history.bulk_load", "embedder": args.embedder, "engine": dialect.engine(),
-            "database_mb": round(dialect.size_bytes() / 2**20, 1)}
+    load = {
+        "memories": args.size,
+        "revisions": revisions,
+        "seconds": round(time.perf_counter() - started, 1),
+        "how": "history.bulk_load",
+        "embedder": args.embedder,
+        "engine": dialect.engine(),
+        "database_mb": round(dialect.size_bytes() / 2**20, 1),
+    }
     if args.embedder == "minilm":
         from latency import MINILM_NAME
+
         with connection.cursor() as cursor:
             cursor.execute("UPDATE search_embedding_space SET embedder = %s WHERE id = 1", [MINILM_NAME])
         load["note"] = "stored vectors are hash-embedder vectors relabelled as MiniLM's; every query and write embeds"
@@ -144,10 +175,16 @@ def server_env(db_path: Path, database_url: str | None, embedder: str) -> dict:
     env = dict(os.environ)
     if database_url:
         env["MEMORY_DATABASE_URL"] = database_url
-    env.update(MEMORY_DB_PATH=str(db_path), MEMORY_EMBEDDER=embedder, DJANGO_SETTINGS_MODULE="memoryproject.settings",
-               # One key drives many clients here: the per-key request limits would refuse most requests.
-               MEMORY_API_READS_PER_MINUTE="0", MEMORY_API_WRITES_PER_MINUTE="0",
-               MEMORY_LOG_LEVEL="WARNING", PYTHONUNBUFFERED="1")
+    env.update(
+        MEMORY_DB_PATH=str(db_path),
+        MEMORY_EMBEDDER=embedder,
+        DJANGO_SETTINGS_MODULE="memoryproject.settings",
+        # One key drives many clients here: the per-key request limits would refuse most requests.
+        MEMORY_API_READS_PER_MINUTE="0",
+        MEMORY_API_WRITES_PER_MINUTE="0",
+        MEMORY_LOG_LEVEL="WARNING",
+        PYTHONUNBUFFERED="1",
+    )
     return env
 
 
@@ -163,8 +200,15 @@ def start_servers(count: int, env: dict, workdir: Path) -> tuple[list[subprocess
     for number in range(count):
         port = free_port()
         log = open(workdir / f"server-{number}.log", "w")
-        processes.append(subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(port)], cwd=harness.ROOT,
-                                          env=env, stdout=log, stderr=subprocess.STDOUT))
+        processes.append(
+            subprocess.Popen(
+                [sys.executable, "manage.py", "serve", "--port", str(port)],
+                cwd=harness.ROOT,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        )
         bases.append(f"http://127.0.0.1:{port}")
     deadline = time.monotonic() + 120
     for process, base in zip(processes, bases):
@@ -192,8 +236,12 @@ def server_memory(processes: list[subprocess.Popen]) -> list[dict]:
     found = []
     for process in processes:
         fields = dict(line.split(":", 1) for line in Path(f"/proc/{process.pid}/status").read_text().splitlines())
-        found.append({name: round(int(fields[field].split()[0]) / 1024, 1)
-                      for name, field in (("rss_mb", "VmRSS"), ("peak_rss_mb", "VmHWM"))})
+        found.append(
+            {
+                name: round(int(fields[field].split()[0]) / 1024, 1)
+                for name, field in (("rss_mb", "VmRSS"), ("peak_rss_mb", "VmHWM"))
+            }
+        )
     return found
 
 
@@ -209,6 +257,7 @@ def stop_servers(processes: list[subprocess.Popen]) -> None:
 
 
 # ---- what a client does (the client processes) ----
+
 
 class Plan:
     """One client's requests: the operation mix, and the memories it wrote, which its updates and forgets touch."""
@@ -301,8 +350,13 @@ class Recorder:
 
     def as_dict(self) -> dict:
         # CPU this client process spent: when it is near the phase's length, the clients were the bottleneck.
-        return {"seconds": self.seconds, "errors": self.errors, "writes": self.writes, "timeline": self.timeline,
-                "client_cpu_seconds": round(time.process_time(), 2)}
+        return {
+            "seconds": self.seconds,
+            "errors": self.errors,
+            "writes": self.writes,
+            "timeline": self.timeline,
+            "client_cpu_seconds": round(time.process_time(), 2),
+        }
 
 
 def arrivals(rate: float, start: float, end: float, seed: str):
@@ -321,8 +375,10 @@ def run_rest_group(config: dict, output: str) -> None:
     import http.client
 
     recorder = Recorder()
-    plans = [Plan(**spec, queries=config["queries"], texts=config["texts"], store_ids=config["store_ids"])
-             for spec in config["plans"]]
+    plans = [
+        Plan(**spec, queries=config["queries"], texts=config["texts"], store_ids=config["store_ids"])
+        for spec in config["plans"]
+    ]
     start, end = _phase_clock(config)
     inbox: queue.Queue = queue.Queue()
 
@@ -351,8 +407,10 @@ def run_rest_group(config: dict, output: str) -> None:
                 last_answer = time.perf_counter()
             recorder.done(operation, arrived, write=plan.acknowledged(operation, arguments, answer))
 
-    threads = [threading.Thread(target=client, args=(plan, config["bases"][number % len(config["bases"])]))
-               for number, plan in enumerate(plans)]
+    threads = [
+        threading.Thread(target=client, args=(plan, config["bases"][number % len(config["bases"])]))
+        for number, plan in enumerate(plans)
+    ]
     _sleep_until(start)
     for thread in threads:
         thread.start()
@@ -404,8 +462,10 @@ async def _mcp_group(config: dict, output: str) -> None:
     from mcp.client.streamable_http import streamable_http_client
 
     recorder = Recorder()
-    plans = [Plan(**spec, queries=config["queries"], texts=config["texts"], store_ids=config["store_ids"])
-             for spec in config["plans"]]
+    plans = [
+        Plan(**spec, queries=config["queries"], texts=config["texts"], store_ids=config["store_ids"])
+        for spec in config["plans"]
+    ]
     start, end = _phase_clock(config)
     inbox: asyncio.Queue = asyncio.Queue()
     # Each operation as an MCP call: a tool, and how its arguments differ from the plan's.
@@ -416,8 +476,11 @@ async def _mcp_group(config: dict, output: str) -> None:
         sessions = []
         for number in range(len(plans)):
             base = config["bases"][number % len(config["bases"])]
-            http = await stack.enter_async_context(httpx.AsyncClient(
-                headers={"Authorization": f"Bearer {config['token']}"}, timeout=httpx.Timeout(REQUEST_TIMEOUT)))
+            http = await stack.enter_async_context(
+                httpx.AsyncClient(
+                    headers={"Authorization": f"Bearer {config['token']}"}, timeout=httpx.Timeout(REQUEST_TIMEOUT)
+                )
+            )
             read, write, _ = await stack.enter_async_context(streamable_http_client(f"{base}/mcp", http_client=http))
             session = await stack.enter_async_context(ClientSession(read, write))
             await session.initialize()
@@ -443,8 +506,9 @@ async def _mcp_group(config: dict, output: str) -> None:
                 if result.isError:
                     recorder.done(operation, arrived, error=result.content[0].text if result.content else "isError")
                     continue
-                recorder.done(operation, arrived,
-                              write=plan.acknowledged(operation, arguments, result.structuredContent))
+                recorder.done(
+                    operation, arrived, write=plan.acknowledged(operation, arguments, result.structuredContent)
+                )
 
         await asyncio.sleep(max(0.0, start - time.perf_counter()))
         tasks = [asyncio.create_task(client(plan, session)) for plan, session in zip(plans, sessions)]
@@ -472,13 +536,15 @@ def _sleep_until(moment: float) -> None:
 
 # ---- a phase (the parent process) ----
 
-def cli_writer(env: dict, start_at: float, seconds: float, interval: float, run: str, texts: list[str],
-               recorder: Recorder) -> None:
+
+def cli_writer(
+    env: dict, start_at: float, seconds: float, interval: float, run: str, texts: list[str], recorder: Recorder
+) -> None:
     """Remember through ``manage.py memory remember``, one process per write started every ``interval`` seconds."""
     rng = random.Random(run)
     time.sleep(max(0.0, start_at - time.time()))
     end = time.perf_counter() + seconds
-    number = 0
+    number, started = 0, 0.0  # started: when the last process was started
     while time.perf_counter() < end:
         if number:
             _sleep_until(started + interval)
@@ -486,19 +552,37 @@ def cli_writer(env: dict, start_at: float, seconds: float, interval: float, run:
         key = f"{run}-cli-{number}"
         content = f"{rng.choice(texts)} (load {key})"
         started = time.perf_counter()
-        done = subprocess.run([sys.executable, "manage.py", "memory", "remember", content, "--namespace", NAMESPACE,
-                               "--key", key], cwd=harness.ROOT, env=env, capture_output=True, text=True)
+        done = subprocess.run(
+            [sys.executable, "manage.py", "memory", "remember", content, "--namespace", NAMESPACE, "--key", key],
+            cwd=harness.ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         if done.returncode != 0:
             recorder.done("cli_remember", started, error=done.stderr.strip() or f"exit status {done.returncode}")
             continue
         memory_id = json.loads(done.stdout)["id"]
-        recorder.done("cli_remember", started,
-                      write={"operation": "remember", "id": memory_id, "key": key, "content": content})
+        recorder.done(
+            "cli_remember", started, write={"operation": "remember", "id": memory_id, "key": key, "content": content}
+        )
 
 
-def run_phase(name: str, *, args, run: str, bases: list[str], token: str, queries: list[str], texts: list[str],
-              store_ids: list[int], env: dict, workdir: Path, open_rate: float | None,
-              seconds: float) -> tuple[dict, list[dict]]:
+def run_phase(
+    name: str,
+    *,
+    args,
+    run: str,
+    bases: list[str],
+    token: str,
+    queries: list[str],
+    texts: list[str],
+    store_ids: list[int],
+    env: dict,
+    workdir: Path,
+    open_rate: float | None,
+    seconds: float,
+) -> tuple[dict, list[dict]]:
     """Run one phase with every client group and the CLI writer; return its figures and the acknowledged writes."""
     rest_clients = args.clients // 2
     groups = {"rest": (run_rest_group, rest_clients), "mcp": (run_mcp_group, args.clients - rest_clients)}
@@ -508,13 +592,23 @@ def run_phase(name: str, *, args, run: str, bases: list[str], token: str, querie
     for group, (target, clients) in groups.items():
         if not clients:
             continue
-        plans = [{"name": f"{run}-{name}-{group}{number}", "seed": f"{args.seed}-{name}-{group}{number}"}
-                 for number in range(clients)]
+        plans = [
+            {"name": f"{run}-{name}-{group}{number}", "seed": f"{args.seed}-{name}-{group}{number}"}
+            for number in range(clients)
+        ]
         # The open rate is shared out by the groups' client counts.
-        config = {"plans": plans, "queries": queries, "texts": texts, "store_ids": store_ids,
-                  "bases": bases, "token": token, "start_at": start_at, "seconds": seconds,
-                  "open_rate": open_rate * clients / args.clients if open_rate else None,
-                  "seed": f"{args.seed}-{name}-{group}"}
+        config = {
+            "plans": plans,
+            "queries": queries,
+            "texts": texts,
+            "store_ids": store_ids,
+            "bases": bases,
+            "token": token,
+            "start_at": start_at,
+            "seconds": seconds,
+            "open_rate": open_rate * clients / args.clients if open_rate else None,
+            "seed": f"{args.seed}-{name}-{group}",
+        }
         outputs[group] = workdir / f"{name}-{group}.json"
         process = context.Process(target=target, args=(config, str(outputs[group])), name=f"{name}-{group}")
         process.start()
@@ -522,8 +616,9 @@ def run_phase(name: str, *, args, run: str, bases: list[str], token: str, querie
     cli = Recorder()
     writer = None
     if args.cli_writer:
-        writer = threading.Thread(target=cli_writer,
-                                  args=(env, start_at, seconds, args.cli_interval, f"{run}-{name}", texts, cli))
+        writer = threading.Thread(
+            target=cli_writer, args=(env, start_at, seconds, args.cli_interval, f"{run}-{name}", texts, cli)
+        )
         writer.start()
     for process in processes:
         process.join(timeout=seconds + 600)
@@ -541,8 +636,9 @@ def run_phase(name: str, *, args, run: str, bases: list[str], token: str, querie
         recorded = json.loads(path.read_text())
         for operation, values in recorded["seconds"].items():
             seconds_by_operation[operation].extend(values)
-        by_group[group] = {operation: _percentiles(values) for operation, values in recorded["seconds"].items()
-                           if values}
+        by_group[group] = {
+            operation: _percentiles(values) for operation, values in recorded["seconds"].items() if values
+        }
         by_group[group]["client_cpu_seconds"] = recorded["client_cpu_seconds"]
         errors.extend(dict(error, group=group) for error in recorded["errors"])
         writes.extend(recorded["writes"])
@@ -557,8 +653,7 @@ def run_phase(name: str, *, args, run: str, bases: list[str], token: str, querie
         "answered_per_s": round(answered / seconds, 2),
         "errors": len(errors),
         "error_samples": errors[:20],
-        "operations": {operation: _percentiles(values) for operation, values in seconds_by_operation.items()
-                       if values},
+        "operations": {operation: _percentiles(values) for operation, values in seconds_by_operation.items() if values},
         # The same by client group: a group's own process can be what is slow.
         "by_group": by_group,
     }
@@ -567,11 +662,15 @@ def run_phase(name: str, *, args, run: str, bases: list[str], token: str, querie
 
 def _percentiles(seconds: list[float]) -> dict:
     ms = [value * 1000.0 for value in seconds]
-    return {"n": len(ms), **{f"p{round(q * 100)}_ms": round(harness.percentile(ms, q), 2) for q in (0.5, 0.95, 0.99)},
-            "max_ms": round(max(ms), 2)}
+    return {
+        "n": len(ms),
+        **{f"p{round(q * 100)}_ms": round(harness.percentile(ms, q), 2) for q in (0.5, 0.95, 0.99)},
+        "max_ms": round(max(ms), 2),
+    }
 
 
 # ---- checking the store (the parent process) ----
+
 
 def verify(writes: list[dict]) -> dict:
     """Check that every acknowledged write is in the store exactly once, and that the indexes match the store."""
@@ -588,41 +687,52 @@ def verify(writes: list[dict]) -> dict:
                 problems.append(f"key {write['key']}: memories {found}, acknowledged as {memory_id}")
                 continue
         if write["operation"] in ("remember", "update"):
-            copies = Revision.objects.filter(memory_id=memory_id, tombstone=False,
-                                             content_hash=validation.content_hash(write["content"])).count()
+            copies = Revision.objects.filter(
+                memory_id=memory_id, tombstone=False, content_hash=validation.content_hash(write["content"])
+            ).count()
         else:
             copies = Revision.objects.filter(memory_id=memory_id, tombstone=True).count()
         if copies != 1:
             problems.append(f"{write['operation']} of memory {memory_id}: {copies} revisions, not 1")
     drift = index_drift(full=True)
-    return {"acknowledged_writes": len(writes),
-            "by_operation": {name: sum(write["operation"] == name for write in writes)
-                             for name in ("remember", "update", "forget")},
-            "problems": problems[:50], "problem_count": len(problems), "index_drift": drift,
-            "ok": not problems and not drift}
+    return {
+        "acknowledged_writes": len(writes),
+        "by_operation": {
+            name: sum(write["operation"] == name for write in writes) for name in ("remember", "update", "forget")
+        },
+        "problems": problems[:50],
+        "problem_count": len(problems),
+        "index_drift": drift,
+        "ok": not problems and not drift,
+    }
 
 
 def goals(phases: dict, verified: dict) -> dict:
     """The goals, each with the figures it was judged on: in an open phase, every operation's p99 within 5x its
     p50 (the closed phase's ratios are reported beside them: a saturated server queues by design)."""
-    checked = {"no_errors": all(phase["errors"] == 0 for phase in phases.values()),
-               "every_acknowledged_write_once": verified["ok"]}
+    checked = {
+        "no_errors": all(phase["errors"] == 0 for phase in phases.values()),
+        "every_acknowledged_write_once": verified["ok"],
+    }
     for name, phase in phases.items():
         # The CLI writer starts a process per write: its time is Python's start-up, not the server's.
-        ratios = {operation: round(figures["p99_ms"] / figures["p50_ms"], 1)
-                  for operation, figures in phase["operations"].items()
-                  if operation != "cli_remember" and figures["p50_ms"] > 0}
+        ratios = {
+            operation: round(figures["p99_ms"] / figures["p50_ms"], 1)
+            for operation, figures in phase["operations"].items()
+            if operation != "cli_remember" and figures["p50_ms"] > 0
+        }
         checked[f"{name}_p99_over_p50"] = ratios
         if phase["loop"] == "open":
             checked[f"{name}_p99_within_{P99_OVER_P50_MAX:g}x_p50"] = all(
-                ratio <= P99_OVER_P50_MAX for ratio in ratios.values())
+                ratio <= P99_OVER_P50_MAX for ratio in ratios.values()
+            )
     return checked
 
 
 def main():
     args = parse_args()
     names = args.phases.split(",")
-    if "open" in names and not args.rate and "closed" not in names[:names.index("open")]:
+    if "open" in names and not args.rate and "closed" not in names[: names.index("open")]:
         sys.exit("--phases: the open phase offers a share of the closed phase's rate: run closed first, or give --rate")
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="memory-load-"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -665,11 +775,21 @@ def main():
         for name, rate, seconds in plan:
             if rate == "share":  # known once the closed phase has run
                 rate = round(args.open_share * phases["closed"]["answered_per_s"], 1)
-            print(f"phase {name}: {seconds:g} s" + (f" at {rate:g} requests/s" if rate else " closed loop"),
-                  flush=True)
+            print(f"phase {name}: {seconds:g} s" + (f" at {rate:g} requests/s" if rate else " closed loop"), flush=True)
             phases[name], acknowledged = run_phase(
-                name, args=args, run=run, bases=bases, token=token, queries=queries, texts=texts,
-                store_ids=store_ids, env=env, workdir=workdir, open_rate=rate, seconds=seconds)
+                name,
+                args=args,
+                run=run,
+                bases=bases,
+                token=token,
+                queries=queries,
+                texts=texts,
+                store_ids=store_ids,
+                env=env,
+                workdir=workdir,
+                open_rate=rate,
+                seconds=seconds,
+            )
             writes.extend(acknowledged)
             print(json.dumps(phases[name], indent=1), flush=True)
         memory = server_memory(processes)
@@ -688,11 +808,19 @@ def main():
         "label": args.label,
         "command": " ".join([".venv/bin/python", *sys.argv]),
         "environment": harness.environment(),
-        "config": {"size": args.size, "clients": args.clients, "servers": args.servers, "seconds": args.seconds,
-                   "rate": args.rate, "open_share": None if args.rate else args.open_share,
-                   "embedder": args.embedder, "cli_writer": args.cli_writer,
-                   "cli_interval": args.cli_interval, "mix": MIX,
-                   "server_threads": os.environ.get("MEMORY_SERVER_THREADS", "default")},
+        "config": {
+            "size": args.size,
+            "clients": args.clients,
+            "servers": args.servers,
+            "seconds": args.seconds,
+            "rate": args.rate,
+            "open_share": None if args.rate else args.open_share,
+            "embedder": args.embedder,
+            "cli_writer": args.cli_writer,
+            "cli_interval": args.cli_interval,
+            "mix": MIX,
+            "server_threads": os.environ.get("MEMORY_SERVER_THREADS", "default"),
+        },
         "load": load,
         "server_memory": memory,
         "phases": phases,

@@ -34,11 +34,11 @@ def measure(engine: str, size: int, writes: int) -> dict:
         harness.setup(None, database_url=cluster.create("lock_hold"))
     else:
         harness.setup(Path(tempfile.mkdtemp(prefix="memory-lock-")) / "lock.db")
+    from corpus import Corpus
     from django.db import connection, connections
     from django.utils import timezone
-
-    from corpus import Corpus
     from history import bulk_load, make_history
+
     from memories.services import memory_remember
 
     corpus = Corpus(0)
@@ -71,19 +71,28 @@ def measure(engine: str, size: int, writes: int) -> dict:
     if cluster is not None:
         cluster.stop()
     ordered = sorted(held)
-    return {"engine": engine, "size": size, "writes": writes, "transactions": len(held),
-            "held_p50_ms": round(statistics.median(ordered) * 1000, 2),
-            "held_p95_ms": round(harness.percentile(ordered, 0.95) * 1000, 2),
-            "remember_p50_ms": round(statistics.median(calls) * 1000, 2),
-            "writes_per_s_ceiling": round(1 / statistics.median(ordered), 1)}
+    return {
+        "engine": engine,
+        "size": size,
+        "writes": writes,
+        "transactions": len(held),
+        "held_p50_ms": round(statistics.median(ordered) * 1000, 2),
+        "held_p95_ms": round(harness.percentile(ordered, 0.95) * 1000, 2),
+        "remember_p50_ms": round(statistics.median(calls) * 1000, 2),
+        "writes_per_s_ceiling": round(1 / statistics.median(ordered), 1),
+    }
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=20_000)
     parser.add_argument("--writes", type=int, default=300)
-    parser.add_argument("--engine", choices=("sqlite", "postgresql"), default=None,
-                        help="one engine in this process (default: both, each in a process of its own)")
+    parser.add_argument(
+        "--engine",
+        choices=("sqlite", "postgresql"),
+        default=None,
+        help="one engine in this process (default: both, each in a process of its own)",
+    )
     parser.add_argument("--output", default="benchmarks/results/lock_hold.json")
     args = parser.parse_args()
     if args.engine:
@@ -91,11 +100,17 @@ def main():
         return
     runs = []
     for engine in ("sqlite", "postgresql"):
-        done = subprocess.run([sys.executable, __file__, "--engine", engine, "--size", str(args.size),
-                               "--writes", str(args.writes)], check=True, capture_output=True, text=True)
+        done = subprocess.run(
+            [sys.executable, __file__, "--engine", engine, "--size", str(args.size), "--writes", str(args.writes)],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
         runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
-    path = harness.save({"benchmark": "lock_hold", "command": " ".join(sys.argv),
-                         "environment": harness.environment(), "runs": runs}, args.output)
+    path = harness.save(
+        {"benchmark": "lock_hold", "command": " ".join(sys.argv), "environment": harness.environment(), "runs": runs},
+        args.output,
+    )
     print(json.dumps(runs, indent=1))
     print(f"saved {path}")
 

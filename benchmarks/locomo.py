@@ -82,8 +82,7 @@ def turn_text(turn: dict, when: dt.datetime, form: str) -> str:
 def turns(sample: dict, form: str):
     """Yield (dia_id, text, session time) for each turn, session by session."""
     conversation = sample["conversation"]
-    sessions = sorted((int(match.group(1)), key) for key in conversation
-                      if (match := _SESSION.fullmatch(key)))
+    sessions = sorted((int(match.group(1)), key) for key in conversation if (match := _SESSION.fullmatch(key)))
     for number, key in sessions:
         when = session_time(conversation[f"{key}_date_time"])
         for turn in conversation[key]:
@@ -104,8 +103,14 @@ def questions(sample: dict, dia_ids: set[str]) -> list[dict]:
                     if piece in dia_ids and piece not in evidence:
                         evidence.append(piece)
         if evidence:
-            found.append({"question": item["question"], "category": item["category"], "evidence": evidence,
-                          "answer": str(item.get("answer", ""))})
+            found.append(
+                {
+                    "question": item["question"],
+                    "category": item["category"],
+                    "evidence": evidence,
+                    "answer": str(item.get("answer", "")),
+                }
+            )
     return found
 
 
@@ -138,10 +143,17 @@ def load(samples: list[dict], form: str, *, batched: bool = False) -> dict[str, 
         started = time.perf_counter()
         count = 0
         # One commit per conversation, not per turn; batched, indexed at its end.
-        with transaction.atomic(), (indexing.batched() if batched else contextlib.nullcontext()):
+        with transaction.atomic(), indexing.batched() if batched else contextlib.nullcontext():
             for dia_id, text, when in turns(sample, form):
-                result = memory_remember(namespace=namespace, key=dia_id, content=text, known_at=when,
-                                         valid_from=when, actor="benchmark", interface="cli")
+                result = memory_remember(
+                    namespace=namespace,
+                    key=dia_id,
+                    content=text,
+                    known_at=when,
+                    valid_from=when,
+                    actor="benchmark",
+                    interface="cli",
+                )
                 # An identical text already in the namespace is deduplicated into that memory.
                 keys[namespace][dia_id] = result.memory.key
                 count += 1
@@ -186,11 +198,17 @@ def evaluate(samples: list[dict], keys: dict[str, dict[str, str]], *, modes=MODE
                     wanted = {mapping[dia_id] for dia_id in item["evidence"]}
                     if inject != "none" and result.hits:
                         shown = result.hits[:INJECTED]
-                        record = hook_report(caller=harness, harness="locomo", hook="simulated", session=namespace,
-                                             query=item["question"], characters=sum(len(hit.memory.content)
-                                                                                    for hit in shown),
-                                             memories=[{"memory_id": hit.memory.id,
-                                                        "revision_id": hit.memory.revision_id} for hit in shown])
+                        record = hook_report(
+                            caller=harness,
+                            harness="locomo",
+                            hook="simulated",
+                            session=namespace,
+                            query=item["question"],
+                            characters=sum(len(hit.memory.content) for hit in shown),
+                            memories=[
+                                {"memory_id": hit.memory.id, "revision_id": hit.memory.revision_id} for hit in shown
+                            ],
+                        )
                         if inject == "answer":
                             used = hook_used(caller=harness, injection=record.id, answer=item["answer"]).used
                         else:
@@ -206,8 +224,10 @@ def evaluate(samples: list[dict], keys: dict[str, dict[str, str]], *, modes=MODE
                         scores[item["category"]][k].append(got)
                         scores["all"][k].append(got)
             per_split[split] = {
-                str(category): {"n": len(values[KS[0]]), **{f"R@{k}": round(sum(values[k]) / len(values[k]), 4)
-                                                             for k in KS}}
+                str(category): {
+                    "n": len(values[KS[0]]),
+                    **{f"R@{k}": round(sum(values[k]) / len(values[k]), 4) for k in KS},
+                }
                 for category, values in sorted(scores.items(), key=lambda item: str(item[0]))
             }
         report[mode] = per_split
@@ -216,8 +236,9 @@ def evaluate(samples: list[dict], keys: dict[str, dict[str, str]], *, modes=MODE
     return report
 
 
-def open_loaded_store(data_path: str, samples: list[dict], *, db: str | None, form: str, embedder: str,
-                      batched: bool = False):
+def open_loaded_store(
+    data_path: str, samples: list[dict], *, db: str | None, form: str, embedder: str, batched: bool = False
+):
     """Open (and fill, unless ``db`` already holds this corpus) the store; return dia_id -> memory key maps."""
     path, existed = open_store(db_path=db, embedder=embedder)
     marker = Path(f"{path}.corpus.json")
@@ -245,13 +266,17 @@ def main() -> None:
     parser.add_argument("--form", choices=FORMS, default="dated", help="text form of a turn (default: dated)")
     parser.add_argument("--embedder", default="minilm", help="minilm (default) or hash")
     parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
-    parser.add_argument("--injection-boost", type=float, default=0.0,
-                        help="MEMORY_INJECTION_BOOST for this run")
-    parser.add_argument("--inject", choices=("none", "top", "answer"), default="none",
-                        help="after each question, report its first 8 hits as injected and mark used those the "
-                             "data set's answer used (answer), or the top hit (top)")
-    parser.add_argument("--batched", action="store_true",
-                        help="write each conversation as an import does (texts embedded in batches)")
+    parser.add_argument("--injection-boost", type=float, default=0.0, help="MEMORY_INJECTION_BOOST for this run")
+    parser.add_argument(
+        "--inject",
+        choices=("none", "top", "answer"),
+        default="none",
+        help="after each question, report its first 8 hits as injected and mark used those the "
+        "data set's answer used (answer), or the top hit (top)",
+    )
+    parser.add_argument(
+        "--batched", action="store_true", help="write each conversation as an import does (texts embedded in batches)"
+    )
     args = parser.parse_args()
     with open(args.data, encoding="utf-8") as handle:
         samples = json.load(handle)
@@ -260,8 +285,9 @@ def main() -> None:
         if unknown:
             parser.error(f"unknown conversations: {', '.join(sorted(unknown))}")
         samples = [sample for sample in samples if sample["sample_id"] in args.conversations]
-    keys, load_seconds = open_loaded_store(args.data, samples, db=args.db, form=args.form, embedder=args.embedder,
-                                           batched=args.batched)
+    keys, load_seconds = open_loaded_store(
+        args.data, samples, db=args.db, form=args.form, embedder=args.embedder, batched=args.batched
+    )
     from django.conf import settings
 
     settings.MEMORY_INJECTION_BOOST = args.injection_boost
@@ -272,30 +298,38 @@ def main() -> None:
     for mode in args.modes:
         for split, table in report[mode].items():
             overall = table["all"]
-            categories = "  ".join(f"c{category} {table[str(category)]['R@10']:.3f}" for category in CATEGORIES
-                                   if str(category) in table)
-            print(f"{mode:8} {split:8} n={overall['n']:4}  R@5 {overall['R@5']:.3f}  R@10 {overall['R@10']:.3f}"
-                  f"   R@10 by category: {categories}")
+            categories = "  ".join(
+                f"c{category} {table[str(category)]['R@10']:.3f}" for category in CATEGORIES if str(category) in table
+            )
+            print(
+                f"{mode:8} {split:8} n={overall['n']:4}  R@5 {overall['R@5']:.3f}  R@10 {overall['R@10']:.3f}"
+                f"   R@10 by category: {categories}"
+            )
     if marked:
-        print(f"injected {marked['carried']} hits ({marked['carried_evidence']} evidence); marked used "
-              f"{marked['used']} ({marked['used_evidence']} evidence)")
-    save({
-        "benchmark": "locomo",
-        "data": args.data,
-        "conversations": [sample["sample_id"] for sample in samples],
-        "tuning_split": list(TUNING),
-        "form": args.form,
-        "load": "remember",
-        **load_way(args.batched),
-        "settings": {**fusion_settings(), "MEMORY_INJECTION_BOOST": args.injection_boost},
-        "injections": args.inject,
-        "marked_used": marked,
-        "load_seconds": load_seconds,
-        "evaluate_seconds": seconds,
-        "category_names": CATEGORY_NAMES,
-        "modes": report,
-        "targets": {"held_out_hybrid_R@10": ">= 0.70"},
-    }, args.output)
+        print(
+            f"injected {marked['carried']} hits ({marked['carried_evidence']} evidence); marked used "
+            f"{marked['used']} ({marked['used_evidence']} evidence)"
+        )
+    save(
+        {
+            "benchmark": "locomo",
+            "data": args.data,
+            "conversations": [sample["sample_id"] for sample in samples],
+            "tuning_split": list(TUNING),
+            "form": args.form,
+            "load": "remember",
+            **load_way(args.batched),
+            "settings": {**fusion_settings(), "MEMORY_INJECTION_BOOST": args.injection_boost},
+            "injections": args.inject,
+            "marked_used": marked,
+            "load_seconds": load_seconds,
+            "evaluate_seconds": seconds,
+            "category_names": CATEGORY_NAMES,
+            "modes": report,
+            "targets": {"held_out_hybrid_R@10": ">= 0.70"},
+        },
+        args.output,
+    )
 
 
 if __name__ == "__main__":

@@ -67,11 +67,27 @@ def main():
     stored = cosines.stored_vectors()
     vector = stored.matrix[len(stored.matrix) // 2].copy()
     split_min = cosines._SPLIT_MIN_ROWS
-    samples = {name: [] for name in ("keyword_follow_up_kept", "keyword_follow_up_not_kept", "term_rows_kept",
-                                     "term_rows_not_kept", "packed_kept", "packed_read_each_time", "read_terms_kept",
-                                     "read_terms_read_each_time", "substrings_kept", "substrings_built_each_time",
-                                     "containing_kept", "containing_built_each_time", "scan_split", "scan_one_thread", "refresh_in_room",
-                                     "refresh_copying")}
+    samples = {
+        name: []
+        for name in (
+            "keyword_follow_up_kept",
+            "keyword_follow_up_not_kept",
+            "term_rows_kept",
+            "term_rows_not_kept",
+            "packed_kept",
+            "packed_read_each_time",
+            "read_terms_kept",
+            "read_terms_read_each_time",
+            "substrings_kept",
+            "substrings_built_each_time",
+            "containing_kept",
+            "containing_built_each_time",
+            "scan_split",
+            "scan_one_thread",
+            "refresh_in_room",
+            "refresh_copying",
+        )
+    }
     stage, read_rows = [], channels._postings
 
     def timed_read_rows(*args, **kwargs):
@@ -143,7 +159,8 @@ def main():
                 started = time.perf_counter()
                 memory_recall(query=query, mode="keyword", limit=10)
                 samples["substrings_kept" if kept else "substrings_built_each_time"].append(
-                    time.perf_counter() - started)
+                    time.perf_counter() - started
+                )
                 samples["containing_kept" if kept else "containing_built_each_time"].append(sum(containing_stage))
         postings._vocabularies.capacity = capacity
         channels.KEPT_TERM_MIN_POSTINGS = kept_min
@@ -157,34 +174,52 @@ def main():
         for in_room in (True, False):
             for number in range(20):
                 view = snapshot.current()
-                memory_remember(namespace="bench", content=f"{corpus.text()} ({round_number}.{number})",
-                                actor="bench", interface="cli", look_for_near_twin=False)
+                memory_remember(
+                    namespace="bench",
+                    content=f"{corpus.text()} ({round_number}.{number})",
+                    actor="bench",
+                    interface="cli",
+                    look_for_near_twin=False,
+                )
                 started = time.perf_counter()
                 snapshot._extend(view, after=view.max_id, shared=in_room)
                 samples["refresh_in_room" if in_room else "refresh_copying"].append(time.perf_counter() - started)
                 snapshot.current()  # the shared view moves on, with its room
     medians = {name: median_ms(values) for name, values in samples.items()}
     result = {
-        "benchmark": "mechanisms", "command": " ".join(sys.argv), "environment": harness.environment(),
-        "size": args.size, "queries": len(queries), "rounds": args.rounds, "medians_ms": medians,
+        "benchmark": "mechanisms",
+        "command": " ".join(sys.argv),
+        "environment": harness.environment(),
+        "size": args.size,
+        "queries": len(queries),
+        "rounds": args.rounds,
+        "medians_ms": medians,
         "saving_share": {
             "kept term rows (keyword recall)": round(
-                1 - medians["keyword_follow_up_kept"] / medians["keyword_follow_up_not_kept"], 3),
+                1 - medians["keyword_follow_up_kept"] / medians["keyword_follow_up_not_kept"], 3
+            ),
             "kept term rows (their stage: the terms' visible rows)": round(
-                1 - medians["term_rows_kept"] / medians["term_rows_not_kept"], 3),
+                1 - medians["term_rows_kept"] / medians["term_rows_not_kept"], 3
+            ),
             "packed postings kept (keyword recall)": round(
-                1 - medians["packed_kept"] / medians["packed_read_each_time"], 3),
+                1 - medians["packed_kept"] / medians["packed_read_each_time"], 3
+            ),
             "packed postings kept (their stage: reading the terms)": round(
-                1 - medians["read_terms_kept"] / medians["read_terms_read_each_time"], 3),
+                1 - medians["read_terms_kept"] / medians["read_terms_read_each_time"], 3
+            ),
             "namespace's terms kept as a string (keyword recall with a missing word)": round(
-                1 - medians["substrings_kept"] / medians["substrings_built_each_time"], 3),
+                1 - medians["substrings_kept"] / medians["substrings_built_each_time"], 3
+            ),
             "namespace's terms kept as a string (their stage: postings.containing)": round(
-                1 - medians["containing_kept"] / medians["containing_built_each_time"], 3),
+                1 - medians["containing_kept"] / medians["containing_built_each_time"], 3
+            ),
             "split cosine scan": round(1 - medians["scan_split"] / medians["scan_one_thread"], 3),
             "snapshot room (refresh after a write)": round(
-                1 - medians["refresh_in_room"] / medians["refresh_copying"], 3),
+                1 - medians["refresh_in_room"] / medians["refresh_copying"], 3
+            ),
         },
-        "stored_vectors": len(stored.ids), "rows": len(snapshot.current().columns.revision),
+        "stored_vectors": len(stored.ids),
+        "rows": len(snapshot.current().columns.revision),
         "numpy": np.__version__,
     }
     print(result["medians_ms"], result["saving_share"])

@@ -33,11 +33,11 @@ RECALL_DEV = harness.ROOT.parent / "shared" / "bench-data" / "recall-dev" / "rec
 def rewrites(text: str) -> dict[str, str]:
     words = text.split()
     middle = len(words) // 2
-    swapped = words[:middle - 1] + [words[middle], words[middle - 1]] + words[middle + 1:]
+    swapped = words[: middle - 1] + [words[middle], words[middle - 1]] + words[middle + 1 :]
     plain = "".join(char for char in text.lower() if char.isalnum() or char.isspace())
     return {
         "lowercase_no_punctuation": " ".join(plain.split()),
-        "one_word_dropped": " ".join(words[:middle] + words[middle + 1:]),
+        "one_word_dropped": " ".join(words[:middle] + words[middle + 1 :]),
         "lead_in": "Remember that " + text[0].lower() + text[1:],
         "adjacent_words_swapped": " ".join(swapped),
         "tail_added": text.rstrip(".!? ") + " as of now.",
@@ -76,7 +76,7 @@ def main() -> None:
 
     embedder = get_embedder()
     facts = list(json.loads(RECALL_DEV.read_text())["facts"].values())
-    samples = json.loads(Path(args.locomo).read_text())[:args.conversations]
+    samples = json.loads(Path(args.locomo).read_text())[: args.conversations]
 
     distinct = {"recall_dev_facts": pair_cosines(embedder.embed(facts))}
     sources = {"recall_dev_facts": facts}
@@ -99,14 +99,30 @@ def main() -> None:
         "benchmark": "near_duplicates",
         "embedder": embedder.name,
         "environment": harness.environment(),
-        "distinct_pairs": {name: {"pairs": len(values), "max": round(float(values.max()), 4),
-                                  "p99_9": round(float(np.quantile(values, 0.999)), 4), "flagged_share": shares(values)}
-                           for name, values in distinct.items()},
-        "rewrites": {name: {"pairs": len(values), "min": round(float(min(values)), 4),
-                            "p5": round(float(np.quantile(values, 0.05)), 4), "flagged_share": shares(np.array(values))}
-                     for name, values in caught.items()},
-        "overall": {"distinct_flagged": shares(all_distinct), "rewrites_flagged": shares(all_caught),
-                    "distinct_pairs": len(all_distinct), "rewrite_pairs": len(all_caught)},
+        "distinct_pairs": {
+            name: {
+                "pairs": len(values),
+                "max": round(float(values.max()), 4),
+                "p99_9": round(float(np.quantile(values, 0.999)), 4),
+                "flagged_share": shares(values),
+            }
+            for name, values in distinct.items()
+        },
+        "rewrites": {
+            name: {
+                "pairs": len(values),
+                "min": round(float(min(values)), 4),
+                "p5": round(float(np.quantile(values, 0.05)), 4),
+                "flagged_share": shares(np.array(values)),
+            }
+            for name, values in caught.items()
+        },
+        "overall": {
+            "distinct_flagged": shares(all_distinct),
+            "rewrites_flagged": shares(all_caught),
+            "distinct_pairs": len(all_distinct),
+            "rewrite_pairs": len(all_caught),
+        },
     }
     print(json.dumps(result["overall"], indent=2))
     harness.save(result, Path(args.output))

@@ -59,8 +59,9 @@ def evaluate(queries: list[dict], *, modes=MODES, depth: int = 10, min_score: fl
             "ranks": ranks,
         }
         if by_language:
-            report[mode]["top1_by_language"] = {lang: {"top1": hit, "n": n} for lang, (hit, n) in
-                                                sorted(by_language.items())}
+            report[mode]["top1_by_language"] = {
+                lang: {"top1": hit, "n": n} for lang, (hit, n) in sorted(by_language.items())
+            }
     return report
 
 
@@ -79,19 +80,24 @@ def main() -> None:
     report = evaluate(data["queries"])
     report["hybrid (min_score=0)"] = evaluate(data["queries"], modes=("hybrid",), min_score=0)["hybrid"]
     for mode in report:
-        print(f"{mode:20} top-1 {report[mode]['top1']}/{report[mode]['n']}  top-3 {report[mode]['top3']}  "
-              f"MRR@10 {report[mode]['mrr@10']}  smallest top-1 margin {report[mode]['smallest_top1_margin']}")
-    save({
-        "benchmark": "recall_dev",
-        "data": args.data,
-        "facts": len(data["facts"]),
-        "queries": [query["q"] for query in data["queries"]],
-        "expect": [query["expect"] for query in data["queries"]],
-        "settings": fusion_settings(),
-        "load_seconds": round(loaded, 2),
-        "modes": report,
-        "targets": {"hybrid_top1": ">= 39/40"},
-    }, args.output)
+        print(
+            f"{mode:20} top-1 {report[mode]['top1']}/{report[mode]['n']}  top-3 {report[mode]['top3']}  "
+            f"MRR@10 {report[mode]['mrr@10']}  smallest top-1 margin {report[mode]['smallest_top1_margin']}"
+        )
+    save(
+        {
+            "benchmark": "recall_dev",
+            "data": args.data,
+            "facts": len(data["facts"]),
+            "queries": [query["q"] for query in data["queries"]],
+            "expect": [query["expect"] for query in data["queries"]],
+            "settings": fusion_settings(),
+            "load_seconds": round(loaded, 2),
+            "modes": report,
+            "targets": {"hybrid_top1": ">= 39/40"},
+        },
+        args.output,
+    )
 
 
 if __name__ == "__main__":

@@ -75,11 +75,16 @@ def hook_path(data: dict) -> dict:
         if block.block:
             injected.append({"prompt": prompt, "memories": [hit.key for hit in block.hits]})
     answered = len(data["queries"]) - len(missed)
-    return {"answered_injected": answered, "answered": len(data["queries"]),
-            "injected_per_question": round(sum(counts) / len(counts), 3),
-            "expected_share_of_injected": round(answered / sum(counts), 3) if sum(counts) else None,
-            "negatives_quiet": len(data["negatives"]) - len(injected), "negatives": len(data["negatives"]),
-            "answered_missed": missed, "negatives_injected": injected}
+    return {
+        "answered_injected": answered,
+        "answered": len(data["queries"]),
+        "injected_per_question": round(sum(counts) / len(counts), 3),
+        "expected_share_of_injected": round(answered / sum(counts), 3) if sum(counts) else None,
+        "negatives_quiet": len(data["negatives"]) - len(injected),
+        "negatives": len(data["negatives"]),
+        "answered_missed": missed,
+        "negatives_injected": injected,
+    }
 
 
 def locomo_hook_path(samples: list[dict], keys: dict) -> dict:
@@ -99,9 +104,14 @@ def locomo_hook_path(samples: list[dict], keys: dict) -> dict:
             wanted = {turns[dia_id] for dia_id in item["evidence"]}
             shown = [hit.key for hit in block.hits]
             found.setdefault(split, []).append((len(shown), bool(wanted & set(shown))))
-    return {split: {"questions": len(rows), "injected_per_question": round(sum(n for n, _ in rows) / len(rows), 3),
-                    "with_evidence_injected": round(sum(hit for _, hit in rows) / len(rows), 3)}
-            for split, rows in found.items()}
+    return {
+        split: {
+            "questions": len(rows),
+            "injected_per_question": round(sum(n for n, _ in rows) / len(rows), 3),
+            "with_evidence_injected": round(sum(hit for _, hit in rows) / len(rows), 3),
+        }
+        for split, rows in found.items()
+    }
 
 
 def grid(rd_pos, rd_neg, tuning) -> list[dict]:
@@ -109,13 +119,19 @@ def grid(rd_pos, rd_neg, tuning) -> list[dict]:
     rows = []
     for coverage in COVERAGE_GRID:
         for cosine in COSINE_GRID:
+
             def passes(item):
                 return item[0] >= coverage or item[1] >= cosine
 
-            rows.append({"coverage": coverage, "cosine": cosine,
-                         "recall_dev_answered": sum(map(passes, rd_pos)),
-                         "recall_dev_negatives_quiet": sum(not passes(item) for item in rd_neg),
-                         "locomo_tuning_silenced": sum(not passes(item) for item in tuning)})
+            rows.append(
+                {
+                    "coverage": coverage,
+                    "cosine": cosine,
+                    "recall_dev_answered": sum(map(passes, rd_pos)),
+                    "recall_dev_negatives_quiet": sum(not passes(item) for item in rd_neg),
+                    "locomo_tuning_silenced": sum(not passes(item) for item in tuning),
+                }
+            )
     return rows
 
 
@@ -139,13 +155,17 @@ def main() -> None:
         recall_dev.load(rd["facts"])
 
     hooks = hook_path(rd)
-    print(f"recall-dev via hooks: {hooks['answered_injected']}/{hooks['answered']} questions with their memory "
-          f"injected ({hooks['injected_per_question']} memories per question, {hooks['expected_share_of_injected']} "
-          f"of them the expected one), {hooks['negatives_quiet']}/{hooks['negatives']} negatives with nothing injected")
+    print(
+        f"recall-dev via hooks: {hooks['answered_injected']}/{hooks['answered']} questions with their memory "
+        f"injected ({hooks['injected_per_question']} memories per question, {hooks['expected_share_of_injected']} "
+        f"of them the expected one), {hooks['negatives_quiet']}/{hooks['negatives']} negatives with nothing injected"
+    )
     locomo_hooks = locomo_hook_path(samples, keys)
     for split, figures in locomo_hooks.items():
-        print(f"LoCoMo {split:8} via hooks: {figures['injected_per_question']} memories per question, "
-              f"{figures['with_evidence_injected']:.3f} with an evidence turn injected")
+        print(
+            f"LoCoMo {split:8} via hooks: {figures['injected_per_question']} memories per question, "
+            f"{figures['with_evidence_injected']:.3f} with an evidence turn injected"
+        )
     lc = locomo.evaluate(samples, keys, modes=("hybrid",))["hybrid"]
     for split, table in lc.items():
         print(f"LoCoMo {split:8} R@5 {table['all']['R@5']:.3f}  R@10 {table['all']['R@10']:.3f}")
@@ -161,29 +181,45 @@ def main() -> None:
                 by_split[split].append(evidence_of(item["question"], sample["sample_id"], seen))
     chosen = (settings.MEMORY_RELEVANT_COVERAGE, settings.MEMORY_RELEVANT_COSINE)
     held_out_silenced = sum(not (item[0] >= chosen[0] or item[1] >= chosen[1]) for item in by_split["held_out"])
-    print(f"chosen bars: coverage {chosen[0]}, judged cosine {chosen[1]}; LoCoMo held-out questions silenced: "
-          f"{held_out_silenced}/{len(by_split['held_out'])}")
+    print(
+        f"chosen bars: coverage {chosen[0]}, judged cosine {chosen[1]}; LoCoMo held-out questions silenced: "
+        f"{held_out_silenced}/{len(by_split['held_out'])}"
+    )
 
     def rounded(items):
         return [[round(coverage, 4), round(cosine, 4)] for coverage, cosine in items]
 
-    save({
-        "benchmark": "relevance",
-        "locomo_data": args.locomo,
-        "recall_dev": args.recall_dev,
-        "settings": {**fusion_settings(), "MEMORY_RELEVANT_COVERAGE": chosen[0], "MEMORY_RELEVANT_COSINE": chosen[1]},
-        "chosen_on": "recall-dev and the LoCoMo tuning split; held-out reported with the chosen bars only",
-        "hooks_recall_dev": hooks,
-        "hooks_locomo": locomo_hooks,
-        "locomo": {split: table["all"] for split, table in lc.items()},
-        "locomo_by_category": lc,
-        "locomo_held_out_silenced": held_out_silenced,
-        "grid": grid(rd_pos, rd_neg, by_split["tuning"]),
-        "evidence": {"recall_dev_questions": rounded(rd_pos), "recall_dev_negatives": rounded(rd_neg),
-                     "locomo_tuning": rounded(by_split["tuning"])},
-        "targets": {"answered_injected": ">= 39/40", "negatives_quiet": ">= 18/20", "locomo_held_out_R@10": ">= 0.72",
-                    "injected_per_question": "<= 2.0"},
-    }, args.output)
+    save(
+        {
+            "benchmark": "relevance",
+            "locomo_data": args.locomo,
+            "recall_dev": args.recall_dev,
+            "settings": {
+                **fusion_settings(),
+                "MEMORY_RELEVANT_COVERAGE": chosen[0],
+                "MEMORY_RELEVANT_COSINE": chosen[1],
+            },
+            "chosen_on": "recall-dev and the LoCoMo tuning split; held-out reported with the chosen bars only",
+            "hooks_recall_dev": hooks,
+            "hooks_locomo": locomo_hooks,
+            "locomo": {split: table["all"] for split, table in lc.items()},
+            "locomo_by_category": lc,
+            "locomo_held_out_silenced": held_out_silenced,
+            "grid": grid(rd_pos, rd_neg, by_split["tuning"]),
+            "evidence": {
+                "recall_dev_questions": rounded(rd_pos),
+                "recall_dev_negatives": rounded(rd_neg),
+                "locomo_tuning": rounded(by_split["tuning"]),
+            },
+            "targets": {
+                "answered_injected": ">= 39/40",
+                "negatives_quiet": ">= 18/20",
+                "locomo_held_out_R@10": ">= 0.72",
+                "injected_per_question": "<= 2.0",
+            },
+        },
+        args.output,
+    )
 
 
 if __name__ == "__main__":

@@ -51,8 +51,14 @@ def rss_mb(pid: int) -> float:
 def start_server(env: dict, workdir: Path, name: str) -> tuple[subprocess.Popen, int]:
     """Start ``manage.py serve`` on a free port; return the process and the port once it listens."""
     log = open(workdir / f"server-{name}.log", "w")
-    process = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", "0"], cwd=harness.ROOT, env=env,
-                               stdout=subprocess.PIPE, stderr=log, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "manage.py", "serve", "--port", "0"],
+        cwd=harness.ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=log,
+        text=True,
+    )
     for line in process.stdout:
         if line.startswith(LISTENING):
             return process, json.loads(line.split(" ", 1)[1])["port"]
@@ -71,9 +77,11 @@ def stop_server(process: subprocess.Popen) -> None:
 def warm_up(port: int, key: str) -> None:
     """Whole requests through both doors, so the first stalled one does not pay for lazy imports."""
     ping = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}).encode()
-    head = (f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {key}\r\n"
-            "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
-            f"Content-Length: {len(ping)}\r\nConnection: close\r\n\r\n")
+    head = (
+        f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {key}\r\n"
+        "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+        f"Content-Length: {len(ping)}\r\nConnection: close\r\n\r\n"
+    )
     for _ in range(5):
         with socket.create_connection(("127.0.0.1", port), timeout=30) as connection:
             connection.sendall(head.encode() + ping)
@@ -81,16 +89,27 @@ def warm_up(port: int, key: str) -> None:
                 pass
 
 
-def stall(port: int, pid: int, *, connections: int, key: str | None, sent_bytes: int, hold: float,
-          settle: float, partial_headers: bool = False) -> dict:
+def stall(
+    port: int,
+    pid: int,
+    *,
+    connections: int,
+    key: str | None,
+    sent_bytes: int,
+    hold: float,
+    settle: float,
+    partial_headers: bool = False,
+) -> dict:
     """Open the stalled connections, watch them and the server's memory; return the figures."""
     body = memoryview(b"x" * sent_bytes)
     authorization = f"Authorization: Bearer {key}\r\n" if key else ""
-    head = (f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
-            f"Accept: application/json, text/event-stream\r\n{authorization}"
-            f"Content-Length: {DECLARED}\r\n\r\n").encode()
+    head = (
+        f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+        f"Accept: application/json, text/event-stream\r\n{authorization}"
+        f"Content-Length: {DECLARED}\r\n\r\n"
+    ).encode()
     if partial_headers:
-        head = head[:head.index(b"Content-Length") + 10]
+        head = head[: head.index(b"Content-Length") + 10]
     selector = selectors.DefaultSelector()
     samples = []  # (seconds since start, RSS MB)
     rss_before = []
@@ -106,8 +125,15 @@ def stall(port: int, pid: int, *, connections: int, key: str | None, sent_bytes:
             sock.connect(("127.0.0.1", port))
         except BlockingIOError:
             pass
-        state[sock] = {"out": memoryview(head), "body": body,
-                       "stalled_at": None, "answered_at": None, "closed_at": None, "status": None, "sent": 0}
+        state[sock] = {
+            "out": memoryview(head),
+            "body": body,
+            "stalled_at": None,
+            "answered_at": None,
+            "closed_at": None,
+            "status": None,
+            "sent": 0,
+        }
         selector.register(sock, selectors.EVENT_READ | selectors.EVENT_WRITE)
 
     def close_by_server(sock, now):
@@ -182,35 +208,52 @@ def stall(port: int, pid: int, *, connections: int, key: str | None, sent_bytes:
         samples.append((round(time.monotonic() - start, 2), rss_mb(pid)))
         time.sleep(0.1)
     rss_after = samples[-1][1]
-    open_for = sorted(entry["closed_at"] - entry["stalled_at"] for entry in state.values()
-                      if entry["closed_at"] is not None)
+    open_for = sorted(
+        entry["closed_at"] - entry["stalled_at"] for entry in state.values() if entry["closed_at"] is not None
+    )
     answered_in = sorted(entry["answered_at"] - start for entry in state.values() if entry["answered_at"] is not None)
     peak = max(value for _, value in samples)
     return {
-        "connections": connections, "key": key is not None, "partial_headers": partial_headers,
+        "connections": connections,
+        "key": key is not None,
+        "partial_headers": partial_headers,
         "body_bytes_sent_each": len(body),
         "body_bytes_sent_in_all": sum(entry["sent"] for entry in state.values()),
-        "rss_before_mb": max(rss_before), "rss_peak_mb": peak, "rss_peak_growth_mb": round(peak - max(rss_before), 1),
-        "rss_after_close_mb": rss_after, "rss_kept_after_close_mb": round(rss_after - max(rss_before), 1),
+        "rss_before_mb": max(rss_before),
+        "rss_peak_mb": peak,
+        "rss_peak_growth_mb": round(peak - max(rss_before), 1),
+        "rss_after_close_mb": rss_after,
+        "rss_kept_after_close_mb": round(rss_after - max(rss_before), 1),
         "answers": dict(Counter(str(entry["status"]) for entry in state.values())),
-        "answered_seconds_from_start": ({"p50": round(harness.percentile(answered_in, 0.5), 3),
-                                         "max": round(answered_in[-1], 3)} if answered_in else None),
+        "answered_seconds_from_start": (
+            {"p50": round(harness.percentile(answered_in, 0.5), 3), "max": round(answered_in[-1], 3)}
+            if answered_in
+            else None
+        ),
         "closed_by_server": len(open_for),
-        "seconds_open_after_stalling": ({"p50": round(harness.percentile(open_for, 0.5), 3),
-                                         "max": round(open_for[-1], 3)} if open_for else None),
-        "still_open_after_hold": len(still_open), "hold_seconds": round(held_until - start, 1),
-        "settle_seconds": settle, "rss_samples": samples,
+        "seconds_open_after_stalling": (
+            {"p50": round(harness.percentile(open_for, 0.5), 3), "max": round(open_for[-1], 3)} if open_for else None
+        ),
+        "still_open_after_hold": len(still_open),
+        "hold_seconds": round(held_until - start, 1),
+        "settle_seconds": settle,
+        "rss_samples": samples,
     }
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--connections", type=int, default=1000)
-    parser.add_argument("--hold", type=float, default=60.0,
-                        help="seconds to keep the stalled sockets open once all have sent their part")
+    parser.add_argument(
+        "--hold",
+        type=float,
+        default=60.0,
+        help="seconds to keep the stalled sockets open once all have sent their part",
+    )
     parser.add_argument("--settle", type=float, default=5.0, help="seconds to watch memory after closing them")
-    parser.add_argument("--variants", default="no-key,key,partial-headers",
-                        help="comma-separated: no-key, key, partial-headers")
+    parser.add_argument(
+        "--variants", default="no-key,key,partial-headers", help="comma-separated: no-key, key, partial-headers"
+    )
     parser.add_argument("--body-timeout", type=int, help="the server's MEMORY_BODY_TIMEOUT (default: its own)")
     parser.add_argument("--output", default="benchmarks/results/stalled_bodies.json")
     args = parser.parse_args()
@@ -230,23 +273,32 @@ def main():
     env = clean_env(workdir, MEMORY_DB_PATH=str(db_path), MEMORY_LOG_LEVEL="ERROR")
     if args.body_timeout is not None:
         env["MEMORY_BODY_TIMEOUT"] = str(args.body_timeout)
-    variants = {"no-key": {"key": None, "sent_bytes": 1_000_000},
-                "key": {"key": key, "sent_bytes": DECLARED // 2},
-                "partial-headers": {"key": None, "sent_bytes": 0, "partial_headers": True}}
+    variants = {
+        "no-key": {"key": None, "sent_bytes": 1_000_000},
+        "key": {"key": key, "sent_bytes": DECLARED // 2},
+        "partial-headers": {"key": None, "sent_bytes": 0, "partial_headers": True},
+    }
     results = {}
     for name in args.variants.split(","):
         process, port = start_server(env, workdir, name)
         try:
             warm_up(port, key)
             time.sleep(1)
-            results[name] = stall(port, process.pid, connections=args.connections, hold=args.hold,
-                                  settle=args.settle, **variants[name])
+            results[name] = stall(
+                port, process.pid, connections=args.connections, hold=args.hold, settle=args.settle, **variants[name]
+            )
         finally:
             stop_server(process)
         figures = {field: value for field, value in results[name].items() if field != "rss_samples"}
         print(name, json.dumps(figures))
-    output = {"benchmark": "stalled_bodies", "command": " ".join(sys.argv), "declared_content_length": DECLARED,
-              "environment": harness.environment(), "load_average": os.getloadavg(), "results": results}
+    output = {
+        "benchmark": "stalled_bodies",
+        "command": " ".join(sys.argv),
+        "declared_content_length": DECLARED,
+        "environment": harness.environment(),
+        "load_average": os.getloadavg(),
+        "results": results,
+    }
     harness.save(output, Path(args.output))
 
 

@@ -49,27 +49,42 @@ def run_measured(command: list[str], env: dict) -> dict:
         seconds = time.perf_counter() - start
         process.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0), err.seek(0)
-        return {"seconds": seconds, "peak_rss_mb": usage.ru_maxrss / 1024, "returncode": process.returncode,
-                "stdout": out.read().decode(), "stderr": err.read().decode()}
+        return {
+            "seconds": seconds,
+            "peak_rss_mb": usage.ru_maxrss / 1024,
+            "returncode": process.returncode,
+            "stdout": out.read().decode(),
+            "stderr": err.read().decode(),
+        }
 
 
 def first_recall_over_http(env: dict, token: str) -> dict:
     """Start ``manage.py serve`` on a free port; seconds until its first hybrid recall is answered."""
     port = _free_port()
     start = time.perf_counter()
-    process = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(port)], cwd=harness.ROOT,
-                               env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "manage.py", "serve", "--port", str(port)],
+        cwd=harness.ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     printed = {}
 
     def read_urls():
         for line in process.stdout:
             if line.startswith("Dashboard:"):
                 printed["seconds"] = time.perf_counter() - start
+
     reader = threading.Thread(target=read_urls, daemon=True)
     reader.start()
-    request = urllib.request.Request(f"http://127.0.0.1:{port}/api/v1/recall/", method="POST",
-                                     data=json.dumps({"query": QUERY}).encode(),
-                                     headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/api/v1/recall/",
+        method="POST",
+        data=json.dumps({"query": QUERY}).encode(),
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
     try:
         while True:
             if process.poll() is not None:
@@ -86,8 +101,12 @@ def first_recall_over_http(env: dict, token: str) -> dict:
         _, _, usage = os.wait4(process.pid, 0)
         process.returncode = 0
         reader.join(5)
-    return {"seconds": seconds, "urls_printed_seconds": printed.get("seconds"), "hits": hits,
-            "peak_rss_mb": usage.ru_maxrss / 1024}
+    return {
+        "seconds": seconds,
+        "urls_printed_seconds": printed.get("seconds"),
+        "hits": hits,
+        "peak_rss_mb": usage.ru_maxrss / 1024,
+    }
 
 
 def _free_port() -> int:
@@ -126,9 +145,15 @@ print(json.dumps(report.as_dict()))
 
 def child_env(data_dir: Path, cache: Path) -> dict:
     env = {name: value for name, value in os.environ.items() if not name.startswith("MEMORY_")}
-    env.update(DJANGO_SETTINGS_MODULE="memoryproject.settings", MEMORY_DATA_DIR=str(data_dir),
-               MEMORY_DB_PATH=str(data_dir / "memory.db"), MEMORY_EMBEDDER="minilm", MEMORY_MODEL_CACHE=str(cache),
-               HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
+    env.update(
+        DJANGO_SETTINGS_MODULE="memoryproject.settings",
+        MEMORY_DATA_DIR=str(data_dir),
+        MEMORY_DB_PATH=str(data_dir / "memory.db"),
+        MEMORY_EMBEDDER="minilm",
+        MEMORY_MODEL_CACHE=str(cache),
+        HF_HUB_OFFLINE="1",
+        PYTHONUNBUFFERED="1",
+    )
     return env
 
 
@@ -177,16 +202,28 @@ def main():
         return result
 
     output = {
-        "benchmark": "startup", "command": " ".join(sys.argv), "environment": harness.environment(),
-        "load_average_at_start": load, "load_average_at_end": os.getloadavg(),
-        "store": {"memories": args.memories, "how": "corpus texts imported by memories_import with MiniLM",
-                  "built_in_seconds": round(build_seconds, 1)},
-        "query": QUERY, "repeats": args.repeat,
-        "version": {"seconds": yardstick, "peak_rss_mb": median(version, "peak_rss_mb"),
-                    "samples_seconds": [round(sample["seconds"], 3) for sample in version]},
+        "benchmark": "startup",
+        "command": " ".join(sys.argv),
+        "environment": harness.environment(),
+        "load_average_at_start": load,
+        "load_average_at_end": os.getloadavg(),
+        "store": {
+            "memories": args.memories,
+            "how": "corpus texts imported by memories_import with MiniLM",
+            "built_in_seconds": round(build_seconds, 1),
+        },
+        "query": QUERY,
+        "repeats": args.repeat,
+        "version": {
+            "seconds": yardstick,
+            "peak_rss_mb": median(version, "peak_rss_mb"),
+            "samples_seconds": [round(sample["seconds"], 3) for sample in version],
+        },
         "cli_recall": {**summary(cli, "seconds", "peak_rss_mb"), "hits": cli[0]["hits"]},
-        "server_first_recall": {**summary(server, "seconds", "urls_printed_seconds", "peak_rss_mb"),
-                                "hits": server[0]["hits"]},
+        "server_first_recall": {
+            **summary(server, "seconds", "urls_printed_seconds", "peak_rss_mb"),
+            "hits": server[0]["hits"],
+        },
         "with_an_empty_model_cache": {
             "repeats": args.cold_repeat,
             "cli_recall": summary(cold_cli, "seconds", "peak_rss_mb"),

@@ -46,8 +46,11 @@ def fusion_settings() -> dict:
 
     from search import channels, fusion
 
-    found = {name: getattr(settings, name) for name in dir(settings)
-             if name.startswith(("MEMORY_RRF", "MEMORY_COSINE", "MEMORY_FUSION"))}
+    found = {
+        name: getattr(settings, name)
+        for name in dir(settings)
+        if name.startswith(("MEMORY_RRF", "MEMORY_COSINE", "MEMORY_FUSION"))
+    }
     found["MEMORY_EMBEDDER"] = settings.MEMORY_EMBEDDER
     # The search package's fusion constants.
     for module in (channels, fusion):

@@ -25,8 +25,11 @@ ROWS = [
     ("floor: numpy matrix @ query (all vectors)", "floor_numpy_matrix_scan"),
     ("floor: int8 scan with error bounds (all vectors)", "floor_int8_bounds"),
 ]
-WRITES = [("remember", "remember"), ("keyword recall right after a write", "keyword_after_write"),
-          ("hybrid recall right after a write", "hybrid_after_write")]
+WRITES = [
+    ("remember", "remember"),
+    ("keyword recall right after a write", "keyword_after_write"),
+    ("hybrid recall right after a write", "hybrid_after_write"),
+]
 
 
 def table(path: Path) -> str:
@@ -39,31 +42,47 @@ def table(path: Path) -> str:
         cells = []
         for size in sizes:
             stats = size["recall"].get(key)
-            cells.append(f"{stats['p50_ms']:.1f} / {stats['p95_ms']:.1f}; {stats.get('cpu_p50_ms', float('nan')):.1f}"
-                         if stats else "—")
+            cells.append(
+                f"{stats['p50_ms']:.1f} / {stats['p95_ms']:.1f}; {stats.get('cpu_p50_ms', float('nan')):.1f}"
+                if stats
+                else "—"
+            )
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     for label, key in WRITES:
-        cells = [f"{s['writes'][key]['p50_ms']:.1f} / {s['writes'][key]['p95_ms']:.1f}; "
-                 f"{s['writes'][key].get('cpu_p50_ms', float('nan')):.1f}" for s in sizes]
+        cells = [
+            f"{s['writes'][key]['p50_ms']:.1f} / {s['writes'][key]['p95_ms']:.1f}; "
+            f"{s['writes'][key].get('cpu_p50_ms', float('nan')):.1f}"
+            for s in sizes
+        ]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    lines.append("| bulk import (memories/s, memories_import) | "
-                 + " | ".join(f"{s['bulk_import']['memories_per_s']:,.0f}" for s in sizes) + " |")
-    lines.append("| load average (1 min) at start / end | "
-                 + " | ".join(f"{s['load_average_at_start'][0]:.1f} / {s['load_average_at_end'][0]:.1f}"
-                              for s in sizes) + " |")
+    lines.append(
+        "| bulk import (memories/s, memories_import) | "
+        + " | ".join(f"{s['bulk_import']['memories_per_s']:,.0f}" for s in sizes)
+        + " |"
+    )
+    lines.append(
+        "| load average (1 min) at start / end | "
+        + " | ".join(f"{s['load_average_at_start'][0]:.1f} / {s['load_average_at_end'][0]:.1f}" for s in sizes)
+        + " |"
+    )
     return "\n".join(lines)
 
 
 def compare(before_path: Path, after_path: Path) -> str:
     """Each figure of two single-size runs, p50 and p95, with after / before."""
     before, after = (json.loads(path.read_text())["sizes"][0] for path in (before_path, after_path))
-    lines = [f"| figure ({before['size']:,} memories) | {before_path.name} p50 / p95 | {after_path.name} p50 / p95 "
-             "| after / before (p50, p95) |", "|---|---|---|---|"]
+    lines = [
+        f"| figure ({before['size']:,} memories) | {before_path.name} p50 / p95 | {after_path.name} p50 / p95 "
+        "| after / before (p50, p95) |",
+        "|---|---|---|---|",
+    ]
 
     def row(label, old, new):
         if old and new:
-            lines.append(f"| {label} | {old['p50_ms']:.2f} / {old['p95_ms']:.2f} | {new['p50_ms']:.2f} / "
-                         f"{new['p95_ms']:.2f} | {new['p50_ms'] / old['p50_ms']:.2f}, {new['p95_ms'] / old['p95_ms']:.2f} |")
+            lines.append(
+                f"| {label} | {old['p50_ms']:.2f} / {old['p95_ms']:.2f} | {new['p50_ms']:.2f} / "
+                f"{new['p95_ms']:.2f} | {new['p50_ms'] / old['p50_ms']:.2f}, {new['p95_ms'] / old['p95_ms']:.2f} |"
+            )
 
     for label, key in ROWS:
         row(label, before["recall"].get(key), after["recall"].get(key))

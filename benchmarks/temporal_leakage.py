@@ -125,11 +125,24 @@ def make_history(rng: np.random.Generator, words: list[str], memories: int) -> l
                 add(known=known, content=text(), valid_from=known, valid_to=None, expires=expires, tombstone=False)
             elif roll < 0.75:  # a bounded correction of a past period
                 start = moment(T0 - dt.timedelta(days=60), known)
-                add(known=known, content=text(), valid_from=start,
-                    valid_to=start + dt.timedelta(days=float(rng.uniform(1, 120))), expires=None, tombstone=False)
+                add(
+                    known=known,
+                    content=text(),
+                    valid_from=start,
+                    valid_to=start + dt.timedelta(days=float(rng.uniform(1, 120))),
+                    expires=None,
+                    tombstone=False,
+                )
             elif not revisions[-1].tombstone:  # forget: a tombstone hides the memory from now on
-                add(known=known, content="", valid_from=known, valid_to=None, expires=None, tombstone=True,
-                    hides=last_text)
+                add(
+                    known=known,
+                    content="",
+                    valid_from=known,
+                    valid_to=None,
+                    expires=None,
+                    tombstone=True,
+                    hides=last_text,
+                )
             else:  # restore after a tombstone: a new text revision
                 add(known=known, content=text(), valid_from=known, valid_to=None, expires=None, tombstone=False)
         histories.append(revisions)
@@ -141,7 +154,7 @@ def write(histories: list[list[Rev]]) -> None:
 
     from memories import validation
     from memories.models import Memory
-    from memories.services.lifecycle import append_revision
+    from memories.services.revisions import append_revision
 
     # Revisions in known_at order across memories, as a live store would have received them.
     ordered = sorted((revision for history in histories for revision in history), key=lambda r: r.known)
@@ -151,13 +164,22 @@ def write(histories: list[list[Rev]]) -> None:
             memory = memories.get(revision.memory)
             if memory is None:
                 memory = memories[revision.memory] = Memory.objects.create(
-                    namespace=revision.namespace, key=f"m{revision.memory}", created_at=revision.known)
+                    namespace=revision.namespace, key=f"m{revision.memory}", created_at=revision.known
+                )
             hides = histories[revision.memory][revision.hides].id if revision.tombstone else None
             stored = append_revision(
-                memory=memory, content=revision.content, content_hash=validation.content_hash(revision.content),
-                known_at=revision.known, valid_from=revision.valid_from, valid_to=revision.valid_to,
-                expires_at=revision.expires, tombstone=revision.tombstone, hides_id=hides, author="bench",
-                interface="cli")
+                memory=memory,
+                content=revision.content,
+                content_hash=validation.content_hash(revision.content),
+                known_at=revision.known,
+                valid_from=revision.valid_from,
+                valid_to=revision.valid_to,
+                expires_at=revision.expires,
+                tombstone=revision.tombstone,
+                hides_id=hides,
+                author="bench",
+                interface="cli",
+            )
             revision.id, revision.memory_id = stored.pk, memory.pk
 
 
@@ -167,9 +189,13 @@ def visible(histories, *, as_of, valid_at, namespaces=NAMESPACES) -> list[Rev]:
     for history in histories:
         if history[0].namespace not in namespaces:
             continue
-        candidates = [r for r in history
-                      if r.known <= as_of and (r.expires is None or r.expires > as_of)
-                      and (r.tombstone or (r.valid_from <= valid_at and (r.valid_to is None or valid_at < r.valid_to)))]
+        candidates = [
+            r
+            for r in history
+            if r.known <= as_of
+            and (r.expires is None or r.expires > as_of)
+            and (r.tombstone or (r.valid_from <= valid_at and (r.valid_to is None or valid_at < r.valid_to)))
+        ]
         if candidates:
             winner = max(candidates, key=lambda r: (r.known, r.id))
             if not winner.tombstone:
@@ -205,15 +231,24 @@ def ranked(index: Index, words, *, keep, limit=None):
     """The engine's "auto" rule over ``index``'s rows that ``keep`` lets through; (mode, [(memory id, score)])."""
     all_rows = [(rid, score) for rid, score in index.scores(words, " AND ", limit) if keep(index.rows[rid])]
     if all_rows:
-        return "all", [(index.rows[rid].memory_id, score) for rid, score in sorted(
-            all_rows, key=lambda item: (-item[1], index.rows[item[0]].memory_id))]
+        return "all", [
+            (index.rows[rid].memory_id, score)
+            for rid, score in sorted(all_rows, key=lambda item: (-item[1], index.rows[item[0]].memory_id))
+        ]
     any_rows = [(rid, score) for rid, score in index.scores(words, " OR ", limit) if keep(index.rows[rid])]
     counts = {}
     for word in words:
         for rid in index.matching(word):
             counts[rid] = counts.get(rid, 0) + 1
-    order = sorted(any_rows, key=lambda item: (-counts[item[0]], -item[1], -index.rows[item[0]].known.timestamp(),
-                                               index.rows[item[0]].memory_id))
+    order = sorted(
+        any_rows,
+        key=lambda item: (
+            -counts[item[0]],
+            -item[1],
+            -index.rows[item[0]].known.timestamp(),
+            index.rows[item[0]].memory_id,
+        ),
+    )
     return "any", [(index.rows[rid].memory_id, score) for rid, score in order]
 
 
@@ -248,8 +283,13 @@ def main():
     latest_index = Index(sqlite3, latest)
     global_index = Index(sqlite3, texts)
 
-    approaches = ["latest_version_only", *(f"global_top_{n}_then_filter" for n in SHORTCUT_DEPTHS),
-                  "every_match_then_filter", "index_known_by_cutoff", "this_store"]
+    approaches = [
+        "latest_version_only",
+        *(f"global_top_{n}_then_filter" for n in SHORTCUT_DEPTHS),
+        "every_match_then_filter",
+        "index_known_by_cutoff",
+        "this_store",
+    ]
     differs = dict.fromkeys(approaches, 0)
     set_differs = dict.fromkeys(approaches, 0)
     score_mismatch = dict.fromkeys(approaches, 0)
@@ -262,7 +302,9 @@ def main():
         valid_at = as_of
         if rng.random() < 0.35:  # about a past moment: where bounded corrections show
             valid_at = as_of - dt.timedelta(seconds=float(rng.uniform(0, (as_of - T0).total_seconds() + 5e6)))
-        namespaces = [list(NAMESPACES[:1]), list(NAMESPACES[1:]), list(NAMESPACES)][int(rng.choice(3, p=[.4, .3, .3]))]
+        namespaces = [list(NAMESPACES[:1]), list(NAMESPACES[1:]), list(NAMESPACES)][
+            int(rng.choice(3, p=[0.4, 0.3, 0.3]))
+        ]
         shown = visible(histories, as_of=as_of, valid_at=valid_at, namespaces=namespaces)
         if not shown:
             continue
@@ -290,14 +332,23 @@ def main():
         _, answer = ranked(latest_index, query_words, keep=lambda row: row.namespace in namespaces)
         answers["latest_version_only"] = answer
         for depth in SHORTCUT_DEPTHS:
-            answers[f"global_top_{depth}_then_filter"] = ranked(global_index, query_words, keep=in_scope,
-                                                                limit=depth)[1]
+            answers[f"global_top_{depth}_then_filter"] = ranked(global_index, query_words, keep=in_scope, limit=depth)[
+                1
+            ]
         answers["every_match_then_filter"] = ranked(global_index, query_words, keep=in_scope)[1]
         known_index = Index(sqlite3, [row for row in texts if row.known <= as_of])
         answers["index_known_by_cutoff"] = ranked(known_index, query_words, keep=in_scope)[1]
         known_index.close()
-        result = recall(query=" ".join(query_words), namespace=namespaces, mode="keyword", match="auto", limit=TOP,
-                        as_of=as_of, valid_at=valid_at, explain=True)
+        result = recall(
+            query=" ".join(query_words),
+            namespace=namespaces,
+            mode="keyword",
+            match="auto",
+            limit=TOP,
+            as_of=as_of,
+            valid_at=valid_at,
+            explain=True,
+        )
         answers["this_store"] = [(hit.memory.id, hit.explain["bm25"]) for hit in result.hits]
         if result.match_mode != truth_mode:
             mode_differs += 1
@@ -306,8 +357,16 @@ def main():
             if ids != [memory_id for memory_id, _ in top]:
                 differs[name] += 1
                 if len(examples) < 12 and name == "this_store":
-                    examples.append({"words": query_words, "as_of": as_of.isoformat(), "valid_at": valid_at.isoformat(),
-                                     "namespaces": namespaces, "truth": top, "got": answer[:TOP]})
+                    examples.append(
+                        {
+                            "words": query_words,
+                            "as_of": as_of.isoformat(),
+                            "valid_at": valid_at.isoformat(),
+                            "namespaces": namespaces,
+                            "truth": top,
+                            "got": answer[:TOP],
+                        }
+                    )
             if set(ids) != {memory_id for memory_id, _ in top}:
                 set_differs[name] += 1
             for memory_id, score in answer[:TOP]:
@@ -330,24 +389,29 @@ def main():
         "seed": args.seed,
         "environment": harness.environment(),
         "corpus": {
-            "memories": len(histories), "revisions": len(everything), "text_revisions": len(texts),
+            "memories": len(histories),
+            "revisions": len(everything),
+            "text_revisions": len(texts),
             "tombstones": sum(r.tombstone for r in everything),
             "bounded_corrections": sum(r.valid_to is not None for r in everything),
             "with_ttl": sum(r.expires is not None for r in everything),
             "namespaces": {name: sum(h[0].namespace == name for h in histories) for name in NAMESPACES},
-            "span": f"{T0.date()} .. {(T0 + SPAN).date()}", "vocabulary_words": len(words),
+            "span": f"{T0.date()} .. {(T0 + SPAN).date()}",
+            "vocabulary_words": len(words),
             "write_seconds": round(write_seconds, 2),
         },
         "queries": {
             "count": n,
             "words_per_query": "1-3, each present in the visible rows searched "
-                               "(half the queries: all from one visible row)",
-            "valid_at_differs_from_as_of": "about 35%", "ground_truth_match_mode": modes,
-            "visible_rows_median": int(np.median(visible_sizes)), "top": TOP,
+            "(half the queries: all from one visible row)",
+            "valid_at_differs_from_as_of": "about 35%",
+            "ground_truth_match_mode": modes,
+            "visible_rows_median": int(np.median(visible_sizes)),
+            "top": TOP,
         },
         "ground_truth": "brute-force visibility in Python over the generated history, then FTS5 bm25() on a fresh "
-                        "in-memory FTS5 table (porter unicode61 remove_diacritics 2) of exactly the visible rows of "
-                        "the namespaces searched",
+        "in-memory FTS5 table (porter unicode61 remove_diacritics 2) of exactly the visible rows of "
+        "the namespaces searched",
         "top5_differs_share": {name: round(count / n, 4) for name, count in differs.items()},
         "top5_set_differs_share": {name: round(count / n, 4) for name, count in set_differs.items()},
         "score_differs_share": {name: round(count / n, 4) for name, count in score_mismatch.items()},
@@ -361,8 +425,10 @@ def main():
     }
     path = harness.save(output, args.output)
     for name in approaches:
-        print(f"{name:32s} top5 differs {100 * differs[name] / n:6.2f}%   "
-              f"scores differ {100 * score_mismatch[name] / n:6.2f}%")
+        print(
+            f"{name:32s} top5 differs {100 * differs[name] / n:6.2f}%   "
+            f"scores differ {100 * score_mismatch[name] / n:6.2f}%"
+        )
     print(f"this_store max relative bm25 difference {worst_relative:.3g}; saved {path}")
     if differs["this_store"] or score_mismatch["this_store"] or mode_differs:
         sys.exit(1)

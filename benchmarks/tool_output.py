@@ -45,8 +45,11 @@ def carried(name: str, structured: dict) -> int:
 
 def tool_chars(tool) -> int:
     """Characters of a listed tool's name, description and input schema (compact JSON)."""
-    return len(tool.name) + len(tool.description) + len(json.dumps(tool.inputSchema, separators=(",", ":"),
-                                                                   ensure_ascii=False))
+    return (
+        len(tool.name)
+        + len(tool.description)
+        + len(json.dumps(tool.inputSchema, separators=(",", ":"), ensure_ascii=False))
+    )
 
 
 async def measure_tool_lists() -> dict:
@@ -70,8 +73,9 @@ async def measure(facts: dict[str, str], queries: list[str]) -> dict:
     from memories.access import Caller
 
     current_caller.set(Caller(actor="benchmark", interface="mcp", scopes=frozenset({"read", "write"})))
-    sizes = {name: {"calls": 0, "text": 0, "memory_text": 0, "structured_json": 0, "largest_ratio": 0.0}
-             for name in TOOLS}
+    sizes = {
+        name: {"calls": 0, "text": 0, "memory_text": 0, "structured_json": 0, "largest_ratio": 0.0} for name in TOOLS
+    }
     examples = {}
 
     async def call(name: str, arguments: dict) -> dict:
@@ -89,8 +93,7 @@ async def measure(facts: dict[str, str], queries: list[str]) -> dict:
         examples.setdefault(name, text)
         return structured
 
-    ids = [(await call("memory_remember", {"content": fact, "namespace": NAMESPACE}))["id"]
-           for fact in facts.values()]
+    ids = [(await call("memory_remember", {"content": fact, "namespace": NAMESPACE}))["id"] for fact in facts.values()]
     for memory_id in ids:
         await call("memory_get", {"id": memory_id})
         await call("memory_history", {"id": memory_id})
@@ -121,22 +124,29 @@ def main() -> None:
     report = asyncio.run(measure(data["facts"], [query["q"] for query in data["queries"]]))
     report["tool_list"] = asyncio.run(measure_tool_lists())
     for name, size in report["tools"].items():
-        print(f"{name:16} text {size['ratio']:.2f}x memory text (largest {size['largest_ratio']:.2f}x), "
-              f"structured JSON {size['structured_json_ratio']:.2f}x, {size['calls']} calls")
+        print(
+            f"{name:16} text {size['ratio']:.2f}x memory text (largest {size['largest_ratio']:.2f}x), "
+            f"structured JSON {size['structured_json_ratio']:.2f}x, {size['calls']} calls"
+        )
     for tool_set, listed in report["tool_list"].items():
-        print(f"tool list ({tool_set}): {listed['tools']} tools, {listed['characters']} characters of names, "
-              "descriptions and input schemas")
-    save({
-        "benchmark": "tool_output",
-        "command": f"benchmarks/tool_output.py {args.data} --embedder {args.embedder}",
-        "data": args.data,
-        "facts": len(data["facts"]),
-        "queries": len(data["queries"]),
-        "seconds": round(time.perf_counter() - started, 2),
-        "environment": environment(),
-        **report,
-        "targets": {"ratio": "<= 2 for each tool", "tool_list": "default <= 12000 characters"},
-    }, args.output)
+        print(
+            f"tool list ({tool_set}): {listed['tools']} tools, {listed['characters']} characters of names, "
+            "descriptions and input schemas"
+        )
+    save(
+        {
+            "benchmark": "tool_output",
+            "command": f"benchmarks/tool_output.py {args.data} --embedder {args.embedder}",
+            "data": args.data,
+            "facts": len(data["facts"]),
+            "queries": len(data["queries"]),
+            "seconds": round(time.perf_counter() - started, 2),
+            "environment": environment(),
+            **report,
+            "targets": {"ratio": "<= 2 for each tool", "tool_list": "default <= 12000 characters"},
+        },
+        args.output,
+    )
 
 
 if __name__ == "__main__":

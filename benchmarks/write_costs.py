@@ -58,8 +58,13 @@ class Stages:
 
     def per(self, count: int, unit: str = "us") -> dict:
         scale = 1e6 if unit == "us" else 1e3
-        return {label: {f"wall_{unit}": round(self.wall[label] * scale / count, 1),
-                        f"cpu_{unit}": round(self.cpu[label] * scale / count, 1)} for label in self.wall}
+        return {
+            label: {
+                f"wall_{unit}": round(self.wall[label] * scale / count, 1),
+                f"cpu_{unit}": round(self.cpu[label] * scale / count, 1),
+            }
+            for label in self.wall
+        }
 
 
 def sqlite_costs(texts: list[str]) -> dict:
@@ -68,9 +73,11 @@ def sqlite_costs(texts: list[str]) -> dict:
     from search.text import sqlite3
 
     results = {}
-    for label, tokenizer in (("plain row", None),
-                             ("row + FTS5 porter unicode61", "porter unicode61 remove_diacritics 2"),
-                             ("row + FTS5 trigram", "trigram")):
+    for label, tokenizer in (
+        ("plain row", None),
+        ("row + FTS5 porter unicode61", "porter unicode61 remove_diacritics 2"),
+        ("row + FTS5 trigram", "trigram"),
+    ):
         path = Path(tempfile.mkdtemp(prefix="memory-sqlite-")) / "costs.db"
         db = sqlite3.connect(path, isolation_level=None)
         db.enable_load_extension(True)
@@ -79,18 +86,25 @@ def sqlite_costs(texts: list[str]) -> dict:
             db.execute(f"PRAGMA {pragma}")
         db.execute("CREATE TABLE r (id INTEGER PRIMARY KEY, title TEXT, content TEXT)")
         if tokenizer:
-            db.execute(f"CREATE VIRTUAL TABLE f USING fts5(title, content, content='r', content_rowid='id', "
-                       f"tokenize='{tokenizer}')")
-            db.execute("CREATE TRIGGER t AFTER INSERT ON r BEGIN "
-                       "INSERT INTO f(rowid, title, content) VALUES (new.id, new.title, new.content); END")
+            db.execute(
+                f"CREATE VIRTUAL TABLE f USING fts5(title, content, content='r', content_rowid='id', "
+                f"tokenize='{tokenizer}')"
+            )
+            db.execute(
+                "CREATE TRIGGER t AFTER INSERT ON r BEGIN "
+                "INSERT INTO f(rowid, title, content) VALUES (new.id, new.title, new.content); END"
+            )
         wall, cpu = time.perf_counter(), time.process_time()
         for start in range(0, len(texts), 5000):
             db.execute("BEGIN")
-            db.executemany("INSERT INTO r (title, content) VALUES ('', ?)",
-                           [(text,) for text in texts[start:start + 5000]])
+            db.executemany(
+                "INSERT INTO r (title, content) VALUES ('', ?)", [(text,) for text in texts[start : start + 5000]]
+            )
             db.execute("COMMIT")
-        results[label] = {"wall_us": round((time.perf_counter() - wall) * 1e6 / len(texts), 1),
-                          "cpu_us": round((time.process_time() - cpu) * 1e6 / len(texts), 1)}
+        results[label] = {
+            "wall_us": round((time.perf_counter() - wall) * 1e6 / len(texts), 1),
+            "cpu_us": round((time.process_time() - cpu) * 1e6 / len(texts), 1),
+        }
         db.close()
     return {"rows": len(texts), "per_row": results}
 
@@ -126,46 +140,53 @@ def store_costs(memories, chunk_size: int) -> dict:
     per = stages.per(revisions)
     per["revision + memory INSERTs with FTS5 triggers (the rest)"] = {
         "wall_us": round((total_wall - sum(stages.wall.values())) * 1e6 / revisions, 1),
-        "cpu_us": round((total_cpu - sum(stages.cpu.values())) * 1e6 / revisions, 1)}
-    return {"vec0_chunk_size": chunk_size, "memories": len(memories), "revisions": revisions,
-            "total_wall_s": round(total_wall, 2), "revisions_per_s": round(revisions / total_wall, 1),
-            "per_revision": per, "vec0_knn_k10_cpu_ms_median": round(sorted(knn)[len(knn) // 2] * 1000, 2),
-            "load_matrix_cpu_ms": round(load_cpu * 1000, 1)}
+        "cpu_us": round((total_cpu - sum(stages.cpu.values())) * 1e6 / revisions, 1),
+    }
+    return {
+        "vec0_chunk_size": chunk_size,
+        "memories": len(memories),
+        "revisions": revisions,
+        "total_wall_s": round(total_wall, 2),
+        "revisions_per_s": round(revisions / total_wall, 1),
+        "per_revision": per,
+        "vec0_knn_k10_cpu_ms_median": round(sorted(knn)[len(knn) // 2] * 1000, 2),
+        "load_matrix_cpu_ms": round(load_cpu * 1000, 1),
+    }
 
 
 def remember_costs(corpus, count: int) -> dict:
     from memories import selectors
-    from memories.services import lifecycle
-
+    from memories.models import Revision
+    from memories.services import remember
     from search import indexing
 
     stages = Stages()
-    stages.wrap(lifecycle, "memory_remember", "total")
+    stages.wrap(remember, "memory_remember", "total")
     stages.wrap(indexing, "prepare", "embed ahead of the write (indexing.prepare)")
     stages.wrap(selectors, "visible_duplicate", "duplicate check (selectors.visible_duplicate, ORM)")
-    stages.wrap(lifecycle.Revision.objects, "create", "revision INSERT with FTS5 triggers (ORM)")
+    stages.wrap(Revision.objects, "create", "revision INSERT with FTS5 triggers (ORM)")
     stages.wrap(indexing, "index_revisions", "postings + vector (indexing.index_revisions)")
-    stages.wrap(lifecycle, "audit", "audit event (ORM)")
-    stages.wrap(lifecycle, "_record", "response record (tags query)")
+    stages.wrap(remember, "audit", "audit event (ORM)")
+    stages.wrap(remember, "record_now", "response record (tags query)")
     texts = [corpus.text() for _ in range(count)]
     try:
         for number, text in enumerate(texts):
-            lifecycle.memory_remember(namespace="costs", content=text, key=f"r{number}", actor="bench",
-                                      interface="cli")
+            remember.memory_remember(namespace="costs", content=text, key=f"r{number}", actor="bench", interface="cli")
     finally:
         stages.restore()
     per = stages.per(count, unit="ms")
     accounted = sum(stages.wall[label] for label in stages.wall if label != "total")
     per["other (memory row, tags, transaction, ORM)"] = {
-        "wall_ms": round((stages.wall["total"] - accounted) * 1e3 / count, 2)}
+        "wall_ms": round((stages.wall["total"] - accounted) * 1e3 / count, 2)
+    }
     return {"writes": count, "embedder": "hash", "per_write": per}
 
 
 def import_costs(corpus, count: int, now) -> dict:
     from history import import_document, make_history
+
     from memories import selectors
     from memories.services import imports
-
     from search import indexing
 
     stages = Stages()
@@ -185,9 +206,14 @@ def import_costs(corpus, count: int, now) -> dict:
     per = stages.per(count, unit="us")
     accounted = sum(stages.wall[label] for label in stages.wall if label != "total")
     per["other (memory and tag rows, key lookups, ORM)"] = {
-        "wall_us": round((stages.wall["total"] - accounted) * 1e6 / count, 1)}
-    return {"memories": count, "embedder": "hash", "memories_per_s": round(count / stages.wall["total"], 1),
-            "per_memory": per}
+        "wall_us": round((stages.wall["total"] - accounted) * 1e6 / count, 1)
+    }
+    return {
+        "memories": count,
+        "embedder": "hash",
+        "memories_per_s": round(count / stages.wall["total"], 1),
+        "per_memory": per,
+    }
 
 
 def minilm_costs(texts: list[str]) -> dict:
@@ -209,7 +235,7 @@ def minilm_costs(texts: list[str]) -> dict:
             chunk = texts[:1024]
             wall = time.perf_counter()
             for start in range(0, len(chunk), batch):
-                embedder.embed(chunk[start:start + batch])
+                embedder.embed(chunk[start : start + batch])
             seconds = time.perf_counter() - wall
             results[f"{threads} thread(s), {batch} texts per call"] = round(len(chunk) / seconds, 1)
     torch.set_num_threads(1)
@@ -228,16 +254,19 @@ def main():
 
     workdir = Path(tempfile.mkdtemp(prefix="memory-write-costs-"))
     harness.setup(workdir / "costs.db", embedder="hash")
-    from django.utils import timezone
-
     from corpus import Corpus
+    from django.utils import timezone
     from history import make_history
 
     corpus = Corpus(args.seed)
     now = timezone.now()
     texts = [corpus.text() for _ in range(20_000)]
-    output = {"benchmark": "write_costs", "command": " ".join(sys.argv), "environment": harness.environment(),
-              "load_average_at_start": os.getloadavg()}
+    output = {
+        "benchmark": "write_costs",
+        "command": " ".join(sys.argv),
+        "environment": harness.environment(),
+        "load_average_at_start": os.getloadavg(),
+    }
     print("sqlite", flush=True)
     output["sqlite"] = sqlite_costs(texts)
     memories = make_history(corpus, args.memories, now=now, namespace="bench")

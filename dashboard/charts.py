@@ -53,7 +53,16 @@ def _frame(*, width: int, height: int, title: str, body, description: str) -> Sa
         '<svg class="chart" viewBox="0 0 {} {}" width="{}" height="{}" role="img" aria-label="{}" '
         'xmlns="http://www.w3.org/2000/svg"><title>{}</title><desc>{}</desc>'
         '<text class="chart-title" x="{}" y="20">{}</text>{}</svg>',
-        width, height, width, height, title, title, description, _LEFT, title, body,
+        width,
+        height,
+        width,
+        height,
+        title,
+        title,
+        description,
+        _LEFT,
+        title,
+        body,
     )
 
 
@@ -62,21 +71,39 @@ def _y_axis(*, top: float, plot_height: float, width: int, step: float, label: s
     for index in range(_STEPS + 1):
         value = step * index
         y = top + plot_height - plot_height * index / _STEPS
-        ticks.append(_svg(
-            '<line class="grid" x1="{}" y1="{}" x2="{}" y2="{}"/>'
-            '<text class="tick" x="{}" y="{}" text-anchor="end">{}</text>',
-            _LEFT, y, width - _RIGHT, y, _LEFT - 6, y + 4, _number(value),
-        ))
+        ticks.append(
+            _svg(
+                '<line class="grid" x1="{}" y1="{}" x2="{}" y2="{}"/>'
+                '<text class="tick" x="{}" y="{}" text-anchor="end">{}</text>',
+                _LEFT,
+                y,
+                width - _RIGHT,
+                y,
+                _LEFT - 6,
+                y + 4,
+                _number(value),
+            )
+        )
     middle = top + plot_height / 2
     return _svg(
-        '{}<text class="axis-label" x="14" y="{}" transform="rotate(-90 14 {})" '
-        'text-anchor="middle">{}</text>',
-        mark_safe("".join(ticks)), middle, middle, label,
+        '{}<text class="axis-label" x="14" y="{}" transform="rotate(-90 14 {})" text-anchor="middle">{}</text>',
+        mark_safe("".join(ticks)),
+        middle,
+        middle,
+        label,
     )
 
 
-def bar_chart(*, title: str, labels: list[str], series: list[Series], x_label: str, y_label: str,
-              width: int = 720, height: int = 260) -> SafeString:
+def bar_chart(
+    *,
+    title: str,
+    labels: list[str],
+    series: list[Series],
+    x_label: str,
+    y_label: str,
+    width: int = 720,
+    height: int = 260,
+) -> SafeString:
     """Return a grouped bar chart: one group per label, one bar per series, with axes, legend and title."""
     plot_width = width - _LEFT - _RIGHT
     plot_height = height - _TOP - _BOTTOM
@@ -98,25 +125,51 @@ def bar_chart(*, title: str, labels: list[str], series: list[Series], x_label: s
                 continue
             bar_height = max(plot_height * value / ceiling, 1)
             x = _LEFT + slot * group + group_offset + bar_width * index
-            parts.append(_svg(
-                '<rect class="bar series-{}" x="{}" y="{}" width="{}" height="{}">'
-                '<title>{}: {} {}</title></rect>',
-                index % _SERIES_CLASSES, x, baseline - bar_height, bar_width, bar_height, label, _number(value),
-                entry.name,
-            ))
+            parts.append(
+                _svg(
+                    '<rect class="bar series-{}" x="{}" y="{}" width="{}" height="{}"><title>{}: {} {}</title></rect>',
+                    index % _SERIES_CLASSES,
+                    x,
+                    baseline - bar_height,
+                    bar_width,
+                    bar_height,
+                    label,
+                    _number(value),
+                    entry.name,
+                )
+            )
     # About eight labels fit under the axis; the others are named by their bar's tooltip.
     every = max(1, math.ceil(len(labels) / 8))
     for group, label in enumerate(labels):
         if group % every == 0:
-            parts.append(_svg('<text class="tick" x="{}" y="{}" text-anchor="middle">{}</text>',
-                                     _LEFT + slot * (group + 0.5), baseline + 16, label))
-    parts.append(_svg('<line class="axis" x1="{}" y1="{}" x2="{}" y2="{}"/>',
-                             _LEFT, baseline, width - _RIGHT, baseline))
-    parts.append(_svg('<text class="axis-label" x="{}" y="{}" text-anchor="middle">{}</text>',
-                             _LEFT + plot_width / 2, height - 6, x_label))
+            parts.append(
+                _svg(
+                    '<text class="tick" x="{}" y="{}" text-anchor="middle">{}</text>',
+                    _LEFT + slot * (group + 0.5),
+                    baseline + 16,
+                    label,
+                )
+            )
+    parts.append(
+        _svg('<line class="axis" x1="{}" y1="{}" x2="{}" y2="{}"/>', _LEFT, baseline, width - _RIGHT, baseline)
+    )
+    parts.append(
+        _svg(
+            '<text class="axis-label" x="{}" y="{}" text-anchor="middle">{}</text>',
+            _LEFT + plot_width / 2,
+            height - 6,
+            x_label,
+        )
+    )
     if not labels or peak <= 0:
-        parts.append(_svg('<text class="empty" x="{}" y="{}" text-anchor="middle">{}</text>',
-                                 _LEFT + plot_width / 2, top + plot_height / 2, "No data yet"))
+        parts.append(
+            _svg(
+                '<text class="empty" x="{}" y="{}" text-anchor="middle">{}</text>',
+                _LEFT + plot_width / 2,
+                top + plot_height / 2,
+                "No data yet",
+            )
+        )
     parts.append(_legend(series, x=width - _RIGHT))
     description = "; ".join(
         f"{entry.name}: " + ", ".join(f"{label} {_number(value)}" for label, value in zip(labels, entry.values))
@@ -132,11 +185,16 @@ def _legend(series: list[Series], *, x: float) -> SafeString:
     for index, entry in enumerate(reversed(series)):
         position = len(series) - 1 - index
         right = x - index * 110
-        entries.append(_svg(
-            '<rect class="swatch series-{}" x="{}" y="10" width="10" height="10"/>'
-            '<text class="legend" x="{}" y="19">{}</text>',
-            position % _SERIES_CLASSES, right - 100, right - 86, entry.name,
-        ))
+        entries.append(
+            _svg(
+                '<rect class="swatch series-{}" x="{}" y="10" width="10" height="10"/>'
+                '<text class="legend" x="{}" y="19">{}</text>',
+                position % _SERIES_CLASSES,
+                right - 100,
+                right - 86,
+                entry.name,
+            )
+        )
     return mark_safe("".join(entries))
 
 
@@ -173,8 +231,12 @@ def timeline_chart(*, title: str, lanes: list[Lane], now: dt.datetime, width: in
     height = _TOP + lane_height * max(len(lanes), 1) + _BOTTOM
     left = 150
     plot_width = width - left - _RIGHT
-    moments = [now] + [lane.at for lane in lanes] + [lane.start for lane in lanes if lane.start] + [
-        lane.end for lane in lanes if lane.end]
+    moments = (
+        [now]
+        + [lane.at for lane in lanes]
+        + [lane.start for lane in lanes if lane.start]
+        + [lane.end for lane in lanes if lane.end]
+    )
     first, last = min(moments), max(moments)
     span = last - first or dt.timedelta(minutes=1)
     # A little room either side so that a dot on the edge is whole.
@@ -190,53 +252,104 @@ def timeline_chart(*, title: str, lanes: list[Lane], now: dt.datetime, width: in
         x = x_of(moment)
         # The end labels align inwards so that they are not cut at the edges.
         anchor = "start" if index == 0 else "end" if index == _STEPS else "middle"
-        parts.append(_svg(
-            '<line class="grid" x1="{}" y1="{}" x2="{}" y2="{}"/>'
-            '<text class="tick" x="{}" y="{}" text-anchor="{}">{}</text>',
-            x, _TOP, x, height - _BOTTOM, x, height - _BOTTOM + 16, anchor, _time_label(moment, span),
-        ))
+        parts.append(
+            _svg(
+                '<line class="grid" x1="{}" y1="{}" x2="{}" y2="{}"/>'
+                '<text class="tick" x="{}" y="{}" text-anchor="{}">{}</text>',
+                x,
+                _TOP,
+                x,
+                height - _BOTTOM,
+                x,
+                height - _BOTTOM + 16,
+                anchor,
+                _time_label(moment, span),
+            )
+        )
     now_x = x_of(now)
-    parts.append(_svg(
-        '<line class="now" x1="{}" y1="{}" x2="{}" y2="{}"/>'
-        '<text class="tick now-label" x="{}" y="{}" text-anchor="middle">now</text>',
-        now_x, _TOP - 4, now_x, height - _BOTTOM, now_x, _TOP - 6,
-    ))
+    parts.append(
+        _svg(
+            '<line class="now" x1="{}" y1="{}" x2="{}" y2="{}"/>'
+            '<text class="tick now-label" x="{}" y="{}" text-anchor="middle">now</text>',
+            now_x,
+            _TOP - 4,
+            now_x,
+            height - _BOTTOM,
+            now_x,
+            _TOP - 6,
+        )
+    )
     for row, lane in enumerate(lanes):
         y = _TOP + row * lane_height
         middle = y + lane_height / 2
-        parts.append(_svg('<text class="lane-label" x="{}" y="{}" text-anchor="end">{}</text>',
-                                 left - 8, middle + 4, lane.label))
+        parts.append(
+            _svg('<text class="lane-label" x="{}" y="{}" text-anchor="end">{}</text>', left - 8, middle + 4, lane.label)
+        )
         if lane.tombstone:
             x = x_of(lane.at)
             end = x_of(lane.end) if lane.end else x_of(last)
-            parts.append(_svg(
-                '<rect class="tombstone{}" x="{}" y="{}" width="{}" height="{}">'
-                '<title>{}</title></rect>',
-                " restored" if lane.end else "", x, y + 6, max(end - x, 2), lane_height - 12, lane.note,
-            ))
+            parts.append(
+                _svg(
+                    '<rect class="tombstone{}" x="{}" y="{}" width="{}" height="{}"><title>{}</title></rect>',
+                    " restored" if lane.end else "",
+                    x,
+                    y + 6,
+                    max(end - x, 2),
+                    lane_height - 12,
+                    lane.note,
+                )
+            )
         elif lane.start is not None:
             start = x_of(lane.start)
             end = x_of(lane.end) if lane.end else x_of(last)
-            parts.append(_svg(
-                '<rect class="validity{}" x="{}" y="{}" width="{}" height="{}">'
-                '<title>{}</title></rect>',
-                " superseded" if lane.superseded else "" if lane.end else " open", start, y + 6, max(end - start, 2), lane_height - 12, lane.note,
-            ))
+            parts.append(
+                _svg(
+                    '<rect class="validity{}" x="{}" y="{}" width="{}" height="{}"><title>{}</title></rect>',
+                    " superseded" if lane.superseded else "" if lane.end else " open",
+                    start,
+                    y + 6,
+                    max(end - start, 2),
+                    lane_height - 12,
+                    lane.note,
+                )
+            )
         mark = " tombstone-mark" if lane.tombstone else " restore-mark" if lane.restore else ""
-        parts.append(_svg('<circle class="known{}" cx="{}" cy="{}" r="5"><title>{}</title></circle>',
-                                 mark, x_of(lane.at), middle, lane.note))
+        parts.append(
+            _svg(
+                '<circle class="known{}" cx="{}" cy="{}" r="5"><title>{}</title></circle>',
+                mark,
+                x_of(lane.at),
+                middle,
+                lane.note,
+            )
+        )
         if lane.restore:
             # The word goes left of the dot (a restore is usually near now, the right edge) when it fits there.
             x, fits_left = x_of(lane.at), x_of(lane.at) - 70 > left
-            parts.append(_svg(
-                '<text class="mark-label restore-label" x="{}" y="{}" text-anchor="{}">restored</text>',
-                x - 9 if fits_left else x + 9, middle + 4, "end" if fits_left else "start",
-            ))
-    parts.append(_svg('<line class="axis" x1="{}" y1="{}" x2="{}" y2="{}"/>',
-                             left, height - _BOTTOM, width - _RIGHT, height - _BOTTOM))
-    parts.append(_svg(
-        '<text class="axis-label" x="{}" y="{}" text-anchor="middle">time (UTC): bar = valid interval, '
-        'dot = when it was learned (known_at)</text>', left + plot_width / 2, height - 6))
+            parts.append(
+                _svg(
+                    '<text class="mark-label restore-label" x="{}" y="{}" text-anchor="{}">restored</text>',
+                    x - 9 if fits_left else x + 9,
+                    middle + 4,
+                    "end" if fits_left else "start",
+                )
+            )
+    parts.append(
+        _svg(
+            '<line class="axis" x1="{}" y1="{}" x2="{}" y2="{}"/>',
+            left,
+            height - _BOTTOM,
+            width - _RIGHT,
+            height - _BOTTOM,
+        )
+    )
+    parts.append(
+        _svg(
+            '<text class="axis-label" x="{}" y="{}" text-anchor="middle">time (UTC): bar = valid interval, '
+            "dot = when it was learned (known_at)</text>",
+            left + plot_width / 2,
+            height - 6,
+        )
+    )
     description = "; ".join(lane.note for lane in lanes)
     return _frame(width=width, height=height, title=title, body=mark_safe("".join(parts)), description=description)
-

@@ -24,16 +24,26 @@ class PickerInput(forms.DateTimeInput):
 
 
 class TimeTravelForm(forms.Form):
-    query = forms.CharField(required=False, strip=True,
-                            widget=forms.TextInput(attrs={"placeholder": "what to recall", "autofocus": True}))
-    namespace = forms.CharField(required=False, strip=True,
-                                widget=forms.TextInput(attrs={"list": "namespaces", "placeholder": "all"}))
+    query = forms.CharField(
+        required=False, strip=True, widget=forms.TextInput(attrs={"placeholder": "what to recall", "autofocus": True})
+    )
+    namespace = forms.CharField(
+        required=False, strip=True, widget=forms.TextInput(attrs={"list": "namespaces", "placeholder": "all"})
+    )
     mode = forms.ChoiceField(choices=[(mode, mode) for mode in MODES], initial="hybrid", required=False)
-    as_of = forms.CharField(required=False, strip=True, label="As of (known by)",
-                            widget=forms.TextInput(attrs={"placeholder": "2025-03-01 or 2025-03-01T09:30:00Z"}))
+    as_of = forms.CharField(
+        required=False,
+        strip=True,
+        label="As of (known by)",
+        widget=forms.TextInput(attrs={"placeholder": "2025-03-01 or 2025-03-01T09:30:00Z"}),
+    )
     as_of_picker = forms.CharField(required=False, label="or pick (UTC)", widget=PickerInput())
-    valid_at = forms.CharField(required=False, strip=True, label="Valid at (true at)",
-                               widget=forms.TextInput(attrs={"placeholder": "default: the as-of time"}))
+    valid_at = forms.CharField(
+        required=False,
+        strip=True,
+        label="Valid at (true at)",
+        widget=forms.TextInput(attrs={"placeholder": "default: the as-of time"}),
+    )
     valid_at_picker = forms.CharField(required=False, label="or pick (UTC)", widget=PickerInput())
 
     def clean(self):

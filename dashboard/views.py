@@ -57,19 +57,28 @@ def overview(request):
     now = dialect.now()  # the clock that stamps writes: a write another server just made counts
     stats = selectors.memory_stats()
     series = timeseries.time_series(selectors.memory_activity_per_day(), today=now.date())
-    chart = bar_chart(title=f"Memories added and forgotten, per {series.unit}", labels=series.labels,
-                      series=series.series, x_label=f"{series.unit} (UTC)", y_label="memories")
-    return _render(request, "dashboard/overview.html", {
-        "stats": stats,
-        "namespace_kinds": selectors.namespace_kind_totals(now=now),
-        "activity_chart": chart,
-        "expiring": selectors.revisions_expiring_soon(now=now),
-        "expiring_days": selectors.EXPIRING_DAYS,
-        # Triggers and row counts only: the full FTS5 integrity check reads both indexes
-        # whole (seconds at 100k memories) and is left to `manage.py doctor`.
-        "drift": index_drift(full=False),
-        "now": now,
-    })
+    chart = bar_chart(
+        title=f"Memories added and forgotten, per {series.unit}",
+        labels=series.labels,
+        series=series.series,
+        x_label=f"{series.unit} (UTC)",
+        y_label="memories",
+    )
+    return _render(
+        request,
+        "dashboard/overview.html",
+        {
+            "stats": stats,
+            "namespace_kinds": selectors.namespace_kind_totals(now=now),
+            "activity_chart": chart,
+            "expiring": selectors.revisions_expiring_soon(now=now),
+            "expiring_days": selectors.EXPIRING_DAYS,
+            # Triggers and row counts only: the full FTS5 integrity check reads both indexes
+            # whole (seconds at 100k memories) and is left to `manage.py doctor`.
+            "drift": index_drift(full=False),
+            "now": now,
+        },
+    )
 
 
 @dashboard_page(MEMORIES)
@@ -80,9 +89,16 @@ def time_travel(request):
         data = form.cleaned_data
         try:
             # A person searching sees every ranked hit (min_score=0): holding back is for what agents are given.
-            result = memory_recall(query=data["query"], namespace=data["namespace"] or None, mode=data["mode"],
-                                   as_of=data["as_of"], valid_at=data["valid_at"], limit=RECALL_LIMIT, explain=True,
-                                   min_score=0)
+            result = memory_recall(
+                query=data["query"],
+                namespace=data["namespace"] or None,
+                mode=data["mode"],
+                as_of=data["as_of"],
+                valid_at=data["valid_at"],
+                limit=RECALL_LIMIT,
+                explain=True,
+                min_score=0,
+            )
         except MemoryServiceError as exc:
             # Errors name their field; unknown fields (or none) are shown above the form.
             if exc.field in form.fields:
@@ -91,11 +107,19 @@ def time_travel(request):
                 error = exc.message
     namespaces = Memory.objects.values_list("namespace", flat=True).distinct().order_by("namespace")
     status = 400 if form.errors or error else 200
-    return _render(request, "dashboard/time_travel.html", {
-        "form": form, "result": result, "error": error, "namespaces": list(namespaces),
-        "as_of": format_instant(result.as_of) if result else None,
-        "valid_at": format_instant(result.valid_at) if result else None,
-    }, status=status)
+    return _render(
+        request,
+        "dashboard/time_travel.html",
+        {
+            "form": form,
+            "result": result,
+            "error": error,
+            "namespaces": list(namespaces),
+            "as_of": format_instant(result.as_of) if result else None,
+            "valid_at": format_instant(result.valid_at) if result else None,
+        },
+        status=status,
+    )
 
 
 @dataclass(frozen=True)
@@ -119,19 +143,33 @@ class Step:
         revision, known = self.revision, format_instant(self.revision.known_at)
         ended = f"revision {self.ended_by.id} at {format_instant(self.ends_at)}" if self.ended_by else ""
         if revision.tombstone and self.bounds:
-            note = (f"revision {revision.id}: at {known}, revision {revision.hides} holds only as revision "
-                    f"{self.ended_by.id} says")
+            note = (
+                f"revision {revision.id}: at {known}, revision {revision.hides} holds only as revision "
+                f"{self.ended_by.id} says"
+            )
             note += f": {revision.reason}" if revision.reason else ""
-            return Lane(label=f"rev {revision.id} (bounds)", start=None, end=self.ends_at, at=revision.known_at,
-                        tombstone=True, note=note)
+            return Lane(
+                label=f"rev {revision.id} (bounds)",
+                start=None,
+                end=self.ends_at,
+                at=revision.known_at,
+                tombstone=True,
+                note=note,
+            )
         if revision.tombstone:
             note = f"revision {revision.id}: forgotten at {known} (hides revision {revision.hides})"
             if revision.reason:
                 note += f": {revision.reason}"
             if ended:
                 note += f"; restored by {ended}"
-            return Lane(label=f"rev {revision.id} (forgotten)", start=None, end=self.ends_at, at=revision.known_at,
-                        tombstone=True, note=note)
+            return Lane(
+                label=f"rev {revision.id} (forgotten)",
+                start=None,
+                end=self.ends_at,
+                at=revision.known_at,
+                tombstone=True,
+                note=note,
+            )
         until = format_instant(revision.valid_to) or "open"
         if self.bounds:
             learned = f"bounded at {known} (revision {self.restores}, from then on held only here)"
@@ -142,11 +180,22 @@ class Step:
         note = f"revision {revision.id}: {learned}; valid {format_instant(revision.valid_from)} to {until}"
         if ended:
             note += f"; replaced by {ended}"
-        label = f"rev {revision.id} (bounded)" if self.bounds else f"rev {revision.id} (restored)" if self.restores \
+        label = (
+            f"rev {revision.id} (bounded)"
+            if self.bounds
+            else f"rev {revision.id} (restored)"
+            if self.restores
             else f"rev {revision.id}"
-        return Lane(label=label, start=revision.valid_from, end=revision.valid_to or self.ends_at, at=revision.known_at,
-                    note=note, superseded=revision.valid_to is None and self.ended_by is not None,
-                    restore=self.restores is not None and not self.bounds)
+        )
+        return Lane(
+            label=label,
+            start=revision.valid_from,
+            end=revision.valid_to or self.ends_at,
+            at=revision.known_at,
+            note=note,
+            superseded=revision.valid_to is None and self.ended_by is not None,
+            restore=self.restores is not None and not self.bounds,
+        )
 
 
 def _takes_over(revision, later: list) -> tuple:
@@ -173,12 +222,13 @@ def timeline_steps(revisions: list) -> list[Step]:
     """Each revision of a history (oldest first) with what took over from it, and, for a restore, what it restored."""
     steps = []
     for index, revision in enumerate(revisions):
-        ended_by, ends_at = _takes_over(revision, revisions[index + 1:])
+        ended_by, ends_at = _takes_over(revision, revisions[index + 1 :])
         before = revisions[index - 1] if index else None
         restores = before.hides if before is not None and before.tombstone and not revision.tombstone else None
         # A tombstone and a revision in one instant: the fact's validity narrowed (memory_end, a split).
         bounds = (restores is not None and before.known_at == revision.known_at) or (
-            revision.tombstone and ended_by is not None and ends_at == revision.known_at)
+            revision.tombstone and ended_by is not None and ends_at == revision.known_at
+        )
         steps.append(Step(revision=revision, ended_by=ended_by, ends_at=ends_at, restores=restores, bounds=bounds))
     return steps
 
@@ -193,45 +243,83 @@ def timeline(request, memory_id: int):
     memory = Memory.objects.prefetch_related("tags").get(pk=memory_id)
     shown = selectors.visible_revision(memory=memory, as_of=now)
     steps = timeline_steps(revisions)
-    chart = timeline_chart(title=f"Revisions of memory {memory.pk} ({memory.namespace}/{memory.key})",
-                           lanes=[step.lane() for step in steps], now=now)
-    return _render(request, "dashboard/timeline.html", {
-        "memory": memory, "steps": list(reversed(steps)), "chart": chart,
-        "shown_id": shown.pk if shown else None, "now": now,
-    })
+    chart = timeline_chart(
+        title=f"Revisions of memory {memory.pk} ({memory.namespace}/{memory.key})",
+        lanes=[step.lane() for step in steps],
+        now=now,
+    )
+    return _render(
+        request,
+        "dashboard/timeline.html",
+        {
+            "memory": memory,
+            "steps": list(reversed(steps)),
+            "chart": chart,
+            "shown_id": shown.pk if shown else None,
+            "now": now,
+        },
+    )
 
 
 @dashboard_page(TELEMETRY)
 def telemetry(request):
     today = timezone.now().date()
     days = telemetry_selectors.activity_per_day(days=None, today=today)
-    series = timeseries.time_series({name: {row.day: getattr(row, field) for row in days}
-                                   for name, field in OVER_TIME}, today=today)
+    series = timeseries.time_series(
+        {name: {row.day: getattr(row, field) for row in days} for name, field in OVER_TIME}, today=today
+    )
     hooks = telemetry_selectors.activity_per_hook()
     # A short title: the legend names the three series on the same line.
-    over_time = bar_chart(title=f"Hook events, per {series.unit}", labels=series.labels, series=series.series,
-                          x_label=f"{series.unit} (UTC)", y_label="events")
-    by_hook = bar_chart(title="Characters offered and injected, per harness and hook",
-                        labels=[f"{row.harness or '—'} / {row.hook or '—'}" for row in hooks],
-                        series=[Series("offered by recall", [row.recall_characters for row in hooks]),
-                                Series("injected", [row.characters for row in hooks])],
-                        x_label="harness / hook", y_label="characters")
+    over_time = bar_chart(
+        title=f"Hook events, per {series.unit}",
+        labels=series.labels,
+        series=series.series,
+        x_label=f"{series.unit} (UTC)",
+        y_label="events",
+    )
+    by_hook = bar_chart(
+        title="Characters offered and injected, per harness and hook",
+        labels=[f"{row.harness or '—'} / {row.hook or '—'}" for row in hooks],
+        series=[
+            Series("offered by recall", [row.recall_characters for row in hooks]),
+            Series("injected", [row.characters for row in hooks]),
+        ],
+        x_label="harness / hook",
+        y_label="characters",
+    )
     top = telemetry_selectors.most_injected_memories()
     latest = telemetry_selectors.latest_injections()
-    labels = selectors.memory_labels({row.memory_id for row in top}
-                                    | {memory_id for injection in latest for memory_id in injection.memory_ids})
-    return _render(request, "dashboard/telemetry.html", {
-        "totals": telemetry_selectors.telemetry_totals(), "hooks": hooks, "over_time_chart": over_time,
-        "by_hook_chart": by_hook,
-        "most_injected": [{"memory_id": row.memory_id, "injections": row.injections, **labels[row.memory_id]}
-                          for row in top],
-        "latest": [{"injection": injection,
-                    "items": [{"memory_id": memory_id, "revision_id": revision_id, **labels[memory_id]}
-                              for memory_id, revision_id in zip(injection.memory_ids, injection.revision_ids)]}
-                   for injection in latest],
-    })
+    labels = selectors.memory_labels(
+        {row.memory_id for row in top} | {memory_id for injection in latest for memory_id in injection.memory_ids}
+    )
+    return _render(
+        request,
+        "dashboard/telemetry.html",
+        {
+            "totals": telemetry_selectors.telemetry_totals(),
+            "hooks": hooks,
+            "over_time_chart": over_time,
+            "by_hook_chart": by_hook,
+            "most_injected": [
+                {"memory_id": row.memory_id, "injections": row.injections, **labels[row.memory_id]} for row in top
+            ],
+            "latest": [
+                {
+                    "injection": injection,
+                    "items": [
+                        {"memory_id": memory_id, "revision_id": revision_id, **labels[memory_id]}
+                        for memory_id, revision_id in zip(injection.memory_ids, injection.revision_ids)
+                    ],
+                }
+                for injection in latest
+            ],
+        },
+    )
 
 
 # The top navigation, in order (the admin's link follows, for every staff user).
-NAVIGATION = [("dashboard:overview", "Overview", overview), ("dashboard:time_travel", "Time travel", time_travel),
-              ("dashboard:telemetry", "Telemetry", telemetry)]
+NAVIGATION = [
+    ("dashboard:overview", "Overview", overview),
+    ("dashboard:time_travel", "Time travel", time_travel),
+    ("dashboard:telemetry", "Telemetry", telemetry),
+]

@@ -30,59 +30,113 @@ _TO = r"(?:to|over\s+to|onto|into|for)"
 # "The ledger switched from Oracle to Postgres", "We moved the wiki from Confluence to Notion", "X moved to B from A"
 _FROM = r"(?:from|off(?:\s+of)?)"
 FROM_TO = (
-    re.compile(rf"^(?P<subject>.+?)\s+(?:has\s+|have\s+|was\s+|were\s+|has\s+been\s+|have\s+been\s+|got\s+)?"
-               rf"(?:(?:just|recently|finally)\s+)?(?P<verb>{_CHANGED})"
-               rf"(?:\s+(?:over|back))?(?:\s+(?P<what>.+?))?\s+{_FROM}\s+(?P<old>.+?)\s+{_TO}\s+(?P<new>.+)$", re.I),
-    re.compile(rf"^(?P<subject>.+?)\s+(?:has\s+|have\s+)?(?:(?:just|recently|finally)\s+)?(?P<verb>{_CHANGED})"
-               rf"(?:\s+(?:over|back))?(?:\s+(?P<what>.+?))?\s+{_TO}\s+(?P<new>.+?)\s+{_FROM}\s+(?P<old>.+)$", re.I),
+    re.compile(
+        rf"^(?P<subject>.+?)\s+(?:has\s+|have\s+|was\s+|were\s+|has\s+been\s+|have\s+been\s+|got\s+)?"
+        rf"(?:(?:just|recently|finally)\s+)?(?P<verb>{_CHANGED})"
+        rf"(?:\s+(?:over|back))?(?:\s+(?P<what>.+?))?\s+{_FROM}\s+(?P<old>.+?)\s+{_TO}\s+(?P<new>.+)$",
+        re.I,
+    ),
+    re.compile(
+        rf"^(?P<subject>.+?)\s+(?:has\s+|have\s+)?(?:(?:just|recently|finally)\s+)?(?P<verb>{_CHANGED})"
+        rf"(?:\s+(?:over|back))?(?:\s+(?P<what>.+?))?\s+{_TO}\s+(?P<new>.+?)\s+{_FROM}\s+(?P<old>.+)$",
+        re.I,
+    ),
 )
 _MOVED = r"(?:moved|relocated|switched|migrated|transitioned|upgraded|ported|converted)"
 # "Kai moved to Amsterdam", "The API switched to ECS": the subject's one-valued facts take the new value.
-MOVED_TO = re.compile(rf"^(?P<subject>.+?)\s+(?:has\s+|have\s+)?(?:(?:just|recently|finally)\s+)?(?P<verb>{_MOVED})"
-                      rf"(?:\s+over)?(?:\s+(?P<what>.+?))?\s+(?:to|over\s+to|onto|into)\s+(?P<new>.+)$", re.I)
+MOVED_TO = re.compile(
+    rf"^(?P<subject>.+?)\s+(?:has\s+|have\s+)?(?:(?:just|recently|finally)\s+)?(?P<verb>{_MOVED})"
+    rf"(?:\s+over)?(?:\s+(?P<what>.+?))?\s+(?:to|over\s+to|onto|into)\s+(?P<new>.+)$",
+    re.I,
+)
 _SUCCEEDED = r"(?:replaced|succeeded|took\s+over\s+from|has\s+taken\s+over\s+from|have\s+taken\s+over\s+from)"
 # "Kenji replaced Nadia as lead of Orion", "Tariq took over from Ines as lead of the mobile team",
 # "Pulsar replaced Kafka", "Kenji took over Orion from Nadia", "We replaced Jenkins with GitHub Actions",
 # "Kafka was replaced by Pulsar".
 REPLACED = (
-    ("with", re.compile(r"^(?P<who>.+?)\s+(?:has\s+|have\s+)?(?:replaced|swapped(?:\s+out)?|substituted)\s+"
-                        r"(?P<old>.+?)\s+(?:with|for|by)\s+(?P<new>.+)$", re.I)),
-    ("as", re.compile(rf"^(?P<new>.+?)\s+(?:has\s+|have\s+)?{_SUCCEEDED}\s+(?P<old>.+?)(?:\s+as\s+(?:the\s+|our\s+)?"
-                      rf"(?:new\s+)?(?P<role>[\w -]+?)(?:\s+(?:of|for|on|at)\s+(?P<of>.+))?)?$", re.I)),
-    ("took over", re.compile(r"^(?P<new>.+?)\s+(?:has\s+|have\s+)?(?:took|taken)\s+over\s+(?:as\s+(?:the\s+)?"
-                             r"(?:new\s+)?(?P<role>[\w -]+?)\s+(?:of|for)\s+)?(?P<of>.+?)(?:\s+from\s+(?P<old>.+))?$",
-                             re.I)),
+    (
+        "with",
+        re.compile(
+            r"^(?P<who>.+?)\s+(?:has\s+|have\s+)?(?:replaced|swapped(?:\s+out)?|substituted)\s+"
+            r"(?P<old>.+?)\s+(?:with|for|by)\s+(?P<new>.+)$",
+            re.I,
+        ),
+    ),
+    (
+        "as",
+        re.compile(
+            rf"^(?P<new>.+?)\s+(?:has\s+|have\s+)?{_SUCCEEDED}\s+(?P<old>.+?)(?:\s+as\s+(?:the\s+|our\s+)?"
+            rf"(?:new\s+)?(?P<role>[\w -]+?)(?:\s+(?:of|for|on|at)\s+(?P<of>.+))?)?$",
+            re.I,
+        ),
+    ),
+    (
+        "took over",
+        re.compile(
+            r"^(?P<new>.+?)\s+(?:has\s+|have\s+)?(?:took|taken)\s+over\s+(?:as\s+(?:the\s+)?"
+            r"(?:new\s+)?(?P<role>[\w -]+?)\s+(?:of|for)\s+)?(?P<of>.+?)(?:\s+from\s+(?P<old>.+))?$",
+            re.I,
+        ),
+    ),
     # "Hugo handed the test automation team over to Esther"
-    ("handed", re.compile(rf"^(?P<old>.+?)\s+(?:{'|'.join(vocabulary.HANDING_VERBS)})\s+(?:over\s+)?(?P<of>.+?)\s+"
-                          r"(?:over\s+)?to\s+(?P<new>.+)$", re.I)),
-    ("by", re.compile(r"^(?P<old>.+?)\s+(?:was|were|has\s+been|have\s+been|got|is|are)\s+(?:now\s+)?"
-                      r"(?:replaced|succeeded|superseded)\s+(?:by|with)\s+(?P<new>.+?)(?:\s+as\s+(?:the\s+)?"
-                      r"(?P<role>[\w -]+?)(?:\s+(?:of|for)\s+(?P<of>.+))?)?$", re.I)),
+    (
+        "handed",
+        re.compile(
+            rf"^(?P<old>.+?)\s+(?:{'|'.join(vocabulary.HANDING_VERBS)})\s+(?:over\s+)?(?P<of>.+?)\s+"
+            r"(?:over\s+)?to\s+(?P<new>.+)$",
+            re.I,
+        ),
+    ),
+    (
+        "by",
+        re.compile(
+            r"^(?P<old>.+?)\s+(?:was|were|has\s+been|have\s+been|got|is|are)\s+(?:now\s+)?"
+            r"(?:replaced|succeeded|superseded)\s+(?:by|with)\s+(?P<new>.+?)(?:\s+as\s+(?:the\s+)?"
+            r"(?P<role>[\w -]+?)(?:\s+(?:of|for)\s+(?P<of>.+))?)?$",
+            re.I,
+        ),
+    ),
 )
 _LEFT = "|".join(re.escape(verb) for verb in sorted(vocabulary.LEAVING_VERBS, key=len, reverse=True))
 # "Nadia stepped down as lead of Orion"
-STEPPED_DOWN = re.compile(r"^(?P<subject>.+?)\s+(?:has\s+|have\s+)?(?:stepped\s+down|resigned|stepped\s+away)\s+as\s+"
-                          r"(?:the\s+|our\s+)?(?P<role>[\w -]+?)(?:\s+(?:of|for|on)\s+(?P<of>.+))?$", re.I)
+STEPPED_DOWN = re.compile(
+    r"^(?P<subject>.+?)\s+(?:has\s+|have\s+)?(?:stepped\s+down|resigned|stepped\s+away)\s+as\s+"
+    r"(?:the\s+|our\s+)?(?P<role>[\w -]+?)(?:\s+(?:of|for|on)\s+(?P<of>.+))?$",
+    re.I,
+)
 # "Pieter left the billing service", "Hugo has left"
-LEFT = re.compile(rf"^(?P<subject>.+?)\s+(?:has\s+|have\s+)?(?:(?:just|recently|finally)\s+)?(?:{_LEFT})"
-                  rf"(?:\s+(?P<object>.+))?$", re.I)
+LEFT = re.compile(
+    rf"^(?P<subject>.+?)\s+(?:has\s+|have\s+)?(?:(?:just|recently|finally)\s+)?(?:{_LEFT})"
+    rf"(?:\s+(?P<object>.+))?$",
+    re.I,
+)
 _DROPPED = "|".join(re.escape(verb) for verb in sorted(vocabulary.DROPPING_VERBS, key=len, reverse=True))
 # "We dropped Redis", "The API stopped using Memcached", "host-7 was decommissioned"
 DROPPED = (
-    re.compile(rf"^(?P<subject>.+?)\s+(?:has\s+|have\s+)?(?:(?:just|recently|finally)\s+)?(?:{_DROPPED})\s+"
-               rf"(?P<object>.+)$", re.I),
-    re.compile(rf"^(?P<object>.+?)\s+(?:was|were|has\s+been|have\s+been|got|is|are)\s+(?:now\s+)?(?:{_DROPPED})$",
-               re.I),
+    re.compile(
+        rf"^(?P<subject>.+?)\s+(?:has\s+|have\s+)?(?:(?:just|recently|finally)\s+)?(?:{_DROPPED})\s+"
+        rf"(?P<object>.+)$",
+        re.I,
+    ),
+    re.compile(
+        rf"^(?P<object>.+?)\s+(?:was|were|has\s+been|have\s+been|got|is|are)\s+(?:now\s+)?(?:{_DROPPED})$", re.I
+    ),
 )
 # "no longer", "doesn't ... anymore": the rest of the clause is the fact that ends.
 _NO_LONGER = re.compile(r"\b(?:no\s+longer|not\s+any\s*(?:more|longer)|any\s*(?:more|longer))\b", re.I)
-_NOT = re.compile(r"\b(?:does\s+not|do\s+not|did\s+not|doesn't|don't|didn't|won't|isn't|aren't|is\s+not|are\s+not|"
-                  r"not|never)\b", re.I)
+_NOT = re.compile(
+    r"\b(?:does\s+not|do\s+not|did\s+not|doesn't|don't|didn't|won't|isn't|aren't|is\s+not|are\s+not|"
+    r"not|never)\b",
+    re.I,
+)
 _DOES_NOT = re.compile(r"\b(?:doesn't|does\s+not)\s+(?P<verb>[a-z]+)\b", re.I)
 _BE_KEPT = {"isn't": "is", "aren't": "are", "is not": "is", "are not": "are"}
 # "now ... instead of A", "..., not A", "rather than A": the fact that ends has A in the place of the new object.
-_INSTEAD = re.compile(r"(?:,\s*|\s+)(?:not|instead\s+of|rather\s+than|in\s+place\s+of|in\s+favou?r\s+of)\s+"
-                      r"(?P<old>[^,;]+?)\s*(?:any\s*more|anymore)?$", re.I)
+_INSTEAD = re.compile(
+    r"(?:,\s*|\s+)(?:not|instead\s+of|rather\s+than|in\s+place\s+of|in\s+favou?r\s+of)\s+"
+    r"(?P<old>[^,;]+?)\s*(?:any\s*more|anymore)?$",
+    re.I,
+)
 # Predicates a change whose subject is "we" or no one never touches: a taste is a person's own.
 TASTES = ("prefers", "likes", "dislikes")
 # Predicates of a family whose names stand the other way round in some of its members: (X, owned by, Imani) and
@@ -96,18 +150,36 @@ def _anyone(subject: str | None) -> bool:
     return subject is None or subject.casefold() in WE
 
 
-def change(claim: str, said: str, start: int, end: int, context: Context, at: dt.datetime | None, *,
-            said_now: bool) -> tuple[list[Ending], list[Fact]] | None:
+def change(
+    claim: str, said: str, start: int, end: int, context: Context, at: dt.datetime | None, *, said_now: bool
+) -> tuple[list[Ending], list[Fact]] | None:
     """The endings a clause states, and the facts it states beside them; None when it states no change.
     ``said``: the clause as written, what an ending and the facts it stores keep as their content."""
 
     def ending(rule, subject, predicates, object_, **options) -> Ending:
-        return Ending(rule=rule, content=said, start=start, end=end, subject=subject, predicates=tuple(predicates),
-                      object=object_, at=at, **options)
+        return Ending(
+            rule=rule,
+            content=said,
+            start=start,
+            end=end,
+            subject=subject,
+            predicates=tuple(predicates),
+            object=object_,
+            at=at,
+            **options,
+        )
 
     def fact_item(fact: Fact) -> Item:
-        return Item(kind=FACT, content=said, start=start, end=end, subject=fact.subject, predicate=fact.predicate,
-                    object=fact.object, valid_from=at)
+        return Item(
+            kind=FACT,
+            content=said,
+            start=start,
+            end=end,
+            subject=fact.subject,
+            predicate=fact.predicate,
+            object=fact.object,
+            valid_from=at,
+        )
 
     for pattern in FROM_TO:
         match = pattern.match(claim)
@@ -122,8 +194,18 @@ def change(claim: str, said: str, start: int, end: int, context: Context, at: dt
         anyone = _anyone(subject)
         default = vocabulary.CHANGE_VERBS[match["verb"].casefold()] or f"{match['verb'].casefold()} to"
         otherwise = (fact_item(Fact(subject, default, new, said)),)
-        return [ending("moved from", None if anyone else subject, () if not anyone else (), old, becomes=new,
-                       replaced="object", otherwise=otherwise, either_way=False)], []
+        return [
+            ending(
+                "moved from",
+                None if anyone else subject,
+                () if not anyone else (),
+                old,
+                becomes=new,
+                replaced="object",
+                otherwise=otherwise,
+                either_way=False,
+            )
+        ], []
     match = MOVED_TO.match(claim)
     if match:
         who = resolve(match["subject"], context, part="subject")
@@ -134,8 +216,11 @@ def change(claim: str, said: str, start: int, end: int, context: Context, at: dt
             otherwise = (fact_item(Fact(subject, default, new, said)),)
             if _anyone(subject):  # "We switched to Linear": nothing says which of anyone's facts ends
                 return [], [Fact(subject, default, new, said)]
-            return [ending("moved to", subject, vocabulary.PLACES, None, becomes=new, replaced="object",
-                           otherwise=otherwise)], []
+            return [
+                ending(
+                    "moved to", subject, vocabulary.PLACES, None, becomes=new, replaced="object", otherwise=otherwise
+                )
+            ], []
     for rule, pattern in REPLACED:
         match = pattern.match(claim)
         if not match:
@@ -153,19 +238,65 @@ def change(claim: str, said: str, start: int, end: int, context: Context, at: dt
         if known is not None:
             predicate, holder_first = known
             if not holder_first:  # "X replaced Y as owner of Z": (Z, owned by, Y) becomes (Z, owned by, X)
-                return [ending(rule, of, (predicate,), old, becomes=new, replaced="object",
-                               otherwise=(fact_item(Fact(of, predicate, new, said)),) if of else ())], []
-            return [ending(rule, old, (predicate,), of, becomes=new, replaced="subject",
-                           otherwise=(fact_item(Fact(new, predicate, of, said)),) if of else ())], []
+                return [
+                    ending(
+                        rule,
+                        of,
+                        (predicate,),
+                        old,
+                        becomes=new,
+                        replaced="object",
+                        otherwise=(fact_item(Fact(of, predicate, new, said)),) if of else (),
+                    )
+                ], []
+            return [
+                ending(
+                    rule,
+                    old,
+                    (predicate,),
+                    of,
+                    becomes=new,
+                    replaced="subject",
+                    otherwise=(fact_item(Fact(new, predicate, of, said)),) if of else (),
+                )
+            ], []
         if role:  # "Pulsar replaced Kafka as our message broker"
-            return [ending(rule, old, ("is",), role.casefold(), becomes=new, replaced="subject",
-                           otherwise=(fact_item(Fact(new, "is", role.casefold(), said)),))], []
+            return [
+                ending(
+                    rule,
+                    old,
+                    ("is",),
+                    role.casefold(),
+                    becomes=new,
+                    replaced="subject",
+                    otherwise=(fact_item(Fact(new, "is", role.casefold(), said)),),
+                )
+            ], []
         if old is None:  # "Kenji took over Orion": whoever leads Orion now no longer does
-            return [ending(rule, None, vocabulary.ONE_HOLDER, of, becomes=new, replaced="subject",
-                           otherwise=(fact_item(_taken_over(new, of, said)),))], []
+            return [
+                ending(
+                    rule,
+                    None,
+                    vocabulary.ONE_HOLDER,
+                    of,
+                    becomes=new,
+                    replaced="subject",
+                    otherwise=(fact_item(_taken_over(new, of, said)),),
+                )
+            ], []
         if of is not None:  # "Ines took over the mobile team from Tariq", "Sunniva took over the pipeline from Kofi"
-            return [ending(rule, old, (), of, either_way=True, becomes=new, replaced="subject",
-                           otherwise=(fact_item(_taken_over(new, of, said)),))], []
+            return [
+                ending(
+                    rule,
+                    old,
+                    (),
+                    of,
+                    either_way=True,
+                    becomes=new,
+                    replaced="subject",
+                    otherwise=(fact_item(_taken_over(new, of, said)),),
+                )
+            ], []
         who = resolve(groups["who"], context, part="subject") if groups.get("who") else None
         scope = None if _anyone(who) else who
         return [ending(rule, scope, (), old, becomes=new, replaced="object")], []
@@ -198,20 +329,20 @@ def change(claim: str, said: str, start: int, end: int, context: Context, at: dt
             object_ = as_name(QUALIFIER.sub("", match["object"]))
             if object_ is not None and (subject is not None or "subject" not in match.groupdict()):
                 anyone = _anyone(subject)
-                return [ending("dropped", None if anyone else subject, (), object_,
-                               either_way=subject is None)], []
+                return [ending("dropped", None if anyone else subject, (), object_, either_way=subject is None)], []
     if _NO_LONGER.search(claim):
         return _no_longer(claim, context, ending)
     instead = _INSTEAD.search(claim)
-    if instead and not _NOT.search(claim[:instead.start()]):
-        parsed = facts_of(claim[:instead.start()], context)
+    if instead and not _NOT.search(claim[: instead.start()]):
+        parsed = facts_of(claim[: instead.start()], context)
         old = as_name(instead["old"])
         if parsed.facts and old is not None:
             fact = parsed.facts[0]
             if fact.value == "subject":  # "Kafka is now our broker instead of RabbitMQ": RabbitMQ was
                 return [ending("instead of", old, (fact.predicate,), fact.object)], parsed.facts
-            return [ending("instead of", None if _anyone(fact.subject) else fact.subject, (fact.predicate,), old)], \
-                parsed.facts
+            return [
+                ending("instead of", None if _anyone(fact.subject) else fact.subject, (fact.predicate,), old)
+            ], parsed.facts
     if said_now and not _NOT.search(claim):
         parsed = facts_of(claim, context)
         endings = []
@@ -246,8 +377,16 @@ def _no_longer(claim: str, context: Context, ending) -> tuple[list[Ending], list
     context.said = parsed.facts[-1]
     # Said with a near synonym of the stored fact's verb, or the other way round: "Imani is no longer responsible
     # for the contracts" ends "Imani manages the contracts".
-    return [ending("no longer", None if _anyone(fact.subject) else fact.subject, _family(fact.predicate),
-                   fact.object, either_way=fact.predicate in _REVERSIBLE) for fact in parsed.facts], []
+    return [
+        ending(
+            "no longer",
+            None if _anyone(fact.subject) else fact.subject,
+            _family(fact.predicate),
+            fact.object,
+            either_way=fact.predicate in _REVERSIBLE,
+        )
+        for fact in parsed.facts
+    ], []
 
 
 def _family(predicate: str) -> tuple[str, ...]:

@@ -1,7 +1,7 @@
 """What one clause states: the facts said with a verb of the table, a copula or a verb no table knows.
 
 ``facts_of(claim, context)`` reads a clause (a sentence or part of one, its lead-ins and
-stated time already taken out by ``knowledge.learn``) and returns its facts, or why it gave
+stated time already taken out by ``knowledge.extraction``) and returns its facts, or why it gave
 none. Names are resolved here: determiners and a type word before an identifier are dropped
 ("the host pg-3" is pg-3), "I" is the speaker, "he" and "she" the last person named, "it"
 the last subject of the line, "which" and "who" the name the clause before ended with
@@ -31,15 +31,60 @@ VAGUE_NAME = "vague: the {part} ({name!r}) is not a name (a pronoun, filler, or 
 _NAME = re.compile(r"[\w][\w .+#/@&'()-]*", re.UNICODE)
 DETERMINER = re.compile(rf"^(?:(?:{'|'.join(vocabulary.DETERMINERS)})\s+)+", re.I)
 # Words a name never holds: they make it a clause ("the team that owns billing").
-_CLAUSE_WORDS = frozenset({"is", "are", "was", "were", "be", "been", "being", "has", "have", "had", "do", "does",
-                           "did", "will", "would", "can", "could", "should", "that", "which", "who", "whom",
-                           "whose", "when", "where", "because", "if", "but", "not", "no", "than", "so", "then",
-                           "i", "we", "you", "he", "she", "they", "it", "me", "us", "him", "them"})
+_CLAUSE_WORDS = frozenset(
+    {
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "being",
+        "has",
+        "have",
+        "had",
+        "do",
+        "does",
+        "did",
+        "will",
+        "would",
+        "can",
+        "could",
+        "should",
+        "that",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "when",
+        "where",
+        "because",
+        "if",
+        "but",
+        "not",
+        "no",
+        "than",
+        "so",
+        "then",
+        "i",
+        "we",
+        "you",
+        "he",
+        "she",
+        "they",
+        "it",
+        "me",
+        "us",
+        "him",
+        "them",
+    }
+)
 # Words no name holds past its first word: possessives, "to" before a verb, verbs of small talk.
 _INSIDE_NO_NAME = frozenset({"my", "your", "our", "his", "her", "their", "to", "sounds", "looks", "seems", "feels"})
 # A name never starts with a preposition: "Onboarding notes for Jamal" names no "for Jamal".
-_PREPOSITIONS = frozenset({"for", "about", "to", "from", "with", "of", "in", "on", "at", "by", "behind", "into",
-                           "than", "as", "via", "like"})
+_PREPOSITIONS = frozenset(
+    {"for", "about", "to", "from", "with", "of", "in", "on", "at", "by", "behind", "into", "than", "as", "via", "like"}
+)
 # An identifier after a type word: it has a digit or a mark ("pg-3", "eu-west-1", "#ops", "acme/api").
 _IDENTIFIER = re.compile(r"^(?=.*[\d_./:#@])\S+$")
 # A time of day is when, not what: "The standup moved to 10am".
@@ -65,8 +110,11 @@ def as_name(text: str) -> str | None:
         return text  # "We use Terraform": the team speaking
     if text.casefold() in vocabulary.NOT_NAMES_ALONE:
         return None
-    if words[0].casefold() in vocabulary.NOT_NAMES or words[0].casefold() in _PREPOSITIONS or any(
-            word.casefold() in _CLAUSE_WORDS for word in words):
+    if (
+        words[0].casefold() in vocabulary.NOT_NAMES
+        or words[0].casefold() in _PREPOSITIONS
+        or any(word.casefold() in _CLAUSE_WORDS for word in words)
+    ):
         return None
     # A phrase, not a name: "running my biz", "remember to pause", "Small acts of", "representing my".
     inner = [word.casefold() for word in words[1:]]
@@ -116,8 +164,12 @@ def _surface_forms(verb: str, passive: bool) -> tuple[list[str], list[str]]:
     if head == "be":
         return [f"{be}{tail}" for be in _BE], [f"{be}{tail}" for be in ("was", "were")]
     third, past, participle, ing = inflections(head)
-    now = [f"{third}{tail}", f"{head}{tail}"] + [f"{be} {ing}{tail}" for be in _BE[:6]] + \
-        [f"{have} {participle}{tail}" for have in _HAVE] + [f"{have} been {ing}{tail}" for have in _HAVE]
+    now = (
+        [f"{third}{tail}", f"{head}{tail}"]
+        + [f"{be} {ing}{tail}" for be in _BE[:6]]
+        + [f"{have} {participle}{tail}" for have in _HAVE]
+        + [f"{have} been {ing}{tail}" for have in _HAVE]
+    )
     return now, [f"{past}{tail}"]
 
 
@@ -161,21 +213,32 @@ def verb_patterns() -> VerbPatterns:
         first=re.compile(rf"^(?:(?:{_ADVERB})\s+)*(?P<verb>{verb})\s+(?P<object>.+)$", re.I),
         but=re.compile(rf"\s*,?\s+(?:but|while|whereas|yet)\s+(?=(?:{verb})\s)", re.I),
     )
+
+
 # Where a fact's object ends: a new clause, or a reason.
-_CLAUSE_END = re.compile(r"\s*(?:[;:]|\s[-–—]\s|,\s*(?:which|who|where|but|so|as|because|since|while|though|"
-                         r"although|when|['’]cause|cuz|coz)\b|\s+(?:because|since|so that|but|although|though|while|"
-                         r"whereas|which|who|where|when|['’]cause|cuz|coz)\b)", re.I)
+_CLAUSE_END = re.compile(
+    r"\s*(?:[;:]|\s[-–—]\s|,\s*(?:which|who|where|but|so|as|because|since|while|though|"
+    r"although|when|['’]cause|cuz|coz)\b|\s+(?:because|since|so that|but|although|though|while|"
+    r"whereas|which|who|where|when|['’]cause|cuz|coz)\b)",
+    re.I,
+)
 # Between two objects (or two claims): "Redis and Postgres", "Redis, Kafka, and Postgres".
 _LIST = re.compile(r"\s*,\s*(?:and\s+|as well as\s+)?|\s+(?:and|as well as|plus)\s+|\s*&\s*", re.I)
 # A qualifier after the name: "Kubernetes in production", "Redis for caching", "email to Slack".
-QUALIFIER = re.compile(r"\s+(?:over|rather than|than|instead of|in|for|since|during|from|until|via|through|with|"
-                        r"when|where|while|after|before|as of|at|on|to|by|as|of(?!\s+(?:the\s+)?[A-Z])|every|each|"
-                        r"these days|"
-                        r"most of the time|at the moment|right now|these|now)(?![\w-]).*$", re.I)
+QUALIFIER = re.compile(
+    r"\s+(?:over|rather than|than|instead of|in|for|since|during|from|until|via|through|with|"
+    r"when|where|while|after|before|as of|at|on|to|by|as|of(?!\s+(?:the\s+)?[A-Z])|every|each|"
+    r"these days|"
+    r"most of the time|at the moment|right now|these|now)(?![\w-]).*$",
+    re.I,
+)
 _TO_USE = re.compile(r"^(?:to use|using)\s+", re.I)
 # The data a list item carries before its place: "... and metadata in DynamoDB" is about DynamoDB.
-_DATA_THEN = re.compile(rf"^\s*(?:(?:the|all|its|our|raw|audit|access|error|usage|app|daily|nightly)\s+)?"
-                        rf"(?:{'|'.join(vocabulary.DATA_WORDS)})\s+(?:in|to|into|on|from)\s+(?=\S)", re.I)
+_DATA_THEN = re.compile(
+    rf"^\s*(?:(?:the|all|its|our|raw|audit|access|error|usage|app|daily|nightly)\s+)?"
+    rf"(?:{'|'.join(vocabulary.DATA_WORDS)})\s+(?:in|to|into|on|from)\s+(?=\S)",
+    re.I,
+)
 
 
 def last_word(text: str) -> str:
@@ -186,7 +249,8 @@ def _predicate_for(form: str, object_text: str, subject_text: str) -> vocabulary
     """The predicate a verb form says with this object and subject: the first of the table whose words fit."""
     for predicate in _VERBS[" ".join(form.casefold().split())]:
         if (not predicate.objects or last_word(object_text) in predicate.objects) and (
-                not predicate.subjects or last_word(subject_text) in predicate.subjects):
+            not predicate.subjects or last_word(subject_text) in predicate.subjects
+        ):
             return predicate
     return None
 
@@ -276,8 +340,8 @@ def _svo(claim: str, context: Context) -> Parsed:
     """Facts said with a verb of the table: "X leads Y", "X uses A and B", "X runs on A and uses B"."""
     parsed = Parsed()
     for match in verb_patterns().at.finditer(claim):
-        subject_text, form = claim[:match.start()], match["verb"]
-        rest = claim[match.end():]
+        subject_text, form = claim[: match.start()], match["verb"]
+        rest = claim[match.end() :]
         if not subject_text.strip():
             continue
         subjects = _subjects(subject_text, context) if len(subject_text.split()) <= 2 * NAME_WORDS_MAX else [None]
@@ -315,8 +379,9 @@ def _clause_facts(part: str, subjects: list[str], context: Context) -> list[Fact
         context.thing = thing
 
 
-def _object_facts(subject_text: str, subjects: list[str], form: str, object_text: str, claim: str,
-                  context: Context) -> list[Fact] | str:
+def _object_facts(
+    subject_text: str, subjects: list[str], form: str, object_text: str, claim: str, context: Context
+) -> list[Fact] | str:
     """The facts of one verb and its objects; a second verb in the list starts a second claim about the subjects."""
     facts = []
     parts = _objects(object_text)
@@ -336,14 +401,16 @@ def _object_facts(subject_text: str, subjects: list[str], form: str, object_text
         name = resolve(QUALIFIER.sub("", written), context, part="object") if predicate else None
         if name is None:
             # A list that trails off into something else keeps what came before it.
-            return facts or (VAGUE_NAME.format(part="object", name=written, words=NAME_WORDS_MAX) if predicate
-                             else VAGUE)
+            return facts or (
+                VAGUE_NAME.format(part="object", name=written, words=NAME_WORDS_MAX) if predicate else VAGUE
+            )
         for subject in subjects:
             subject_of, object_of = (name, subject) if predicate.reverse else (subject, name)
             # Several facts in one clause: each says its own, so no two share a content.
             said = whole or clean(f"{subject if len(subjects) > 1 else subject_text.strip()} {form} {written}")
-            facts.append(Fact(subject_of, predicate.name, object_of, said,
-                              actor="object" if predicate.reverse else "subject"))
+            facts.append(
+                Fact(subject_of, predicate.name, object_of, said, actor="object" if predicate.reverse else "subject")
+            )
     return facts
 
 
@@ -351,16 +418,30 @@ def _object_facts(subject_text: str, subjects: list[str], form: str, object_text
 _ROLE = r"(?:new\s+|current\s+)?(?P<role>[\w][\w -]{0,40}?)"
 COPULAS = (
     # "Bob is the tech lead of Payments", "Ravi is the product owner for Checkout", "Paris is the capital of France"
-    ("role of", re.compile(rf"^(?P<x>.+?)\s+(?:is|are)\s+(?:now\s+)?(?:the|our|their|its)\s+{_ROLE}\s+"
-                           rf"(?:of|for|on|at)\s+(?P<y>.+)$", re.I)),
+    (
+        "role of",
+        re.compile(
+            rf"^(?P<x>.+?)\s+(?:is|are)\s+(?:now\s+)?(?:the|our|their|its)\s+{_ROLE}\s+"
+            rf"(?:of|for|on|at)\s+(?P<y>.+)$",
+            re.I,
+        ),
+    ),
     # "Olga's manager is Pieter", "The API's database is Postgres"
     ("'s role", re.compile(rf"^(?P<y>.+?)['’]s\s+{_ROLE}\s+(?:is|are)\s+(?:now\s+)?(?P<x>.+)$", re.I)),
     # "The default region for staging is us-east-2", "The lead of Orion is Kenji"
-    ("role of is", re.compile(rf"^(?:the\s+)?{_ROLE}\s+(?:of|for)\s+(?P<y>.+?)\s+(?:is|are)\s+(?:now\s+)?(?P<x>.+)$",
-                              re.I)),
+    (
+        "role of is",
+        re.compile(rf"^(?:the\s+)?{_ROLE}\s+(?:of|for)\s+(?P<y>.+?)\s+(?:is|are)\s+(?:now\s+)?(?P<x>.+)$", re.I),
+    ),
     # "Beatriz is a staff engineer on the payments team", "Dana is a designer at Acme"
-    ("member role", re.compile(rf"^(?P<x>.+?)\s+(?:is|are)\s+(?:now\s+)?(?:a|an)\s+{_ROLE}\s+(?P<at>on|in|at|with)\s+"
-                               rf"(?P<y>.+)$", re.I)),
+    (
+        "member role",
+        re.compile(
+            rf"^(?P<x>.+?)\s+(?:is|are)\s+(?:now\s+)?(?:a|an)\s+{_ROLE}\s+(?P<at>on|in|at|with)\s+"
+            rf"(?P<y>.+)$",
+            re.I,
+        ),
+    ),
     # "The CTO is Maria", "The tech lead is Bob": a known role, held by a proper name
     ("the role is", re.compile(rf"^the\s+{_ROLE}\s+(?:is|are)\s+(?:now\s+)?(?P<x>.+)$", re.I)),
     # "Farid is its tech lead", "Ana is his manager": the role of the thing or person just named
@@ -368,8 +449,10 @@ COPULAS = (
     # "Declan is my brother", "Pieter is my manager"
     ("my role", re.compile(rf"^(?P<x>.+?)\s+(?:is|are)\s+(?:now\s+)?(?P<whose>my)\s+{_ROLE}$", re.I)),
     # "Kafka is our message broker", "Bob is our tech lead"
-    ("our role", re.compile(rf"^(?P<x>.+?)\s+(?:is|are)\s+(?:now\s+)?(?:our|the team's|the company's)\s+{_ROLE}$",
-                            re.I)),
+    (
+        "our role",
+        re.compile(rf"^(?P<x>.+?)\s+(?:is|are)\s+(?:now\s+)?(?:our|the team's|the company's)\s+{_ROLE}$", re.I),
+    ),
     # "Our message broker is Kafka", "My preferred editor is Neovim", "My manager is Pieter"
     ("role is", re.compile(rf"^(?P<whose>our|my)\s+{_ROLE}\s+(?:is|are)\s+(?:now\s+)?(?P<x>.+)$", re.I)),
 )
@@ -409,8 +492,11 @@ def _copula(claim: str, context: Context) -> Parsed:
             if y is None:
                 parsed.vague = VAGUE_NAME.format(part="object", name=y_text.strip(), words=NAME_WORDS_MAX)
                 continue
-        x = resolve(QUALIFIER.sub("", x_text) if rule in ("'s role", "role of is", "role is", "the role is")
-                     else x_text, context, part="subject")
+        x = resolve(
+            QUALIFIER.sub("", x_text) if rule in ("'s role", "role of is", "role is", "the role is") else x_text,
+            context,
+            part="subject",
+        )
         if rule == "my role":  # "Declan is my brother" says what "My brother is Declan" says
             rule = "role is"
         if rule == "the role is" and (x is None or role_of(role) is None or not looks_proper(x)):
@@ -421,8 +507,11 @@ def _copula(claim: str, context: Context) -> Parsed:
         if x is None or len(role.split()) > 4:
             parsed.vague = VAGUE_NAME.format(part="subject", name=x_text.strip(), words=NAME_WORDS_MAX)
             continue
-        if not _noun_phrase(role) or role.split()[-1].casefold() in vocabulary.NOT_NAMES or (
-                role_of(role) is None and not preference and not looks_proper(x)):
+        if (
+            not _noun_phrase(role)
+            or role.split()[-1].casefold() in vocabulary.NOT_NAMES
+            or (role_of(role) is None and not preference and not looks_proper(x))
+        ):
             continue  # "Hiking is an awesome way to bond with nature", "That sense of accomplishment is awesome"
         if rule == "member role" and not (looks_proper(y) or last_word(y) in vocabulary.GROUP_WORDS):
             continue
@@ -454,13 +543,53 @@ def role_fact(rule: str, role: str, x: str, y: str, at: str | None, said: str) -
 
 # A verb said between two names that no table knows: "Alice speaks Portuguese" is in the table, "The scheduler
 # triggers the export" is not. Kept as said, when one of the names is a proper name.
-_OPEN_VERB = re.compile(r"^(?P<subject>.+?)\s+(?P<verb>[a-z]{3,}(?:s|es))(?:\s+(?P<particle>to|on|in|with|from|"
-                        r"into|at|by|over|under|against|through|behind|inside|within|via|around|across|"
-                        r"alongside|beside|near))?\s+(?P<object>.+)$")
-_NOT_VERBS = frozenset({"is", "was", "has", "does", "this", "its", "his", "hers", "yours", "ours", "theirs", "us",
-                        "always", "sometimes", "perhaps", "always", "less", "unless", "across", "towards", "afterwards",
-                        "news", "status", "series", "analysis", "basis", "access", "process", "class", "address",
-                        "business", "success", "progress", "yes", "thanks", "ops", "devops", "sometimes"})
+_OPEN_VERB = re.compile(
+    r"^(?P<subject>.+?)\s+(?P<verb>[a-z]{3,}(?:s|es))(?:\s+(?P<particle>to|on|in|with|from|"
+    r"into|at|by|over|under|against|through|behind|inside|within|via|around|across|"
+    r"alongside|beside|near))?\s+(?P<object>.+)$"
+)
+_NOT_VERBS = frozenset(
+    {
+        "is",
+        "was",
+        "has",
+        "does",
+        "this",
+        "its",
+        "his",
+        "hers",
+        "yours",
+        "ours",
+        "theirs",
+        "us",
+        "always",
+        "sometimes",
+        "perhaps",
+        "always",
+        "less",
+        "unless",
+        "across",
+        "towards",
+        "afterwards",
+        "news",
+        "status",
+        "series",
+        "analysis",
+        "basis",
+        "access",
+        "process",
+        "class",
+        "address",
+        "business",
+        "success",
+        "progress",
+        "yes",
+        "thanks",
+        "ops",
+        "devops",
+        "sometimes",
+    }
+)
 
 
 def _open_verb(claim: str, context: Context) -> Parsed:
@@ -512,32 +641,46 @@ _CONTRACTIONS = (
     (re.compile(r"\b(I|we|you|they)['’]ve\b", re.I), r"\1 have"),
 )
 # Adverbs anywhere in a claim: "Elena works remotely from Porto" reads as "Elena works from Porto".
-_ADVERBS = re.compile(rf"(?<![\w-])(?:{'|'.join(re.escape(word) for word in vocabulary.ADVERBS + ('now',))})"
-                      rf"(?![\w-])\s*")
+_ADVERBS = re.compile(
+    rf"(?<![\w-])(?:{'|'.join(re.escape(word) for word in vocabulary.ADVERBS + ('now',))})"
+    rf"(?![\w-])\s*"
+)
 
 
 # Data between a verb and its particle: "pushes events to S3" says what "pushes to S3" says.
-_CARRIED = re.compile(r"\b((?:push|send|write|ship|stream|export|forward|upload|sync|emit|publish|pull|fetch|read|"
-                      r"ingest|load|copy|post|dump|cache|store|save|persist|keep)(?:e?s|d|ed|ing)|sent|wrote|written|"
-                      r"kept)\s+(?:(?:the|its|all|our|their|some)\s+)?"
-                      r"(?:(?:push|audit|access|error|usage|app|raw|daily|nightly|system)\s+)?"
-                      rf"(?:{'|'.join(vocabulary.DATA_WORDS)})\s+(to|from|into|in|on)\b", re.I)
+_CARRIED = re.compile(
+    r"\b((?:push|send|write|ship|stream|export|forward|upload|sync|emit|publish|pull|fetch|read|"
+    r"ingest|load|copy|post|dump|cache|store|save|persist|keep)(?:e?s|d|ed|ing)|sent|wrote|written|"
+    r"kept)\s+(?:(?:the|its|all|our|their|some)\s+)?"
+    r"(?:(?:push|audit|access|error|usage|app|raw|daily|nightly|system)\s+)?"
+    rf"(?:{'|'.join(vocabulary.DATA_WORDS)})\s+(to|from|into|in|on)\b",
+    re.I,
+)
 
 
 # An adverb that opens the claim, capital and all: "Honestly, I'm not a fan of YAML".
 # What someone likes doing with a thing is a liking of the thing: "Leilani likes working with TypeScript".
-_DOING = re.compile(r"\b((?:like|love|enjoy|prefer|hate|dislike)s?)\s+(?:working|coding|programming|writing|building|"
-                    r"developing)\s+(?:with|in|on)\s+|\b((?:like|love|enjoy|prefer|hate|dislike)s?)\s+using\s+", re.I)
+_DOING = re.compile(
+    r"\b((?:like|love|enjoy|prefer|hate|dislike)s?)\s+(?:working|coding|programming|writing|building|"
+    r"developing)\s+(?:with|in|on)\s+|\b((?:like|love|enjoy|prefer|hate|dislike)s?)\s+using\s+",
+    re.I,
+)
 # The job between "work" and where: "I work as a data engineer at Brightwave" says "I work at Brightwave".
 _WORK_AS = re.compile(r"\b(work(?:s|ed|ing)?)\s+as\s+(?:a|an|the|our)\s+[\w -]{1,40}?\s+(at|for|on|in)\b", re.I)
 # Coding said as a doing: "I do all my coding in VS Code" says "I code in VS Code".
-_CODING_IN = re.compile(r"\bdo(?:es)?\s+(?:all|most)?\s*(?:of\s+)?(?:my|our|his|her|their)\s+(?:coding|programming|"
-                        r"development|dev\s+work)\s+in\s+", re.I)
+_CODING_IN = re.compile(
+    r"\bdo(?:es)?\s+(?:all|most)?\s*(?:of\s+)?(?:my|our|his|her|their)\s+(?:coding|programming|"
+    r"development|dev\s+work)\s+in\s+",
+    re.I,
+)
 # Roles said in several words that mean the one to ask: "Felix is the point of contact for the vendor API".
 _CONTACT = re.compile(r"\b(?:point\s+of\s+contact|go-to\s+(?:person|contact))\b", re.I)
 # A participle after a comma says a fact of the subject: "Siobhan is fully remote, based out of Galway".
-_PARTICIPLE = re.compile(r"^(?P<subject>[^,]+?)\s+(?:is|are)\s+[^,]{1,40},\s+(?P<participle>(?:based|located|hosted|"
-                         r"deployed|owned|maintained|written|built|led|run)\s+.+)$", re.I)
+_PARTICIPLE = re.compile(
+    r"^(?P<subject>[^,]+?)\s+(?:is|are)\s+[^,]{1,40},\s+(?P<participle>(?:based|located|hosted|"
+    r"deployed|owned|maintained|written|built|led|run)\s+.+)$",
+    re.I,
+)
 _OPENING_ADVERB = re.compile(rf"^(?:{'|'.join(re.escape(word) for word in vocabulary.ADVERBS)}),?\s+", re.I)
 
 

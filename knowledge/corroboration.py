@@ -8,7 +8,7 @@ included, so a corroborating memory learned after T does not count as of T.
 
 import datetime as dt
 
-from knowledge.conflicts import Probe, Side, _normal
+from knowledge.contradictions import Probe, Side, normal_triple
 from knowledge.models import Fact
 from search import snapshot
 
@@ -17,7 +17,7 @@ def same_facts(probes: list[Probe], *, as_of: dt.datetime, valid_at: dt.datetime
     """{probe's revision id: the other memories' visible facts with the same triple at (as_of, valid_at)}, for
     probes with any. A probe without a whole triple costs nothing; each other one costs one lookup (the
     (subject, predicate) index)."""
-    normal = {probe.revision_id: _normal(probe.subject, probe.predicate, probe.object) for probe in probes}
+    normal = {probe.revision_id: normal_triple(probe.subject, probe.predicate, probe.object) for probe in probes}
     probes = [probe for probe in probes if normal[probe.revision_id] is not None]
     if not probes:
         return {}
@@ -26,13 +26,17 @@ def same_facts(probes: list[Probe], *, as_of: dt.datetime, valid_at: dt.datetime
     found = {}
     for probe in probes:
         subject, predicate, object_ = normal[probe.revision_id]
-        visible = view.visible_mask(view.visible_rows(as_of=as_of_micros, valid_at=valid_at_micros,
-                                                      namespaces=[probe.namespace]))
+        visible = view.visible_mask(
+            view.visible_rows(as_of=as_of_micros, valid_at=valid_at_micros, namespaces=[probe.namespace])
+        )
         same = []
         # The (subject, predicate) index: this subject's facts with this predicate, of every time.
-        for revision_id, memory_id in (Fact.objects.filter(subject=subject, predicate=predicate, object=object_)
-                                       .exclude(memory_id=probe.memory_id)
-                                       .order_by("memory_id").values_list("revision_id", "memory_id")):
+        for revision_id, memory_id in (
+            Fact.objects.filter(subject=subject, predicate=predicate, object=object_)
+            .exclude(memory_id=probe.memory_id)
+            .order_by("memory_id")
+            .values_list("revision_id", "memory_id")
+        ):
             # A fact row newer than the view (written since it was read) is not visible in it.
             row = view.position[revision_id] if revision_id < len(view.position) else -1
             if visible[row]:

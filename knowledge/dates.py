@@ -12,30 +12,52 @@ import datetime as dt
 import re
 from dataclasses import dataclass
 
-_MONTH = (r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"
-          r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?")
+_MONTH = (
+    r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"
+    r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?"
+)
 _DAY = r"\d{1,2}(?:st|nd|rd|th)?"
 _YEAR = r"(?:19|20)\d{2}"
 _WEEKDAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
 # Times that need a lead word to be times: "in May", "since 2024" ("May" alone is a name or a verb).
 _BARE = rf"{_MONTH}(?:,?\s+{_YEAR})?|{_YEAR}|{_WEEKDAY}"
 # Times that are times wherever they stand.
-_DATED = (rf"{_DAY}\s+{_MONTH}(?:,?\s+{_YEAR})?|{_MONTH}\s+{_DAY}(?:,?\s+{_YEAR})?|"
-          rf"(?:the\s+)?{_DAY}\s+of\s+{_MONTH}(?:,?\s+{_YEAR})?|{_YEAR}-\d{{2}}-\d{{2}}|"
-          rf"(?:last|this|past)\s+(?:week|month|year|quarter|{_WEEKDAY})|yesterday|today|this\s+morning|"
-          rf"earlier\s+today|tonight|(?:\d+|a|an|one|two|three|four|five|six)\s+(?:days?|weeks?|months?|years?)\s+ago|"
-          rf"the\s+(?:start|beginning)\s+of\s+(?:the\s+|this\s+|last\s+)?(?:week|month|year|quarter)")
+_DATED = (
+    rf"{_DAY}\s+{_MONTH}(?:,?\s+{_YEAR})?|{_MONTH}\s+{_DAY}(?:,?\s+{_YEAR})?|"
+    rf"(?:the\s+)?{_DAY}\s+of\s+{_MONTH}(?:,?\s+{_YEAR})?|{_YEAR}-\d{{2}}-\d{{2}}|"
+    rf"(?:last|this|past)\s+(?:week|month|year|quarter|{_WEEKDAY})|yesterday|today|this\s+morning|"
+    rf"earlier\s+today|tonight|(?:\d+|a|an|one|two|three|four|five|six)\s+(?:days?|weeks?|months?|years?)\s+ago|"
+    rf"the\s+(?:start|beginning)\s+of\s+(?:the\s+|this\s+|last\s+)?(?:week|month|year|quarter)"
+)
 # What the lead word says the time is: when the fact starts, or when it ends.
-STARTS = ("since", "from", "as of", "starting", "starting on", "starting from", "beginning", "effective",
-          "effective from", "effective on", "on", "in", "during")
+STARTS = (
+    "since",
+    "from",
+    "as of",
+    "starting",
+    "starting on",
+    "starting from",
+    "beginning",
+    "effective",
+    "effective from",
+    "effective on",
+    "on",
+    "in",
+    "during",
+)
 ENDS = ("until", "till", "through")
 _LEADS = "|".join(re.escape(lead) for lead in sorted(STARTS + ENDS, key=len, reverse=True))
 # Phrases that say the fact holds from the time of the call on.
-NOW = re.compile(r"(?<![\w-])(?:(?:from|as\s+of|starting)\s+(?:right\s+)?now(?:\s+on)?|going\s+forward|"
-                 r"effective\s+immediately|from\s+here\s+on(?:\s+out)?)(?![\w-])", re.I)
-PHRASE = re.compile(rf"(?<![\w-])(?:(?P<lead>{_LEADS})\s+(?P<led>{_DATED}|{_BARE})|(?P<alone>{_DATED}))"
-                    rf"(?:\s+on(?:wards)?)?(?![\w-])", re.I)
-
+NOW = re.compile(
+    r"(?<![\w-])(?:(?:from|as\s+of|starting)\s+(?:right\s+)?now(?:\s+on)?|going\s+forward|"
+    r"effective\s+immediately|from\s+here\s+on(?:\s+out)?)(?![\w-])",
+    re.I,
+)
+PHRASE = re.compile(
+    rf"(?<![\w-])(?:(?P<lead>{_LEADS})\s+(?P<led>{_DATED}|{_BARE})|(?P<alone>{_DATED}))"
+    rf"(?:\s+on(?:wards)?)?(?![\w-])",
+    re.I,
+)
 
 
 @dataclass(frozen=True)
@@ -72,9 +94,15 @@ def _parser(now: dt.datetime, prefer: str):
     # Imported here: dateparser's import costs a fifth of a second, which a call with no stated time never pays.
     from dateparser.date import DateDataParser
 
-    return DateDataParser(languages=["en"], settings={
-        "PREFER_DATES_FROM": prefer, "RELATIVE_BASE": now.astimezone(dt.UTC).replace(tzinfo=None),
-        "PREFER_DAY_OF_MONTH": "first", "RETURN_AS_TIMEZONE_AWARE": False})
+    return DateDataParser(
+        languages=["en"],
+        settings={
+            "PREFER_DATES_FROM": prefer,
+            "RELATIVE_BASE": now.astimezone(dt.UTC).replace(tzinfo=None),
+            "PREFER_DAY_OF_MONTH": "first",
+            "RETURN_AS_TIMEZONE_AWARE": False,
+        },
+    )
 
 
 def stated_time(clause: str, now: dt.datetime) -> StatedTime | None:

@@ -22,16 +22,24 @@ def fact_row(revision_id: int, memory_id: int, subject: str, predicate: str, obj
     A revision carries a triple when all three parts name something after normalising
     (a tombstone's parts are empty); a part that normalises to nothing names no entity.
     """
-    row = (revision_id, memory_id, entity_name(subject or ""), predicate_name(predicate or ""),
-           entity_name(object_ or ""))
+    row = (
+        revision_id,
+        memory_id,
+        entity_name(subject or ""),
+        predicate_name(predicate or ""),
+        entity_name(object_ or ""),
+    )
     return row if all(row[2:]) else None
 
 
 def _insert(rows: list[tuple]) -> None:
     with connection.cursor() as cursor:
         # One prepared statement for every row; the table's indexes follow.
-        cursor.executemany("INSERT INTO knowledge_fact (revision_id, memory_id, subject, predicate, object) "
-                           "VALUES (%s, %s, %s, %s, %s)", rows)
+        cursor.executemany(
+            "INSERT INTO knowledge_fact (revision_id, memory_id, subject, predicate, object) "
+            "VALUES (%s, %s, %s, %s, %s)",
+            rows,
+        )
 
 
 def record_facts(revisions) -> None:
@@ -49,7 +57,7 @@ def delete_facts(revision_ids) -> None:
     """Delete the fact rows of these revisions (called before the revisions themselves are deleted)."""
     revision_ids = list(revision_ids)
     for start in range(0, len(revision_ids), _CHUNK):
-        Fact.objects.filter(revision_id__in=revision_ids[start:start + _CHUNK]).delete()
+        Fact.objects.filter(revision_id__in=revision_ids[start : start + _CHUNK]).delete()
 
 
 def _derived_rows():
@@ -99,16 +107,24 @@ def fact_drift() -> list[str]:
     Reads every revision with a triple and every fact row (an audit's work, not a request's).
     """
     derived = {row[0]: row for row in _derived_rows()}
-    stored = {key[0]: key for key in Fact.objects.values_list("revision_id", "memory_id", "subject", "predicate",
-                                                                "object").iterator(chunk_size=_CHUNK)}
+    stored = {
+        key[0]: key
+        for key in Fact.objects.values_list("revision_id", "memory_id", "subject", "predicate", "object").iterator(
+            chunk_size=_CHUNK
+        )
+    }
     missing = sorted(set(derived) - set(stored))
     extra = sorted(set(stored) - set(derived))
     different = sorted(pk for pk in set(derived) & set(stored) if derived[pk] != stored[pk])
     problems = []
-    for ids, what in ((missing, "have a triple but no fact row"), (extra, "have a fact row but no triple "
-                      "(or no longer exist)"), (different, "have a fact row that differs from their triple")):
+    for ids, what in (
+        (missing, "have a triple but no fact row"),
+        (extra, "have a fact row but no triple (or no longer exist)"),
+        (different, "have a fact row that differs from their triple"),
+    ):
         if ids:
             shown = ", ".join(str(pk) for pk in ids[:_DRIFT_SHOWN]) + (", ..." if len(ids) > _DRIFT_SHOWN else "")
-            problems.append(f"facts: {len(ids)} revisions {what} (revision {shown}); "
-                            "rebuild them with 'manage.py reindex --graph'.")
+            problems.append(
+                f"facts: {len(ids)} revisions {what} (revision {shown}); rebuild them with 'manage.py reindex --graph'."
+            )
     return problems

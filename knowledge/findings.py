@@ -1,6 +1,6 @@
 """What learning finds in a text: items to store, endings of facts a stated change names, and sentences skipped.
 
-``knowledge.learn`` makes them; ``memories.services.learn`` stores the items and applies the
+``knowledge.extraction`` makes them; ``memories.services.learn`` stores the items and applies the
 endings. Plain data: nothing here reads text or touches the database.
 """
 

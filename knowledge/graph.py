@@ -3,9 +3,9 @@
 Entities are names in normal form (``knowledge.names``); edges are the visible fact
 revisions, read from the fact rows by name and kept when the snapshot says the
 revision is its memory's visible one, in the namespace, at that point
-(``search.snapshot.View.visible_among``, the rule of DESIGN.md section 3). So an edge
-learned after T is absent at as_of T, and a forgotten fact's edge goes from its
-tombstone's known_at on. Every lookup is by name or by revision id: what other
+(``search.snapshot.View.visible_among``, the rule of docs/concepts.md, "Which revision a
+read sees"). So an edge learned after T is absent at as_of T, and a forgotten fact's
+edge goes from its tombstone's known_at on. Every lookup is by name or by revision id: what other
 namespaces hold costs dict lookups and index probes, never a scan.
 
 Aliases: a visible fact whose predicate is one of ``ALIAS_PREDICATES`` says its subject
@@ -39,8 +39,18 @@ from memoryproject.exceptions import InvalidInput
 from search import snapshot
 
 # Predicates (in normal form) that say two names name one entity.
-ALIAS_PREDICATES = ("also known as", "aka", "a.k.a", "alias", "alias of", "is alias of", "is an alias of",
-                    "is also known as", "same as", "is the same as")
+ALIAS_PREDICATES = (
+    "also known as",
+    "aka",
+    "a.k.a",
+    "alias",
+    "alias of",
+    "is alias of",
+    "is an alias of",
+    "is also known as",
+    "same as",
+    "is the same as",
+)
 MAX_DEPTH = 4
 # Relations of one entity a path search follows, at most.
 FANOUT = 25
@@ -134,9 +144,11 @@ def _known() -> _Known:
         known = _known_by_database.get(database, _EMPTY)
         with connection.cursor() as cursor:
             # Primary-key lookups: the one-row state table, the last fact row, the row the copy ends with.
-            cursor.execute("SELECT generation, (SELECT max(id) FROM knowledge_fact), "
-                           "(SELECT revision_id FROM knowledge_fact WHERE id = %s) FROM search_state",
-                           [known.max_id])
+            cursor.execute(
+                "SELECT generation, (SELECT max(id) FROM knowledge_fact), "
+                "(SELECT revision_id FROM knowledge_fact WHERE id = %s) FROM search_state",
+                [known.max_id],
+            )
             generation, max_id, anchor = cursor.fetchone()
         if generation != known.generation or anchor != known.anchor:
             known = replace(_EMPTY, generation=generation)
@@ -152,8 +164,11 @@ def _extended(known: _Known) -> _Known:
     """``known`` plus the fact rows written since, in new dicts and tuples (readers may hold the old ones)."""
     with connection.cursor() as cursor:
         # The primary key's range: rows written since the copy was taken.
-        cursor.execute("SELECT id, revision_id, memory_id, subject, predicate, object FROM knowledge_fact "
-                       "WHERE id > %s ORDER BY id", [known.max_id])
+        cursor.execute(
+            "SELECT id, revision_id, memory_id, subject, predicate, object FROM knowledge_fact "
+            "WHERE id > %s ORDER BY id",
+            [known.max_id],
+        )
         rows = cursor.fetchall()
     if not rows:  # deleted since the check: the next query's check reloads
         return known
@@ -170,8 +185,9 @@ def _extended(known: _Known) -> _Known:
         relations[name] = relations.get(name, ()) + tuple(facts)
     for name, facts in added_aliases.items():
         aliases[name] = aliases.get(name, ()) + tuple(facts)
-    return _Known(generation=known.generation, max_id=rows[-1][0], anchor=rows[-1][1], relations=relations,
-                  aliases=aliases)
+    return _Known(
+        generation=known.generation, max_id=rows[-1][0], anchor=rows[-1][1], relations=relations, aliases=aliases
+    )
 
 
 class _Reading:
@@ -189,8 +205,11 @@ class _Reading:
 
     def _shown(self, facts) -> set[int]:
         """The revision ids of those of ``facts`` visible at this point in this namespace."""
-        return set(self.view.visible_among([fact.revision_id for fact in facts], as_of=self.as_of,
-                                           valid_at=self.valid_at, namespace=self.namespace).tolist())
+        return set(
+            self.view.visible_among(
+                [fact.revision_id for fact in facts], as_of=self.as_of, valid_at=self.valid_at, namespace=self.namespace
+            ).tolist()
+        )
 
     def read(self, names) -> None:
         """Read every visible fact naming one of ``names`` (those not read yet)."""
@@ -252,8 +271,15 @@ class _Reading:
         else:
             facts = {fact for name in names for fact in self.relations[name]}
         # By predicate, the other end's name, the direction (out first), then ids for equal triples.
-        keyed = [((fact.predicate, fact.object, 0) if fact.subject in names else (fact.predicate, fact.subject, 1),
-                  fact.memory_id, fact.revision_id, fact) for fact in facts]
+        keyed = [
+            (
+                (fact.predicate, fact.object, 0) if fact.subject in names else (fact.predicate, fact.subject, 1),
+                fact.memory_id,
+                fact.revision_id,
+                fact,
+            )
+            for fact in facts
+        ]
         keyed.sort()
         return [item[-1] for item in keyed]
 
@@ -262,10 +288,13 @@ class _Reading:
         wanted = sorted(set(revision_ids) - set(self.spelling))
         with connection.cursor() as cursor:
             for start in range(0, len(wanted), _IDS_PER_QUERY):
-                chunk = wanted[start:start + _IDS_PER_QUERY]
+                chunk = wanted[start : start + _IDS_PER_QUERY]
                 # Primary key lookups.
-                cursor.execute("SELECT id, subject, predicate, object FROM memories_revision WHERE id IN (%s)"
-                               % ", ".join(["%s"] * len(chunk)), chunk)
+                cursor.execute(
+                    "SELECT id, subject, predicate, object FROM memories_revision WHERE id IN (%s)"
+                    % ", ".join(["%s"] * len(chunk)),
+                    chunk,
+                )
                 for revision_id, *triple in cursor.fetchall():
                     self.spelling[revision_id] = tuple(triple)
 
@@ -286,8 +315,10 @@ def _direction(fact: _Fact, names) -> str:
 def _name(text: str, *, field: str) -> str:
     name = entity_name(text)
     if not name:
-        raise InvalidInput(f"{field}: {text!r} names no entity (it is empty once spaces, quotes and a leading "
-                           "article are taken off).", field=field)
+        raise InvalidInput(
+            f"{field}: {text!r} names no entity (it is empty once spaces, quotes and a leading article are taken off).",
+            field=field,
+        )
     return name
 
 
@@ -306,26 +337,44 @@ def _neighbourhood(reading: _Reading, name: str, *, limit: int, only=None) -> Ne
         facts = [fact for fact in facts if (fact.predicate, _direction(fact, names)) in only]
     shown = facts[:limit]
     reading.spell(fact.revision_id for fact in shown)
-    relations = [Relation(predicate=fact.predicate, direction=_direction(fact, names),
-                          other=reading.ref(fact, fact.other(_end_in(fact, names))), memory_id=fact.memory_id,
-                          revision_id=fact.revision_id) for fact in shown]
-    return Neighbourhood(entity=_display(reading, name, shown), aliases=sorted(names - {name}), relations=relations,
-                         truncated=len(facts) > limit)
+    relations = [
+        Relation(
+            predicate=fact.predicate,
+            direction=_direction(fact, names),
+            other=reading.ref(fact, fact.other(_end_in(fact, names))),
+            memory_id=fact.memory_id,
+            revision_id=fact.revision_id,
+        )
+        for fact in shown
+    ]
+    return Neighbourhood(
+        entity=_display(reading, name, shown),
+        aliases=sorted(names - {name}),
+        relations=relations,
+        truncated=len(facts) > limit,
+    )
 
 
-def graph_neighbours(*, namespace: str, entity: str, as_of: dt.datetime, valid_at: dt.datetime, limit: int,
-                     only: Collection[tuple[str, str]] | None = None) -> Neighbourhood:
+def graph_neighbours(
+    *,
+    namespace: str,
+    entity: str,
+    as_of: dt.datetime,
+    valid_at: dt.datetime,
+    limit: int,
+    only: Collection[tuple[str, str]] | None = None,
+) -> Neighbourhood:
     """The relations of ``entity`` in ``namespace`` at (as_of, valid_at): at most ``limit``, by predicate.
 
     ``only``: the (predicate, direction) pairs wanted, predicates in normal form; None: every relation.
     """
     reading = _Reading(namespace=namespace, as_of=as_of, valid_at=valid_at)
-    return _neighbourhood(reading, _name(entity, field="entity"), limit=limit,
-                          only=None if only is None else frozenset(only))
+    return _neighbourhood(
+        reading, _name(entity, field="entity"), limit=limit, only=None if only is None else frozenset(only)
+    )
 
 
-def graph_paths(*, namespace: str, source: str, target: str, as_of: dt.datetime,
-                valid_at: dt.datetime) -> Paths:
+def graph_paths(*, namespace: str, source: str, target: str, as_of: dt.datetime, valid_at: dt.datetime) -> Paths:
     """The shortest paths (at most MAX_DEPTH hops, PATHS_MAX of them) between two entities, shortest first.
 
     Both ends are expanded two hops (FANOUT relations per entity): every path of up to
@@ -336,8 +385,9 @@ def graph_paths(*, namespace: str, source: str, target: str, as_of: dt.datetime,
     start, goal = _name(source, field="source"), _name(target, field="target")
     ends = reading.entities_of([start, goal], with_relations=True)
     if ends[start] & ends[goal]:
-        raise InvalidInput(f"source and target name one entity ({start!r}); ask for its neighbours instead.",
-                           field="target")
+        raise InvalidInput(
+            f"source and target name one entity ({start!r}); ask for its neighbours instead.", field="target"
+        )
     truncated = False
     followed: list[_Fact] = []
     frontier = [ends[start], ends[goal]]
@@ -357,16 +407,31 @@ def graph_paths(*, namespace: str, source: str, target: str, as_of: dt.datetime,
     key = {name: min(names) for name, names in ends.items()}
     found, cut = _enumerate(followed, key, key[start], key[goal])
     reading.spell(fact.revision_id for path in found for fact, _ in path)
-    paths = [[Hop(source=reading.ref(fact, here), predicate=fact.predicate, direction="out" if fact.subject == here
-                  else "in", target=reading.ref(fact, fact.other(here)), memory_id=fact.memory_id,
-                  revision_id=fact.revision_id) for fact, here in path] for path in found]
-    return Paths(source=_display(reading, start, [fact for path in found for fact, _ in path[:1]]),
-                 target=_display(reading, goal, [fact for path in found for fact, _ in path[-1:]]),
-                 paths=paths, truncated=truncated or cut)
+    paths = [
+        [
+            Hop(
+                source=reading.ref(fact, here),
+                predicate=fact.predicate,
+                direction="out" if fact.subject == here else "in",
+                target=reading.ref(fact, fact.other(here)),
+                memory_id=fact.memory_id,
+                revision_id=fact.revision_id,
+            )
+            for fact, here in path
+        ]
+        for path in found
+    ]
+    return Paths(
+        source=_display(reading, start, [fact for path in found for fact, _ in path[:1]]),
+        target=_display(reading, goal, [fact for path in found for fact, _ in path[-1:]]),
+        paths=paths,
+        truncated=truncated or cut,
+    )
 
 
-def _enumerate(facts: list[_Fact], key: dict[str, str], source: str,
-               target: str) -> tuple[list[list[tuple[_Fact, str]]], bool]:
+def _enumerate(
+    facts: list[_Fact], key: dict[str, str], source: str, target: str
+) -> tuple[list[list[tuple[_Fact, str]]], bool]:
     """Simple paths from ``source`` to ``target`` over ``facts``, shortest first; ``key``: each name's entity.
 
     Each path is [(fact, the name it leaves from)]; at most PATHS_MAX, and whether more were there.
@@ -413,15 +478,14 @@ def _words(text: str) -> list[str]:
     return _SPACE.sub(" ", text).strip().split(" ")[:QUERY_WORDS_MAX]
 
 
-def graph_mentions(*, namespace: str, query: str, as_of: dt.datetime, valid_at: dt.datetime,
-                   limit: int) -> Mentions:
+def graph_mentions(*, namespace: str, query: str, as_of: dt.datetime, valid_at: dt.datetime, limit: int) -> Mentions:
     """The entities ``query`` names (longest names first, not overlapping), each with its relations (``limit``)."""
     reading = _Reading(namespace=namespace, as_of=as_of, valid_at=valid_at)
     words = _words(query)
     spans = {}
     for size in range(1, NAME_WORDS_MAX + 1):
         for start in range(len(words) - size + 1):
-            name = entity_name(" ".join(words[start:start + size]))
+            name = entity_name(" ".join(words[start : start + size]))
             if name:
                 spans[(start, size)] = name
     reading.read(spans.values())
@@ -440,4 +504,3 @@ def graph_mentions(*, namespace: str, query: str, as_of: dt.datetime, valid_at: 
         seen |= names
         entities.append(_neighbourhood(reading, name, limit=limit))
     return Mentions(entities=entities)
-

@@ -32,7 +32,7 @@ class PredicateSetting(models.Model):
     """Whether a predicate holds one value per subject in a namespace, overriding the default list either way.
 
     A single-valued predicate ("runs on", "owned by") makes two visible facts with the same
-    subject and different objects a conflict (``knowledge.conflicts``); a multi-valued one
+    subject and different objects a conflict (``knowledge.contradictions``); a multi-valued one
     ("uses", "depends on") does not. ``predicate`` is kept in normal form (``knowledge.names``).
     """
 

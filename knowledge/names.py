@@ -18,11 +18,11 @@ def _folded(text: str) -> str:
 
 
 def entity_name(text: str) -> str:
-    """The normal form of an entity's name: NFKC, case-folded, spaces collapsed, quotes and a leading article dropped."""
+    """An entity name's normal form: NFKC, case-folded, spaces collapsed, quotes and a leading article dropped."""
     name = _folded(text)
     for article in _ARTICLES:
         if name.startswith(article) and len(name) > len(article):
-            name = name[len(article):].lstrip()
+            name = name[len(article) :].lstrip()
             break
     return name
 

@@ -61,23 +61,41 @@ _IS = r"(?:\s+(?:is|are|was|were)|['’]s)"
 _DOES = r"(?:does|do|did)"
 
 QUESTIONS = (
-    Question("where-is", "where is the Berlin office",
-             rf"where{_IS}\s+{{entity}}(?:\s+(?:located|based|hosted|deployed|stored|running|living|kept))?",
-             relations=WHERE),
-    Question("where-does", "where does Lena live", rf"where\s+{_DOES}\s+{{entity}}\s+(?:live|work|sit|run|reside)",
-             relations=WHERE),
-    Question("what-team", "what team is Chen on",
-             rf"(?:what|which)\s+(?:team|group|squad|project|org|department)s?{_IS}\s+{{entity}}\s+"
-             rf"(?:on|in|part\s+of|a\s+member\s+of|working\s+on)", relations=TEAM),
-    Question("role-of", "who is the lead of Orion",
-             rf"who{_IS}\s+(?:the\s+)?(?:current\s+)?{{role}}\s+(?:of|for|on|at)\s+{{entity}}"),
+    Question(
+        "where-is",
+        "where is the Berlin office",
+        rf"where{_IS}\s+{{entity}}(?:\s+(?:located|based|hosted|deployed|stored|running|living|kept))?",
+        relations=WHERE,
+    ),
+    Question(
+        "where-does",
+        "where does Lena live",
+        rf"where\s+{_DOES}\s+{{entity}}\s+(?:live|work|sit|run|reside)",
+        relations=WHERE,
+    ),
+    Question(
+        "what-team",
+        "what team is Chen on",
+        rf"(?:what|which)\s+(?:team|group|squad|project|org|department)s?{_IS}\s+{{entity}}\s+"
+        rf"(?:on|in|part\s+of|a\s+member\s+of|working\s+on)",
+        relations=TEAM,
+    ),
+    Question(
+        "role-of",
+        "who is the lead of Orion",
+        rf"who{_IS}\s+(?:the\s+)?(?:current\s+)?{{role}}\s+(?:of|for|on|at)\s+{{entity}}",
+    ),
     Question("whose-role", "who is Lena's manager", rf"who{_IS}\s+{{entity}}['’]s\s+(?:current\s+)?{{role}}"),
     Question("who-verbs", "who leads Atlas", rf"{_WHICH}\s+{{said}}\s+{{entity}}", entity_is="object"),
-    Question("who-is-verbed", "what is hosted on host-3", rf"{_WHICH}{_IS}\s+{{participle}}\s+{{entity}}",
-             entity_is="object"),
+    Question(
+        "who-is-verbed", "what is hosted on host-3", rf"{_WHICH}{_IS}\s+{{participle}}\s+{{entity}}", entity_is="object"
+    ),
     Question("what-does-it-verb", "what does Atlas use", rf"(?:{_WHICH}|where)\s+{_DOES}\s+{{entity}}\s+{{base}}"),
-    Question("what-is-it-verbed", "who is the deploy pipeline owned by",
-             rf"(?:{_WHICH}|where){_IS}\s+{{entity}}\s+{{participle}}"),
+    Question(
+        "what-is-it-verbed",
+        "who is the deploy pipeline owned by",
+        rf"(?:{_WHICH}|where){_IS}\s+{{entity}}\s+{{participle}}",
+    ),
 )
 
 
@@ -152,11 +170,17 @@ _PATTERNS = [(question, _compiled(question)) for question in QUESTIONS]
 # Reading a question ------------------------------------------------------------------------------------------------
 
 # Words that ask about now without a time phrase: "who leads Atlas now".
-_NOW = re.compile(r"(?<![\w-])(?:right\s+now|now|currently|at\s+the\s+moment|at\s+present|these\s+days|nowadays|"
-                  r"today)(?![\w-])", re.I)
+_NOW = re.compile(
+    r"(?<![\w-])(?:right\s+now|now|currently|at\s+the\s+moment|at\s+present|these\s+days|nowadays|"
+    r"today)(?![\w-])",
+    re.I,
+)
 # Questions about what was known then, not about what held then: routing recalls them as known then.
-_KNOWN_THEN = re.compile(r"\b(?:as\s+known|(?:we|you|i)\s+knew|did\s+(?:we|you|i)\s+know|known\s+(?:in|on|at|as\s+of)"
-                         r"|as\s+we\s+knew)\b", re.I)
+_KNOWN_THEN = re.compile(
+    r"\b(?:as\s+known|(?:we|you|i)\s+knew|did\s+(?:we|you|i)\s+know|known\s+(?:in|on|at|as\s+of)"
+    r"|as\s+we\s+knew)\b",
+    re.I,
+)
 
 
 def _relations(question: Question, found: re.Match, entity: str) -> tuple[Relation, ...]:
@@ -178,8 +202,11 @@ def _relations(question: Question, found: re.Match, entity: str) -> tuple[Relati
                 continue
             out = (question.entity_is == "subject") != predicate.reverse
             asked.append((predicate.name, "out" if out else "in"))
-    inverses = [(INVERSES[predicate], "in" if direction == "out" else "out") for predicate, direction in asked
-                if predicate in INVERSES]
+    inverses = [
+        (INVERSES[predicate], "in" if direction == "out" else "out")
+        for predicate, direction in asked
+        if predicate in INVERSES
+    ]
     return tuple(dict.fromkeys(asked + inverses))
 
 
@@ -190,11 +217,11 @@ def read_question(text: str, *, now: dt.datetime) -> Asked | None:
         return None
     when, valid_at = "", None
     if stated := dates.stated_time(text, now):
-        when, valid_at = text[stated.start:stated.end], stated.at
-        text = f"{text[:stated.start]} {text[stated.end:]}"
+        when, valid_at = text[stated.start : stated.end], stated.at
+        text = f"{text[: stated.start]} {text[stated.end :]}"
     elif said_now := _NOW.search(text):
         when = said_now[0]
-        text = f"{text[:said_now.start()]} {text[said_now.end():]}"
+        text = f"{text[: said_now.start()]} {text[said_now.end() :]}"
     text = " ".join(text.split()).strip(" ,")
     for question, pattern in _PATTERNS:
         found = pattern.match(text)
@@ -206,6 +233,7 @@ def read_question(text: str, *, now: dt.datetime) -> Asked | None:
         relations = _relations(question, found, entity)
         if relations:
             words = " ".join(found["words"].split()) if question.asking else ""
-            return Asked(shape=question.name, entity=entity, words=words, relations=relations,
-                         when=when, valid_at=valid_at)
+            return Asked(
+                shape=question.name, entity=entity, words=words, relations=relations, when=when, valid_at=valid_at
+            )
     return None

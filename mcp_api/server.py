@@ -28,7 +28,7 @@ from mcp_server.djangomcp import DjangoMCP
 from pydantic import ValidationError
 
 import memoryproject
-from mcp_api.text import as_text
+from mcp_api.rendering import as_text
 from memories import ratelimit
 from memories.access import AuthenticationFailed, Caller
 from memories.arguments import INSTANT_HELP, problems
@@ -146,8 +146,13 @@ class MemoryMCP(DjangoMCP):
             return []
         everything = current_tool_set.get() == ALL_TOOLS
         tools = await super().list_tools()
-        return [tool for tool in tools if (spec := self.tool_specs.get(tool.name)) is not None
-                and caller.has(spec.scope) and (everything or not spec.opt_in)]
+        return [
+            tool
+            for tool in tools
+            if (spec := self.tool_specs.get(tool.name)) is not None
+            and caller.has(spec.scope)
+            and (everything or not spec.opt_in)
+        ]
 
     async def call_tool(self, name, arguments):
         tool = self._tool_manager.get_tool(name)
@@ -180,14 +185,18 @@ class MemoryMCP(DjangoMCP):
             if isinstance(cause, ValidationError) and cause.title == tool.fn_metadata.arg_model.__name__:
                 raise MemoryToolError(describe_invalid_arguments(name, cause)) from None
             logger.error("MCP tool %s failed", name, exc_info=error)
-            raise MemoryToolError(f"{name} failed because of an internal error (logged on the server). "
-                                  "Try again; if it keeps failing, tell the operator.") from error
+            raise MemoryToolError(
+                f"{name} failed because of an internal error (logged on the server). "
+                "Try again; if it keeps failing, tell the operator."
+            ) from error
         # The structured content is the dump of the record, whose model is the outputSchema, so it
         # conforms by construction. Handed over as a finished result, the SDK does not validate it
         # again with jsonschema, which rechecked the schema itself on every call. The text content,
-        # what most clients show the model, is the record's short form (mcp_api.text).
+        # what most clients show the model, is the record's short form (mcp_api.rendering).
         structured = record.model_dump(mode="json")
-        return types.CallToolResult(content=[types.TextContent(type="text", text=as_text(record))],
-                                    structuredContent=structured, isError=False)
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=as_text(record))], structuredContent=structured, isError=False
+        )
+
 
 server = MemoryMCP(name="memory", instructions=INSTRUCTIONS)

@@ -50,8 +50,10 @@ def too_large_refusal(limit: int) -> bytes:
 
 
 def too_large_message(limit: int) -> str:
-    return (f"Request body over the limit of {limit} bytes (MEMORY_MCP_MAX_BODY_BYTES). "
-            "Send less per call, e.g. split the content into several memories.")
+    return (
+        f"Request body over the limit of {limit} bytes (MEMORY_MCP_MAX_BODY_BYTES). "
+        "Send less per call, e.g. split the content into several memories."
+    )
 
 
 def _request_id(value) -> bool:

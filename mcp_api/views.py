@@ -94,20 +94,31 @@ class MemoryMCPView(MCPServerStreamableHttpView):
     content_negotiation_class = _AnyAccept
 
     def http_method_not_allowed(self, request, *args, **kwargs):
-        return _refusal(405, transport.INVALID_REQUEST,
-                        f"{request.method} is not supported here: this MCP server is stateless, send JSON-RPC "
-                        "messages with POST.", Allow="POST")
+        return _refusal(
+            405,
+            transport.INVALID_REQUEST,
+            f"{request.method} is not supported here: this MCP server is stateless, send JSON-RPC messages with POST.",
+            Allow="POST",
+        )
 
     def post(self, request, *args, **kwargs):
         token = _bearer_token(request)
         if token is None:
-            return _refusal(401, transport.UNAUTHORIZED, "Missing API key: send 'Authorization: Bearer <key>'.",
-                            WWW_Authenticate='Bearer realm="memory"')
+            return _refusal(
+                401,
+                transport.UNAUTHORIZED,
+                "Missing API key: send 'Authorization: Bearer <key>'.",
+                WWW_Authenticate='Bearer realm="memory"',
+            )
         try:
             caller = api_key_authenticate(token, interface="mcp")
         except AuthenticationFailed as error:
-            return _refusal(401, transport.UNAUTHORIZED, error.message,
-                            WWW_Authenticate='Bearer realm="memory", error="invalid_token"')
+            return _refusal(
+                401,
+                transport.UNAUTHORIZED,
+                error.message,
+                WWW_Authenticate='Bearer realm="memory", error="invalid_token"',
+            )
 
         # BodyLimit refuses these under ASGI before Django reads them; this covers WSGI and tests.
         limit = settings.MEMORY_MCP_MAX_BODY_BYTES
@@ -117,8 +128,11 @@ class MemoryMCPView(MCPServerStreamableHttpView):
         if request.content_type != "application/json":
             return _refusal(415, transport.INVALID_REQUEST, "Content-Type must be application/json.")
         if not _accepts_json(request.META.get("HTTP_ACCEPT", "")):
-            return _refusal(406, transport.INVALID_REQUEST,
-                            "Not acceptable: this server answers in application/json; accept it (or */*).")
+            return _refusal(
+                406,
+                transport.INVALID_REQUEST,
+                "Not acceptable: this server answers in application/json; accept it (or */*).",
+            )
         try:
             transport.read_message(request.body)
         except transport.Refused as refused:
@@ -128,9 +142,12 @@ class MemoryMCPView(MCPServerStreamableHttpView):
             return _refusal(400, transport.INVALID_REQUEST, "tools: given more than once; give it once.")
         tool_set = tool_sets[0]
         if tool_set not in TOOL_SETS:
-            return _refusal(400, transport.INVALID_REQUEST,
-                            f"tools must be {' or '.join(map(repr, TOOL_SETS))} (got {tool_set[:40]!r}): "
-                            "'all' lists the opt-in tools too.")
+            return _refusal(
+                400,
+                transport.INVALID_REQUEST,
+                f"tools must be {' or '.join(map(repr, TOOL_SETS))} (got {tool_set[:40]!r}): "
+                "'all' lists the opt-in tools too.",
+            )
 
         # The SDK matches Accept by prefix, refusing */* and application/*: it is told the one type it answers in.
         request.headers = HttpHeaders({**request.META, "HTTP_ACCEPT": "application/json"})

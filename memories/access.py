@@ -1,8 +1,8 @@
 """Who is calling, and what they may touch: the one place scopes and namespace allow-lists are enforced.
 
-Every interface that acts for an API key (MCP now, REST later) turns the key into a
+Every interface that acts for an API key (MCP and REST) turns the key into a
 ``Caller`` once per request and asks it before each call into the services:
-``require`` for scopes, ``namespaces_to_read`` / ``namespace_to_write`` /
+``require`` for scopes, ``namespaces_to_read`` / ``home_namespace`` /
 ``namespace_to_count`` for namespaces, and ``check_memory`` for memory ids.
 
 Existence does not leak: a memory in a namespace the caller may not use is reported
@@ -16,7 +16,7 @@ from django.conf import settings
 
 from memories import validation
 from memories.models import Lifecycle, Memory, Scope
-from memoryproject.exceptions import InvalidInput, MemoryServiceError, MemoryNotFound
+from memoryproject.exceptions import InvalidInput, MemoryNotFound, MemoryServiceError
 
 
 class AuthenticationFailed(MemoryServiceError):
@@ -58,9 +58,11 @@ class Caller:
     def require_trusted(self, action: str) -> None:
         """Refuse a lifecycle change (``action``: promote, archive, unarchive) to an untrusted caller."""
         if not self.trusted:
-            raise PermissionDenied(f"{self.held_by[0].upper()}{self.held_by[1:]} is marked untrusted: the memories it "
-                                   f"writes start as candidates, and it may not {action} memories. A person can "
-                                   "promote candidates in the admin.")
+            raise PermissionDenied(
+                f"{self.held_by[0].upper()}{self.held_by[1:]} is marked untrusted: the memories it "
+                f"writes start as candidates, and it may not {action} memories. A person can "
+                "promote candidates in the admin."
+            )
 
     @property
     def credit(self) -> dict:
@@ -84,8 +86,10 @@ class Caller:
         """Refuse ``what`` (a check of every namespace at once) to a caller limited to some namespaces."""
         self.require(Scope.ADMIN)
         if self.namespaces is not None:
-            raise PermissionDenied(f"{what} covers every namespace, and {self.held_by} is limited to "
-                                   f"{', '.join(self.namespaces)}; use a key for every namespace.")
+            raise PermissionDenied(
+                f"{what} covers every namespace, and {self.held_by} is limited to "
+                f"{', '.join(self.namespaces)}; use a key for every namespace."
+            )
 
     def may_use(self, namespace: str) -> bool:
         return self.namespaces is None or namespace in self.namespaces
@@ -94,8 +98,7 @@ class Caller:
         name = validation.namespace(namespace)
         if not self.may_use(name):
             raise PermissionDenied(
-                f"namespace: {name!r} is not available to {self.held_by}; it may use "
-                f"{', '.join(self.namespaces)}.",
+                f"namespace: {name!r} is not available to {self.held_by}; it may use {', '.join(self.namespaces)}.",
                 field="namespace",
             )
         return name
@@ -109,10 +112,10 @@ class Caller:
             raise InvalidInput("namespace: expected a name or a list of names.", field="namespace")
         return [self._allowed(name) for name in names]
 
-    def namespace_to_write(self, requested=None) -> str:
-        """Return the namespace a write (or a lookup by key) goes to: the one requested, else the default.
+    def home_namespace(self, requested=None) -> str:
+        """Return the one namespace a call acts in (a write, or a lookup by key): the one requested, else the home.
 
-        The default is the first namespace of the allow-list, or MEMORY_DEFAULT_NAMESPACE
+        The home is the first namespace of the allow-list, or MEMORY_DEFAULT_NAMESPACE
         for a caller that may use every namespace.
         """
         if requested is None or requested == "":

@@ -22,12 +22,13 @@ from typing import Annotated, Literal
 from django.conf import settings
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from knowledge import graph, learn
-from memories import conflicts, selectors, states, validation
+from knowledge import extraction, graph
+from memories import selectors, states, validation
 from memories.models import Kind
-from memories.services import conflicts as resolving
+from memories.selectors import conflicts
 from memories.services import learn as learning
 from memories.services.hooks import ANSWER_MAX_CHARS, SESSION_MAX
+from memories.services.resolution import RESOLUTIONS
 from search import engine
 
 INSTANT_MAX = 64
@@ -62,21 +63,41 @@ TtlDays = Annotated[int, Field(ge=0, le=validation.TTL_DAYS_MAX)]
 Confidence = Annotated[float, Field(ge=validation.CONFIDENCE_MIN, le=validation.CONFIDENCE_MAX)]
 
 # Arguments several operations take, described once.
-NamespaceToWrite = Annotated[NamespaceName | None, Field(description=(
-    f"Default: the key's first namespace, or {settings.MEMORY_DEFAULT_NAMESPACE!r}."))]
+NamespaceToWrite = Annotated[
+    NamespaceName | None,
+    Field(description=(f"Default: the key's first namespace, or {settings.MEMORY_DEFAULT_NAMESPACE!r}.")),
+]
 EVERY_NAMESPACE_HELP = "Default: every namespace this key may use."
 NamespacesToRead = Annotated[NamespaceName | Namespaces | None, Field(description=EVERY_NAMESPACE_HELP)]
 TagFilter = Annotated[Tags | None, Field(description="Only memories carrying all these tags.")]
 StateName = Literal[states.RECALL_STATES]
-StateFilter = Annotated[Annotated[list[StateName], Field(min_length=1, max_length=len(states.RECALL_STATES))] | None,
-                        Field(description="Only memories in these states then; default: all but archived.")]
-SearchMode = Annotated[Literal[engine.MODES], Field(description=(
-    "hybrid: words and meaning; keyword: words only; semantic: meaning only."))]
-MinScore = Annotated[float | None, Field(ge=0, le=validation.MIN_SCORE_MAX, description=(
-    "Hold back hits scoring below this (0: keep all); by default, hybrid mode holds back every hit when none is "
-    "relevant. The note says how many."))]
-MinConfidence = Annotated[float | None, Field(ge=0, le=1, description=(
-    "Leave out hits whose confidence at the read's time is below this; the note says how many."))]
+StateFilter = Annotated[
+    Annotated[list[StateName], Field(min_length=1, max_length=len(states.RECALL_STATES))] | None,
+    Field(description="Only memories in these states then; default: all but archived."),
+]
+SearchMode = Annotated[
+    Literal[engine.MODES],
+    Field(description=("hybrid: words and meaning; keyword: words only; semantic: meaning only.")),
+]
+MinScore = Annotated[
+    float | None,
+    Field(
+        ge=0,
+        le=validation.MIN_SCORE_MAX,
+        description=(
+            "Hold back hits scoring below this (0: keep all); by default, hybrid mode holds back every hit when none "
+            "is relevant. The note says how many."
+        ),
+    ),
+]
+MinConfidence = Annotated[
+    float | None,
+    Field(
+        ge=0,
+        le=1,
+        description=("Leave out hits whose confidence at the read's time is below this; the note says how many."),
+    ),
+]
 ChangeReason = Annotated[Reason | None, Field(description="Why; kept in the history.")]
 VALID_AT_HELP = "Answer about this time; default as_of."
 
@@ -105,8 +126,9 @@ class Arguments(BaseModel):
 class RememberArgs(Arguments):
     content: Content = Field(description="The memory, written to stand on its own.")
     namespace: NamespaceToWrite = None
-    key: Key | None = Field(None, description=(
-        "A stable key (e.g. 'user.editor'); remembering under an existing key revises that memory."))
+    key: Key | None = Field(
+        None, description=("A stable key (e.g. 'user.editor'); remembering under an existing key revises that memory.")
+    )
     title: Title | None = None
     kind: KindName = Kind.NOTE.value
     tags: Tags | None = None
@@ -114,12 +136,17 @@ class RememberArgs(Arguments):
     valid_from: InstantText | None = at_time("When the fact starts to hold; default now.")
     valid_to: InstantText | None = at_time("When it stops holding (exclusive); default open.")
     source: Source | None = Field(None, description="Where it came from (a URL, a file, 'user').")
-    subject: TriplePart | None = Field(None, description=(
-        "A fact's triple: give subject, predicate and object, or none."))
+    subject: TriplePart | None = Field(
+        None, description=("A fact's triple: give subject, predicate and object, or none.")
+    )
     predicate: TriplePart | None = None
     object: TriplePart | None = None
-    force: bool = Field(False, description=(
-        "Store it even if it is only a pleasantry or an acknowledgement ('thanks', 'ok'), refused otherwise."))
+    force: bool = Field(
+        False,
+        description=(
+            "Store it even if it is only a pleasantry or an acknowledgement ('thanks', 'ok'), refused otherwise."
+        ),
+    )
     confidence: Confidence | None = Field(None, description="How sure you are that it holds; absent: not stated.")
 
 
@@ -129,8 +156,9 @@ class RecallArgs(Arguments):
     tags: TagFilter = None
     kinds: Kinds | None = None
     limit: int = Field(selectors.RECALL_LIMIT_DEFAULT, ge=1, le=validation.RECALL_LIMIT_MAX)
-    match: Literal[engine.MATCH_MODES] = Field(selectors.RECALL_MATCH_DEFAULT, description=(
-        "auto: all words, else any (with a note); all; any."))
+    match: Literal[engine.MATCH_MODES] = Field(
+        selectors.RECALL_MATCH_DEFAULT, description=("auto: all words, else any (with a note); all; any.")
+    )
     mode: SearchMode = selectors.RECALL_MODE_DEFAULT
     as_of: InstantText | None = at_time("Answer with what was known at this time; default now.")
     valid_at: InstantText | None = at_time(VALID_AT_HELP)
@@ -154,10 +182,15 @@ class UpdateArgs(Arguments):
     title: Title | None = None
     add_tags: Tags | None = None
     remove_tags: Tags | None = None
-    ttl_days: int = Field(-1, ge=-1, le=validation.TTL_DAYS_MAX, description=(
-        "-1: keep the current expiry; 0: never expire; N: expire N days from now."))
+    ttl_days: int = Field(
+        -1,
+        ge=-1,
+        le=validation.TTL_DAYS_MAX,
+        description=("-1: keep the current expiry; 0: never expire; N: expire N days from now."),
+    )
     valid_from: InstantText | None = at_time(
-        "With valid_to, a bounded correction: the new value holds only in [valid_from, valid_to).")
+        "With valid_to, a bounded correction: the new value holds only in [valid_from, valid_to)."
+    )
     valid_to: InstantText | None = at_time("End (exclusive) of a bounded correction.")
     source: Source | None = None
 
@@ -196,11 +229,16 @@ class ListArgs(Arguments):
     namespace: NamespaceName | None = Field(None, description=EVERY_NAMESPACE_HELP)
     tags: TagFilter = None
     kind: KindName | None = None
-    state: Literal[selectors.LIST_STATES] = Field("active", description=(
-        "active: visible now, in any lifecycle state; candidate, stale, archived: visible now and in that state; "
-        "hidden: not forgotten but not visible now (expired, or outside its validity); forgotten; all."))
-    limit: int = Field(selectors.LIST_LIMIT_DEFAULT, ge=1, le=selectors.LIST_LIMIT_MAX,
-                       description="Memories per page.")
+    state: Literal[selectors.LIST_STATES] = Field(
+        "active",
+        description=(
+            "active: visible now, in any lifecycle state; candidate, stale, archived: visible now and in that state; "
+            "hidden: not forgotten but not visible now (expired, or outside its validity); forgotten; all."
+        ),
+    )
+    limit: int = Field(
+        selectors.LIST_LIMIT_DEFAULT, ge=1, le=selectors.LIST_LIMIT_MAX, description="Memories per page."
+    )
     cursor: Cursor | None = Field(None, description="next_cursor from the previous page.")
     as_of: InstantText | None = at_time("List what was known at this time, each memory as it was then; default now.")
     valid_at: InstantText | None = at_time("List what held at this time; default as_of.")
@@ -211,56 +249,79 @@ class AuditArgs(Arguments):
 
 
 class StatsArgs(Arguments):
-    namespace: NamespaceName | None = Field(None, description=(
-        "The namespace to count; default: all this key may use (a key limited to several namespaces must name "
-        "one)."))
+    namespace: NamespaceName | None = Field(
+        None,
+        description=(
+            "The namespace to count; default: all this key may use (a key limited to several namespaces must name one)."
+        ),
+    )
 
 
 class ExportArgs(Arguments):
-    namespace: NamespaceName | None = Field(None, description=(
-        "The namespace to export; default: all this key may use (a key limited to several namespaces must name "
-        "one)."))
+    namespace: NamespaceName | None = Field(
+        None,
+        description=(
+            "The namespace to export; default: all this key may use (a key limited to several namespaces must name "
+            "one)."
+        ),
+    )
     as_of: InstantText | None = at_time("Export what was known at this time; default now.")
 
 
 class ImportArgs(Arguments):
-    trusted: bool = Field(False, description=(
-        "Replay every revision with its recorded times (known_at), tombstones included: a restore from a trusted "
-        "export. Needs the admin scope. Otherwise the server clock applies and only each memory's current text "
-        "is remembered."))
+    trusted: bool = Field(
+        False,
+        description=(
+            "Replay every revision with its recorded times (known_at), tombstones included: a restore from a trusted "
+            "export. Needs the admin scope. Otherwise the server clock applies and only each memory's current text "
+            "is remembered."
+        ),
+    )
     dry_run: bool = Field(False, description="Check and count everything, then write nothing.")
 
 
 class LearnArgs(Arguments):
-    text: Annotated[str, Field(min_length=1, max_length=learn.TEXT_MAX_CHARS)] = Field(description=(
-        "Notes, a conversation or a document: its facts ('X runs on Y'), decisions ('we chose X over Z because "
-        "Y') and skills ('To X: 1. ... 2. ...') are stored, one memory each."))
+    text: Annotated[str, Field(min_length=1, max_length=extraction.TEXT_MAX_CHARS)] = Field(
+        description=(
+            "Notes, a conversation or a document: its facts ('X runs on Y'), decisions ('we chose X over Z because "
+            "Y') and skills ('To X: 1. ... 2. ...') are stored, one memory each."
+        )
+    )
     namespace: NamespaceToWrite = None
-    source: Annotated[str, Field(max_length=learning.SOURCE_MAX)] | None = Field(None, description=(
-        "Where the text came from; each memory's source adds the item's span."))
+    source: Annotated[str, Field(max_length=learning.SOURCE_MAX)] | None = Field(
+        None, description=("Where the text came from; each memory's source adds the item's span.")
+    )
     tags: Tags | None = None
 
 
-# Conflicts (memories.conflicts, memories.services.conflicts) ----------------------------------------------------
+# Conflicts (memories.selectors.conflicts, memories.services.resolution) -----------------------------------------------
 
 
 class ConflictsArgs(Arguments):
     namespace: NamespacesToRead = None
     as_of: InstantText | None = at_time("Conflicts as known at this time; default now.")
     valid_at: InstantText | None = at_time("Conflicts about this time; default as_of.")
-    limit: int = Field(conflicts.CONFLICTS_LIMIT_DEFAULT, ge=1, le=conflicts.CONFLICTS_LIMIT_MAX,
-                       description="How many conflicts at most.")
+    limit: int = Field(
+        conflicts.CONFLICTS_LIMIT_DEFAULT,
+        ge=1,
+        le=conflicts.CONFLICTS_LIMIT_MAX,
+        description="How many conflicts at most.",
+    )
 
 
 class ResolveConflictArgs(Arguments):
     id: ConflictId = Field(description="The conflict's id (e.g. '3-7'), as recall, get and conflicts give it.")
-    resolution: Literal[resolving.RESOLUTIONS] = Field(description=(
-        "keep: keep one memory, forget the other; split: the earlier holds until boundary, the later from it; "
-        "merge: one text replaces both (the kept memory is revised, the other forgotten)."))
+    resolution: Literal[RESOLUTIONS] = Field(
+        description=(
+            "keep: keep one memory, forget the other; split: the earlier holds until boundary, the later from it; "
+            "merge: one text replaces both (the kept memory is revised, the other forgotten)."
+        )
+    )
     keep: MemoryId | None = Field(None, description="With keep and merge: the memory that stays.")
     boundary: InstantText | None = at_time("With split: when the later fact starts holding.")
-    earlier: MemoryId | None = Field(None, description=(
-        "With split: the memory that held first; default: the one whose validity starts first."))
+    earlier: MemoryId | None = Field(
+        None, description=("With split: the memory that held first; default: the one whose validity starts first.")
+    )
     content: Content | None = Field(None, description="With merge: the kept memory's new text.")
     reason: ChangeReason = None
 
@@ -271,28 +332,40 @@ class ResolveConflictArgs(Arguments):
 class GraphArgs(Arguments):
     namespace: NamespaceName | None = Field(None, description="Whose facts; default as for memory_remember.")
     entity: TriplePart | None = Field(None, description="An entity's name or alias: its relations.")
-    source: TriplePart | None = Field(None, description=(
-        f"With target: the shortest paths between the two entities (at most {graph.MAX_DEPTH} hops)."))
+    source: TriplePart | None = Field(
+        None,
+        description=(f"With target: the shortest paths between the two entities (at most {graph.MAX_DEPTH} hops)."),
+    )
     target: TriplePart | None = Field(None, description="With source: where the paths end.")
-    query: QueryText | None = Field(None, description=(
-        "Free text: the entities it names, each with its relations."))
-    limit: int = Field(selectors.GRAPH_LIMIT_DEFAULT, ge=1, le=selectors.GRAPH_LIMIT_MAX,
-                       description="Relations shown per entity, at most.")
+    query: QueryText | None = Field(None, description=("Free text: the entities it names, each with its relations."))
+    limit: int = Field(
+        selectors.GRAPH_LIMIT_DEFAULT,
+        ge=1,
+        le=selectors.GRAPH_LIMIT_MAX,
+        description="Relations shown per entity, at most.",
+    )
     as_of: InstantText | None = at_time("Answer with the facts known at this time; default now.")
     valid_at: InstantText | None = at_time(VALID_AT_HELP)
 
 
-# Query routing (memories.routing) -----------------------------------------------------------------------------
+# Query routing (memories.selectors.routing) ---------------------------------------------------------------------------
 
 
 class RouteArgs(Arguments):
-    question: QueryText = Field(description=(
-        "A question: an id ('#42', 'memory 42'), a key ('key user.editor'), a tag ('tagged deploy'), an attribute "
-        "('IP of the db host'), a graph question ('how are X and Y related', 'what does X run on'), a time "
-        "('what did we know in March', 'as of 2026-01-15', 'last week') or anything else (recall)."))
+    question: QueryText = Field(
+        description=(
+            "A question: an id ('#42', 'memory 42'), a key ('key user.editor'), a tag ('tagged deploy'), an attribute "
+            "('IP of the db host'), a graph question ('how are X and Y related', 'what does X run on'), a time "
+            "('what did we know in March', 'as of 2026-01-15', 'last week') or anything else (recall)."
+        )
+    )
     namespace: NamespacesToRead = None
-    limit: int = Field(selectors.RECALL_LIMIT_DEFAULT, ge=1, le=validation.RECALL_LIMIT_MAX,
-                       description="How many memories or hits at most.")
+    limit: int = Field(
+        selectors.RECALL_LIMIT_DEFAULT,
+        ge=1,
+        le=validation.RECALL_LIMIT_MAX,
+        description="How many memories or hits at most.",
+    )
 
 
 # Hooks (memories.services.hooks) --------------------------------------------------------------------------------
@@ -319,10 +392,18 @@ class HookRecallArgs(HookNames):
     namespace: NamespacesToRead = None
     tags: TagFilter = None
     kinds: Kinds | None = None
-    limit: int = Field(selectors.RECALL_LIMIT_DEFAULT, ge=1, le=validation.RECALL_LIMIT_MAX, description=(
-        "How many hits at most (the block shows those that fit the budget)."))
-    budget: int | None = Field(None, description=(
-        "The block's size limit in characters; default MEMORY_HOOK_BUDGET, at most MEMORY_HOOK_BUDGET_MAX."))
+    limit: int = Field(
+        selectors.RECALL_LIMIT_DEFAULT,
+        ge=1,
+        le=validation.RECALL_LIMIT_MAX,
+        description=("How many hits at most (the block shows those that fit the budget)."),
+    )
+    budget: int | None = Field(
+        None,
+        description=(
+            "The block's size limit in characters; default MEMORY_HOOK_BUDGET, at most MEMORY_HOOK_BUDGET_MAX."
+        ),
+    )
     mode: SearchMode = selectors.RECALL_MODE_DEFAULT
     min_score: MinScore = None
     states: StateFilter = None
@@ -336,8 +417,9 @@ class HookIngestArgs(HookNames):
     kind: KindName = Kind.ARTIFACT.value
     title: Title | None = None
     tags: Tags | None = None
-    ttl_days: TtlDays | None = Field(None, description=(
-        "Expire after this many days; default MEMORY_HOOK_TTL_DAYS; 0: never."))
+    ttl_days: TtlDays | None = Field(
+        None, description=("Expire after this many days; default MEMORY_HOOK_TTL_DAYS; 0: never.")
+    )
     source: Source | None = Field(None, description="Where it came from; default: the harness, hook and session.")
 
 
@@ -349,21 +431,28 @@ class InjectedMemory(Arguments):
 class HookReportArgs(Arguments):
     harness: HookName = Field(description=HARNESS_HELP)
     hook: HookName = Field(description=HOOK_HELP)
-    query: Annotated[str, Field(max_length=validation.QUERY_MAX_CHARS)] | None = Field(None, description=(
-        "The query the block was recalled for."))
+    query: Annotated[str, Field(max_length=validation.QUERY_MAX_CHARS)] | None = Field(
+        None, description=("The query the block was recalled for.")
+    )
     session: SessionId = None
     characters: int = Field(ge=0, description="The size of the block injected, in characters.")
-    memories: list[InjectedMemory] = Field(max_length=validation.RECALL_LIMIT_MAX, description=(
-        "The memory revisions the block carried: memory_id and revision_id from hooks/recall/'s hits."))
+    memories: list[InjectedMemory] = Field(
+        max_length=validation.RECALL_LIMIT_MAX,
+        description=("The memory revisions the block carried: memory_id and revision_id from hooks/recall/'s hits."),
+    )
 
 
 class HookUsedArgs(Arguments):
     session: SessionId = None
-    answer: Annotated[str, Field(max_length=ANSWER_MAX_CHARS)] = Field(description=(
-        "The answer that followed the injection (read for the memories' words, never kept); send the end of a "
-        "longer one."))
-    injection: int | None = Field(None, ge=1, description=(
-        "The id hooks/report/ returned; default: this key's newest injection in session."))
+    answer: Annotated[str, Field(max_length=ANSWER_MAX_CHARS)] = Field(
+        description=(
+            "The answer that followed the injection (read for the memories' words, never kept); send the end of a "
+            "longer one."
+        )
+    )
+    injection: int | None = Field(
+        None, ge=1, description=("The id hooks/report/ returned; default: this key's newest injection in session.")
+    )
 
 
 # Refusals -------------------------------------------------------------------------------------------------------
@@ -410,7 +499,12 @@ def problems(error: ValidationError) -> list[Problem]:
         argument = str(item["loc"][0]) if item["loc"] else "arguments"
         if argument not in chosen or (_wrong_type(chosen[argument]) and not _wrong_type(item)):
             chosen[argument] = item
-    return [Problem(argument=argument, path=_path(item["loc"]),
-                    message="required" if item["type"] == "missing" else f"{item['msg']} (got {_shown(item['input'])})",
-                    too_long=item["type"] in ("string_too_long", "too_long"))
-            for argument, item in chosen.items()]
+    return [
+        Problem(
+            argument=argument,
+            path=_path(item["loc"]),
+            message="required" if item["type"] == "missing" else f"{item['msg']} (got {_shown(item['input'])})",
+            too_long=item["type"] in ("string_too_long", "too_long"),
+        )
+        for argument, item in chosen.items()
+    ]

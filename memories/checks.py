@@ -14,8 +14,11 @@ def sqlite_capabilities(app_configs, databases=None, **kwargs):
         from memoryproject.pg_backend.capabilities import probe
 
         # Search tokenizes with FTS5 in the process on PostgreSQL too.
-        problems = probe().problems + ([] if text.has_fts5() else [
-            "FTS5 is not compiled into the SQLite library that tokenizes text; keyword search cannot work."])
+        problems = probe().problems + (
+            []
+            if text.has_fts5()
+            else ["FTS5 is not compiled into the SQLite library that tokenizes text; keyword search cannot work."]
+        )
     else:
         from memoryproject.sqlite_backend.capabilities import probe
 

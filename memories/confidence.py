@@ -16,7 +16,7 @@ visible records and fills in their ``confidence``:
 4. **Corroboration**: each other author whose memory shows the same fact (the same triple in
    normal form) in the same namespace then closes ``CORROBORATION_GAIN`` of the gap to 1; at
    most ``CORROBORATION_MAX`` authors count. The memory's own author never corroborates itself.
-5. **Conflicts**: an open conflict (``knowledge.conflicts``) multiplies it by ``CONFLICT_FACTOR``.
+5. **Conflicts**: an open conflict (``knowledge.contradictions``) multiplies it by ``CONFLICT_FACTOR``.
 
 The result is rounded to ``DIGITS`` places, and recall's ``min_confidence`` compares that value.
 """
@@ -26,11 +26,11 @@ from dataclasses import asdict, dataclass
 
 from django.conf import settings
 
-from knowledge.conflicts import Probe
+from knowledge.contradictions import Probe
 from knowledge.corroboration import same_facts
-from memories import conflicts
 from memories.models import Interface, Revision
 from memories.records import MemoryRecord
+from memories.selectors import conflicts
 
 PERSON, AGENT, IMPORT, EXTRACTED = "person", "agent", "import", "extracted"
 # How far a memory is relied on by where it came from, before anything else counts.
@@ -94,12 +94,23 @@ def confidence(inputs: Inputs) -> float:
 
 
 def _probe(record: MemoryRecord) -> Probe:
-    return Probe(memory_id=record.id, revision_id=record.revision_id, namespace=record.namespace,
-                 subject=record.subject or "", predicate=record.predicate or "", object=record.object or "")
+    return Probe(
+        memory_id=record.id,
+        revision_id=record.revision_id,
+        namespace=record.namespace,
+        subject=record.subject or "",
+        predicate=record.predicate or "",
+        object=record.object or "",
+    )
 
 
-def with_confidence(records: list[MemoryRecord], *, as_of: dt.datetime, valid_at: dt.datetime,
-                    provenance: dict[int, Provenance] | None = None) -> list[MemoryRecord]:
+def with_confidence(
+    records: list[MemoryRecord],
+    *,
+    as_of: dt.datetime,
+    valid_at: dt.datetime,
+    provenance: dict[int, Provenance] | None = None,
+) -> list[MemoryRecord]:
     """``records`` (visible at (as_of, valid_at)), each with its conflicts, its ``confidence`` and the inputs it
     came from (``confidence_inputs``, for recall's explain).
 
@@ -111,24 +122,38 @@ def with_confidence(records: list[MemoryRecord], *, as_of: dt.datetime, valid_at
         return records
     same = same_facts([_probe(record) for record in records if record.subject], as_of=as_of, valid_at=valid_at)
     provenance = dict(provenance or {})
-    missing = ({record.revision_id for record in records} | {side.revision_id for sides in same.values()
-                                                             for side in sides}) - provenance.keys()
+    missing = (
+        {record.revision_id for record in records} | {side.revision_id for sides in same.values() for side in sides}
+    ) - provenance.keys()
     if missing:
         # Primary-key lookups; the batch join is null for revisions written outside an import.
-        provenance.update((pk, Provenance.of(*columns)) for pk, *columns in Revision.all_objects.filter(
-            pk__in=sorted(missing)).values_list("pk", "interface", "source", "author", "batch__trusted"))
+        provenance.update(
+            (pk, Provenance.of(*columns))
+            for pk, *columns in Revision.all_objects.filter(pk__in=sorted(missing)).values_list(
+                "pk", "interface", "source", "author", "batch__trusted"
+            )
+        )
     half_lives = settings.MEMORY_CONFIDENCE_HALF_LIFE_DAYS
     shown = []
     for record in records:
         origin = provenance[record.revision_id]
         others = {provenance[side.revision_id].author for side in same.get(record.revision_id, ())} - {origin.author}
-        inputs = Inputs(source=source_of(interface=origin.interface, source=origin.source,
-                                         untrusted_import=origin.untrusted_import),
-                        stated=record.stated_confidence,
-                        age_days=(as_of - record.known_at).total_seconds() / 86400,
-                        half_life_days=half_lives.get(record.kind),
-                        corroborating_authors=len(others), conflicts=len(record.conflicts or ()))
-        shown.append(record.model_copy(update={"confidence": confidence(inputs),
-                                               "confidence_inputs": {**asdict(inputs),
-                                                                     "age_days": round(inputs.age_days, 2)}}))
+        inputs = Inputs(
+            source=source_of(
+                interface=origin.interface, source=origin.source, untrusted_import=origin.untrusted_import
+            ),
+            stated=record.stated_confidence,
+            age_days=(as_of - record.known_at).total_seconds() / 86400,
+            half_life_days=half_lives.get(record.kind),
+            corroborating_authors=len(others),
+            conflicts=len(record.conflicts or ()),
+        )
+        shown.append(
+            record.model_copy(
+                update={
+                    "confidence": confidence(inputs),
+                    "confidence_inputs": {**asdict(inputs), "age_days": round(inputs.age_days, 2)},
+                }
+            )
+        )
     return shown

@@ -74,14 +74,20 @@ def database_writable() -> Check:
     connection = connections[DEFAULT_DB_ALIAS]
     if dialect.is_postgresql():
         read_only = _postgresql_read_only()
-        return Check("database writable", not read_only, ("read-only (a standby, or default_transaction_read_only) "
-                                                          if read_only else "") + dialect.location())
+        return Check(
+            "database writable",
+            not read_only,
+            ("read-only (a standby, or default_transaction_read_only) " if read_only else "") + dialect.location(),
+        )
     if connection.is_in_memory_db():
         return Check("database writable", True, "in-memory database")
     path = Path(connection.settings_dict["NAME"])
     # WAL mode creates -wal and -shm files next to the database, so the folder must be writable too.
-    problems = [f"{where} {place} is not writable" for where, place in (("file", path), ("folder", path.parent))
-                if not os.access(place, os.W_OK)]
+    problems = [
+        f"{where} {place} is not writable"
+        for where, place in (("file", path), ("folder", path.parent))
+        if not os.access(place, os.W_OK)
+    ]
     return Check("database writable", not problems, "; ".join(problems) or str(path))
 
 
@@ -96,8 +102,7 @@ def _write_refusal() -> str | None:
     connection = connections[DEFAULT_DB_ALIAS]
     with connection.cursor() as cursor:
         pragmas = {}
-        for name in ("query_only", "page_count", "max_page_count", "freelist_count", "page_size",
-                     "wal_autocheckpoint"):
+        for name in ("query_only", "page_count", "max_page_count", "freelist_count", "page_size", "wal_autocheckpoint"):
             cursor.execute(f"PRAGMA {name}")  # names from the tuple above, not input
             pragmas[name] = cursor.fetchone()[0]
     if pragmas["query_only"]:
@@ -141,8 +146,7 @@ def schema_current() -> Check:
     if not missing:
         return Check("schema", True, "all migrations applied")
     names = [f"{app}.{name}" for app, name in missing]
-    return Check("schema", False, f"{len(names)} unapplied migration(s), first {names[0]}; "
-                                  "run 'manage.py migrate'")
+    return Check("schema", False, f"{len(names)} unapplied migration(s), first {names[0]}; run 'manage.py migrate'")
 
 
 def index_in_step() -> Check:
@@ -153,17 +157,20 @@ def index_in_step() -> Check:
 def embedder_matches() -> Check:
     """The stored vectors come from the embedder MEMORY_EMBEDDER selects: vectors of two models mean nothing to each
     other, and only a semantic recall would notice."""
-    from memories.selectors import search_mode
+    from memories.selectors.stats import search_mode
     from search.embeddings import get_embedder
 
     name = get_embedder().name  # its name only: its dimension would load a model
     found = search_mode()
     stored, source = found["vectors"], found["stored_vectors_from"]
     if stored and source != name:
-        return Check("embedder", False,
-                     f"the database holds {stored} vector(s) from {source}, but MEMORY_EMBEDDER={found['embedder']} "
-                     f"selects {name}, so semantic recall compares unlike vectors; run 'manage.py backfill --reembed' "
-                     f"to re-embed every revision with {name}, or set MEMORY_EMBEDDER back")
+        return Check(
+            "embedder",
+            False,
+            f"the database holds {stored} vector(s) from {source}, but MEMORY_EMBEDDER={found['embedder']} "
+            f"selects {name}, so semantic recall compares unlike vectors; run 'manage.py backfill --reembed' "
+            f"to re-embed every revision with {name}, or set MEMORY_EMBEDDER back",
+        )
     detail = f"{stored} vector(s) from {name}"
     if found["pending_vectors"]:
         detail += f"; {found['pending_vectors']} revision(s) wait for one, which 'manage.py backfill' embeds"
@@ -181,9 +188,11 @@ def unfinished_imports() -> Check:
         lines = []
         for batch in dead:
             counts = batches.batch_rows(batch)
-            lines.append(f"import batch {batch.pk} (started {format_instant(batch.started_at)} by {batch.actor}, "
-                         f"pid {batch.pid} on {batch.host}) died unpublished with {counts['memories']} memory(ies) "
-                         f"and {counts['revisions']} revision(s), visible nowhere;")
+            lines.append(
+                f"import batch {batch.pk} (started {format_instant(batch.started_at)} by {batch.actor}, "
+                f"pid {batch.pid} on {batch.host}) died unpublished with {counts['memories']} memory(ies) "
+                f"and {counts['revisions']} revision(s), visible nowhere;"
+            )
         return Check("imports", False, " ".join(lines) + " run 'manage.py purge' to remove them.")
     if unfinished:
         return Check("imports", True, f"{len(unfinished)} import(s) in progress")
@@ -205,10 +214,19 @@ def run_checks() -> list[Check]:
         path = Path(connection.settings_dict["NAME"])
         if not connection.is_in_memory_db() and not path.exists():
             # Connecting would create an empty file and hide the real problem.
-            return [python_version(), Check("database file", False, f"{path} does not exist; run 'manage.py "
-                                                                    "migrate' (or 'make run') to create it")]
-        engine_checks = (("sqlite", sqlite_features), ("database writable", database_writable),
-                         ("integrity", integrity))
+            return [
+                python_version(),
+                Check(
+                    "database file",
+                    False,
+                    f"{path} does not exist; run 'manage.py migrate' (or 'make run') to create it",
+                ),
+            ]
+        engine_checks = (
+            ("sqlite", sqlite_features),
+            ("database writable", database_writable),
+            ("integrity", integrity),
+        )
     checks = []
     for name, check in (
         ("python", python_version),

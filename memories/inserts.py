@@ -18,8 +18,15 @@ from django.db import DEFAULT_DB_ALIAS, connections, models
 # a build may allow more, none built with the default allows fewer.
 _MAX_PARAMETERS = 32_766
 # Field classes whose value SQLite stores as given (after the services have checked its type).
-_AS_GIVEN = (models.CharField, models.SlugField, models.TextField, models.BooleanField, models.IntegerField,
-             models.BigIntegerField, models.ForeignKey)
+_AS_GIVEN = (
+    models.CharField,
+    models.SlugField,
+    models.TextField,
+    models.BooleanField,
+    models.IntegerField,
+    models.BigIntegerField,
+    models.ForeignKey,
+)
 
 
 def insert_all(objects: list[models.Model]) -> list[models.Model]:
@@ -47,14 +54,18 @@ def insert_all(objects: list[models.Model]) -> list[models.Model]:
     per_statement = max(1, _MAX_PARAMETERS // len(fields))
     with connection.cursor() as cursor:
         for start in range(0, len(objects), per_statement):
-            chunk = objects[start:start + per_statement]
+            chunk = objects[start : start + per_statement]
             params = []
             for obj in chunk:
                 values = obj.__dict__
-                params.extend(values[name] if prepare is None else prepare(values[name])
-                              for name, prepare in zip(names, prepared))
-            cursor.execute(f"INSERT INTO {quote(meta.db_table)} ({columns}) VALUES "
-                           f"{', '.join([row_marks] * len(chunk))} RETURNING {quote(meta.pk.column)}", params)
+                params.extend(
+                    values[name] if prepare is None else prepare(values[name]) for name, prepare in zip(names, prepared)
+                )
+            cursor.execute(
+                f"INSERT INTO {quote(meta.db_table)} ({columns}) VALUES "
+                f"{', '.join([row_marks] * len(chunk))} RETURNING {quote(meta.pk.column)}",
+                params,
+            )
             # One statement gives its rows ascending ids in the order of VALUES; RETURNING's order is not promised.
             for obj, pk in zip(chunk, sorted(row[0] for row in cursor.fetchall()), strict=True):
                 obj.pk = pk
@@ -70,9 +81,11 @@ def _preparer(field: models.Field, connection):
     it, without that path's calls per value); every other value takes that path.
     """
     if type(field) is models.DateTimeField and settings.USE_TZ and connection.timezone is dt.timezone.utc:
+
         def prepare(value):
             if value.__class__ is dt.datetime and value.tzinfo is dt.timezone.utc:
                 return str(value.replace(tzinfo=None))
             return None if value is None else field.get_db_prep_save(value, connection)
+
         return prepare
     return lambda value: field.get_db_prep_save(value, connection)

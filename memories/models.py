@@ -121,8 +121,10 @@ def counted_rows(as_of: dt.datetime | None = None) -> Q:
     if as_of is None:
         published = RawSQL("SELECT id FROM memories_importbatch WHERE counts_from IS NOT NULL", ())
     else:
-        published = RawSQL("SELECT id FROM memories_importbatch WHERE counts_from <= %s",
-                           (connection.ops.adapt_datetimefield_value(as_of),))
+        published = RawSQL(
+            "SELECT id FROM memories_importbatch WHERE counts_from <= %s",
+            (connection.ops.adapt_datetimefield_value(as_of),),
+        )
     counted = Q(batch__isnull=True) | Q(batch_id__in=published)
     own = staging.own_batch_id()
     return counted | Q(batch_id=own) if own is not None else counted
@@ -131,7 +133,7 @@ def counted_rows(as_of: dt.datetime | None = None) -> Q:
 def _visibility_candidates(memory_ref, *, as_of: dt.datetime, valid_at: dt.datetime | None):
     """Return the revisions of ``memory_ref`` that compete at (as_of, valid_at), the winner first.
 
-    This is the visibility rule (DESIGN.md section 3), written once: among revisions
+    This is the visibility rule (docs/concepts.md), written once: among revisions
     known by ``as_of`` and not expired by then, whose valid interval holds
     ``valid_at`` (a tombstone holds at every valid time), the newest by
     (known_at, id) wins. A tombstone winner means the memory is not visible.
@@ -139,11 +141,11 @@ def _visibility_candidates(memory_ref, *, as_of: dt.datetime, valid_at: dt.datet
     """
     valid_at = as_of if valid_at is None else valid_at
     return (
-        Revision.all_objects.filter(memory=memory_ref).known_by(as_of)
+        Revision.all_objects.filter(memory=memory_ref)
+        .known_by(as_of)
         .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=as_of))
         .filter(
-            Q(tombstone=True)
-            | (Q(valid_from__lte=valid_at) & (Q(valid_to__isnull=True) | Q(valid_to__gt=valid_at)))
+            Q(tombstone=True) | (Q(valid_from__lte=valid_at) & (Q(valid_to__isnull=True) | Q(valid_to__gt=valid_at)))
         )
         .order_by("-known_at", "-id")
     )
@@ -251,7 +253,7 @@ class Revision(models.Model):
     author = models.CharField(max_length=200)
     interface = models.CharField(max_length=8, choices=Interface.choices)
     embedding_model = models.CharField(max_length=200, blank=True)
-    # Set at insert on a revision an import wrote (revisions are never updated); it counts once that import is published.
+    # Set at insert on a revision an import wrote (revisions are never updated); counted once that import is published.
     batch = models.ForeignKey(ImportBatch, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
 
     objects = RevisionManager()
@@ -289,8 +291,12 @@ class AttributesQuerySet(models.QuerySet):
 
     def as_of(self, as_of: dt.datetime):
         """The one row each memory carries at ``as_of``: its newest known by then, by (known_at, id)."""
-        newest = (Attributes.all_objects.filter(memory_id=OuterRef("memory_id")).known_by(as_of)
-                  .order_by("-known_at", "-id").values("id")[:1])
+        newest = (
+            Attributes.all_objects.filter(memory_id=OuterRef("memory_id"))
+            .known_by(as_of)
+            .order_by("-known_at", "-id")
+            .values("id")[:1]
+        )
         return self.filter(id=Subquery(newest))
 
 
@@ -424,7 +430,7 @@ class Route(models.TextChoices):
     AS_OF = "as_of", "point-in-time recall"
 
 
-# The named groups each route reads from a rule's match (memories.routing): a pattern must have one of these sets.
+# The named groups each route reads from a rule's match (memories.selectors.routing): a pattern needs one of these sets.
 ROUTE_GROUPS = {
     Route.LOOKUP: ({"id"}, {"key"}, {"tag"}, {"attribute", "entity"}),
     Route.GRAPH: ({"source", "target"}, {"entity"}, {"question"}),
@@ -451,11 +457,14 @@ class RouteRule(models.Model):
 
     order = models.PositiveIntegerField(default=100, help_text="Rules are tried from the lowest order up.")
     name = models.SlugField(max_length=64, unique=True)
-    pattern = models.TextField(help_text=(
-        "A Python regular expression, matched case-insensitively anywhere in the question; its named groups say "
-        "what it extracts: lookup: id, key, tag, or attribute and entity; graph: source and target, or entity, "
-        "or question (read by the graph question table; a question it does not read goes on to the next rule); "
-        "as_of: when."))
+    pattern = models.TextField(
+        help_text=(
+            "A Python regular expression, matched case-insensitively anywhere in the question; its named groups say "
+            "what it extracts: lookup: id, key, tag, or attribute and entity; graph: source and target, or entity, "
+            "or question (read by the graph question table; a question it does not read goes on to the next rule); "
+            "as_of: when."
+        )
+    )
     route = models.CharField(max_length=16, choices=Route.choices)
     enabled = models.BooleanField(default=True)
 

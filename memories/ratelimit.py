@@ -38,8 +38,10 @@ def charge(caller, bucket: str) -> None:
         if len(recent) >= per_minute:
             # Free again when the request that filled the budget leaves the window.
             wait = recent[-per_minute] + WINDOW_SECONDS - now
-            raise RateLimited(f"This API key is over its {per_minute} {bucket}s a minute ({setting}), counted "
-                              f"across REST and MCP; nothing was done. Retry in {math.ceil(wait)} s.",
-                              retry_after_seconds=max(1, math.ceil(wait)))
+            raise RateLimited(
+                f"This API key is over its {per_minute} {bucket}s a minute ({setting}), counted "
+                f"across REST and MCP; nothing was done. Retry in {math.ceil(wait)} s.",
+                retry_after_seconds=max(1, math.ceil(wait)),
+            )
         recent.append(now)
         cache.set(key, recent, WINDOW_SECONDS)

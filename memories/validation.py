@@ -1,5 +1,6 @@
-"""Input rules for memory fields, shared by every write path (services and importers)."""
+"""Input rules for memory fields, shared by every write path (services and importers), and the arguments of reads."""
 
+import datetime as dt
 import hashlib
 import math
 import re
@@ -9,7 +10,9 @@ import uuid
 from django.conf import settings
 
 from memories.models import Kind
+from memoryproject import dialect
 from memoryproject.exceptions import InvalidInput, TooLarge
+from memoryproject.timeparse import parse_optional_instant
 
 NAMESPACE_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 KEY_MAX = 255
@@ -93,8 +96,11 @@ def text_to_learn(value, *, limit: int) -> str:
     if not value.strip():
         raise InvalidInput("text: must not be empty.", field="text")
     if len(value) > limit:
-        raise TooLarge(f"text: {len(value)} characters is over the limit of {limit}. Split it and learn each part "
-                       "in its own call.", field="text")
+        raise TooLarge(
+            f"text: {len(value)} characters is over the limit of {limit}. Split it and learn each part "
+            "in its own call.",
+            field="text",
+        )
     if "\x00" in value:
         raise InvalidInput("text: NUL characters are not allowed.", field="text")
     try:
@@ -180,11 +186,14 @@ def confidence(value) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise InvalidInput(f"confidence: expected a number from {CONFIDENCE_MIN:g} to {CONFIDENCE_MAX:g}, "
-                           f"got {value!r}.", field="confidence")
+        raise InvalidInput(
+            f"confidence: expected a number from {CONFIDENCE_MIN:g} to {CONFIDENCE_MAX:g}, got {value!r}.",
+            field="confidence",
+        )
     if not CONFIDENCE_MIN <= value <= CONFIDENCE_MAX:
-        raise InvalidInput(f"confidence: {value!r} is out of range {CONFIDENCE_MIN:g}..{CONFIDENCE_MAX:g}.",
-                           field="confidence")
+        raise InvalidInput(
+            f"confidence: {value!r} is out of range {CONFIDENCE_MIN:g}..{CONFIDENCE_MAX:g}.", field="confidence"
+        )
     return float(value)
 
 
@@ -193,8 +202,9 @@ def min_score(value) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MIN_SCORE_MAX:
-        raise InvalidInput(f"min_score: {value!r} is out of range 0..{MIN_SCORE_MAX:g} (a recall score).",
-                           field="min_score")
+        raise InvalidInput(
+            f"min_score: {value!r} is out of range 0..{MIN_SCORE_MAX:g} (a recall score).", field="min_score"
+        )
     return float(value)
 
 
@@ -203,8 +213,9 @@ def min_confidence(value) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-        raise InvalidInput(f"min_confidence: {value!r} is out of range 0..1 (a computed confidence).",
-                           field="min_confidence")
+        raise InvalidInput(
+            f"min_confidence: {value!r} is out of range 0..1 (a computed confidence).", field="min_confidence"
+        )
     return float(value)
 
 
@@ -223,3 +234,39 @@ def triple(subject, predicate, object_) -> tuple[str, str, str]:
 
 def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def resolve_times(as_of=None, valid_at=None) -> tuple[dt.datetime, dt.datetime]:
+    """Parse a (as_of, valid_at) pair; as_of defaults to now and valid_at to as_of."""
+    as_of_time = parse_optional_instant(as_of, field="as_of") or dialect.now()
+    valid_time = parse_optional_instant(valid_at, field="valid_at") or as_of_time
+    return as_of_time, valid_time
+
+
+def names(value, *, field: str, check) -> list[str] | None:
+    """A read's one name or list of names, each checked by ``check``; None when it names none."""
+    if value is None or value == [] or value == "":
+        return None
+    values = [value] if isinstance(value, str) else value
+    if not isinstance(values, (list, tuple)) or not all(isinstance(item, str) for item in values):
+        raise InvalidInput(f"{field}: expected a name or a list of names.", field=field)
+    return [check(item) for item in values]
+
+
+def namespace_names(value) -> list[str] | None:
+    """The namespaces a read names (one name or a list), checked; None when it names none."""
+    return names(value, field="namespace", check=namespace)
+
+
+def limit(value, *, maximum: int, field: str = "limit") -> int:
+    """``value`` if it is a whole number from 1 to ``maximum`` (how many items a read returns)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= maximum:
+        raise InvalidInput(f"{field}: {value!r} is out of range 1..{maximum}.", field=field)
+    return value
+
+
+def choice(value, *, field: str, choices: tuple[str, ...]) -> str:
+    """``value`` if it is one of ``choices``; otherwise the error listing them."""
+    if value not in choices:
+        raise InvalidInput(f"{field}: {value!r} is not one of {', '.join(choices)}.", field=field)
+    return value

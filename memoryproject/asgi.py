@@ -56,19 +56,34 @@ def key_refusal(token: str, interface: str) -> str | None:
 
 # Bodies are read only for a request with a key (at the doors that need one), within a time, and within one
 # budget for all connections (memoryproject/bodygate.py). The REST endpoints that need no key: health.
-gated = BodyGate(django_application, [
-    Door("/", rest_error),
-    Door("/mcp", mcp_error, interface="mcp"),
-    Door("/api/v1", rest_error, interface="api"),
-    Door("/api/v1/health", rest_error),
-], check_key=key_refusal, run_in_thread=django_application.pool.submit,
-    buffer_bytes=settings.MEMORY_BODY_BUFFER_BYTES, timeout=settings.MEMORY_BODY_TIMEOUT)
+gated = BodyGate(
+    django_application,
+    [
+        Door("/", rest_error),
+        Door("/mcp", mcp_error, interface="mcp"),
+        Door("/api/v1", rest_error, interface="api"),
+        Door("/api/v1/health", rest_error),
+    ],
+    check_key=key_refusal,
+    run_in_thread=django_application.pool.submit,
+    buffer_bytes=settings.MEMORY_BODY_BUFFER_BYTES,
+    timeout=settings.MEMORY_BODY_TIMEOUT,
+)
 
 # Oversized requests are refused here, before Django spools their bodies (README: MCP, REST API).
-application = BodyLimit(gated, [
-    Limit("/mcp", settings.MEMORY_MCP_MAX_BODY_BYTES, mcp_too_large_refusal),
-    Limit("/api", settings.MEMORY_API_MAX_BODY_BYTES,
-          lambda limit: too_large_refusal(limit, "MEMORY_API_MAX_BODY_BYTES")),
-    Limit("/api/v1/import", settings.MEMORY_API_MAX_IMPORT_BYTES,
-          lambda limit: too_large_refusal(limit, "MEMORY_API_MAX_IMPORT_BYTES")),
-])
+application = BodyLimit(
+    gated,
+    [
+        Limit("/mcp", settings.MEMORY_MCP_MAX_BODY_BYTES, mcp_too_large_refusal),
+        Limit(
+            "/api",
+            settings.MEMORY_API_MAX_BODY_BYTES,
+            lambda limit: too_large_refusal(limit, "MEMORY_API_MAX_BODY_BYTES"),
+        ),
+        Limit(
+            "/api/v1/import",
+            settings.MEMORY_API_MAX_IMPORT_BYTES,
+            lambda limit: too_large_refusal(limit, "MEMORY_API_MAX_IMPORT_BYTES"),
+        ),
+    ],
+)

@@ -111,8 +111,16 @@ class BodyGate:
     reads the database, so it runs through ``run_in_thread`` (a function that returns a Future).
     """
 
-    def __init__(self, app, doors: list[Door], *, check_key: Callable[[str, str], str | None],
-                 run_in_thread: Callable[..., Future], buffer_bytes: int, timeout: float):
+    def __init__(
+        self,
+        app,
+        doors: list[Door],
+        *,
+        check_key: Callable[[str, str], str | None],
+        run_in_thread: Callable[..., Future],
+        buffer_bytes: int,
+        timeout: float,
+    ):
         self.app = app
         self.doors = sorted(doors, key=lambda door: len(door.path), reverse=True)
         self.check_key = check_key
@@ -160,17 +168,26 @@ class BodyGate:
                 challenge = BEARER_CHALLENGE if refusal == MISSING_KEY else f'{BEARER_CHALLENGE}, error="invalid_token"'
                 return 401, "unauthenticated", refusal, [(b"www-authenticate", challenge.encode())]
         if reserved > self.budget.limit:  # only at a door without a body limit of its own: it could never fit
-            return (413, "too_large", f"The request body is over the {self.budget.limit} bytes the server holds for "
-                    "all bodies at once (MEMORY_BODY_BUFFER_BYTES).", [])
+            return (
+                413,
+                "too_large",
+                f"The request body is over the {self.budget.limit} bytes the server holds for "
+                "all bodies at once (MEMORY_BODY_BUFFER_BYTES).",
+                [],
+            )
         if not self.budget.take(reserved):
             return self.full()
         return None
 
     def full(self) -> tuple:
         """The 503 for a body that does not fit in the budget: status, code, message, headers."""
-        return (503, "busy", "The server holds as many request bodies as it may at once (MEMORY_BODY_BUFFER_BYTES), "
-                             "so this one was not read. Retry after the seconds in Retry-After.",
-                [(b"retry-after", str(RETRY_AFTER_SECONDS).encode())])
+        return (
+            503,
+            "busy",
+            "The server holds as many request bodies as it may at once (MEMORY_BODY_BUFFER_BYTES), "
+            "so this one was not read. Retry after the seconds in Retry-After.",
+            [(b"retry-after", str(RETRY_AFTER_SECONDS).encode())],
+        )
 
     async def _key_refusal(self, authorization: bytes | None, interface: str) -> str | None:
         """Why the request's key is refused, or None for a key the check accepts."""
@@ -216,9 +233,13 @@ class BodyReading:
             async with asyncio.timeout_at(self.deadline):
                 message = await self._receive()
         except TimeoutError:
-            return await self._refuse(408, "timeout", f"The request body did not arrive within "
-                                      f"{self.gate.timeout:g} seconds (MEMORY_BODY_TIMEOUT), so nothing was done. "
-                                      "Send the whole body without pausing, then retry.")
+            return await self._refuse(
+                408,
+                "timeout",
+                f"The request body did not arrive within "
+                f"{self.gate.timeout:g} seconds (MEMORY_BODY_TIMEOUT), so nothing was done. "
+                "Send the whole body without pausing, then retry.",
+            )
         if message["type"] == "http.request":
             if self.chunked:
                 size = len(message.get("body", b""))
@@ -245,7 +266,16 @@ class BodyReading:
 async def answer(send, door: Door, status: int, code: str, message: str, headers=()) -> None:
     """Send a whole JSON response that closes the connection, so the rest of the body is never read."""
     body = door.error_body(status, code, message)
-    await send({"type": "http.response.start", "status": status, "headers": [
-        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-        (b"connection", b"close"), *headers]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+                *headers,
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})

@@ -40,9 +40,17 @@ class BodyLimit:
     @staticmethod
     async def _refuse(send, rule: Limit) -> None:
         body = rule.refusal(rule.limit)
-        await send({"type": "http.response.start", "status": 413, "headers": [
-            (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-            (b"connection", b"close")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"connection", b"close"),
+                ],
+            }
+        )
         await send({"type": "http.response.body", "body": body})
 
     async def __call__(self, scope, receive, send):

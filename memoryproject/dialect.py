@@ -25,7 +25,8 @@ def database_key() -> str:
     if is_postgresql():
         # A database name alone is ambiguous across servers, and holds a store per schema.
         return f"{settings['HOST']}:{settings['PORT']}/{settings['NAME']}" + (
-            f"/{settings['SCHEMA']}" if settings.get("SCHEMA") else "")
+            f"/{settings['SCHEMA']}" if settings.get("SCHEMA") else ""
+        )
     return str(settings["NAME"])
 
 
@@ -42,7 +43,8 @@ def location() -> str:
     fields = connection.settings_dict
     if is_postgresql():
         return f"{fields['USER']}@{fields['HOST']}:{fields['PORT']}/{fields['NAME']}" + (
-            f"?schema={fields['SCHEMA']}" if fields.get("SCHEMA") else "")
+            f"?schema={fields['SCHEMA']}" if fields.get("SCHEMA") else ""
+        )
     return str(fields["NAME"])
 
 
@@ -91,8 +93,10 @@ def micros(column: str) -> str:
         # extract() answers numeric since PostgreSQL 14: exact to the microsecond.
         return f"(extract(epoch FROM {column}) * 1000000)::bigint"
     # Django stores 'YYYY-MM-DD HH:MM:SS[.ffffff]' (UTC) as text; julianday would round through a double.
-    return (f"(unixepoch({column}) * 1000000 + CAST(substr({column}, 21, 6) || "
-            f"substr('000000', 1, 6 - length(substr({column}, 21, 6))) AS INTEGER))")
+    return (
+        f"(unixepoch({column}) * 1000000 + CAST(substr({column}, 21, 6) || "
+        f"substr('000000', 1, 6 - length(substr({column}, 21, 6))) AS INTEGER))"
+    )
 
 
 def new_version() -> str:
@@ -117,10 +121,12 @@ def existing(cursor, names: list[str]) -> set[str]:
     """Which of ``names`` exist as a table, view or trigger."""
     if is_postgresql():
         # The catalogues are indexed by name.
-        cursor.execute("SELECT relname FROM pg_class WHERE relname = ANY(%s) AND pg_table_is_visible(oid) "
-                       "UNION SELECT tgname FROM pg_trigger WHERE tgname = ANY(%s) AND NOT tgisinternal "
-                       "AND pg_table_is_visible(tgrelid)",
-                       [list(names), list(names)])
+        cursor.execute(
+            "SELECT relname FROM pg_class WHERE relname = ANY(%s) AND pg_table_is_visible(oid) "
+            "UNION SELECT tgname FROM pg_trigger WHERE tgname = ANY(%s) AND NOT tgisinternal "
+            "AND pg_table_is_visible(tgrelid)",
+            [list(names), list(names)],
+        )
     else:
         # sqlite_master is small; no index needed.
         cursor.execute(f"SELECT name FROM sqlite_master WHERE name IN ({', '.join(['%s'] * len(names))})", names)

@@ -49,7 +49,9 @@ def env_int(name: str, default: int, *, minimum: int | None = None, maximum: int
     value = _raw(name)
     if value is None:
         return default
-    bounds = f"an integer from {minimum if minimum is not None else '-inf'} to {maximum if maximum is not None else 'inf'}"
+    bounds = (
+        f"an integer from {minimum if minimum is not None else '-inf'} to {maximum if maximum is not None else 'inf'}"
+    )
     try:
         number = int(value, 10)
     except ValueError:
@@ -133,8 +135,11 @@ def env_days(name: str, default: dict[str, int], *, keys: tuple[str, ...]) -> di
         return dict(default)
     if value.lower() == "none":
         return {}
-    accepted = ("'none', or comma-separated key=days pairs with keys from " + ", ".join(keys)
-                + ", each once, and whole days from 1 to 36500")
+    accepted = (
+        "'none', or comma-separated key=days pairs with keys from "
+        + ", ".join(keys)
+        + ", each once, and whole days from 1 to 36500"
+    )
     days = {}
     for item in value.split(","):
         key, _, number = (part.strip() for part in item.partition("="))

@@ -19,8 +19,10 @@ import json
 from django.conf import settings
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-MESSAGE = ("The request could not be read as HTTP: its request line or a header is malformed (for one, a "
-           "control character such as NUL in a header value). Fix the request and send it again.")
+MESSAGE = (
+    "The request could not be read as HTTP: its request line or a header is malformed (for one, a "
+    "control character such as NUL in a header value). Fix the request and send it again."
+)
 
 # -32600 Invalid Request: the message cannot be read at all, so there is no id to answer to.
 _MCP_ANSWER = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": MESSAGE}}).encode()
@@ -60,8 +62,10 @@ class HttpProtocol(HttpToolsProtocol):
         body = _MCP_ANSWER if getattr(self, "url", b"").startswith(b"/mcp") else _REST_ANSWER
         head = [b"HTTP/1.1 400 Bad Request\r\n"]
         head += [name + b": " + value + b"\r\n" for name, value in self.server_state.default_headers]
-        head += [b"content-type: application/json\r\n",
-                 b"content-length: " + str(len(body)).encode() + b"\r\n",
-                 b"connection: close\r\n\r\n"]
+        head += [
+            b"content-type: application/json\r\n",
+            b"content-length: " + str(len(body)).encode() + b"\r\n",
+            b"connection: close\r\n\r\n",
+        ]
         self.transport.write(b"".join(head) + body)
         self.transport.close()

@@ -22,27 +22,46 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 LOCK_WAIT_BUCKETS = (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, 120.0)
 
 HTTP_REQUESTS = Counter(
-    "memory_http_requests", "HTTP requests answered, by door, route pattern, method and status.",
-    ["door", "route", "method", "status"])
+    "memory_http_requests",
+    "HTTP requests answered, by door, route pattern, method and status.",
+    ["door", "route", "method", "status"],
+)
 HTTP_SECONDS = Histogram(
-    "memory_http_request_duration_seconds", "Time from a request reaching Django to its response (its first "
-    "chunk, for a streamed export), by door and route pattern.", ["door", "route"], buckets=LATENCY_BUCKETS)
+    "memory_http_request_duration_seconds",
+    "Time from a request reaching Django to its response (its first "
+    "chunk, for a streamed export), by door and route pattern.",
+    ["door", "route"],
+    buckets=LATENCY_BUCKETS,
+)
 RECALL_SECONDS = Histogram(
-    "memory_recall_duration_seconds", "Time of a recall that answered, by the mode it ran in (keyword, semantic, "
-    "hybrid), through any door.", ["mode"], buckets=LATENCY_BUCKETS)
+    "memory_recall_duration_seconds",
+    "Time of a recall that answered, by the mode it ran in (keyword, semantic, hybrid), through any door.",
+    ["mode"],
+    buckets=LATENCY_BUCKETS,
+)
 REMEMBER_SECONDS = Histogram(
-    "memory_remember_duration_seconds", "Time of a remember that answered, by the interface that called it and "
-    "what it did (created, revised, deduplicated).", ["interface", "outcome"], buckets=LATENCY_BUCKETS)
+    "memory_remember_duration_seconds",
+    "Time of a remember that answered, by the interface that called it and "
+    "what it did (created, revised, deduplicated).",
+    ["interface", "outcome"],
+    buckets=LATENCY_BUCKETS,
+)
 WRITE_LOCK_WAIT_SECONDS = Histogram(
-    "memory_write_lock_wait_seconds", "Time a transaction waited for the database's write lock before BEGIN.",
-    buckets=LOCK_WAIT_BUCKETS)
+    "memory_write_lock_wait_seconds",
+    "Time a transaction waited for the database's write lock before BEGIN.",
+    buckets=LOCK_WAIT_BUCKETS,
+)
 WRITE_LOCK_CONTENDED = Counter(
-    "memory_write_lock_contended", "Transactions that found the write lock held and waited in line for it.")
+    "memory_write_lock_contended", "Transactions that found the write lock held and waited in line for it."
+)
 WRITE_LOCK_TIMEOUTS = Counter(
-    "memory_write_lock_timeouts", "Transactions that waited the whole busy timeout and failed with busy.")
+    "memory_write_lock_timeouts", "Transactions that waited the whole busy timeout and failed with busy."
+)
 TELEMETRY_EVENTS = Counter(
-    "memory_telemetry_events", "Telemetry events: hook recalls, injection reports, injected memories an answer used, refused ingests.",
-    ["kind"])
+    "memory_telemetry_events",
+    "Telemetry events: hook recalls, injection reports, injected memories an answer used, refused ingests.",
+    ["kind"],
+)
 
 
 def observed(histogram: Histogram, labels_of: Callable[[object, dict], dict]):

@@ -30,8 +30,10 @@ DROP_APPEND_ONLY_FUNCTION = "DROP FUNCTION IF EXISTS memories_append_only()"
 
 def append_only_trigger(name: str, table: str, verb: str, message: str) -> str:
     """The PostgreSQL form of a ``BEFORE <verb> ... RAISE(ABORT, message)`` trigger of SQLite."""
-    return (f"CREATE TRIGGER {name} BEFORE {verb.upper()} ON {table} FOR EACH ROW "
-            f"EXECUTE FUNCTION memories_append_only('{message}')")
+    return (
+        f"CREATE TRIGGER {name} BEFORE {verb.upper()} ON {table} FOR EACH ROW "
+        f"EXECUTE FUNCTION memories_append_only('{message}')"
+    )
 
 
 class EngineSQL(migrations.RunSQL):
@@ -70,8 +72,9 @@ class SQLiteDatabaseOperations(migrations.SeparateDatabaseAndState):
     """
 
     def _elsewhere(self):
-        return migrations.SeparateDatabaseAndState(state_operations=self.state_operations,
-                                                   database_operations=self.state_operations)
+        return migrations.SeparateDatabaseAndState(
+            state_operations=self.state_operations, database_operations=self.state_operations
+        )
 
     def database_forwards(self, app_label, schema_editor, from_state, to_state):
         if schema_editor.connection.vendor == "sqlite":

@@ -32,8 +32,11 @@ def _none_if_empty(value):
 
 OmittedWhenEmpty = Annotated[T | None, BeforeValidator(_none_if_empty), Field(exclude_if=_left_out)]
 # A time in every response: UTC with microseconds, e.g. 2025-05-01T09:30:00.000000Z.
-Instant = Annotated[dt.datetime, PlainSerializer(format_instant, return_type=str),
-                    WithJsonSchema({"type": "string", "format": "date-time"})]
+Instant = Annotated[
+    dt.datetime,
+    PlainSerializer(format_instant, return_type=str),
+    WithJsonSchema({"type": "string", "format": "date-time"}),
+]
 InstantText = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
 
 

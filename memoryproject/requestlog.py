@@ -33,9 +33,14 @@ _KEY_PREFIX = re.compile(r"Bearer\s+mem_([0-9a-f]{8})_", re.IGNORECASE)
 # Other methods are counted as "other": a label value per made-up method would grow without bound.
 _METHODS = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
 # The door of a path, the longest prefix first.
-_DOORS = (("/api/v1/hooks/", "hooks"), ("/api/", "rest"), ("/mcp", "mcp"), ("/admin/", "admin"),
-          ("/metrics", "metrics"), (settings.STATIC_URL if settings.STATIC_URL.startswith("/")
-                                    else "/" + settings.STATIC_URL, "static"))
+_DOORS = (
+    ("/api/v1/hooks/", "hooks"),
+    ("/api/", "rest"),
+    ("/mcp", "mcp"),
+    ("/admin/", "admin"),
+    ("/metrics", "metrics"),
+    (settings.STATIC_URL if settings.STATIC_URL.startswith("/") else "/" + settings.STATIC_URL, "static"),
+)
 
 
 def door_of(path: str) -> str:
@@ -86,11 +91,25 @@ class RequestLog:
         HTTP_SECONDS.labels(door=door, route=route).observe(seconds)
         level = logging.INFO if settings.MEMORY_LOG_FORMAT == "json" else logging.DEBUG
         if logger.isEnabledFor(level):
-            fields = {"request_id": request.request_id, "door": door, "route": route, "method": method, "status": response.status_code,
-                      "duration_ms": round(seconds * 1000, 2),
-                      "key_prefix": key_prefix(request.META.get("HTTP_AUTHORIZATION", ""))}
-            logger.log(level, "%s %s %s %s %.1f ms", door, method, route, response.status_code, seconds * 1000,
-                       extra={"http": fields})
+            fields = {
+                "request_id": request.request_id,
+                "door": door,
+                "route": route,
+                "method": method,
+                "status": response.status_code,
+                "duration_ms": round(seconds * 1000, 2),
+                "key_prefix": key_prefix(request.META.get("HTTP_AUTHORIZATION", "")),
+            }
+            logger.log(
+                level,
+                "%s %s %s %s %.1f ms",
+                door,
+                method,
+                route,
+                response.status_code,
+                seconds * 1000,
+                extra={"http": fields},
+            )
 
 
 class ClientErrorsWithoutTraceback(logging.Filter):

@@ -54,8 +54,10 @@ def _secret_key() -> str:
     except FileExistsError:
         return _stored_secret_key(path)
     except OSError as error:
-        fail(f"Cannot create the secret key file {path}: {error.strerror}. Set MEMORY_SECRET_KEY, or make "
-             f"{DATA_DIR} writable.")
+        fail(
+            f"Cannot create the secret key file {path}: {error.strerror}. Set MEMORY_SECRET_KEY, or make "
+            f"{DATA_DIR} writable."
+        )
     with os.fdopen(descriptor, "w") as handle:
         handle.write(key)
     return key
@@ -71,15 +73,18 @@ def _stored_secret_key(path: Path) -> str:
             what = "it is not text"
             break
         except OSError as error:
-            fail(f"Cannot read the secret key file {path}: {error.strerror}. Make it readable, or set "
-                 "MEMORY_SECRET_KEY.")
+            fail(
+                f"Cannot read the secret key file {path}: {error.strerror}. Make it readable, or set MEMORY_SECRET_KEY."
+            )
         if len(stored) >= SECRET_KEY_MIN_LENGTH:
             return stored
         if stored:
             what = f"it holds {len(stored)} characters, fewer than {SECRET_KEY_MIN_LENGTH}"
         time.sleep(0.02)
-    fail(f"The secret key file {path} is not a usable key ({what}): delete it to generate a new one (admin logins "
-         "then sign in again), or set MEMORY_SECRET_KEY.")
+    fail(
+        f"The secret key file {path} is not a usable key ({what}): delete it to generate a new one (admin logins "
+        "then sign in again), or set MEMORY_SECRET_KEY."
+    )
 
 
 SECRET_KEY = _secret_key()
@@ -186,8 +191,11 @@ if _postgresql is not None:
         **_postgresql,
         # lock_timeout bounds the wait for the write lock (memoryproject/pg_backend) as busy_timeout does on SQLite;
         # a schema in the URL is the only one the server's tables are made in and read from.
-        "OPTIONS": {**_postgresql["OPTIONS"], "options": f"-c lock_timeout={MEMORY_DB_BUSY_TIMEOUT * 1000:d}" + (
-            f" -c search_path={_postgresql['SCHEMA']}" if "SCHEMA" in _postgresql else "")},
+        "OPTIONS": {
+            **_postgresql["OPTIONS"],
+            "options": f"-c lock_timeout={MEMORY_DB_BUSY_TIMEOUT * 1000:d}"
+            + (f" -c search_path={_postgresql['SCHEMA']}" if "SCHEMA" in _postgresql else ""),
+        },
         # Checked before reuse, as with SQLite.
         "CONN_HEALTH_CHECKS": True,
     }
@@ -198,8 +206,12 @@ if _postgresql is not None:
     if MEMORY_DB_POOL_SIZE:
         # A request takes a connection from the pool and gives it back at its end (so no persistent connections);
         # one idle for 5 minutes is closed, down to one. A wait for a free one is bounded like a wait for the lock.
-        DATABASES["default"]["OPTIONS"]["pool"] = {"min_size": 1, "max_size": MEMORY_DB_POOL_SIZE, "max_idle": 300,
-                                                   "timeout": MEMORY_DB_BUSY_TIMEOUT}
+        DATABASES["default"]["OPTIONS"]["pool"] = {
+            "min_size": 1,
+            "max_size": MEMORY_DB_POOL_SIZE,
+            "max_idle": 300,
+            "timeout": MEMORY_DB_BUSY_TIMEOUT,
+        }
         DATABASES["default"]["CONN_MAX_AGE"] = 0
     else:
         # Each thread keeps its connection, as with SQLite.
@@ -243,8 +255,10 @@ def _embedder() -> str:
     # A model directory holds modules.json (sentence-transformers) or at least config.json
     # (a plain transformers model, mean-pooled); anything else would only fail at the first write.
     if not ((path / "modules.json").is_file() or (path / "config.json").is_file()):
-        fail(f"Bad setting MEMORY_EMBEDDER={value!r}: expected minilm, hash, or the directory of a local "
-             "sentence-transformers model.")
+        fail(
+            f"Bad setting MEMORY_EMBEDDER={value!r}: expected minilm, hash, or the directory of a local "
+            "sentence-transformers model."
+        )
     return str(path)
 
 
@@ -252,7 +266,7 @@ def _embedder() -> str:
 # switching to another needs `manage.py backfill --reembed`.
 MEMORY_EMBEDDER = _embedder()
 # Threads that run the embedding model (ONNX Runtime, or torch where the export cannot run):
-# two collapse when the other core is busy (DESIGN.md section 8).
+# two collapse when the other core is busy (docs/configuration.md).
 MEMORY_TORCH_THREADS = env_int("MEMORY_TORCH_THREADS", 1, minimum=1, maximum=64)
 # Where a model exported to ONNX is kept, so later processes load it without torch (search/embeddings.py).
 MEMORY_MODEL_CACHE = Path(env_str("MEMORY_MODEL_CACHE", str(DATA_DIR / "models"))).expanduser()
@@ -260,8 +274,9 @@ if not MEMORY_MODEL_CACHE.is_absolute():
     MEMORY_MODEL_CACHE = BASE_DIR / MEMORY_MODEL_CACHE
 for _removed in ("MEMORY_EMBED_PRECISION", "MEMORY_EMBED_BATCH_PRECISION", "MEMORY_EMBED_BATCH_THREADS"):
     if os.environ.get(_removed):
-        fail(f"{_removed} is no longer read: models run in float32 through ONNX Runtime, one batch at a time; "
-             "unset it.")
+        fail(
+            f"{_removed} is no longer read: models run in float32 through ONNX Runtime, one batch at a time; unset it."
+        )
 
 # Fusion (search/fusion.py, docs/retrieval.md): the weight of each channel's score in the hybrid
 # sum, the share of the best neighbouring memory's sum a memory gains as context, and the cosine
@@ -298,15 +313,17 @@ MEMORY_KINDS = ("fact", "preference", "decision", "skill", "note", "artifact", "
 MEMORY_STALE_AFTER_DAYS = env_days("MEMORY_STALE_AFTER_DAYS", {"note": 365, "artifact": 180}, keys=MEMORY_KINDS)
 # A memory's computed confidence halves every this many days after its visible text was learned
 # (memories/confidence.py); a kind not named does not decay. "none": no kind does.
-MEMORY_CONFIDENCE_HALF_LIFE_DAYS = env_days("MEMORY_CONFIDENCE_HALF_LIFE_DAYS",
-                                            {"fact": 730, "note": 365, "artifact": 180}, keys=MEMORY_KINDS)
+MEMORY_CONFIDENCE_HALF_LIFE_DAYS = env_days(
+    "MEMORY_CONFIDENCE_HALF_LIFE_DAYS", {"fact": 730, "note": 365, "artifact": 180}, keys=MEMORY_KINDS
+)
 
 MEMORY_TELEMETRY_DAYS = env_int("MEMORY_TELEMETRY_DAYS", 90, minimum=1, maximum=36500)
 # Hooks (README, Hooks and telemetry): the size of a recalled block in characters, when the
 # caller names none and at most, and how long captured text lives unless the caller says.
 MEMORY_HOOK_BUDGET_MAX = env_int("MEMORY_HOOK_BUDGET_MAX", 16_000, minimum=300, maximum=200_000)
-MEMORY_HOOK_BUDGET = env_int("MEMORY_HOOK_BUDGET", min(4000, MEMORY_HOOK_BUDGET_MAX), minimum=300,
-                             maximum=MEMORY_HOOK_BUDGET_MAX)
+MEMORY_HOOK_BUDGET = env_int(
+    "MEMORY_HOOK_BUDGET", min(4000, MEMORY_HOOK_BUDGET_MAX), minimum=300, maximum=MEMORY_HOOK_BUDGET_MAX
+)
 MEMORY_HOOK_TTL_DAYS = env_int("MEMORY_HOOK_TTL_DAYS", 30, minimum=0, maximum=36500)
 MEMORY_LOG_LEVEL = env_choice("MEMORY_LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR"))
 # json: one JSON object per log line, and a line per request at INFO (memoryproject/requestlog.py).
@@ -323,7 +340,7 @@ REST_FRAMEWORK = {
 SPECTACULAR_SETTINGS = {
     "TITLE": "Memory server REST API",
     "DESCRIPTION": "Durable, point-in-time memory for agents. Send an API key as 'Authorization: Bearer <key>'. "
-                   'Errors: {"error": {"code", "message", "field"}}.',
+    'Errors: {"error": {"code", "message", "field"}}.',
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "SERVE_AUTHENTICATION": [],
@@ -335,10 +352,12 @@ SPECTACULAR_SETTINGS = {
 
 # REST API limits (README, REST API). A request body over this many bytes is refused with 413
 # before it is parsed; imports take whole export files and have their own limit.
-MEMORY_API_MAX_BODY_BYTES = env_int("MEMORY_API_MAX_BODY_BYTES", 1024 * 1024, minimum=64 * 1024,
-                                    maximum=64 * 1024 * 1024)
-MEMORY_API_MAX_IMPORT_BYTES = env_int("MEMORY_API_MAX_IMPORT_BYTES", 64 * 1024 * 1024, minimum=64 * 1024,
-                                      maximum=1024 * 1024 * 1024)
+MEMORY_API_MAX_BODY_BYTES = env_int(
+    "MEMORY_API_MAX_BODY_BYTES", 1024 * 1024, minimum=64 * 1024, maximum=64 * 1024 * 1024
+)
+MEMORY_API_MAX_IMPORT_BYTES = env_int(
+    "MEMORY_API_MAX_IMPORT_BYTES", 64 * 1024 * 1024, minimum=64 * 1024, maximum=1024 * 1024 * 1024
+)
 # Requests and MCP tool calls a minute per API key (memories/ratelimit.py), reads and writes apart; 0: no limit.
 MEMORY_API_READS_PER_MINUTE = env_int("MEMORY_API_READS_PER_MINUTE", 600, minimum=0, maximum=1_000_000)
 MEMORY_API_WRITES_PER_MINUTE = env_int("MEMORY_API_WRITES_PER_MINUTE", 120, minimum=0, maximum=1_000_000)
@@ -346,8 +365,10 @@ MEMORY_API_WRITES_PER_MINUTE = env_int("MEMORY_API_WRITES_PER_MINUTE", 120, mini
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
-                   "json": {"()": "memoryproject.requestlog.JsonFormatter"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+        "json": {"()": "memoryproject.requestlog.JsonFormatter"},
+    },
     "filters": {"client_errors_without_traceback": {"()": "memoryproject.requestlog.ClientErrorsWithoutTraceback"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": MEMORY_LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": MEMORY_LOG_LEVEL},
@@ -356,28 +377,35 @@ LOGGING = {
 # MCP (README, MCP). Request bodies over this many bytes are refused before they are read;
 # keep it well above MEMORY_MAX_CONTENT_BYTES (JSON escaping can grow text several times).
 # Django's own DATA_UPLOAD_MAX_MEMORY_SIZE (2.5 MiB) caps it.
-MEMORY_MCP_MAX_BODY_BYTES = env_int("MEMORY_MCP_MAX_BODY_BYTES", 1024 * 1024, minimum=64 * 1024,
-                                    maximum=2 * 1024 * 1024)
+MEMORY_MCP_MAX_BODY_BYTES = env_int(
+    "MEMORY_MCP_MAX_BODY_BYTES", 1024 * 1024, minimum=64 * 1024, maximum=2 * 1024 * 1024
+)
 
 # Every request body, at the ASGI layer before Django (memoryproject/bodygate.py): the bytes of bodies held at once
 # across all connections, which must take the largest body a door accepts, and the seconds a body may take to arrive.
 _LARGEST_BODY = max(MEMORY_API_MAX_BODY_BYTES, MEMORY_API_MAX_IMPORT_BYTES, MEMORY_MCP_MAX_BODY_BYTES)
-MEMORY_BODY_BUFFER_BYTES = env_int("MEMORY_BODY_BUFFER_BYTES", max(128 * 1024 * 1024, _LARGEST_BODY),
-                                   minimum=_LARGEST_BODY, maximum=64 * 1024 * 1024 * 1024)
+MEMORY_BODY_BUFFER_BYTES = env_int(
+    "MEMORY_BODY_BUFFER_BYTES",
+    max(128 * 1024 * 1024, _LARGEST_BODY),
+    minimum=_LARGEST_BODY,
+    maximum=64 * 1024 * 1024 * 1024,
+)
 MEMORY_BODY_TIMEOUT = env_int("MEMORY_BODY_TIMEOUT", 30, minimum=1, maximum=3600)
 
 # django-mcp-server adds a get_server_instructions tool unless told not to; the instructions
 # already reach clients in initialize.
 DJANGO_MCP_GET_SERVER_INSTRUCTIONS_TOOL = False
-LOGGING.setdefault("loggers", {}).update({
-    # The MCP SDK logs every request at INFO.
-    "mcp": {"level": "WARNING"},
-    # django-mcp-server logs a traceback for every tool error, including a refused argument;
-    # mcp_api logs the unexpected ones itself.
-    "mcp_server.djangomcp": {"level": "CRITICAL"},
-    # A refused request is one line, without the traceback of the exception that refused it.
-    "django.request": {"filters": ["client_errors_without_traceback"]},
-})
+LOGGING.setdefault("loggers", {}).update(
+    {
+        # The MCP SDK logs every request at INFO.
+        "mcp": {"level": "WARNING"},
+        # django-mcp-server logs a traceback for every tool error, including a refused argument;
+        # mcp_api logs the unexpected ones itself.
+        "mcp_server.djangomcp": {"level": "CRITICAL"},
+        # A refused request is one line, without the traceback of the exception that refused it.
+        "django.request": {"filters": ["client_errors_without_traceback"]},
+    }
+)
 
 if not DEBUG:
     SESSION_COOKIE_HTTPONLY = True

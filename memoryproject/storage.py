@@ -20,13 +20,19 @@ SQLITE_READONLY = 8
 SQLITE_FULL = 13
 SQLITE_CANTOPEN = 14
 
-FULL_MESSAGE = ("The database disk is full, so nothing was written. Free space on the disk that holds the "
-                "database (or raise its size limit), then retry.")
-READ_ONLY_MESSAGE = ("The database is read-only, so nothing was written. Make the database file and its folder "
-                     "writable by the server (or remount its disk read-write), then retry.")
+FULL_MESSAGE = (
+    "The database disk is full, so nothing was written. Free space on the disk that holds the "
+    "database (or raise its size limit), then retry."
+)
+READ_ONLY_MESSAGE = (
+    "The database is read-only, so nothing was written. Make the database file and its folder "
+    "writable by the server (or remount its disk read-write), then retry."
+)
 # A WAL database cannot even be opened where its folder cannot be written (no -wal and -shm files can be made).
-CANT_OPEN_MESSAGE = ("The database file cannot be opened, so nothing was read or written. Check that it exists and "
-                     "that the server can write it and its folder (or remount its disk read-write), then retry.")
+CANT_OPEN_MESSAGE = (
+    "The database file cannot be opened, so nothing was read or written. Check that it exists and "
+    "that the server can write it and its folder (or remount its disk read-write), then retry."
+)
 
 # A write the database refused whole for want of room or write access: about the database, not the data sent.
 WRITE_REFUSALS = (StorageFull, ReadOnlyStorage)
@@ -47,9 +53,15 @@ def refusal(error: BaseException) -> MemoryServiceError | None:
         # Drivers without sqlite_errorcode, and virtual tables (sqlite-vec's) that report SQLite's failure as a
         # plain error ending with its message: SQLite's own fixed messages for these codes.
         text = str(error)
-        code = (SQLITE_FULL if text.endswith("database or disk is full")
-                else SQLITE_READONLY if text.endswith("readonly database")
-                else SQLITE_CANTOPEN if text.endswith("unable to open database file") else None)
+        code = (
+            SQLITE_FULL
+            if text.endswith("database or disk is full")
+            else SQLITE_READONLY
+            if text.endswith("readonly database")
+            else SQLITE_CANTOPEN
+            if text.endswith("unable to open database file")
+            else None
+        )
     if code == SQLITE_FULL:
         return DatabaseFull(FULL_MESSAGE)
     if code == SQLITE_READONLY:
@@ -73,11 +85,15 @@ class DatabaseCannotOpen(OperationalError, Unavailable):
 
 
 class DatabaseLocked(OperationalError, Busy):
-    """"database is locked" after the busy timeout: a database error, and the domain error every door maps once."""
+    """ "database is locked" after the busy timeout: a database error, and the domain error every door maps once."""
 
 
-LOCKED_MESSAGE = ("The database is busy with other writes (an import, a purge --vacuum) and stayed locked for "
-                  "the whole busy timeout. Nothing was written; try again in a few seconds.")
+LOCKED_MESSAGE = (
+    "The database is busy with other writes (an import, a purge --vacuum) and stayed locked for "
+    "the whole busy timeout. Nothing was written; try again in a few seconds."
+)
 # One migrate waited in line for another on the same store (memories/management/commands/migrate.py) until it gave up.
-MIGRATION_LOCKED_MESSAGE = ("Another migrate on this store held the migration lock for the whole wait, so this one "
-                            "applied nothing. Let it finish (or stop it if it hangs), then run migrate again.")
+MIGRATION_LOCKED_MESSAGE = (
+    "Another migrate on this store held the migration lock for the whole wait, so this one "
+    "applied nothing. Let it finish (or stop it if it hangs), then run migrate again."
+)

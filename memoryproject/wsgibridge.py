@@ -15,9 +15,10 @@ likely because each connection's page cache goes stale when another connection w
 
 Bodies are read before the view runs (``memoryproject.bodylimit`` refuses oversized
 ones first, ``memoryproject.bodygate`` those without a key, and bounds how long a body
-may take and how many bytes all bodies hold at once), so every request reaches Django with the ``CONTENT_LENGTH`` of the body it
-carries, a chunked one included; streamed responses go out chunk by chunk; the response
-is always closed, which is what fires Django's ``request_finished``.
+may take and how many bytes all bodies hold at once), so every request reaches Django
+with the ``CONTENT_LENGTH`` of the body it carries, a chunked one included; streamed
+responses go out chunk by chunk; the response is always closed, which is what fires
+Django's ``request_finished``.
 """
 
 import asyncio
@@ -59,8 +60,9 @@ class LastIdlePool:
             elif self._started < self.threads:
                 self._started += 1
                 inbox = SimpleQueue()
-                threading.Thread(target=self._run, args=(inbox,), name=f"{self.name}_{self._started}",
-                                 daemon=True).start()
+                threading.Thread(
+                    target=self._run, args=(inbox,), name=f"{self.name}_{self._started}", daemon=True
+                ).start()
             else:
                 self._waiting.append(work)
                 return future
@@ -133,9 +135,13 @@ class WsgiBridge:
                 raise exc_info[1].with_traceback(exc_info[2])
             # Django writes Set-Cookie values with a leading space (SimpleCookie.output(header=""));
             # WSGI servers strip it, and h11 refuses it, so it is stripped here too.
-            head["start"] = {"type": "http.response.start", "status": int(status.split(" ", 1)[0]),
-                             "headers": [(name.lower().encode("latin-1"), value.strip().encode("latin-1"))
-                                         for name, value in headers]}
+            head["start"] = {
+                "type": "http.response.start",
+                "status": int(status.split(" ", 1)[0]),
+                "headers": [
+                    (name.lower().encode("latin-1"), value.strip().encode("latin-1")) for name, value in headers
+                ],
+            }
 
         # asgiref's translation of an ASGI scope into a WSGI environ.
         translation = WsgiToAsgiInstance(self.wsgi_application)
@@ -143,8 +149,13 @@ class WsgiBridge:
         try:
             environ = translation.build_environ(scope, body)
         except ValueError as error:  # more repeated headers than asgiref allows
-            deliver({"type": "http.response.start", "status": 400,
-                     "headers": [(b"content-type", b"text/plain; charset=utf-8")]})
+            deliver(
+                {
+                    "type": "http.response.start",
+                    "status": 400,
+                    "headers": [(b"content-type", b"text/plain; charset=utf-8")],
+                }
+            )
             deliver({"type": "http.response.body", "body": f"Bad request: {error}".encode()})
             return False
         # The body is whole: its length is known even when it came chunked, and Django reads

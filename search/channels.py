@@ -1,4 +1,5 @@
-"""The channels of a recall. Each finds rows of a visible set and scores them on a scale that means the same in every query.
+"""The channels of a recall. Each finds rows of a visible set and scores them on a scale that means the same in
+every query.
 
 - ``keyword``: BM25 (FTS5's formula and tokeniser) over the engine's postings;
 - ``bigram``: BM25 over CJK character bigrams, for two-character words inside a run;
@@ -124,8 +125,13 @@ def _postings(scope: Scope, column: str, ranges_per_term) -> tuple[list, float]:
     # A moved memory's postings sit under each namespace it has been in; only those of its namespace at the
     # point asked count. Otherwise each revision is under one key, and the namespaces are read as one.
     apart = view.moved and len(scope.namespaces) > 1
-    groups = [ranges for index in unread for ranges in
-              (ranges_per_term[index] if apart else [[item for ranges in ranges_per_term[index] for item in ranges]])]
+    groups = [
+        ranges
+        for index in unread
+        for ranges in (
+            ranges_per_term[index] if apart else [[item for ranges in ranges_per_term[index] for item in ranges]]
+        )
+    ]
     read = iter(postings.read_terms(groups, max_id=view.max_id) if unread else [])
     codes = [view.namespaces.index(name) for name in scope.namespaces]
     for index in unread:
@@ -163,8 +169,7 @@ def _bm25(scope: Scope, column: str, found, wanted: np.ndarray) -> tuple[np.ndar
         return scores, matched_idf
     lengths, avgdl = scope.view.visible_stats(scope.visible, column)[1:]
     # FTS5's length normalisation depends only on the visible set: computed once per set.
-    norm = scope.view.visible_memo(scope.visible, ("bm25 norm", column),
-                                   lambda: K1 * (1.0 - B + B * lengths / avgdl))
+    norm = scope.view.visible_memo(scope.visible, ("bm25 norm", column), lambda: K1 * (1.0 - B + B * lengths / avgdl))
     for rows, tf, idf in found:
         keep = wanted[rows]
         rows, tf = rows[keep], tf[keep]
@@ -173,8 +178,9 @@ def _bm25(scope: Scope, column: str, found, wanted: np.ndarray) -> tuple[np.ndar
     return scores, matched_idf
 
 
-def _share_score(bm25: np.ndarray, matched_idf: np.ndarray, idf_total: float,
-                 rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _share_score(
+    bm25: np.ndarray, matched_idf: np.ndarray, idf_total: float, rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """BM25 over the most the query could reach ((K1 + 1) times its idf), times the matched share of that idf;
     and that share (the coverage)."""
     score, coverage = np.zeros(len(bm25)), np.zeros(len(bm25))
@@ -186,8 +192,14 @@ def _share_score(bm25: np.ndarray, matched_idf: np.ndarray, idf_total: float,
 def words(scope: Scope, terms: list[text.QueryToken], match: str) -> Words:
     """The keyword, bigram and trigram channels for the query's terms (those that found something)."""
     view, eligible = scope.view, scope.eligible
-    found, idf_total = _postings(scope, "ntok", [[postings.term_ranges(namespace, token.stem, token.prefix)
-                                                  for namespace in scope.namespaces] for token in terms])
+    found, idf_total = _postings(
+        scope,
+        "ntok",
+        [
+            [postings.term_ranges(namespace, token.stem, token.prefix) for namespace in scope.namespaces]
+            for token in terms
+        ],
+    )
     counts = np.zeros(len(eligible), dtype=np.int16)
     for rows, _, _ in found:
         counts[rows] += 1
@@ -197,8 +209,10 @@ def words(scope: Scope, terms: list[text.QueryToken], match: str) -> Words:
     if match == "auto":
         match_used = "all" if every.any() or not some.any() else "any"
         if match_used == "any":
-            note = ("No memory matches every term; these match some of them (hits are partial). "
-                    "Use fewer or different words for exact matches.")
+            note = (
+                "No memory matches every term; these match some of them (hits are partial). "
+                "Use fewer or different words for exact matches."
+            )
     held = every if match_used == "all" else some
     keyword_found = found
     channels = {}
@@ -212,9 +226,14 @@ def words(scope: Scope, terms: list[text.QueryToken], match: str) -> Words:
     bigram = np.zeros(len(eligible))
     grams = list(dict.fromkeys(text.cjk_bigrams(" ".join(token.raw for token in terms))))
     if grams:
-        found, bigram_idf_total = _postings(scope, "nbigram", [
-            [[(postings.key(namespace, postings.BIGRAM_PREFIX + gram), None)] for namespace in scope.namespaces]
-            for gram in grams])
+        found, bigram_idf_total = _postings(
+            scope,
+            "nbigram",
+            [
+                [[(postings.key(namespace, postings.BIGRAM_PREFIX + gram), None)] for namespace in scope.namespaces]
+                for gram in grams
+            ],
+        )
         bigram, bigram_idf = _bm25(scope, "nbigram", found, eligible)
         held = (bigram > 0) & eligible
         if held.any():
@@ -222,8 +241,9 @@ def words(scope: Scope, terms: list[text.QueryToken], match: str) -> Words:
             found.score, found.coverage = _share_score(bigram, bigram_idf, bigram_idf_total, found.rows)
 
     # Substrings, for the words the keyword channel found nowhere it may look.
-    missing = [token for token, (rows, _, _) in zip(terms, keyword_found)
-               if len(token.raw) >= 3 and not eligible[rows].any()]
+    missing = [
+        token for token, (rows, _, _) in zip(terms, keyword_found) if len(token.raw) >= 3 and not eligible[rows].any()
+    ]
     if missing:
         count = _substrings(scope, missing)
         held = (count > 0) & eligible
@@ -240,8 +260,10 @@ def _substrings(scope: Scope, tokens: list[text.QueryToken]) -> np.ndarray:
     count = np.zeros(len(view.columns.revision))
     for token in tokens:
         fragments = list(dict.fromkeys(fragment for fragment in (token.raw, token.stem) if len(fragment) >= 3))
-        ids = np.concatenate([postings.containing(namespace, fragments, max_id=view.max_id)
-                              for namespace in scope.namespaces] or [np.zeros(0, dtype=np.int64)])
+        ids = np.concatenate(
+            [postings.containing(namespace, fragments, max_id=view.max_id) for namespace in scope.namespaces]
+            or [np.zeros(0, dtype=np.int64)]
+        )
         rows = view.position[ids]
         count[np.unique(rows[rows >= 0])] += 1.0
     return count
@@ -268,12 +290,14 @@ def vector(scope: Scope, cosines, *, found_by_words: np.ndarray | None, query_sh
         return None
     # Near the best judged cosine: a text the model cannot read does not set the mark.
     near_best = np.exp(np.minimum(judged - np.max(judged, where=usable, initial=-1.0), 0.0) / TOP_MATCH_WIDTH)
-    score = np.where(usable, weight * ((1.0 - TOP_MATCH_SHARE) * np.maximum(known, 0.0) + TOP_MATCH_SHARE * near_best),
-                     0.0)
+    score = np.where(
+        usable, weight * ((1.0 - TOP_MATCH_SHARE) * np.maximum(known, 0.0) + TOP_MATCH_SHARE * near_best), 0.0
+    )
     return Found(held, np.where(usable, judged, np.nan), score, (judged,))
 
 
 def _script_shares(view) -> np.ndarray:
     """Per row of ``view``, the share of its text outside CJK scripts (``text.script_share``)."""
-    return view.visible_memo(view.columns.ntok, "script shares",
-                             lambda: text.script_share(view.columns.ntok, view.columns.nbigram))
+    return view.visible_memo(
+        view.columns.ntok, "script shares", lambda: text.script_share(view.columns.ntok, view.columns.nbigram)
+    )

@@ -24,6 +24,7 @@ from search.errors import Unavailable
 _SPLIT_MIN_ROWS = 16_384
 _helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cosine-scan")
 
+
 class Stored(NamedTuple):
     """One database's vectors as this process holds them: revision ids (ascending) and unit float32 rows."""
 
@@ -64,8 +65,11 @@ class VectorCopy:
             stored = self.stored
             if self.state is not None and self.state[1] == space.embedder and space.generation <= self.state[0]:
                 return stored  # generations only grow: rows added since have ids the caller's view lacks
-            after = int(stored.ids[-1]) if self.state is not None and self.state[1] == space.embedder and len(
-                stored.ids) else None
+            after = (
+                int(stored.ids[-1])
+                if self.state is not None and self.state[1] == space.embedder and len(stored.ids)
+                else None
+            )
             # Read with the space in one statement, so both are one state of the database.
             state, ids, matrix = vectors.load_vectors(after_id=after or 0)
             if after is not None and state == (self.state[0] + len(ids), self.state[1]):
@@ -90,8 +94,8 @@ class VectorCopy:
             if count:
                 room.ids[:count], room.matrix[:count] = self.stored.ids, self.stored.matrix
             self.room = room
-        self.room.ids[count:count + added], self.room.matrix[count:count + added] = ids, matrix
-        return Stored(self.room.ids[:count + added], self.room.matrix[:count + added])
+        self.room.ids[count : count + added], self.room.matrix[count : count + added] = ids, matrix
+        return Stored(self.room.ids[: count + added], self.room.matrix[: count + added])
 
 
 _copies: dict[str, VectorCopy] = {}
@@ -110,8 +114,10 @@ def stored_vectors() -> Stored | None:
     if space is None:
         return None
     if not space.holds(embedder):
-        raise Unavailable(f"the stored vectors come from {space.embedder}, not the configured {embedder.name}; "
-                          "run 'manage.py backfill --reembed'")
+        raise Unavailable(
+            f"the stored vectors come from {space.embedder}, not the configured {embedder.name}; "
+            "run 'manage.py backfill --reembed'"
+        )
     with _copies_lock:
         copy = _copies.setdefault(dialect.database_key(), VectorCopy())
     stored = copy.current(space)
@@ -140,6 +146,7 @@ def _placement(view, stored: Stored) -> tuple[np.ndarray, np.ndarray, np.ndarray
 
     Kept per view and stored ids, which stay the same objects between writes.
     """
+
     def placement():
         sources = np.flatnonzero(stored.ids <= view.max_id)
         rows = view.position[stored.ids[sources]]

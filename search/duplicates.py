@@ -34,8 +34,15 @@ class NearTwin:
         return {"memory_id": self.memory_id, "revision_id": self.revision_id, "cosine": round(self.cosine, 4)}
 
 
-def find_near_twin(content: str, *, namespace: str, title: str = "", exclude_memory_id: int | None = None,
-                   threshold: float | None = None, at: dt.datetime | None = None) -> NearTwin | None:
+def find_near_twin(
+    content: str,
+    *,
+    namespace: str,
+    title: str = "",
+    exclude_memory_id: int | None = None,
+    threshold: float | None = None,
+    at: dt.datetime | None = None,
+) -> NearTwin | None:
     """Return the memory visible now in ``namespace`` whose current revision is nearest to this text.
 
     Only a twin at or above ``threshold`` (default MEMORY_NEAR_DUPLICATE_COSINE) counts;
@@ -65,13 +72,17 @@ def find_near_twin(content: str, *, namespace: str, title: str = "", exclude_mem
     sources = np.flatnonzero(dots >= threshold)
     sources = sources[stored.ids[sources] <= view.max_id]
     found = view.position[stored.ids[sources]]
-    keep = view.visible_mask(visible)[found] & (view.attributes_at(now).namespace(found)
-                                                == view.namespaces.index(namespace))
+    keep = view.visible_mask(visible)[found] & (
+        view.attributes_at(now).namespace(found) == view.namespaces.index(namespace)
+    )
     if exclude_memory_id is not None:
         keep &= view.columns.memory[found] != exclude_memory_id
     rows, scores = found[keep], dots[sources][keep]
     if not len(rows):
         return None
     best = np.lexsort((view.columns.memory[rows], -scores))[0]
-    return NearTwin(memory_id=int(view.columns.memory[rows[best]]), revision_id=int(view.columns.revision[rows[best]]),
-                    cosine=float(scores[best]))
+    return NearTwin(
+        memory_id=int(view.columns.memory[rows[best]]),
+        revision_id=int(view.columns.revision[rows[best]]),
+        cosine=float(scores[best]),
+    )

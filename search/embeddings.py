@@ -48,17 +48,23 @@ _EXPORTER_PACKAGES = ("torch", "transformers", "sentence-transformers", "onnx")
 EXPORT_TOLERANCE = 1e-5
 # Texts of different lengths, embedded alone and as one padded batch: by the torch model and
 # the export when it is made, and by the export again whenever a process loads it.
-PROBES = ("Ok", "  What did we decide about the release schedule for the mobile app last week?  ",
-          "坐标系统使用 WGS84, und die Straße ist gesperrt.")
+PROBES = (
+    "Ok",
+    "  What did we decide about the release schedule for the mobile app last week?  ",
+    "坐标系统使用 WGS84, und die Straße ist gesperrt.",
+)
 # And, when the export is made, a text the tokenizer cuts at the model's limit.
 _LONG_TEXT = " ".join(f"line {number} of a long note that the tokenizer cuts at the limit" for number in range(60))
 
 
 # Served at /metrics with the rest (memoryproject.metrics); declared here, since search imports no other app.
 EMBEDDED_TEXTS = Counter("memory_embedded_texts", "Texts embedded (revisions and queries), by embedder.", ["embedder"])
-EMBED_SECONDS = Histogram("memory_embed_duration_seconds", "Time of one call into the embedder (one query, or a "
-                          "batch of up to BATCH_SIZE texts per pass), by embedder.", ["embedder"],
-                          buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0))
+EMBED_SECONDS = Histogram(
+    "memory_embed_duration_seconds",
+    "Time of one call into the embedder (one query, or a batch of up to BATCH_SIZE texts per pass), by embedder.",
+    ["embedder"],
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
+)
 
 
 class EmbedderUnavailable(RuntimeError):
@@ -124,8 +130,9 @@ class Embedder(abc.ABC):
         EMBED_SECONDS.labels(embedder=self.name).observe(time.perf_counter() - started)
         EMBEDDED_TEXTS.labels(embedder=self.name).inc(len(texts))
         if vectors.shape != (len(texts), self.dim):
-            raise EmbedderUnavailable(f"Embedder {self.name} returned shape {vectors.shape}, "
-                                      f"expected ({len(texts)}, {self.dim}).")
+            raise EmbedderUnavailable(
+                f"Embedder {self.name} returned shape {vectors.shape}, expected ({len(texts)}, {self.dim})."
+            )
         return vectors
 
     def embed_query(self, text: str) -> np.ndarray:
@@ -187,7 +194,7 @@ class HashEmbedder(Embedder):
 
     def _add_word(self, word: str) -> None:
         padded = f"<{word}>"
-        trigrams = [padded[i:i + 3] for i in range(len(padded) - 2)]
+        trigrams = [padded[i : i + 3] for i in range(len(padded) - 2)]
         pairs = [self._bucket("w:" + word)] + [self._bucket("t:" + gram) for gram in trigrams]
         weights = np.array([sign for _, sign in pairs], dtype=np.float64)
         weights[1:] *= 1.0 / np.sqrt(len(trigrams))
@@ -238,7 +245,7 @@ class HashEmbedder(Embedder):
 def _grown(array: np.ndarray, needed: int) -> np.ndarray:
     """``array`` copied into one at least twice as long (and at least ``needed``), zero-filled."""
     bigger = np.zeros(max(needed, 2 * len(array)), dtype=array.dtype)
-    bigger[:len(array)] = array
+    bigger[: len(array)] = array
     return bigger
 
 
@@ -250,7 +257,7 @@ def configured_torch():
     import torch
 
     if not getattr(_torch_threads, "ready", False):
-        # Two threads collapse when the other core is busy (DESIGN.md section 8).
+        # Two threads collapse when the other core is busy (MEMORY_TORCH_THREADS in docs/configuration.md).
         torch.set_num_threads(settings.MEMORY_TORCH_THREADS)
         _torch_threads.ready = True
     return torch
@@ -287,8 +294,11 @@ class _OnnxModel:
         encodings = self.tokenizer.encode_batch(texts)
         ids = np.array([encoding.ids for encoding in encodings], dtype=np.int64)
         mask = np.array([encoding.attention_mask for encoding in encodings], dtype=np.int64)
-        given = {"input_ids": ids, "attention_mask": mask,
-                 "token_type_ids": np.array([encoding.type_ids for encoding in encodings], dtype=np.int64)}
+        given = {
+            "input_ids": ids,
+            "attention_mask": mask,
+            "token_type_ids": np.array([encoding.type_ids for encoding in encodings], dtype=np.int64),
+        }
         tokens = self.session.run(None, {name: given[name] for name in self.inputs})[0]
         weights = mask[:, :, None].astype(np.float32)
         # The mean over the real tokens, as sentence-transformers' Pooling computes it.
@@ -298,7 +308,7 @@ class _OnnxModel:
         order = np.argsort([-len(text) for text in texts], kind="stable")
         vectors = np.empty((len(texts), self.dim), dtype=np.float32)
         for start in range(0, len(texts), BATCH_SIZE):
-            batch = order[start:start + BATCH_SIZE]
+            batch = order[start : start + BATCH_SIZE]
             vectors[batch] = self._batch([texts[index] for index in batch])
         return vectors
 
@@ -328,8 +338,9 @@ class _TorchModel:
 
     def embed(self, texts: list[str]) -> np.ndarray:
         configured_torch()  # this thread's torch thread count (requests run on any thread)
-        return self.model.encode(texts, batch_size=BATCH_SIZE, normalize_embeddings=True, convert_to_numpy=True,
-                                 show_progress_bar=False)
+        return self.model.encode(
+            texts, batch_size=BATCH_SIZE, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+        )
 
 
 def _export_path(model_dir: Path, name: str) -> Path:
@@ -377,19 +388,29 @@ def _export(torch_model: _TorchModel, path: Path, name: str) -> "_OnnxModel":
     try:
         with warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")  # the deprecated exporter's notice, and notes on the branches it fixed
-            torch.onnx.export(LastHiddenState().eval(), tuple(example[name] for name in names), exported,
-                              input_names=names, output_names=["last_hidden_state"], opset_version=ONNX_OPSET,
-                              dynamic_axes={name: {0: "texts", 1: "tokens"} for name in [*names, "last_hidden_state"]},
-                              dynamo=False)
+            torch.onnx.export(
+                LastHiddenState().eval(),
+                tuple(example[name] for name in names),
+                exported,
+                input_names=names,
+                output_names=["last_hidden_state"],
+                opset_version=ONNX_OPSET,
+                dynamic_axes={name: {0: "texts", 1: "tokens"} for name in [*names, "last_hidden_state"]},
+                dynamo=False,
+            )
         texts = [*PROBES, _LONG_TEXT]
         want = torch_model.embed(texts)
         graph = onnx.load(exported)
-        onnx.helper.set_model_props(graph, {
-            "tokenizer": tokenizer.backend_tokenizer.to_str(),
-            "max_seq_length": str(model.max_seq_length or tokenizer.model_max_length),
-            "pad_id": str(tokenizer.pad_token_id or 0), "pad_token": str(tokenizer.pad_token or "[PAD]"),
-            "probe_vectors": want[:len(PROBES)].astype(np.float32).tobytes().hex(),
-        })
+        onnx.helper.set_model_props(
+            graph,
+            {
+                "tokenizer": tokenizer.backend_tokenizer.to_str(),
+                "max_seq_length": str(model.max_seq_length or tokenizer.model_max_length),
+                "pad_id": str(tokenizer.pad_token_id or 0),
+                "pad_token": str(tokenizer.pad_token or "[PAD]"),
+                "probe_vectors": want[: len(PROBES)].astype(np.float32).tobytes().hex(),
+            },
+        )
         onnx.save(graph, exported)
         checked = _OnnxModel(exported)  # checks PROBES as one padded batch
         _check(checked._batch(texts), want, "with a text cut at the limit, as one batch")
@@ -434,9 +455,13 @@ class SentenceTransformerEmbedder(Embedder):
                     self._dim, self._model = model.dim, model
                 except Exception as error:  # any failure means "not available", never a crashed write
                     self._error = f"{type(error).__name__}: {error}".splitlines()[0]
-                    logger.warning("The embedder %s cannot be loaded from %s (%s); new revisions stay pending "
-                                   "until `manage.py backfill` runs with a working model.",
-                                   self.name, self.model_dir, self._error)
+                    logger.warning(
+                        "The embedder %s cannot be loaded from %s (%s); new revisions stay pending "
+                        "until `manage.py backfill` runs with a working model.",
+                        self.name,
+                        self.model_dir,
+                        self._error,
+                    )
         return self._model
 
     def available(self) -> bool:
@@ -480,8 +505,11 @@ def _loaded(model_dir: Path, name: str) -> "_OnnxModel | _TorchModel":
         path.parent.mkdir(parents=True, exist_ok=True)
         return _export(torch_model, path, name)
     except Exception as error:
-        logger.warning("The model in %s runs through torch: its ONNX export cannot be used (%s).", model_dir,
-                       f"{type(error).__name__}: {error}".splitlines()[0])
+        logger.warning(
+            "The model in %s runs through torch: its ONNX export cannot be used (%s).",
+            model_dir,
+            f"{type(error).__name__}: {error}".splitlines()[0],
+        )
         return torch_model
 
 

@@ -43,11 +43,24 @@ class Ranking:
     hint: str | None = None
 
 
-def rank(*, query: str, namespaces: list[str] | None, kinds: list[str] | None, memory_ids: list[int] | None,
-         limit: int, match: str, mode: str, as_of: dt.datetime, valid_at: dt.datetime, explain: bool,
-         min_score: float | None = None, states: list[str] | None = None,
-         stale_after: dict[str, int] | None = None, injections: dict[int, int] | None = None,
-         injection_boost: float = 0.0) -> Ranking:
+def rank(
+    *,
+    query: str,
+    namespaces: list[str] | None,
+    kinds: list[str] | None,
+    memory_ids: list[int] | None,
+    limit: int,
+    match: str,
+    mode: str,
+    as_of: dt.datetime,
+    valid_at: dt.datetime,
+    explain: bool,
+    min_score: float | None = None,
+    states: list[str] | None = None,
+    stale_after: dict[str, int] | None = None,
+    injections: dict[int, int] | None = None,
+    injection_boost: float = 0.0,
+) -> Ranking:
     """Return the revisions that best answer ``query`` as known at ``as_of``, about ``valid_at``.
 
     The arguments are checked by the caller (``memories.selectors.memory_recall``).
@@ -74,8 +87,9 @@ def rank(*, query: str, namespaces: list[str] | None, kinds: list[str] | None, m
     eligible = view.visible_mask(visible)[:size]
     if kinds is not None and size:
         eligible = np.zeros(size, dtype=bool)
-        eligible[visible[np.isin(attributes.kind(visible), [code for code, name in enumerate(view.kinds)
-                                                            if name in kinds])]] = True
+        eligible[
+            visible[np.isin(attributes.kind(visible), [code for code, name in enumerate(view.kinds) if name in kinds])]
+        ] = True
     if memory_ids is not None and size:
         eligible = eligible & np.isin(view.columns.memory, memory_ids)
     # Like kinds, states choose among the visible rows; a filter that leaves every row in narrows nothing.
@@ -103,8 +117,9 @@ def rank(*, query: str, namespaces: list[str] | None, kinds: list[str] | None, m
                 raise
             notes.append(f"Semantic search is unavailable ({error.message}); these are keyword results.")
         if query_cosines is not None:
-            by_words = (words.found_rows() if words is not None else np.zeros(size, dtype=bool)
-                        ) if mode == "hybrid" else None
+            by_words = (
+                (words.found_rows() if words is not None else np.zeros(size, dtype=bool)) if mode == "hybrid" else None
+            )
             # Semantic mode asked for meaning alone: it keeps the model's own cosine order.
             query_share = text.english_share(query) if mode == "hybrid" and get_embedder().english_only else None
             vector = channels.vector(scope, query_cosines, found_by_words=by_words, query_share=query_share)
@@ -118,16 +133,35 @@ def rank(*, query: str, namespaces: list[str] | None, kinds: list[str] | None, m
         rows, scores = rows[kept], scores[kept]
     elif mode == "hybrid" and len(rows) and not relevance.relevant(found):
         notes = [note for note in notes if words is None or note != words.note]  # no partial hits to speak of
-        notes.append(_held_back(len(rows), "none matched enough of the query's words or came close enough in "
-                                           "meaning; min_score=0 shows them"))
+        notes.append(
+            _held_back(
+                len(rows),
+                "none matched enough of the query's words or came close enough in meaning; min_score=0 shows them",
+            )
+        )
         rows, scores = rows[:0], scores[:0]
-    ranked = hits.hits(view, rows, scores, channels=found, words=words, cosines=query_cosines,
-                       terms=cleaned.terms, context=context, boost=boost, explain=explain)
-    return Ranking(tokens=cleaned.terms, terms=[token.raw for token in cleaned.terms],
-                   match_mode=words.match_used if words else match,
-                   hits=ranked, note=" ".join(note for note in notes if note) or None,
-                   hint=None if ranked else _hint(cleaned, visible_count=len(visible), mode=mode, match=match,
-                                                   narrowed=scope.narrowed))
+    ranked = hits.hits(
+        view,
+        rows,
+        scores,
+        channels=found,
+        words=words,
+        cosines=query_cosines,
+        terms=cleaned.terms,
+        context=context,
+        boost=boost,
+        explain=explain,
+    )
+    return Ranking(
+        tokens=cleaned.terms,
+        terms=[token.raw for token in cleaned.terms],
+        match_mode=words.match_used if words else match,
+        hits=ranked,
+        note=" ".join(note for note in notes if note) or None,
+        hint=None
+        if ranked
+        else _hint(cleaned, visible_count=len(visible), mode=mode, match=match, narrowed=scope.narrowed),
+    )
 
 
 def _cosines(view, query: str, pending) -> cosines.Cosines | None:
@@ -158,8 +192,10 @@ def _held_back(count: int, why: str) -> str | None:
 def _hint(cleaned, *, visible_count: int, mode: str, match: str, narrowed: bool) -> str:
     """What to try when nothing matched: only what this recall did not already do."""
     if visible_count == 0:
-        return ("Nothing is visible here at this time: check the namespace, or ask with an earlier or later "
-                "as_of / valid_at.")
+        return (
+            "Nothing is visible here at this time: check the namespace, or ask with an earlier or later "
+            "as_of / valid_at."
+        )
     if not cleaned.terms and mode == "keyword":
         return "The query has no searchable words; try keywords or mode='hybrid'."
     untried = ["other words"]
@@ -171,4 +207,6 @@ def _hint(cleaned, *, visible_count: int, mode: str, match: str, narrowed: bool)
         untried.append("mode='hybrid' for exact words too")
     if match == "all":
         untried.append("match='any'")
-    return "No memory matched. Try " + (", ".join(untried[:-1]) + " or " if len(untried) > 1 else "") + untried[-1] + "."
+    return (
+        "No memory matched. Try " + (", ".join(untried[:-1]) + " or " if len(untried) > 1 else "") + untried[-1] + "."
+    )

@@ -19,8 +19,9 @@ CHANNEL_DEPTH = 200
 CONTEXT_REACH = 2
 
 
-def fuse(channels: dict[str, Found], *, scope: Scope, limit: int, hybrid: bool,
-         boost: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+def fuse(
+    channels: dict[str, Found], *, scope: Scope, limit: int, hybrid: bool, boost: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Return the best ``limit`` rows, their scores, and (hybrid) the part of each row's score its context lent.
 
     One channel outside hybrid mode keeps its own order, scored by its channel score.
@@ -81,6 +82,7 @@ def _neighbours(scope: Scope) -> tuple[np.ndarray, np.ndarray]:
 
     Kept with the visible set unless kinds or tags narrow it.
     """
+
     def make():
         sequence = np.flatnonzero(scope.eligible)  # row order is memory order
         codes = scope.attributes.namespace(sequence)
@@ -116,6 +118,7 @@ def top_order(keys: tuple[np.ndarray, ...], depth: int) -> np.ndarray:
 
     A partition on each key in turn keeps those rows (the ones tied at the cut go on to the next key).
     """
+
     def candidates(keys, depth, rows):
         if len(rows) <= depth or not keys:
             return rows

@@ -29,9 +29,19 @@ class Ranked:
     explain: dict | None = None
 
 
-def hits(view, rows: np.ndarray, scores: np.ndarray, *, channels: dict, words: Words | None, cosines,
-         terms: list[text.QueryToken], context: np.ndarray | None, boost: np.ndarray | None,
-         explain: bool) -> list[Ranked]:
+def hits(
+    view,
+    rows: np.ndarray,
+    scores: np.ndarray,
+    *,
+    channels: dict,
+    words: Words | None,
+    cosines,
+    terms: list[text.QueryToken],
+    context: np.ndarray | None,
+    boost: np.ndarray | None,
+    explain: bool,
+) -> list[Ranked]:
     """The ranked rows as hits, best first, each with the query words it matched and whether it is relevant
     on its own; with ``explain``, each channel's rank of it and its raw scores."""
     if len(rows) == 0:
@@ -48,8 +58,9 @@ def hits(view, rows: np.ndarray, scores: np.ndarray, *, channels: dict, words: W
     found = []
     for at, (row, revision_id, score) in enumerate(zip(rows.tolist(), revision_ids, scores.tolist())):
         bigram = words.bigram[row] if words is not None else 0.0
-        hit_terms = [token.raw for index, token in enumerate(terms)
-                     if matched[index, at] or (bigram and text.has_cjk(token.raw))]
+        hit_terms = [
+            token.raw for index, token in enumerate(terms) if matched[index, at] or (bigram and text.has_cjk(token.raw))
+        ]
         details = None
         if explain:
             cosine = cosines.values[row] if cosines is not None else math.nan
@@ -63,8 +74,16 @@ def hits(view, rows: np.ndarray, scores: np.ndarray, *, channels: dict, words: W
                 # The factor injection-aware ranking multiplied the score by (MEMORY_INJECTION_BOOST).
                 "injection_boost": None if boost is None else float(boost[row]),
             }
-        found.append(Ranked(revision_id=revision_id, memory_id=int(view.columns.memory[row]), score=score,
-                            matched_terms=hit_terms, relevant=bool(alone[at]), explain=details))
+        found.append(
+            Ranked(
+                revision_id=revision_id,
+                memory_id=int(view.columns.memory[row]),
+                score=score,
+                matched_terms=hit_terms,
+                relevant=bool(alone[at]),
+                explain=details,
+            )
+        )
     return found
 
 
@@ -91,14 +110,17 @@ def snippet(content: str, terms: list[text.QueryToken], *, marked: bool = True) 
             stems[word] = next(iter(counts)) if len(counts) == 1 else word.casefold()
     exact = {term.stem for term in terms}
     prefixes = tuple(term.prefix for term in terms if term.prefix)
-    hit_words = {word for word in distinct if (stem := stems[word]) in exact
-                 or (prefixes and stem.startswith(prefixes))}
+    hit_words = {
+        word for word in distinct if (stem := stems[word]) in exact or (prefixes and stem.startswith(prefixes))
+    }
     cjk_terms = {term.raw for term in terms if text.has_cjk(term.raw) and term.raw in content}
 
     def marks(start: int, end: int) -> list[tuple[int, str]]:
         """The matched words and CJK terms wholly inside ``content[start:end]``, in order."""
-        return sorted([(at, word) for word in hit_words for at in _whole(content, word, start, end)]
-                      + [(at, term) for term in cjk_terms for at in _inside(content, term, start, end)])
+        return sorted(
+            [(at, word) for word in hit_words for at in _whole(content, word, start, end)]
+            + [(at, term) for term in cjk_terms for at in _inside(content, term, start, end)]
+        )
 
     found = marks(0, len(content))
     if not found:

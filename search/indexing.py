@@ -31,17 +31,22 @@ _INDEXED_ROWS = {
     # The docsize shadow table holds one row per indexed document; counting walks its rowid b-tree.
     "search_fts_words": "SELECT count(*) FROM search_fts_words_docsize",
 }
-_TRIGGERS = {
-    table: (f"{table}_after_insert", f"{table}_after_delete") for table in FTS_TABLES
-}
+_TRIGGERS = {table: (f"{table}_after_insert", f"{table}_after_delete") for table in FTS_TABLES}
 # The triggers that keep search's own tables (postings documents, generations) and the append-only
 # rule in step with the store, by the table they sit on: on both engines.
 _STORE_TRIGGERS = {
-    "memories_revision": ("search_revision_deleted", "search_revision_updated", "memories_revision_no_update",
-                          "memories_revision_no_delete"),
+    "memories_revision": (
+        "search_revision_deleted",
+        "search_revision_updated",
+        "memories_revision_no_update",
+        "memories_revision_no_delete",
+    ),
     "memories_memory": ("search_memory_deleted",),
-    "memories_attributes": ("search_attributes_deleted", "memories_attributes_no_update",
-                            "memories_attributes_no_delete"),
+    "memories_attributes": (
+        "search_attributes_deleted",
+        "memories_attributes_no_update",
+        "memories_attributes_no_delete",
+    ),
 }
 
 
@@ -60,8 +65,10 @@ def index_drift(*, full: bool = True) -> list[str]:
             present = dialect.triggers_on(cursor, table)
             missing = [name for name in names if name not in present]
             if missing:
-                problems.append(f"{table}: trigger {', '.join(missing)} is missing, so the store and search's "
-                                "tables can drift apart; re-run the migrations.")
+                problems.append(
+                    f"{table}: trigger {', '.join(missing)} is missing, so the store and search's "
+                    "tables can drift apart; re-run the migrations."
+                )
         if dialect.is_postgresql():
             return problems
         # A full scan of memories_revision: tombstone has no index, and this runs rarely.
@@ -71,16 +78,20 @@ def index_drift(*, full: bool = True) -> list[str]:
         for table in FTS_TABLES:
             missing = [name for name in _TRIGGERS[table] if name not in triggers]
             if missing:
-                problems.append(f"{table}: trigger {', '.join(missing)} is missing, so writes no longer "
-                                "reach the index; re-run the search migrations.")
+                problems.append(
+                    f"{table}: trigger {', '.join(missing)} is missing, so writes no longer "
+                    "reach the index; re-run the search migrations."
+                )
             if full:
                 try:
                     # A savepoint, so a failed check leaves the caller's transaction usable.
                     with transaction.atomic():
                         cursor.execute(_INTEGRITY_CHECK[table])
                 except DatabaseError as error:
-                    problems.append(f"{table}: the index does not match the revisions ({error}); "
-                                    f"rebuild it with INSERT INTO {table}({table}) VALUES ('rebuild').")
+                    problems.append(
+                        f"{table}: the index does not match the revisions ({error}); "
+                        f"rebuild it with INSERT INTO {table}({table}) VALUES ('rebuild')."
+                    )
             cursor.execute(_INDEXED_ROWS[table])
             indexed = cursor.fetchone()[0]
             if indexed != with_text:
@@ -96,12 +107,18 @@ def _drifted_documents() -> tuple[list[int], list[int]]:
     """(revisions with text but no postings document row, document rows of no revision with text)."""
     with connection.cursor() as cursor:
         # Both scans walk one table and look the other up by primary key: an audit's work, not a request's.
-        cursor.execute("SELECT r.id FROM memories_revision r WHERE r.tombstone = %s AND NOT EXISTS "
-                       "(SELECT 1 FROM search_document d WHERE d.revision_id = r.id) ORDER BY r.id", [False])
+        cursor.execute(
+            "SELECT r.id FROM memories_revision r WHERE r.tombstone = %s AND NOT EXISTS "
+            "(SELECT 1 FROM search_document d WHERE d.revision_id = r.id) ORDER BY r.id",
+            [False],
+        )
         missing = [row[0] for row in cursor.fetchall()]
-        cursor.execute("SELECT d.revision_id FROM search_document d WHERE NOT EXISTS "
-                       "(SELECT 1 FROM memories_revision r WHERE r.id = d.revision_id AND r.tombstone = %s) "
-                       "ORDER BY d.revision_id", [False])
+        cursor.execute(
+            "SELECT d.revision_id FROM search_document d WHERE NOT EXISTS "
+            "(SELECT 1 FROM memories_revision r WHERE r.id = d.revision_id AND r.tombstone = %s) "
+            "ORDER BY d.revision_id",
+            [False],
+        )
         extra = [row[0] for row in cursor.fetchall()]
     return missing, extra
 
@@ -110,8 +127,10 @@ def document_drift() -> list[str]:
     """One line per disagreement between the engine's postings documents and the revisions with text."""
     missing, extra = _drifted_documents()
     problems = []
-    for ids, what in ((missing, "carry text but have no postings document"),
-                      (extra, "have a postings document but no revision with text")):
+    for ids, what in (
+        (missing, "carry text but have no postings document"),
+        (extra, "have a postings document but no revision with text"),
+    ):
         if ids:
             shown = ", ".join(map(str, ids[:_DRIFT_IDS_SHOWN])) + (", ..." if len(ids) > _DRIFT_IDS_SHOWN else "")
             problems.append(f"postings: {len(ids)} revision(s) {what} (revision {shown}).")
@@ -132,9 +151,10 @@ def repair_indexes() -> dict:
             everywhere = _with_text(missing, every_namespace=True)
             postings.remove(everywhere)
             for start in range(0, len(missing), _IDS_PER_QUERY):
-                chunk = missing[start:start + _IDS_PER_QUERY]
-                cursor.execute("DELETE FROM search_posting_tail WHERE revision_id IN (%s)"
-                               % ",".join(["%s"] * len(chunk)), chunk)
+                chunk = missing[start : start + _IDS_PER_QUERY]
+                cursor.execute(
+                    "DELETE FROM search_posting_tail WHERE revision_id IN (%s)" % ",".join(["%s"] * len(chunk)), chunk
+                )
         current = _with_text(missing)
         postings.add(postings.analyse(current))
         # A moved memory's revisions are keyed under its earlier namespaces too (see move_revisions).
@@ -195,8 +215,11 @@ def prepare_many(texts: list[tuple[str, str]]) -> None:
     with _prepared_lock:
         bodies = [body for body in bodies if (embedder.name, body) not in _prepared]
     try:
-        embedded = [vector for start in range(0, len(bodies), EMBED_CHUNK)
-                    for vector in embedder.embed(bodies[start:start + EMBED_CHUNK])]
+        embedded = [
+            vector
+            for start in range(0, len(bodies), EMBED_CHUNK)
+            for vector in embedder.embed(bodies[start : start + EMBED_CHUNK])
+        ]
     except EmbedderUnavailable:
         return
     with _prepared_lock:
@@ -284,8 +307,9 @@ def index_revisions(revisions: list[tuple[int, str, str, str]]) -> None:
     postings.add(postings.analyse(revisions))
     embedder = get_embedder()
     if not embedder.available():
-        logger.warning("Embedding model unavailable (%s); vectors left pending for 'manage.py backfill'.",
-                       embedder.load_error)
+        logger.warning(
+            "Embedding model unavailable (%s); vectors left pending for 'manage.py backfill'.", embedder.load_error
+        )
         return
     try:
         vectors.ensure_space(embedder)
@@ -301,7 +325,7 @@ def index_revisions(revisions: list[tuple[int, str, str, str]]) -> None:
             # Calls of equal size, each at most EMBED_CHUNK texts.
             size = math.ceil(len(missing) / math.ceil(len(missing) / EMBED_CHUNK))
             for start in range(0, len(missing), size):
-                batch = missing[start:start + size]
+                batch = missing[start : start + size]
                 for index, vector in zip(batch, embedder.embed([bodies[index] for index in batch])):
                     ready[index] = vector
     except EmbedderUnavailable as error:
@@ -329,7 +353,7 @@ def _with_text(revision_ids, *, every_namespace: bool = False) -> list[tuple[int
     rows, ids = [], list(revision_ids)
     with connection.cursor() as cursor:
         for start in range(0, len(ids), _IDS_PER_QUERY):
-            chunk = ids[start:start + _IDS_PER_QUERY]
+            chunk = ids[start : start + _IDS_PER_QUERY]
             if every_namespace:
                 # Primary key lookups; the attribute rows by their (memory, known_at, id) index.
                 marks = ",".join(["%s"] * len(chunk))
@@ -339,8 +363,9 @@ def _with_text(revision_ids, *, every_namespace: bool = False) -> list[tuple[int
             # Primary key lookups on both tables.
             cursor.execute(
                 "SELECT r.id, m.namespace, r.title, r.content FROM memories_revision r JOIN memories_memory m "
-                "ON m.id = r.memory_id WHERE r.tombstone = %s AND r.id IN ({}) ORDER BY r.id"
-                .format(",".join(["%s"] * len(chunk))),
+                "ON m.id = r.memory_id WHERE r.tombstone = %s AND r.id IN ({}) ORDER BY r.id".format(
+                    ",".join(["%s"] * len(chunk))
+                ),
                 [False, *chunk],
             )
             rows.extend(cursor.fetchall())

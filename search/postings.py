@@ -108,10 +108,13 @@ def add(documents: list[DocumentTerms]) -> None:
             _fold(cursor, rows)
             return
         # Primary key (term, revision_id): inserts land where reads look them up.
-        cursor.executemany("INSERT INTO search_posting_tail (revision_id, term, tf) VALUES (%s, %s, %s)",
-                           zip(rows.ids.tolist(), rows.terms, rows.tfs.tolist()))
-        cursor.execute("UPDATE search_state SET tail_rows = tail_rows + %s WHERE id = 1 RETURNING tail_rows",
-                       [len(rows.terms)])
+        cursor.executemany(
+            "INSERT INTO search_posting_tail (revision_id, term, tf) VALUES (%s, %s, %s)",
+            zip(rows.ids.tolist(), rows.terms, rows.tfs.tolist()),
+        )
+        cursor.execute(
+            "UPDATE search_state SET tail_rows = tail_rows + %s WHERE id = 1 RETURNING tail_rows", [len(rows.terms)]
+        )
         tail_rows = cursor.fetchone()[0]
     if tail_rows >= COMPACT_AFTER:
         # Once this write has committed; a fold that fails (a busy lock) is logged, and the next write tries again.
@@ -129,16 +132,17 @@ class _Rows(NamedTuple):
     def of(cls, documents: list[DocumentTerms]) -> "_Rows":
         sizes = [len(document.terms) for document in documents]
         ids = np.repeat(np.array([document.revision_id for document in documents], dtype=np.int64), sizes)
-        counts = np.fromiter(chain.from_iterable(document.terms.values() for document in documents),
-                             dtype=np.int64, count=len(ids))
+        counts = np.fromiter(
+            chain.from_iterable(document.terms.values() for document in documents), dtype=np.int64, count=len(ids)
+        )
         # Iterating a dict gives its keys, in the order of its values.
-        return cls(list(chain.from_iterable(document.terms for document in documents)), ids,
-                   np.minimum(counts, TF_MAX))
+        return cls(list(chain.from_iterable(document.terms for document in documents)), ids, np.minimum(counts, TF_MAX))
 
     @classmethod
     def concatenated(cls, first: "_Rows", second: "_Rows") -> "_Rows":
-        return cls(first.terms + second.terms, np.concatenate([first.ids, second.ids]),
-                   np.concatenate([first.tfs, second.tfs]))
+        return cls(
+            first.terms + second.terms, np.concatenate([first.ids, second.ids]), np.concatenate([first.tfs, second.tfs])
+        )
 
 
 _NO_ROWS = _Rows([], np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
@@ -155,8 +159,10 @@ def compact() -> int:
     while True:
         with transaction.atomic(), connection.cursor() as cursor:
             # The tail's primary key: the next terms, in order.
-            cursor.execute("SELECT DISTINCT term FROM search_posting_tail WHERE term > %s ORDER BY term LIMIT %s",
-                           [after, FOLD_TERMS])
+            cursor.execute(
+                "SELECT DISTINCT term FROM search_posting_tail WHERE term > %s ORDER BY term LIMIT %s",
+                [after, FOLD_TERMS],
+            )
             terms = [row[0] for row in cursor.fetchall()]
             if not terms:
                 return rewritten
@@ -175,14 +181,21 @@ def _fold(cursor, new: _Rows, *, after: str = "", through: str | None = None) ->
     # A fixed clause, values as parameters: the terms in (after, through].
     where, bounds = ("term > %s", [after]) if through is None else ("term > %s AND term <= %s", [after, through])
     # The tail's primary key: grouped by term, ids ascending within a term.
-    cursor.execute(f"SELECT revision_id, term, tf FROM search_posting_tail WHERE {where} ORDER BY term, revision_id",
-                   bounds)
+    cursor.execute(
+        f"SELECT revision_id, term, tf FROM search_posting_tail WHERE {where} ORDER BY term, revision_id", bounds
+    )
     tail = cursor.fetchall()
     if not tail and not new.terms:
         return 0
     # Tail ids are all below new ids (revisions only grow), so tail first, then new, stays ascending.
-    rows = _Rows.concatenated(_Rows([term for _, term, _ in tail], np.array([row[0] for row in tail], dtype=np.int64),
-                                    np.array([row[2] for row in tail], dtype=np.int64)), new)
+    rows = _Rows.concatenated(
+        _Rows(
+            [term for _, term, _ in tail],
+            np.array([row[0] for row in tail], dtype=np.int64),
+            np.array([row[2] for row in tail], dtype=np.int64),
+        ),
+        new,
+    )
     names = list(dict.fromkeys(rows.terms))  # each term once, first seen first
     number = dict(zip(names, range(len(names))))
     codes = np.fromiter(map(number.__getitem__, rows.terms), dtype=np.int64, count=len(rows.terms))
@@ -197,7 +210,7 @@ def _fold(cursor, new: _Rows, *, after: str = "", through: str | None = None) ->
     ends = np.cumsum(np.bincount(codes, minlength=len(names))).tolist()
     segments: dict[str, list[tuple[int, int]]] = {}  # per term, (segment, ids) in segment order
     for start in range(0, len(names), 500):
-        chunk = names[start:start + 500]
+        chunk = names[start : start + 500]
         # The (term, segment) index, a range per term; length() of a blob reads its size, not its bytes.
         cursor.execute(
             "SELECT term, segment, length(revision_ids) / 4 FROM search_posting WHERE term IN (%s) "
@@ -213,17 +226,25 @@ def _fold(cursor, new: _Rows, *, after: str = "", through: str | None = None) ->
         while joined and held[joined - 1][1] <= SEGMENT_JOIN_RATIO * gathered:
             joined -= 1
             gathered += held[joined][1]
-        new_ids, new_tfs = id_bytes[4 * low:4 * high], tf_bytes[2 * low:2 * high]
+        new_ids, new_tfs = id_bytes[4 * low : 4 * high], tf_bytes[2 * low : 2 * high]
         if joined == len(held):  # nothing to join: a segment after the last
             writes.append((term, held[-1][0] + 1 if held else 0, new_ids, new_tfs))
             continue
         first = held[joined][0]
         # The (term, segment) index: the segments joined, in order (their ids below the new ones).
-        cursor.execute("SELECT revision_ids, tfs FROM search_posting WHERE term = %s AND segment >= %s "
-                       "ORDER BY segment", [term, first])
+        cursor.execute(
+            "SELECT revision_ids, tfs FROM search_posting WHERE term = %s AND segment >= %s ORDER BY segment",
+            [term, first],
+        )
         old = cursor.fetchall()
-        writes.append((term, first, b"".join([bytes(row[0]) for row in old] + [new_ids]),
-                       b"".join([bytes(row[1]) for row in old] + [new_tfs])))
+        writes.append(
+            (
+                term,
+                first,
+                b"".join([bytes(row[0]) for row in old] + [new_ids]),
+                b"".join([bytes(row[1]) for row in old] + [new_tfs]),
+            )
+        )
         if joined < len(held) - 1:
             dropped.append((term, first))
     cursor.executemany("DELETE FROM search_posting WHERE term = %s AND segment > %s", dropped)
@@ -270,8 +291,10 @@ def remove_terms(documents: list[DocumentTerms]) -> None:
                 if keep.all():
                     continue
                 if keep.any():
-                    cursor.execute("UPDATE search_posting SET revision_ids = %s, tfs = %s WHERE term = %s AND "
-                                   "segment = %s", [ids[keep].tobytes(), tfs[keep].tobytes(), term, segment])
+                    cursor.execute(
+                        "UPDATE search_posting SET revision_ids = %s, tfs = %s WHERE term = %s AND segment = %s",
+                        [ids[keep].tobytes(), tfs[keep].tobytes(), term, segment],
+                    )
                 else:
                     # A term whose every segment goes leaves the database with them.
                     cursor.execute("DELETE FROM search_posting WHERE term = %s AND segment = %s", [term, segment])
@@ -298,17 +321,23 @@ def add_keys(new: list[DocumentTerms]) -> None:
             # The (term, segment) index: the term's segments.
             cursor.execute("SELECT revision_ids, tfs FROM search_posting WHERE term = %s ORDER BY segment", [term])
             held = cursor.fetchall()
-            ids = np.concatenate([np.frombuffer(row[0], dtype="<u4") for row in held]
-                                 + [np.array([pair[0] for pair in pairs], dtype="<u4")])
-            tfs = np.concatenate([np.frombuffer(row[1], dtype="<u2") for row in held]
-                                 + [np.array([pair[1] for pair in pairs], dtype="<u2")])
+            ids = np.concatenate(
+                [np.frombuffer(row[0], dtype="<u4") for row in held]
+                + [np.array([pair[0] for pair in pairs], dtype="<u4")]
+            )
+            tfs = np.concatenate(
+                [np.frombuffer(row[1], dtype="<u2") for row in held]
+                + [np.array([pair[1] for pair in pairs], dtype="<u2")]
+            )
             # Stable: a held id comes before the same id added again, and np.unique keeps the first.
             order = np.argsort(ids, kind="stable")
             ids, first = np.unique(ids[order], return_index=True)
             order = order[first]
             cursor.execute("DELETE FROM search_posting WHERE term = %s", [term])
-            cursor.execute("INSERT INTO search_posting (term, segment, revision_ids, tfs) VALUES (%s, 0, %s, %s)",
-                           [term, ids.astype("<u4").tobytes(), tfs[order].tobytes()])
+            cursor.execute(
+                "INSERT INTO search_posting (term, segment, revision_ids, tfs) VALUES (%s, 0, %s, %s)",
+                [term, ids.astype("<u4").tobytes(), tfs[order].tobytes()],
+            )
         _new_packed_version(cursor)
 
 
@@ -335,7 +364,7 @@ class _Vocabulary(NamedTuple):
     starts: np.ndarray  # where each term starts in ``text``, then len(text)
 
     def term(self, index: int) -> str:
-        return self.text[self.starts[index]:self.starts[index + 1] - 1]
+        return self.text[self.starts[index] : self.starts[index + 1] - 1]
 
 
 _vocabularies = caches.LeastRecentlyUsed(32 << 20, cost=lambda entry: 4 * len(entry.text) + entry.starts.nbytes)
@@ -354,9 +383,11 @@ def containing(namespace: str, fragments: list[str], *, max_id: int) -> np.ndarr
     found = " OR ".join([dialect.contains("substr(term, %s)", "%s")] * len(fragments))
     with connection.cursor() as cursor:
         # The tail's primary key: the namespace's range of terms (a few rows); the packed rows' version with them.
-        cursor.execute(f"SELECT revision_id, NULL FROM search_posting_tail WHERE term >= %s AND term < %s AND ({found}) "
-                       f"UNION ALL SELECT NULL, packed_version FROM search_state WHERE id = 1",
-                       [low, high] + [value for fragment in fragments for value in (start, fragment)])
+        cursor.execute(
+            f"SELECT revision_id, NULL FROM search_posting_tail WHERE term >= %s AND term < %s AND ({found}) "
+            f"UNION ALL SELECT NULL, packed_version FROM search_state WHERE id = 1",
+            [low, high] + [value for fragment in fragments for value in (start, fragment)],
+        )
         rows = cursor.fetchall()
         version = next(row[1] for row in rows if row[0] is None)
         tail_ids = np.array([row[0] for row in rows if row[0] is not None], dtype=np.int64)
@@ -364,8 +395,10 @@ def containing(namespace: str, fragments: list[str], *, max_id: int) -> np.ndarr
         vocabulary = _vocabularies.get(cache_key)
         if vocabulary is None or vocabulary.version != version:
             # The (term, segment) index: the namespace's range of terms.
-            cursor.execute("SELECT DISTINCT substr(term, %s) FROM search_posting WHERE term >= %s AND term < %s",
-                           [start, low, high])
+            cursor.execute(
+                "SELECT DISTINCT substr(term, %s) FROM search_posting WHERE term >= %s AND term < %s",
+                [start, low, high],
+            )
             terms = [row[0] for row in cursor.fetchall()]
             starts = np.cumsum([0] + [len(term) + 1 for term in terms])
             vocabulary = _Vocabulary(version, "".join(term + "\n" for term in terms), starts)
@@ -380,10 +413,11 @@ def containing(namespace: str, fragments: list[str], *, max_id: int) -> np.ndarr
                 at = vocabulary.text.find(fragment, int(vocabulary.starts[index + 1]))  # one match per term
         parts, keys = [tail_ids], sorted(matched)
         for chunk_start in range(0, len(keys), 500):
-            chunk = keys[chunk_start:chunk_start + 500]
+            chunk = keys[chunk_start : chunk_start + 500]
             # The (term, segment) index.
-            cursor.execute("SELECT revision_ids FROM search_posting WHERE term IN (%s)" % ",".join(["%s"] * len(chunk)),
-                           chunk)
+            cursor.execute(
+                "SELECT revision_ids FROM search_posting WHERE term IN (%s)" % ",".join(["%s"] * len(chunk)), chunk
+            )
             parts += [np.frombuffer(row[0], dtype="<u4").astype(np.int64) for row in cursor.fetchall()]
     ids = np.unique(np.concatenate(parts))
     return ids[ids <= max_id]
@@ -400,7 +434,7 @@ def read_terms(terms: list[list[tuple[str, str | None]]], *, max_id: int) -> lis
     flat = _read_parts([item for ranges in terms for item in ranges], max_id=max_id)
     result, start = [], 0
     for ranges in terms:
-        parts = [part for found in flat[start:start + len(ranges)] for part in found]
+        parts = [part for found in flat[start : start + len(ranges)] for part in found]
         start += len(ranges)
         result.append(_union(parts))
     return result
@@ -444,9 +478,15 @@ def _read_parts(ranges: list[tuple[str, str | None]], *, max_id: int) -> list[li
             # Per term, its segments joined in order: the term's ids (ascending) and counts.
             rows.sort(key=lambda row: (row[2], row[3]))
             terms = [list(segments) for _, segments in groupby(rows, key=lambda row: row[2])]
-            ids, tfs = _union([(np.frombuffer(b"".join(row[0] for row in segments), dtype="<u4").astype(np.int64),
-                                np.frombuffer(b"".join(row[1] for row in segments), dtype="<u2"))
-                               for segments in terms])
+            ids, tfs = _union(
+                [
+                    (
+                        np.frombuffer(b"".join(row[0] for row in segments), dtype="<u4").astype(np.int64),
+                        np.frombuffer(b"".join(row[1] for row in segments), dtype="<u2"),
+                    )
+                    for segments in terms
+                ]
+            )
             if len(ids) > 1 and np.any(ids[1:] < ids[:-1]):
                 # The union of a common term and rare ones appends the rare ids: two ascending
                 # runs, which a stable sort (timsort) merges in one pass.

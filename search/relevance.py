@@ -23,7 +23,8 @@ from search.channels import Found
 
 
 def evidence(channels: dict[str, Found]) -> tuple[float, float]:
-    """The best coverage of any word channel's candidate, and the best judged cosine of any vector candidate (0 for none)."""
+    """The best coverage of any word channel's candidate, and the best judged cosine of any vector candidate (0 if
+    none)."""
     coverage, cosine = 0.0, 0.0
     for name, found in channels.items():
         if name == "vector":

@@ -28,7 +28,6 @@ from django.db import connection
 
 from memoryproject import dialect
 
-
 OPEN = np.iinfo(np.int64).max  # valid_to / expires_at that never come
 ALWAYS = -OPEN  # counts_from of a revision written outside an import
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
@@ -52,10 +51,10 @@ def _load() -> str:
     # outside an import, never while its import is unpublished, else from the batch's time.
     return f"""
     SELECT r.id, r.memory_id, m.namespace, m.kind,
-           {_micros('r.known_at')}, {_micros('r.valid_from')},
-           {_micros('r.valid_to', str(OPEN))}, {_micros('r.expires_at', str(OPEN))},
+           {_micros("r.known_at")}, {_micros("r.valid_from")},
+           {_micros("r.valid_to", str(OPEN))}, {_micros("r.expires_at", str(OPEN))},
            r.tombstone, coalesce(d.ntok, 0), coalesce(d.nbigram, 0),
-           CASE WHEN r.batch_id IS NULL THEN {ALWAYS} ELSE {_micros('b.counts_from', str(OPEN))} END,
+           CASE WHEN r.batch_id IS NULL THEN {ALWAYS} ELSE {_micros("b.counts_from", str(OPEN))} END,
            coalesce(r.batch_id, 0)
     FROM memories_revision r
     JOIN memories_memory m ON m.id = r.memory_id
@@ -65,15 +64,29 @@ def _load() -> str:
     ORDER BY r.id
 """
 
-_COLUMNS = ("revision", "memory", "namespace", "kind", "known", "valid_from", "valid_to", "expires", "tombstone",
-            "ntok", "nbigram", "counts_from", "batch")
+
+_COLUMNS = (
+    "revision",
+    "memory",
+    "namespace",
+    "kind",
+    "known",
+    "valid_from",
+    "valid_to",
+    "expires",
+    "tombstone",
+    "ntok",
+    "nbigram",
+    "counts_from",
+    "batch",
+)
 
 
 def _load_attributes() -> str:
     # A memory's attribute rows, with the same counts_from rule as revisions.
     return f"""
-    SELECT a.id, a.memory_id, a.namespace, a.kind, a.state, {_micros('a.known_at')},
-           CASE WHEN a.batch_id IS NULL THEN {ALWAYS} ELSE {_micros('b.counts_from', str(OPEN))} END,
+    SELECT a.id, a.memory_id, a.namespace, a.kind, a.state, {_micros("a.known_at")},
+           CASE WHEN a.batch_id IS NULL THEN {ALWAYS} ELSE {_micros("b.counts_from", str(OPEN))} END,
            coalesce(a.batch_id, 0)
     FROM memories_attributes a
     LEFT JOIN memories_importbatch b ON b.id = a.batch_id
@@ -299,22 +312,33 @@ class View:
         counts, else (a memory without rows) as loaded with its revisions. Cached per set of rows counted; the
         work is per attribute row, and a query then reads the codes of the rows it needs."""
         a = self.attributes
-        key = (int(np.searchsorted(self.attribute_times, as_of, side="right")),
-               int(np.searchsorted(self.import_times, as_of, side="right")))
+        key = (
+            int(np.searchsorted(self.attribute_times, as_of, side="right")),
+            int(np.searchsorted(self.import_times, as_of, side="right")),
+        )
         found = self.attributes_cache.get(key)
         if found is not None:
             return found
-        found = AttributesAt(a if a is not None else _NO_ATTRIBUTES, self.columns, as_of, key,
-                             moved=self.moved, rekinded=self.rekinded, states=self.states,
-                             lifecycled=self.lifecycled, kinds=self.kinds)
+        found = AttributesAt(
+            a if a is not None else _NO_ATTRIBUTES,
+            self.columns,
+            as_of,
+            key,
+            moved=self.moved,
+            rekinded=self.rekinded,
+            states=self.states,
+            lifecycled=self.lifecycled,
+            kinds=self.kinds,
+        )
         with self.lock:
             if len(self.attributes_cache) >= _VISIBLE_CACHE_SIZE:
                 del self.attributes_cache[next(iter(self.attributes_cache))]
             self.attributes_cache[key] = found
         return found
 
-    def visible_rows(self, *, as_of: int, valid_at: int, namespaces: list[str] | None = None,
-                     kinds: list[str] | None = None) -> np.ndarray:
+    def visible_rows(
+        self, *, as_of: int, valid_at: int, namespaces: list[str] | None = None, kinds: list[str] | None = None
+    ) -> np.ndarray:
         """Return the rows of the revisions visible at (as_of, valid_at), one per memory, in row order.
 
         The answer is read-only and cached: the rule compares each time column with
@@ -341,8 +365,9 @@ class View:
         )
         winners = self.cache.get(key)
         if winners is None:
-            winners = self._visible_rows(as_of=as_of, valid_at=valid_at, namespaces=namespaces, kinds=kinds,
-                                         attributes=attributes)
+            winners = self._visible_rows(
+                as_of=as_of, valid_at=valid_at, namespaces=namespaces, kinds=kinds, attributes=attributes
+            )
             winners.flags.writeable = False
             with self.lock:
                 if len(self.cache) >= _VISIBLE_CACHE_SIZE:
@@ -357,6 +382,7 @@ class View:
         sends absent ids. BM25 needs these for every term of every query; they depend
         only on the visible set, which repeats between writes, so they are kept with it.
         """
+
         def make():
             lengths = getattr(self.columns, column).astype(np.float64)
             mean = float(lengths[winners].sum()) / len(winners) if len(winners) else 0.0
@@ -366,6 +392,7 @@ class View:
 
     def visible_mask(self, winners: np.ndarray) -> np.ndarray:
         """A read-only mask of rows ``winners``, one slot longer than the rows (always False; see ``position``)."""
+
         def make():
             mask = np.zeros(len(self.columns.revision) + 1, dtype=bool)
             mask[winners] = True
@@ -438,18 +465,27 @@ class View:
         winners = _winners(c, rows)
         # Namespace and kind as of as_of are one per memory: choosing winners by them is choosing memories.
         if namespaces is not None:
-            winners = winners[np.isin(attributes.namespace(winners),
-                                      [code for code, name in enumerate(self.namespaces) if name in namespaces])]
+            winners = winners[
+                np.isin(
+                    attributes.namespace(winners),
+                    [code for code, name in enumerate(self.namespaces) if name in namespaces],
+                )
+            ]
         if kinds is not None:
-            winners = winners[np.isin(attributes.kind(winners),
-                                      [code for code, kind in enumerate(self.kinds) if kind in kinds])]
+            winners = winners[
+                np.isin(attributes.kind(winners), [code for code, kind in enumerate(self.kinds) if kind in kinds])
+            ]
         return winners
 
 
 def _is_candidate(c: Columns, rows, *, as_of: int, valid_at: int) -> np.ndarray:
     """Which of ``rows`` (an index array, or slice(None) for all) the visibility rule weighs at (as_of, valid_at)."""
-    return (c.known[rows] <= as_of) & (c.expires[rows] > as_of) & (c.counts_from[rows] <= as_of) & (
-        c.tombstone[rows] | ((c.valid_from[rows] <= valid_at) & (valid_at < c.valid_to[rows])))
+    return (
+        (c.known[rows] <= as_of)
+        & (c.expires[rows] > as_of)
+        & (c.counts_from[rows] <= as_of)
+        & (c.tombstone[rows] | ((c.valid_from[rows] <= valid_at) & (valid_at < c.valid_to[rows])))
+    )
 
 
 def _winners(c: Columns, candidates: np.ndarray) -> np.ndarray:
@@ -473,10 +509,20 @@ def _runs(sorted_keys: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.nda
     return np.repeat(starts, lengths) + offsets, owner
 
 
-_NO_ATTRIBUTES = AttributeColumns(*(np.zeros(0, dtype=np.int32 if name in ("namespace", "kind", "state") else np.int64)
-                                   for name in _ATTRIBUTE_COLUMNS))
-_EMPTY = View(columns=Columns(*(np.zeros(0, dtype=bool if name == "tombstone" else np.int64) for name in _COLUMNS)),
-              position=np.full(1, -1, dtype=np.int64), namespaces=(), kinds=(), max_id=0, anchor=None)
+_NO_ATTRIBUTES = AttributeColumns(
+    *(
+        np.zeros(0, dtype=np.int32 if name in ("namespace", "kind", "state") else np.int64)
+        for name in _ATTRIBUTE_COLUMNS
+    )
+)
+_EMPTY = View(
+    columns=Columns(*(np.zeros(0, dtype=bool if name == "tombstone" else np.int64) for name in _COLUMNS)),
+    position=np.full(1, -1, dtype=np.int64),
+    namespaces=(),
+    kinds=(),
+    max_id=0,
+    anchor=None,
+)
 
 
 class Snapshot:
@@ -512,8 +558,7 @@ class Snapshot:
                 )
                 generation, published, max_id, anchor, attributes_max_id, attributes_anchor = cursor.fetchone()
             max_id, attributes_max_id = max_id or 0, attributes_max_id or 0
-            if (generation != self.generation or anchor != view.anchor
-                    or attributes_anchor != view.attributes_anchor):
+            if generation != self.generation or anchor != view.anchor or attributes_anchor != view.attributes_anchor:
                 view = _EMPTY
             elif published != self.published:
                 view = _republished(view)
@@ -529,9 +574,16 @@ class Snapshot:
 
 def _attribute_fields(view: View) -> dict:
     """The attribute rows of ``view``, for a view built from it."""
-    return dict(attributes=view.attributes, attributes_max_id=view.attributes_max_id,
-                attributes_anchor=view.attributes_anchor, attribute_times=view.attribute_times, moved=view.moved,
-                rekinded=view.rekinded, states=view.states, lifecycled=view.lifecycled)
+    return dict(
+        attributes=view.attributes,
+        attributes_max_id=view.attributes_max_id,
+        attributes_anchor=view.attributes_anchor,
+        attribute_times=view.attribute_times,
+        moved=view.moved,
+        rekinded=view.rekinded,
+        states=view.states,
+        lifecycled=view.lifecycled,
+    )
 
 
 def _republished(view: View) -> View:
@@ -544,8 +596,11 @@ def _republished(view: View) -> View:
     batches = np.union1d(c.batch[waiting], a.batch[waiting_attributes] if a is not None else [])
     with connection.cursor() as cursor:
         # Primary-key lookups of the few imports the view holds unpublished rows of.
-        cursor.execute(f"SELECT id, {_micros('counts_from', str(OPEN))} FROM memories_importbatch "
-                       f"WHERE id IN ({', '.join(['%s'] * len(batches))})", [int(batch) for batch in batches])
+        cursor.execute(
+            f"SELECT id, {_micros('counts_from', str(OPEN))} FROM memories_importbatch "
+            f"WHERE id IN ({', '.join(['%s'] * len(batches))})",
+            [int(batch) for batch in batches],
+        )
         times = dict(cursor.fetchall())
     counts_from = c.counts_from.copy()
     counts_from[waiting] = [times.get(batch, OPEN) for batch in c.batch[waiting].tolist()]
@@ -560,9 +615,17 @@ def _republished(view: View) -> View:
     import_times = np.unique(np.concatenate(times))
     import_times = import_times[import_times != ALWAYS]
     # New arrays for one column: outside the room (see _extend), whose arrays later views would share.
-    return View(columns=dataclasses.replace(c, counts_from=counts_from), position=view.position,
-                namespaces=view.namespaces, kinds=view.kinds, max_id=view.max_id, anchor=view.anchor,
-                import_times=import_times, events=list(view.events), **attribute_fields)
+    return View(
+        columns=dataclasses.replace(c, counts_from=counts_from),
+        position=view.position,
+        namespaces=view.namespaces,
+        kinds=view.kinds,
+        max_id=view.max_id,
+        anchor=view.anchor,
+        import_times=import_times,
+        events=list(view.events),
+        **attribute_fields,
+    )
 
 
 def _extend_attributes(view: View, *, after: int) -> View:
@@ -579,10 +642,15 @@ def _extend_attributes(view: View, *, after: int) -> View:
     fields = list(zip(*rows))
     namespaces, kinds, states = list(view.namespaces), list(view.kinds), list(view.states)
     new = AttributeColumns(
-        id=np.asarray(fields[0], dtype=np.int64), memory=np.asarray(fields[1], dtype=np.int64),
-        namespace=_codes(namespaces, fields[2]), kind=_codes(kinds, fields[3]), state=_codes(states, fields[4]),
-        known=np.asarray(fields[5], dtype=np.int64), counts_from=np.asarray(fields[6], dtype=np.int64),
-        batch=np.asarray(fields[7], dtype=np.int64))
+        id=np.asarray(fields[0], dtype=np.int64),
+        memory=np.asarray(fields[1], dtype=np.int64),
+        namespace=_codes(namespaces, fields[2]),
+        kind=_codes(kinds, fields[3]),
+        state=_codes(states, fields[4]),
+        known=np.asarray(fields[5], dtype=np.int64),
+        counts_from=np.asarray(fields[6], dtype=np.int64),
+        batch=np.asarray(fields[7], dtype=np.int64),
+    )
     order = np.lexsort((new.id, new.known, new.memory))
     new = AttributeColumns(*(getattr(new, name)[order] for name in _ATTRIBUTE_COLUMNS))
     old = view.attributes
@@ -592,12 +660,25 @@ def _extend_attributes(view: View, *, after: int) -> View:
     same_memory = merged.memory[1:] == merged.memory[:-1]
     moved = bool(np.any(same_memory & (merged.namespace[1:] != merged.namespace[:-1])))
     rekinded = bool(np.any(same_memory & (merged.kind[1:] != merged.kind[:-1])))
-    return View(columns=view.columns, position=view.position, namespaces=tuple(namespaces), kinds=tuple(kinds),
-                max_id=view.max_id, anchor=view.anchor,
-                import_times=np.union1d(view.import_times, new.counts_from[new.counts_from != ALWAYS]),
-                events=list(view.events), room=view.room, attributes=merged, attributes_max_id=int(new.id.max()),
-                attributes_anchor=anchor, attribute_times=attribute_times, moved=moved, rekinded=rekinded,
-                states=tuple(states), lifecycled=view.lifecycled or any(state != ACTIVE for state in fields[4]))
+    return View(
+        columns=view.columns,
+        position=view.position,
+        namespaces=tuple(namespaces),
+        kinds=tuple(kinds),
+        max_id=view.max_id,
+        anchor=view.anchor,
+        import_times=np.union1d(view.import_times, new.counts_from[new.counts_from != ALWAYS]),
+        events=list(view.events),
+        room=view.room,
+        attributes=merged,
+        attributes_max_id=int(new.id.max()),
+        attributes_anchor=anchor,
+        attribute_times=attribute_times,
+        moved=moved,
+        rekinded=rekinded,
+        states=tuple(states),
+        lifecycled=view.lifecycled or any(state != ACTIVE for state in fields[4]),
+    )
 
 
 def _codes(names: list[str], values) -> np.ndarray:
@@ -648,7 +729,8 @@ def _extend(view: View, *, after: int, shared: bool = False) -> View:
     import_times = np.union1d(view.import_times, new.counts_from[new.counts_from != ALWAYS])
     old = view.columns
     if len(old.revision) and (
-            new.memory[0] > old.memory[-1] or (new.memory[0] == old.memory[-1] and new.known[0] >= old.known[-1])):
+        new.memory[0] > old.memory[-1] or (new.memory[0] == old.memory[-1] and new.known[0] >= old.known[-1])
+    ):
         # Every new row sorts after the last old one (a new memory, the usual write): appended,
         # into the room after the old arrays when it is free, so no column is copied.
         room = view.room if shared else None
@@ -656,16 +738,34 @@ def _extend(view: View, *, after: int, shared: bool = False) -> View:
             room = _Room(view, len(new.revision), max_id) if shared else None
         if room is not None:
             columns, position, events = room.append(view, new, max_id)
-            return View(columns=columns, position=position, namespaces=tuple(namespaces), kinds=tuple(kinds),
-                        max_id=max_id, anchor=anchor, import_times=import_times, events=events, room=room,
-                        **_attribute_fields(view))
+            return View(
+                columns=columns,
+                position=position,
+                namespaces=tuple(namespaces),
+                kinds=tuple(kinds),
+                max_id=max_id,
+                anchor=anchor,
+                import_times=import_times,
+                events=events,
+                room=room,
+                **_attribute_fields(view),
+            )
     columns = _merged(old, new) if len(old.revision) else new
     position = np.full(max_id + 1, -1, dtype=np.int64)
     position[columns.revision] = np.arange(len(columns.revision))
     # A write adds a few rows: merging their times into the sorted ones beats sorting afresh.
     events = [view.events[0].plus(new)] if view.events else []
-    return View(columns=columns, position=position, namespaces=tuple(namespaces), kinds=tuple(kinds),
-                max_id=max_id, anchor=anchor, import_times=import_times, events=events, **_attribute_fields(view))
+    return View(
+        columns=columns,
+        position=position,
+        namespaces=tuple(namespaces),
+        kinds=tuple(kinds),
+        max_id=max_id,
+        anchor=anchor,
+        import_times=import_times,
+        events=events,
+        **_attribute_fields(view),
+    )
 
 
 class _Room:
@@ -697,13 +797,17 @@ class _Room:
         self.rows, self.ids = rows, ids
 
     def takes(self, view: View, added: int, max_id: int) -> bool:
-        """Whether ``view`` ends where this room's used part ends, with space for ``added`` rows and ids to ``max_id``."""
+        """Whether ``view`` ends where this room's used part ends, with space for ``added`` rows and ids to
+        ``max_id``."""
         rows = len(view.columns.revision)
-        return (self.rows == rows and self.ids == len(view.position)
-                and rows + added <= len(self.columns["revision"]) and max_id + 1 <= len(self.position)
-                and view.columns.revision.base is self.columns["revision"]
-                and (not view.events or (self.events is not None
-                                         and view.events[0].known.base is self.events["known"])))
+        return (
+            self.rows == rows
+            and self.ids == len(view.position)
+            and rows + added <= len(self.columns["revision"])
+            and max_id + 1 <= len(self.position)
+            and view.columns.revision.base is self.columns["revision"]
+            and (not view.events or (self.events is not None and view.events[0].known.base is self.events["known"]))
+        )
 
     def append(self, view: View, new: Columns, max_id: int) -> tuple[Columns, np.ndarray, list]:
         """The arrays of ``view`` followed by ``new`` (whose rows and times all sort last); claims the space."""
@@ -712,9 +816,9 @@ class _Room:
         for name in _COLUMNS:
             self.columns[name][start:end] = getattr(new, name)
         columns = Columns(*(self.columns[name][:end] for name in _COLUMNS))
-        self.position[self.ids:max_id + 1] = -1
+        self.position[self.ids : max_id + 1] = -1
         self.position[new.revision] = np.arange(start, end)
-        position = self.position[:max_id + 1]
+        position = self.position[: max_id + 1]
         events = []
         if not view.events:
             self.events = None  # times are sorted on first use, outside the room

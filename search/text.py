@@ -88,13 +88,14 @@ def documents_terms(texts: list[str]) -> list[tuple[dict[str, int], int]]:
     """Return ``document_terms`` for each text, in order, tokenizing each batch in one scratch insert."""
     results = []
     for start in range(0, len(texts), _BATCH_SIZE):
-        batch = texts[start:start + _BATCH_SIZE]
+        batch = texts[start : start + _BATCH_SIZE]
         with _scratch() as connection:
             connection.executemany("INSERT INTO stems(rowid, body) VALUES (?, ?)", enumerate(batch))
             # One row per document instead of one per token: fetching Python rows is what
             # costs, not SQLite. unicode61 splits on spaces, so no term contains one.
             rows = connection.execute(
-                "SELECT doc, group_concat(term, ' ') FROM stems_instances GROUP BY doc").fetchall()
+                "SELECT doc, group_concat(term, ' ') FROM stems_instances GROUP BY doc"
+            ).fetchall()
         # A text without tokens has no instance rows, hence the default.
         terms = [({}, 0) for _ in batch]
         for doc, joined in rows:
@@ -303,7 +304,7 @@ def cjk_bigrams(text: str) -> list[str]:
     """Return the overlapping character bigrams of each CJK run, in order with repeats; a 1-character run is itself."""
     bigrams = []
     for run in _CJK_RUN.findall(text):
-        bigrams += [run] if len(run) == 1 else [run[i:i + 2] for i in range(len(run) - 1)]
+        bigrams += [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
     return bigrams
 
 
@@ -336,6 +337,7 @@ def english_share(text: str) -> float:
 @cache
 def _filler_by_language() -> tuple[frozenset[str], frozenset[str]]:
     """The filler words of English only, and those of the other languages only."""
+
     def folded(words):
         return frozenset(token.raw for token in query_tokens(words))
 

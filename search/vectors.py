@@ -123,8 +123,9 @@ def _create_vec0_table(cursor, dim: int) -> None:
     # than cosine and ranks unit vectors the same way; vec0_knn converts it.
     # vec0 keeps vectors in chunk blobs and each insert rewrites one through SQLite's
     # overflow-page chain: small chunks keep inserts cheap (benchmarks/write_costs.py).
-    cursor.execute(f"CREATE VIRTUAL TABLE search_vectors USING vec0(embedding float[{dim:d}], "
-                   f"chunk_size={VEC0_CHUNK_SIZE:d})")
+    cursor.execute(
+        f"CREATE VIRTUAL TABLE search_vectors USING vec0(embedding float[{dim:d}], chunk_size={VEC0_CHUNK_SIZE:d})"
+    )
     cursor.execute(
         """CREATE TRIGGER search_vectors_after_delete AFTER DELETE ON memories_revision
            WHEN OLD.tombstone = 0
@@ -182,7 +183,8 @@ def check_space(embedder: Embedder) -> None:
 
 
 def ensure_space(embedder: Embedder) -> EmbeddingSpace:
-    """Return the space for ``embedder``, creating it on first use; raise SpaceConflict if it holds another model's vectors.
+    """Return the space for ``embedder``, creating it on first use; raise SpaceConflict if it holds another
+    model's vectors.
 
     An empty space of another embedder is switched without asking: there is nothing to mix.
     """
@@ -212,7 +214,7 @@ def reset_space(embedder: Embedder) -> EmbeddingSpace:
 
 def _slices(items: list, size: int):
     for start in range(0, len(items), size):
-        yield items[start:start + size]
+        yield items[start : start + size]
 
 
 def _ids_with_vectors(cursor, revision_ids: list[int]) -> set[int]:
@@ -267,8 +269,13 @@ def insert_vectors(revision_ids: Sequence[int], vectors: np.ndarray, *, embedder
     return added
 
 
-def store_vectors(revision_ids: Sequence[int], texts: Sequence[str], *, embedder: Embedder | None = None,
-                  batch_size: int = STORE_BATCH_SIZE) -> int:
+def store_vectors(
+    revision_ids: Sequence[int],
+    texts: Sequence[str],
+    *,
+    embedder: Embedder | None = None,
+    batch_size: int = STORE_BATCH_SIZE,
+) -> int:
     """Embed ``texts`` (see ``revision_text``) in batches, store them for ``revision_ids``; return how many were added.
 
     Embedding runs outside any transaction this function opens, so when the caller
@@ -280,8 +287,8 @@ def store_vectors(revision_ids: Sequence[int], texts: Sequence[str], *, embedder
         raise ValueError(f"Got {len(revision_ids)} revision ids but {len(texts)} texts.")
     added = 0
     for start in range(0, len(texts), batch_size):
-        vectors = embedder.embed(texts[start:start + batch_size])
-        added += insert_vectors(revision_ids[start:start + batch_size], vectors, embedder=embedder)
+        vectors = embedder.embed(texts[start : start + batch_size])
+        added += insert_vectors(revision_ids[start : start + batch_size], vectors, embedder=embedder)
     return added
 
 
@@ -334,8 +341,10 @@ def backfill_batch(*, after_id: int, limit: int, embedder: Embedder | None = Non
         return BackfillBatch(revision_ids=[], embedded=0)
     with connection.cursor() as cursor:
         # Primary-key lookups.
-        cursor.execute("SELECT id, title, content FROM memories_revision WHERE id IN (%s)"
-                       % ",".join(["%s"] * len(revision_ids)), revision_ids)
+        cursor.execute(
+            "SELECT id, title, content FROM memories_revision WHERE id IN (%s)" % ",".join(["%s"] * len(revision_ids)),
+            revision_ids,
+        )
         texts = {revision_id: revision_text(title, content) for revision_id, title, content in cursor.fetchall()}
     present = [revision_id for revision_id in revision_ids if revision_id in texts]
     vectors = embedder.embed([texts[revision_id] for revision_id in present])
@@ -370,10 +379,12 @@ def load_vectors(*, after_id: int = 0) -> tuple[tuple[int, str] | None, np.ndarr
         # CROSS JOIN keeps memories_revision outside: its primary key gives the id range in
         # order, then one vec0 rowid lookup per revision: a poll past a recent id touches only
         # the new rows. The scalar subqueries are evaluated once each, by primary key.
-        sql = ("SELECT r.id, v.embedding, (SELECT generation FROM search_embedding_space WHERE id = 1), "
-               "(SELECT embedder FROM search_embedding_space WHERE id = 1) "
-               f"FROM memories_revision r {dialect.ordered_join()} search_vectors v ON v.{_id_column()} = r.id "
-               "WHERE r.id > %s ORDER BY r.id")
+        sql = (
+            "SELECT r.id, v.embedding, (SELECT generation FROM search_embedding_space WHERE id = 1), "
+            "(SELECT embedder FROM search_embedding_space WHERE id = 1) "
+            f"FROM memories_revision r {dialect.ordered_join()} search_vectors v ON v.{_id_column()} = r.id "
+            "WHERE r.id > %s ORDER BY r.id"
+        )
         if after_id:  # a poll: the few rows written since, by a statement the server keeps prepared
             cursor.execute(sql, [after_id])
             chunks = iter(lambda: cursor.fetchmany(_FETCH_ROWS), [])
@@ -382,13 +393,15 @@ def load_vectors(*, after_id: int = 0) -> tuple[tuple[int, str] | None, np.ndarr
         for rows in chunks:
             state = rows[0][2:]
             ids.extend(row[0] for row in rows)
-            blocks.append(np.frombuffer(b"".join(row[1] for row in rows), dtype=np.float32)
-                          .reshape(len(rows), -1))
+            blocks.append(np.frombuffer(b"".join(row[1] for row in rows), dtype=np.float32).reshape(len(rows), -1))
     if not blocks:
         # No rows to read it with: read it now (a write landing in between costs a reload).
         space = current_space()
-        return ((space.generation, space.embedder) if space else None,
-                np.zeros(0, dtype=np.int64), np.zeros((0, space.dim if space else 0), dtype=np.float32))
+        return (
+            (space.generation, space.embedder) if space else None,
+            np.zeros(0, dtype=np.int64),
+            np.zeros((0, space.dim if space else 0), dtype=np.float32),
+        )
     return state, np.array(ids, dtype=np.int64), np.concatenate(blocks)
 
 
@@ -432,11 +445,15 @@ def vector_drift() -> list[str]:
     with connection.cursor() as cursor:
         present = dialect.existing(cursor, ["search_vectors", "search_vectors_after_delete"])
         if "search_vectors" not in present:
-            return [f"The vector table search_vectors is missing though the space records {space.embedder}; "
-                    "run `manage.py backfill --reembed`."]
+            return [
+                f"The vector table search_vectors is missing though the space records {space.embedder}; "
+                "run `manage.py backfill --reembed`."
+            ]
         if "search_vectors_after_delete" not in present:
-            problems.append("The trigger search_vectors_after_delete is missing, so erased revisions keep their "
-                            "vectors; run `manage.py backfill --reembed` to rebuild the vector table.")
+            problems.append(
+                "The trigger search_vectors_after_delete is missing, so erased revisions keep their "
+                "vectors; run `manage.py backfill --reembed` to rebuild the vector table."
+            )
         # A scan of vec0's rowids with one primary-key lookup in memories_revision each.
         cursor.execute(
             "SELECT count(*) FROM search_vectors v WHERE NOT EXISTS "

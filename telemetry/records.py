@@ -28,30 +28,39 @@ class HookBlock(Record):
     ``hits`` are the memories the block shows, in recall's order (the first of the hits that
     answer the prompt on their own); ``omitted`` counts those that did not fit in ``budget``,
     ``held_back`` recall's other hits, which do not answer it on their own or score far below
-    the first, or are held. ``block`` is empty when nothing matched. ``recall_id`` names the telemetry row this answer wrote (None where
-    the database refused the row: full or read-only).
+    the first, or are held. ``block`` is empty when nothing matched. ``recall_id`` names the
+    telemetry row this answer wrote (None where the database refused the row: full or read-only).
     """
 
     query: str
-    block: str = Field(description=(
-        "Ready to inject: the hits wrapped in <memory-context> tags, marked as reference data; empty when nothing "
-        "matched."))
+    block: str = Field(
+        description=(
+            "Ready to inject: the hits wrapped in <memory-context> tags, marked as reference data; empty when nothing "
+            "matched."
+        )
+    )
     characters: int
     budget: int
     truncated: bool
     hits: list[HookHit] = Field(description="The memories the block shows, best first.")
     omitted: int = Field(description="Hits that answer the prompt but did not fit the budget.")
-    held_back: int = Field(description=(
-        "Recall's other hits, not injected: they do not answer the prompt on their own, score far below the first, "
-        "or are held (an untrusted writer's text that reads as an instruction)."))
+    held_back: int = Field(
+        description=(
+            "Recall's other hits, not injected: they do not answer the prompt on their own, score far below the first, "
+            "or are held (an untrusted writer's text that reads as an instruction)."
+        )
+    )
     terms: list[str]
     match_mode: str
     mode: str
     note: str | None
     hint: str | None
-    recall_id: int | None = Field(description=(
-        "The telemetry row this answer wrote; null when the database could not store it (full or read-only), "
-        "which leaves the block as good."))
+    recall_id: int | None = Field(
+        description=(
+            "The telemetry row this answer wrote; null when the database could not store it (full or read-only), "
+            "which leaves the block as good."
+        )
+    )
 
 
 class IngestResult(Record):
@@ -62,9 +71,12 @@ class IngestResult(Record):
     For the last two the existing memory's expiry was extended, never shortened.
     """
 
-    status: Literal["created", "duplicate", "refreshed"] = Field(description=(
-        "created: a new memory; duplicate or refreshed: a memory already held (nearly) this text, and its expiry "
-        "was extended."))
+    status: Literal["created", "duplicate", "refreshed"] = Field(
+        description=(
+            "created: a new memory; duplicate or refreshed: a memory already held (nearly) this text, and its expiry "
+            "was extended."
+        )
+    )
     memory_id: int
     revision_id: int
     namespace: str

@@ -66,8 +66,13 @@ def activity_per_day(*, days: int | None = 30, today: dt.date | None = None) -> 
     since = _since(days, today=today)
 
     def by_day(model, **sums):
-        rows = (_recent(model, since).annotate(day=UtcDay("at")).values("day")
-                .annotate(n=Count("pk"), **{name: Sum(field) for name, field in sums.items()}).order_by("day"))
+        rows = (
+            _recent(model, since)
+            .annotate(day=UtcDay("at"))
+            .values("day")
+            .annotate(n=Count("pk"), **{name: Sum(field) for name, field in sums.items()})
+            .order_by("day")
+        )
         return {row["day"]: row for row in rows}
 
     recalls = by_day(HookRecall)
@@ -82,11 +87,16 @@ def activity_per_day(*, days: int | None = 30, today: dt.date | None = None) -> 
     for offset in range((last - first).days + 1):
         day = first + dt.timedelta(days=offset)
         characters = (injections.get(day) or {}).get("characters") or 0
-        result.append(DayActivity(
-            day=day, recalls=(recalls.get(day) or {}).get("n", 0), injections=(injections.get(day) or {}).get("n", 0),
-            characters=characters, tokens_estimate=estimate_tokens(characters),
-            refused_ingests=(refused.get(day) or {}).get("n", 0),
-        ))
+        result.append(
+            DayActivity(
+                day=day,
+                recalls=(recalls.get(day) or {}).get("n", 0),
+                injections=(injections.get(day) or {}).get("n", 0),
+                characters=characters,
+                tokens_estimate=estimate_tokens(characters),
+                refused_ingests=(refused.get(day) or {}).get("n", 0),
+            )
+        )
     return result
 
 
@@ -96,8 +106,12 @@ def activity_per_hook(*, days: int | None = None) -> list[HookActivity]:
     rows: dict[tuple[str, str], dict] = {}
 
     def add(model, **sums):
-        grouped = (_recent(model, since).values("harness", "hook")
-                   .annotate(n=Count("pk"), **{name: Sum(field) for name, field in sums.items()}).order_by())
+        grouped = (
+            _recent(model, since)
+            .values("harness", "hook")
+            .annotate(n=Count("pk"), **{name: Sum(field) for name, field in sums.items()})
+            .order_by()
+        )
         for entry in grouped:
             yield rows.setdefault((entry["harness"], entry["hook"]), {}), entry
 
@@ -108,11 +122,16 @@ def activity_per_hook(*, days: int | None = None) -> list[HookActivity]:
     for found, entry in add(RefusedIngest):
         found.update(refused_ingests=entry["n"])
     return [
-        HookActivity(harness=harness, hook=hook, recalls=found.get("recalls", 0),
-                     recall_characters=found.get("recall_characters", 0), injections=found.get("injections", 0),
-                     characters=found.get("characters", 0),
-                     tokens_estimate=estimate_tokens(found.get("characters", 0)),
-                     refused_ingests=found.get("refused_ingests", 0))
+        HookActivity(
+            harness=harness,
+            hook=hook,
+            recalls=found.get("recalls", 0),
+            recall_characters=found.get("recall_characters", 0),
+            injections=found.get("injections", 0),
+            characters=found.get("characters", 0),
+            tokens_estimate=estimate_tokens(found.get("characters", 0)),
+            refused_ingests=found.get("refused_ingests", 0),
+        )
         for (harness, hook), found in sorted(rows.items())
     ]
 
@@ -124,8 +143,11 @@ def telemetry_totals(*, days: int | None = None) -> TelemetryTotals:
     characters = injected["characters"] or 0
     carried = _carried(since).aggregate(n=Count("pk"), used=Count("used_at"))
     return TelemetryTotals(
-        recalls=_recent(HookRecall, since).count(), injections=injected["n"], characters=characters,
-        tokens_estimate=estimate_tokens(characters), memories_injected=carried["n"],
+        recalls=_recent(HookRecall, since).count(),
+        injections=injected["n"],
+        characters=characters,
+        tokens_estimate=estimate_tokens(characters),
+        memories_injected=carried["n"],
         memories_used=carried["used"],
         refused_ingests=_recent(RefusedIngest, since).count(),
     )
@@ -135,17 +157,23 @@ def most_injected_memories(*, days: int | None = None, limit: int = 10) -> list[
     """Return the memories carried by the most injections, most first (ties: lower id first)."""
     since = _since(days, today=_today())
     # InjectedMemory.memory_id is indexed; the grouping reads it alone.
-    top = _carried(since).values("memory_id").annotate(n=Count("pk")).order_by("-n", "memory_id")[:_limit(limit)]
+    top = _carried(since).values("memory_id").annotate(n=Count("pk")).order_by("-n", "memory_id")[: _limit(limit)]
     return [MemoryInjections(memory_id=row["memory_id"], injections=row["n"]) for row in top]
 
 
 def latest_injections(*, limit: int = 20) -> list[InjectionSummary]:
     """Return the newest injection reports with the memory and revision ids each carried (two queries)."""
-    injections = list(Injection.objects.prefetch_related("items").order_by("-at", "-id")[:_limit(limit)])
+    injections = list(Injection.objects.prefetch_related("items").order_by("-at", "-id")[: _limit(limit)])
     return [
         InjectionSummary(
-            id=injection.pk, at=injection.at, actor=injection.actor, harness=injection.harness, hook=injection.hook,
-            session=injection.session, query=injection.query, characters=injection.characters,
+            id=injection.pk,
+            at=injection.at,
+            actor=injection.actor,
+            harness=injection.harness,
+            hook=injection.hook,
+            session=injection.session,
+            query=injection.query,
+            characters=injection.characters,
             tokens_estimate=injection.tokens_estimate,
             memory_ids=[item.memory_id for item in injection.items.all()],
             revision_ids=[item.revision_id for item in injection.items.all()],
@@ -165,24 +193,33 @@ def injection_counts(*, as_of: dt.datetime) -> dict[int, int]:
     An injection counts from the time its answer was found to use the memory (``used_at``), so a
     recall at a past time gives the same answer before and after later reports.
     """
-    rows = (InjectedMemory.objects.filter(used_at__lte=as_of).values("memory_id")
-            .annotate(n=Count("injection_id", distinct=True)).order_by())
+    rows = (
+        InjectedMemory.objects.filter(used_at__lte=as_of)
+        .values("memory_id")
+        .annotate(n=Count("injection_id", distinct=True))
+        .order_by()
+    )
     return {row["memory_id"]: row["n"] for row in rows}
 
 
 def latest_injection(*, actor: str, session: str) -> int | None:
     """The id of the newest injection this actor reported for ``session``; None when there is none."""
-    return (Injection.objects.filter(actor=actor, session=session).order_by("-at", "-id")
-            .values_list("pk", flat=True).first())
+    return (
+        Injection.objects.filter(actor=actor, session=session)
+        .order_by("-at", "-id")
+        .values_list("pk", flat=True)
+        .first()
+    )
 
 
 def injection_items(*, injection_id: int, actor: str) -> tuple[str, list[tuple[int, int | None]]] | None:
-    """The query and ``(memory_id, revision_id)`` pairs of this actor's injection; None when it has no such injection."""
+    """The query and ``(memory_id, revision_id)`` pairs of this actor's injection; None when it has none."""
     query = Injection.objects.filter(pk=injection_id, actor=actor).values_list("query", flat=True).first()
     if query is None:
         return None
-    return query, list(InjectedMemory.objects.filter(injection_id=injection_id).order_by("id")
-                       .values_list("memory_id", "revision_id"))
+    return query, list(
+        InjectedMemory.objects.filter(injection_id=injection_id).order_by("id").values_list("memory_id", "revision_id")
+    )
 
 
 def tables_with_queries() -> list[str]:

@@ -16,38 +16,82 @@ from telemetry.models import HookRecall, InjectedMemory, Injection, RecalledMemo
 from telemetry.records import InjectionRecord
 
 
-def hook_recall_create(*, actor: str, harness: str, hook: str, session: str, namespaces: list[str] | None,
-                       query: str, hits: int, characters: int, memory_ids: list[int]) -> int:
+def hook_recall_create(
+    *,
+    actor: str,
+    harness: str,
+    hook: str,
+    session: str,
+    namespaces: list[str] | None,
+    query: str,
+    hits: int,
+    characters: int,
+    memory_ids: list[int],
+) -> int:
     """Record one ``hooks/recall/`` answer (its size and the memories recall found, never their text); return its id."""
     with transaction.atomic():
-        row = HookRecall.objects.create(at=timezone.now(), actor=actor, harness=harness, hook=hook, session=session,
-                                        namespaces=namespaces, query=query, hits=hits, characters=characters)
+        row = HookRecall.objects.create(
+            at=timezone.now(),
+            actor=actor,
+            harness=harness,
+            hook=hook,
+            session=session,
+            namespaces=namespaces,
+            query=query,
+            hits=hits,
+            characters=characters,
+        )
         RecalledMemory.objects.bulk_create(RecalledMemory(recall=row, memory_id=memory_id) for memory_id in memory_ids)
     TELEMETRY_EVENTS.labels(kind="hook_recall").inc()
     return row.pk
 
 
-def refused_ingest_create(*, actor: str, harness: str, hook: str, session: str, namespace: str, pattern: str,
-                          characters: int) -> None:
+def refused_ingest_create(
+    *, actor: str, harness: str, hook: str, session: str, namespace: str, pattern: str, characters: int
+) -> None:
     """Count one ingest refused for matching ``pattern``: its length is kept, never its text."""
-    RefusedIngest.objects.create(at=timezone.now(), actor=actor, harness=harness, hook=hook, session=session,
-                                 namespace=namespace, pattern=pattern, characters=characters)
+    RefusedIngest.objects.create(
+        at=timezone.now(),
+        actor=actor,
+        harness=harness,
+        hook=hook,
+        session=session,
+        namespace=namespace,
+        pattern=pattern,
+        characters=characters,
+    )
     TELEMETRY_EVENTS.labels(kind="refused_ingest").inc()
 
 
-def injection_create(*, actor: str, harness: str, hook: str, session: str, query: str, characters: int,
-                     items: list[tuple[int, int]]) -> InjectionRecord:
+def injection_create(
+    *, actor: str, harness: str, hook: str, session: str, query: str, characters: int, items: list[tuple[int, int]]
+) -> InjectionRecord:
     """Record that a block of ``characters`` carrying these ``(memory_id, revision_id)`` pairs was injected."""
     with transaction.atomic():
-        injection = Injection.objects.create(at=timezone.now(), actor=actor, harness=harness, hook=hook,
-                                             session=session, query=query, characters=characters)
+        injection = Injection.objects.create(
+            at=timezone.now(),
+            actor=actor,
+            harness=harness,
+            hook=hook,
+            session=session,
+            query=query,
+            characters=characters,
+        )
         InjectedMemory.objects.bulk_create(
             InjectedMemory(injection=injection, memory_id=memory_id, revision_id=revision_id)
             for memory_id, revision_id in items
         )
     TELEMETRY_EVENTS.labels(kind="injection").inc()
-    return InjectionRecord(id=injection.pk, at=injection.at, harness=harness, hook=hook, session=session,
-                           characters=characters, tokens_estimate=estimate_tokens(characters), memories=len(items))
+    return InjectionRecord(
+        id=injection.pk,
+        at=injection.at,
+        harness=harness,
+        hook=hook,
+        session=session,
+        characters=characters,
+        tokens_estimate=estimate_tokens(characters),
+        memories=len(items),
+    )
 
 
 def injection_used_mark(*, injection_id: int, memory_ids: list[int]) -> int:
@@ -55,8 +99,9 @@ def injection_used_mark(*, injection_id: int, memory_ids: list[int]) -> int:
 
     An item marked before keeps its first time, so a boost counted at an earlier ``as_of`` never changes.
     """
-    marked = (InjectedMemory.objects.filter(injection_id=injection_id, memory_id__in=memory_ids, used_at__isnull=True)
-              .update(used_at=timezone.now()))
+    marked = InjectedMemory.objects.filter(
+        injection_id=injection_id, memory_id__in=memory_ids, used_at__isnull=True
+    ).update(used_at=timezone.now())
     if marked:
         TELEMETRY_EVENTS.labels(kind="injection_used").inc(marked)
     return marked

@@ -17,8 +17,16 @@ from tests.subprocesses import BASE_DIR, Instance, clean_env, copy_migrated, ser
 
 CHROMIUM = Path("/usr/bin/chromium")
 # The closed network refuses background connections, and a container has no GPU or sandbox.
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 # A laptop screen.
 VIEWPORT = {"width": 1366, "height": 768}
 USERNAME = "curator"
@@ -137,4 +145,3 @@ def drawn(locator) -> list[dict]:
     for box in boxes:
         assert box is not None and box["width"] > 0 and box["height"] > 0, box
     return boxes
-

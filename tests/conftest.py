@@ -7,6 +7,9 @@ from django.test import override_settings
 
 from memories import services
 
+# Fixtures every test module may ask for by name: servers and stores in processes of their own, and the browser.
+pytest_plugins = ("tests.subprocesses", "tests.browser")
+
 
 def pytest_collection_modifyitems(config, items):
     """Under ``make test-postgres``, skip the tests of SQLite's own mechanisms, with their reason."""
@@ -43,8 +46,7 @@ def remember(db):
     """Remember through the service layer as the CLI would; returns the RememberResult."""
 
     def _remember(content, namespace="acme", **fields):
-        return services.memory_remember(namespace=namespace, content=content, actor="tester", interface="cli",
-                                        **fields)
+        return services.memory_remember(namespace=namespace, content=content, actor="tester", interface="cli", **fields)
 
     return _remember
 

@@ -41,7 +41,7 @@ class McpClient:
             assert len(result.content) == 1 and result.structuredContent is None
             raise ToolFailed(result.content[0].text)
         text = result.content[0].text
-        assert not text.startswith("{"), text  # the short form (mcp_api.text), not the record's JSON
+        assert not text.startswith("{"), text  # the short form (mcp_api.rendering), not the record's JSON
         for content in memory_texts(result.structuredContent):
             assert content in text, (content, text)
         return result.structuredContent

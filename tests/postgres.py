@@ -59,16 +59,36 @@ class Cluster:
         self.port = _free_port()
         if os.geteuid() == 0:
             shutil.chown(self.folder, "postgres")
-        subprocess.run(_as_owner([_tool("initdb"), "-D", str(self.data), "-U", "postgres", "-A", "trust",
-                                  "-E", "UTF8", "--locale=C", "--no-sync"]),
-                       check=True, capture_output=True)
+        subprocess.run(
+            _as_owner(
+                [
+                    _tool("initdb"),
+                    "-D",
+                    str(self.data),
+                    "-U",
+                    "postgres",
+                    "-A",
+                    "trust",
+                    "-E",
+                    "UTF8",
+                    "--locale=C",
+                    "--no-sync",
+                ]
+            ),
+            check=True,
+            capture_output=True,
+        )
         # Loopback only, its socket in its own folder; a test cluster without durability.
         options = f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.folder} -c max_connections=200"
         if not durable:
             options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
-        subprocess.run(_as_owner([_tool("pg_ctl"), "-D", str(self.data), "-o", options, "-w",
-                                  "-l", str(self.folder / "log"), "start"]),
-                       check=True, capture_output=True)
+        subprocess.run(
+            _as_owner(
+                [_tool("pg_ctl"), "-D", str(self.data), "-o", options, "-w", "-l", str(self.folder / "log"), "start"]
+            ),
+            check=True,
+            capture_output=True,
+        )
         atexit.register(self.stop)
 
     def url(self, name: str = "postgres") -> str:
@@ -88,8 +108,9 @@ class Cluster:
 
     def stop(self):
         if self.data.exists():
-            subprocess.run(_as_owner([_tool("pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop"]),
-                           capture_output=True)
+            subprocess.run(
+                _as_owner([_tool("pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop"]), capture_output=True
+            )
         shutil.rmtree(self.folder, ignore_errors=True)
 
 

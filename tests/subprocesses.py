@@ -48,15 +48,24 @@ def clean_env(data_dir: Path, **extra: str) -> dict:
 
 
 def manage(*args: str, env: dict, stdin: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "manage.py", *args], cwd=BASE_DIR, env=env, input=stdin,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=BASE_DIR,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def manage_at_once(*args: str, env: dict, count: int = 2, timeout: float = 180) -> list[subprocess.CompletedProcess]:
     """Start ``count`` ``manage.py`` processes with the same arguments at once; wait for them all."""
     command = [sys.executable, "manage.py", *args]
-    processes = [subprocess.Popen(command, cwd=BASE_DIR, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  text=True) for _ in range(count)]
+    processes = [
+        subprocess.Popen(command, cwd=BASE_DIR, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(count)
+    ]
     done = []
     for process in processes:
         stdout, stderr = process.communicate(timeout=timeout)
@@ -67,8 +76,14 @@ def manage_at_once(*args: str, env: dict, count: int = 2, timeout: float = 180) 
 def python(code: str, *args: str, env: dict, timeout: float = 60) -> subprocess.CompletedProcess:
     """Run ``code`` in a fresh interpreter with Django set up (settings read from ``env``)."""
     prelude = "import django; django.setup()\n"
-    return subprocess.run([sys.executable, "-c", prelude + code, *args], cwd=BASE_DIR, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-c", prelude + code, *args],
+        cwd=BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @dataclass
@@ -121,14 +136,14 @@ class Instance:
         assert set(error) == {"code", "message", "field"}
         return error
 
-
     def create_api_keys(self, **specs: dict) -> dict[str, str]:
         """Create API keys in one process and return their plaintexts by name.
 
         Each spec: ``scopes`` (default read and write), ``namespaces`` (default all), ``revoked``, ``trusted``
         (default true).
         """
-        created = self.run("""
+        created = self.run(
+            """
             import json, sys
             from memories.services.keys import api_key_create, api_key_revoke
             tokens = {}
@@ -139,7 +154,9 @@ class Instance:
                 if spec.get("revoked"):
                     api_key_revoke(prefix=key.prefix, **ACTOR)
             print(json.dumps(tokens))
-        """, json.dumps(specs))
+        """,
+            json.dumps(specs),
+        )
         return json.loads(created)
 
 
@@ -181,9 +198,23 @@ def serve_process(env: dict, *, timeout: float = 30):
     log_path = Path(env["MEMORY_DATA_DIR"]) / "server.log"
     log = log_path.open("w")
     process = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "memoryproject.asgi:application", "--host", "127.0.0.1",
-         "--port", str(port), "--no-access-log", "--http", "memoryproject.httpprotocol:HttpProtocol"],
-        cwd=BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "memoryproject.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--no-access-log",
+            "--http",
+            "memoryproject.httpprotocol:HttpProtocol",
+        ],
+        cwd=BASE_DIR,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout

@@ -37,8 +37,9 @@ def message_texts(response) -> list[str]:
 def form_data(memory: Memory, **changes) -> dict:
     """The change form as the page fills it in, with ``changes`` applied, submitted with Save."""
     page_form = memory_form(memory)
-    data = {name: ("" if value is None else value) for name, value in page_form.initial.items()
-            if name in page_form.fields}
+    data = {
+        name: ("" if value is None else value) for name, value in page_form.initial.items() if name in page_form.fields
+    }
     data.update(ttl_days="", _save="Save")
     data.update(changes)
     return data
@@ -113,14 +114,18 @@ def test_changelist_query_count_stays_bounded(admin_client, remember, django_ass
         assert admin_client.get(CHANGELIST).status_code == 200
 
 
-def test_the_changelist_totals_come_from_a_selector_that_a_tag_join_cannot_multiply(remember, actor,
-                                                                                    django_assert_num_queries):
+def test_the_changelist_totals_come_from_a_selector_that_a_tag_join_cannot_multiply(
+    remember, actor, django_assert_num_queries
+):
     tea = remember("Tea is in the left cupboard.", tags=["kitchen", "home"]).memory
     services.memory_revise(memory_id=tea.id, content="Tea is in the right cupboard.", **actor)
     remember("Coffee is on the shelf.", tags=["kitchen"])
     with django_assert_num_queries(2):  # the annotated page, then its tags
-        rows = list(selectors.memories_with_revision_totals(Memory.objects.filter(tags__slug__in=["kitchen", "home"])
-                                                            .order_by("pk")))
+        rows = list(
+            selectors.memories_with_revision_totals(
+                Memory.objects.filter(tags__slug__in=["kitchen", "home"]).order_by("pk")
+            )
+        )
     first = rows[0]
     assert (first.pk, first.revision_count) == (tea.id, 2)
     assert first.last_change == Revision.objects.filter(memory_id=tea.id).latest("known_at").known_at
@@ -239,7 +244,7 @@ def test_change_page_shows_the_editable_text_and_the_history_newest_first(admin_
     assert response.status_code == 200
     page = response.content.decode()
     assert re.search(r'<textarea name="content"[^>]*>\s*Second version of the note.</textarea>', page)
-    history = page[page.index('id="revision-history"'):]
+    history = page[page.index('id="revision-history"') :]
     revisions = list(Revision.objects.filter(memory_id=memory_id).order_by("-known_at", "-id"))
     positions = [history.index(f'id="revision-{revision.pk}"') for revision in revisions]
     assert positions == sorted(positions)
@@ -253,8 +258,7 @@ def test_change_page_shows_the_editable_text_and_the_history_newest_first(admin_
     assert "<b>version</b>" not in page
 
 
-def test_the_change_page_links_to_the_memory_timeline_for_a_user_who_may_open_it(client, django_user_model,
-                                                                                   remember):
+def test_the_change_page_links_to_the_memory_timeline_for_a_user_who_may_open_it(client, django_user_model, remember):
     memory = remember("Deploys happen on Tuesdays.").memory
     timeline = f'href="/memories/{memory.id}/timeline/"'
     editor = django_user_model.objects.create_user("editor", password="pw", is_staff=True)
@@ -273,16 +277,21 @@ def test_the_change_page_links_to_the_memory_timeline_for_a_user_who_may_open_it
 
 def test_saving_the_change_page_appends_a_revision_by_the_admin(admin_client, remember):
     memory = Memory.objects.get(pk=remember("The build takes ten minutes.").memory.id)
-    response = admin_client.post(change_url(memory.pk),
-                                 form_data(memory, content="The build takes four minutes.", title="Build time"))
+    response = admin_client.post(
+        change_url(memory.pk), form_data(memory, content="The build takes four minutes.", title="Build time")
+    )
     assert response.status_code == 302
     newest = Revision.objects.filter(memory=memory).latest_known().first()
     assert (newest.content, newest.title, newest.author, newest.interface) == (
-        "The build takes four minutes.", "Build time", "user:admin", "admin")
+        "The build takes four minutes.",
+        "Build time",
+        "user:admin",
+        "admin",
+    )
     assert Revision.objects.filter(memory=memory).count() == 2
     assert AuditEvent.objects.filter(memory_id=memory.pk, action="revise", actor="user:admin").exists()
     page = admin_client.get(change_url(memory.pk)).content.decode()
-    history = page[page.index('id="revision-history"'):]
+    history = page[page.index('id="revision-history"') :]
     assert history.index("The build takes four minutes.") < history.index("The build takes ten minutes.")
 
 
@@ -295,18 +304,22 @@ def test_saving_an_untouched_form_writes_nothing(admin_client, remember):
     assert not AuditEvent.objects.filter(memory_id=memory.pk, actor="user:admin").exists()
 
 
-@pytest.mark.parametrize("changes, field, message", [
-    ({"content": "   "}, "content", "This field is required."),
-    ({"valid_from": "yesterday"}, "valid_from", "valid_from"),
-    ({"valid_from": "2030-01-01", "valid_to": "2020-01-01"}, "valid_to", "valid_to must be later than valid_from"),
-    ({"ttl_days": "-3"}, "ttl_days", "greater than or equal to 0"),
-    ({"tags": "bad tag!"}, "tags", "is not a valid tag"),
-    ({"title": "x" * 301}, "title", "over the limit of 300"),
-    ({"content": "x" * 40_000}, "content", "over the limit"),
-    ({"kind": "opinion"}, "kind", "Select a valid choice"),
-])
-def test_bad_input_on_the_change_page_is_a_form_error_and_writes_nothing(admin_client, remember, changes, field,
-                                                                          message):
+@pytest.mark.parametrize(
+    "changes, field, message",
+    [
+        ({"content": "   "}, "content", "This field is required."),
+        ({"valid_from": "yesterday"}, "valid_from", "valid_from"),
+        ({"valid_from": "2030-01-01", "valid_to": "2020-01-01"}, "valid_to", "valid_to must be later than valid_from"),
+        ({"ttl_days": "-3"}, "ttl_days", "greater than or equal to 0"),
+        ({"tags": "bad tag!"}, "tags", "is not a valid tag"),
+        ({"title": "x" * 301}, "title", "over the limit of 300"),
+        ({"content": "x" * 40_000}, "content", "over the limit"),
+        ({"kind": "opinion"}, "kind", "Select a valid choice"),
+    ],
+)
+def test_bad_input_on_the_change_page_is_a_form_error_and_writes_nothing(
+    admin_client, remember, changes, field, message
+):
     memory = Memory.objects.get(pk=remember("The build takes ten minutes.", tags=["ci"]).memory.id)
     response = admin_client.post(change_url(memory.pk), form_data(memory, **changes))
     assert response.status_code == 200
@@ -319,8 +332,9 @@ def test_bad_input_on_the_change_page_is_a_form_error_and_writes_nothing(admin_c
 def test_editing_into_another_memorys_text_names_the_twin(admin_client, remember):
     twin = remember("The VPN needs a hardware key.").memory
     memory = Memory.objects.get(pk=remember("The VPN needs a password.").memory.id)
-    response = admin_client.post(change_url(memory.pk), form_data(memory, content="The VPN needs a hardware key.",
-                                                                   tags="vpn"))
+    response = admin_client.post(
+        change_url(memory.pk), form_data(memory, content="The VPN needs a hardware key.", tags="vpn")
+    )
     assert response.status_code == 200
     error = " ".join(response.context["adminform"].form.errors["content"])
     assert f"Memory {twin.id} (acme/{twin.key}) already holds exactly this content" in error
@@ -341,8 +355,9 @@ def test_editing_a_forgotten_memory_says_to_restore_it(admin_client, remember, a
 def test_the_change_page_edits_tags_ttl_kind_and_a_bounded_correction(admin_client, remember):
     memory = Memory.objects.get(pk=remember("Rent is 900 a month.", tags=["home", "money"]).memory.id)
     before = timezone.now()
-    response = admin_client.post(change_url(memory.pk), form_data(memory, tags="money, Bills", ttl_days="3",
-                                                                   kind="fact"))
+    response = admin_client.post(
+        change_url(memory.pk), form_data(memory, tags="money, Bills", ttl_days="3", kind="fact")
+    )
     assert response.status_code == 302
     memory.refresh_from_db()
     assert sorted(memory.tags.values_list("name", flat=True)) == ["Bills", "money"]
@@ -350,12 +365,16 @@ def test_the_change_page_edits_tags_ttl_kind_and_a_bounded_correction(admin_clie
     newest = Revision.objects.filter(memory=memory).latest_known().first()
     assert before + dt.timedelta(days=3) <= newest.expires_at <= timezone.now() + dt.timedelta(days=3)
 
-    response = admin_client.post(change_url(memory.pk), form_data(
-        memory, content="Rent was 850 a month in 2024.", valid_from="2024-01-01", valid_to="2025-01-01"))
+    response = admin_client.post(
+        change_url(memory.pk),
+        form_data(memory, content="Rent was 850 a month in 2024.", valid_from="2024-01-01", valid_to="2025-01-01"),
+    )
     assert response.status_code == 302
     correction = Revision.objects.filter(memory=memory).latest_known().first()
-    assert (correction.valid_from, correction.valid_to) == (dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc),
-                                                            dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc))
+    assert (correction.valid_from, correction.valid_to) == (
+        dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc),
+        dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc),
+    )
     # A bounded correction overlays only its interval: today the page still shows 900.
     page_form = admin_client.get(change_url(memory.pk)).context["adminform"].form
     assert page_form["content"].value() == "Rent is 900 a month."
@@ -371,34 +390,61 @@ def test_the_ttl_can_be_removed_with_zero(admin_client, remember):
 
 
 def test_adding_a_memory_goes_through_remember(admin_client):
-    response = admin_client.post("/admin/memories/memory/add/", {
-        "namespace": "acme", "key": "", "kind": "fact", "title": "", "content": "The lobby door code is 4411.",
-        "tags": "doors, codes", "source": "", "ttl_days": "", "valid_from": "", "valid_to": "", "_save": "Save",
-    })
+    response = admin_client.post(
+        "/admin/memories/memory/add/",
+        {
+            "namespace": "acme",
+            "key": "",
+            "kind": "fact",
+            "title": "",
+            "content": "The lobby door code is 4411.",
+            "tags": "doors, codes",
+            "source": "",
+            "ttl_days": "",
+            "valid_from": "",
+            "valid_to": "",
+            "_save": "Save",
+        },
+    )
     assert response.status_code == 302
     memory = Memory.objects.get()
     revision = memory.revisions.get()
     assert (memory.namespace, memory.kind, revision.content, revision.author, revision.interface) == (
-        "acme", "fact", "The lobby door code is 4411.", "user:admin", "admin")
+        "acme",
+        "fact",
+        "The lobby door code is 4411.",
+        "user:admin",
+        "admin",
+    )
     assert sorted(memory.tags.values_list("name", flat=True)) == ["codes", "doors"]
 
 
 def test_adding_text_already_stored_points_at_the_existing_memory(admin_client, remember):
     existing = remember("The lobby door code is 4411.").memory.id
-    response = admin_client.post("/admin/memories/memory/add/", {
-        "namespace": "acme", "kind": "note", "content": "The lobby door code is 4411.", "_continue": "1",
-    }, follow=True)
+    response = admin_client.post(
+        "/admin/memories/memory/add/",
+        {
+            "namespace": "acme",
+            "kind": "note",
+            "content": "The lobby door code is 4411.",
+            "_continue": "1",
+        },
+        follow=True,
+    )
     assert response.status_code == 200
     assert Memory.objects.count() == 1
     assert response.redirect_chain[-1][0] == change_url(existing)
     assert any("already holds this text" in text for text in message_texts(response))
 
 
-@pytest.mark.parametrize("fields, field", [
-    ({"namespace": "Not A Slug"}, "namespace"),
-    ({"content": ""}, "content"),
-    ({"valid_to": "2020-13-45"}, "valid_to"),
-])
+@pytest.mark.parametrize(
+    "fields, field",
+    [
+        ({"namespace": "Not A Slug"}, "namespace"),
+        ({"content": ""}, "content"),
+        ({"valid_to": "2020-13-45"}, "valid_to"),
+    ],
+)
 def test_adding_bad_input_is_a_form_error(admin_client, fields, field):
     data = {"namespace": "acme", "kind": "note", "content": "Some text.", "_save": "Save", **fields}
     response = admin_client.post("/admin/memories/memory/add/", data)
@@ -412,10 +458,17 @@ def test_adding_bad_input_is_a_form_error(admin_client, fields, field):
 
 def test_the_action_menu_offers_the_curation_actions_and_not_delete(admin_client, three):
     page = admin_client.get(CHANGELIST).content.decode()
-    select = page[page.index('<select name="action"'):]
-    select = select[:select.index("</select>")]
-    for name in ("forget_memories", "restore_memories", "add_tag", "remove_tag", "move_namespace", "export_json",
-                 "erase_memories"):
+    select = page[page.index('<select name="action"') :]
+    select = select[: select.index("</select>")]
+    for name in (
+        "forget_memories",
+        "restore_memories",
+        "add_tag",
+        "remove_tag",
+        "move_namespace",
+        "export_json",
+        "erase_memories",
+    ):
         assert f'value="{name}"' in select
     assert "delete_selected" not in select
 
@@ -444,12 +497,14 @@ def test_forget_asks_for_a_reason_then_passes_it_to_the_service(admin_client, th
     assert 'name="reason"' in page and "Forget memories" in page
     assert {Memory.objects.get(pk=pk).state for pk in (tea.id, deploy.id)} == {State.ACTIVE}  # nothing yet
 
-    response = action(admin_client, "forget_memories", [tea.id, deploy.id], apply="yes",
-                      reason="Superseded by the new handbook")
+    response = action(
+        admin_client, "forget_memories", [tea.id, deploy.id], apply="yes", reason="Superseded by the new handbook"
+    )
     assert "Forgot 2 memories." in message_texts(response)
     tombstones = Revision.objects.filter(memory_id__in=[tea.id, deploy.id], tombstone=True)
     assert [(t.reason, t.author, t.interface) for t in tombstones] == [
-        ("Superseded by the new handbook", "user:admin", "admin")] * 2
+        ("Superseded by the new handbook", "user:admin", "admin")
+    ] * 2
 
 
 def test_a_forget_reason_over_the_bound_shows_the_form_again_and_forgets_nothing(admin_client, three):
@@ -464,8 +519,9 @@ def test_forgetting_a_memory_that_is_not_visible_changes_nothing_in_the_batch(ad
     visible = remember("Visible fact.").memory.id
     past = remember("Past fact.", valid_from="2020-01-01", valid_to="2021-01-01").memory.id
     response = action(admin_client, "forget_memories", [visible, past], apply="yes", reason="stale")
-    assert any(text.startswith(f"Nothing was changed: Memory {past} is not visible now")
-               for text in message_texts(response))
+    assert any(
+        text.startswith(f"Nothing was changed: Memory {past} is not visible now") for text in message_texts(response)
+    )
     assert Memory.objects.get(pk=visible).state == State.ACTIVE
 
 
@@ -504,8 +560,9 @@ def test_move_namespace_asks_for_the_namespace_then_moves_with_history(admin_cli
     assert any(text.startswith("Moved to 'archive': 2 memories.") for text in message_texts(response))
     assert set(Memory.objects.filter(namespace="archive").values_list("pk", flat=True)) == {tea.id, deploy.id}
     assert Revision.objects.filter(memory_id=tea.id).count() == 2
-    assert AuditEvent.objects.filter(action="move", memory_id=tea.id,
-                                     detail={"from_namespace": "acme", "to_namespace": "archive"}).exists()
+    assert AuditEvent.objects.filter(
+        action="move", memory_id=tea.id, detail={"from_namespace": "acme", "to_namespace": "archive"}
+    ).exists()
     hits = memory_recall(query="green tea", namespace="archive").hits
     assert [hit.memory.id for hit in hits][:1] == [tea.id]
     assert not memory_recall(query="green tea", namespace="acme").hits
@@ -538,8 +595,9 @@ def test_a_move_into_a_key_an_unfinished_import_holds_moves_nothing_and_says_why
     response = action(admin_client, "move_namespace", [mover, other], apply="yes", namespace="home")
 
     assert response.status_code == 200
-    assert any("its key 'fridge' there belongs to an import that has not finished" in text
-               for text in message_texts(response))
+    assert any(
+        "its key 'fridge' there belongs to an import that has not finished" in text for text in message_texts(response)
+    )
     assert set(Memory.objects.filter(pk__in=[mover, other]).values_list("namespace", flat=True)) == {"acme"}
 
 
@@ -552,7 +610,9 @@ def test_export_json_downloads_the_selected_memories_in_the_import_format(admin_
     document = json.loads(b"".join(response.streaming_content))
     assert document["format"] == "memory-export"
     assert [(entry["namespace"], entry["key"], entry["state"]) for entry in document["memories"]] == [
-        ("acme", tea.key, "active"), ("acme", deploy.key, "forgotten")]
+        ("acme", tea.key, "active"),
+        ("acme", deploy.key, "forgotten"),
+    ]
     assert document["memories"][0]["tags"] == ["drinks"]
     assert [revision["tombstone"] for revision in document["memories"][1]["revisions"]] == [False, True]
     report = services.memories_import(document=document, trusted=True, dry_run=True, **actor)
@@ -565,8 +625,8 @@ def test_erase_confirmation_lists_what_goes_and_confirming_leaves_receipts(admin
     page = action(admin_client, "erase_memories", [tea.id, deploy.id])
     assert page.status_code == 200
     listing = page.content.decode()
-    table = listing[listing.index('id="erase-list"'):]
-    table = table[:table.index("</table>")]
+    table = listing[listing.index('id="erase-list"') :]
+    table = table[: table.index("</table>")]
     assert table.count("<tr>") == 3  # header and the two memories
     for memory, revisions in ((tea, 2), (deploy, 1)):
         assert f"<td>{memory.namespace}</td>" in table and f"<td>{memory.key}</td>" in table
@@ -576,7 +636,9 @@ def test_erase_confirmation_lists_what_goes_and_confirming_leaves_receipts(admin
     response = action(admin_client, "erase_memories", [tea.id, deploy.id], post="yes", reason="asked to")
     receipts = list(ErasureReceipt.objects.order_by("pk"))
     assert [(receipt.memory_id, receipt.actor, receipt.reason, len(receipt.revision_ids)) for receipt in receipts] == [
-        (tea.id, "user:admin", "asked to", 2), (deploy.id, "user:admin", "asked to", 1)]
+        (tea.id, "user:admin", "asked to", 2),
+        (deploy.id, "user:admin", "asked to", 1),
+    ]
     text = " ".join(message_texts(response))
     assert f"receipt {receipts[0].pk} (memory {tea.id} in acme)" in text
     assert f"receipt {receipts[1].pk} (memory {deploy.id} in acme)" in text
@@ -644,8 +706,12 @@ def test_every_model_of_the_project_is_named_in_the_plural_as_english_does():
     from django.apps import apps
     from django.conf import settings
 
-    models = [model for config in apps.get_app_configs() if config.path.startswith(str(settings.BASE_DIR))
-              for model in config.get_models()]
+    models = [
+        model
+        for config in apps.get_app_configs()
+        if config.path.startswith(str(settings.BASE_DIR))
+        for model in config.get_models()
+    ]
     assert {model._meta.model_name for model in models} >= {"memory", "injectedmemory", "importbatch"}
     for model in models:
         assert str(model._meta.verbose_name_plural) == english_plural(str(model._meta.verbose_name)), model

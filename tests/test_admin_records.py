@@ -28,8 +28,14 @@ def records(remember, actor):
     receipt = services.memory_erase(memory_id=gone.id, reason="test", **actor)
     caller = Caller(actor="key:test", interface="api", scopes=frozenset({"read", "write"}))
     block = hooks.hook_recall(caller=caller, query="printer paper", harness="claude-code", hook="prompt")
-    report = hooks.hook_report(caller=caller, harness="claude-code", hook="prompt", query="printer paper",
-                               characters=120, memories=[{"memory_id": kept.id, "revision_id": kept.revision_id}])
+    report = hooks.hook_report(
+        caller=caller,
+        harness="claude-code",
+        hook="prompt",
+        query="printer paper",
+        characters=120,
+        memories=[{"memory_id": kept.id, "revision_id": kept.revision_id}],
+    )
     return {
         "memories/revision": Revision.objects.get(memory_id=kept.id).pk,
         "memories/erasurereceipt": receipt.pk,
@@ -40,8 +46,14 @@ def records(remember, actor):
     }
 
 
-READ_ONLY = ["memories/revision", "memories/erasurereceipt", "memories/auditevent", "telemetry/hookrecall",
-             "telemetry/injection", "telemetry/injectedmemory"]
+READ_ONLY = [
+    "memories/revision",
+    "memories/erasurereceipt",
+    "memories/auditevent",
+    "telemetry/hookrecall",
+    "telemetry/injection",
+    "telemetry/injectedmemory",
+]
 
 
 @pytest.mark.parametrize("model", READ_ONLY)
@@ -91,10 +103,17 @@ def test_creating_a_key_shows_it_once_and_it_authenticates(admin_client):
     token = re.search(r'id="api-key" readonly size="80" value="(mem_[^"]+)"', response.content.decode()).group(1)
     key = ApiKey.objects.get()
     assert (key.name, key.scopes, key.namespaces, key.created_by) == (
-        "laptop agent", ["read", "write"], ["acme", "home"], "user:admin")
+        "laptop agent",
+        ["read", "write"],
+        ["acme", "home"],
+        "user:admin",
+    )
     caller = api_key_authenticate(token, interface="api")
-    assert (caller.actor, caller.scopes, caller.namespaces) == (f"key:{key.prefix}", {"read", "write"},
-                                                                 ("acme", "home"))
+    assert (caller.actor, caller.scopes, caller.namespaces) == (
+        f"key:{key.prefix}",
+        {"read", "write"},
+        ("acme", "home"),
+    )
     assert AuditEvent.objects.filter(action="api_key_create", actor="user:admin").exists()
     # Never again: not on the list, not on the key's page, and never its hash.
     for url in (KEYS, f"{KEYS}{key.pk}/change/"):
@@ -111,17 +130,25 @@ def test_the_key_list_shows_scopes_namespaces_created_last_used_and_revoked(admi
     row = page.context["cl"].result_list[0]
     assert row.last_used_at is not None
     text = page.content.decode()
-    for column in ("field-scope_list\">read<", "field-namespace_list\">all<", "field-last_used_at", "field-revoked_at",
-                   "field-created_at"):
+    for column in (
+        'field-scope_list">read<',
+        'field-namespace_list">all<',
+        "field-last_used_at",
+        "field-revoked_at",
+        "field-created_at",
+    ):
         assert column in text
 
 
-@pytest.mark.parametrize("fields, field, message", [
-    ({"scopes": []}, "scopes", "This field is required."),
-    ({"scopes": ["root"]}, "scopes", "Select a valid choice"),
-    ({"name": ""}, "name", "This field is required."),
-    ({"namespaces": "Not Valid"}, "namespaces", "is not a valid namespace"),
-])
+@pytest.mark.parametrize(
+    "fields, field, message",
+    [
+        ({"scopes": []}, "scopes", "This field is required."),
+        ({"scopes": ["root"]}, "scopes", "Select a valid choice"),
+        ({"name": ""}, "name", "This field is required."),
+        ({"namespaces": "Not Valid"}, "namespaces", "is not a valid namespace"),
+    ],
+)
 def test_bad_key_input_is_a_form_error_and_creates_nothing(admin_client, fields, field, message):
     response = create_key(admin_client, **fields)
     assert response.status_code == 200
@@ -132,8 +159,9 @@ def test_bad_key_input_is_a_form_error_and_creates_nothing(admin_client, fields,
 def test_revoking_keys_stops_them_authenticating(admin_client):
     revoked, token = api_key_create(name="old laptop", scopes=["read"], actor="tester", interface="cli")
     kept, kept_token = api_key_create(name="new laptop", scopes=["read"], actor="tester", interface="cli")
-    response = admin_client.post(KEYS, {"action": "revoke_keys", "_selected_action": [str(revoked.pk)],
-                                        "index": "0"}, follow=True)
+    response = admin_client.post(
+        KEYS, {"action": "revoke_keys", "_selected_action": [str(revoked.pk)], "index": "0"}, follow=True
+    )
     assert any(text.startswith(f"Revoked 1 API key: {revoked.prefix}.") for text in messages_of(response))
     with pytest.raises(AuthenticationFailed, match="revoked"):
         api_key_authenticate(token, interface="api")
@@ -156,8 +184,15 @@ def test_keys_are_never_edited_or_deleted(admin_client):
 def every_page(records, remember):
     memory_id = remember("A memory to look at.").memory.id
     key, _ = api_key_create(name="ci", scopes=["read"], actor="tester", interface="cli")
-    pages = ["/admin/", "/admin/memories/memory/", f"/admin/memories/memory/{memory_id}/change/",
-             "/admin/memories/memory/add/", KEYS, f"{KEYS}add/", f"{KEYS}{key.pk}/change/"]
+    pages = [
+        "/admin/",
+        "/admin/memories/memory/",
+        f"/admin/memories/memory/{memory_id}/change/",
+        "/admin/memories/memory/add/",
+        KEYS,
+        f"{KEYS}add/",
+        f"{KEYS}{key.pk}/change/",
+    ]
     for model in READ_ONLY:
         pages += [f"/admin/{model}/", f"/admin/{model}/{records[model]}/change/"]
     return pages, memory_id
@@ -168,8 +203,10 @@ def test_anonymous_visitors_are_sent_to_the_login_page_everywhere(client, every_
     for url in pages:
         response = client.get(url)
         assert response.status_code == 302 and response["Location"].startswith("/admin/login/"), url
-    response = client.post("/admin/memories/memory/", {"action": "forget_memories", "apply": "yes",
-                                                       "_selected_action": [str(memory_id)], "index": "0"})
+    response = client.post(
+        "/admin/memories/memory/",
+        {"action": "forget_memories", "apply": "yes", "_selected_action": [str(memory_id)], "index": "0"},
+    )
     assert response.status_code == 302 and response["Location"].startswith("/admin/login/")
     assert not Revision.objects.filter(memory_id=memory_id, tombstone=True).exists()
 
@@ -180,8 +217,10 @@ def test_a_logged_in_user_who_is_not_staff_gets_nothing(client, every_page, djan
     for url in pages:
         response = client.get(url)
         assert response.status_code == 302 and response["Location"].startswith("/admin/login/"), url
-    client.post("/admin/memories/memory/", {"action": "forget_memories", "_selected_action": [str(memory_id)],
-                                            "index": "0", "apply": "yes"})
+    client.post(
+        "/admin/memories/memory/",
+        {"action": "forget_memories", "_selected_action": [str(memory_id)], "index": "0", "apply": "yes"},
+    )
     assert not Revision.objects.filter(memory_id=memory_id, tombstone=True).exists()
 
 
@@ -191,8 +230,13 @@ def test_staff_without_permissions_are_refused_each_model(client, every_page):
     assert client.get("/admin/").status_code == 200
     for url in pages[1:]:
         assert client.get(url).status_code == 403, url
-    assert client.post("/admin/memories/memory/", {"action": "forget_memories", "_selected_action": [str(memory_id)],
-                                                   "index": "0", "apply": "yes"}).status_code == 403
+    assert (
+        client.post(
+            "/admin/memories/memory/",
+            {"action": "forget_memories", "_selected_action": [str(memory_id)], "index": "0", "apply": "yes"},
+        ).status_code
+        == 403
+    )
     assert not Revision.objects.filter(memory_id=memory_id, tombstone=True).exists()
 
 
@@ -205,10 +249,11 @@ def test_staff_who_may_only_view_memories_can_export_but_not_change_or_erase(cli
     assert 'value="export_json"' in page
     for name in ("forget_memories", "erase_memories", "move_namespace"):
         assert f'value="{name}"' not in page
-    response = client.post("/admin/memories/memory/", {"action": "erase_memories", "post": "yes",
-                                                       "_selected_action": [str(memory_id)]})
+    response = client.post(
+        "/admin/memories/memory/", {"action": "erase_memories", "post": "yes", "_selected_action": [str(memory_id)]}
+    )
     assert response.status_code == 302  # an unknown action: back to the list, nothing done
     assert not ErasureReceipt.objects.exists()
     page = client.get(f"/admin/memories/memory/{memory_id}/change/").content.decode()
     assert 'name="_save"' not in page and "<textarea" not in page
-    assert "Viewable fact." in page[page.index('id="revision-history"'):]
+    assert "Viewable fact." in page[page.index('id="revision-history"') :]

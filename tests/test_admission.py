@@ -62,18 +62,19 @@ def test_the_service_refuses_without_writing_and_stores_when_forced(db):
         services.memory_remember(namespace="acme", content="ok, got it", actor="tester", interface="cli")
     assert refused.value.field == "content"
     assert not Memory.all_objects.exists() and not Revision.all_objects.exists()
-    forced = services.memory_remember(namespace="acme", content="ok, got it", actor="tester", interface="cli",
-                                      force=True)
+    forced = services.memory_remember(
+        namespace="acme", content="ok, got it", actor="tester", interface="cli", force=True
+    )
     assert forced.created and forced.memory.content == "ok, got it"
 
 
 def test_rest_answers_400_not_admitted_and_the_cli_takes_force(db, capsys):
-    _, secret = api_key_create(name="writer", scopes=["read", "write"], namespaces=["acme"], actor="tester",
-                               interface="cli")
+    _, secret = api_key_create(
+        name="writer", scopes=["read", "write"], namespaces=["acme"], actor="tester", interface="cli"
+    )
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
-    error = error_of(client.post("/api/v1/memories/", {"content": "Thanks!", "namespace": "acme"}, format="json"),
-                     400)
+    error = error_of(client.post("/api/v1/memories/", {"content": "Thanks!", "namespace": "acme"}, format="json"), 400)
     assert (error["code"], error["field"]) == ("not_admitted", "content")
     assert "admission rule 'thanks'" in error["message"]
     assert not Memory.all_objects.exists()

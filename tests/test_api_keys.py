@@ -42,20 +42,24 @@ def test_authenticate_returns_the_caller_the_key_stands_for(db):
 
     caller = api_key_authenticate(token, interface="mcp")
 
-    assert caller == Caller(actor=f"key:{key.prefix}", interface="mcp", scopes=frozenset({"read"}),
-                            namespaces=("acme",), rate_limited=True)
+    assert caller == Caller(
+        actor=f"key:{key.prefix}", interface="mcp", scopes=frozenset({"read"}), namespaces=("acme",), rate_limited=True
+    )
     assert api_key_authenticate(create()[1], interface="api").namespaces is None
 
 
-@pytest.mark.parametrize("mangle", [
-    lambda token: token[:-1] + ("x" if token[-1] != "x" else "y"),  # right prefix, wrong secret
-    lambda token: token.replace(token.split("_")[1], "00000000"),  # unknown prefix
-    lambda token: token.split("_", 2)[2],  # the secret alone
-    lambda token: "",
-    lambda token: "mem__",
-    lambda token: None,
-    lambda token: 12345,
-])
+@pytest.mark.parametrize(
+    "mangle",
+    [
+        lambda token: token[:-1] + ("x" if token[-1] != "x" else "y"),  # right prefix, wrong secret
+        lambda token: token.replace(token.split("_")[1], "00000000"),  # unknown prefix
+        lambda token: token.split("_", 2)[2],  # the secret alone
+        lambda token: "",
+        lambda token: "mem__",
+        lambda token: None,
+        lambda token: 12345,
+    ],
+)
 def test_anything_but_the_whole_key_is_refused(db, mangle):
     _, token = create()
     with pytest.raises(AuthenticationFailed, match="The API key is not valid"):
@@ -73,7 +77,9 @@ def test_a_revoked_key_fails_at_once_and_revoking_twice_changes_nothing(db):
         api_key_authenticate(token, interface="mcp")
     assert again.revoked_at == revoked.revoked_at
     assert list(AuditEvent.objects.order_by("id").values_list("action", flat=True)) == [
-        "api_key_create", "api_key_revoke"]
+        "api_key_create",
+        "api_key_revoke",
+    ]
     with pytest.raises(NotFound):
         api_key_revoke(prefix="ffffffff", **CLI)
 
@@ -96,16 +102,19 @@ def test_last_used_is_written_at_most_once_a_minute(db):
     assert ApiKey.objects.get().last_used_at > used
 
 
-@pytest.mark.parametrize(("fields", "field"), [
-    ({"scopes": []}, "scopes"),
-    ({"scopes": "read"}, "scopes"),
-    ({"scopes": ["read", "delete"]}, "scopes"),
-    ({"namespaces": []}, "namespaces"),
-    ({"namespaces": "acme"}, "namespaces"),
-    ({"namespaces": ["Acme Corp"]}, "namespace"),
-    ({"name": "  "}, "name"),
-    ({"name": "n" * 101}, "name"),
-])
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"scopes": []}, "scopes"),
+        ({"scopes": "read"}, "scopes"),
+        ({"scopes": ["read", "delete"]}, "scopes"),
+        ({"namespaces": []}, "namespaces"),
+        ({"namespaces": "acme"}, "namespaces"),
+        ({"namespaces": ["Acme Corp"]}, "namespace"),
+        ({"name": "  "}, "name"),
+        ({"name": "n" * 101}, "name"),
+    ],
+)
 def test_bad_key_settings_are_refused_naming_the_field(db, fields, field):
     with pytest.raises(InvalidInput) as refused:
         create(**fields)
@@ -143,7 +152,7 @@ def test_a_namespace_outside_the_list_is_refused_in_the_same_words_whatever_it_h
     restricted = caller(namespaces=("acme",))
     messages = []
     for name in ("hr", "nothing-here"):
-        for ask in (restricted.namespaces_to_read, restricted.namespace_to_write, restricted.namespace_to_count):
+        for ask in (restricted.namespaces_to_read, restricted.home_namespace, restricted.namespace_to_count):
             with pytest.raises(PermissionDenied) as refused:
                 ask(name)
             assert refused.value.field == "namespace"
@@ -157,8 +166,8 @@ def test_a_namespace_outside_the_list_is_refused_in_the_same_words_whatever_it_h
 
 def test_writes_default_to_the_first_allowed_namespace_and_stats_need_one(settings):
     settings.MEMORY_DEFAULT_NAMESPACE = "general"
-    assert caller().namespace_to_write(None) == "general"
-    assert caller(namespaces=("acme", "ops")).namespace_to_write(None) == "acme"
+    assert caller().home_namespace(None) == "general"
+    assert caller(namespaces=("acme", "ops")).home_namespace(None) == "acme"
     assert caller(namespaces=("acme",)).namespace_to_count(None) == "acme"
     assert caller().namespace_to_count(None) is None
     with pytest.raises(InvalidInput, match="this API key may use several namespaces"):

@@ -9,7 +9,7 @@ import urllib.request
 
 import pytest
 
-from tests.subprocesses import migrated_db, module_instance, serve  # noqa: F401  (fixtures)
+from tests.subprocesses import serve
 
 pytestmark = pytest.mark.slow
 
@@ -20,8 +20,11 @@ IMPORT_LIMIT = 256 * 1024
 @pytest.fixture(scope="module")
 def server(module_instance):
     keys = module_instance.create_api_keys(writer={}, admin={"scopes": ["admin"]})
-    env = {**module_instance.env, "MEMORY_API_MAX_BODY_BYTES": str(BODY_LIMIT),
-           "MEMORY_API_MAX_IMPORT_BYTES": str(IMPORT_LIMIT)}
+    env = {
+        **module_instance.env,
+        "MEMORY_API_MAX_BODY_BYTES": str(BODY_LIMIT),
+        "MEMORY_API_MAX_IMPORT_BYTES": str(IMPORT_LIMIT),
+    }
     with serve(env) as base:
         yield base, keys
 
@@ -45,14 +48,18 @@ def test_a_script_stores_recalls_exports_and_imports_with_a_key(server):
     base, keys = server
     key = keys["writer"]
 
-    status, headers, stored = call(base, "POST", "/api/v1/memories/", key, {
-        "content": "The on-call rota lives in PagerDuty.", "namespace": "ops", "tags": ["oncall"]})
+    status, headers, stored = call(
+        base,
+        "POST",
+        "/api/v1/memories/",
+        key,
+        {"content": "The on-call rota lives in PagerDuty.", "namespace": "ops", "tags": ["oncall"]},
+    )
     assert status == 201 and headers["Location"] == f"/api/v1/memories/{stored['id']}/"
     status, _, found = call(base, "GET", "/api/v1/recall/?query=on-call+rota&namespace=ops", key)
     assert status == 200 and found["hits"][0]["id"] == stored["id"]
 
-    request = urllib.request.Request(f"{base}/api/v1/export/?namespace=ops",
-                                     headers={"Authorization": f"Bearer {key}"})
+    request = urllib.request.Request(f"{base}/api/v1/export/?namespace=ops", headers={"Authorization": f"Bearer {key}"})
     with urllib.request.urlopen(request, timeout=30) as response:
         # Streamed: sent in chunks as the rows are read, with no length known up front.
         assert response.headers["Transfer-Encoding"] == "chunked" and "Content-Length" not in response.headers
@@ -79,8 +86,9 @@ def test_point_in_time_reads_over_http(server):
     _, _, then = call(base, "GET", f"/api/v1/memories/{first['id']}/?as_of={as_of}", key)
     _, _, now = call(base, "GET", f"/api/v1/memories/{first['id']}/", key)
     assert (then["content"], now["content"]) == ("Standup is at 9:30.", "Standup is at 10.")
-    _, _, recalled = call(base, "POST", "/api/v1/recall/", key, {"query": "standup", "namespace": "pit",
-                                                                "as_of": first["known_at"]})
+    _, _, recalled = call(
+        base, "POST", "/api/v1/recall/", key, {"query": "standup", "namespace": "pit", "as_of": first["known_at"]}
+    )
     assert [(hit["id"], hit["content"]) for hit in recalled["hits"]] == [(first["id"], "Standup is at 9:30.")]
 
 
@@ -110,17 +118,21 @@ def test_a_declared_oversized_body_is_refused_before_it_is_sent(server):
     url = urllib.parse.urlsplit(base)
     with socket.create_connection((url.hostname, url.port), timeout=5) as connection:
         # Headers only: a server that waited for the 100 MB it was promised would time out here.
-        connection.sendall(f"POST /api/v1/memories/ HTTP/1.1\r\nHost: {url.netloc}\r\nContent-Type: "
-                           f"application/json\r\nAuthorization: Bearer {keys['writer']}\r\n"
-                           f"Content-Length: 100000000\r\n\r\n{{".encode())
+        connection.sendall(
+            f"POST /api/v1/memories/ HTTP/1.1\r\nHost: {url.netloc}\r\nContent-Type: "
+            f"application/json\r\nAuthorization: Bearer {keys['writer']}\r\n"
+            f"Content-Length: 100000000\r\n\r\n{{".encode()
+        )
         answer = b""
         while chunk := connection.recv(4096):  # the refusal closes the connection
             answer += chunk
     head, _, body = answer.decode().partition("\r\n\r\n")
     assert head.startswith("HTTP/1.1 413 ")
     assert json.loads(body)["error"] == {
-        "code": "too_large", "message": f"The request body is over the limit of {BODY_LIMIT} bytes "
-        "(MEMORY_API_MAX_BODY_BYTES). Send less per request: split the content or the import into smaller parts."}
+        "code": "too_large",
+        "message": f"The request body is over the limit of {BODY_LIMIT} bytes "
+        "(MEMORY_API_MAX_BODY_BYTES). Send less per request: split the content or the import into smaller parts.",
+    }
 
 
 def _post_chunked(base, path, key, body: bytes, *, chunk: int = 16 * 1024, headers=None) -> tuple[int, dict]:
@@ -128,9 +140,14 @@ def _post_chunked(base, path, key, body: bytes, *, chunk: int = 16 * 1024, heade
     url = urllib.parse.urlsplit(base)
     connection = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
     try:
-        chunks = (body[start:start + chunk] for start in range(0, len(body), chunk))
-        connection.request("POST", path, body=chunks, encode_chunked=True, headers={
-            "Content-Type": "application/json", "Authorization": f"Bearer {key}", **(headers or {})})
+        chunks = (body[start : start + chunk] for start in range(0, len(body), chunk))
+        connection.request(
+            "POST",
+            path,
+            body=chunks,
+            encode_chunked=True,
+            headers={"Content-Type": "application/json", "Authorization": f"Bearer {key}", **(headers or {})},
+        )
         response = connection.getresponse()
         return response.status, json.loads(response.read())
     finally:
@@ -140,8 +157,9 @@ def _post_chunked(base, path, key, body: bytes, *, chunk: int = 16 * 1024, heade
 def test_a_chunked_body_reaches_mcp_and_rest_whole(server):
     base, keys = server
     ping = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}).encode()
-    status, answer = _post_chunked(base, "/mcp", keys["writer"], ping, chunk=7,
-                                   headers={"Accept": "application/json, text/event-stream"})
+    status, answer = _post_chunked(
+        base, "/mcp", keys["writer"], ping, chunk=7, headers={"Accept": "application/json, text/event-stream"}
+    )
     assert (status, answer) == (200, {"jsonrpc": "2.0", "id": 1, "result": {}})
     memory = json.dumps({"content": "This memory was sent in chunks.", "namespace": "chunked"}).encode()
     status, stored = _post_chunked(base, "/api/v1/memories/", keys["writer"], memory, chunk=10)
@@ -155,9 +173,16 @@ def test_a_chunked_body_is_cut_off_at_its_paths_limit_and_otherwise_read_whole(s
     assert status == 413 and "MEMORY_API_MAX_BODY_BYTES" in error["error"]["message"]
     # Imports have their own, larger limit: a document over the plain limit but under it passes the
     # cut-off and is imported whole.
-    document = json.dumps({"format": "memory-export", "version": 1, "memories": [
-        {"namespace": "big", "key": f"k{index}", "revisions": [{"content": f"Item {index} " + "z" * 900}]}
-        for index in range(100)]}).encode()
+    document = json.dumps(
+        {
+            "format": "memory-export",
+            "version": 1,
+            "memories": [
+                {"namespace": "big", "key": f"k{index}", "revisions": [{"content": f"Item {index} " + "z" * 900}]}
+                for index in range(100)
+            ],
+        }
+    ).encode()
     assert BODY_LIMIT < len(document) < IMPORT_LIMIT
     status, report = _post_chunked(base, "/api/v1/import/", keys["writer"], document)
     assert status == 200 and report["created"] == 100

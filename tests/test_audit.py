@@ -12,8 +12,9 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from knowledge.models import Fact
-from memories import audit, services
+from memories import services
 from memories.models import Memory, Revision, State
+from memories.selectors import audit
 from memories.services.keys import api_key_create
 from tests.helpers import error_of
 
@@ -23,8 +24,9 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def store(remember):
-    kept = remember("The payments API runs on host-7.", subject="payments API", predicate="runs on",
-                    object="host-7").memory
+    kept = remember(
+        "The payments API runs on host-7.", subject="payments API", predicate="runs on", object="host-7"
+    ).memory
     dropped = remember("The standup is at nine.").memory
     services.memory_forget(memory_id=dropped.id, reason="moved", **ACTOR)
     return kept, dropped
@@ -38,7 +40,15 @@ def test_a_sound_store_passes_every_check_and_the_command_exits_0(store, capsys)
     report = audit.run_audit()
     assert report.ok, [finding for finding in report.findings if not finding.ok]
     assert {finding.check for finding in report.findings} == {
-        "indexes", "graph", "embedder", "states", "tombstones", "expired", "imports", "confidence"}
+        "indexes",
+        "graph",
+        "embedder",
+        "states",
+        "tombstones",
+        "expired",
+        "imports",
+        "confidence",
+    }
     call_command("audit")
     assert capsys.readouterr().out.rstrip().endswith("All 8 checks passed.")
 
@@ -70,9 +80,16 @@ def test_a_missing_fact_row_and_a_missing_postings_document_are_found_and_rebuil
 def test_a_tombstone_that_hides_another_memorys_revision_is_found_and_not_fixed(store):
     kept, dropped = store
     other = Revision.objects.filter(memory_id=kept.id).get()
-    stray = Revision.objects.create(memory_id=dropped.id, tombstone=True, hides=other, content_hash="",
-                                    known_at=timezone.now(), valid_from=timezone.now(), author="tester",
-                                    interface="cli")
+    stray = Revision.objects.create(
+        memory_id=dropped.id,
+        tombstone=True,
+        hides=other,
+        content_hash="",
+        known_at=timezone.now(),
+        valid_from=timezone.now(),
+        author="tester",
+        interface="cli",
+    )
     finding = _finding("tombstones")
     assert (finding.ok, finding.ids, finding.fixable) == (False, [stray.pk], False)
     report, _ = services.audit_fix(**ACTOR)

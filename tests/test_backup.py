@@ -11,11 +11,12 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from tests.subprocesses import clean_env, instance, manage, migrated_db, serve  # noqa: F401  (fixtures)
+from tests.subprocesses import clean_env, manage, serve
 
 
-@pytest.mark.sqlite_only("backup and restore copy a SQLite file; on PostgreSQL they refuse with the pg_dump hint "
-                         "(tests/test_postgres.py)")
+@pytest.mark.sqlite_only(
+    "backup and restore copy a SQLite file; on PostgreSQL they refuse with the pg_dump hint (tests/test_postgres.py)"
+)
 def test_restore_refuses_a_file_that_is_not_a_database_and_backup_an_in_memory_one(tmp_path, db):
     garbage = tmp_path / "backup.db"
     garbage.write_bytes(b"not a database" * 100)
@@ -57,10 +58,12 @@ def test_backup_never_overwrites_a_file_unless_forced_and_leaves_no_partial_file
 
 
 @pytest.mark.slow
-@pytest.mark.sqlite_only("backup copies a SQLite file; on PostgreSQL it refuses with the pg_dump hint "
-                         "(tests/test_postgres.py)")
+@pytest.mark.sqlite_only(
+    "backup copies a SQLite file; on PostgreSQL it refuses with the pg_dump hint (tests/test_postgres.py)"
+)
 def test_backup_force_replaces_an_earlier_backup_but_never_the_stores_files_or_a_file_that_is_no_backup(
-        instance, tmp_path):
+    instance, tmp_path
+):
     earlier = tmp_path / "earlier.db"
     assert instance.manage("backup", str(earlier)).returncode == 0
     instance.memory("remember", "Written after the earlier backup.")
@@ -124,10 +127,13 @@ def _export(env, as_of: str) -> dict:
 
 
 @pytest.mark.slow
-@pytest.mark.sqlite_only("backup and restore copy a SQLite file with SQLite's backup API; on PostgreSQL they refuse "
-                         "with the pg_dump hint (tests/test_postgres.py)")
+@pytest.mark.sqlite_only(
+    "backup and restore copy a SQLite file with SQLite's backup API; on PostgreSQL they refuse "
+    "with the pg_dump hint (tests/test_postgres.py)"
+)
 def test_a_backup_of_a_server_taking_writes_restores_to_the_same_export_and_restore_waits_for_the_server(
-        instance, tmp_path):
+    instance, tmp_path
+):
     token = instance.create_api_keys(writer={})["writer"]
     copy = tmp_path / "backup.db"
     written, stop = [], threading.Event()
@@ -138,9 +144,12 @@ def test_a_backup_of_a_server_taking_writes_restores_to_the_same_export_and_rest
         try:
             while not stop.is_set():
                 body = json.dumps({"content": f"Write number {len(written)} while backing up.", "namespace": "acme"})
-                request = urllib.request.Request(f"{base}/api/v1/memories/", data=body.encode(), method="POST",
-                                                 headers={"Authorization": f"Bearer {token}",
-                                                          "Content-Type": "application/json"})
+                request = urllib.request.Request(
+                    f"{base}/api/v1/memories/",
+                    data=body.encode(),
+                    method="POST",
+                    headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+                )
                 with urllib.request.urlopen(request, timeout=30) as response:
                     assert response.status == 201
                 written.append(1)
@@ -166,8 +175,10 @@ def test_a_backup_of_a_server_taking_writes_restores_to_the_same_export_and_rest
         refused = instance.manage("restore", str(copy), "--yes")
         # The live store's export (the service export_memories runs), as of the newest write in the copy.
         as_of = _max_known_at(copy)
-        request = urllib.request.Request(f"{base}/api/v1/export/?{urllib.parse.urlencode({'as_of': as_of})}",
-                                         headers={"Authorization": f"Bearer {token}"})
+        request = urllib.request.Request(
+            f"{base}/api/v1/export/?{urllib.parse.urlencode({'as_of': as_of})}",
+            headers={"Authorization": f"Bearer {token}"},
+        )
         with urllib.request.urlopen(request, timeout=30) as response:
             from_live = json.loads(response.read())
         del from_live["exported_at"]

@@ -25,8 +25,7 @@ def scope(path="/api/v1/memories/", *, headers=(), method="POST"):
 
 
 def body_of(length: int, key: str | None = None):
-    return [(b"content-length", str(length).encode()),
-            *([(b"authorization", f"Bearer {key}".encode())] if key else [])]
+    return [(b"content-length", str(length).encode()), *([(b"authorization", f"Bearer {key}".encode())] if key else [])]
 
 
 class Checks:
@@ -47,10 +46,14 @@ class Checks:
 
 def gate(app, checks=None, *, buffer_bytes=1000, timeout=5.0):
     checks = checks or Checks()
-    return BodyGate(app, [Door("/", words), Door("/api/v1", words, interface="api"),
-                          Door("/api/v1/health", words)],
-                    check_key=checks.check_key, run_in_thread=checks.run_in_thread, buffer_bytes=buffer_bytes,
-                    timeout=timeout)
+    return BodyGate(
+        app,
+        [Door("/", words), Door("/api/v1", words, interface="api"), Door("/api/v1/health", words)],
+        check_key=checks.check_key,
+        run_in_thread=checks.run_in_thread,
+        buffer_bytes=buffer_bytes,
+        timeout=timeout,
+    )
 
 
 class ReadingApp:
@@ -135,8 +138,14 @@ def test_a_check_that_fails_leaves_the_key_to_the_view():
         raise RuntimeError("the database cannot be opened")
 
     app = ReadingApp()
-    guarded = BodyGate(app, [Door("/", words, interface="api")], check_key=Checks().check_key,
-                       run_in_thread=broken, buffer_bytes=100, timeout=5)
+    guarded = BodyGate(
+        app,
+        [Door("/", words, interface="api")],
+        check_key=Checks().check_key,
+        run_in_thread=broken,
+        buffer_bytes=100,
+        timeout=5,
+    )
     sent, _ = run(guarded, scope(headers=body_of(2, key="mem_1_2")), [{"type": "http.request", "body": b"{}"}])
     assert sent[0]["status"] == 200 and app.bodies == [b"{}"]
 
@@ -157,8 +166,12 @@ def test_a_request_without_a_body_passes_untouched_without_a_key():
 def test_a_stalled_body_is_answered_408_after_the_timeout_and_its_reservation_given_back():
     app = ReadingApp()
     guarded = gate(app, timeout=0.2)
-    sent, received = run(guarded, scope("/admin/login/", headers=body_of(500)),
-                         [{"type": "http.request", "body": b"x" * 100, "more_body": True}], stall=True)
+    sent, received = run(
+        guarded,
+        scope("/admin/login/", headers=body_of(500)),
+        [{"type": "http.request", "body": b"x" * 100, "more_body": True}],
+        stall=True,
+    )
     status, headers, body = answer_of(sent)
     assert (status, body["code"]) == (408, "timeout") and headers[b"connection"] == b"close"
     assert "MEMORY_BODY_TIMEOUT" in body["message"]
@@ -261,9 +274,14 @@ def test_answers_at_each_door_are_in_its_own_words():
     def mcp_words(status, code, message):
         return json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32001, "message": message}}).encode()
 
-    guarded = BodyGate(ReadingApp(), [Door("/", words), Door("/mcp", mcp_words, interface="mcp")],
-                       check_key=Checks().check_key, run_in_thread=Checks().run_in_thread, buffer_bytes=100,
-                       timeout=5)
+    guarded = BodyGate(
+        ReadingApp(),
+        [Door("/", words), Door("/mcp", mcp_words, interface="mcp")],
+        check_key=Checks().check_key,
+        run_in_thread=Checks().run_in_thread,
+        buffer_bytes=100,
+        timeout=5,
+    )
     sent, _ = run(guarded, scope("/mcp", headers=body_of(10)))
     assert answer_of(sent)[2]["error"] == {"code": -32001, "message": bodygate.MISSING_KEY}
 

@@ -9,10 +9,7 @@ import re
 
 import pytest
 
-from tests.browser import (  # noqa: F401  (fixtures)
-    browser_instance, chromium, iso, now, page, requires_chromium, screenshot, site,
-)
-from tests.subprocesses import migrated_db  # noqa: F401  (fixture)
+from tests.browser import iso, now, requires_chromium
 
 pytestmark = [pytest.mark.slow, requires_chromium]
 
@@ -36,8 +33,9 @@ def run_action(page, memory_id: int, action: str) -> None:
 
 
 def test_the_admin_search_box_finds_a_memory_by_recall(page, site, screenshot):
-    memory = site.remember("Forklift batteries are swapped at the north charging bay.", key="forklift-bay",
-                           namespace="admin-search")
+    memory = site.remember(
+        "Forklift batteries are swapped at the north charging bay.", key="forklift-bay", namespace="admin-search"
+    )
     site.remember("The cafeteria closes at three on Fridays.", key="cafeteria", namespace="admin-search")
     page.goto(f"{site.base}{CHANGELIST}")
     # Words of the memory in another form and order: recall, not a substring filter, finds it.
@@ -101,8 +99,9 @@ def test_forget_and_restore_from_the_changelist(page, site, screenshot):
 
 
 def test_time_travel_to_before_an_admin_edit_shows_the_old_text(page, site, screenshot):
-    memory = site.remember("Night shift handover happens at 22:00 in the control room.", key="handover",
-                           namespace="admin-time")
+    memory = site.remember(
+        "Night shift handover happens at 22:00 in the control room.", key="handover", namespace="admin-time"
+    )
     before_edit = now()
     page.goto(f"{site.base}{change_url(memory['id'])}")
     page.fill('textarea[name="content"]', "Night shift handover happens at 21:30 on the shop floor.")
@@ -126,13 +125,20 @@ def test_time_travel_to_before_an_admin_edit_shows_the_old_text(page, site, scre
 
 
 def test_the_changelist_reads_on_a_laptop_screen(page, site, screenshot):
-    long_text = ("The quarterly safety audit covers the loading docks, the cold store, the forklift charging "
-                 "bays and the mezzanine racking; findings go to the site lead within five working days. ") * 2
-    memory = site.remember(long_text, key="a-rather-long-key-for-the-quarterly-safety-audit",
-                           namespace="admin-layout-with-a-long-namespace")
-    site.remember("Safety audit findings are filed under the site lead's name.",
-                  key="a-rather-long-key-for-the-quarterly-safety-audit",
-                  namespace="admin-layout-with-a-long-namespace")
+    long_text = (
+        "The quarterly safety audit covers the loading docks, the cold store, the forklift charging "
+        "bays and the mezzanine racking; findings go to the site lead within five working days. "
+    ) * 2
+    memory = site.remember(
+        long_text,
+        key="a-rather-long-key-for-the-quarterly-safety-audit",
+        namespace="admin-layout-with-a-long-namespace",
+    )
+    site.remember(
+        "Safety audit findings are filed under the site lead's name.",
+        key="a-rather-long-key-for-the-quarterly-safety-audit",
+        namespace="admin-layout-with-a-long-namespace",
+    )
     page.goto(f"{site.base}{CHANGELIST}")
     row = row_of(page, memory["id"])
     text = row.locator("td.field-preview").bounding_box()

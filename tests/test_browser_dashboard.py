@@ -4,11 +4,7 @@ import re
 
 import pytest
 
-from tests.browser import (  # noqa: F401  (fixtures)
-    CHROMIUM_ARGS, VIEWPORT, browser_instance, chromium, drawn, iso, log_in, now, page, requires_chromium,
-    screenshot, site,
-)
-from tests.subprocesses import migrated_db  # noqa: F401  (fixture)
+from tests.browser import CHROMIUM_ARGS, VIEWPORT, drawn, iso, log_in, now, requires_chromium
 
 pytestmark = [pytest.mark.slow, requires_chromium]
 
@@ -124,7 +120,8 @@ def middle(box: dict) -> float:
 
 
 def test_a_revised_forgotten_and_restored_memory_timeline_ends_each_bar_where_the_next_takes_over(
-        page, site, screenshot):
+    page, site, screenshot
+):
     memory = site.remember("The canteen opens at 07:00.", key="canteen")
     site.remember("The canteen opens at 07:30.", key="canteen")
     site.instance.memory("forget", str(memory["id"]), "--reason", "canteen closed for works")

@@ -4,15 +4,28 @@ import getpass
 
 import pytest
 
-from tests.subprocesses import instance, migrated_db  # noqa: F401  (fixtures)
-
 pytestmark = pytest.mark.slow
 
 
 def test_a_memory_goes_through_remember_get_history_forget_and_restore(instance):
-    made = instance.memory("remember", "The deploy window is Tuesday 14:00 UTC.", "--namespace", "acme",
-                           "--key", "deploy-window", "--kind", "decision", "--tag", "Ops", "--tag", "release",
-                           "--title", "Deploy window", "--source", "standup")
+    made = instance.memory(
+        "remember",
+        "The deploy window is Tuesday 14:00 UTC.",
+        "--namespace",
+        "acme",
+        "--key",
+        "deploy-window",
+        "--kind",
+        "decision",
+        "--tag",
+        "Ops",
+        "--tag",
+        "release",
+        "--title",
+        "Deploy window",
+        "--source",
+        "standup",
+    )
     assert made["created"] is True
     assert (made["namespace"], made["key"], made["kind"]) == ("acme", "deploy-window", "decision")
     assert made["tags"] == ["Ops", "release"]
@@ -23,8 +36,16 @@ def test_a_memory_goes_through_remember_get_history_forget_and_restore(instance)
     assert got["revision_id"] == made["revision_id"]
     assert instance.memory("get", "--namespace", "acme", "--key", "deploy-window")["id"] == memory_id
 
-    revised = instance.memory("remember", "The deploy window is Thursday 14:00 UTC.", "--namespace", "acme",
-                              "--key", "deploy-window", "--kind", "decision")
+    revised = instance.memory(
+        "remember",
+        "The deploy window is Thursday 14:00 UTC.",
+        "--namespace",
+        "acme",
+        "--key",
+        "deploy-window",
+        "--kind",
+        "decision",
+    )
     assert (revised["id"], revised["revised"]) == (memory_id, True)
     history = instance.memory("history", str(memory_id))
     assert [revision["content"] for revision in history["revisions"]] == [
@@ -96,8 +117,9 @@ def test_list_pages_through_every_memory_with_the_cursor(instance):
 
     seen, cursor, pages = [], None, 0
     while True:
-        page = instance.memory("list", "--namespace", "pages", "--tag", "PAGED", "--limit", "2",
-                               *(["--cursor", cursor] if cursor else []))
+        page = instance.memory(
+            "list", "--namespace", "pages", "--tag", "PAGED", "--limit", "2", *(["--cursor", cursor] if cursor else [])
+        )
         pages += 1
         assert len(page["items"]) <= 2
         seen += [item["content"] for item in page["items"]]
@@ -124,7 +146,8 @@ def test_stats_counts_memories_revisions_and_namespaces(instance):
     assert stats["kinds"]["note"] == 1 and stats["kinds"]["fact"] == 0
     # Where the data is: the file, or on PostgreSQL (make test-postgres) user@host:port/name.
     assert stats["database_path"] == instance.env.get("MEMORY_DATABASE_URL", str(instance.db_path)).replace(
-        "postgresql://", "")
+        "postgresql://", ""
+    )
     assert instance.memory("stats", "--namespace", "two")["memories"] == 1
     assert kept["expires_at"] is not None
 
@@ -140,17 +163,33 @@ def test_content_dash_is_read_from_stdin(instance):
 
 
 def test_learn_reads_text_from_an_argument_or_stdin_and_stores_each_item(instance):
-    learned = instance.memory("learn", "The billing API runs on Kubernetes. Is it fast?", "--namespace", "ops",
-                              "--source", "notes.md", "--tag", "infra")
+    learned = instance.memory(
+        "learn",
+        "The billing API runs on Kubernetes. Is it fast?",
+        "--namespace",
+        "ops",
+        "--source",
+        "notes.md",
+        "--tag",
+        "infra",
+    )
     (fact,) = learned["stored"]
     assert (fact["subject"], fact["predicate"], fact["object"]) == ("billing API", "runs on", "Kubernetes")
     assert learned["skipped"] == [{"text": "Is it fast?", "start": 36, "end": 47, "reason": "question"}]
     got = instance.memory("get", str(fact["memory_id"]))
     assert (got["stated_confidence"], got["confidence"], got["source"], got["tags"]) == (
-        0.5, 0.5, "learn: notes.md chars 0-35", ["infra"])
+        0.5,
+        0.5,
+        "learn: notes.md chars 0-35",
+        ["infra"],
+    )
 
-    piped = instance.memory("learn", "--namespace", "ops", stdin="To release:\n1. Tag it.\n2. Push the tag.\n"
-                                                               "The billing API runs on Kubernetes.\n")
+    piped = instance.memory(
+        "learn",
+        "--namespace",
+        "ops",
+        stdin="To release:\n1. Tag it.\n2. Push the tag.\nThe billing API runs on Kubernetes.\n",
+    )
     assert [item["kind"] for item in piped["stored"]] == ["skill"]
     assert piped["deduplicated"][0]["memory_id"] == fact["memory_id"]
 

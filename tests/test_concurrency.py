@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tests.subprocesses import BASE_DIR, instance, migrated_db  # noqa: F401  (fixtures)
+from tests.subprocesses import BASE_DIR
 
 pytestmark = pytest.mark.slow
 
@@ -40,9 +40,14 @@ def run_writers(instance, names, *, remembers, revises, shared_id):
     barrier = instance.data_dir.parent / "barrier"
     barrier.mkdir()
     writers = [
-        subprocess.Popen([sys.executable, "-c", WRITER, name, str(remembers), str(revises), str(shared_id),
-                          str(barrier)], cwd=BASE_DIR, env=instance.env, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, name, str(remembers), str(revises), str(shared_id), str(barrier)],
+            cwd=BASE_DIR,
+            env=instance.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for name in names
     ]
     try:
@@ -61,15 +66,19 @@ def run_writers(instance, names, *, remembers, revises, shared_id):
 
 
 def shared_memory(instance) -> int:
-    return int(instance.run("""
+    return int(
+        instance.run("""
         print(services.memory_remember(namespace="race", key="shared", content="Shared, first version.",
                                        **ACTOR).memory.id)
-    """))
+    """)
+    )
 
 
 def revisions_and_audit(instance, memory_id) -> tuple[list[dict], dict[int, int | None]]:
     """Return the memory's revisions in id order, and each revise audit's revision -> previous revision."""
-    answer = json.loads(instance.run("""
+    answer = json.loads(
+        instance.run(
+            """
         import json, sys
         from memories.models import AuditEvent, Revision
         memory_id = int(sys.argv[1])
@@ -80,7 +89,10 @@ def revisions_and_audit(instance, memory_id) -> tuple[list[dict], dict[int, int 
         chain = [[event.detail["revision_id"], event.detail["previous_revision_id"]]
                  for event in AuditEvent.objects.filter(memory_id=memory_id, action="revise")]
         print(json.dumps({"revisions": revisions, "chain": chain}))
-    """, str(memory_id)))
+    """,
+            str(memory_id),
+        )
+    )
     return answer["revisions"], {revision_id: previous for revision_id, previous in answer["chain"]}
 
 
@@ -110,8 +122,9 @@ def test_writers_revising_one_memory_leave_one_strictly_ordered_history(instance
     revisions, chain = revisions_and_audit(instance, shared_id)
     assert len(revisions) == 1 + len(names) * count
     # Written order (ids) and known order (known_at) agree, so the last write is the one shown.
-    out_of_order = [(earlier, later) for earlier, later in zip(revisions, revisions[1:])
-                    if earlier["known_at"] >= later["known_at"]]
+    out_of_order = [
+        (earlier, later) for earlier, later in zip(revisions, revisions[1:]) if earlier["known_at"] >= later["known_at"]
+    ]
     assert out_of_order == [], "a revision written later is known earlier: was the clock read before the write lock?"
     # Every revise built on the revision written just before it: none was based on a stale read.
     assert chain == {later["id"]: earlier["id"] for earlier, later in zip(revisions, revisions[1:])}
@@ -187,6 +200,9 @@ def test_threads_writing_and_recalling_at_once_share_the_copies_without_reloadin
     assert seen["failures"] == []
     assert seen["reloads"] == []  # each copy grew by what was written; none started over from row 0
     assert len(seen["found"]) == 30
-    expected = {f"{name} wrote entry {number} on the rota." for name in ("alpha", "bravo", "charlie", "delta")
-                for number in range(15)}
+    expected = {
+        f"{name} wrote entry {number} on the rota."
+        for name in ("alpha", "bravo", "charlie", "delta")
+        for number in range(15)
+    }
     assert set(seen["hits"]) == expected

@@ -15,32 +15,44 @@ from memoryproject.timeparse import format_instant
 
 
 def inputs(source="person", stated=None, age_days=0.0, half_life_days=None, corroborating_authors=0, conflicts=0):
-    return Inputs(source=source, stated=stated, age_days=age_days, half_life_days=half_life_days,
-                  corroborating_authors=corroborating_authors, conflicts=conflicts)
+    return Inputs(
+        source=source,
+        stated=stated,
+        age_days=age_days,
+        half_life_days=half_life_days,
+        corroborating_authors=corroborating_authors,
+        conflicts=conflicts,
+    )
 
 
 # The worked cases of docs/concepts.md, Confidence: the same table.
 CASES = [
     # what it shows                                   inputs                                           confidence
-    ("a person's note, just written",                inputs(),                                               0.9),
-    ("an agent's memory",                            inputs("agent"),                                        0.7),
-    ("an untrusted import",                          inputs("import"),                                       0.6),
-    ("learned from text (stated 0.5)",               inputs("extracted", stated=0.5),                        0.5),
-    ("a person stating 0.4",                         inputs(stated=0.4),                                     0.4),
-    ("an agent stating 1: no higher than an agent",  inputs("agent", stated=1.0),                            0.7),
-    ("a person's note, one half-life old",           inputs(age_days=365, half_life_days=365),               0.45),
-    ("two half-lives old",                           inputs(age_days=730, half_life_days=365),               0.225),
-    ("a kind without decay, ten years old",          inputs(age_days=3650),                                  0.9),
-    ("an agent's fact, one other author agrees",     inputs("agent", corroborating_authors=1),               0.85),
-    ("three other authors",                          inputs("agent", corroborating_authors=3),               0.963),
-    ("five other authors count as three",            inputs("agent", corroborating_authors=5),               0.963),
-    ("an agent's fact in an open conflict",          inputs("agent", conflicts=1),                           0.35),
-    ("two conflicts halve it once",                  inputs("agent", conflicts=2),                           0.35),
-    ("learned, a year old (fact: 730 days), corroborated once, in a conflict",
-     inputs("extracted", stated=0.5, age_days=365, half_life_days=730, corroborating_authors=1),             0.677),
-    ("the same in a conflict",
-     inputs("extracted", stated=0.5, age_days=365, half_life_days=730, corroborating_authors=1, conflicts=1), 0.338),
-    ("stated 0",                                     inputs(stated=0.0, corroborating_authors=1),            0.5),
+    ("a person's note, just written", inputs(), 0.9),
+    ("an agent's memory", inputs("agent"), 0.7),
+    ("an untrusted import", inputs("import"), 0.6),
+    ("learned from text (stated 0.5)", inputs("extracted", stated=0.5), 0.5),
+    ("a person stating 0.4", inputs(stated=0.4), 0.4),
+    ("an agent stating 1: no higher than an agent", inputs("agent", stated=1.0), 0.7),
+    ("a person's note, one half-life old", inputs(age_days=365, half_life_days=365), 0.45),
+    ("two half-lives old", inputs(age_days=730, half_life_days=365), 0.225),
+    ("a kind without decay, ten years old", inputs(age_days=3650), 0.9),
+    ("an agent's fact, one other author agrees", inputs("agent", corroborating_authors=1), 0.85),
+    ("three other authors", inputs("agent", corroborating_authors=3), 0.963),
+    ("five other authors count as three", inputs("agent", corroborating_authors=5), 0.963),
+    ("an agent's fact in an open conflict", inputs("agent", conflicts=1), 0.35),
+    ("two conflicts halve it once", inputs("agent", conflicts=2), 0.35),
+    (
+        "learned, a year old (fact: 730 days), corroborated once, in a conflict",
+        inputs("extracted", stated=0.5, age_days=365, half_life_days=730, corroborating_authors=1),
+        0.677,
+    ),
+    (
+        "the same in a conflict",
+        inputs("extracted", stated=0.5, age_days=365, half_life_days=730, corroborating_authors=1, conflicts=1),
+        0.338,
+    ),
+    ("stated 0", inputs(stated=0.0, corroborating_authors=1), 0.5),
 ]
 
 
@@ -49,20 +61,30 @@ def test_the_formula_gives_each_worked_case(case, given, expected):
     assert confidence(given) == expected
 
 
-@pytest.mark.parametrize(("interface", "source", "untrusted_import", "expected"), [
-    ("admin", "", False, "person"), ("cli", "notes", False, "person"), ("api", "", False, "agent"),
-    ("mcp", "", False, "agent"), ("cli", "", True, "import"), ("mcp", "learn: chat chars 0-9", False, "extracted"),
-    ("api", "learn: chat chars 0-9", True, "extracted"), ("api", "learned it", False, "agent"),
-])
+@pytest.mark.parametrize(
+    ("interface", "source", "untrusted_import", "expected"),
+    [
+        ("admin", "", False, "person"),
+        ("cli", "notes", False, "person"),
+        ("api", "", False, "agent"),
+        ("mcp", "", False, "agent"),
+        ("cli", "", True, "import"),
+        ("mcp", "learn: chat chars 0-9", False, "extracted"),
+        ("api", "learn: chat chars 0-9", True, "extracted"),
+        ("api", "learned it", False, "agent"),
+    ],
+)
 def test_the_source_class_comes_from_the_interface_an_import_and_learn(interface, source, untrusted_import, expected):
     assert source_of(interface=interface, source=source, untrusted_import=untrusted_import) == expected
 
 
 # Through the store -------------------------------------------------------------------------------------------------
 
+
 def write(content, *, author="tester", interface="cli", namespace="acme", **fields):
-    return services.memory_remember(namespace=namespace, content=content, actor=author, interface=interface,
-                                    **fields).memory
+    return services.memory_remember(
+        namespace=namespace, content=content, actor=author, interface=interface, **fields
+    ).memory
 
 
 def later(record, days):
@@ -90,8 +112,9 @@ def test_confidence_decays_by_the_kinds_half_life_as_of_the_read(settings):
     assert selectors.memory_get(memory_id=note.id, as_of=later(note, 20)).confidence == 0.225
     assert selectors.memory_get(memory_id=decision.id, as_of=later(decision, 1000)).confidence == 0.9
     # A new revision is new text: its age starts again.
-    services.memory_update(memory_id=note.id, content="The deploy window is Wednesday.", actor="tester",
-                           interface="cli")
+    services.memory_update(
+        memory_id=note.id, content="The deploy window is Wednesday.", actor="tester", interface="cli"
+    )
     assert selectors.memory_get(memory_id=note.id).confidence == 0.9
 
 
@@ -100,8 +123,12 @@ def test_the_same_fact_from_another_author_raises_it_from_then_on_and_the_same_a
     fact = dict(kind="fact", subject="Billing API", predicate="uses", object="Redis")
     first = write("The billing API uses Redis.", author="key:aaaa", interface="api", **fact)
     alone = selectors.memory_get(memory_id=first.id).confidence
-    write("billing api uses redis (seen in the config)", author="key:aaaa", interface="api",
-          **{**fact, "subject": "the billing  API"})
+    write(
+        "billing api uses redis (seen in the config)",
+        author="key:aaaa",
+        interface="api",
+        **{**fact, "subject": "the billing  API"},
+    )
     assert alone == 0.7 and selectors.memory_get(memory_id=first.id).confidence == 0.7
     other = write("Billing uses Redis for sessions.", author="key:bbbb", interface="mcp", **fact)
     assert selectors.memory_get(memory_id=first.id).confidence == 0.85
@@ -130,8 +157,7 @@ def test_an_open_conflict_halves_it_and_only_while_it_is_open():
 
 @pytest.mark.django_db
 def test_learned_and_imported_memories_read_their_source_class():
-    services.memory_learn(text="The billing API runs on Kubernetes.", namespace="acme", actor="tester",
-                          interface="cli")
+    services.memory_learn(text="The billing API runs on Kubernetes.", namespace="acme", actor="tester", interface="cli")
     learned = selectors.memory_list(namespace="acme").items[0]
     assert (learned.stated_confidence, learned.confidence) == (0.5, 0.5)
     person = write("The office is in Lyon.", namespace="source")
@@ -139,8 +165,10 @@ def test_learned_and_imported_memories_read_their_source_class():
     assert document["memories"][0]["confidence"] == 0.9
 
     def imported(namespace, *, trusted):
-        copy = {**document, "memories": [{**memory, "namespace": namespace, "confidence": 0.01}
-                                          for memory in document["memories"]]}
+        copy = {
+            **document,
+            "memories": [{**memory, "namespace": namespace, "confidence": 0.01} for memory in document["memories"]],
+        }
         services.memories_import(document=copy, actor="tester", interface="cli", trusted=trusted)
         return selectors.memory_get(namespace=namespace, key=person.key).confidence
 
@@ -198,8 +226,9 @@ def test_rest_and_mcp_arguments_take_min_confidence():
 
 @pytest.mark.django_db
 def test_the_audit_reports_the_computed_confidence_and_the_stated_one():
-    from memories.audit import confidence_distribution
     from django.utils import timezone
+
+    from memories.selectors.audit import confidence_distribution
 
     write("The office is in Lyon.", interface="admin")
     write("The office has a garden.", interface="api", confidence=0.3)
@@ -207,9 +236,11 @@ def test_the_audit_reports_the_computed_confidence_and_the_stated_one():
     services.memory_forget(memory_id=selectors.memory_list().items[0].id, actor="tester", interface="cli")
     finding = confidence_distribution(timezone.now())
     assert finding.ok and finding.check == "confidence"
-    assert finding.detail == ("confidence of the memories visible now: 0 from 0, 1 from 0.25, 0 from 0.5, "
-                              "1 from 0.75; stated confidence of their revisions: 1 unstated, 0 from 0, "
-                              "1 from 0.25, 0 from 0.5, 0 from 0.75")
+    assert finding.detail == (
+        "confidence of the memories visible now: 0 from 0, 1 from 0.25, 0 from 0.5, "
+        "1 from 0.75; stated confidence of their revisions: 1 unstated, 0 from 0, "
+        "1 from 0.25, 0 from 0.5, 0 from 0.75"
+    )
 
 
 @pytest.mark.django_db
@@ -219,10 +250,11 @@ def test_the_admin_list_and_change_page_show_the_confidence(admin_client):
     listing = admin_client.get("/admin/memories/memory/")
     rows = {row.pk: row.confidence_now for row in listing.context["cl"].result_list}
     assert rows == {person.id: 0.9, agent.id: 0.3}
-    assert "<th scope=\"col\" class=\"column-confidence_value\">" in listing.content.decode()
+    assert '<th scope="col" class="column-confidence_value">' in listing.content.decode()
     page = admin_client.get(f"/admin/memories/memory/{agent.id}/change/").content.decode()
-    assert ("0.3 (source agent, stated 0.3, 0 days old, half-life 365 days, 0 other author(s), 0 open "
-            "conflict(s))") in page
+    assert (
+        "0.3 (source agent, stated 0.3, 0 days old, half-life 365 days, 0 other author(s), 0 open conflict(s))"
+    ) in page
 
 
 @pytest.mark.django_db

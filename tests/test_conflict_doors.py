@@ -28,8 +28,7 @@ def fresh_throttle_counts():
 @pytest.fixture
 def api(db):
     def client(scopes=("read", "write"), namespaces=None) -> APIClient:
-        _, token = api_key_create(name="k", scopes=list(scopes), namespaces=namespaces, actor="tester",
-                                  interface="cli")
+        _, token = api_key_create(name="k", scopes=list(scopes), namespaces=namespaces, actor="tester", interface="cli")
         made = APIClient()
         made.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
         return made
@@ -39,10 +38,12 @@ def api(db):
 
 @pytest.fixture
 def pair(remember):
-    first = remember("Payments API runs on host-7.", subject="Payments API", predicate="runs on",
-                     object="host-7").memory
-    second = remember("Payments API runs on host-9.", subject="payments api", predicate="runs on",
-                      object="host-9").memory
+    first = remember(
+        "Payments API runs on host-7.", subject="Payments API", predicate="runs on", object="host-7"
+    ).memory
+    second = remember(
+        "Payments API runs on host-9.", subject="payments api", predicate="runs on", object="host-9"
+    ).memory
     return first, second
 
 
@@ -78,15 +79,18 @@ def test_rest_lists_conflicts_with_both_sides_and_resolves_one_by_keeping(api, p
     assert again["code"] == "conflict" and "no longer exists" in again["message"] and again["field"] == "id"
 
 
-@pytest.mark.parametrize(("conflict", "body", "field"), [
-    ("abc", {"resolution": "keep", "keep": 1}, "id"),
-    ("7-3", {"resolution": "keep", "keep": 3}, "id"),
-    (None, {"resolution": "discard", "keep": 1}, "resolution"),
-    (None, {"resolution": "keep"}, "keep"),
-    (None, {"resolution": "keep", "keep": "1"}, "keep"),
-    (None, {"resolution": "split", "boundary": "someday"}, "boundary"),
-    (None, {"resolution": "merge", "keep": 1, "content": "x", "colour": "red"}, "colour"),
-])
+@pytest.mark.parametrize(
+    ("conflict", "body", "field"),
+    [
+        ("abc", {"resolution": "keep", "keep": 1}, "id"),
+        ("7-3", {"resolution": "keep", "keep": 3}, "id"),
+        (None, {"resolution": "discard", "keep": 1}, "resolution"),
+        (None, {"resolution": "keep"}, "keep"),
+        (None, {"resolution": "keep", "keep": "1"}, "keep"),
+        (None, {"resolution": "split", "boundary": "someday"}, "boundary"),
+        (None, {"resolution": "merge", "keep": 1, "content": "x", "colour": "red"}, "colour"),
+    ],
+)
 def test_rest_refuses_bad_input_with_400_naming_the_field(api, pair, conflict, body, field):
     conflict = conflict or f"{pair[0].id}-{pair[1].id}"
     count = Revision.objects.count()
@@ -124,8 +128,18 @@ def test_the_cli_lists_and_resolves_conflicts_in_the_same_words(pair):
     listed = _cli("conflicts", "--namespace", "acme")
     assert [conflict["id"] for conflict in listed["conflicts"]] == [f"{first.id}-{second.id}"]
 
-    merged = _cli("resolve", f"{first.id}-{second.id}", "--resolution", "merge", "--keep", str(first.id),
-                  "--content", "Payments API moved from host-7 to host-9.", "--reason", "both were true once")
+    merged = _cli(
+        "resolve",
+        f"{first.id}-{second.id}",
+        "--resolution",
+        "merge",
+        "--keep",
+        str(first.id),
+        "--content",
+        "Payments API moved from host-7 to host-9.",
+        "--reason",
+        "both were true once",
+    )
     assert merged["resolution"] == "merge" and len(merged["revision_ids"]) == 2
     assert merged["memories"][0]["content"] == "Payments API moved from host-7 to host-9."
     assert _cli("conflicts")["conflicts"] == []

@@ -1,15 +1,16 @@
-"""Conflicts: found among visible facts of a namespace, point in time, per-namespace predicates, resolved by appending."""
+"""Conflicts: found among visible facts of a namespace, point in time, per-namespace predicates, resolved by
+appending."""
 
 import datetime as dt
 
 import pytest
 from django.utils import timezone
 
-from knowledge.conflicts import SINGLE_VALUED
+from knowledge.contradictions import SINGLE_VALUED
 from knowledge.models import PredicateSetting
 from memories import selectors, services
-from memories.conflicts import memory_conflicts
 from memories.models import AuditEvent, Revision
+from memories.selectors.conflicts import memory_conflicts
 from memoryproject.exceptions import Conflict, InvalidInput
 from memoryproject.timeparse import format_instant
 
@@ -18,8 +19,7 @@ ACTOR = {"actor": "tester", "interface": "cli"}
 
 def _fact(remember, subject, predicate, object_, namespace="acme", **fields):
     content = fields.pop("content", f"{subject} {predicate} {object_}.")
-    return remember(content, namespace=namespace, subject=subject, predicate=predicate, object=object_,
-                    **fields).memory
+    return remember(content, namespace=namespace, subject=subject, predicate=predicate, object=object_, **fields).memory
 
 
 def _ids(**arguments) -> list[str]:
@@ -45,11 +45,22 @@ def test_two_facts_with_one_subject_in_normal_form_and_a_single_valued_predicate
     assert found.total == 1
     conflict = found.conflicts[0]
     assert (conflict.id, conflict.namespace, conflict.subject, conflict.predicate) == (
-        f"{first.id}-{second.id}", "acme", "payments api", "runs on")
+        f"{first.id}-{second.id}",
+        "acme",
+        "payments api",
+        "runs on",
+    )
     assert (conflict.left.memory_id, conflict.left.object, conflict.left.provenance.source) == (
-        first.id, "host-7", "wiki")
-    assert (conflict.right.memory_id, conflict.right.object, conflict.right.provenance.author,
-            conflict.right.provenance.interface) == (second.id, "host-9", "tester", "cli")
+        first.id,
+        "host-7",
+        "wiki",
+    )
+    assert (
+        conflict.right.memory_id,
+        conflict.right.object,
+        conflict.right.provenance.author,
+        conflict.right.provenance.interface,
+    ) == (second.id, "host-9", "tester", "cli")
 
 
 def test_a_multi_valued_predicate_the_same_object_or_another_subject_is_no_conflict(remember):
@@ -167,23 +178,32 @@ def test_facts_that_hold_at_different_valid_times_conflict_only_where_both_hold(
 def test_recall_hits_and_get_carry_the_other_memory_with_both_provenances(hosts):
     first, second = hosts
 
-    hits = {hit.memory.id: hit.memory for hit in selectors.memory_recall(query="payments", namespace="acme",
-                                                                        mode="keyword").hits}
+    hits = {
+        hit.memory.id: hit.memory
+        for hit in selectors.memory_recall(query="payments", namespace="acme", mode="keyword").hits
+    }
     got = selectors.memory_get(memory_id=first.id)
 
     for record in (hits[first.id], got):
         (conflict,) = record.conflicts
         assert (conflict.conflict_id, conflict.memory_id, conflict.revision_id, conflict.object) == (
-            f"{first.id}-{second.id}", second.id, second.revision_id, "host-9")
+            f"{first.id}-{second.id}",
+            second.id,
+            second.revision_id,
+            "host-9",
+        )
         assert (conflict.provenance.source, conflict.own_provenance.source) == ("deploy log", "wiki")
         assert conflict.provenance.known_at == second.known_at and conflict.own_provenance.known_at == first.known_at
     assert hits[second.id].conflicts[0].memory_id == first.id
-    assert "conflicts" in got.model_dump() and "conflicts" not in selectors.memory_get(
-        memory_id=first.id, as_of=format_instant(first.known_at)).as_dict()
+    assert (
+        "conflicts" in got.model_dump()
+        and "conflicts" not in selectors.memory_get(memory_id=first.id, as_of=format_instant(first.known_at)).as_dict()
+    )
 
 
 def test_a_hit_without_a_triple_or_with_a_multi_valued_predicate_costs_no_fact_lookup(
-        remember, django_assert_num_queries):
+    remember, django_assert_num_queries
+):
     remember("Payments deploys on Tuesdays.")
     _fact(remember, "Payments API", "uses", "Postgres", content="Payments uses Postgres.")
     _fact(remember, "Payments API", "uses", "Redis", content="Payments uses Redis.")
@@ -214,8 +234,9 @@ def test_keep_forgets_the_other_appends_only_and_is_audited(hosts):
     name = f"{first.id}-{second.id}"
     before = timezone.now()
 
-    result = services.conflict_resolve(conflict_id=name, resolution="keep", keep=first.id,
-                                       reason="the deploy log is stale", **ACTOR)
+    result = services.conflict_resolve(
+        conflict_id=name, resolution="keep", keep=first.id, reason="the deploy log is stale", **ACTOR
+    )
 
     assert [memory.state for memory in result.memories] == ["active", "forgotten"]
     assert [tombstone for _, tombstone in _revisions(second.id)] == [False, True]
@@ -232,8 +253,13 @@ def test_keep_forgets_the_other_appends_only_and_is_audited(hosts):
 def test_merge_revises_the_kept_memory_with_the_text_and_forgets_the_other(hosts):
     first, second = hosts
 
-    result = services.conflict_resolve(conflict_id=f"{first.id}-{second.id}", resolution="merge", keep=second.id,
-                                       content="Payments API moved from host-7 to host-9 in May.", **ACTOR)
+    result = services.conflict_resolve(
+        conflict_id=f"{first.id}-{second.id}",
+        resolution="merge",
+        keep=second.id,
+        content="Payments API moved from host-7 to host-9 in May.",
+        **ACTOR,
+    )
 
     assert selectors.memory_get(memory_id=second.id).content == "Payments API moved from host-7 to host-9 in May."
     assert [tombstone for _, tombstone in _revisions(first.id)] == [False, True]
@@ -264,7 +290,8 @@ def test_split_bounds_both_facts_at_the_boundary_and_keeps_history(remember):
         selectors.memory_get(memory_id=second.id, valid_at="2024-04-30")
     assert Revision.objects.filter(pk__in=[first.revision_id, second.revision_id]).count() == 2
     assert AuditEvent.objects.get(action="resolve_conflict", memory_id=first.id).detail["boundary"] == (
-        "2024-05-01T00:00:00.000000Z")
+        "2024-05-01T00:00:00.000000Z"
+    )
 
 
 def test_split_takes_the_earlier_memory_from_the_caller(remember):
@@ -272,8 +299,9 @@ def test_split_takes_the_earlier_memory_from_the_caller(remember):
     second = _fact(remember, "Payments API", "runs on", "host-9")
     boundary = timezone.now() + dt.timedelta(days=1)
 
-    services.conflict_resolve(conflict_id=f"{first.id}-{second.id}", resolution="split", earlier=second.id,
-                              boundary=boundary, **ACTOR)
+    services.conflict_resolve(
+        conflict_id=f"{first.id}-{second.id}", resolution="split", earlier=second.id, boundary=boundary, **ACTOR
+    )
 
     assert selectors.memory_get(memory_id=second.id).object == "host-9"
     assert selectors.memory_get(memory_id=first.id, valid_at=format_instant(boundary)).object == "host-7"
@@ -292,22 +320,25 @@ def test_a_conflict_that_no_longer_exists_is_refused_and_nothing_is_written(host
     assert Revision.objects.count() == count
 
 
-@pytest.mark.parametrize(("arguments", "field"), [
-    ({"conflict_id": "7-3", "resolution": "keep", "keep": 3}, "id"),
-    ({"conflict_id": "3", "resolution": "keep", "keep": 3}, "id"),
-    ({"conflict_id": "x-y", "resolution": "keep", "keep": 3}, "id"),
-    ({"conflict_id": "3-9999999999999999999", "resolution": "keep", "keep": 3}, "id"),
-    ({"conflict_id": "3-7", "resolution": "drop", "keep": 3}, "resolution"),
-    ({"conflict_id": "3-7", "resolution": "keep"}, "keep"),
-    ({"conflict_id": "3-7", "resolution": "keep", "keep": 5}, "keep"),
-    ({"conflict_id": "1-7", "resolution": "keep", "keep": True}, "keep"),
-    ({"conflict_id": "3-7", "resolution": "keep", "keep": 3, "boundary": "2024-01-01"}, "boundary"),
-    ({"conflict_id": "3-7", "resolution": "split"}, "boundary"),
-    ({"conflict_id": "3-7", "resolution": "split", "boundary": "May"}, "boundary"),
-    ({"conflict_id": "3-7", "resolution": "split", "boundary": "2024-01-01", "earlier": 4}, "earlier"),
-    ({"conflict_id": "3-7", "resolution": "merge", "keep": 3}, "content"),
-    ({"conflict_id": "3-7", "resolution": "merge", "keep": 3, "content": "  "}, "content"),
-])
+@pytest.mark.parametrize(
+    ("arguments", "field"),
+    [
+        ({"conflict_id": "7-3", "resolution": "keep", "keep": 3}, "id"),
+        ({"conflict_id": "3", "resolution": "keep", "keep": 3}, "id"),
+        ({"conflict_id": "x-y", "resolution": "keep", "keep": 3}, "id"),
+        ({"conflict_id": "3-9999999999999999999", "resolution": "keep", "keep": 3}, "id"),
+        ({"conflict_id": "3-7", "resolution": "drop", "keep": 3}, "resolution"),
+        ({"conflict_id": "3-7", "resolution": "keep"}, "keep"),
+        ({"conflict_id": "3-7", "resolution": "keep", "keep": 5}, "keep"),
+        ({"conflict_id": "1-7", "resolution": "keep", "keep": True}, "keep"),
+        ({"conflict_id": "3-7", "resolution": "keep", "keep": 3, "boundary": "2024-01-01"}, "boundary"),
+        ({"conflict_id": "3-7", "resolution": "split"}, "boundary"),
+        ({"conflict_id": "3-7", "resolution": "split", "boundary": "May"}, "boundary"),
+        ({"conflict_id": "3-7", "resolution": "split", "boundary": "2024-01-01", "earlier": 4}, "earlier"),
+        ({"conflict_id": "3-7", "resolution": "merge", "keep": 3}, "content"),
+        ({"conflict_id": "3-7", "resolution": "merge", "keep": 3, "content": "  "}, "content"),
+    ],
+)
 def test_bad_input_is_refused_naming_the_field(db, arguments, field):
     with pytest.raises(InvalidInput) as error:
         services.conflict_resolve(**arguments, **ACTOR)
@@ -320,7 +351,8 @@ def test_a_split_boundary_before_the_earlier_fact_starts_is_refused(remember):
     count = Revision.objects.count()
 
     with pytest.raises(InvalidInput) as error:
-        services.conflict_resolve(conflict_id=f"{first.id}-{second.id}", resolution="split", boundary="2023-12-01",
-                                  **ACTOR)
+        services.conflict_resolve(
+            conflict_id=f"{first.id}-{second.id}", resolution="split", boundary="2023-12-01", **ACTOR
+        )
 
     assert error.value.field == "boundary" and Revision.objects.count() == count

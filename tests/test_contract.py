@@ -13,7 +13,7 @@ import pytest
 from memories import selectors, services
 from memoryproject.exceptions import MemoryServiceError
 from tests.mcp_client import ToolFailed, http_client
-from tests.subprocesses import migrated_db, module_instance, serve  # noqa: F401  (fixtures)
+from tests.subprocesses import serve
 
 # Every test has the database, MCP ones too: a service driver that asked for ``db`` through
 # getfixturevalue() from a fixture was handed the real data/memory.db, not the test database.
@@ -39,8 +39,9 @@ class ServiceDriver:
             raise Refused(error.message) from None
 
     def remember(self, content, **fields) -> dict:
-        return self._run(services.memory_remember, namespace=self.namespace, content=content, **fields,
-                         **self.credit).as_dict()
+        return self._run(
+            services.memory_remember, namespace=self.namespace, content=content, **fields, **self.credit
+        ).as_dict()
 
     def get(self, memory_id, **times) -> dict:
         return self._run(selectors.memory_get, memory_id=memory_id, **times).as_dict()
@@ -51,8 +52,9 @@ class ServiceDriver:
             result = self._run(services.memory_revise, memory_id=memory_id, **fields, **self.credit)
             changed = result.changed
         if add_tags or remove_tags:
-            result = self._run(services.memory_retag, memory_id=memory_id, add=add_tags, remove=remove_tags,
-                               **self.credit)
+            result = self._run(
+                services.memory_retag, memory_id=memory_id, add=add_tags, remove=remove_tags, **self.credit
+            )
             changed = changed or result.changed
         return {**result.as_dict(), "changed": changed}
 
@@ -173,18 +175,42 @@ def refused(call, *args, **kwargs) -> str:
     return str(caught.value)
 
 
-MEMORY_FIELDS = {"id", "key", "namespace", "kind", "title", "content", "tags", "revision_id", "known_at",
-                 "valid_from", "valid_to", "expires_at", "source", "content_hash"}
+MEMORY_FIELDS = {
+    "id",
+    "key",
+    "namespace",
+    "kind",
+    "title",
+    "content",
+    "tags",
+    "revision_id",
+    "known_at",
+    "valid_from",
+    "valid_to",
+    "expires_at",
+    "source",
+    "content_hash",
+}
 
 
 def test_remember_stores_a_memory_that_get_returns(interface):
-    stored = interface.remember("The build cache lives on the NAS.", title="Build cache", kind="fact",
-                                tags=["infra", "CI"], source="ops handbook", key="build-cache")
+    stored = interface.remember(
+        "The build cache lives on the NAS.",
+        title="Build cache",
+        kind="fact",
+        tags=["infra", "CI"],
+        source="ops handbook",
+        key="build-cache",
+    )
 
     assert MEMORY_FIELDS <= set(stored)
     assert (stored["created"], stored["deduplicated"], stored["revised"]) == (True, False, False)
     assert (stored["namespace"], stored["key"], stored["kind"], stored["tags"]) == (
-        interface.namespace, "build-cache", "fact", ["CI", "infra"])
+        interface.namespace,
+        "build-cache",
+        "fact",
+        ["CI", "infra"],
+    )
     assert stored["valid_from"] == stored["known_at"] and stored["valid_to"] is None
     fetched = interface.get(stored["id"])
     assert {name: fetched[name] for name in MEMORY_FIELDS} == {name: stored[name] for name in MEMORY_FIELDS}
@@ -196,7 +222,11 @@ def test_remembering_stored_content_again_stores_nothing_and_merges_tags(interfa
     again = interface.remember("  Our CI runs on Buildkite.\r\n", tags=["PIPELINES", "runners"])
 
     assert (again["id"], again["revision_id"], again["created"], again["deduplicated"]) == (
-        first["id"], first["revision_id"], False, True)
+        first["id"],
+        first["revision_id"],
+        False,
+        True,
+    )
     assert again["tags"] == ["pipelines", "runners"]
     assert len(interface.history(first["id"])) == 1
 
@@ -209,20 +239,25 @@ def test_remember_under_an_existing_key_adds_a_revision(interface):
     assert same["deduplicated"] and same["revision_id"] == first["revision_id"]
     assert (second["id"], second["revised"]) == (first["id"], True)
     assert [revision["content"] for revision in interface.history(first["id"])] == [
-        "Runbook, first edition.", "Runbook, second edition."]
+        "Runbook, first edition.",
+        "Runbook, second edition.",
+    ]
 
 
 def test_update_replaces_the_text_from_now_on_and_history_keeps_the_old(interface):
     first = interface.remember("The VPN endpoint is vpn1.example.", tags=["network"])
-    updated = interface.update(first["id"], content="The VPN endpoint is vpn2.example.", add_tags=["vpn"],
-                               remove_tags=["NETWORK"])
+    updated = interface.update(
+        first["id"], content="The VPN endpoint is vpn2.example.", add_tags=["vpn"], remove_tags=["NETWORK"]
+    )
 
     assert (updated["changed"], updated["id"], updated["tags"]) == (True, first["id"], ["vpn"])
     assert interface.get(first["id"])["content"] == "The VPN endpoint is vpn2.example."
     assert interface.get(first["id"], as_of=first["known_at"])["content"] == first["content"]
     history = interface.history(first["id"])
     assert [(revision["content"], revision["tombstone"]) for revision in history] == [
-        (first["content"], False), ("The VPN endpoint is vpn2.example.", False)]
+        (first["content"], False),
+        ("The VPN endpoint is vpn2.example.", False),
+    ]
     assert history[1]["revision_id"] == updated["revision_id"]
 
 
@@ -234,14 +269,19 @@ def test_forget_hides_the_memory_once_and_keeps_its_history(interface):
     assert (forgotten["changed"], forgotten["state"], again["changed"]) == (True, "forgotten", False)
     assert refused(interface.get, stored["id"]) == (
         f"Memory {stored['id']} not found — it may have expired or been forgotten. "
-        "List or recall memories to find valid ids.")
+        "List or recall memories to find valid ids."
+    )
     assert interface.get(stored["id"], as_of=stored["known_at"])["content"] == stored["content"]
     tombstone = interface.history(stored["id"])[-1]
-    assert (tombstone["tombstone"], tombstone["hides"], tombstone["reason"]) == (True, stored["revision_id"],
-                                                                                  "we moved")
+    assert (tombstone["tombstone"], tombstone["hides"], tombstone["reason"]) == (
+        True,
+        stored["revision_id"],
+        "we moved",
+    )
     assert interface.recall("old office elm street")["hits"] == []
     assert refused(interface.update, stored["id"], title="Elm") == (
-        f"Memory {stored['id']} is forgotten. Restore it first, or remember the content anew.")
+        f"Memory {stored['id']} is forgotten. Restore it first, or remember the content anew."
+    )
 
 
 def test_recall_ranks_the_best_match_first_and_answers_as_of_a_past_time(interface):
@@ -267,17 +307,21 @@ def test_refusals_name_the_problem_the_same_way(interface):
 
     assert refused(interface.update, second["id"], content="Lunch is at noon.") == (
         f"Memory {first['id']} ({interface.namespace}/{first['key']}) already holds exactly this content. "
-        f"Update or tag memory {first['id']} instead of duplicating it.")
-    assert refused(interface.forget, 987_654) == (
-        "Memory 987654 not found. List or recall memories to find valid ids.")
+        f"Update or tag memory {first['id']} instead of duplicating it."
+    )
+    assert refused(interface.forget, 987_654) == ("Memory 987654 not found. List or recall memories to find valid ids.")
     assert refused(interface.remember, "x", valid_from="next week").startswith(
-        "valid_from: 'next week' is not a date or a time with a timezone.")
-    assert refused(interface.recall, "lunch", as_of="2025-02-30") .startswith(
-        "as_of: '2025-02-30' is not a real date or time")
+        "valid_from: 'next week' is not a date or a time with a timezone."
+    )
+    assert refused(interface.recall, "lunch", as_of="2025-02-30").startswith(
+        "as_of: '2025-02-30' is not a real date or time"
+    )
     assert refused(interface.remember, "x", subject="lunch") == (
-        "subject, predicate and object go together: give all three or none.")
+        "subject, predicate and object go together: give all three or none."
+    )
     assert refused(interface.remember, "é" * 20_000).startswith(
-        "content: 40000 bytes is over the limit of 32768 bytes.")
+        "content: 40000 bytes is over the limit of 32768 bytes."
+    )
     # Values of the wrong kind are refused naming the field (the wording is each interface's own).
     assert "kind" in refused(interface.remember, "x", kind="opinion")
     assert "limit" in refused(interface.recall, "lunch", limit=101)

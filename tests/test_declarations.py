@@ -35,7 +35,6 @@ from memories.records import (
     ConflictList,
     ExportDocument,
     GraphResult,
-    RouteResult,
     History,
     ImportResult,
     LearnResult,
@@ -46,6 +45,7 @@ from memories.records import (
     Record,
     RememberResult,
     ResolveResult,
+    RouteResult,
     Stats,
     StoreStats,
 )
@@ -77,54 +77,103 @@ class Operation:
 
 
 OPERATIONS = {
-    "remember": Operation(declared.RememberArgs, [Rest("post", "/api/v1/memories/", "201", RememberResult, body=True)],
-                          "memory_remember", RememberResult),
-    "recall": Operation(declared.RecallArgs, [Rest("get", "/api/v1/recall/", "200", RecallResult),
-                                              Rest("post", "/api/v1/recall/", "200", RecallResult, body=True)],
-                        "memory_recall", RecallResult),
-    "get": Operation(declared.GetArgs, [Rest("get", MEMORY, "200", MemoryRecord, path_arguments=("id",),
-                                             leaves_out=("namespace", "key"))],
-                     "memory_get", MemoryRecord),
-    "update": Operation(declared.UpdateArgs, [Rest("patch", MEMORY, "200", ChangeResult, body=True,
-                                                   path_arguments=("id",))],
-                        "memory_update", ChangeResult),
+    "remember": Operation(
+        declared.RememberArgs,
+        [Rest("post", "/api/v1/memories/", "201", RememberResult, body=True)],
+        "memory_remember",
+        RememberResult,
+    ),
+    "recall": Operation(
+        declared.RecallArgs,
+        [
+            Rest("get", "/api/v1/recall/", "200", RecallResult),
+            Rest("post", "/api/v1/recall/", "200", RecallResult, body=True),
+        ],
+        "memory_recall",
+        RecallResult,
+    ),
+    "get": Operation(
+        declared.GetArgs,
+        [Rest("get", MEMORY, "200", MemoryRecord, path_arguments=("id",), leaves_out=("namespace", "key"))],
+        "memory_get",
+        MemoryRecord,
+    ),
+    "update": Operation(
+        declared.UpdateArgs,
+        [Rest("patch", MEMORY, "200", ChangeResult, body=True, path_arguments=("id",))],
+        "memory_update",
+        ChangeResult,
+    ),
     "forget": Operation(declared.ForgetArgs, [Rest("delete", MEMORY, "200", ChangeResult, path_arguments=("id",))]),
-    "restore": Operation(declared.RestoreArgs, [Rest("post", MEMORY + "restore/", "200", ChangeResult, body=True,
-                                                     path_arguments=("id",))]),
-    **{action: Operation(declared.StateChangeArgs, [Rest("post", MEMORY + f"{action}/", "200", ChangeResult, body=True,
-                                                         path_arguments=("id",))])
-       for action in ("promote", "archive", "unarchive")},
+    "restore": Operation(
+        declared.RestoreArgs,
+        [Rest("post", MEMORY + "restore/", "200", ChangeResult, body=True, path_arguments=("id",))],
+    ),
+    **{
+        action: Operation(
+            declared.StateChangeArgs,
+            [Rest("post", MEMORY + f"{action}/", "200", ChangeResult, body=True, path_arguments=("id",))],
+        )
+        for action in ("promote", "archive", "unarchive")
+    },
     # One tool makes the five changes of state above; REST has an endpoint for each.
     "set state": Operation(declared.SetStateArgs, [], "memory_set_state", ChangeResult),
-    "history": Operation(declared.HistoryArgs, [Rest("get", MEMORY + "history/", "200", History,
-                                                     path_arguments=("id",))],
-                         "memory_history", History),
-    "learn": Operation(declared.LearnArgs, [Rest("post", "/api/v1/learn/", "200", LearnResult, body=True)],
-                       "memory_learn", LearnResult),
-    "list": Operation(declared.ListArgs, [Rest("get", "/api/v1/memories/", "200", Page)], "memory_list", Page,
-                      tool_leaves_out=("state",)),
+    "history": Operation(
+        declared.HistoryArgs,
+        [Rest("get", MEMORY + "history/", "200", History, path_arguments=("id",))],
+        "memory_history",
+        History,
+    ),
+    "learn": Operation(
+        declared.LearnArgs, [Rest("post", "/api/v1/learn/", "200", LearnResult, body=True)], "memory_learn", LearnResult
+    ),
+    "list": Operation(
+        declared.ListArgs,
+        [Rest("get", "/api/v1/memories/", "200", Page)],
+        "memory_list",
+        Page,
+        tool_leaves_out=("state",),
+    ),
     "stats": Operation(declared.StatsArgs, [Rest("get", "/api/v1/stats/", "200", StoreStats)], "memory_stats", Stats),
-    "audit": Operation(declared.AuditArgs, [Rest("get", "/api/v1/audit/", "200", AuditReport)], "memory_audit",
-                       AuditReport),
-    "conflicts": Operation(declared.ConflictsArgs, [Rest("get", "/api/v1/conflicts/", "200", ConflictList)],
-                           "memory_conflicts", ConflictList),
-    "resolve conflict": Operation(declared.ResolveConflictArgs, [Rest(
-        "post", "/api/v1/conflicts/{id}/resolve/", "200", ResolveResult, body=True, path_arguments=("id",))],
-        "memory_resolve_conflict", ResolveResult),
-    "graph": Operation(declared.GraphArgs, [Rest("get", "/api/v1/graph/", "200", GraphResult)], "memory_graph",
-                       GraphResult),
-    "route": Operation(declared.RouteArgs, [Rest("get", "/api/v1/route/", "200", RouteResult),
-                                            Rest("post", "/api/v1/route/", "200", RouteResult, body=True)],
-                       "memory_route", RouteResult),
+    "audit": Operation(
+        declared.AuditArgs, [Rest("get", "/api/v1/audit/", "200", AuditReport)], "memory_audit", AuditReport
+    ),
+    "conflicts": Operation(
+        declared.ConflictsArgs,
+        [Rest("get", "/api/v1/conflicts/", "200", ConflictList)],
+        "memory_conflicts",
+        ConflictList,
+    ),
+    "resolve conflict": Operation(
+        declared.ResolveConflictArgs,
+        [Rest("post", "/api/v1/conflicts/{id}/resolve/", "200", ResolveResult, body=True, path_arguments=("id",))],
+        "memory_resolve_conflict",
+        ResolveResult,
+    ),
+    "graph": Operation(
+        declared.GraphArgs, [Rest("get", "/api/v1/graph/", "200", GraphResult)], "memory_graph", GraphResult
+    ),
+    "route": Operation(
+        declared.RouteArgs,
+        [
+            Rest("get", "/api/v1/route/", "200", RouteResult),
+            Rest("post", "/api/v1/route/", "200", RouteResult, body=True),
+        ],
+        "memory_route",
+        RouteResult,
+    ),
     "export": Operation(declared.ExportArgs, [Rest("get", "/api/v1/export/", "200", ExportDocument)]),
     "import": Operation(declared.ImportArgs, [Rest("post", "/api/v1/import/", "200", ImportResult)]),
     "health": Operation(None, [Rest("get", "/api/v1/health/", "200", Health)]),
-    "hook recall": Operation(declared.HookRecallArgs, [Rest("post", "/api/v1/hooks/recall/", "200", HookBlock,
-                                                            body=True)]),
-    "hook ingest": Operation(declared.HookIngestArgs, [Rest("post", "/api/v1/hooks/ingest/", "201", IngestResult,
-                                                            body=True)]),
-    "hook report": Operation(declared.HookReportArgs, [Rest("post", "/api/v1/hooks/report/", "201", InjectionRecord,
-                                                            body=True)]),
+    "hook recall": Operation(
+        declared.HookRecallArgs, [Rest("post", "/api/v1/hooks/recall/", "200", HookBlock, body=True)]
+    ),
+    "hook ingest": Operation(
+        declared.HookIngestArgs, [Rest("post", "/api/v1/hooks/ingest/", "201", IngestResult, body=True)]
+    ),
+    "hook report": Operation(
+        declared.HookReportArgs, [Rest("post", "/api/v1/hooks/report/", "201", InjectionRecord, body=True)]
+    ),
     "hook used": Operation(declared.HookUsedArgs, [Rest("post", "/api/v1/hooks/used/", "200", UsedRecord, body=True)]),
 }
 ENDPOINTS = [(name, rest) for name, operation in OPERATIONS.items() for rest in operation.rest]
@@ -141,8 +190,9 @@ def openapi(django_db_blocker) -> dict:
 
 @pytest.fixture(scope="module")
 def tools() -> dict:
-    token = current_caller.set(Caller(actor="declarations", interface="mcp",
-                                      scopes=frozenset({"read", "write", "admin"}), namespaces=None))
+    token = current_caller.set(
+        Caller(actor="declarations", interface="mcp", scopes=frozenset({"read", "write", "admin"}), namespaces=None)
+    )
     tool_set = current_tool_set.set(ALL_TOOLS)
     try:
         return {tool.name: tool for tool in asyncio.run(server.list_tools())}
@@ -165,7 +215,7 @@ def declared_shape(annotation, metadata=()) -> dict:
         constraints += more
     bounds = {}
     for item in constraints:
-        for constraint in (item.metadata if isinstance(item, FieldInfo) else [item]):
+        for constraint in item.metadata if isinstance(item, FieldInfo) else [item]:
             for attribute, name in _BOUNDS:
                 if getattr(constraint, attribute, None) is not None:
                     bounds[name] = getattr(constraint, attribute)
@@ -178,8 +228,11 @@ def declared_shape(annotation, metadata=()) -> dict:
     if origin is Literal:
         return {"enum": list(get_args(annotation))}
     if origin is list:
-        return {"type": "array", **_renamed(bounds, min="minItems", max="maxItems"),
-                "items": declared_shape(get_args(annotation)[0])}
+        return {
+            "type": "array",
+            **_renamed(bounds, min="minItems", max="maxItems"),
+            "items": declared_shape(get_args(annotation)[0]),
+        }
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return {"type": "object"}
     return {"type": _JSON_TYPES[origin or annotation], **_renamed(bounds, min="minLength", max="maxLength")}
@@ -191,8 +244,11 @@ def _renamed(bounds: dict, **names) -> dict:
 
 def declared_argument(info: FieldInfo, *, tool: bool = False) -> dict:
     """What a declared argument says; a ``tool`` says a time's forms once, in the server's instructions."""
-    facts = {"shape": declared_shape(info.annotation, info.metadata),
-             "description": tool_description(info) if tool else info.description, "required": info.is_required()}
+    facts = {
+        "shape": declared_shape(info.annotation, info.metadata),
+        "description": tool_description(info) if tool else info.description,
+        "required": info.is_required(),
+    }
     if info.default not in (None, PydanticUndefined):
         facts["default"] = info.default
     return facts
@@ -239,8 +295,11 @@ def documented_shape(schema: dict, node: dict) -> dict:
         return {"anyOf": [documented_shape(schema, form) for form in forms]}
     if "enum" in node:
         return {"enum": [value for value in node["enum"] if value is not None]}
-    bounds = {key: node[key] for key in ("minLength", "maxLength", "minimum", "maximum", "pattern", "minItems",
-                                         "maxItems") if key in node}
+    bounds = {
+        key: node[key]
+        for key in ("minLength", "maxLength", "minimum", "maximum", "pattern", "minItems", "maxItems")
+        if key in node
+    }
     if node.get("type") == "array":
         return {"type": "array", **bounds, "items": documented_shape(schema, node["items"])}
     return {"type": node["type"], **bounds}
@@ -290,8 +349,12 @@ def assert_same_records(schema: dict, node: dict, record: type[BaseModel], where
 
 
 def test_every_rest_operation_and_every_tool_is_compared(openapi, tools):
-    documented = {(method, path) for path, item in openapi["paths"].items() for method in item
-                  if method in ("get", "post", "patch", "delete", "put")}
+    documented = {
+        (method, path)
+        for path, item in openapi["paths"].items()
+        for method in item
+        if method in ("get", "post", "patch", "delete", "put")
+    }
     assert documented == {(rest.method, rest.path) for _, rest in ENDPOINTS}
     assert set(tools) == {operation.tool for _, operation in TOOLS}
 
@@ -300,22 +363,33 @@ def test_every_rest_operation_and_every_tool_is_compared(openapi, tools):
 def test_rest_takes_the_declared_arguments(openapi, name, rest):
     operation = openapi["paths"][rest.path][rest.method]
     model = OPERATIONS[name].arguments
-    declared_fields = {} if model is None else {
-        argument: info for argument, info in model.model_fields.items() if argument not in rest.leaves_out}
+    declared_fields = (
+        {}
+        if model is None
+        else {argument: info for argument, info in model.model_fields.items() if argument not in rest.leaves_out}
+    )
     parameters = {parameter["name"]: parameter for parameter in operation.get("parameters", [])}
     in_path = {argument for argument, parameter in parameters.items() if parameter["in"] == "path"}
     assert in_path == set(rest.path_arguments)
 
     taken = {}
     for argument, parameter in parameters.items():
-        taken[argument] = documented_argument(openapi, parameter["schema"], description=parameter.get("description"),
-                                              required=parameter.get("required", False))
+        taken[argument] = documented_argument(
+            openapi,
+            parameter["schema"],
+            description=parameter.get("description"),
+            required=parameter.get("required", False),
+        )
     if rest.body:
         body = resolve(openapi, operation["requestBody"]["content"]["application/json"]["schema"])
         assert body["additionalProperties"] is False
         for argument, node in body["properties"].items():
-            taken[argument] = documented_argument(openapi, node, description=resolve(openapi, node).get(
-                "description"), required=argument in body.get("required", ()))
+            taken[argument] = documented_argument(
+                openapi,
+                node,
+                description=resolve(openapi, node).get("description"),
+                required=argument in body.get("required", ()),
+            )
 
     expected = {}
     for argument, info in declared_fields.items():
@@ -329,12 +403,18 @@ def test_rest_takes_the_declared_arguments(openapi, name, rest):
 @pytest.mark.parametrize(("name", "operation"), TOOLS, ids=[operation.tool for _, operation in TOOLS])
 def test_each_tool_takes_the_declared_arguments(tools, name, operation):
     schema = tools[operation.tool].inputSchema
-    expected = {argument: declared_argument(info, tool=True)
-                for argument, info in operation.arguments.model_fields.items() if argument not in operation.tool_leaves_out}
+    expected = {
+        argument: declared_argument(info, tool=True)
+        for argument, info in operation.arguments.model_fields.items()
+        if argument not in operation.tool_leaves_out
+    }
     assert list(schema["properties"]) == list(expected)
-    documented = {argument: documented_argument(schema, node, description=node.get("description"),
-                                                required=argument in schema.get("required", ()))
-                  for argument, node in schema["properties"].items()}
+    documented = {
+        argument: documented_argument(
+            schema, node, description=node.get("description"), required=argument in schema.get("required", ())
+        )
+        for argument, node in schema["properties"].items()
+    }
     assert documented == expected
 
 
@@ -361,12 +441,21 @@ def test_each_description_is_written_once():
     for folder in ("api", "mcp_api", "memories", "memoryproject", "telemetry"):
         for path in (root / folder).rglob("*.py"):
             # The parser joins adjacent literals, so a text split over lines counts as one string.
-            texts.update(node.value.strip() for node in ast.walk(ast.parse(path.read_text()))
-                         if isinstance(node, ast.Constant) and isinstance(node.value, str))
-    models = [*(operation.arguments for operation in OPERATIONS.values() if operation.arguments),
-              *(rest.record for _, rest in ENDPOINTS)]
-    descriptions = {info.description.removesuffix(declared.INSTANT_HELP).strip() for model in models
-                    for info in model.model_fields.values() if info.description}
+            texts.update(
+                node.value.strip()
+                for node in ast.walk(ast.parse(path.read_text()))
+                if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            )
+    models = [
+        *(operation.arguments for operation in OPERATIONS.values() if operation.arguments),
+        *(rest.record for _, rest in ENDPOINTS),
+    ]
+    descriptions = {
+        info.description.removesuffix(declared.INSTANT_HELP).strip()
+        for model in models
+        for info in model.model_fields.values()
+        if info.description
+    }
     assert texts[declared.INSTANT_HELP] == 1
     for description in descriptions:
         assert texts[description] <= 1, description

@@ -31,10 +31,13 @@ PG_BIN = Path(shutil.which("initdb") or "/usr/lib/postgresql/15/bin/initdb").par
 
 # SQLite: the fragments are byte for byte what the call sites held before the seam.
 
+
 @pytest.mark.sqlite_only("the SQLite forms of the seam, on the suite's own SQLite connection")
 def test_sqlite_fragments_are_the_sql_written_before_the_seam():
-    before = ("(unixepoch({col}) * 1000000 + CAST(substr({col}, 21, 6) || substr('000000', 1, "
-              "6 - length(substr({col}, 21, 6))) AS INTEGER))")
+    before = (
+        "(unixepoch({col}) * 1000000 + CAST(substr({col}, 21, 6) || substr('000000', 1, "
+        "6 - length(substr({col}, 21, 6))) AS INTEGER))"
+    )
     assert dialect.micros("r.known_at") == before.format(col="r.known_at")
     assert dialect.new_version() == "random()"
     assert dialect.contains("substr(term, %s)", "%s") == "instr(substr(term, %s), %s) > 0"
@@ -54,20 +57,27 @@ def test_sqlite_key_and_clock_are_the_ones_used_before_the_seam():
 @pytest.mark.django_db
 def test_sqlite_finds_tables_and_triggers_by_name():
     with connection.cursor() as cursor:
-        assert dialect.existing(cursor, ["memories_revision", "search_fts_words_after_insert", "nothing"]) == \
-            {"memories_revision", "search_fts_words_after_insert"}
-        assert {"search_fts_words_after_insert", "search_fts_words_after_delete"} <= \
-            dialect.triggers_on(cursor, "memories_revision")
+        assert dialect.existing(cursor, ["memories_revision", "search_fts_words_after_insert", "nothing"]) == {
+            "memories_revision",
+            "search_fts_words_after_insert",
+        }
+        assert {"search_fts_words_after_insert", "search_fts_words_after_delete"} <= dialect.triggers_on(
+            cursor, "memories_revision"
+        )
 
 
 def _five_rows_come_in_chunks_of_two():
     blobs = [bytes([n]) * 3 for n in range(5)]
     sql = " UNION ALL ".join("SELECT %s, %s" for _ in blobs) + " ORDER BY 1"
     with connection.cursor() as cursor:
-        chunks = list(dialect.chunks(cursor, sql, [value for n, blob in enumerate(blobs) for value in (n, blob)],
-                                     size=2))
-    assert [[tuple(row) for row in rows] for rows in chunks] == \
-        [[(0, blobs[0]), (1, blobs[1])], [(2, blobs[2]), (3, blobs[3])], [(4, blobs[4])]]
+        chunks = list(
+            dialect.chunks(cursor, sql, [value for n, blob in enumerate(blobs) for value in (n, blob)], size=2)
+        )
+    assert [[tuple(row) for row in rows] for rows in chunks] == [
+        [(0, blobs[0]), (1, blobs[1])],
+        [(2, blobs[2]), (3, blobs[3])],
+        [(4, blobs[4])],
+    ]
     with pytest.raises(DatabaseError), connection.cursor() as cursor:  # Django's error, as from its own cursor
         list(dialect.chunks(cursor, "SELECT id FROM no_such_table", [], size=2))
 
@@ -79,6 +89,7 @@ def test_chunks_hold_every_row_once_in_order_with_bytes_as_bytes():
 
 
 # PostgreSQL: a throwaway cluster, the schema's tables by hand.
+
 
 def _free_port() -> int:
     with socket.socket() as probe:
@@ -101,16 +112,36 @@ def cluster():
     if os.geteuid() == 0:
         shutil.chown(folder, "postgres")
     data, port = folder / "data", _free_port()
-    subprocess.run(_as_postgres([str(PG_BIN / "initdb"), "-D", str(data), "--locale=C", "-E", "UTF8", "-A", "trust",
-                                 "-U", "postgres"]), check=True, capture_output=True)
-    subprocess.run(_as_postgres([str(PG_BIN / "pg_ctl"), "-D", str(data), "-l", str(folder / "log"), "-w", "-o",
-                                 f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off", "start"]),
-                   check=True, capture_output=True)
+    subprocess.run(
+        _as_postgres(
+            [str(PG_BIN / "initdb"), "-D", str(data), "--locale=C", "-E", "UTF8", "-A", "trust", "-U", "postgres"]
+        ),
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(
+        _as_postgres(
+            [
+                str(PG_BIN / "pg_ctl"),
+                "-D",
+                str(data),
+                "-l",
+                str(folder / "log"),
+                "-w",
+                "-o",
+                f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off",
+                "start",
+            ]
+        ),
+        check=True,
+        capture_output=True,
+    )
     try:
         yield port
     finally:
-        subprocess.run(_as_postgres([str(PG_BIN / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"]),
-                       capture_output=True)
+        subprocess.run(
+            _as_postgres([str(PG_BIN / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"]), capture_output=True
+        )
         shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -146,12 +177,19 @@ def postgresql(cluster, django_db_blocker):
     import psycopg
 
     name = f"dialect_{os.getpid()}_{time.monotonic_ns()}"
-    with psycopg.connect(host="127.0.0.1", port=cluster, user="postgres", dbname="postgres",
-                         autocommit=True) as admin:
+    with psycopg.connect(host="127.0.0.1", port=cluster, user="postgres", dbname="postgres", autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE "{name}"')
-    settings = connections.configure_settings({"default": {
-        "ENGINE": "django.db.backends.postgresql", "NAME": name, "USER": "postgres", "HOST": "127.0.0.1",
-        "PORT": str(cluster)}})["default"]
+    settings = connections.configure_settings(
+        {
+            "default": {
+                "ENGINE": "django.db.backends.postgresql",
+                "NAME": name,
+                "USER": "postgres",
+                "HOST": "127.0.0.1",
+                "PORT": str(cluster),
+            }
+        }
+    )["default"]
     from django.db.backends.postgresql.base import DatabaseWrapper
 
     pg = DatabaseWrapper(settings, alias="default")
@@ -168,9 +206,11 @@ def postgresql(cluster, django_db_blocker):
 
 
 def _revision(cursor, memory_id, known_at, *, content="", tombstone=False, valid_to=None, expires_at=None):
-    cursor.execute("INSERT INTO memories_revision (memory_id, content, known_at, valid_from, valid_to, expires_at, "
-                   "tombstone) VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id",
-                   [memory_id, content, known_at, known_at, valid_to, expires_at, tombstone])
+    cursor.execute(
+        "INSERT INTO memories_revision (memory_id, content, known_at, valid_from, valid_to, expires_at, "
+        "tombstone) VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id",
+        [memory_id, content, known_at, known_at, valid_to, expires_at, tombstone],
+    )
     return cursor.fetchone()[0]
 
 
@@ -180,8 +220,12 @@ def _memory(cursor, namespace="acme"):
 
 
 UTC = dt.timezone.utc
-TIMES = [dt.datetime(2024, 1, 2, 3, 4, 5, 678901, tzinfo=UTC), dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC),
-         dt.datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=UTC), dt.datetime(2024, 1, 2, 3, 4, 5, 1, tzinfo=UTC)]
+TIMES = [
+    dt.datetime(2024, 1, 2, 3, 4, 5, 678901, tzinfo=UTC),
+    dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC),
+    dt.datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+    dt.datetime(2024, 1, 2, 3, 4, 5, 1, tzinfo=UTC),
+]
 
 
 def test_postgresql_micros_are_exact(postgresql):
@@ -189,8 +233,9 @@ def test_postgresql_micros_are_exact(postgresql):
         memory = _memory(cursor)
         for moment in TIMES:
             _revision(cursor, memory, moment)
-        cursor.execute(f"SELECT {dialect.micros('known_at')}, {dialect.micros('valid_to')} "
-                       "FROM memories_revision ORDER BY id")
+        cursor.execute(
+            f"SELECT {dialect.micros('known_at')}, {dialect.micros('valid_to')} FROM memories_revision ORDER BY id"
+        )
         assert cursor.fetchall() == [(snapshot.to_micros(moment), None) for moment in TIMES]
 
 
@@ -203,8 +248,11 @@ def test_postgresql_snapshot_loads_what_sqlite_loads(postgresql):
         second = _revision(cursor, memory, TIMES[1], tombstone=True, valid_to=TIMES[2])
         cursor.execute("UPDATE memories_revision SET batch_id = %s WHERE id = %s", [batch, second])
         cursor.execute("INSERT INTO search_document VALUES (%s, 3, 1)", [first])
-        cursor.execute("INSERT INTO memories_attributes (memory_id, namespace, kind, state, known_at) "
-                       "VALUES (%s, 'acme', 'fact', 'active', %s)", [memory, TIMES[0]])
+        cursor.execute(
+            "INSERT INTO memories_attributes (memory_id, namespace, kind, state, known_at) "
+            "VALUES (%s, 'acme', 'fact', 'active', %s)",
+            [memory, TIMES[0]],
+        )
     view = snapshot.Snapshot().refresh()
     columns = {name: getattr(view.columns, name).tolist() for name in snapshot._COLUMNS}
     assert columns["revision"] == [second, first]  # sorted by (memory, known, id): TIMES[1] is the earlier
@@ -226,8 +274,10 @@ def test_postgresql_reads_versions_and_blobs_in_one_union(postgresql):
     ids, tfs = np.array([3, 9], dtype="<u4").tobytes(), np.array([1, 2], dtype="<u2").tobytes()
     with connection.cursor() as cursor:
         cursor.execute("INSERT INTO search_posting VALUES (%s, 0, %s, %s)", [postings.key("acme", "deploy"), ids, tfs])
-        cursor.executemany("INSERT INTO search_posting_tail VALUES (%s, %s, %s)",
-                           [(postings.key("acme", "deploy"), 12, 4), (postings.key("acme", "deployment"), 14, 1)])
+        cursor.executemany(
+            "INSERT INTO search_posting_tail VALUES (%s, %s, %s)",
+            [(postings.key("acme", "deploy"), 12, 4), (postings.key("acme", "deployment"), 14, 1)],
+        )
         postings._new_packed_version(cursor)
         cursor.execute("SELECT packed_version FROM search_state")
         version = cursor.fetchone()[0]
@@ -245,8 +295,9 @@ def test_postgresql_reads_versions_and_blobs_in_one_union(postgresql):
 
 
 def test_postgresql_postings_fold_into_packed_rows_and_leave_them(postgresql):
-    documents = postings.analyse([(1, "acme", "", "deploy the api"), (2, "acme", "", "deploy again"),
-                                  (3, "other", "", "deploy")])
+    documents = postings.analyse(
+        [(1, "acme", "", "deploy the api"), (2, "acme", "", "deploy again"), (3, "other", "", "deploy")]
+    )
     [shared] = set(documents[0].terms) & set(documents[1].terms)  # the stem of "deploy" in acme
 
     def held():
@@ -286,8 +337,9 @@ def test_postgresql_a_writer_that_waited_for_the_lock_stamps_after_the_one_it_wa
     holding, stamped = threading.Event(), []
 
     def other_server():
-        with psycopg.connect(host=settings["HOST"], port=settings["PORT"], user="postgres",
-                             dbname=settings["NAME"]) as other:  # one transaction, committed on leaving
+        with psycopg.connect(
+            host=settings["HOST"], port=settings["PORT"], user="postgres", dbname=settings["NAME"]
+        ) as other:  # one transaction, committed on leaving
             other.execute("SELECT pg_advisory_xact_lock(42)")  # the write lock as the PostgreSQL backend takes it
             holding.set()
             time.sleep(0.2)
@@ -313,10 +365,13 @@ def test_postgresql_key_names_the_server_and_the_database(postgresql):
 def test_postgresql_finds_tables_and_triggers_by_name(postgresql):
     with connection.cursor() as cursor:
         cursor.execute("CREATE FUNCTION noop() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$")
-        cursor.execute("CREATE TRIGGER revision_noop AFTER DELETE ON memories_revision "
-                       "FOR EACH ROW EXECUTE FUNCTION noop()")
-        assert dialect.existing(cursor, ["memories_revision", "revision_noop", "nothing"]) == \
-            {"memories_revision", "revision_noop"}
+        cursor.execute(
+            "CREATE TRIGGER revision_noop AFTER DELETE ON memories_revision FOR EACH ROW EXECUTE FUNCTION noop()"
+        )
+        assert dialect.existing(cursor, ["memories_revision", "revision_noop", "nothing"]) == {
+            "memories_revision",
+            "revision_noop",
+        }
         assert dialect.triggers_on(cursor, "memories_revision") == {"revision_noop"}  # not the foreign keys'
         assert dialect.triggers_on(cursor, "no_such_table") == set()
 
@@ -346,8 +401,9 @@ def test_postgresql_vectors_keep_the_same_bytes_and_follow_deletes(postgresql):
     assert vectors.current_space().generation == 3
     with connection.cursor() as cursor:
         cursor.execute("DROP TRIGGER search_vectors_after_delete ON memories_revision")
-    assert [line.split(" is missing")[0] for line in vectors.vector_drift()] == \
-        ["The trigger search_vectors_after_delete"]
+    assert [line.split(" is missing")[0] for line in vectors.vector_drift()] == [
+        "The trigger search_vectors_after_delete"
+    ]
     space = vectors.reset_space(embedder)
     assert space.generation == 4 and vectors.vector_count() == 0 and vectors.vector_drift() == []
 
@@ -364,15 +420,23 @@ def test_postgresql_drift_and_reindex_queries_bind_booleans(postgresql):
         _revision(cursor, memory, TIMES[1], tombstone=True)
         cursor.execute("INSERT INTO search_document VALUES (%s, 1, 0), (999, 1, 0)", [text])
         cursor.execute("DELETE FROM search_document WHERE revision_id = %s", [text])
-        cursor.execute("INSERT INTO memories_attributes (memory_id, namespace, kind, state, known_at) "
-                       "VALUES (%s, 'moved', 'fact', 'active', %s)", [memory, TIMES[0]])
+        cursor.execute(
+            "INSERT INTO memories_attributes (memory_id, namespace, kind, state, known_at) "
+            "VALUES (%s, 'moved', 'fact', 'active', %s)",
+            [memory, TIMES[0]],
+        )
     # These hand-made tables have no triggers; and PostgreSQL has no FTS tables to check.
     assert [line.split(":")[0] for line in indexing.index_drift()] == [
-        "memories_revision", "memories_memory", "memories_attributes"]
+        "memories_revision",
+        "memories_memory",
+        "memories_attributes",
+    ]
     assert indexing._drifted_documents() == ([text], [999])
     assert indexing._with_text([text]) == [(text, "acme", "", "deploy")]
-    assert indexing._with_text([text], every_namespace=True) == [(text, "acme", "", "deploy"),
-                                                                 (text, "moved", "", "deploy")]
+    assert indexing._with_text([text], every_namespace=True) == [
+        (text, "acme", "", "deploy"),
+        (text, "moved", "", "deploy"),
+    ]
 
 
 def test_postgresql_erasure_vacuums_the_tables_that_held_text(postgresql):
@@ -381,8 +445,15 @@ def test_postgresql_erasure_vacuums_the_tables_that_held_text(postgresql):
     with connection.cursor() as cursor:
         tables = erasure._text_tables(cursor)
     # Those of the hand-made schema; the others are skipped, not an error.
-    assert tables == ["memories_revision", "memories_memory", "memories_attributes", "memories_tag",
-                      "search_document", "search_posting", "search_posting_tail"]
+    assert tables == [
+        "memories_revision",
+        "memories_memory",
+        "memories_attributes",
+        "memories_tag",
+        "search_document",
+        "search_posting",
+        "search_posting_tail",
+    ]
     with transaction.atomic():
         # As memory_erase hands it over: run once the erasure committed, outside any transaction (VACUUM refuses one).
         transaction.on_commit(erasure._clean_up_after_erasure)

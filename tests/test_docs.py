@@ -36,8 +36,12 @@ def prose_lines(text: str, *, code_spans: bool = False) -> list[str]:
         marker = _FENCE.match(line)
         if fence is not None:
             # A closing fence: the same character, at least as long, nothing after it.
-            if marker and marker.group(1)[0] == fence[0] and len(marker.group(1)) >= len(fence) \
-                    and not line.strip().strip(fence[0]):
+            if (
+                marker
+                and marker.group(1)[0] == fence[0]
+                and len(marker.group(1)) >= len(fence)
+                and not line.strip().strip(fence[0])
+            ):
                 fence = None
             continue
         if marker:
@@ -96,7 +100,11 @@ def broken_links(document: Path) -> list[str]:
             destination = (document.parent / path).resolve()
         if not destination.exists():
             problems.append(f"{target}: no file {destination}")
-        elif fragment and destination.suffix == ".md" and fragment not in anchors(destination.read_text(encoding="utf-8")):
+        elif (
+            fragment
+            and destination.suffix == ".md"
+            and fragment not in anchors(destination.read_text(encoding="utf-8"))
+        ):
             problems.append(f"{target}: no heading with the anchor #{fragment} in {destination}")
     return problems
 
@@ -112,50 +120,66 @@ def test_every_relative_link_leads_to_a_file_and_heading_that_exist(document):
 
 
 def test_readme_links_to_every_page_in_docs():
-    linked = {(ROOT / unquote(urlsplit(target).path)).resolve() for target in links(README.read_text(encoding="utf-8"))
-              if not urlsplit(target).scheme and urlsplit(target).path}
+    linked = {
+        (ROOT / unquote(urlsplit(target).path)).resolve()
+        for target in links(README.read_text(encoding="utf-8"))
+        if not urlsplit(target).scheme and urlsplit(target).path
+    }
     pages = {path.resolve() for path in (ROOT / "docs").rglob("*.md")}
     assert pages, "docs/ holds no pages"
     assert sorted(str(page.relative_to(ROOT)) for page in pages - linked) == []
 
 
 def test_anchors_follow_githubs_slug_rules():
-    text = "\n".join([
-        "# Forget, erase and purge",
-        "## The `memory` command",
-        "### `POST hooks/recall/` (read)",
-        "## Which revision a read sees",
-        "## Notes",
-        "## Notes",
-        "```",
-        "# not a heading",
-        "```",
-        "## [Linked](other.md) heading_with_underscores",
-    ])
+    text = "\n".join(
+        [
+            "# Forget, erase and purge",
+            "## The `memory` command",
+            "### `POST hooks/recall/` (read)",
+            "## Which revision a read sees",
+            "## Notes",
+            "## Notes",
+            "```",
+            "# not a heading",
+            "```",
+            "## [Linked](other.md) heading_with_underscores",
+        ]
+    )
     assert anchors(text) == {
-        "forget-erase-and-purge", "the-memory-command", "post-hooksrecall-read", "which-revision-a-read-sees",
-        "notes", "notes-1", "linked-heading_with_underscores",
+        "forget-erase-and-purge",
+        "the-memory-command",
+        "post-hooksrecall-read",
+        "which-revision-a-read-sees",
+        "notes",
+        "notes-1",
+        "linked-heading_with_underscores",
     }
 
 
 def test_links_in_code_are_not_read_and_absolute_links_are_not_followed(tmp_path):
     page = tmp_path / "page.md"
-    page.write_text("\n".join([
-        "See [the API](http://127.0.0.1:8000/api/docs/) and `[code](missing.md)`.",
-        "```",
-        "[also code](missing.md)",
-        "```",
-        "A [real link](missing.md) and [an anchor](#nowhere).",
-        "# Here",
-    ]), encoding="utf-8")
+    page.write_text(
+        "\n".join(
+            [
+                "See [the API](http://127.0.0.1:8000/api/docs/) and `[code](missing.md)`.",
+                "```",
+                "[also code](missing.md)",
+                "```",
+                "A [real link](missing.md) and [an anchor](#nowhere).",
+                "# Here",
+            ]
+        ),
+        encoding="utf-8",
+    )
     assert links(page.read_text(encoding="utf-8")) == ["http://127.0.0.1:8000/api/docs/", "missing.md", "#nowhere"]
 
 
 def test_a_link_to_a_missing_file_or_heading_is_reported(tmp_path):
     (tmp_path / "a.md").write_text("# Title\n## Sub part\n", encoding="utf-8")
     page = tmp_path / "b.md"
-    page.write_text("[ok](a.md#sub-part) [file](gone.md) [heading](a.md#missing) [here](#b-head)\n# B head\n",
-                    encoding="utf-8")
+    page.write_text(
+        "[ok](a.md#sub-part) [file](gone.md) [heading](a.md#missing) [here](#b-head)\n# B head\n", encoding="utf-8"
+    )
     assert broken_links(page) == [
         f"gone.md: no file {tmp_path / 'gone.md'}",
         f"a.md#missing: no heading with the anchor #missing in {tmp_path / 'a.md'}",

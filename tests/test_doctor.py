@@ -10,13 +10,24 @@ from django.db.migrations.recorder import MigrationRecorder
 from memories import health
 from memoryproject.sqlite_backend.base import Database
 from search.indexing import index_drift
-from tests.subprocesses import instance, migrated_db  # noqa: F401  (fixtures)
 
 # The checks per engine: make test-postgres runs the suite, and its child processes, on PostgreSQL.
-CHECKS = (["python", "postgresql", "fts5", "database writable", "schema", "index drift", "embedder", "imports"]
-          if os.environ.get("MEMORY_DATABASE_URL") else
-          ["python", "sqlite", "fts5", "sqlite-vec", "database writable", "integrity", "schema", "index drift",
-           "embedder", "imports"])
+CHECKS = (
+    ["python", "postgresql", "fts5", "database writable", "schema", "index drift", "embedder", "imports"]
+    if os.environ.get("MEMORY_DATABASE_URL")
+    else [
+        "python",
+        "sqlite",
+        "fts5",
+        "sqlite-vec",
+        "database writable",
+        "integrity",
+        "schema",
+        "index drift",
+        "embedder",
+        "imports",
+    ]
+)
 
 
 def test_every_check_passes_on_a_healthy_store(remember):
@@ -59,8 +70,10 @@ def test_the_full_check_finds_an_index_whose_rows_add_up_but_whose_text_differs(
         cursor.execute("UPDATE memories_revision SET content = 'Something else entirely now.'")
 
     quick = index_drift(full=False)
-    assert quick == ["memories_revision: trigger search_revision_updated, memories_revision_no_update is missing, "
-                     "so the store and search's tables can drift apart; re-run the migrations."]
+    assert quick == [
+        "memories_revision: trigger search_revision_updated, memories_revision_no_update is missing, "
+        "so the store and search's tables can drift apart; re-run the migrations."
+    ]
     problems = index_drift()
     assert any(line.startswith("search_fts_words: the index does not match") for line in problems)
 
@@ -70,12 +83,14 @@ def test_a_dropped_trigger_of_search_s_own_tables_is_index_drift_on_every_engine
     assert index_drift(full=False) == []
     with connection.cursor() as cursor:
         # DDL is transactional on both engines: the test's own rollback restores the trigger.
-        cursor.execute("DROP TRIGGER search_memory_deleted"
-                       + (" ON memories_memory" if connection.vendor == "postgresql" else ""))
+        cursor.execute(
+            "DROP TRIGGER search_memory_deleted" + (" ON memories_memory" if connection.vendor == "postgresql" else "")
+        )
 
     assert index_drift(full=False) == [
         "memories_memory: trigger search_memory_deleted is missing, so the store and search's tables can drift "
-        "apart; re-run the migrations."]
+        "apart; re-run the migrations."
+    ]
     assert not health.index_in_step().ok
 
 
@@ -121,8 +136,10 @@ def test_doctor_exits_1_and_names_the_index_that_drifted(instance):
     instance.run(_SEED)
     with closing(Database.connect(instance.db_path, isolation_level=None)) as db:
         # Take one revision out of one index behind the triggers' back.
-        db.execute("INSERT INTO search_fts_words(search_fts_words, rowid, title, content) "
-                   "SELECT 'delete', id, title, content FROM memories_revision ORDER BY id LIMIT 1")
+        db.execute(
+            "INSERT INTO search_fts_words(search_fts_words, rowid, title, content) "
+            "SELECT 'delete', id, title, content FROM memories_revision ORDER BY id LIMIT 1"
+        )
 
     done = _doctor(instance, expect=1)
     as_json = json.loads(_doctor(instance, "--json", expect=1).stdout)
@@ -170,7 +187,9 @@ def test_doctor_fails_when_the_stored_vectors_come_from_another_embedder_and_nam
     check = next(check for check in health.run_checks() if check.name == "embedder")
 
     assert not check.ok
-    assert "2 vector(s) from all-MiniLM-L6-v2" in check.detail and "MEMORY_EMBEDDER=hash selects hash-v1" in check.detail
+    assert (
+        "2 vector(s) from all-MiniLM-L6-v2" in check.detail and "MEMORY_EMBEDDER=hash selects hash-v1" in check.detail
+    )
     assert "manage.py backfill --reembed" in check.detail
 
     # The command it names is the fix.

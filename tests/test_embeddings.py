@@ -33,7 +33,7 @@ from search.embeddings import (
     warm_up,
 )
 from search.errors import SpaceConflict
-from tests.subprocesses import clean_env, instance, manage, migrated_db, python  # noqa: F401  (fixtures)
+from tests.subprocesses import clean_env, manage, python
 
 ACTOR = {"actor": "tester", "interface": "cli"}
 
@@ -100,8 +100,14 @@ def test_a_query_embeds_like_the_same_text_in_a_batch(minilm):
 
 def _varied_texts(count: int) -> list[str]:
     subjects = ["The deploy", "Ana's runbook", "The billing service", "Our cat", "The quarterly report", "Kubernetes"]
-    endings = ["runs every Friday", "moved to the ops wiki", "failed after the outage in March",
-               "likes fish more than rice", "is due before the board meeting", "needs a new node pool"]
+    endings = [
+        "runs every Friday",
+        "moved to the ops wiki",
+        "failed after the outage in March",
+        "likes fish more than rice",
+        "is due before the board meeting",
+        "needs a new node pool",
+    ]
     return [f"{subjects[number % 6]} {endings[number // 6 % 6]} (note {number})" for number in range(count)]
 
 
@@ -126,9 +132,14 @@ def test_minilm_runs_through_onnx_runtime_with_the_torch_models_vectors(minilm, 
 def test_an_import_embedded_in_batches_recalls_by_meaning(minilm, settings, db):
     settings.MEMORY_EMBEDDER = "minilm"
     facts = _varied_texts(40) + ["Invoices are emailed to customers on the first of each month"]
-    document = {"format": "memory-export", "version": 1,
-                "memories": [{"namespace": "facts", "key": f"fact-{number}", "revisions": [{"content": fact}]}
-                             for number, fact in enumerate(facts)]}
+    document = {
+        "format": "memory-export",
+        "version": 1,
+        "memories": [
+            {"namespace": "facts", "key": f"fact-{number}", "revisions": [{"content": fact}]}
+            for number, fact in enumerate(facts)
+        ],
+    }
     services.memories_import(document=json.dumps(document), trusted=False, **ACTOR)
 
     _, stored = vectors.load_matrix()
@@ -168,8 +179,9 @@ def test_a_process_embeds_one_text_from_the_cached_export_without_importing_torc
     assert done.returncode == 0, done.stderr
     answer = json.loads(done.stdout)
     assert answer["heavy"] == []
-    np.testing.assert_allclose(answer["vector"], minilm.embed_query("what did we decide about the release"),
-                               rtol=0, atol=1e-6)
+    np.testing.assert_allclose(
+        answer["vector"], minilm.embed_query("what did we decide about the release"), rtol=0, atol=1e-6
+    )
     after = path.stat()
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)  # reused, not made again
 
@@ -190,8 +202,9 @@ def _truncated(source: Path, target: Path) -> None:
 
 
 @pytest.mark.parametrize("damage", [_with_one_weight_scaled, _truncated])
-def test_a_damaged_cached_export_is_made_again_and_stale_ones_are_removed(exported, minilm, settings, tmp_path,
-                                                                         caplog, damage):
+def test_a_damaged_cached_export_is_made_again_and_stale_ones_are_removed(
+    exported, minilm, settings, tmp_path, caplog, damage
+):
     cache = tmp_path / "cache"
     cache.mkdir()
     good = _exported_file(exported)
@@ -210,8 +223,9 @@ def test_a_damaged_cached_export_is_made_again_and_stale_ones_are_removed(export
     np.testing.assert_allclose(embedder.embed(PROBES), minilm.embed(PROBES), rtol=0, atol=1e-6)
 
 
-def test_a_model_whose_export_fails_runs_through_torch_with_the_same_vectors(minilm, torch_minilm, settings,
-                                                                             tmp_path, monkeypatch, caplog):
+def test_a_model_whose_export_fails_runs_through_torch_with_the_same_vectors(
+    minilm, torch_minilm, settings, tmp_path, monkeypatch, caplog
+):
     import torch
 
     def broken(*args, **kwargs):
@@ -224,8 +238,10 @@ def test_a_model_whose_export_fails_runs_through_torch_with_the_same_vectors(min
         assert embedder.available()
 
     assert isinstance(embedder._load(), _TorchModel) and not embedder.embeds_beside
-    assert any("runs through torch" in record.getMessage() and "the exporter is gone" in record.getMessage()
-               for record in caplog.records)
+    assert any(
+        "runs through torch" in record.getMessage() and "the exporter is gone" in record.getMessage()
+        for record in caplog.records
+    )
     np.testing.assert_allclose(embedder.embed(PROBES), minilm.embed(PROBES), rtol=0, atol=EXPORT_TOLERANCE)
     assert not list((tmp_path / "cache").iterdir())  # no temporary file left
 
@@ -255,8 +271,9 @@ def test_a_model_directory_is_named_after_itself_and_gives_the_models_dimension(
     assert by_path.available()
     assert by_path.name == "path:model"
     assert by_path.dim == 384
-    np.testing.assert_allclose(by_path.embed(["Releases ship every Tuesday"]),
-                               minilm.embed(["Releases ship every Tuesday"]), atol=1e-6)
+    np.testing.assert_allclose(
+        by_path.embed(["Releases ship every Tuesday"]), minilm.embed(["Releases ship every Tuesday"]), atol=1e-6
+    )
 
 
 def test_a_model_that_cannot_load_is_unavailable_and_says_why(tmp_path):
@@ -282,8 +299,13 @@ def test_the_configured_embedder_is_built_once_per_setting(settings):
 def test_the_hash_embedding_is_lexical_and_unit_length():
     embedder = HashEmbedder()
     deploy, deploys, billing, empty, punctuation = embedder.embed(
-        ["deploy the billing service on Tuesday", "deployments of the billing service happen on Tuesdays",
-         "my cat likes fish", "", "?!"]
+        [
+            "deploy the billing service on Tuesday",
+            "deployments of the billing service happen on Tuesdays",
+            "my cat likes fish",
+            "",
+            "?!",
+        ]
     )
 
     assert embedder.name == "hash-v1" and embedder.dim == 384
@@ -296,8 +318,10 @@ def test_the_hash_embedding_is_lexical_and_unit_length():
 
 def test_the_hash_embedding_is_the_same_in_another_process(tmp_path):
     texts = ["The deploy happens on Tuesdays.", "Grüße aus München", "坐标系统", "ACME's dark-mode"]
-    code = ("import json, sys; from search.embeddings import HashEmbedder; "
-            "print(HashEmbedder().embed(json.loads(sys.argv[1])).tobytes().hex())")
+    code = (
+        "import json, sys; from search.embeddings import HashEmbedder; "
+        "print(HashEmbedder().embed(json.loads(sys.argv[1])).tobytes().hex())"
+    )
 
     done = python(code, json.dumps(texts), env=clean_env(tmp_path, MEMORY_EMBEDDER="hash", PYTHONHASHSEED="12345"))
 
@@ -331,7 +355,9 @@ def test_vectors_of_another_model_are_refused_with_the_reembed_hint(db, hash_wri
     revision_id = remember("The deploy happens on Tuesdays.").memory.revision_id
     assert vectors.current_space().embedder == "hash-v1"
 
-    with pytest.raises(SpaceConflict, match=r"hash-v1 \(384 dimensions\).*all-MiniLM-L6-v2.*manage.py backfill --reembed"):
+    with pytest.raises(
+        SpaceConflict, match=r"hash-v1 \(384 dimensions\).*all-MiniLM-L6-v2.*manage.py backfill --reembed"
+    ):
         vectors.ensure_space(minilm)
     with pytest.raises(SpaceConflict, match="backfill --reembed"):
         vectors.insert_vectors([revision_id], minilm.embed(["x"]), embedder=minilm)
@@ -380,8 +406,12 @@ def test_stored_vectors_load_back_in_id_order_with_the_same_bytes(db, no_model_w
 
 def test_sqlite_vec_finds_the_same_neighbours_and_cosines_as_the_matrix(db, settings, remember, minilm):
     settings.MEMORY_EMBEDDER = "minilm"
-    texts = ["The deploy happens on Tuesdays", "My cat likes fish", "The office opens at nine",
-             "Releases ship every Tuesday"]
+    texts = [
+        "The deploy happens on Tuesdays",
+        "My cat likes fish",
+        "The office opens at nine",
+        "Releases ship every Tuesday",
+    ]
     for text in texts:
         remember(text)
     query = minilm.embed_query("When do we ship a release?")
@@ -405,8 +435,11 @@ def test_a_vector_is_stored_once_and_tombstones_and_unknown_ids_get_none(db, no_
     tombstone = Revision.objects.get(memory_id=memory.id, tombstone=True).pk
     start = vectors.ensure_space(embedder).generation
 
-    added = vectors.store_vectors([memory.revision_id, memory.revision_id, tombstone, 999_999],
-                                  ["first", "second", "tombstone", "unknown"], embedder=embedder)
+    added = vectors.store_vectors(
+        [memory.revision_id, memory.revision_id, tombstone, 999_999],
+        ["first", "second", "tombstone", "unknown"],
+        embedder=embedder,
+    )
     again = vectors.store_vectors([memory.revision_id], ["third"], embedder=embedder)
 
     assert (added, again) == (1, 0)
@@ -545,7 +578,7 @@ def test_backfill_fills_exactly_the_missing_vectors_and_a_rerun_does_nothing(has
     assert after["ids"] == after["with_text"] == sorted(before["stored"] + before["pending"])
     assert after["pending"] == []
     assert after["bytes"] == after["expected"]  # each revision got the vector of its own text
-    assert after["bytes"][:len(before["bytes"])] == before["bytes"]  # the stored one was kept
+    assert after["bytes"][: len(before["bytes"])] == before["bytes"]  # the stored one was kept
 
 
 @pytest.mark.slow
@@ -568,11 +601,14 @@ services.memory_remember(namespace="acme", content="Releases ship every Tuesday.
 
     assert refused.returncode == 1
     assert "other-v1 (64 dimensions)" in refused.stderr and "manage.py backfill --reembed" in refused.stderr
-    assert dry.stdout.strip() == ("Dry run, nothing written: --reembed would drop 3 vector(s) of other-v1 and "
-                                  "embed 4 revision(s) with hash-v1 (384 dimensions).")
+    assert dry.stdout.strip() == (
+        "Dry run, nothing written: --reembed would drop 3 vector(s) of other-v1 and "
+        "embed 4 revision(s) with hash-v1 (384 dimensions)."
+    )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("Embedded 4 revision(s) with hash-v1 (384 dimensions) "
-                                  "(replacing the vectors of other-v1) in ")
+    assert done.stdout.startswith(
+        "Embedded 4 revision(s) with hash-v1 (384 dimensions) (replacing the vectors of other-v1) in "
+    )
     after = json.loads(hash_instance.run(_SHOW_VECTORS))
     assert after["space"] == ["hash-v1", 384]
     assert after["ids"] == after["with_text"] and len(after["ids"]) == 4
@@ -584,8 +620,11 @@ services.memory_remember(namespace="acme", content="Releases ship every Tuesday.
 
 def _distinctive_pieces(vector: bytes) -> list[bytes]:
     """Quarters of the vector that are distinctive on their own (a run of zeros would match any free page)."""
-    pieces = [piece for piece in (vector[start:start + 384] for start in range(0, len(vector), 384))
-              if np.count_nonzero(np.frombuffer(piece, dtype=np.float32)) >= 16]
+    pieces = [
+        piece
+        for piece in (vector[start : start + 384] for start in range(0, len(vector), 384))
+        if np.count_nonzero(np.frombuffer(piece, dtype=np.float32)) >= 16
+    ]
     assert len(pieces) == 4
     return pieces
 
@@ -599,10 +638,14 @@ connection.close()
 
 
 @pytest.mark.slow
-@pytest.mark.sqlite_only("reads the SQLite file and its WAL for the bytes secure_delete overwrote; PostgreSQL keeps "
-                         "them until VACUUM FULL (docs/postgresql.md)")
+@pytest.mark.sqlite_only(
+    "reads the SQLite file and its WAL for the bytes secure_delete overwrote; PostgreSQL keeps "
+    "them until VACUUM FULL (docs/postgresql.md)"
+)
 def test_an_erased_memory_leaves_no_vector_bytes_in_the_database_file(hash_instance):
-    stored = json.loads(hash_instance.run("""
+    stored = json.loads(
+        hash_instance.run(
+            """
 import json
 from search import vectors
 services.memory_remember(namespace="acme", content="The office opens at nine.", **ACTOR)
@@ -613,7 +656,10 @@ secret = services.memory_remember(namespace="acme", content=(
 services.memory_remember(namespace="acme", content="Releases ship every Tuesday.", **ACTOR)
 ids, matrix = vectors.load_matrix()
 print(json.dumps({"id": secret.id, "vector": matrix[ids.tolist().index(secret.revision_id)].tobytes().hex()}))
-""" + _FILE_BYTES))
+"""
+            + _FILE_BYTES
+        )
+    )
     vector = bytes.fromhex(stored["vector"])
     pieces = _distinctive_pieces(vector)
 
@@ -634,10 +680,10 @@ print(json.dumps({"id": secret.id, "vector": matrix[ids.tolist().index(secret.re
 
 @pytest.mark.slow
 @pytest.mark.skipif(not os.environ.get("MEMORY_DATABASE_URL"), reason="PostgreSQL's VACUUM FULL (make test-postgres)")
-def test_an_erased_memory_leaves_no_vector_bytes_in_the_database_files_after_purge_vacuum_on_postgresql(
-        hash_instance):
+def test_an_erased_memory_leaves_no_vector_bytes_in_the_database_files_after_purge_vacuum_on_postgresql(hash_instance):
     # The secret written last, so that a plain VACUUM's compaction of its page moves no row over its bytes.
-    stored = json.loads(hash_instance.run("""
+    stored = json.loads(
+        hash_instance.run("""
 import json
 from search import vectors
 services.memory_remember(namespace="acme", content="The office opens at nine.", **ACTOR)
@@ -648,15 +694,18 @@ secret = services.memory_remember(namespace="acme", content=(
 ), **ACTOR).memory
 ids, matrix = vectors.load_matrix()
 print(json.dumps({"id": secret.id, "vector": matrix[ids.tolist().index(secret.revision_id)].tobytes().hex()}))
-"""))
+""")
+    )
     vector = bytes.fromhex(stored["vector"])
     pieces = _distinctive_pieces(vector)
 
     def file_bytes() -> bytes:
         """The files of the instance's database (the test cluster's, which this user may read)."""
         hash_instance.sql("CHECKPOINT")  # the changed pages leave shared buffers for the files
-        [(folder,)] = hash_instance.sql("SELECT current_setting('data_directory') || '/base/' || oid "
-                                        "FROM pg_database WHERE datname = current_database()")
+        [(folder,)] = hash_instance.sql(
+            "SELECT current_setting('data_directory') || '/base/' || oid "
+            "FROM pg_database WHERE datname = current_database()"
+        )
         return b"".join(path.read_bytes() for path in Path(folder).iterdir() if path.is_file())
 
     data = file_bytes()
@@ -693,13 +742,16 @@ def test_a_bad_embedding_setting_stops_start_up_with_one_line(tmp_path, name, va
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["MEMORY_EMBED_PRECISION", "MEMORY_EMBED_BATCH_PRECISION", "MEMORY_EMBED_BATCH_THREADS"])
+@pytest.mark.parametrize(
+    "name", ["MEMORY_EMBED_PRECISION", "MEMORY_EMBED_BATCH_PRECISION", "MEMORY_EMBED_BATCH_THREADS"]
+)
 def test_a_removed_embedding_setting_stops_start_up_naming_it(tmp_path, name):
     done = manage("check", env=clean_env(tmp_path, **{name: "float32"}))
 
     assert done.returncode != 0
-    assert done.stderr.splitlines() == [f"{name} is no longer read: models run in float32 through ONNX Runtime, "
-                                        "one batch at a time; unset it."]
+    assert done.stderr.splitlines() == [
+        f"{name} is no longer read: models run in float32 through ONNX Runtime, one batch at a time; unset it."
+    ]
 
 
 @pytest.mark.slow

@@ -10,7 +10,6 @@ from memoryproject.exceptions import NotFound
 from search import postings, text
 from telemetry.models import HookRecall, Injection, RecalledMemory
 from tests.helpers import key_caller
-from tests.subprocesses import instance, migrated_db  # noqa: F401  (fixtures)
 
 # Strings porter stemming leaves alone, so the words index stores them whole as well.
 SECRET = "xq7zorblax"
@@ -36,12 +35,22 @@ def _indexed(word: str, namespace: str = "acme") -> list[int]:
 @pytest.fixture
 def secret_memory(remember, actor):
     """A memory whose secret is in several revisions, a bounded correction and a tombstone's reason."""
-    created = remember(f"The vault code is {SECRET}.", key=f"vault-{SECRET}", title=SECRET_TITLE,
-                       source=f"note-{SECRET}", tags=["vault"])
+    created = remember(
+        f"The vault code is {SECRET}.",
+        key=f"vault-{SECRET}",
+        title=SECRET_TITLE,
+        source=f"note-{SECRET}",
+        tags=["vault"],
+    )
     memory_id = created.memory.id
     services.memory_revise(memory_id=memory_id, content=f"The vault code is still {SECRET}, rotated.", **actor)
-    services.memory_revise(memory_id=memory_id, content=f"Until 2030 the code was {SECRET}.", valid_from="2020-01-01",
-                           valid_to="2030-01-01", **actor)
+    services.memory_revise(
+        memory_id=memory_id,
+        content=f"Until 2030 the code was {SECRET}.",
+        valid_from="2020-01-01",
+        valid_to="2030-01-01",
+        **actor,
+    )
     services.memory_forget(memory_id=memory_id, reason=f"leaked {SECRET}", **actor)
     return memory_id
 
@@ -185,7 +194,10 @@ def _file_bytes(db_path) -> bytes:
     return b"".join(path.read_bytes() for path in sorted(db_path.parent.glob(db_path.name + "*")))
 
 
-@pytest.mark.sqlite_only("reads SQLite's file and WAL (secure_delete); PostgreSQL's VACUUM frees rows without zeroing pages, see docs/postgresql.md")
+@pytest.mark.sqlite_only(
+    "reads SQLite's file and WAL (secure_delete); PostgreSQL's VACUUM frees rows without zeroing pages, "
+    "see docs/postgresql.md"
+)
 @pytest.mark.slow
 def test_erased_text_is_gone_from_the_database_file_and_its_wal(instance):
     words = {"secret": SECRET, "title": SECRET_TITLE, "control": CONTROL, "asked": ASKED}
@@ -214,8 +226,14 @@ def test_erase_removes_the_query_text_of_the_hook_recalls_and_injections_that_re
     asked = f"what is the {ASKED} vault code"
     found = hook_recall(caller=hooks, query=asked, mode="keyword", harness="claude-code", hook="UserPromptSubmit")
     assert [hit.memory_id for hit in found.hits] == [secret.id]
-    hook_report(caller=hooks, harness="claude-code", hook="UserPromptSubmit", characters=len(found.block), query=asked,
-                memories=[{"memory_id": secret.id, "revision_id": secret.revision_id}])
+    hook_report(
+        caller=hooks,
+        harness="claude-code",
+        hook="UserPromptSubmit",
+        characters=len(found.block),
+        query=asked,
+        memories=[{"memory_id": secret.id, "revision_id": secret.revision_id}],
+    )
     elsewhere = hook_recall(caller=hooks, query="when does the garden gate open", mode="keyword")
     assert secret.id not in [hit.memory_id for hit in elsewhere.hits]
 

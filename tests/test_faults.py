@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.subprocesses import BASE_DIR, free_port, instance, migrated_db  # noqa: F401  (fixtures)
+from tests.subprocesses import BASE_DIR, free_port
 
 pytestmark = pytest.mark.slow
 
@@ -21,8 +21,13 @@ pytestmark = pytest.mark.slow
 def start_server(env: dict, log_path: Path) -> tuple[subprocess.Popen, str]:
     """Start ``manage.py serve`` on a free port; return the process and its base URL once it answers."""
     port = free_port()
-    process = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(port)], cwd=BASE_DIR, env=env,
-                               stdout=log_path.open("a"), stderr=subprocess.STDOUT)
+    process = subprocess.Popen(
+        [sys.executable, "manage.py", "serve", "--port", str(port)],
+        cwd=BASE_DIR,
+        env=env,
+        stdout=log_path.open("a"),
+        stderr=subprocess.STDOUT,
+    )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while True:
@@ -56,13 +61,21 @@ class Writer(threading.Thread):
         while not self.stop.is_set():
             number += 1
             key = f"{self.name}-{number}"
-            body = json.dumps({"namespace": "faults", "key": key,
-                               "content": f"Writer {self.name} stored note number {number} during the fault test."})
+            body = json.dumps(
+                {
+                    "namespace": "faults",
+                    "key": key,
+                    "content": f"Writer {self.name} stored note number {number} during the fault test.",
+                }
+            )
             connection = http.client.HTTPConnection(self.target().removeprefix("http://"), timeout=30)
             try:
-                connection.request("POST", "/api/v1/memories/", body=body,
-                                   headers={"Authorization": f"Bearer {self.token}",
-                                            "Content-Type": "application/json"})
+                connection.request(
+                    "POST",
+                    "/api/v1/memories/",
+                    body=body,
+                    headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"},
+                )
                 response = connection.getresponse()
                 answer = response.read()
             except (ConnectionError, http.client.HTTPException, OSError):
@@ -83,8 +96,10 @@ def test_a_server_killed_during_concurrent_writes_loses_no_acknowledged_write(in
     first, first_base = start_server(env, log)
     second, second_base = start_server(env, log)
     bases = {"first": first_base}
-    writers = [Writer(f"w{number}", token, (lambda: bases["first"]) if number % 2 else (lambda: second_base))
-               for number in range(4)]
+    writers = [
+        Writer(f"w{number}", token, (lambda: bases["first"]) if number % 2 else (lambda: second_base))
+        for number in range(4)
+    ]
     try:
         for writer in writers:
             writer.start()
@@ -110,7 +125,8 @@ def test_a_server_killed_during_concurrent_writes_loses_no_acknowledged_write(in
 
     assert [refusal for writer in writers for refusal in writer.refused] == []
     acknowledged = {key: memory_id for writer in writers for key, memory_id in writer.acknowledged.items()}
-    stored = json.loads(instance.run("""
+    stored = json.loads(
+        instance.run("""
         import json
         from django.db import connection
         from django.db.models import Count
@@ -128,7 +144,8 @@ def test_a_server_killed_during_concurrent_writes_loses_no_acknowledged_write(in
             vectors = cursor.fetchone()[0]
         print(json.dumps({"keys": keys, "texts": texts, "revisions": revisions, "documents": documents,
                           "vectors": vectors}))
-    """))
+    """)
+    )
     for key, memory_id in acknowledged.items():
         assert stored["keys"].get(key) == [memory_id], key
         assert stored["texts"][str(memory_id)] == 1, key

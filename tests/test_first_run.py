@@ -7,8 +7,7 @@ import sys
 import pytest
 
 from memoryproject import dialect
-from tests.subprocesses import (  # noqa: F401  (fixtures)
-    BASE_DIR, Instance, clean_env, copy_migrated, instance, migrated_db)
+from tests.subprocesses import BASE_DIR, Instance, clean_env, copy_migrated
 
 pytestmark = pytest.mark.slow
 
@@ -75,15 +74,25 @@ def _until_listening(process: subprocess.Popen) -> tuple[bool, list[str]]:
 
 
 def test_two_servers_started_at_once_on_a_new_store_both_serve_and_one_makes_the_first_login_and_key(
-        tmp_path, migrated_db):
+    tmp_path, migrated_db
+):
     for attempt in range(3):  # the race is in the first half-second of each start: a few tries catch it
         data_dir = tmp_path / f"store-{attempt}"
         data_dir.mkdir()
         copy_migrated(migrated_db, data_dir)
         store = Instance(data_dir=data_dir, env={**clean_env(data_dir), "MEMORY_PORT": "0"})
         errors = [data_dir / f"server-{number}.stderr" for number in (1, 2)]
-        servers = [subprocess.Popen([sys.executable, "manage.py", "serve"], cwd=BASE_DIR, env=store.env,
-                                    stdout=subprocess.PIPE, stderr=path.open("w"), text=True) for path in errors]
+        servers = [
+            subprocess.Popen(
+                [sys.executable, "manage.py", "serve"],
+                cwd=BASE_DIR,
+                env=store.env,
+                stdout=subprocess.PIPE,
+                stderr=path.open("w"),
+                text=True,
+            )
+            for path in errors
+        ]
         try:
             outputs = [_until_listening(process) for process in servers]
         finally:
@@ -104,8 +113,9 @@ def row_counts(instance) -> dict[str, int]:
     if dialect.is_postgresql():
         listed = instance.sql("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")
     else:
-        listed = instance.sql("SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE %s",
-                              ["CREATE VIRTUAL TABLE%"])
+        listed = instance.sql(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE %s", ["CREATE VIRTUAL TABLE%"]
+        )
     return {table: instance.sql(f'SELECT COUNT(*) FROM "{table}"')[0][0] for (table,) in listed}
 
 

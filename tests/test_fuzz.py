@@ -45,15 +45,46 @@ def _nested(depth: int):
 
 def _drawn(rng: random.Random, count: int) -> list[str]:
     """Strings of odd characters: surrogates, NUL and controls, bidi marks, combining marks, quotes, emoji."""
-    alphabet = ["\ud800", "\udfff", "\x00", "\x1b", "\x7f", "\u202e", "\u2028", "\ufeff", "\u0301", "\U0001f9e0",
-                '"', "\\", "'", "%", "*", "NEAR(", "AND", "a", " ", "\n"]
+    alphabet = [
+        "\ud800",
+        "\udfff",
+        "\x00",
+        "\x1b",
+        "\x7f",
+        "\u202e",
+        "\u2028",
+        "\ufeff",
+        "\u0301",
+        "\U0001f9e0",
+        '"',
+        "\\",
+        "'",
+        "%",
+        "*",
+        "NEAR(",
+        "AND",
+        "a",
+        " ",
+        "\n",
+    ]
     return ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 40))) for _ in range(count)]
 
 
 # Every field gets these, and a few of the others, drawn per field.
 ODD_ALWAYS = ["\ud800", "nul\x00inside", "x" * 1_000_000, None, 1.5, [], {"\ud800": "\x00"}, _nested(MAX_DEPTH - 4)]
-ODD_SOMETIMES = ["a\udfffz", "\x00", "", " ", "\u202e\u2028\ufeff", True, -1, 2**70, {}, ["\ud800", "\x00"],
-                 *_drawn(random.Random(SEED), 4)]
+ODD_SOMETIMES = [
+    "a\udfffz",
+    "\x00",
+    "",
+    " ",
+    "\u202e\u2028\ufeff",
+    True,
+    -1,
+    2**70,
+    {},
+    ["\ud800", "\x00"],
+    *_drawn(random.Random(SEED), 4),
+]
 ODD_VALUES = ODD_ALWAYS + ODD_SOMETIMES
 
 
@@ -63,17 +94,28 @@ def odd_values(field: str) -> list:
 
 
 # A text value for a query string: what a URL can carry (surrogates cannot be percent-encoded in UTF-8).
-ODD_QUERY_VALUES = ["\x00", "nul\x00inside", "x" * 100_000, "", "\u202e\u2028\ufeff", "%ff", "1.5", "-1",
-                    str(2**70), *(text.encode("utf-8", "replace").decode()
-                                  for text in _drawn(random.Random(SEED + 1), 3))]
+ODD_QUERY_VALUES = [
+    "\x00",
+    "nul\x00inside",
+    "x" * 100_000,
+    "",
+    "\u202e\u2028\ufeff",
+    "%ff",
+    "1.5",
+    "-1",
+    str(2**70),
+    *(text.encode("utf-8", "replace").decode() for text in _drawn(random.Random(SEED + 1), 3)),
+]
 
 
 def _resolve(schema: dict, node: dict) -> dict:
     while "$ref" in node or len(node.get("allOf", ())) == 1:
         if "$ref" in node:
             definitions = schema.get("$defs") or schema["components"]["schemas"]  # a tool's schema, or OpenAPI's
-            node = {**definitions[node["$ref"].rsplit("/", 1)[-1]],
-                    **{key: value for key, value in node.items() if key != "$ref"}}
+            node = {
+                **definitions[node["$ref"].rsplit("/", 1)[-1]],
+                **{key: value for key, value in node.items() if key != "$ref"},
+            }
         else:
             node = {**node["allOf"][0], **{key: value for key, value in node.items() if key != "allOf"}}
     return node
@@ -95,8 +137,11 @@ def _example(schema: dict, node: dict):
     if kind == "array":
         return []
     if kind == "object":
-        return {name: _example(schema, field) for name, field in node.get("properties", {}).items()
-                if name in node.get("required", ())}
+        return {
+            name: _example(schema, field)
+            for name, field in node.get("properties", {}).items()
+            if name in node.get("required", ())
+        }
     return "fuzz"
 
 
@@ -128,8 +173,9 @@ def rest(settings):
     cache.clear()
     _, token = api_key_create(name="fuzzer", scopes=["read", "write", "admin"], actor="tester", interface="cli")
     client = Client(HTTP_AUTHORIZATION=f"Bearer {token}")
-    created = client.post("/api/v1/memories/", {"content": "Fuzzing needs one memory to aim at."},
-                          content_type="application/json")
+    created = client.post(
+        "/api/v1/memories/", {"content": "Fuzzing needs one memory to aim at."}, content_type="application/json"
+    )
     assert created.status_code == 201, created.content
     return client, created.json()["id"]
 
@@ -158,8 +204,11 @@ def test_every_rest_operation_with_a_body_and_every_field_are_fuzzed():
     assert "memories" in fields["post", "/api/v1/import/"]
 
 
-@pytest.mark.parametrize("method, path, where, field", REST_CASES,
-                         ids=[f"{method}-{path}-{where}-{field}" for method, path, where, field in REST_CASES])
+@pytest.mark.parametrize(
+    "method, path, where, field",
+    REST_CASES,
+    ids=[f"{method}-{path}-{where}-{field}" for method, path, where, field in REST_CASES],
+)
 def test_odd_values_in_any_rest_field_are_refused_or_taken_never_a_500(rest, method, path, where, field):
     client, memory_id = rest
     schema = openapi_schema()
@@ -173,8 +222,9 @@ def test_odd_values_in_any_rest_field_are_refused_or_taken_never_a_500(rest, met
     base = _example(schema, operation["requestBody"]["content"]["application/json"]["schema"])
     for value in odd_values(f"{path}.{field}"):
         body = json.dumps({**base, field: value})
-        check_rest_answer(getattr(client, method)(url, body, content_type="application/json"),
-                          f"{field}: {str(value)[:40]!r}")
+        check_rest_answer(
+            getattr(client, method)(url, body, content_type="application/json"), f"{field}: {str(value)[:40]!r}"
+        )
     deep = json.dumps({**base, field: None}).replace("null", TOO_DEEP, 1)
     check_rest_answer(getattr(client, method)(url, deep, content_type="application/json"), f"{field}: too deep")
 
@@ -188,8 +238,9 @@ def test_odd_field_names_in_any_rest_body_are_refused_never_a_500(rest, method, 
     schema = openapi_schema()
     base = _example(schema, schema["paths"][path][method]["requestBody"]["content"]["application/json"]["schema"])
     for name in ["\ud800", "\x00", "", "x" * 100_000, *_drawn(random.Random(f"{SEED}:{path}"), 3)]:
-        response = getattr(client, method)(path.replace("{id}", str(memory_id)), json.dumps({**base, name: 1}),
-                                           content_type="application/json")
+        response = getattr(client, method)(
+            path.replace("{id}", str(memory_id)), json.dumps({**base, name: 1}), content_type="application/json"
+        )
         check_rest_answer(response, f"field name {name[:40]!r}")
 
 
@@ -267,8 +318,12 @@ def test_odd_values_in_any_tool_argument_are_tool_errors_never_a_500(mcp, tool):
     for name in schema["properties"]:
         for value in odd_values(f"{tool}.{name}"):
             arguments = {**base, name: value}
-            message = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": tool,
-                                                                                     "arguments": arguments}}
+            message = {
+                "jsonrpc": "2.0",
+                "id": 7,
+                "method": "tools/call",
+                "params": {"name": tool, "arguments": arguments},
+            }
             check_mcp_answer(mcp(json.dumps(message)), f"{tool}.{name}: {str(value)[:40]!r}")
 
 
@@ -276,6 +331,10 @@ def test_more_query_parameters_than_django_reads_never_give_a_500(mcp, rest, set
     query = "&".join(f"p{index}=1" for index in range(settings.DATA_UPLOAD_MAX_NUMBER_FIELDS + 1))
     client, _ = rest
     check_rest_answer(client.get(f"/api/v1/memories/?{query}"), "REST")
-    response = client.post(f"/mcp?{query}", json.dumps(ENVELOPE), content_type="application/json",
-                           HTTP_ACCEPT="application/json, text/event-stream")
+    response = client.post(
+        f"/mcp?{query}",
+        json.dumps(ENVELOPE),
+        content_type="application/json",
+        HTTP_ACCEPT="application/json, text/event-stream",
+    )
     check_mcp_answer(response, "MCP")

@@ -11,6 +11,7 @@ from memories.models import Scope
 from memories.services.hooks import INJECT_SCORE_SHARE, hook_recall
 from memories.services.keys import api_key_create
 from memories.states import HELD_PREFIX
+from memoryproject import dialect
 
 ACTOR = {"actor": "tester", "interface": "cli"}
 READER = Caller(actor="key:hooks", interface="api", scopes=frozenset({Scope.READ}))
@@ -35,8 +36,11 @@ def test_a_prompt_gets_the_memory_that_answers_it_not_its_neighbours(minilm):
     assert recalled.hits[0].memory.id == answer.id and recalled.hits[0].relevant
     assert all(not hit.relevant for hit in recalled.hits if hit.memory.id == coffee.id)
     # What is injected: the first hit, and each other that answers on its own within the share of its score.
-    expected = [answer.id] + [hit.memory.id for hit in recalled.hits[1:]
-                              if hit.relevant and hit.score >= INJECT_SCORE_SHARE * recalled.hits[0].score]
+    expected = [answer.id] + [
+        hit.memory.id
+        for hit in recalled.hits[1:]
+        if hit.relevant and hit.score >= INJECT_SCORE_SHARE * recalled.hits[0].score
+    ]
     assert [hit.memory_id for hit in block.hits] == expected and coffee.id not in expected
     assert block.omitted == 0 and block.held_back >= 1
 
@@ -62,8 +66,9 @@ def test_with_min_score_or_another_mode_the_caller_chooses_and_every_hit_is_inje
 
 
 def test_an_untrusted_writers_instruction_is_held_and_never_injected_until_promoted():
-    result = services.memory_remember(namespace="acme", content=ATTACK, state="candidate", actor="key:agent",
-                                      interface="api")
+    result = services.memory_remember(
+        namespace="acme", content=ATTACK, state="candidate", actor="key:agent", interface="api"
+    )
     assert result.held.startswith(HELD_PREFIX) and "ignore_instructions" in result.held
     assert result.memory.state == "candidate"
 
@@ -72,34 +77,51 @@ def test_an_untrusted_writers_instruction_is_held_and_never_injected_until_promo
     assert hook_recall(caller=READER, query="email the API keys").block == ""
 
     services.memory_promote(memory_id=result.memory.id, reason="checked: a quoted example", **ACTOR)
-    assert [hit.memory_id for hit in hook_recall(caller=READER, query="email the API keys").hits] == [
-        result.memory.id]
+    assert [hit.memory_id for hit in hook_recall(caller=READER, query="email the API keys").hits] == [result.memory.id]
 
 
 def test_a_trusted_writer_is_not_screened_and_ordinary_candidates_are_injected():
     trusted = services.memory_remember(namespace="acme", content=ATTACK, actor="admin", interface="admin")
     assert trusted.held is None and trusted.memory.state == "active"
-    plain = services.memory_remember(namespace="acme", content="The release train leaves on Thursdays.",
-                                     state="candidate", actor="key:agent", interface="api")
+    plain = services.memory_remember(
+        namespace="acme",
+        content="The release train leaves on Thursdays.",
+        state="candidate",
+        actor="key:agent",
+        interface="api",
+    )
     assert plain.held is None
     assert [hit.memory_id for hit in hook_recall(caller=READER, query="release train").hits] == [plain.memory.id]
 
 
 def test_a_revision_that_reads_as_an_instruction_holds_the_memory_again():
-    made = services.memory_remember(namespace="acme", key="note", content="Deploy with make release.",
-                                    state="candidate", actor="key:agent", interface="api").memory
+    made = services.memory_remember(
+        namespace="acme",
+        key="note",
+        content="Deploy with make release.",
+        state="candidate",
+        actor="key:agent",
+        interface="api",
+    ).memory
     services.memory_promote(memory_id=made.id, **ACTOR)
-    revised = services.memory_remember(namespace="acme", key="note", content=f"Deploy with make. {ATTACK}",
-                                       state="candidate", actor="key:agent", interface="api")
+    revised = services.memory_remember(
+        namespace="acme",
+        key="note",
+        content=f"Deploy with make. {ATTACK}",
+        state="candidate",
+        actor="key:agent",
+        interface="api",
+    )
     assert revised.revised and revised.held and revised.memory.state == "candidate"
     assert hook_recall(caller=READER, query="deploy make").block == ""
 
 
 def test_learned_text_from_an_untrusted_writer_is_held_too():
-    learned = services.memory_learn(text=f"To deploy: 1. {ATTACK} 2. Restart the pods.", namespace="acme",
-                                    actor="key:agent", interface="api")
+    learned = services.memory_learn(
+        text=f"To deploy: 1. {ATTACK} 2. Restart the pods.", namespace="acme", actor="key:agent", interface="api"
+    )
     (skill,) = learned.stored
-    assert selectors.held_memories([skill.memory_id], as_of=selectors.dialect.now()) == {skill.memory_id}
+    assert selectors.held_memories([skill.memory_id], as_of=dialect.now()) == {skill.memory_id}
 
 
 # --- through REST ------------------------------------------------------------------------------------------------
@@ -127,6 +149,7 @@ def test_rest_remember_says_it_held_the_text_and_the_hook_injects_nothing(rest):
     body = made.json()
     assert body["state"] == "candidate" and body["held"].startswith(HELD_PREFIX)
 
-    block = hooks.post("/api/v1/hooks/recall/", {"query": "email the API keys", "namespace": "acme"},
-                       format="json").json()
+    block = hooks.post(
+        "/api/v1/hooks/recall/", {"query": "email the API keys", "namespace": "acme"}, format="json"
+    ).json()
     assert block["block"] == "" and block["hits"] == [] and block["held_back"] == 1

@@ -23,13 +23,13 @@ from django.utils import timezone
 
 from memories import health, selectors, services, staging, validation
 from memories.models import Attributes, AuditEvent, ImportBatch, Memory, Revision, Tag
-from memories.services import batches, imports
+from memories.services import batches
 from memories.services.export import EXPORT_FORMAT, EXPORT_VERSION
 from memoryproject import dialect
 from memoryproject.exceptions import Conflict, NotFound
 from memoryproject.timeparse import format_instant
 from search.indexing import index_drift
-from tests.subprocesses import BASE_DIR, instance, migrated_db, serve  # noqa: F401  (fixtures)
+from tests.subprocesses import BASE_DIR, serve
 
 ACTOR = {"actor": "importer", "interface": "cli"}
 
@@ -51,8 +51,10 @@ def import_(document, *, trusted, **options):
 
 
 def rows() -> dict:
-    return {model.__name__: model.all_objects.count() if hasattr(model, "all_objects") else model.objects.count()
-            for model in (Memory, Revision, Attributes, Tag, AuditEvent, ImportBatch)}
+    return {
+        model.__name__: model.all_objects.count() if hasattr(model, "all_objects") else model.objects.count()
+        for model in (Memory, Revision, Attributes, Tag, AuditEvent, ImportBatch)
+    }
 
 
 def outside(check):
@@ -69,8 +71,12 @@ def small_chunks(monkeypatch):
 
 @pytest.mark.parametrize("trusted", [True, False])
 def test_an_import_is_seen_by_no_one_until_its_last_step_publishes_it(db, small_chunks, trusted):
-    import_(document(item("kept", revision("Otters hold hands while they sleep.", "2024-01-01T00:00:00Z"),
-                          tags=["animals"])), trusted=True)
+    import_(
+        document(
+            item("kept", revision("Otters hold hands while they sleep.", "2024-01-01T00:00:00Z"), tags=["animals"])
+        ),
+        trusted=True,
+    )
     kept = Memory.objects.get(key="kept").pk
 
     def view():
@@ -78,23 +84,29 @@ def test_an_import_is_seen_by_no_one_until_its_last_step_publishes_it(db, small_
             "list": sorted(record.key for record in selectors.memory_list(namespace="acme", state="all").items),
             "get": [selectors.memory_get(namespace="acme", key="kept").content],
             "history": [record.content for record in selectors.memory_history(memory_id=kept)],
-            "recall": sorted(hit.memory.key for hit in selectors.memory_recall(query="zebras otters", match="any",
-                                                                              mode="keyword").hits),
+            "recall": sorted(
+                hit.memory.key
+                for hit in selectors.memory_recall(query="zebras otters", match="any", mode="keyword").hits
+            ),
             "export": [entry["key"] for entry in json.loads("".join(services.memories_export()))["memories"]],
             "stats": selectors.memory_stats()["memories"],
             "counts": (Memory.objects.count(), Revision.objects.count()),
             "tags": sorted(selectors.memory_get(namespace="acme", key="kept").tags),
-            "duplicate": selectors.visible_duplicate(namespace="acme",
-                                                     content_hash=validation.content_hash("Zebra fact 3.")),
+            "duplicate": selectors.visible_duplicate(
+                namespace="acme", content_hash=validation.content_hash("Zebra fact 3.")
+            ),
         }
 
     before = view()
     seen = []
     batch = document(
-        *(item(f"zebra{n}", revision(f"Zebra fact {n}.", "2024-02-01T00:00:00Z"), tags=["new-tag"])
-          for n in range(5)),
-        item("kept", revision("Otters hold hands while they sleep.", "2024-01-01T00:00:00Z"),
-             revision("Otters and zebras hold hands.", "2024-03-01T00:00:00Z"), tags=["animals", "more"]),
+        *(item(f"zebra{n}", revision(f"Zebra fact {n}.", "2024-02-01T00:00:00Z"), tags=["new-tag"]) for n in range(5)),
+        item(
+            "kept",
+            revision("Otters hold hands while they sleep.", "2024-01-01T00:00:00Z"),
+            revision("Otters and zebras hold hands.", "2024-03-01T00:00:00Z"),
+            tags=["animals", "more"],
+        ),
     )
 
     report = import_(batch, trusted=trusted, progress=lambda done, total: seen.append(outside(view)))
@@ -113,8 +125,11 @@ def test_an_import_is_seen_by_no_one_until_its_last_step_publishes_it(db, small_
 
 def test_an_untrusted_import_counts_from_its_publication_and_a_trusted_one_from_its_recorded_times(db):
     during = []
-    import_(document(item("zebra", revision("Zebras graze at dawn.", None))), trusted=False,
-            progress=lambda done, total: during.append(timezone.now()))
+    import_(
+        document(item("zebra", revision("Zebras graze at dawn.", None))),
+        trusted=False,
+        progress=lambda done, total: during.append(timezone.now()),
+    )
     memory = Memory.objects.get(key="zebra")
     written = memory.revisions.get()
     batch = ImportBatch.objects.get(pk=written.batch_id)
@@ -129,8 +144,12 @@ def test_an_untrusted_import_counts_from_its_publication_and_a_trusted_one_from_
     assert selectors.memory_list(namespace="acme").items[0].key == "zebra"
     assert [hit.memory.key for hit in selectors.memory_recall(query="zebras", mode="keyword").hits] == ["zebra"]
 
-    import_(document(item("otter", revision("Otters restored from a backup.", "2024-01-01T00:00:00Z"),
-                          kind="fact", tags=["Zoo"])), trusted=True)
+    import_(
+        document(
+            item("otter", revision("Otters restored from a backup.", "2024-01-01T00:00:00Z"), kind="fact", tags=["Zoo"])
+        ),
+        trusted=True,
+    )
     restored = selectors.memory_get(namespace="acme", key="otter", as_of="2024-06-01")
     assert restored.content == "Otters restored from a backup."
     # Its namespace, kind and tags hold from its first revision on, like its text.
@@ -143,9 +162,10 @@ def test_an_untrusted_import_counts_from_its_publication_and_a_trusted_one_from_
 def test_a_conflict_in_a_later_chunk_takes_out_the_chunks_already_written(db, small_chunks):
     import_(document(item("taken", revision("Our own history.", "2024-01-01T00:00:00Z"))), trusted=True)
     before = rows()
-    batch = document(*(item(f"new{n}", revision(f"New fact {n}.", "2024-01-01T00:00:00Z"), tags=[f"tag{n}"])
-                       for n in range(5)),
-                     item("taken", revision("Someone else's history.", "2024-01-02T00:00:00Z")))
+    batch = document(
+        *(item(f"new{n}", revision(f"New fact {n}.", "2024-01-01T00:00:00Z"), tags=[f"tag{n}"]) for n in range(5)),
+        item("taken", revision("Someone else's history.", "2024-01-02T00:00:00Z")),
+    )
 
     with pytest.raises(Conflict) as raised:
         import_(batch, trusted=True)
@@ -169,8 +189,7 @@ def test_a_key_being_imported_is_refused_to_other_writers_and_one_written_meanwh
         except Conflict as error:
             refused.append(error.message)
         # "third" comes in a later chunk: a writer may still take the key, and the import then revises it.
-        outside(lambda: services.memory_remember(namespace="acme", key="third", content="Written meanwhile.",
-                                                 **ACTOR))
+        outside(lambda: services.memory_remember(namespace="acme", key="third", content="Written meanwhile.", **ACTOR))
 
     batch = document(*(item(key, revision(f"Imported {key}.", None)) for key in ("first", "second", "third")))
     report = import_(batch, trusted=False, progress=meanwhile)
@@ -189,8 +208,13 @@ def test_a_key_another_unfinished_import_holds_is_refused_and_nothing_is_importe
     before = rows()
 
     with pytest.raises(Conflict) as raised:
-        import_(document(item("mine", revision("Mine.", "2024-01-01T00:00:00Z")),
-                         item("shared", revision("Ours.", "2024-01-01T00:00:00Z"))), trusted=trusted)
+        import_(
+            document(
+                item("mine", revision("Mine.", "2024-01-01T00:00:00Z")),
+                item("shared", revision("Ours.", "2024-01-01T00:00:00Z")),
+            ),
+            trusted=trusted,
+        )
 
     assert raised.value.field == "memories[1].key"
     assert "another import that has not finished" in raised.value.message
@@ -200,8 +224,9 @@ def test_a_key_another_unfinished_import_holds_is_refused_and_nothing_is_importe
 def test_a_dry_run_leaves_no_batch_and_no_row(db, small_chunks):
     before = rows()
 
-    report = import_(document(*(item(f"k{n}", revision(f"Fact {n}.", None)) for n in range(5))), trusted=False,
-                     dry_run=True)
+    report = import_(
+        document(*(item(f"k{n}", revision(f"Fact {n}.", None)) for n in range(5))), trusted=False, dry_run=True
+    )
 
     assert report.created == 5
     assert rows() == before
@@ -280,11 +305,14 @@ def test_a_markdown_import_is_seen_by_no_one_until_its_last_step_publishes_it(db
     def view():
         return {
             "list": sorted(record.key for record in selectors.memory_list(namespace="acme", state="all").items),
-            "recall": sorted(hit.memory.key for hit in selectors.memory_recall(query="zebra otters", match="any",
-                                                                              mode="keyword").hits),
+            "recall": sorted(
+                hit.memory.key
+                for hit in selectors.memory_recall(query="zebra otters", match="any", mode="keyword").hits
+            ),
             "counts": (Memory.objects.count(), Revision.objects.count()),
-            "duplicate": selectors.visible_duplicate(namespace="acme",
-                                                     content_hash=validation.content_hash("Zebra note 3.")),
+            "duplicate": selectors.visible_duplicate(
+                namespace="acme", content_hash=validation.content_hash("Zebra note 3.")
+            ),
         }
 
     before = view()
@@ -301,21 +329,24 @@ def test_a_markdown_import_is_seen_by_no_one_until_its_last_step_publishes_it(db
     assert ImportBatch.objects.get().state == "published"
 
 
-def test_a_markdown_import_refuses_its_keys_to_other_writers_and_revises_one_taken_meanwhile(db, small_chunks,
-                                                                                             tmp_path):
+def test_a_markdown_import_refuses_its_keys_to_other_writers_and_revises_one_taken_meanwhile(
+    db, small_chunks, tmp_path
+):
     refused = []
 
     def meanwhile(done, total):
         if done != 1:
             return
         try:  # the import has written the first file's chunk: its key is not free
-            outside(lambda: services.memory_remember(namespace="acme", key="md:docs:a.md#1", content="Mine.",
-                                                     **ACTOR))
+            outside(lambda: services.memory_remember(namespace="acme", key="md:docs:a.md#1", content="Mine.", **ACTOR))
         except Conflict as error:
             refused.append(error.message)
         # c.md comes in a later transaction: a writer may still take its key, and the import then revises it.
-        outside(lambda: services.memory_remember(namespace="acme", key="md:docs:c.md#1", content="Written meanwhile.",
-                                                 **ACTOR))
+        outside(
+            lambda: services.memory_remember(
+                namespace="acme", key="md:docs:c.md#1", content="Written meanwhile.", **ACTOR
+            )
+        )
 
     root = _notes(tmp_path / "notes", {name: f"Imported {name}." for name in ("a.md", "b.md", "c.md")})
     report = import_markdown(root, progress=meanwhile)
@@ -354,8 +385,9 @@ def held(db):
 
 def test_a_move_into_a_key_an_unfinished_import_holds_is_a_conflict_and_moves_nothing(held):
     batch, _ = held
-    mover = services.memory_remember(namespace="acme", key="fridge", content="The fridge is empty.", tags=["food"],
-                                     **ACTOR).memory.id
+    mover = services.memory_remember(
+        namespace="acme", key="fridge", content="The fridge is empty.", tags=["food"], **ACTOR
+    ).memory.id
     before = rows()
 
     with pytest.raises(Conflict) as raised:
@@ -364,7 +396,8 @@ def test_a_move_into_a_key_an_unfinished_import_holds_is_a_conflict_and_moves_no
     assert raised.value.field == "namespace"
     assert raised.value.message == (
         f"Memory {mover} cannot move to 'home': its key 'fridge' there belongs to an import that has not finished "
-        f"(batch {batch.pk}). Try again once it is done (or, if it died, after 'manage.py purge').")
+        f"(batch {batch.pk}). Try again once it is done (or, if it died, after 'manage.py purge')."
+    )
     assert rows() == before
     assert Memory.objects.get(pk=mover).namespace == "acme"
     batches.batch_abandon(batch)  # the import gone, the key is free
@@ -379,9 +412,14 @@ def test_a_memory_moved_while_an_import_extends_it_is_found_by_its_new_text_in_i
         if done == 3:  # the first transaction, which extended "kept", has committed
             outside(lambda: services.memory_move(memory_id=kept, namespace="attic", **ACTOR))
 
-    batch = document(item("kept", revision("Otters hold hands.", "2024-01-01T00:00:00Z"),
-                          revision("Otters hold hands with zebras.", "2024-02-01T00:00:00Z")),
-                     *(item(f"new{n}", revision(f"New fact {n}.", "2024-01-01T00:00:00Z")) for n in range(3)))
+    batch = document(
+        item(
+            "kept",
+            revision("Otters hold hands.", "2024-01-01T00:00:00Z"),
+            revision("Otters hold hands with zebras.", "2024-02-01T00:00:00Z"),
+        ),
+        *(item(f"new{n}", revision(f"New fact {n}.", "2024-01-01T00:00:00Z")) for n in range(3)),
+    )
     assert import_(batch, trusted=True, progress=meanwhile).revised == 1
 
     hits = selectors.memory_recall(query="zebras", namespace="attic", mode="keyword").hits
@@ -397,9 +435,14 @@ def test_a_memory_erased_while_an_import_extends_it_stops_the_import_with_a_conf
         if done == 3:  # the first transaction, which extended "kept", has committed
             outside(lambda: services.memory_erase(memory_id=kept, **ACTOR))
 
-    batch = document(item("kept", revision("Otters hold hands.", "2024-01-01T00:00:00Z"),
-                          revision("Otters hold hands with zebras.", "2024-02-01T00:00:00Z")),
-                     *(item(f"new{n}", revision(f"New fact {n}.", "2024-01-01T00:00:00Z")) for n in range(3)))
+    batch = document(
+        item(
+            "kept",
+            revision("Otters hold hands.", "2024-01-01T00:00:00Z"),
+            revision("Otters hold hands with zebras.", "2024-02-01T00:00:00Z"),
+        ),
+        *(item(f"new{n}", revision(f"New fact {n}.", "2024-01-01T00:00:00Z")) for n in range(3)),
+    )
     before = rows()
     with pytest.raises(Conflict) as raised:
         import_(batch, trusted=True, progress=meanwhile)
@@ -426,8 +469,9 @@ def test_purge_removes_what_a_dead_import_wrote_and_doctor_reports_it_until_then
     batch = batches.batch_begin(trusted=False, **ACTOR)
     with staging.writing(batch.pk):
         for n in range(3):
-            services.memory_remember(namespace="acme", key=f"k{n}", content=f"Half-imported {n}.",
-                                     tags=["ops", "half"], **ACTOR)
+            services.memory_remember(
+                namespace="acme", key=f"k{n}", content=f"Half-imported {n}.", tags=["ops", "half"], **ACTOR
+            )
     assert health.unfinished_imports().ok  # its process (this one) is alive
     ImportBatch.objects.filter(pk=batch.pk).update(pid=_dead_pid())
 
@@ -486,8 +530,14 @@ print(json.dumps({"took": took, "seen": seen, "writing": writing}), flush=True)
 
 
 def _bulk_document(path, count: int) -> None:
-    memories = [item(f"bulk{n}", revision(f"Bulk fact number {n} about {n % 97} things.", "2024-01-01T00:00:00Z"),
-                     namespace="bulk") for n in range(count)]
+    memories = [
+        item(
+            f"bulk{n}",
+            revision(f"Bulk fact number {n} about {n % 97} things.", "2024-01-01T00:00:00Z"),
+            namespace="bulk",
+        )
+        for n in range(count)
+    ]
     path.write_text(json.dumps(document(*memories)))
 
 
@@ -512,12 +562,24 @@ def test_a_remember_gets_in_while_a_large_import_runs_and_sees_none_of_it(instan
     else:
         _bulk_folder(tmp_path / "bulk", count)
         command = ["import_markdown", str(tmp_path / "bulk"), "--namespace", "bulk", "--collection", "bulk"]
-    writer = subprocess.Popen([sys.executable, "-c", WRITER], cwd=BASE_DIR, env=instance.env, text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER],
+        cwd=BASE_DIR,
+        env=instance.env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         assert writer.stdout.readline().strip() == "ready", writer.stderr.read()
-        importer = subprocess.Popen([sys.executable, "manage.py", *command], cwd=BASE_DIR, env=instance.env,
-                                    text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        importer = subprocess.Popen(
+            [sys.executable, "manage.py", *command],
+            cwd=BASE_DIR,
+            env=instance.env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         out, err = writer.communicate(timeout=120)
         assert writer.returncode == 0, err
         imported, import_err = importer.communicate(timeout=180)
@@ -564,9 +626,13 @@ def test_an_import_killed_half_way_leaves_nothing_visible_and_purge_removes_its_
     instance.run("""services.memory_remember(namespace="acme", content="Here before the import.", **ACTOR)""")
     path = tmp_path / "bulk.json"
     _bulk_document(path, 10_000)
-    importer = subprocess.Popen([sys.executable, "manage.py", "import_memories", str(path), "--trusted"],
-                                cwd=BASE_DIR, env=instance.env, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
+    importer = subprocess.Popen(
+        [sys.executable, "manage.py", "import_memories", str(path), "--trusted"],
+        cwd=BASE_DIR,
+        env=instance.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 60
         while _count(instance, "SELECT count(*) FROM memories_revision WHERE batch_id IS NOT NULL") < 500:
@@ -593,8 +659,15 @@ def test_an_import_killed_half_way_leaves_nothing_visible_and_purge_removes_its_
     assert doctor.returncode == 0, doctor.stdout
     left = json.loads(instance.run(STORE_ROWS))
     fts = {} if dialect.is_postgresql() else {"search_fts_words_docsize": 1}
-    assert left == {"memories_memory": 1, "memories_revision": 1, "search_document": 1, "search_vectors": 1,
-                    **fts, "memories_importbatch": 0, "posted revisions": [1]}
+    assert left == {
+        "memories_memory": 1,
+        "memories_revision": 1,
+        "search_document": 1,
+        "search_vectors": 1,
+        **fts,
+        "memories_importbatch": 0,
+        "posted revisions": [1],
+    }
 
 
 @contextmanager
@@ -624,16 +697,24 @@ def test_a_write_that_cannot_get_the_lock_answers_busy_with_retry_after_never_50
         import urllib.error
         import urllib.request
 
-        request = urllib.request.Request(f"{base}/api/v1/memories/", method="POST",
-                                         data=json.dumps({"content": "Blocked.", "namespace": "acme"}).encode(),
-                                         headers={"Authorization": f"Bearer {keys['writer']}",
-                                                  "Content-Type": "application/json"})
+        request = urllib.request.Request(
+            f"{base}/api/v1/memories/",
+            method="POST",
+            data=json.dumps({"content": "Blocked.", "namespace": "acme"}).encode(),
+            headers={"Authorization": f"Bearer {keys['writer']}", "Content-Type": "application/json"},
+        )
         with pytest.raises(urllib.error.HTTPError) as raised:
             urllib.request.urlopen(request, timeout=30)
         error = raised.value
         body = json.loads(error.read())
-        cli = subprocess.run([sys.executable, "manage.py", "memory", "remember", "Blocked too.", "--namespace",
-                              "acme"], cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=60)
+        cli = subprocess.run(
+            [sys.executable, "manage.py", "memory", "remember", "Blocked too.", "--namespace", "acme"],
+            cwd=BASE_DIR,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
 
     assert error.code == 503
     assert error.headers["Retry-After"] == "2"

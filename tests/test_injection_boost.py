@@ -13,23 +13,38 @@ from telemetry.services import injection_create, injection_used_mark
 @pytest.fixture
 def three(remember):
     """Three memories about deploys in acme, one in beta with the same text."""
-    ids = [remember(text).memory for text in ("Deploys go out on Tuesday mornings.", "Deploys need two reviews.",
-                                              "Deploys are frozen in December.")]
+    ids = [
+        remember(text).memory
+        for text in (
+            "Deploys go out on Tuesday mornings.",
+            "Deploys need two reviews.",
+            "Deploys are frozen in December.",
+        )
+    ]
     beta = remember("Deploys go out on Tuesday mornings.", namespace="beta").memory
     return {"acme": ids, "beta": beta}
 
 
 def _inject(memory, times: int, *, used: bool = True) -> None:
     for _ in range(times):
-        record = injection_create(actor="key:hooks", harness="claude-code", hook="UserPromptSubmit", session="s",
-                                  query="q", characters=10, items=[(memory.id, memory.revision_id)])
+        record = injection_create(
+            actor="key:hooks",
+            harness="claude-code",
+            hook="UserPromptSubmit",
+            session="s",
+            query="q",
+            characters=10,
+            items=[(memory.id, memory.revision_id)],
+        )
         if used:
             injection_used_mark(injection_id=record.id, memory_ids=[memory.id])
 
 
 def _scores(namespace="acme", **arguments) -> dict[int, float]:
-    return {hit.memory.id: hit.score for hit in memory_recall(query="deploys", namespace=namespace, limit=10,
-                                                              min_score=0, **arguments).hits}
+    return {
+        hit.memory.id: hit.score
+        for hit in memory_recall(query="deploys", namespace=namespace, limit=10, min_score=0, **arguments).hits
+    }
 
 
 @pytest.mark.parametrize("mode", ["hybrid", "keyword"])
@@ -79,11 +94,15 @@ def test_injections_of_a_memory_in_another_namespace_move_nothing_here(three, se
 def test_explain_shows_the_factor_and_null_when_off(three, settings):
     second = three["acme"][1]
     _inject(second, 3)
-    explained = {hit.memory.id: hit.explain for hit in memory_recall(query="deploys", namespace="acme", limit=10,
-                                                                     min_score=0, explain=True).hits}
+    explained = {
+        hit.memory.id: hit.explain
+        for hit in memory_recall(query="deploys", namespace="acme", limit=10, min_score=0, explain=True).hits
+    }
     assert explained[second.id]["injection_boost"] is None
     settings.MEMORY_INJECTION_BOOST = 0.5
-    explained = {hit.memory.id: hit.explain for hit in memory_recall(query="deploys", namespace="acme", limit=10,
-                                                                     min_score=0, explain=True).hits}
+    explained = {
+        hit.memory.id: hit.explain
+        for hit in memory_recall(query="deploys", namespace="acme", limit=10, min_score=0, explain=True).hits
+    }
     assert explained[second.id]["injection_boost"] == pytest.approx(1 + 0.5 * math.log(4))
     assert explained[three["acme"][0].id]["injection_boost"] == 1.0

@@ -19,30 +19,50 @@ def columns(model) -> list[str]:
 def rows(model, ids):
     """The stored rows of ``ids`` (every column but the id, in ``columns`` order), as SQLite returns them."""
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {', '.join(columns(model))} FROM {model._meta.db_table} "
-                       f"WHERE id IN ({','.join(['%s'] * len(ids))}) ORDER BY id", ids)
+        cursor.execute(
+            f"SELECT {', '.join(columns(model))} FROM {model._meta.db_table} "
+            f"WHERE id IN ({','.join(['%s'] * len(ids))}) ORDER BY id",
+            ids,
+        )
         return cursor.fetchall()
 
 
 def memories(prefix):
-    return [Memory(namespace="acme", key=f"{prefix}-{number}", kind=kind, state=state,
-                   created_at=dt.datetime(2025, 3, 1, 12, 30, number, 250_000 * (number % 4), tzinfo=zone))
-            for number, (kind, state, zone) in enumerate([(Kind.NOTE, State.ACTIVE, UTC),
-                                                          (Kind.FACT, State.FORGOTTEN, LATER),
-                                                          ("decision", "active", UTC)])]
+    return [
+        Memory(
+            namespace="acme",
+            key=f"{prefix}-{number}",
+            kind=kind,
+            state=state,
+            created_at=dt.datetime(2025, 3, 1, 12, 30, number, 250_000 * (number % 4), tzinfo=zone),
+        )
+        for number, (kind, state, zone) in enumerate(
+            [(Kind.NOTE, State.ACTIVE, UTC), (Kind.FACT, State.FORGOTTEN, LATER), ("decision", "active", UTC)]
+        )
+    ]
 
 
 def revisions(owners, hides=None):
     made = []
     for number, memory in enumerate(owners):
-        made.append(Revision(
-            memory=memory, content=f"text {number} ✓ \"quoted\"", title="" if number else "A title",
-            content_hash=f"{number:064x}", known_at=dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=LATER),
-            valid_from=dt.datetime(2024, 1, 1, tzinfo=UTC),
-            valid_to=None if number else dt.datetime(2024, 6, 1, 0, 0, 0, 1, tzinfo=UTC),
-            expires_at=dt.datetime(2030, 1, 1, tzinfo=UTC) if number == 2 else None,
-            tombstone=hides is not None and number == 0, hides=hides if number == 0 else None,
-            author="ana", interface=Interface.MCP, reason="", embedding_model="hash-v1" if number else ""))
+        made.append(
+            Revision(
+                memory=memory,
+                content=f'text {number} ✓ "quoted"',
+                title="" if number else "A title",
+                content_hash=f"{number:064x}",
+                known_at=dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=LATER),
+                valid_from=dt.datetime(2024, 1, 1, tzinfo=UTC),
+                valid_to=None if number else dt.datetime(2024, 6, 1, 0, 0, 0, 1, tzinfo=UTC),
+                expires_at=dt.datetime(2030, 1, 1, tzinfo=UTC) if number == 2 else None,
+                tombstone=hides is not None and number == 0,
+                hides=hides if number == 0 else None,
+                author="ana",
+                interface=Interface.MCP,
+                reason="",
+                embedding_model="hash-v1" if number else "",
+            )
+        )
     return made
 
 
@@ -51,8 +71,9 @@ def test_insert_all_writes_the_rows_bulk_create_writes():
     fast, slow = insert_all(memories("fast")), Memory.objects.bulk_create(memories("slow"))
     assert [memory.pk for memory in fast] == sorted(memory.pk for memory in fast)
     key = columns(Memory).index("key")  # keys differ by prefix; every other column is the same
-    assert [row[:key] + row[key + 1:] for row in rows(Memory, [m.pk for m in fast])] == \
-        [row[:key] + row[key + 1:] for row in rows(Memory, [m.pk for m in slow])]
+    assert [row[:key] + row[key + 1 :] for row in rows(Memory, [m.pk for m in fast])] == [
+        row[:key] + row[key + 1 :] for row in rows(Memory, [m.pk for m in slow])
+    ]
     assert all(not memory._state.adding and memory._state.db == "default" for memory in fast)
 
     first_fast, first_slow = insert_all(revisions(fast)), Revision.objects.bulk_create(revisions(slow))
@@ -64,8 +85,10 @@ def test_insert_all_writes_the_rows_bulk_create_writes():
         memory_column, hides_column = columns(Revision).index("memory_id"), columns(Revision).index("hides_id")
 
         def without_ids(found):
-            return [tuple(value for index, value in enumerate(row) if index not in (memory_column, hides_column))
-                    for row in found]
+            return [
+                tuple(value for index, value in enumerate(row) if index not in (memory_column, hides_column))
+                for row in found
+            ]
 
         assert without_ids(fast_rows) == without_ids(slow_rows)
         assert [row[memory_column] for row in fast_rows] == [memory.pk for memory in fast]
@@ -76,12 +99,32 @@ def test_insert_all_writes_the_rows_bulk_create_writes():
     assert stored.known_at == dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=LATER)
 
     events = [(fast[0].pk, {"trusted": True, "revisions": 2}), (None, {"nested": {"list": [1, "é"]}})]
-    fast_events = insert_all([AuditEvent(at=dt.datetime(2025, 1, 1, tzinfo=UTC), actor="ana", interface="cli",
-                                         action="import", memory_id=memory_id, detail=detail)
-                              for memory_id, detail in events])
-    slow_events = AuditEvent.objects.bulk_create([AuditEvent(at=dt.datetime(2025, 1, 1, tzinfo=UTC), actor="ana",
-                                                             interface="cli", action="import", memory_id=memory_id,
-                                                             detail=detail) for memory_id, detail in events])
+    fast_events = insert_all(
+        [
+            AuditEvent(
+                at=dt.datetime(2025, 1, 1, tzinfo=UTC),
+                actor="ana",
+                interface="cli",
+                action="import",
+                memory_id=memory_id,
+                detail=detail,
+            )
+            for memory_id, detail in events
+        ]
+    )
+    slow_events = AuditEvent.objects.bulk_create(
+        [
+            AuditEvent(
+                at=dt.datetime(2025, 1, 1, tzinfo=UTC),
+                actor="ana",
+                interface="cli",
+                action="import",
+                memory_id=memory_id,
+                detail=detail,
+            )
+            for memory_id, detail in events
+        ]
+    )
     assert rows(AuditEvent, [e.pk for e in fast_events]) == rows(AuditEvent, [e.pk for e in slow_events])
     assert AuditEvent.objects.get(pk=fast_events[1].pk).detail == {"nested": {"list": [1, "é"]}}
 
@@ -94,8 +137,12 @@ def test_insert_all_writes_the_rows_bulk_create_writes():
 @pytest.mark.django_db
 def test_insert_all_fills_statements_of_many_rows_and_keeps_the_order(monkeypatch):
     monkeypatch.setattr("memories.inserts._MAX_PARAMETERS", 5 * 7 + 3)  # 7 rows of 5 columns per statement
-    made = insert_all([Memory(namespace="acme", key=f"k{number:03}", created_at=dt.datetime(2025, 1, 1, tzinfo=UTC))
-                       for number in range(50)])
+    made = insert_all(
+        [
+            Memory(namespace="acme", key=f"k{number:03}", created_at=dt.datetime(2025, 1, 1, tzinfo=UTC))
+            for number in range(50)
+        ]
+    )
     assert [Memory.objects.get(pk=memory.pk).key for memory in made] == [f"k{number:03}" for number in range(50)]
     assert insert_all([]) == []
 
@@ -113,7 +160,11 @@ def test_insert_all_refuses_what_it_cannot_write_as_bulk_create_would():
 def test_insert_all_fills_a_statement_to_sqlites_default_parameter_limit():
     # 6,553 memories of 5 columns make 32,765 parameters (SQLite's default limit is 32,766; this
     # build may allow more): one full statement, then the rest.
-    made = insert_all([Memory(namespace="acme", key=f"k{number}", created_at=dt.datetime(2025, 1, 1, tzinfo=UTC))
-                       for number in range(7000)])
+    made = insert_all(
+        [
+            Memory(namespace="acme", key=f"k{number}", created_at=dt.datetime(2025, 1, 1, tzinfo=UTC))
+            for number in range(7000)
+        ]
+    )
     assert len({memory.pk for memory in made}) == 7000
     assert Memory.objects.get(pk=made[6552].pk).key == "k6552" and Memory.objects.get(pk=made[6553].pk).key == "k6553"

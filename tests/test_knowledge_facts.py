@@ -30,15 +30,24 @@ def test_a_revision_with_a_triple_gets_one_row_in_normal_form_and_one_without_ge
 
 def test_revise_forget_and_restore_give_each_revision_with_text_its_own_row(remember):
     memory_id = remember("Payments runs on host-7.", **TRIPLE).memory.id
-    services.memory_revise(memory_id=memory_id, content="Payments runs on host-9.", subject="Payments API",
-                           predicate="runs on", object="host-9", **ACTOR)
+    services.memory_revise(
+        memory_id=memory_id,
+        content="Payments runs on host-9.",
+        subject="Payments API",
+        predicate="runs on",
+        object="host-9",
+        **ACTOR,
+    )
     services.memory_forget(memory_id=memory_id, reason="moved away", **ACTOR)
     services.memory_restore(memory_id=memory_id, **ACTOR)
 
     revisions = list(Revision.objects.filter(memory_id=memory_id).order_by("id").values_list("id", "tombstone"))
     assert [tombstone for _, tombstone in revisions] == [False, False, True, False]
     assert [(row[0], row[4]) for row in _rows()] == [
-        (revisions[0][0], "host-7"), (revisions[1][0], "host-9"), (revisions[3][0], "host-9")]
+        (revisions[0][0], "host-7"),
+        (revisions[1][0], "host-9"),
+        (revisions[3][0], "host-9"),
+    ]
 
 
 def _document(*items):
@@ -47,10 +56,22 @@ def _document(*items):
 
 @pytest.mark.parametrize("trusted", [True, False])
 def test_an_import_writes_the_rows_of_what_it_imports(db, trusted):
-    document = _document({"namespace": "acme", "key": "pay", "revisions": [
-        {"content": "Payments runs on host-7.", "known_at": "2024-01-01T00:00:00Z", **TRIPLE},
-        {"content": "Payments runs on host-9.", "known_at": "2024-02-01T00:00:00Z", "subject": "payments api",
-         "predicate": "runs on", "object": "host-9"}]})
+    document = _document(
+        {
+            "namespace": "acme",
+            "key": "pay",
+            "revisions": [
+                {"content": "Payments runs on host-7.", "known_at": "2024-01-01T00:00:00Z", **TRIPLE},
+                {
+                    "content": "Payments runs on host-9.",
+                    "known_at": "2024-02-01T00:00:00Z",
+                    "subject": "payments api",
+                    "predicate": "runs on",
+                    "object": "host-9",
+                },
+            ],
+        }
+    )
 
     services.memories_import(document=document, trusted=trusted, **ACTOR)
 
@@ -60,8 +81,13 @@ def test_an_import_writes_the_rows_of_what_it_imports(db, trusted):
 
 
 def test_a_dry_run_import_leaves_no_row(db):
-    document = _document({"namespace": "acme", "key": "pay", "revisions": [
-        {"content": "Payments runs on host-7.", "known_at": "2024-01-01T00:00:00Z", **TRIPLE}]})
+    document = _document(
+        {
+            "namespace": "acme",
+            "key": "pay",
+            "revisions": [{"content": "Payments runs on host-7.", "known_at": "2024-01-01T00:00:00Z", **TRIPLE}],
+        }
+    )
 
     services.memories_import(document=document, trusted=True, dry_run=True, **ACTOR)
 
@@ -70,8 +96,14 @@ def test_a_dry_run_import_leaves_no_row(db):
 
 def test_erase_deletes_the_rows_of_every_revision_of_the_memory(remember):
     erased = remember("Payments runs on host-7.", **TRIPLE).memory.id
-    services.memory_revise(memory_id=erased, content="Payments runs on host-9.", subject="Payments API",
-                           predicate="runs on", object="host-9", **ACTOR)
+    services.memory_revise(
+        memory_id=erased,
+        content="Payments runs on host-9.",
+        subject="Payments API",
+        predicate="runs on",
+        object="host-9",
+        **ACTOR,
+    )
     kept = remember("Billing runs on host-1.", subject="Billing", predicate="runs on", object="host-1").memory
 
     services.memory_erase(memory_id=erased, reason="user asked", **ACTOR)
@@ -81,8 +113,14 @@ def test_erase_deletes_the_rows_of_every_revision_of_the_memory(remember):
 
 
 def test_purge_deletes_the_rows_of_expired_revisions(remember):
-    remember("Staging runs on host-3.", ttl_days=1, known_at=LONG_AGO, subject="staging", predicate="runs on",
-             object="host-3")
+    remember(
+        "Staging runs on host-3.",
+        ttl_days=1,
+        known_at=LONG_AGO,
+        subject="staging",
+        predicate="runs on",
+        object="host-3",
+    )
     kept = remember("Billing runs on host-1.", subject="Billing", predicate="runs on", object="host-1").memory
 
     services.purge_expired(**ACTOR)
@@ -94,7 +132,7 @@ def test_purging_a_dead_import_deletes_the_rows_it_wrote(db):
     batch = batches.batch_begin(trusted=False, **ACTOR)
     with staging.writing(batch.pk):
         services.memory_remember(namespace="acme", content="Half-imported.", **TRIPLE, **ACTOR)
-    ImportBatch.objects.filter(pk=batch.pk).update(pid=2 ** 22 + 12345)  # no such process
+    ImportBatch.objects.filter(pk=batch.pk).update(pid=2**22 + 12345)  # no such process
     assert len(_rows()) == 1
 
     services.purge_dead_imports(**ACTOR)
@@ -106,13 +144,21 @@ def test_purging_a_dead_import_deletes_the_rows_it_wrote(db):
 def history(remember):
     """Facts revised, forgotten, moved and erased, and memories without a triple."""
     first = remember("Payments runs on host-7.", **TRIPLE).memory.id
-    services.memory_revise(memory_id=first, content="Payments runs on host-9.", subject="payments api",
-                           predicate="runs on", object="host-9", **ACTOR)
-    second = remember("Search is owned by Team Blue.", subject="Search", predicate="is owned by",
-                      object="Team Blue").memory.id
+    services.memory_revise(
+        memory_id=first,
+        content="Payments runs on host-9.",
+        subject="payments api",
+        predicate="runs on",
+        object="host-9",
+        **ACTOR,
+    )
+    second = remember(
+        "Search is owned by Team Blue.", subject="Search", predicate="is owned by", object="Team Blue"
+    ).memory.id
     services.memory_forget(memory_id=second, **ACTOR)
-    third = remember("Ledger depends on Payments API.", subject="Ledger", predicate="depends on",
-                     object="the payments API").memory.id
+    third = remember(
+        "Ledger depends on Payments API.", subject="Ledger", predicate="depends on", object="the payments API"
+    ).memory.id
     services.memory_move(memory_id=third, namespace="finance", **ACTOR)
     erased = remember("Audit runs on host-2.", subject="Audit", predicate="runs on", object="host-2").memory.id
     services.memory_erase(memory_id=erased, **ACTOR)

@@ -23,8 +23,14 @@ ACTOR = {"actor": "tester", "interface": "cli"}
 
 def fact(remember, subject, predicate, object_, namespace="acme", **fields):
     """Remember one fact; its text names the triple, so two facts never share a text."""
-    return remember(f"{subject} {predicate} {object_}.", namespace=namespace, subject=subject, predicate=predicate,
-                    object=object_, **fields).memory
+    return remember(
+        f"{subject} {predicate} {object_}.",
+        namespace=namespace,
+        subject=subject,
+        predicate=predicate,
+        object=object_,
+        **fields,
+    ).memory
 
 
 def relations(entity, namespace="acme", **at) -> list[tuple[str, str, str]]:
@@ -35,8 +41,10 @@ def relations(entity, namespace="acme", **at) -> list[tuple[str, str, str]]:
 def routes(source, target, namespace="acme", **at) -> list[list[str]]:
     """Each path as its entity names, with the predicate of each hop between them."""
     result = selectors.memory_graph(namespace=namespace, source=source, target=target, **at)
-    return [[path[0].source.name, *(part for hop in path for part in (hop.predicate, hop.target.name))]
-            for path in result.paths]
+    return [
+        [path[0].source.name, *(part for hop in path for part in (hop.predicate, hop.target.name))]
+        for path in result.paths
+    ]
 
 
 def later(moment: dt.datetime) -> str:
@@ -54,8 +62,9 @@ def test_relations_name_the_other_entity_as_written_with_the_supporting_memory(r
     found = selectors.memory_graph(namespace="acme", entity="PAYMENTS  API").entities[0]
 
     assert (found.entity.name, found.entity.display) == ("payments api", "payments api")
-    assert [(r.predicate, r.direction, r.other.name, r.other.display, r.memory_id, r.revision_id)
-            for r in found.relations] == [
+    assert [
+        (r.predicate, r.direction, r.other.name, r.other.display, r.memory_id, r.revision_id) for r in found.relations
+    ] == [
         ("owns", "in", "team blue", "Team Blue", owns.id, owns.revision_id),
         ("runs on", "out", "host-7", "Host-7", runs.id, runs.revision_id),
     ]
@@ -86,8 +95,14 @@ def test_a_forgotten_fact_keeps_its_edge_until_the_tombstone_and_loses_it_from_t
 
 def test_a_revised_fact_moves_its_edge_from_the_revision_on(remember):
     memory = fact(remember, "payments", "runs on", "host-1")
-    services.memory_revise(memory_id=memory.id, content="payments runs on host-2.", subject="payments",
-                           predicate="runs on", object="host-2", **ACTOR)
+    services.memory_revise(
+        memory_id=memory.id,
+        content="payments runs on host-2.",
+        subject="payments",
+        predicate="runs on",
+        object="host-2",
+        **ACTOR,
+    )
     revised_at = Revision.objects.filter(memory_id=memory.id).latest_known().first().known_at
 
     assert relations("payments", as_of=before(revised_at)) == [("runs on", "out", "host-1")]
@@ -165,10 +180,12 @@ def test_paths_are_shortest_first_and_at_most_four_hops(remember):
         ["node-0", "shortcut to", "node-2", "links to", "node-3", "links to", "node-4"],
         ["node-0", "links to", "node-1", "links to", "node-2", "links to", "node-3", "links to", "node-4"],
     ]
-    assert routes("node-1", "node-5") == [["node-1", "links to", "node-2", "links to", "node-3", "links to", "node-4",
-                                           "links to", "node-5"]]
-    assert routes("node-0", "node-5") == [["node-0", "shortcut to", "node-2", "links to", "node-3", "links to",
-                                           "node-4", "links to", "node-5"]]
+    assert routes("node-1", "node-5") == [
+        ["node-1", "links to", "node-2", "links to", "node-3", "links to", "node-4", "links to", "node-5"]
+    ]
+    assert routes("node-0", "node-5") == [
+        ["node-0", "shortcut to", "node-2", "links to", "node-3", "links to", "node-4", "links to", "node-5"]
+    ]
     # Five hops: beyond the bound.
     fact(remember, "node-5", "links to", "node-6")
     assert routes("node-1", "node-6") == []
@@ -217,26 +234,33 @@ def test_a_query_finds_the_entities_it_names_longest_first_with_their_relations(
     found = selectors.memory_graph(namespace="acme", query="Where does the Payments API run? Is it host-7?")
 
     assert [(entity.entity.name, [r.other.name for r in entity.relations]) for entity in found.entities] == [
-        ("payments api", ["host-7"]), ("host-7", ["payments api"])]
+        ("payments api", ["host-7"]),
+        ("host-7", ["payments api"]),
+    ]
     assert selectors.memory_graph(namespace="acme", query="nothing known here").entities == []
 
 
-@pytest.mark.parametrize("arguments, message", [
-    ({}, "Nothing to ask. Give entity"),
-    ({"source": "a"}, "target: missing; paths need both source and target."),
-    ({"target": "a"}, "source: missing; paths need both source and target."),
-    ({"entity": "a", "query": "b"}, "entity and query ask different questions"),
-    ({"entity": "a", "source": "b", "target": "c"}, "entity and source and target ask different questions"),
-    ({"entity": '"..."'}, "entity: '\"...\"' names no entity"),
-    ({"source": "a", "target": "A"}, "source and target name one entity ('a')"),
-    ({"entity": "a", "limit": 0}, "limit: 0 is not from 1 to 200."),
-])
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        ({}, "Nothing to ask. Give entity"),
+        ({"source": "a"}, "target: missing; paths need both source and target."),
+        ({"target": "a"}, "source: missing; paths need both source and target."),
+        ({"entity": "a", "query": "b"}, "entity and query ask different questions"),
+        ({"entity": "a", "source": "b", "target": "c"}, "entity and source and target ask different questions"),
+        ({"entity": '"..."'}, "entity: '\"...\"' names no entity"),
+        ({"source": "a", "target": "A"}, "source and target name one entity ('a')"),
+        ({"entity": "a", "limit": 0}, "limit: 0 is out of range 1..200."),
+    ],
+)
 def test_a_wrong_combination_is_refused_naming_the_problem(db, arguments, message):
     with pytest.raises(InvalidInput, match=re.escape(message)):
         selectors.memory_graph(namespace="acme", **arguments)
 
 
-@pytest.mark.sqlite_only("reads SQLite's query plan; PostgreSQL's planner scans a table this small whatever its indexes")
+@pytest.mark.sqlite_only(
+    "reads SQLite's query plan; PostgreSQL's planner scans a table this small whatever its indexes"
+)
 def test_the_graph_reads_facts_by_index_and_as_often_whatever_other_namespaces_hold(remember):
     fact(remember, "payments", "runs on", "host-1")
     fact(remember, "host-1", "is in", "rack-1")
@@ -290,8 +314,12 @@ def _shape(namespace: str, at: dict) -> dict:
 def _visible_facts(namespace: str, as_of: dt.datetime, valid_at: dt.datetime) -> list[tuple[str, str, str]]:
     """The triples visible at the point, by the SQL form of the rule (memories.models), not the snapshot's."""
     there = Attributes.objects.as_of(as_of).filter(namespace=namespace).values("memory_id")
-    return sorted(Revision.objects.visible(as_of=as_of, valid_at=valid_at).filter(memory_id__in=there)
-                  .exclude(subject="").values_list("subject", "predicate", "object"))
+    return sorted(
+        Revision.objects.visible(as_of=as_of, valid_at=valid_at)
+        .filter(memory_id__in=there)
+        .exclude(subject="")
+        .values_list("subject", "predicate", "object")
+    )
 
 
 def test_the_graph_at_a_point_is_the_graph_of_a_store_holding_only_what_was_visible_then(remember):
@@ -305,14 +333,21 @@ def test_the_graph_at_a_point_is_the_graph_of_a_store_holding_only_what_was_visi
             fields = {}
             if chooser.random() < 0.2:
                 fields = {"valid_from": "2020-01-01", "valid_to": chooser.choice(["2021-01-01", "2030-01-01"])}
-            memory = fact(remember, subject, chooser.choice(PREDICATES), f"{object_}", namespace="hist",
-                          key=f"m{step}", **fields)
+            memory = fact(
+                remember, subject, chooser.choice(PREDICATES), f"{object_}", namespace="hist", key=f"m{step}", **fields
+            )
             memories.append([memory.id, True])
         elif action < 0.7:
             memory_id = chooser.choice(live)[0]
             subject, object_ = chooser.sample(NAMES, 2)
-            services.memory_revise(memory_id=memory_id, content=f"revised at step {step}", subject=subject,
-                                   predicate=chooser.choice(PREDICATES), object=object_, **ACTOR)
+            services.memory_revise(
+                memory_id=memory_id,
+                content=f"revised at step {step}",
+                subject=subject,
+                predicate=chooser.choice(PREDICATES),
+                object=object_,
+                **ACTOR,
+            )
         elif action < 0.85:
             chosen = chooser.choice(live)
             try:
@@ -332,8 +367,9 @@ def test_the_graph_at_a_point_is_the_graph_of_a_store_holding_only_what_was_visi
             fresh = f"fresh-{number}-{valid_at.year}"
             for index, triple in enumerate(triples):
                 remember(f"fact {index}", namespace=fresh, subject=triple[0], predicate=triple[1], object=triple[2])
-            assert _shape("hist", {"as_of": as_of.isoformat(), "valid_at": valid_at.isoformat()}) == _shape(fresh, {}), \
-                f"at as_of {as_of}, valid_at {valid_at}"
+            assert _shape("hist", {"as_of": as_of.isoformat(), "valid_at": valid_at.isoformat()}) == _shape(
+                fresh, {}
+            ), f"at as_of {as_of}, valid_at {valid_at}"
 
 
 def test_visible_among_agrees_with_the_visible_rows_of_the_namespace(remember):
@@ -341,9 +377,14 @@ def test_visible_among_agrees_with_the_visible_rows_of_the_namespace(remember):
     ids, points = [], []
     for step in range(30):
         if chooser.random() < 0.5 or not ids:
-            ids.append(remember(f"note {step}", namespace=chooser.choice(["a", "b"]),
-                                valid_from=chooser.choice([None, "2020-01-01"]),
-                                valid_to=chooser.choice([None, "2030-01-01"])).memory.id)
+            ids.append(
+                remember(
+                    f"note {step}",
+                    namespace=chooser.choice(["a", "b"]),
+                    valid_from=chooser.choice([None, "2020-01-01"]),
+                    valid_to=chooser.choice([None, "2030-01-01"]),
+                ).memory.id
+            )
         else:
             memory_id = chooser.choice(ids)
             change = chooser.choice(["revise", "forget", "move"])
@@ -361,8 +402,10 @@ def test_visible_among_agrees_with_the_visible_rows_of_the_namespace(remember):
         for valid_at in (as_of, snapshot.to_micros(dt.datetime(2021, 1, 1, tzinfo=dt.timezone.utc))):
             for namespace in ("a", "b"):
                 rows = view.visible_rows(as_of=as_of, valid_at=valid_at, namespaces=[namespace])
-                assert view.visible_among(every, as_of=as_of, valid_at=valid_at, namespace=namespace).tolist() == \
-                    np.sort(every[rows]).tolist()
+                assert (
+                    view.visible_among(every, as_of=as_of, valid_at=valid_at, namespace=namespace).tolist()
+                    == np.sort(every[rows]).tolist()
+                )
 
 
 # The in-memory copy of the fact rows -------------------------------------------------------------------------
@@ -386,8 +429,9 @@ def append_only_rows_cleared():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_copy_of_the_fact_rows_sees_a_write_a_forget_a_move_an_erase_and_a_rebuild_at_the_next_query(remember,
-                                                                                          append_only_rows_cleared):
+def test_the_copy_of_the_fact_rows_sees_a_write_a_forget_a_move_an_erase_and_a_rebuild_at_the_next_query(
+    remember, append_only_rows_cleared
+):
     runs = fact(remember, "payments", "runs on", "host-1")
     assert relations("payments") == [("runs on", "out", "host-1")]
     # Committed rows: the copy is the shared one from here on, so each step below goes through keeping it in step.
@@ -418,8 +462,9 @@ def test_the_copy_of_the_fact_rows_sees_a_write_a_forget_a_move_an_erase_and_a_r
 
 
 @pytest.mark.django_db(transaction=True)
-def test_fact_rows_rolled_back_never_stay_in_the_copy_even_when_their_ids_come_again(remember,
-                                                                                    append_only_rows_cleared):
+def test_fact_rows_rolled_back_never_stay_in_the_copy_even_when_their_ids_come_again(
+    remember, append_only_rows_cleared
+):
     fact(remember, "payments", "runs on", "host-1")
     assert relations("payments") == [("runs on", "out", "host-1")]
 

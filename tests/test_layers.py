@@ -1,12 +1,13 @@
-"""The apps import each other top-down and never in a circle.
+"""The apps import each other top-down, and no two modules import each other, however far round.
 
 The house reads: doors (api, mcp_api, dashboard, the admin modules, management
 commands) call services and selectors (memories), which call telemetry, knowledge and
 search; knowledge reads search's visibility snapshot; all of them sit on the store
-(memoryproject's settings, database backend and the domain vocabulary every app speaks). Every import counts, at the top of a module or inside a
-function. ``memoryproject`` holds both the project's entry points, which Django loads
-by name and which import the doors, and the platform below every app; they are
-two nodes here, and no module may import an entry point.
+(memoryproject's settings, database backend and the domain vocabulary every app speaks).
+Every import counts, at the top of a module or inside a function. ``memoryproject``
+holds both the project's entry points, which Django loads by name and which import the
+doors, and the platform below every app; they are two nodes here, and no module may
+import an entry point.
 """
 
 import ast
@@ -72,6 +73,29 @@ def _edges() -> dict[tuple[str, str], list[str]]:
     return edges
 
 
+@functools.cache
+def _module_edges() -> dict[tuple[str, str], list[str]]:
+    """Return {(importer module, imported module): ["path:line imports name", ...]} between the apps' modules.
+
+    A name imported from a module (``from memories.selectors import memory_recall``) counts as an import of
+    that module; a package's own ``__init__`` is the package's module.
+    """
+    modules = _modules()
+
+    def module_of(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    edges = defaultdict(list)
+    for module, path in modules.items():
+        for name, line in _imported(module, path):
+            target = module_of(name)
+            if target is not None and target != module:
+                edges[(module, target)].append(f"{path.relative_to(ROOT)}:{line} imports {name}")
+    return edges
+
+
 def _cycle(edges) -> list[str] | None:
     """Return one cycle of the graph as [a, b, ..., a], or None when it has none."""
     graph = defaultdict(set)
@@ -84,7 +108,7 @@ def _cycle(edges) -> list[str] | None:
         path.append(node)
         for target in sorted(graph[node]):
             if state.get(target) == "open":
-                return path[path.index(target):] + [target]
+                return path[path.index(target) :] + [target]
             if target not in state and (found := visit(target)):
                 return found
         path.pop()
@@ -109,12 +133,17 @@ def test_the_import_reader_sees_imports_inside_functions_and_resolves_relative_o
     module = tmp_path / "example.py"
     module.write_text("from . import lifecycle\n\n\ndef f():\n    from telemetry.models import Injection\n")
     assert _imported("memories.services.example", module) == [
-        ("memories.services.lifecycle", 1), ("telemetry.models.Injection", 5)]
+        ("memories.services.lifecycle", 1),
+        ("telemetry.models.Injection", 5),
+    ]
 
 
 def test_the_cycle_finder_finds_a_cycle_and_accepts_a_layered_graph():
     assert _cycle({("api", "memories"): [], ("memories", "telemetry"): [], ("telemetry", "memories"): []}) == [
-        "memories", "telemetry", "memories"]
+        "memories",
+        "telemetry",
+        "memories",
+    ]
     assert _cycle({("api", "memories"): [], ("memories", "search"): [], ("api", "search"): []}) is None
 
 
@@ -131,17 +160,41 @@ def test_the_apps_import_each_other_without_a_cycle():
     assert cycle is None, f"The apps import each other in a circle:\n{_explain(edges, cycle)}"
 
 
+def test_no_module_imports_another_that_imports_it_back_however_far_round():
+    edges = _module_edges()
+    cycle = _cycle(edges)
+    assert cycle is None, f"Modules import each other in a circle:\n{_explain(edges, cycle)}"
+
+
+def test_the_module_reader_resolves_an_imported_name_to_its_module():
+    edges = _module_edges()
+    assert (
+        "memories/selectors/conflicts.py:11 imports memories.validation"
+        in edges[("memories.selectors.conflicts", "memories.validation")]
+    )
+    listing = edges[("memories.selectors.listing", "memories.models")]
+    assert any(where.endswith(" imports memories.models.Memory") for where in listing)
+
+
 def test_search_imports_no_other_project_app():
     edges = _edges()
     # Only the platform below every app: the database seam (memoryproject.dialect) and migration operations.
-    found = [where for (source, target), lines in edges.items() if source == "search" and target != "memoryproject"
-             for where in lines]
+    found = [
+        where
+        for (source, target), lines in edges.items()
+        if source == "search" and target != "memoryproject"
+        for where in lines
+    ]
     assert found == [], "search must stay below every app:\n" + "\n".join(found)
 
 
 def test_knowledge_imports_only_search_of_the_other_apps():
-    found = [where for (source, target), lines in _edges().items()
-             if source == "knowledge" and target not in ("search", "memoryproject") for where in lines]
+    found = [
+        where
+        for (source, target), lines in _edges().items()
+        if source == "knowledge" and target not in ("search", "memoryproject")
+        for where in lines
+    ]
     assert found == [], "knowledge sits below memories and beside telemetry, on search:\n" + "\n".join(found)
 
 
@@ -151,8 +204,11 @@ def test_telemetry_imports_nothing_of_memories():
 
 
 def test_memories_reaches_telemetry_rows_only_through_telemetry_services_and_selectors():
-    found = [where for where in _edges().get(("memories", "telemetry"), [])
-             if where.rpartition(" imports ")[2].startswith("telemetry.models")]
+    found = [
+        where
+        for where in _edges().get(("memories", "telemetry"), [])
+        if where.rpartition(" imports ")[2].startswith("telemetry.models")
+    ]
     assert found == [], "telemetry writes and deletes its own rows (telemetry.services):\n" + "\n".join(found)
 
 

@@ -8,7 +8,7 @@ from django.core.cache import cache
 from django.db import IntegrityError, transaction
 from rest_framework.test import APIClient
 
-from knowledge import clauses, learn, vocabulary
+from knowledge import clauses, extraction, vocabulary
 from memories import selectors, services, validation
 from memories.models import Memory, Revision
 from memories.services.keys import api_key_create
@@ -26,10 +26,14 @@ FACTS = [
     ("The billing API runs on Kubernetes in production.", [("billing API", "runs on", "Kubernetes")]),
     ("The website is hosted on Netlify.", [("website", "hosted on", "Netlify")]),
     ("Our docs are hosted at readthedocs.io.", [("docs", "hosted on", "readthedocs.io")]),
-    ("The payments service depends on Redis and Postgres.",
-     [("payments service", "depends on", "Redis"), ("payments service", "depends on", "Postgres")]),
-    ("The data pipeline uses Kafka, Spark, and Airflow.",
-     [("data pipeline", "uses", "Kafka"), ("data pipeline", "uses", "Spark"), ("data pipeline", "uses", "Airflow")]),
+    (
+        "The payments service depends on Redis and Postgres.",
+        [("payments service", "depends on", "Redis"), ("payments service", "depends on", "Postgres")],
+    ),
+    (
+        "The data pipeline uses Kafka, Spark, and Airflow.",
+        [("data pipeline", "uses", "Kafka"), ("data pipeline", "uses", "Spark"), ("data pipeline", "uses", "Airflow")],
+    ),
     ("The worker relies on RabbitMQ.", [("worker", "depends on", "RabbitMQ")]),
     ("The payments team owns the billing API.", [("billing API", "owned by", "payments team")]),
     ("Billing is owned by the payments team.", [("Billing", "owned by", "payments team")]),
@@ -62,8 +66,10 @@ FACTS = [
     ("Oskar would rather use Vim than VS Code.", [("Oskar", "prefers", "Vim")]),
     ("Ana speaks Portuguese.", [("Ana", "speaks", "Portuguese")]),
     ("Anna mentors Ben.", [("Anna", "mentors", "Ben")]),
-    ("Alice and Bob maintain the billing service.",
-     [("billing service", "owned by", "Alice"), ("billing service", "owned by", "Bob")]),
+    (
+        "Alice and Bob maintain the billing service.",
+        [("billing service", "owned by", "Alice"), ("billing service", "owned by", "Bob")],
+    ),
     ("Priya leads Atlas, and Omar leads Orion.", [("Priya", "leads", "Atlas"), ("Omar", "leads", "Orion")]),
     ("Camille likes Go but hates Java.", [("Camille", "likes", "Go"), ("Camille", "dislikes", "Java")]),
     ("The export pushes events to the audit bucket.", [("export", "writes to", "audit bucket")]),
@@ -72,20 +78,32 @@ FACTS = [
     ("The reminders are sent through Twilio.", [("reminders", "uses", "Twilio")]),
     ("The nightly backups are stored on the NAS.", [("nightly backups", "stored in", "NAS")]),
     ("Our CTO, Ngozi, lives in Lagos.", [("Ngozi", "lives in", "Lagos"), ("Ngozi", "is", "CTO")]),
-    ("The refunds API is owned by Team Otter, and Farid is its tech lead.",
-     [("refunds API", "owned by", "Team Otter"), ("Farid", "leads", "refunds API")]),
-    ("The API gateway sits behind Envoy, which runs on host edge-01.",
-     [("API gateway", "sits behind", "Envoy"), ("Envoy", "runs on", "edge-01")]),
+    (
+        "The refunds API is owned by Team Otter, and Farid is its tech lead.",
+        [("refunds API", "owned by", "Team Otter"), ("Farid", "leads", "refunds API")],
+    ),
+    (
+        "The API gateway sits behind Envoy, which runs on host edge-01.",
+        [("API gateway", "sits behind", "Envoy"), ("Envoy", "runs on", "edge-01")],
+    ),
 ]
 
 # (sentence, what was chosen, the alternatives named, the reason)
 DECISIONS = [
-    ("We decided to use PostgreSQL over MySQL because it supports JSON columns.",
-     "use PostgreSQL", ("MySQL",), "it supports JSON columns"),
+    (
+        "We decided to use PostgreSQL over MySQL because it supports JSON columns.",
+        "use PostgreSQL",
+        ("MySQL",),
+        "it supports JSON columns",
+    ),
     ("We chose Go instead of Rust and Java because the team knows it.", "Go", ("Rust", "Java"), "the team knows it"),
     ("The team went with Stripe rather than Adyen.", "Stripe", ("Adyen",), ""),
-    ("Decision: adopt trunk-based development because releases were slow.",
-     "adopt trunk-based development", (), "releases were slow"),
+    (
+        "Decision: adopt trunk-based development because releases were slow.",
+        "adopt trunk-based development",
+        (),
+        "releases were slow",
+    ),
     ("We decided not to use Redis because it is expensive.", "not use Redis", (), "it is expensive"),
     ("We opted for weekly releases.", "weekly releases", (), ""),
     # A "might" in the reason does not make the decision a hypothetical.
@@ -94,16 +112,26 @@ DECISIONS = [
 
 # (text, the skill's content, its steps)
 SKILLS = [
-    ("To deploy the API:\n1. Build the image.\n2. Push it to the registry.\n3. Restart the service.",
-     "To deploy the API:\n1. Build the image.\n2. Push it to the registry.\n3. Restart the service.",
-     ("Build the image.", "Push it to the registry.", "Restart the service.")),
-    ("How to rotate keys: 1. Create a new key. 2. Update the clients. 3. Revoke the old key.",
-     "How to rotate keys:\n1. Create a new key.\n2. Update the clients.\n3. Revoke the old key.",
-     ("Create a new key.", "Update the clients.", "Revoke the old key.")),
-    ("How to rotate keys:\n- Create a new key\n- Revoke the old key",
-     "How to rotate keys:\n1. Create a new key\n2. Revoke the old key", ("Create a new key", "Revoke the old key")),
-    ("Steps to release:\n1) Tag the commit\n2) Push the tag", "To release:\n1. Tag the commit\n2. Push the tag",
-     ("Tag the commit", "Push the tag")),
+    (
+        "To deploy the API:\n1. Build the image.\n2. Push it to the registry.\n3. Restart the service.",
+        "To deploy the API:\n1. Build the image.\n2. Push it to the registry.\n3. Restart the service.",
+        ("Build the image.", "Push it to the registry.", "Restart the service."),
+    ),
+    (
+        "How to rotate keys: 1. Create a new key. 2. Update the clients. 3. Revoke the old key.",
+        "How to rotate keys:\n1. Create a new key.\n2. Update the clients.\n3. Revoke the old key.",
+        ("Create a new key.", "Update the clients.", "Revoke the old key."),
+    ),
+    (
+        "How to rotate keys:\n- Create a new key\n- Revoke the old key",
+        "How to rotate keys:\n1. Create a new key\n2. Revoke the old key",
+        ("Create a new key", "Revoke the old key"),
+    ),
+    (
+        "Steps to release:\n1) Tag the commit\n2) Push the tag",
+        "To release:\n1. Tag the commit\n2. Push the tag",
+        ("Tag the commit", "Push the tag"),
+    ),
 ]
 
 # (sentence, the start of the reason it is skipped for)
@@ -147,76 +175,102 @@ NOTHING = [
 
 # (text, the triples it states, each fact's content)
 CONVERSATIONS = [
-    ("Alice: Alice leads the Atlas project", [("Alice", "leads", "Atlas project")],
-     ["Alice leads the Atlas project."]),
+    ("Alice: Alice leads the Atlas project", [("Alice", "leads", "Atlas project")], ["Alice leads the Atlas project."]),
     ("[10:42] mei: I prefer tabs", [("Mei", "prefers", "tabs")], ["Mei: I prefer tabs."]),
-    ("Human: My preferred editor is Neovim.\nAI: Got it.", [("user", "prefers", "Neovim")],
-     ["User: My preferred editor is Neovim."]),
+    (
+        "Human: My preferred editor is Neovim.\nAI: Got it.",
+        [("user", "prefers", "Neovim")],
+        ["User: My preferred editor is Neovim."],
+    ),
     ("I prefer tabs.", [("user", "prefers", "tabs")], ["I prefer tabs."]),
-    ("User: I'm based in Lisbon and I work at Initech.", [("user", "located in", "Lisbon"), ("user", "works at", "Initech")],
-     ["User: I'm based in Lisbon.", "User: I work at Initech."]),
-    ("Assistant: Noted, you prefer dark mode.", [("user", "prefers", "dark mode")],
-     ["Assistant: Noted, you prefer dark mode."]),
-    ("Sam: The API runs on ECS. It uses Redis.", [("API", "runs on", "ECS"), ("API", "uses", "Redis")],
-     ["The API runs on ECS.", "It uses Redis."]),
-    ("Standup:\n- Hiro: the webhook runs on Lambda\n- Lucia owns the rules engine",
-     [("webhook", "runs on", "Lambda"), ("rules engine", "owned by", "Lucia")],
-     ["The webhook runs on Lambda.", "Lucia owns the rules engine."]),
+    (
+        "User: I'm based in Lisbon and I work at Initech.",
+        [("user", "located in", "Lisbon"), ("user", "works at", "Initech")],
+        ["User: I'm based in Lisbon.", "User: I work at Initech."],
+    ),
+    (
+        "Assistant: Noted, you prefer dark mode.",
+        [("user", "prefers", "dark mode")],
+        ["Assistant: Noted, you prefer dark mode."],
+    ),
+    (
+        "Sam: The API runs on ECS. It uses Redis.",
+        [("API", "runs on", "ECS"), ("API", "uses", "Redis")],
+        ["The API runs on ECS.", "It uses Redis."],
+    ),
+    (
+        "Standup:\n- Hiro: the webhook runs on Lambda\n- Lucia owns the rules engine",
+        [("webhook", "runs on", "Lambda"), ("rules engine", "owned by", "Lucia")],
+        ["The webhook runs on Lambda.", "Lucia owns the rules engine."],
+    ),
     ("Mei doesn't prefer Jira anymore. She prefers Linear.", [("Mei", "prefers", "Linear")], ["She prefers Linear."]),
-    ("<dave> the build server runs on Jenkins", [("build server", "runs on", "Jenkins")],
-     ["The build server runs on Jenkins."]),
+    (
+        "<dave> the build server runs on Jenkins",
+        [("build server", "runs on", "Jenkins")],
+        ["The build server runs on Jenkins."],
+    ),
 ]
 
 
 @pytest.mark.parametrize(("text", "triples", "contents"), CONVERSATIONS, ids=[case[0] for case in CONVERSATIONS])
 def test_speakers_pronouns_and_lists_give_each_fact_to_whom_it_belongs(text, triples, contents):
-    found = learn.extract(text)
-    facts = [item for item in found.items if item.kind == learn.FACT]
+    found = extraction.extract(text)
+    facts = [item for item in found.items if item.kind == extraction.FACT]
     assert [(item.subject, item.predicate, item.object) for item in facts] == triples
     assert [item.content for item in facts] == contents
 
 
 def test_a_decision_or_a_skill_is_found_after_a_speaker_or_a_lead_in():
-    found = learn.extract("Marco: We decided to use Caddy over nginx because it does TLS for us.\n"
-                          "Notes from Monday. To rotate the certificates: 1. Issue new certs. 2. Reload nginx.\n"
-                          "Runbook: failing over the database\n- Promote the replica\n- Point the app at it")
+    found = extraction.extract(
+        "Marco: We decided to use Caddy over nginx because it does TLS for us.\n"
+        "Notes from Monday. To rotate the certificates: 1. Issue new certs. 2. Reload nginx.\n"
+        "Runbook: failing over the database\n- Promote the replica\n- Point the app at it"
+    )
     assert [(item.kind, item.title or item.choice) for item in found.items] == [
-        ("decision", "use Caddy"), ("skill", "How to rotate the certificates"),
-        ("skill", "Failing over the database")]
+        ("decision", "use Caddy"),
+        ("skill", "How to rotate the certificates"),
+        ("skill", "Failing over the database"),
+    ]
     assert found.items[0].alternatives == ("nginx",)
 
 
 @pytest.mark.parametrize(("sentence", "triples"), FACTS, ids=[case[0] for case in FACTS])
 def test_a_fact_sentence_gives_its_triples(sentence, triples):
-    found = learn.extract(sentence)
+    found = extraction.extract(sentence)
     assert [(item.subject, item.predicate, item.object) for item in found.items] == triples
-    assert {item.kind for item in found.items} == {learn.FACT} and found.skipped == ()
+    assert {item.kind for item in found.items} == {extraction.FACT} and found.skipped == ()
     for item in found.items:
         assert item.content[0].isupper() and item.content.endswith(".")
         assert 0 <= item.start < item.end <= len(sentence) and sentence[item.start].isalpha()
 
 
-@pytest.mark.parametrize(("sentence", "choice", "alternatives", "reason"), DECISIONS,
-                         ids=[case[0] for case in DECISIONS])
+@pytest.mark.parametrize(
+    ("sentence", "choice", "alternatives", "reason"), DECISIONS, ids=[case[0] for case in DECISIONS]
+)
 def test_a_decision_sentence_gives_what_was_chosen_over_what_and_why(sentence, choice, alternatives, reason):
-    (item,) = learn.extract(sentence).items
+    (item,) = extraction.extract(sentence).items
     assert (item.kind, item.content, item.choice, item.alternatives, item.reason) == (
-        learn.DECISION, sentence, choice, alternatives, reason)
+        extraction.DECISION,
+        sentence,
+        choice,
+        alternatives,
+        reason,
+    )
     assert not item.subject
 
 
 @pytest.mark.parametrize(("text", "content", "steps"), SKILLS, ids=[case[0].split(":")[0] for case in SKILLS])
 def test_numbered_or_bulleted_steps_under_a_goal_give_one_skill(text, content, steps):
-    found = learn.extract(text)
+    found = extraction.extract(text)
     (item,) = found.items
-    assert (item.kind, item.content, item.steps) == (learn.SKILL, content, steps)
+    assert (item.kind, item.content, item.steps) == (extraction.SKILL, content, steps)
     assert (item.start, item.end) == (0, len(text)) and found.skipped == ()
     assert item.title.startswith("How to ")
 
 
 @pytest.mark.parametrize(("sentence", "reason"), NOTHING, ids=[case[0] for case in NOTHING])
 def test_questions_negations_hypotheticals_pleasantries_and_vague_text_give_nothing(sentence, reason):
-    found = learn.extract(sentence)
+    found = extraction.extract(sentence)
     assert found.items == ()
     (skipped,) = found.skipped
     assert skipped.reason.split(":")[0] == reason
@@ -234,29 +288,35 @@ The API does not use Kafka."""
 
 
 def test_a_paragraph_gives_each_item_and_each_skip_in_order_with_its_span():
-    found = learn.extract(PARAGRAPH)
-    assert [(item.kind, PARAGRAPH[item.start:item.end]) for item in found.items] == [
+    found = extraction.extract(PARAGRAPH)
+    assert [(item.kind, PARAGRAPH[item.start : item.end]) for item in found.items] == [
         ("fact", "The billing API runs on Kubernetes."),
         ("decision", "We decided to use Postgres over MySQL because of JSON support."),
         ("skill", "To deploy the API:\n1. Build the image.\n2. Restart the service."),
     ]
-    assert [(PARAGRAPH[entry.start:entry.end], entry.reason.split(":")[0]) for entry in found.skipped] == [
-        ("Thanks for the call!", "pleasantry"), ("Notes:", "vague"), ("Does it need Redis?", "question"),
+    assert [(PARAGRAPH[entry.start : entry.end], entry.reason.split(":")[0]) for entry in found.skipped] == [
+        ("Thanks for the call!", "pleasantry"),
+        ("Notes:", "vague"),
+        ("Does it need Redis?", "question"),
         ("The API does not use Kafka.", "negation"),
     ]
 
 
 def test_a_clause_that_goes_on_about_a_name_is_read_on_its_own():
-    found = learn.extract("OK, the API uses Redis for caching, which is fast. Marisol reports to Idris, who heads "
-                          "up customer success.")
+    found = extraction.extract(
+        "OK, the API uses Redis for caching, which is fast. Marisol reports to Idris, who heads up customer success."
+    )
     assert [(item.subject, item.predicate, item.object) for item in found.items] == [
-        ("API", "uses", "Redis"), ("Marisol", "reports to", "Idris"), ("Idris", "leads", "customer success")]
+        ("API", "uses", "Redis"),
+        ("Marisol", "reports to", "Idris"),
+        ("Idris", "leads", "customer success"),
+    ]
     assert [(entry.text, entry.reason.split(":")[0]) for entry in found.skipped] == [("which is fast.", "vague")]
 
 
 def test_the_rules_need_no_django_and_read_an_empty_text_as_nothing():
-    assert learn.extract("") == learn.Extraction(items=(), skipped=())
-    assert learn.extract("   \n\n ") == learn.Extraction(items=(), skipped=())
+    assert extraction.extract("") == extraction.Extraction(items=(), skipped=())
+    assert extraction.extract("   \n\n ") == extraction.Extraction(items=(), skipped=())
 
 
 # --- the service -------------------------------------------------------------------------------------------------
@@ -271,18 +331,26 @@ def test_learn_stores_each_item_with_its_kind_triple_confidence_and_span():
     result = learn_text(PARAGRAPH, source="call-notes.md", tags=["meeting"])
 
     assert [(item.kind, item.subject, item.predicate, item.object) for item in result.stored] == [
-        ("fact", "billing API", "runs on", "Kubernetes"), ("decision", None, None, None), ("skill", None, None, None)]
+        ("fact", "billing API", "runs on", "Kubernetes"),
+        ("decision", None, None, None),
+        ("skill", None, None, None),
+    ]
     assert result.stored[1].alternatives == ["MySQL"] and result.deduplicated == []
     assert len(result.skipped) == 4
     fact, decision, skill = result.stored
     memory = selectors.memory_get(memory_id=fact.memory_id)
     assert (memory.kind, memory.content, memory.subject, memory.predicate, memory.object) == (
-        "fact", "The billing API runs on Kubernetes.", "billing API", "runs on", "Kubernetes")
+        "fact",
+        "The billing API runs on Kubernetes.",
+        "billing API",
+        "runs on",
+        "Kubernetes",
+    )
     assert memory.stated_confidence == LEARNED_CONFIDENCE == 0.5
     # Extracted (reliability 0.5) and stated 0.5, learned just now: computed 0.5 too.
     assert memory.confidence == 0.5
     assert memory.source == f"learn: call-notes.md chars {fact.start}-{fact.end}"
-    assert PARAGRAPH[fact.start:fact.end] == "The billing API runs on Kubernetes."
+    assert PARAGRAPH[fact.start : fact.end] == "The billing API runs on Kubernetes."
     assert memory.tags == ["meeting"] and memory.revision_id == fact.revision_id
     # Extracted by rule, so a candidate until a person, a trusted caller or corroboration vouches for it.
     assert memory.state == "candidate"
@@ -304,16 +372,25 @@ def test_a_source_is_named_text_when_the_caller_gives_none():
 
 @pytest.mark.django_db
 def test_a_fact_whose_triple_the_namespace_holds_is_not_stored_again(remember):
-    held = remember("Billing lives on our Kubernetes cluster.", kind="fact", subject="The Billing API",
-                    predicate="Runs-On", object="kubernetes").memory
-    elsewhere = remember("Elsewhere it runs on Kubernetes.", namespace="other", subject="billing API",
-                         predicate="runs on", object="Kubernetes").memory
+    held = remember(
+        "Billing lives on our Kubernetes cluster.",
+        kind="fact",
+        subject="The Billing API",
+        predicate="Runs-On",
+        object="kubernetes",
+    ).memory
+    elsewhere = remember(
+        "Elsewhere it runs on Kubernetes.",
+        namespace="other",
+        subject="billing API",
+        predicate="runs on",
+        object="Kubernetes",
+    ).memory
 
     result = learn_text("The billing  API runs on Kubernetes in production. The billing API uses Redis.")
 
     (duplicate,) = result.deduplicated
-    assert (duplicate.memory_id, duplicate.revision_id, duplicate.matched_by) == (
-        held.id, held.revision_id, "triple")
+    assert (duplicate.memory_id, duplicate.revision_id, duplicate.matched_by) == (held.id, held.revision_id, "triple")
     assert [item.object for item in result.stored] == ["Redis"]
     assert Memory.objects.filter(namespace="acme").count() == 2 and elsewhere.id != duplicate.memory_id
 
@@ -345,7 +422,8 @@ def test_a_forgotten_fact_is_no_duplicate_and_is_learned_anew():
 def test_an_item_the_store_refuses_is_skipped_whole_and_the_others_are_stored(settings):
     settings.MEMORY_MAX_CONTENT_BYTES = 256
     text = "The API uses Redis.\nTo migrate the database:\n" + "\n".join(
-        f"{number}. Run the migration step number {number} and check its output twice." for number in range(1, 6))
+        f"{number}. Run the migration step number {number} and check its output twice." for number in range(1, 6)
+    )
     result = learn_text(text)
 
     assert [item.kind for item in result.stored] == ["fact"]
@@ -356,16 +434,27 @@ def test_an_item_the_store_refuses_is_skipped_whole_and_the_others_are_stored(se
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize(("arguments", "error", "message"), [
-    ({"text": "x" * (learn.TEXT_MAX_CHARS + 1)}, TooLarge, "text: 20001 characters is over the limit of 20000"),
-    ({"text": "   \n"}, InvalidInput, "text: must not be empty"),
-    ({"text": 5}, InvalidInput, "text: expected text, got int"),
-    ({"text": "The API uses Redis.\x00"}, InvalidInput, "text: NUL characters are not allowed"),
-    ({"text": "The API uses Redis.", "namespace": "Not A Slug"}, InvalidInput, "namespace: 'Not A Slug' is not"),
-    ({"text": "The API uses Redis.", "source": "s" * 461}, TooLarge, "source: 461 characters is over the limit of 460"),
-    ({"text": "The API uses Redis.", "tags": ["has space"]}, InvalidInput, "tags: 'has space' is not a valid tag"),
-    ({"text": "The API uses Redis.", "interface": "telnet"}, InvalidInput, "interface: 'telnet' is not one of"),
-])
+@pytest.mark.parametrize(
+    ("arguments", "error", "message"),
+    [
+        (
+            {"text": "x" * (extraction.TEXT_MAX_CHARS + 1)},
+            TooLarge,
+            "text: 20001 characters is over the limit of 20000",
+        ),
+        ({"text": "   \n"}, InvalidInput, "text: must not be empty"),
+        ({"text": 5}, InvalidInput, "text: expected text, got int"),
+        ({"text": "The API uses Redis.\x00"}, InvalidInput, "text: NUL characters are not allowed"),
+        ({"text": "The API uses Redis.", "namespace": "Not A Slug"}, InvalidInput, "namespace: 'Not A Slug' is not"),
+        (
+            {"text": "The API uses Redis.", "source": "s" * 461},
+            TooLarge,
+            "source: 461 characters is over the limit of 460",
+        ),
+        ({"text": "The API uses Redis.", "tags": ["has space"]}, InvalidInput, "tags: 'has space' is not a valid tag"),
+        ({"text": "The API uses Redis.", "interface": "telnet"}, InvalidInput, "interface: 'telnet' is not one of"),
+    ],
+)
 def test_bad_input_is_refused_whole_and_nothing_is_stored(arguments, error, message):
     fields = {"namespace": "acme", **ACTOR, **arguments}
     with pytest.raises(error, match=message):
@@ -376,9 +465,9 @@ def test_bad_input_is_refused_whole_and_nothing_is_stored(arguments, error, mess
 @pytest.mark.django_db
 def test_text_at_the_limit_is_read_whole():
     sentence = "The API uses Redis. "
-    text = (sentence * (learn.TEXT_MAX_CHARS // len(sentence)))[:learn.TEXT_MAX_CHARS]
+    text = (sentence * (extraction.TEXT_MAX_CHARS // len(sentence)))[: extraction.TEXT_MAX_CHARS]
     result = learn_text(text)
-    assert len(result.stored) == 1 and len(result.deduplicated) == learn.TEXT_MAX_CHARS // len(sentence) - 1
+    assert len(result.stored) == 1 and len(result.deduplicated) == extraction.TEXT_MAX_CHARS // len(sentence) - 1
 
 
 # --- confidence --------------------------------------------------------------------------------------------------
@@ -426,9 +515,14 @@ LEARN = "/api/v1/learn/"
 @pytest.fixture
 def api(db):
     cache.clear()  # throttle counts
-    tokens = {name: api_key_create(name=name, actor="tester", interface="cli", **spec)[1] for name, spec in {
-        "writer": {"scopes": ["read", "write"]}, "reader": {"scopes": ["read"]},
-        "acme": {"scopes": ["read", "write"], "namespaces": ["acme"]}}.items()}
+    tokens = {
+        name: api_key_create(name=name, actor="tester", interface="cli", **spec)[1]
+        for name, spec in {
+            "writer": {"scopes": ["read", "write"]},
+            "reader": {"scopes": ["read"]},
+            "acme": {"scopes": ["read", "write"], "namespaces": ["acme"]},
+        }.items()
+    }
 
     def client(name="writer") -> APIClient:
         made = APIClient()
@@ -440,14 +534,23 @@ def api(db):
 
 
 def test_rest_learn_answers_what_was_stored_deduplicated_and_skipped(api):
-    response = api().post(LEARN, {"text": "The API uses Redis. The API uses Redis. Is it fast?", "namespace": "acme",
-                                  "source": "chat"}, format="json")
+    response = api().post(
+        LEARN,
+        {"text": "The API uses Redis. The API uses Redis. Is it fast?", "namespace": "acme", "source": "chat"},
+        format="json",
+    )
     assert response.status_code == 200, response.content
     body = response.json()
     assert set(body) == {"namespace", "stored", "deduplicated", "ended", "unmatched_changes", "skipped"}
     (stored,) = body["stored"]
     assert {key: stored[key] for key in ("kind", "subject", "predicate", "object", "start", "end")} == {
-        "kind": "fact", "subject": "API", "predicate": "uses", "object": "Redis", "start": 0, "end": 19}
+        "kind": "fact",
+        "subject": "API",
+        "predicate": "uses",
+        "object": "Redis",
+        "start": 0,
+        "end": 19,
+    }
     assert "matched_by" not in stored and "alternatives" not in stored
     assert body["deduplicated"][0]["matched_by"] == "triple"
     assert body["skipped"] == [{"text": "Is it fast?", "start": 40, "end": 51, "reason": "question"}]
@@ -455,14 +558,17 @@ def test_rest_learn_answers_what_was_stored_deduplicated_and_skipped(api):
     assert (memory["stated_confidence"], memory["confidence"], memory["source"]) == (0.5, 0.5, "learn: chat chars 0-19")
 
 
-@pytest.mark.parametrize(("body", "status", "field", "message"), [
-    ({}, 400, "text", "text: required"),
-    ({"text": ""}, 400, "text", "text: String should have at least 1 character"),
-    ({"text": 5}, 400, "text", "text: Input should be a valid string"),
-    ({"text": "x" * 20001}, 413, "text", "text: String should have at most 20000 characters"),
-    ({"text": "The API uses Redis.", "confidence": 1}, 400, "confidence", "confidence: unknown field"),
-    ({"text": "The API uses Redis.", "namespace": "Bad Name"}, 400, "namespace", "namespace: String should match"),
-])
+@pytest.mark.parametrize(
+    ("body", "status", "field", "message"),
+    [
+        ({}, 400, "text", "text: required"),
+        ({"text": ""}, 400, "text", "text: String should have at least 1 character"),
+        ({"text": 5}, 400, "text", "text: Input should be a valid string"),
+        ({"text": "x" * 20001}, 413, "text", "text: String should have at most 20000 characters"),
+        ({"text": "The API uses Redis.", "confidence": 1}, 400, "confidence", "confidence: unknown field"),
+        ({"text": "The API uses Redis.", "namespace": "Bad Name"}, 400, "namespace", "namespace: String should match"),
+    ],
+)
 def test_rest_learn_refuses_bad_input_naming_the_field(api, body, status, field, message):
     error = error_of(api().post(LEARN, body, format="json"), status)
     assert error["field"] == field and error["message"].startswith(message)
@@ -470,10 +576,15 @@ def test_rest_learn_refuses_bad_input_naming_the_field(api, body, status, field,
 
 
 def test_rest_learn_needs_the_write_scope_and_a_namespace_the_key_may_write(api):
-    assert error_of(api("reader").post(LEARN, {"text": "The API uses Redis."}, format="json"), 403)["code"] == \
-        "forbidden"
-    assert error_of(api("acme").post(LEARN, {"text": "The API uses Redis.", "namespace": "beta"}, format="json"),
-                    403)["code"] == "forbidden"
+    assert (
+        error_of(api("reader").post(LEARN, {"text": "The API uses Redis."}, format="json"), 403)["code"] == "forbidden"
+    )
+    assert (
+        error_of(api("acme").post(LEARN, {"text": "The API uses Redis.", "namespace": "beta"}, format="json"), 403)[
+            "code"
+        ]
+        == "forbidden"
+    )
     assert api("acme").post(LEARN, {"text": "The API uses Redis."}, format="json").json()["namespace"] == "acme"
     assert error_of(api().get(LEARN), 405)["code"] == "method_not_allowed"
 
@@ -528,9 +639,15 @@ VERBS = [(predicate, verb) for predicate in vocabulary.PREDICATES for verb in pr
 def test_every_verb_of_the_table_says_its_predicate(predicate, verb):
     sentence = _said(verb, predicate)
     # The first entry of the table that has this verb and whose constraints the sentence meets is the one read.
-    first = next(entry for entry in vocabulary.PREDICATES if verb in entry.verbs and entry.passive == predicate.passive
-                 and (not entry.objects or predicate.objects) and (not entry.subjects or predicate.subjects))
-    (item,) = learn.extract(sentence).items
+    first = next(
+        entry
+        for entry in vocabulary.PREDICATES
+        if verb in entry.verbs
+        and entry.passive == predicate.passive
+        and (not entry.objects or predicate.objects)
+        and (not entry.subjects or predicate.subjects)
+    )
+    (item,) = extraction.extract(sentence).items
     names = {"alpha logs" if predicate.subjects else "Alpha", "beta team" if predicate.objects else "Beta"}
     assert (item.predicate, {item.subject, item.object}) == (first.name, names), sentence
     said_first = item.object if first.reverse else item.subject
@@ -543,7 +660,19 @@ def test_the_docs_name_every_canonical_predicate_role_and_change_rule():
         assert f"| `{name}` |" in page, name
     for role in vocabulary.ROLES:
         assert role in page.casefold(), role
-    rules = {"moved from", "moved to", "as", "took over", "with", "by", "handed", "left", "dropped", "no longer",
-             "instead of", "now"}
+    rules = {
+        "moved from",
+        "moved to",
+        "as",
+        "took over",
+        "with",
+        "by",
+        "handed",
+        "left",
+        "dropped",
+        "no longer",
+        "instead of",
+        "now",
+    }
     for rule in rules:
         assert f"| `{rule}`" in page or f"`{rule}`" in page, rule

@@ -12,7 +12,7 @@ import time
 import pytest
 from django.utils import timezone
 
-from knowledge import learn
+from knowledge import extraction
 from memories import selectors, services
 from memories.models import AuditEvent, Memory
 from memoryproject.exceptions import Conflict
@@ -27,60 +27,95 @@ NOW = dt.datetime(2026, 12, 7, 10, 30, tzinfo=dt.UTC)
 CHANGES = [
     ("Atlas moved from MySQL to Postgres in March.", [("moved from", "Atlas", (), "MySQL", "Postgres")], []),
     ("We moved the wiki from Confluence to Notion.", [("moved from", "wiki", (), "Confluence", "Notion")], []),
-    ("The ledger switched from Oracle to Postgres last month.",
-     [("moved from", "ledger", (), "Oracle", "Postgres")], []),
+    (
+        "The ledger switched from Oracle to Postgres last month.",
+        [("moved from", "ledger", (), "Oracle", "Postgres")],
+        [],
+    ),
     ("We switched from Jenkins to GitHub Actions.", [("moved from", None, (), "Jenkins", "GitHub Actions")], []),
-    ("Kai moved to Amsterdam.",
-     [("moved to", "Kai", ("runs on", "hosted on", "stored in", "located in", "lives in"), None, "Amsterdam")], []),
+    (
+        "Kai moved to Amsterdam.",
+        [("moved to", "Kai", ("runs on", "hosted on", "stored in", "located in", "lives in"), None, "Amsterdam")],
+        [],
+    ),
     ("Kenji replaced Nadia as lead of Orion.", [("as", "Nadia", ("leads",), "Orion", "Kenji")], []),
-    ("Tariq took over from Ines as lead of the mobile team.",
-     [("as", "Ines", ("leads",), "mobile team", "Tariq")], []),
+    ("Tariq took over from Ines as lead of the mobile team.", [("as", "Ines", ("leads",), "mobile team", "Tariq")], []),
     ("Ines took over the mobile team from Tariq.", [("took over", "Tariq", (), "mobile team", "Ines")], []),
     ("Last month Tom took over the infra team.", [("took over", None, ("leads", "is"), "infra team", "Tom")], []),
     ("Pulsar replaced Kafka as our message broker.", [("as", "Kafka", ("is",), "message broker", "Pulsar")], []),
     ("We replaced Jira with Linear.", [("with", None, (), "Jira", "Linear")], []),
     ("Redis was replaced by Valkey.", [("by", None, (), "Redis", "Valkey")], []),
     ("Pieter left the billing service.", [("left", "Pieter", (), "billing service", "")], []),
-    ("Omar left the company.",
-     [("left", "Omar", ("works at", "member of", "works on", "leads", "manages", "reports to"), None, "")], []),
+    (
+        "Omar left the company.",
+        [("left", "Omar", ("works at", "member of", "works on", "leads", "manages", "reports to"), None, "")],
+        [],
+    ),
     ("Nadia stepped down as lead of Orion.", [("left", "Nadia", ("leads",), "Orion", "")], []),
     ("We stopped using Jenkins.", [("dropped", None, (), "Jenkins", "")], []),
     ("The old VM host-7 was decommissioned last week.", [("dropped", None, (), "host-7", "")], []),
-    ("Hugo no longer works on the checkout service.",
-     [("no longer", "Hugo", ("works on", "member of", "works at"), "checkout service", "")], []),
-    ("The wiki is no longer hosted on Confluence.",
-     [("no longer", "wiki", ("hosted on", "runs on", "stored in", "located in"), "Confluence", "")], []),
+    (
+        "Hugo no longer works on the checkout service.",
+        [("no longer", "Hugo", ("works on", "member of", "works at"), "checkout service", "")],
+        [],
+    ),
+    (
+        "The wiki is no longer hosted on Confluence.",
+        [("no longer", "wiki", ("hosted on", "runs on", "stored in", "located in"), "Confluence", "")],
+        [],
+    ),
     ("The API doesn't use Redis anymore.", [("no longer", "API", ("uses", "depends on", "calls"), "Redis", "")], []),
     ("Tomasz has moved off the search team.", [("left", "Tomasz", (), "search team", "")], []),
-    ("Leo is not on the SRE team any more.",
-     [("no longer", "Leo", ("member of", "works on", "works at"), "SRE team", "")], []),
-    ("The cache now runs on node-9, not node-4.",
-     [("instead of", "cache", ("runs on",), "node-4", "")], [("cache", "runs on", "node-9")]),
-    ("Since March the billing job runs on Argo instead of cron.",
-     [("instead of", "billing job", ("runs on",), "cron", "")], [("billing job", "runs on", "Argo")]),
-    ("Kafka is now our message broker instead of RabbitMQ.",
-     [("instead of", "RabbitMQ", ("is",), "message broker", "")], [("Kafka", "is", "message broker")]),
-    ("The status page is now hosted on our own cluster.",
-     [("now", "status page", ("hosted on",), None, "")], [("status page", "hosted on", "cluster")]),
+    (
+        "Leo is not on the SRE team any more.",
+        [("no longer", "Leo", ("member of", "works on", "works at"), "SRE team", "")],
+        [],
+    ),
+    (
+        "The cache now runs on node-9, not node-4.",
+        [("instead of", "cache", ("runs on",), "node-4", "")],
+        [("cache", "runs on", "node-9")],
+    ),
+    (
+        "Since March the billing job runs on Argo instead of cron.",
+        [("instead of", "billing job", ("runs on",), "cron", "")],
+        [("billing job", "runs on", "Argo")],
+    ),
+    (
+        "Kafka is now our message broker instead of RabbitMQ.",
+        [("instead of", "RabbitMQ", ("is",), "message broker", "")],
+        [("Kafka", "is", "message broker")],
+    ),
+    (
+        "The status page is now hosted on our own cluster.",
+        [("now", "status page", ("hosted on",), None, "")],
+        [("status page", "hosted on", "cluster")],
+    ),
     ("Kenji is now the lead of Orion.", [("now", None, ("leads",), "Orion", "")], [("Kenji", "leads", "Orion")]),
 ]
 
 
 @pytest.mark.parametrize(("sentence", "endings", "facts"), CHANGES, ids=[case[0] for case in CHANGES])
 def test_a_change_names_the_facts_it_ends_and_what_takes_their_place(sentence, endings, facts):
-    found = learn.extract(sentence, now=NOW)
-    assert [(ending.rule, ending.subject, ending.predicates, ending.object, ending.becomes)
-            for ending in found.endings] == endings
+    found = extraction.extract(sentence, now=NOW)
+    assert [
+        (ending.rule, ending.subject, ending.predicates, ending.object, ending.becomes) for ending in found.endings
+    ] == endings
     assert [(item.subject, item.predicate, item.object) for item in found.items] == facts
     assert found.skipped == ()
     for ending in found.endings:
         assert (ending.start, ending.end) == (0, len(sentence)) and ending.content == sentence
 
 
-@pytest.mark.parametrize("text", ["Mei doesn't prefer Jira anymore; she prefers Linear.",
-                                  "Mei doesn't like Jira anymore; these days she likes Linear."])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Mei doesn't prefer Jira anymore; she prefers Linear.",
+        "Mei doesn't like Jira anymore; these days she likes Linear.",
+    ],
+)
 def test_a_second_clause_about_the_same_person_is_a_fact_of_its_own(text):
-    found = learn.extract(text, now=NOW)
+    found = extraction.extract(text, now=NOW)
     (ending,) = found.endings
     verb = "prefers" if "prefer" in text else "likes"
     assert (ending.subject, ending.predicates, ending.object) == ("Mei", (verb,), "Jira")
@@ -102,23 +137,24 @@ DATES = [
 ]
 
 
-@pytest.mark.parametrize(("sentence", "since"), [case for case in DATES if case[1]],
-                         ids=[case[0] for case in DATES if case[1]])
+@pytest.mark.parametrize(
+    ("sentence", "since"), [case for case in DATES if case[1]], ids=[case[0] for case in DATES if case[1]]
+)
 def test_a_stated_time_becomes_the_time_the_fact_holds_from(sentence, since):
-    (item,) = learn.extract(sentence, now=NOW).items
+    (item,) = extraction.extract(sentence, now=NOW).items
     assert item.valid_from == since and item.valid_to is None
 
 
 def test_until_bounds_the_end_and_a_time_still_to_come_is_a_plan():
-    (item,) = learn.extract("The API runs on Heroku until March 2027.", now=NOW).items
+    (item,) = extraction.extract("The API runs on Heroku until March 2027.", now=NOW).items
     assert (item.valid_from, item.valid_to) == (None, dt.datetime(2027, 3, 1, tzinfo=dt.UTC))
     for plan in ("From 1 January 2027 billing runs on Stripe.", "From next month, billing runs on Stripe."):
-        found = learn.extract(plan, now=NOW)
+        found = extraction.extract(plan, now=NOW)
         assert found.items == () and found.skipped[0].reason.startswith("hypothetical")
 
 
 def test_without_a_time_to_read_against_stated_times_are_left_in_the_text():
-    (item,) = learn.extract("Amara has managed the QA team since September 2023.").items
+    (item,) = extraction.extract("Amara has managed the QA team since September 2023.").items
     assert item.valid_from is None and item.object == "QA team"
 
 
@@ -133,8 +169,11 @@ def learn_text(text, namespace="acme"):
 
 def current(namespace="acme", **at) -> set[tuple[str, str, str]]:
     """The triples the namespace shows at a point, read back from the store."""
-    return {(memory.subject, memory.predicate, memory.object)
-            for memory in selectors.memory_list(namespace=namespace, limit=200, **at).items if memory.subject}
+    return {
+        (memory.subject, memory.predicate, memory.object)
+        for memory in selectors.memory_list(namespace=namespace, limit=200, **at).items
+        if memory.subject
+    }
 
 
 @pytest.mark.django_db
@@ -146,7 +185,12 @@ def test_a_change_ends_the_old_fact_now_and_leaves_it_current_as_of_before():
 
     (ended,) = result.ended
     assert (ended.memory_id, ended.subject, ended.predicate, ended.object, ended.change) == (
-        old.memory_id, "ledger", "uses", "Oracle", "moved from")
+        old.memory_id,
+        "ledger",
+        "uses",
+        "Oracle",
+        "moved from",
+    )
     assert [(item.subject, item.predicate, item.object) for item in result.stored] == [("ledger", "uses", "Postgres")]
     assert result.unmatched_changes == [] and result.skipped == []
     assert current() == {("ledger", "uses", "Postgres")}
@@ -259,12 +303,18 @@ def test_memory_end_refuses_a_memory_not_visible_now(remember):
 
 # (the earlier text, the change)
 HISTORIES = [
-    ("The ledger uses Oracle. The ledger runs on db-1. Mei leads the ledger team.",
-     "The ledger switched from Oracle to Postgres. Kenji replaced Mei as lead of the ledger team."),
-    ("Pieter works on the billing service. The billing service depends on Redis.",
-     "Pieter left the billing service. We replaced Redis with Valkey."),
-    ("The cache runs on node-4. The wiki is hosted on Confluence.",
-     "The cache now runs on node-9, not node-4. The wiki is no longer hosted on Confluence."),
+    (
+        "The ledger uses Oracle. The ledger runs on db-1. Mei leads the ledger team.",
+        "The ledger switched from Oracle to Postgres. Kenji replaced Mei as lead of the ledger team.",
+    ),
+    (
+        "Pieter works on the billing service. The billing service depends on Redis.",
+        "Pieter left the billing service. We replaced Redis with Valkey.",
+    ),
+    (
+        "The cache runs on node-4. The wiki is hosted on Confluence.",
+        "The cache now runs on node-9, not node-4. The wiki is no longer hosted on Confluence.",
+    ),
 ]
 
 
@@ -272,15 +322,21 @@ def _answers(namespace: str, **at) -> dict:
     """What graph, recall and get answer at a point, by names and texts (ids and times differ between stores)."""
     facts = selectors.memory_list(namespace=namespace, limit=200, **at).items
     names = sorted({name for memory in facts for name in (memory.subject, memory.object)})
-    graph = {name: sorted((relation.predicate, relation.direction, relation.other.name) for relation in
-                          selectors.memory_graph(namespace=namespace, entity=name, **at).entities[0].relations)
-             for name in names}
-    recalled = selectors.memory_recall(query="ledger Oracle billing Redis cache wiki", namespace=[namespace],
-                                       min_score=0, **at)
-    got = sorted((memory.content, memory.subject, memory.predicate, memory.object) for memory in
-                 (selectors.memory_get(memory_id=memory.id, **at) for memory in facts))
-    return {"graph": graph, "recall": [(hit.memory.content, round(hit.score, 9)) for hit in recalled.hits],
-            "get": got}
+    graph = {
+        name: sorted(
+            (relation.predicate, relation.direction, relation.other.name)
+            for relation in selectors.memory_graph(namespace=namespace, entity=name, **at).entities[0].relations
+        )
+        for name in names
+    }
+    recalled = selectors.memory_recall(
+        query="ledger Oracle billing Redis cache wiki", namespace=[namespace], min_score=0, **at
+    )
+    got = sorted(
+        (memory.content, memory.subject, memory.predicate, memory.object)
+        for memory in (selectors.memory_get(memory_id=memory.id, **at) for memory in facts)
+    )
+    return {"graph": graph, "recall": [(hit.memory.content, round(hit.score, 9)) for hit in recalled.hits], "get": got}
 
 
 @pytest.mark.django_db

@@ -15,12 +15,12 @@ from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from knowledge.models import Fact
 from memories import selectors, services
 from memories.access import PermissionDenied
-from knowledge.models import Fact
 from memories.models import ApiKey, Attributes, AuditEvent, ErasureGate, Kind, Memory, Revision
 from memories.services.keys import api_key_authenticate, api_key_create
-from memories.services.lifecycle import new_memory
+from memories.services.remember import new_memory
 from memoryproject.env import SettingError, env_days
 from memoryproject.exceptions import Conflict, InvalidInput
 from search import snapshot
@@ -61,15 +61,20 @@ def test_archive_and_unarchive_are_events_a_read_before_them_does_not_see(rememb
     assert state_at(memory.id, before_archive) == "active"
     rows = selectors.attribute_history(memory_id=memory.id)
     assert [(row.state, row.reason, row.author) for row in rows] == [
-        ("active", "", "tester"), ("archived", "moved to the new cluster", "tester"),
-        ("active", "still in use", "tester")]
+        ("active", "", "tester"),
+        ("archived", "moved to the new cluster", "tester"),
+        ("active", "still in use", "tester"),
+    ]
     # The history as of a time lists the changes known by then.
     assert [row.state for row in selectors.attribute_history(memory_id=memory.id, as_of=after_archive)] == [
-        "active", "archived"]
+        "active",
+        "archived",
+    ]
     events = AuditEvent.objects.filter(memory_id=memory.id, action__in=["archive", "unarchive"]).order_by("at", "id")
     assert [(event.action, event.detail) for event in events] == [
         ("archive", {"from_state": "active", "to_state": "archived"}),
-        ("unarchive", {"from_state": "archived", "to_state": "active"})]
+        ("unarchive", {"from_state": "archived", "to_state": "active"}),
+    ]
 
 
 def test_a_candidate_is_promoted_from_then_on(remember):
@@ -85,8 +90,16 @@ def test_a_candidate_is_promoted_from_then_on(remember):
 
 
 def _fact(content, *, actor, state="active", namespace="ops"):
-    return services.memory_remember(namespace=namespace, content=content, subject="build cache", predicate="lives on",
-                                    object="the NAS", state=state, actor=actor, interface="api").memory
+    return services.memory_remember(
+        namespace=namespace,
+        content=content,
+        subject="build cache",
+        predicate="lives on",
+        object="the NAS",
+        state=state,
+        actor=actor,
+        interface="api",
+    ).memory
 
 
 def test_an_active_memory_of_another_author_corroborates_a_candidate(db):
@@ -103,7 +116,8 @@ def test_an_active_memory_of_another_author_corroborates_a_candidate(db):
     row = Attributes.objects.filter(memory_id=candidate.id).latest("id")
     assert (row.reason, row.author) == (f"corroborated by memory {confirming.id} (key:ops)", "key:ops")
     assert AuditEvent.objects.filter(action="promote", memory_id=candidate.id).get().detail["corroborated_by"] == (
-        confirming.id)
+        confirming.id
+    )
     # The other way round: a new candidate whose fact an active memory of another author states starts active.
     late = _fact("Build cache location: the NAS.", actor="key:bot", state="candidate")
     assert late.state == "active" and state_at(late.id, None) == "active"
@@ -193,8 +207,7 @@ def test_list_filters_by_lifecycle_state_now_and_as_of(ages, remember):
     def listed(state, **when):
         return {item.id: item.state for item in selectors.memory_list(state=state, **when).items}
 
-    assert listed("active") == {old.id: "stale", fresh.id: "active", candidate.id: "candidate",
-                                archived.id: "archived"}
+    assert listed("active") == {old.id: "stale", fresh.id: "active", candidate.id: "candidate", archived.id: "archived"}
     assert listed("stale") == {old.id: "stale"}
     assert listed("candidate") == {candidate.id: "candidate"}
     assert listed("archived") == {archived.id: "archived"}
@@ -222,7 +235,8 @@ def test_recall_leaves_archived_out_by_default_marks_stale_and_filters_by_state(
     # Stale once older than the age, to the microsecond, as get says.
     assert recalled("harbour", states=["stale"], as_of=T0 + 30 * DAY) == {}
     assert recalled("harbour", states=["stale"], as_of=T0 + 30 * DAY + dt.timedelta(microseconds=1)) == {
-        old.id: "stale"}
+        old.id: "stale"
+    }
     with pytest.raises(InvalidInput, match="states: 'forgotten' is not one of candidate, active, stale, archived"):
         recalled("harbour", states=["forgotten"])
 
@@ -264,14 +278,14 @@ def rest(db):
 
 def test_rest_untrusted_writes_are_candidates_that_a_trusted_key_promotes_archives_and_unarchives(rest):
     untrusted, trusted = rest(False), rest(True)
-    made = untrusted.post("/api/v1/memories/", {"content": "Backups run at 02:00 UTC.", "namespace": "ops"},
-                          format="json").json()
+    made = untrusted.post(
+        "/api/v1/memories/", {"content": "Backups run at 02:00 UTC.", "namespace": "ops"}, format="json"
+    ).json()
     assert made["state"] == "candidate"
     error = error_of(untrusted.post(f"/api/v1/memories/{made['id']}/promote/", {}, format="json"), 403)
     assert "marked untrusted" in error["message"]
 
-    promoted = trusted.post(f"/api/v1/memories/{made['id']}/promote/", {"reason": "checked the cron"},
-                            format="json")
+    promoted = trusted.post(f"/api/v1/memories/{made['id']}/promote/", {"reason": "checked the cron"}, format="json")
     assert promoted.status_code == 200 and (promoted.json()["state"], promoted.json()["changed"]) == ("active", True)
     archived = trusted.post(f"/api/v1/memories/{made['id']}/archive/", {}, format="json").json()
     assert archived["state"] == "archived"
@@ -284,7 +298,11 @@ def test_rest_untrusted_writes_are_candidates_that_a_trusted_key_promotes_archiv
     assert trusted.post(f"/api/v1/memories/{made['id']}/unarchive/", {}, format="json").json()["state"] == "active"
     history = trusted.get(f"/api/v1/memories/{made['id']}/history/").json()
     assert [(row["state"], row["reason"]) for row in history["attributes"]] == [
-        ("candidate", ""), ("active", "checked the cron"), ("archived", ""), ("active", "")]
+        ("candidate", ""),
+        ("active", "checked the cron"),
+        ("archived", ""),
+        ("active", ""),
+    ]
     error = error_of(trusted.post("/api/v1/memories/999999/archive/", {}, format="json"), 404)
     assert error["field"] == "id"
 
@@ -346,8 +364,9 @@ def test_the_cli_archives_promotes_and_recalls_by_state(remember):
     assert run("promote", str(memory.id), "--reason", "seen it")["state"] == "active"
     assert run("archive", str(memory.id))["state"] == "archived"
     assert run("recall", "loading dock", "--mode", "keyword")["hits"] == []
-    assert [hit["id"] for hit in run("recall", "loading dock", "--mode", "keyword", "--state", "archived")[
-        "hits"]] == [memory.id]
+    assert [hit["id"] for hit in run("recall", "loading dock", "--mode", "keyword", "--state", "archived")["hits"]] == [
+        memory.id
+    ]
     assert run("unarchive", str(memory.id))["state"] == "active"
 
 
@@ -387,8 +406,7 @@ def test_the_migration_keeps_the_rows_active_and_the_attribute_rows_append_only(
     apps = executor.loader.project_state([("memories", "0009_attribute_set_name")]).apps
     OldMemory, OldAttributes = apps.get_model("memories", "Memory"), apps.get_model("memories", "Attributes")
     memory = OldMemory.objects.create(namespace="acme", key="k", created_at=T0)
-    OldAttributes.objects.create(memory=memory, known_at=T0, namespace="acme", kind="note", author="a",
-                                 interface="cli")
+    OldAttributes.objects.create(memory=memory, known_at=T0, namespace="acme", kind="note", author="a", interface="cli")
 
     executor = MigrationExecutor(connection)
     executor.migrate(executor.loader.graph.leaf_nodes())
@@ -419,13 +437,15 @@ def exported(namespace: str, **options) -> dict:
 
 @pytest.mark.parametrize("trusted", [True, False])
 def test_exports_carry_the_recorded_state_at_their_cutoff_and_imports_keep_it(remember, trusted):
-    candidate = remember("The spare keys are in the blue box.", namespace="old", key="keys", state="candidate").memory
+    remember("The spare keys are in the blue box.", namespace="old", key="keys", state="candidate")
     archived = remember("The old alarm code was changed.", namespace="old", key="alarm").memory
     before_archive = timezone.now()
     services.memory_archive(memory_id=archived.id, **ACTOR)
 
     assert {item["key"]: item["state"] for item in exported("old")["memories"]} == {
-        "keys": "candidate", "alarm": "archived"}
+        "keys": "candidate",
+        "alarm": "archived",
+    }
     assert exported("old", as_of=before_archive)["memories"][1]["state"] == "active"
 
     document = exported("old")
@@ -433,14 +453,27 @@ def test_exports_carry_the_recorded_state_at_their_cutoff_and_imports_keep_it(re
         item["namespace"] = "new"
     services.memories_import(document=document, trusted=trusted, **ACTOR)
     assert {item.key: item.state for item in selectors.memory_list(namespace="new", state="all").items} == {
-        "keys": "candidate", "alarm": "archived"}
+        "keys": "candidate",
+        "alarm": "archived",
+    }
 
 
 def test_an_import_refuses_a_state_that_is_read_not_recorded(db):
-    document = {"memories": [{"namespace": "acme", "key": "k", "state": "stale", "revisions": [
-        {"content": "The plant needs water weekly.", "known_at": "2025-01-01T00:00:00Z"}]}]}
-    with pytest.raises(InvalidInput, match="state: 'stale' contradicts the history, whose last revision is not a "
-                                           "tombstone \\(expected one of candidate, active, archived\\)"):
+    document = {
+        "memories": [
+            {
+                "namespace": "acme",
+                "key": "k",
+                "state": "stale",
+                "revisions": [{"content": "The plant needs water weekly.", "known_at": "2025-01-01T00:00:00Z"}],
+            }
+        ]
+    }
+    with pytest.raises(
+        InvalidInput,
+        match="state: 'stale' contradicts the history, whose last revision is not a "
+        "tombstone \\(expected one of candidate, active, archived\\)",
+    ):
         services.memories_import(document=document, trusted=True, **ACTOR)
 
 
@@ -454,7 +487,9 @@ def test_an_untrusted_keys_import_makes_candidates_of_what_would_be_active(rest,
     response = rest(False).post("/api/v1/import/", document, format="json")
     assert response.status_code == 200, response.content
     assert {item.key: item.state for item in selectors.memory_list(namespace="dst", state="all").items} == {
-        "boiler": "candidate", "old-boiler": "archived"}
+        "boiler": "candidate",
+        "old-boiler": "archived",
+    }
 
 
 def test_a_hook_block_marks_stale_and_candidate_memories_and_leaves_archived_ones_out(ages, remember):
@@ -488,21 +523,30 @@ def test_recall_reads_stale_at_each_querys_own_time_from_a_shared_copy(ages, rem
 
 
 def test_a_key_made_untrusted_in_the_admin_writes_candidates(admin_client):
-    response = admin_client.post("/admin/memories/apikey/add/", {
-        "name": "scraper", "scopes": ["read", "write"], "namespaces": "", "untrusted": "on", "_save": "Save"})
+    response = admin_client.post(
+        "/admin/memories/apikey/add/",
+        {"name": "scraper", "scopes": ["read", "write"], "namespaces": "", "untrusted": "on", "_save": "Save"},
+    )
     assert response.status_code == 200
     key = ApiKey.objects.get()
     assert key.trusted is False
     token = re.search(r'id="api-key" readonly size="80" value="(mem_[^"]+)"', response.content.decode()).group(1)
     assert api_key_authenticate(token, interface="api").new_memory_state == "candidate"
-    assert "<td class=\"field-trusted\">" in admin_client.get("/admin/memories/apikey/").content.decode()
+    assert '<td class="field-trusted">' in admin_client.get("/admin/memories/apikey/").content.decode()
 
 
 # --- many new memories at once ------------------------------------------------------------------------------------
 
 NEW = [
-    {"content": "The API uses Redis.", "kind": "fact", "subject": "API", "predicate": "uses", "object": "Redis",
-     "confidence": 0.5, "source": "learn: notes chars 0-19"},
+    {
+        "content": "The API uses Redis.",
+        "kind": "fact",
+        "subject": "API",
+        "predicate": "uses",
+        "object": "Redis",
+        "confidence": 0.5,
+        "source": "learn: notes chars 0-19",
+    },
     {"content": "Deploys go out on Tuesdays.", "title": "Deploys", "kind": "note", "valid_from": "2025-01-01"},
 ]
 
@@ -515,22 +559,42 @@ def _written(namespace: str) -> list[tuple]:
         attributes = Attributes.objects.get(memory=memory)
         fact = Fact.objects.filter(revision_id=revision.pk).values_list("subject", "predicate", "object").first()
         event = AuditEvent.objects.get(memory_id=memory.pk)
-        rows.append((memory.kind, memory.state, sorted(memory.tags.values_list("name", flat=True)),
-                     attributes.namespace == namespace, attributes.kind, attributes.state,
-                     sorted(tag.name for tag in attributes.tags.all()),
-                     revision.content, revision.title, revision.subject, revision.predicate, revision.object,
-                     revision.confidence, revision.source, revision.valid_to, revision.author, revision.interface,
-                     fact, event.action, sorted(event.detail)))
+        rows.append(
+            (
+                memory.kind,
+                memory.state,
+                sorted(memory.tags.values_list("name", flat=True)),
+                attributes.namespace == namespace,
+                attributes.kind,
+                attributes.state,
+                sorted(tag.name for tag in attributes.tags.all()),
+                revision.content,
+                revision.title,
+                revision.subject,
+                revision.predicate,
+                revision.object,
+                revision.confidence,
+                revision.source,
+                revision.valid_to,
+                revision.author,
+                revision.interface,
+                fact,
+                event.action,
+                sorted(event.detail),
+            )
+        )
     return rows
 
 
 @pytest.mark.django_db
 def test_remembering_many_new_memories_writes_what_remembering_each_one_writes():
     for fields in NEW:
-        services.memory_remember(namespace="one", tags=["ops"], state="candidate", look_for_near_twin=False, **ACTOR,
-                                 **fields)
-    written = services.memories_remember_new(namespace="many", memories=[new_memory(**fields) for fields in NEW],
-                                             tags=["ops"], state="candidate", **ACTOR)
+        services.memory_remember(
+            namespace="one", tags=["ops"], state="candidate", look_for_near_twin=False, **ACTOR, **fields
+        )
+    written = services.memories_remember_new(
+        namespace="many", memories=[new_memory(**fields) for fields in NEW], tags=["ops"], state="candidate", **ACTOR
+    )
 
     assert _written("many") == _written("one")
     assert [revision.valid_from for revision in written][1] == T0
@@ -541,10 +605,19 @@ def test_remembering_many_new_memories_writes_what_remembering_each_one_writes()
 
 @pytest.mark.django_db
 def test_a_new_memory_among_many_is_corroborated_as_one_alone_is():
-    services.memory_remember(namespace="acme", content="Redis serves the API's cache.", actor="alice",
-                             interface="cli", kind="fact", subject="api", predicate="uses", object="redis")
-    (revision,) = services.memories_remember_new(namespace="acme", memories=[new_memory(**NEW[0])], tags=[],
-                                                 state="candidate", **ACTOR)
+    services.memory_remember(
+        namespace="acme",
+        content="Redis serves the API's cache.",
+        actor="alice",
+        interface="cli",
+        kind="fact",
+        subject="api",
+        predicate="uses",
+        object="redis",
+    )
+    (revision,) = services.memories_remember_new(
+        namespace="acme", memories=[new_memory(**NEW[0])], tags=[], state="candidate", **ACTOR
+    )
     assert selectors.memory_get(memory_id=revision.memory_id).state == "active"
 
 

@@ -18,7 +18,6 @@ from memories.models import AuditEvent, Memory, Revision, Tag
 from memories.services import batches
 from memories.services.markdown import MARKDOWN_CHUNK_MAX_CHARS, MARKDOWN_FILE_MAX_BYTES
 from memoryproject.exceptions import InvalidInput, NotFound, TooLarge
-from tests.subprocesses import instance, migrated_db  # noqa: F401  (fixtures)
 
 
 @pytest.fixture(autouse=True)
@@ -68,8 +67,6 @@ def paragraph(label, length):
     return text[:-1] + "x" if text.endswith(" ") else text
 
 
-
-
 def test_paragraphs_are_packed_greedily_into_chunks_of_at_most_1800_characters(db, notes):
     paragraphs = [paragraph(f"P{n}", 198) for n in range(30)]
     write(notes, "long.md", "\n\n".join(paragraphs) + "\n")
@@ -78,7 +75,7 @@ def test_paragraphs_are_packed_greedily_into_chunks_of_at_most_1800_characters(d
 
     # Nine paragraphs take 9 * 198 + 8 * 2 = 1798 characters; a tenth would not fit.
     assert report.created == 4
-    assert chunk_texts("long.md") == ["\n\n".join(paragraphs[at:at + 9]) for at in range(0, 30, 9)]
+    assert chunk_texts("long.md") == ["\n\n".join(paragraphs[at : at + 9]) for at in range(0, 30, 9)]
 
 
 def test_a_paragraph_over_the_limit_is_split_at_lines_and_a_line_at_words(db, notes):
@@ -113,8 +110,11 @@ def test_a_fenced_code_block_that_fits_is_never_split(db, notes):
 
 
 def test_the_title_is_the_first_heading_outside_fenced_code(db, notes):
-    write(notes, "guide.md", "```sh\n# not a title, a shell comment\n```\n\nIntro text.\n\n"
-                             "## Real title ##\n\nBody.\n\n# Second heading\n")
+    write(
+        notes,
+        "guide.md",
+        "```sh\n# not a title, a shell comment\n```\n\nIntro text.\n\n## Real title ##\n\nBody.\n\n# Second heading\n",
+    )
     write(notes, "plain.md", "#hashtag is not a heading.\n")
 
     run(notes)
@@ -145,8 +145,14 @@ def test_reimporting_unchanged_files_is_a_no_op(db, notes):
 
     report = run(notes)
 
-    assert report.as_dict() == {"created": 0, "revised": 0, "unchanged": 3, "duplicates": 0, "forgotten": 0,
-                                "skipped": 0}
+    assert report.as_dict() == {
+        "created": 0,
+        "revised": 0,
+        "unchanged": 3,
+        "duplicates": 0,
+        "forgotten": 0,
+        "skipped": 0,
+    }
     assert Revision.objects.count() == before
 
 
@@ -160,8 +166,7 @@ def test_a_changed_chunk_gets_a_new_revision_and_the_others_stay(db, notes):
 
     assert (report.revised, report.unchanged, report.created) == (1, 1, 0)
     changed = Memory.objects.get(key="md:docs:doc.md#2")
-    assert [revision.content for revision in changed.revisions.order_by("known_at")] == [second,
-                                                                                         f"{second} (edited)"]
+    assert [revision.content for revision in changed.revisions.order_by("known_at")] == [second, f"{second} (edited)"]
     assert Memory.objects.get(key="md:docs:doc.md#1").revisions.count() == 1
 
 
@@ -256,11 +261,14 @@ def test_hidden_files_hidden_folders_and_symlinks_are_skipped(db, notes, tmp_pat
     assert list(Memory.objects.values_list("key", flat=True)) == ["md:docs:seen.md#1"]
 
 
-@pytest.mark.parametrize("content, expected", [
-    (b"Text with a \x00 NUL.", "bad.md: contains a NUL byte"),
-    (b"Caf\xe9 in Latin-1.", "bad.md: is not valid UTF-8 (byte 3)"),
-    (b"x" * (MARKDOWN_FILE_MAX_BYTES + 1), f"bad.md: {MARKDOWN_FILE_MAX_BYTES + 1} bytes is over the limit"),
-])
+@pytest.mark.parametrize(
+    "content, expected",
+    [
+        (b"Text with a \x00 NUL.", "bad.md: contains a NUL byte"),
+        (b"Caf\xe9 in Latin-1.", "bad.md: is not valid UTF-8 (byte 3)"),
+        (b"x" * (MARKDOWN_FILE_MAX_BYTES + 1), f"bad.md: {MARKDOWN_FILE_MAX_BYTES + 1} bytes is over the limit"),
+    ],
+)
 def test_a_bad_file_is_refused_by_name_and_nothing_is_written(db, notes, content, expected):
     write(notes, "good.md", "A good file.")
     (notes / "deeper").mkdir()
@@ -311,13 +319,18 @@ def test_the_import_markdown_command_imports_reimports_and_refuses_bad_files(ins
     assert again.stdout.startswith("Imported: 0 created, 1 revised, 1 unchanged")
     got = instance.memory("get", "--namespace", "acme", "--key", "md:handbook:ops/deploy.md#1")
     assert (got["content"], got["title"], got["source"], got["tags"]) == (
-        "# Deploys\n\nThursdays only.", "Deploys", "ops/deploy.md", ["hb"])
+        "# Deploys\n\nThursdays only.",
+        "Deploys",
+        "ops/deploy.md",
+        ["hb"],
+    )
 
     (root / "broken.md").write_bytes(b"\xff\xfe")
     refused = instance.manage(*args)
     assert refused.returncode == 1
     assert "broken.md: is not valid UTF-8" in refused.stderr
-    missing = instance.manage("import_markdown", str(tmp_path / "nowhere"), "--namespace", "acme",
-                              "--collection", "handbook")
+    missing = instance.manage(
+        "import_markdown", str(tmp_path / "nowhere"), "--namespace", "acme", "--collection", "handbook"
+    )
     assert missing.returncode == 1
     assert "is not a folder" in missing.stderr

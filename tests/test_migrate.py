@@ -8,8 +8,7 @@ import sqlite3
 import pytest
 
 from memoryproject.storage import MIGRATION_LOCKED_MESSAGE
-from tests.subprocesses import (  # noqa: F401  (fixtures)
-    clean_env, instance, manage, manage_at_once, migrated_db, python, read_only_mount)
+from tests.subprocesses import clean_env, manage, manage_at_once, python, read_only_mount
 
 WAITING = "Waiting for another migrate on this store...\n"
 ALL_APPLIED = "ok   schema             all migrations applied"

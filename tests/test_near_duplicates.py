@@ -23,8 +23,11 @@ def test_a_near_duplicate_is_written_and_names_its_twin(remember):
     assert second.near_twin.memory_id == first.id
     assert second.near_twin.revision_id == first.revision_id
     assert 0.9 <= second.near_twin.cosine < 1.0
-    assert second.as_dict()["near_twin"] == {"memory_id": first.id, "revision_id": first.revision_id,
-                                             "cosine": round(second.near_twin.cosine, 4)}
+    assert second.as_dict()["near_twin"] == {
+        "memory_id": first.id,
+        "revision_id": first.revision_id,
+        "cosine": round(second.near_twin.cosine, 4),
+    }
 
 
 def test_the_text_is_embedded_once_for_both_the_check_and_the_write(remember, monkeypatch):
@@ -48,7 +51,8 @@ def test_the_audit_names_the_twin(remember):
     assert event.detail["near_twin"] == second.near_twin.as_dict()
     # Asked directly, the same check on the caller's thread finds the same twin.
     assert find_near_twin(REWORDED, namespace="acme", exclude_memory_id=second.memory.id).as_dict() == (
-        second.near_twin.as_dict())
+        second.near_twin.as_dict()
+    )
 
 
 def test_the_scan_runs_before_the_write_lock(remember, monkeypatch):
@@ -123,8 +127,13 @@ def test_find_near_twin_with_nothing_stored(db):
 
 def test_imports_skip_the_check(remember):
     remember(DEPLOY)
-    document = {"format": "memory-export", "version": 1, "memories": [
-        {"namespace": "acme", "key": "reworded", "kind": "note", "tags": [], "revisions": [{"content": REWORDED}]}]}
+    document = {
+        "format": "memory-export",
+        "version": 1,
+        "memories": [
+            {"namespace": "acme", "key": "reworded", "kind": "note", "tags": [], "revisions": [{"content": REWORDED}]}
+        ],
+    }
     report = services.memories_import(document=json.dumps(document), trusted=False, **ACTOR)
     assert report.as_dict()["created"] == 1
 

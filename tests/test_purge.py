@@ -10,7 +10,6 @@ from memories import selectors, services
 from memories.models import AuditEvent, ErasureGate, Memory, Revision
 from memoryproject.exceptions import NotFound
 from memoryproject.sqlite_backend.base import Database
-from tests.subprocesses import instance, migrated_db  # noqa: F401  (fixtures)
 
 LONG_AGO = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
 
@@ -18,8 +17,9 @@ LONG_AGO = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
 @pytest.fixture
 def expired(remember):
     """A memory imported with a one-day TTL that ran out long ago."""
-    return remember("The staging password rotates weekly.", key="staging", tags=["ops"], ttl_days=1,
-                    known_at=LONG_AGO).memory.id
+    return remember(
+        "The staging password rotates weekly.", key="staging", tags=["ops"], ttl_days=1, known_at=LONG_AGO
+    ).memory.id
 
 
 def _contents(memory_id):
@@ -32,8 +32,14 @@ def test_purge_removes_expired_revisions_and_keeps_unexpired_ones(expired, remem
 
     counts = services.purge_expired(**actor)
 
-    assert counts == {"revisions": 1, "tombstones": 0, "tombstones_repointed": 0, "memories": 1, "telemetry": 0,
-                      "dry_run": False}
+    assert counts == {
+        "revisions": 1,
+        "tombstones": 0,
+        "tombstones_repointed": 0,
+        "memories": 1,
+        "telemetry": 0,
+        "dry_run": False,
+    }
     assert not Memory.objects.filter(pk=expired).exists()
     assert not Memory.tags.through.objects.filter(memory_id=expired).exists()
     assert _contents(lasting) == ["The office opens at nine."]
@@ -54,8 +60,9 @@ def test_history_before_expiry_is_answerable_until_the_purge(expired, actor):
 
 def test_purge_keeps_a_memory_whose_older_revision_has_not_expired(remember, actor):
     memory_id = remember("Deploys go through the blue pipeline.", key="deploys", known_at=LONG_AGO).memory.id
-    remember("Deploys go through the green pipeline.", key="deploys", ttl_days=1,
-             known_at=LONG_AGO + dt.timedelta(days=1))
+    remember(
+        "Deploys go through the green pipeline.", key="deploys", ttl_days=1, known_at=LONG_AGO + dt.timedelta(days=1)
+    )
 
     counts = services.purge_expired(**actor)
 
@@ -70,8 +77,14 @@ def test_dry_run_removes_nothing_and_counts_what_a_purge_would(expired, remember
 
     counts = services.purge_expired(dry_run=True, **actor)
 
-    assert counts == {"revisions": 1, "tombstones": 0, "tombstones_repointed": 0, "memories": 1, "telemetry": 0,
-                      "dry_run": True}
+    assert counts == {
+        "revisions": 1,
+        "tombstones": 0,
+        "tombstones_repointed": 0,
+        "memories": 1,
+        "telemetry": 0,
+        "dry_run": True,
+    }
     assert Revision.objects.count() == revisions
     assert AuditEvent.objects.count() == events
     assert Memory.objects.filter(pk=expired).exists()
@@ -133,9 +146,7 @@ def test_purge_works_in_batches(remember, actor):
 def test_the_command_reports_a_dry_run_without_removing_anything(expired, capsys):
     call_command("purge", "--dry-run")
 
-    assert capsys.readouterr().out == (
-        "Would purge 1 expired revision(s), 0 tombstone(s) and 1 emptied memory(ies).\n"
-    )
+    assert capsys.readouterr().out == ("Would purge 1 expired revision(s), 0 tombstone(s) and 1 emptied memory(ies).\n")
     assert Memory.objects.filter(pk=expired).exists()
 
 
@@ -157,8 +168,9 @@ def _purge(instance, *args) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.sqlite_only("counts the SQLite file's free pages (PRAGMA freelist_count); PostgreSQL's VACUUM FULL is "
-                         "checked by the test below")
+@pytest.mark.sqlite_only(
+    "counts the SQLite file's free pages (PRAGMA freelist_count); PostgreSQL's VACUUM FULL is checked by the test below"
+)
 def test_the_purge_command_removes_expired_memories_and_prints_one_line(instance):
     instance.run(_SEED)
 
@@ -193,8 +205,9 @@ def test_the_purge_command_rewrites_the_purged_tables_with_vacuum_full_on_postgr
 
     assert dry == "Would purge 40 expired revision(s), 0 tombstone(s) and 40 emptied memory(ies).\n"
     assert first == "Purged 40 expired revision(s), 0 tombstone(s) and 40 emptied memory(ies).\n"
-    assert again == ("Purged 0 expired revision(s), 0 tombstone(s) and 0 emptied memory(ies); "
-                     "tables rewritten (VACUUM FULL).\n")
+    assert again == (
+        "Purged 0 expired revision(s), 0 tombstone(s) and 0 emptied memory(ies); tables rewritten (VACUUM FULL).\n"
+    )
     # Without --vacuum, a plain VACUUM frees the rows' room in place; VACUUM FULL writes each table into new files.
     assert after_first == before
     assert all(old != new for old, new in zip(before, instance.sql(files)[0]))

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from search import text
 from search.text import (
-    clean_query,
     cjk_bigrams,
+    clean_query,
     document_terms,
     documents_terms,
     fts5_quote,
@@ -55,10 +55,12 @@ def fts5_reference():
     """Return a connection with tables built like the project's: (title, content), the index tokenizers."""
     connection = text.sqlite3.connect(":memory:", isolation_level=None)
     connection.execute(
-        f"CREATE VIRTUAL TABLE words USING fts5(title, content, tokenize='{INDEX_TOKENIZERS['search_fts_words']}')")
+        f"CREATE VIRTUAL TABLE words USING fts5(title, content, tokenize='{INDEX_TOKENIZERS['search_fts_words']}')"
+    )
     connection.execute("CREATE VIRTUAL TABLE words_cols USING fts5vocab(words, col)")
     connection.execute(
-        f"CREATE VIRTUAL TABLE trigram USING fts5(title, content, tokenize='{INDEX_TOKENIZERS['search_fts_trigram']}')")
+        f"CREATE VIRTUAL TABLE trigram USING fts5(title, content, tokenize='{INDEX_TOKENIZERS['search_fts_trigram']}')"
+    )
     return connection
 
 
@@ -91,8 +93,10 @@ def read_varints(blob):
 
 
 def matches(connection, table, query):
-    return [row[0] for row in connection.execute(
-        f"SELECT content FROM {table} WHERE {table} MATCH ? ORDER BY rowid", [query])]
+    return [
+        row[0]
+        for row in connection.execute(f"SELECT content FROM {table} WHERE {table} MATCH ? ORDER BY rowid", [query])
+    ]
 
 
 # --- Documents ---------------------------------------------------------------------------
@@ -144,7 +148,12 @@ def test_each_thread_tokenizes_on_its_own_connection():
 def test_query_tokens_pair_each_folded_word_with_its_stem_in_order():
     tokens = query_tokens("Deploys café-bar ACME's deploys")
     assert [(t.raw, t.stem) for t in tokens] == [
-        ("deploys", "deploi"), ("cafe", "cafe"), ("bar", "bar"), ("acme", "acm"), ("s", "s"), ("deploys", "deploi"),
+        ("deploys", "deploi"),
+        ("cafe", "cafe"),
+        ("bar", "bar"),
+        ("acme", "acm"),
+        ("s", "s"),
+        ("deploys", "deploi"),
     ]
 
 
@@ -203,18 +212,24 @@ def test_an_empty_query_has_no_terms_and_is_not_filler():
         assert clean_query(query) == text.CleanQuery(terms=[], dropped=[], only_filler=False)
 
 
-@pytest.mark.parametrize("query, kept, dropped", [
-    ("¿Cuándo es la reunión?", ["reunion"], ["cuando", "es", "la"]),
-    ("Quand est la réunion ?", ["reunion"], ["quand", "est", "la"]),
-    ("Wann ist das Treffen?", ["treffen"], ["wann", "ist", "das"]),
-    ("Quando é a reunião?", ["reuniao"], ["quando", "e", "a"]),
-    ("When is the meeting?", ["meeting"], ["when", "is", "the"]),
-    ("¿Dónde vive mi hermana?", ["vive", "hermana"], ["donde", "mi"]),
-    ("Qu'est-ce que Marie a dit sur le budget ?", ["marie", "budget"],
-     ["qu", "est", "ce", "que", "a", "dit", "sur", "le"]),
-    ("Was hat Jonas über die Miete gesagt?", ["jonas", "miete", "gesagt"], ["was", "hat", "uber", "die"]),
-    ("Onde fica o escritório da empresa?", ["fica", "escritorio", "empresa"], ["onde", "o", "da"]),
-])
+@pytest.mark.parametrize(
+    "query, kept, dropped",
+    [
+        ("¿Cuándo es la reunión?", ["reunion"], ["cuando", "es", "la"]),
+        ("Quand est la réunion ?", ["reunion"], ["quand", "est", "la"]),
+        ("Wann ist das Treffen?", ["treffen"], ["wann", "ist", "das"]),
+        ("Quando é a reunião?", ["reuniao"], ["quando", "e", "a"]),
+        ("When is the meeting?", ["meeting"], ["when", "is", "the"]),
+        ("¿Dónde vive mi hermana?", ["vive", "hermana"], ["donde", "mi"]),
+        (
+            "Qu'est-ce que Marie a dit sur le budget ?",
+            ["marie", "budget"],
+            ["qu", "est", "ce", "que", "a", "dit", "sur", "le"],
+        ),
+        ("Was hat Jonas über die Miete gesagt?", ["jonas", "miete", "gesagt"], ["was", "hat", "uber", "die"]),
+        ("Onde fica o escritório da empresa?", ["fica", "escritorio", "empresa"], ["onde", "o", "da"]),
+    ],
+)
 def test_filler_of_five_languages_is_dropped_on_the_folded_form(query, kept, dropped):
     cleaned = clean_query(query)
     assert [t.raw for t in cleaned.terms] == kept
@@ -239,17 +254,20 @@ def test_lone_latin_letters_are_dropped_but_digits_and_cjk_characters_stay():
 # --- Light-root prefixes -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("word, family", [
-    ("deploys", "deployment deploying deployed deploy deploys"),
-    ("deploy", "deployment deploying deployed deploys"),
-    ("kube", "Kubernetes kubectl kubes"),
-    ("happy", "happiness happily happier happy"),
-    ("relational", "relation relations relate relating"),
-    ("studies", "study studying studied"),
-    ("hoping", "hope hoped hopes hopeful"),
-    ("café", "cafés Café cafeteria"),
-    ("connections", "connect connected connecting connection"),
-])
+@pytest.mark.parametrize(
+    "word, family",
+    [
+        ("deploys", "deployment deploying deployed deploy deploys"),
+        ("deploy", "deployment deploying deployed deploys"),
+        ("kube", "Kubernetes kubectl kubes"),
+        ("happy", "happiness happily happier happy"),
+        ("relational", "relation relations relate relating"),
+        ("studies", "study studying studied"),
+        ("hoping", "hope hoped hopes hopeful"),
+        ("café", "cafés Café cafeteria"),
+        ("connections", "connect connected connecting connection"),
+    ],
+)
 def test_light_root_is_a_prefix_of_the_stems_fts5_indexes_for_the_family(word, family):
     (token,) = query_tokens(word)
     stems, _ = document_terms(family)
@@ -269,8 +287,15 @@ def test_the_bare_stem_would_miss_part_of_the_family():
 def test_only_latin_words_with_roots_of_three_letters_get_a_prefix():
     prefixes = {t.raw: t.prefix for t in query_tokens("kube use ab k8s 2024 坐标 Ελληνικά Straße ærø")}
     assert prefixes == {
-        "kube": "kube", "use": None, "ab": None, "k8s": None, "2024": None, "坐标": None, "ελληνικά": None,
-        "straße": "straß", "ærø": "ærø",
+        "kube": "kube",
+        "use": None,
+        "ab": None,
+        "k8s": None,
+        "2024": None,
+        "坐标": None,
+        "ελληνικά": None,
+        "straße": "straß",
+        "ærø": "ærø",
     }
 
 
@@ -285,7 +310,15 @@ def test_cjk_bigrams_cover_every_two_character_word_of_a_run():
 
 def test_cjk_bigrams_keep_runs_apart_and_skip_other_scripts():
     assert cjk_bigrams("用kubernetes部署 と スカイ・ツリー 한국어!") == [
-        "用", "部署", "と", "スカ", "カイ", "ツリ", "リー", "한국", "국어",
+        "用",
+        "部署",
+        "と",
+        "スカ",
+        "カイ",
+        "ツリ",
+        "リー",
+        "한국",
+        "국어",
     ]
     assert cjk_bigrams("no cjk here, café 123") == []
 
@@ -298,16 +331,46 @@ def test_a_two_character_word_is_found_by_bigrams_where_trigrams_cannot(referenc
 
 def test_has_cjk_finds_han_kana_and_hangul():
     assert [has_cjk(s) for s in ("坐", "ひらがな", "カタカナ", "한글", "café ½ 🚀", "")] == [
-        True, True, True, True, False, False,
+        True,
+        True,
+        True,
+        True,
+        False,
+        False,
     ]
 
 
 # --- Quoting for MATCH -------------------------------------------------------------------
 
 HOSTILE = [
-    '"', '""', "'", "*", "AND", "OR", "NOT", "NEAR(", "NEAR(a b, 2)", "col:", "content:", "title: x",
-    "{title content}: x", "^start", "a OR b", "-x", "+x", "(", ")", 'a"b', '"unbalanced', "x*",
-    "\x00", "a\x00b", "\ud800", "", "   ", "é" * 5000,
+    '"',
+    '""',
+    "'",
+    "*",
+    "AND",
+    "OR",
+    "NOT",
+    "NEAR(",
+    "NEAR(a b, 2)",
+    "col:",
+    "content:",
+    "title: x",
+    "{title content}: x",
+    "^start",
+    "a OR b",
+    "-x",
+    "+x",
+    "(",
+    ")",
+    'a"b',
+    '"unbalanced',
+    "x*",
+    "\x00",
+    "a\x00b",
+    "\ud800",
+    "",
+    "   ",
+    "é" * 5000,
 ]
 
 

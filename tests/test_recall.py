@@ -40,19 +40,23 @@ def corpus(remember):
 def test_an_empty_answer_hints_only_at_what_the_recall_did_not_try(corpus):
     keyword = recall(query="contract deploy", mode="keyword", match="all", kinds=["skill"])
     assert keyword.hits == []
-    assert keyword.hint == ("No memory matched. Try other words, fewer filters (tags, kinds), mode='hybrid' for meaning "
-                            "or match='any'.")
+    assert keyword.hint == (
+        "No memory matched. Try other words, fewer filters (tags, kinds), mode='hybrid' for meaning or match='any'."
+    )
     hybrid = recall(query="contract deploy", mode="hybrid", kinds=["skill"])
     assert hybrid.hits == [] and hybrid.hint == "No memory matched. Try other words or fewer filters (tags, kinds)."
     semantic = recall(query="contract deploy", mode="semantic", match="all", kinds=["skill"])
     assert semantic.hits == [] and semantic.hint == (
         "No memory matched. Try other words, fewer filters (tags, kinds), mode='hybrid' for exact words too "
-        "or match='any'.")
+        "or match='any'."
+    )
 
 
 def test_a_word_finds_its_family_by_light_root(corpus):
     assert set(contents(recall(query="deploys", mode="keyword"))) == {
-        "We deploy on Tuesdays after the standup.", "The deployment to Kubernetes failed on Friday."}
+        "We deploy on Tuesdays after the standup.",
+        "The deployment to Kubernetes failed on Friday.",
+    }
     assert contents(recall(query="kube", mode="keyword")) == ["The deployment to Kubernetes failed on Friday."]
 
 
@@ -101,8 +105,28 @@ def test_substrings_the_keyword_channel_misses_are_found_by_trigrams(remember):
     assert recall(query="utag", mode="keyword", namespace="elsewhere").hits == []
 
 
-@pytest.mark.parametrize("query", ['"', '""', "*", "AND", "OR NOT", "NEAR(", "NEAR(a b)", "col:", "content:deploy",
-                                   "'", "deploy\"", "(", ")", "^", "deploy*", "-", "a" * 300])
+@pytest.mark.parametrize(
+    "query",
+    [
+        '"',
+        '""',
+        "*",
+        "AND",
+        "OR NOT",
+        "NEAR(",
+        "NEAR(a b)",
+        "col:",
+        "content:deploy",
+        "'",
+        'deploy"',
+        "(",
+        ")",
+        "^",
+        "deploy*",
+        "-",
+        "a" * 300,
+    ],
+)
 def test_hostile_queries_are_searched_as_text_and_never_raise(corpus, query):
     for mode in ("keyword", "hybrid"):
         result = recall(query=query, mode=mode)
@@ -112,14 +136,21 @@ def test_hostile_queries_are_searched_as_text_and_never_raise(corpus, query):
 
 def test_bad_arguments_name_the_field(db):
     for arguments, field in [
-        ({"query": ""}, "query"), ({"query": "   "}, "query"), ({"query": 5}, "query"),
+        ({"query": ""}, "query"),
+        ({"query": "   "}, "query"),
+        ({"query": 5}, "query"),
         ({"query": "nul\x00inside"}, "query"),  # PostgreSQL cannot hold NUL in text: refused on every engine
-        ({"query": "x" * 2001}, "query"), ({"query": "x", "limit": 0}, "limit"), ({"query": "x", "limit": 101}, "limit"),
-        ({"query": "x", "limit": "8"}, "limit"), ({"query": "x", "match": "some"}, "match"),
-        ({"query": "x", "mode": "fuzzy"}, "mode"), ({"query": "x", "as_of": "yesterday"}, "as_of"),
-        ({"query": "x", "valid_at": "2024-01-01T00:00:00"}, "valid_at"), ({"query": "x", "namespace": "Bad NS"},
-                                                                         "namespace"),
-        ({"query": "x", "kinds": ["opinion"]}, "kind"), ({"query": "x", "tags": ["a b"]}, "tags"),
+        ({"query": "x" * 2001}, "query"),
+        ({"query": "x", "limit": 0}, "limit"),
+        ({"query": "x", "limit": 101}, "limit"),
+        ({"query": "x", "limit": "8"}, "limit"),
+        ({"query": "x", "match": "some"}, "match"),
+        ({"query": "x", "mode": "fuzzy"}, "mode"),
+        ({"query": "x", "as_of": "yesterday"}, "as_of"),
+        ({"query": "x", "valid_at": "2024-01-01T00:00:00"}, "valid_at"),
+        ({"query": "x", "namespace": "Bad NS"}, "namespace"),
+        ({"query": "x", "kinds": ["opinion"]}, "kind"),
+        ({"query": "x", "tags": ["a b"]}, "tags"),
         ({"query": "x", "explain": "yes"}, "explain"),
     ]:
         with pytest.raises(InvalidInput) as caught:
@@ -132,10 +163,12 @@ def test_recall_answers_as_of_a_moment_and_about_a_valid_time(remember):
     services.memory_revise(memory_id=first.id, content="The on-call phone is with Priya.", **ACTOR)
     assert contents(recall(query="on-call phone", mode="keyword")) == ["The on-call phone is with Priya."]
     assert contents(recall(query="on-call phone", mode="keyword", as_of=first.known_at)) == [
-        "The on-call phone is with Dana."]
+        "The on-call phone is with Dana."
+    ]
     second_known = memory_history(memory_id=first.id)[-1].known_at
     assert contents(recall(query="on-call phone", mode="keyword", valid_at=second_known - MICRO)) == [
-        "The on-call phone is with Dana."]
+        "The on-call phone is with Dana."
+    ]
     assert recall(query="on-call phone", mode="keyword", as_of=first.known_at - MICRO).hits == []
 
 
@@ -146,11 +179,13 @@ def test_forgotten_and_expired_memories_are_not_recalled_but_their_past_is(remem
     services.memory_forget(memory_id=forgotten.id, **ACTOR)
     assert recall(query="build broken", mode="keyword").hits == []
     assert contents(recall(query="build broken", mode="keyword", as_of=expiring.expires_at - MICRO)) == [
-        "Build 42 is broken on main."]
+        "Build 42 is broken on main."
+    ]
     assert recall(query="build broken", mode="keyword", as_of=expiring.expires_at).hits == []
     assert recall(query="wifi password", mode="keyword").hits == []
     assert contents(recall(query="wifi password", mode="keyword", as_of=forgotten.known_at)) == [
-        "The wifi password is hunter2."]
+        "The wifi password is hunter2."
+    ]
 
 
 def test_another_namespace_cannot_move_a_score(remember):
@@ -161,7 +196,8 @@ def test_another_namespace_cannot_move_a_score(remember):
         remember(f"Credentials note {number} of another team.", namespace="team-b")
     after = recall(query="credentials", namespace="team-a", mode="keyword", explain=True)
     assert [(hit.memory.id, hit.explain["bm25"]) for hit in after.hits] == [
-        (hit.memory.id, hit.explain["bm25"]) for hit in before.hits]
+        (hit.memory.id, hit.explain["bm25"]) for hit in before.hits
+    ]
     both = recall(query="credentials", namespace=["team-a", "team-b"], mode="keyword", limit=100)
     assert len(both.hits) == 22
 
@@ -171,7 +207,9 @@ def test_tags_and_kinds_filter_the_hits_but_not_the_statistics(remember):
     remember("Use poetry for the API.", tags=["api"], kind="decision")
     remember("Use pnpm workspaces.", tags=["web"], kind="note")
     assert set(contents(recall(query="use", tags=["WEB"], mode="keyword"))) == {
-        "Use pnpm for the web app.", "Use pnpm workspaces."}
+        "Use pnpm for the web app.",
+        "Use pnpm workspaces.",
+    }
     assert contents(recall(query="pnpm", kinds=["note"], mode="keyword")) == ["Use pnpm workspaces."]
     assert recall(query="pnpm", kinds="decision", tags=["api"], mode="keyword").hits == []
 
@@ -197,11 +235,12 @@ def test_neighbours_are_kept_with_the_visible_set_unless_kinds_or_tags_narrow_it
     view = snapshot.current()
     now = snapshot.to_micros(timezone.now())
     visible = view.visible_rows(as_of=now, valid_at=now)
-    every = view.visible_mask(visible)[:len(view.columns.revision)]
+    every = view.visible_mask(visible)[: len(view.columns.revision)]
 
     def neighbours(eligible, narrowed):
-        return fusion._neighbours(channels.Scope(view, view.namespaces, visible, eligible, narrowed,
-                                                 attributes=view.attributes_at(now)))
+        return fusion._neighbours(
+            channels.Scope(view, view.namespaces, visible, eligible, narrowed, attributes=view.attributes_at(now))
+        )
 
     whole = neighbours(every, False)
     assert neighbours(every, False) is whole  # one per visible set
@@ -220,9 +259,26 @@ def test_explain_shows_where_a_score_came_from(corpus):
     assert hit.age in ("just now", "1 minute ago") or hit.age.endswith("ago")
     data = recall(query="deploy", mode="keyword").as_dict()
     assert set(data) >= {"query", "terms", "match_mode", "hits"}
-    assert set(data["hits"][0]) >= {"id", "key", "namespace", "kind", "title", "content", "tags", "revision_id",
-                                    "known_at", "valid_from", "valid_to", "expires_at", "source", "content_hash",
-                                    "score", "snippet", "matched_terms", "age"}
+    assert set(data["hits"][0]) >= {
+        "id",
+        "key",
+        "namespace",
+        "kind",
+        "title",
+        "content",
+        "tags",
+        "revision_id",
+        "known_at",
+        "valid_from",
+        "valid_to",
+        "expires_at",
+        "source",
+        "content_hash",
+        "score",
+        "snippet",
+        "matched_terms",
+        "age",
+    }
     assert "explain" not in data["hits"][0]
 
 
@@ -234,7 +290,8 @@ def test_explain_shows_the_bm25_of_a_hybrid_hit_holding_only_some_words(corpus):
     assert hybrid.match_mode == "all" and "deployment" in partial
     anyway = recall(query="deploy Tuesdays", mode="keyword", match="any", limit=10, explain=True)
     assert {hit.memory.key: hit.explain["bm25"] for hit in anyway.hits} == {
-        key: score for key, score in partial.items() if score is not None}
+        key: score for key, score in partial.items() if score is not None
+    }
     assert partial["deployment"] is not None
 
 
@@ -260,7 +317,7 @@ def test_a_snippet_window_opens_at_a_whole_word_and_brackets_no_part_of_one(db):
     content = "x" * 50 + "ship " + "word " * 15 + "ship the deploy now"
     first = content.index(" ship ") + 1
     start = first - snippets.WINDOW_CHARS // 3
-    assert content[start:start + 4] == "ship" and content[start - 1] == "x"
+    assert content[start : start + 4] == "ship" and content[start - 1] == "x"
     snippet = snippets.snippet(content, clean_query("deploy ship").terms)
     assert snippet == "…" + "word " * 15 + "[ship] the [deploy] now"
     assert snippets.snippet("ship hardship ship", clean_query("ship").terms) == "[ship] hardship [ship]"
@@ -309,8 +366,7 @@ def test_without_the_model_hybrid_falls_back_to_keywords_and_semantic_says_why(d
         recall(query="deploys", mode="semantic")
 
 
-def test_the_query_is_embedded_on_a_helper_thread_whose_failure_reads_as_before(db, settings, remember,
-                                                                               monkeypatch):
+def test_the_query_is_embedded_on_a_helper_thread_whose_failure_reads_as_before(db, settings, remember, monkeypatch):
     settings.MEMORY_EMBEDDER = "hash"
     remember("Deploys happen on Tuesdays.")
     embedder = get_embedder()

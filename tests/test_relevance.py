@@ -2,13 +2,13 @@
 first in every language: the vector channel weighed by what an English-only model can read, CJK snippets."""
 
 import pytest
+from rest_framework.test import APIClient
 
 from memories.selectors import memory_recall as recall
 from memories.services.hooks import hook_recall
+from memories.services.keys import api_key_create
 from memoryproject.exceptions import InvalidInput
 from search import hits, text
-from memories.services.keys import api_key_create
-from rest_framework.test import APIClient
 from tests.helpers import error_of
 from tests.helpers import key_caller as caller
 
@@ -21,11 +21,16 @@ TECH_FACTS = [
 ]
 # Where most text is English, a CJK memory is long by BM25's measure (its bigrams against an average near 0).
 MORE_FACTS = [
-    "The design review happens every second Thursday.", "Lunch orders go in before eleven.",
-    "The VPN drops connections idle for an hour.", "Backups of the wiki run on Sundays.",
-    "The support rota is in the shared calendar.", "Laptops are replaced every three years.",
-    "The build cache is cleared on Mondays.", "The style guide prefers short sentences.",
-    "Release notes are written by the team lead.", "Visitors sign in at the front desk.",
+    "The design review happens every second Thursday.",
+    "Lunch orders go in before eleven.",
+    "The VPN drops connections idle for an hour.",
+    "Backups of the wiki run on Sundays.",
+    "The support rota is in the shared calendar.",
+    "Laptops are replaced every three years.",
+    "The build cache is cleared on Mondays.",
+    "The style guide prefers short sentences.",
+    "Release notes are written by the team lead.",
+    "Visitors sign in at the front desk.",
 ]
 COORDINATES = "坐标系统使用WGS84，所有位置数据都以经纬度保存，地图服务在导出报表时再转换成各地的本地投影。"
 TEST_DATABASE = "測試環境的資料庫每天晚上重新建立一次。"
@@ -42,9 +47,12 @@ def mixed(remember):
     """Tech facts and CJK memories: one holds the word 坐标, the others share no word with it."""
     for content in MORE_FACTS:
         remember(content)
-    return {"facts": [remember(content).memory for content in TECH_FACTS],
-            "coordinates": remember(COORDINATES).memory, "test_database": remember(TEST_DATABASE).memory,
-            "backups": remember(BACKUPS).memory}
+    return {
+        "facts": [remember(content).memory for content in TECH_FACTS],
+        "coordinates": remember(COORDINATES).memory,
+        "test_database": remember(TEST_DATABASE).memory,
+        "backups": remember(BACKUPS).memory,
+    }
 
 
 def contents(result):
@@ -82,7 +90,8 @@ def test_a_snippet_brackets_cjk_words_inside_a_run(db, remember):
     assert result.hits[0].snippet == "[坐标]" + COORDINATES.removeprefix("坐标")
     terms = text.clean_query("备份 deploy").terms
     assert hits.snippet("数据库备份保存在上海机房, we deploy at night.", terms) == (
-        "数据库[备份]保存在上海机房, we [deploy] at night.")
+        "数据库[备份]保存在上海机房, we [deploy] at night."
+    )
 
 
 # --- relevance and min_score -----------------------------------------------------------------------------------
@@ -94,8 +103,10 @@ def test_nothing_relevant_holds_every_hit_back_and_says_how_many(db, minilm, tec
     everything = recall(query="write a haiku about the night", mode="hybrid", min_score=0)
     assert contents(everything)[0] == TECH_FACTS[3]  # "night", one word of three: the decision held it back
     count = len(everything.hits)
-    assert quiet.note == (f"{count} hit{'s' if count > 1 else ''} held back: none matched enough of the query's words "
-                          "or came close enough in meaning; min_score=0 shows them.")
+    assert quiet.note == (
+        f"{count} hit{'s' if count > 1 else ''} held back: none matched enough of the query's words "
+        "or came close enough in meaning; min_score=0 shows them."
+    )
 
 
 def test_a_related_question_is_still_answered(db, minilm, tech):

@@ -11,10 +11,10 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from knowledge.questions import QUESTIONS, WHERE, read_question
-from mcp_api.text import as_text
+from mcp_api.rendering import as_text
 from memories import services
 from memories.models import RouteRule
-from memories.routing import memory_route, resolve_when
+from memories.selectors.routing import memory_route, resolve_when
 from memories.services.keys import api_key_create
 from tests.helpers import error_of
 
@@ -33,8 +33,13 @@ def store(remember):
     before = timezone.now()
     later = remember("The user switched to Zed for editing.")
     secret = remember("Beta's launch code is swordfish.", namespace="beta", key="launch")
-    return {"editor": editor.memory.id, "ip": ip.memory.id, "before": before, "later": later.memory.id,
-            "secret": secret.memory.id}
+    return {
+        "editor": editor.memory.id,
+        "ip": ip.memory.id,
+        "before": before,
+        "later": later.memory.id,
+        "secret": secret.memory.id,
+    }
 
 
 def _route(question, **arguments):
@@ -55,8 +60,12 @@ CASES = [
     ("tagged deploy", "lookup", "tag", {"tag": "deploy"}),
     ("What is the IP of the db host?", "lookup", "attribute-of", {"attribute": "IP", "entity": "the db host"}),
     ("How are Billing API and rack 9 related?", "graph", "related", {"source": "Billing API", "target": "rack 9"}),
-    ("What does Billing API run on?", "graph", "graph-question",
-     {"shape": "what-does-it-verb", "entity": "Billing API", "asks": "run on"}),
+    (
+        "What does Billing API run on?",
+        "graph",
+        "graph-question",
+        {"shape": "what-does-it-verb", "entity": "Billing API", "asks": "run on"},
+    ),
     ("what does Billing API run on in production", "graph", "depends-on", {"entity": "Billing API"}),
     ("as of {before} what editor does the user use", "as_of", "known-then", {"when": "{before}"}),
     ("what did we know last week about editors", "as_of", "known-then", {"when": "last week"}),
@@ -95,16 +104,19 @@ def test_each_path_answers_what_it_was_asked(store):
     assert store["later"] in _ids(_route("which editor user"))
 
 
-@pytest.mark.parametrize(("question", "lacking"), [
-    ("#999999", "No memory #999999"),
-    ("key no.such.key", "No memory has the key"),
-    ("tagged nothing-here", "carries the tag"),
-    ("port of db host", "no fact gives"),
-    ("how are Billing API and Zed related", "No path joins"),
-    ("what does nobody run on", "no relation"),
-    ("which editor does the user use", "hold no 'user uses ?' as of now"),
-    ("where is rack 9", "hold no 'rack 9 runs on / hosted on"),
-])
+@pytest.mark.parametrize(
+    ("question", "lacking"),
+    [
+        ("#999999", "No memory #999999"),
+        ("key no.such.key", "No memory has the key"),
+        ("tagged nothing-here", "carries the tag"),
+        ("port of db host", "no fact gives"),
+        ("how are Billing API and Zed related", "No path joins"),
+        ("what does nobody run on", "no relation"),
+        ("which editor does the user use", "hold no 'user uses ?' as of now"),
+        ("where is rack 9", "hold no 'rack 9 runs on / hosted on"),
+    ],
+)
 def test_a_routed_path_that_finds_nothing_falls_back_to_recall_and_says_so(store, question, lacking):
     result = _route(question)
     assert result.route == "recall" and result.fell_back and result.rule
@@ -126,7 +138,8 @@ def test_time_phrases_resolve_to_an_as_of():
     assert resolve_when("last week", now=now) == now - 7 * day
     assert resolve_when("3 months ago", now=now) == now - 90 * day
     assert resolve_when("March", now=now) == dt.datetime(2026, 4, 1, tzinfo=dt.timezone.utc) - dt.timedelta(
-        microseconds=1)
+        microseconds=1
+    )
     assert resolve_when("in December", now=now).year == 2025  # the latest December begun by now
     assert resolve_when("May", now=now) == now  # a month not over yet: as known now
     assert resolve_when("2026-01-15", now=now) == dt.datetime(2026, 1, 15, tzinfo=dt.timezone.utc)
@@ -170,8 +183,10 @@ def test_rest_mcp_text_and_cli_give_the_same_answer(store, capsys):
     assert error_of(api.get(ROUTE, {"question": "x", "namespace": "beta"}), 403)
     assert error_of(api.get(ROUTE, {}), 400)["field"] == "question"
     text = as_text(_route("what does Billing API run on"))
-    assert text.startswith("Route: graph. Rule 'graph-question' matched (shape='what-does-it-verb', "
-                           "entity='Billing API', asks='run on'): 'Billing API runs on ?', as of now.")
+    assert text.startswith(
+        "Route: graph. Rule 'graph-question' matched (shape='what-does-it-verb', "
+        "entity='Billing API', asks='run on'): 'Billing API runs on ?', as of now."
+    )
     assert "Billing API runs on the db host." in text
     call_command("memory", "route", "key user.editor", "--namespace", "acme")
     printed = json.loads(capsys.readouterr().out)
@@ -222,13 +237,19 @@ GRAPH_QUESTIONS = [
 ]
 
 
-@pytest.mark.parametrize(("question", "shape", "names", "valid_at"), GRAPH_QUESTIONS,
-                         ids=[case[0] for case in GRAPH_QUESTIONS])
-def test_a_graph_question_is_answered_from_the_learned_facts_at_the_time_it_states(learned, question, shape, names,
-                                                                                    valid_at):
+@pytest.mark.parametrize(
+    ("question", "shape", "names", "valid_at"), GRAPH_QUESTIONS, ids=[case[0] for case in GRAPH_QUESTIONS]
+)
+def test_a_graph_question_is_answered_from_the_learned_facts_at_the_time_it_states(
+    learned, question, shape, names, valid_at
+):
     result = _route(question)
     assert (result.route, result.rule, result.fell_back, result.extracted["shape"]) == (
-        "graph", "graph-question", False, shape)
+        "graph",
+        "graph-question",
+        False,
+        shape,
+    )
     assert _answer(result) == names
     graph = result.graph
     if valid_at is None:
@@ -240,26 +261,34 @@ def test_a_graph_question_is_answered_from_the_learned_facts_at_the_time_it_stat
     # The memories behind the relations: the revisions that held then, with their ids and where they came from.
     relations = graph.entities[0].relations
     assert [(memory.id, memory.revision_id) for memory in result.memories] == [
-        (relation.memory_id, relation.revision_id) for relation in relations]
+        (relation.memory_id, relation.revision_id) for relation in relations
+    ]
     assert all(memory.source.startswith("learn: text chars ") for memory in result.memories)
 
 
 def test_the_answer_for_a_past_time_is_the_fact_that_held_then_and_says_when_it_ended(learned):
     result = _route("who led Orion in May 2025")
-    assert result.why == ("Rule 'graph-question' matched (shape='who-verbs', entity='Orion', asks='led', "
-                          "when='in May 2025'): '? leads Orion', valid at 2025-05-01, as known now.")
+    assert result.why == (
+        "Rule 'graph-question' matched (shape='who-verbs', entity='Orion', asks='led', "
+        "when='in May 2025'): '? leads Orion', valid at 2025-05-01, as known now."
+    )
     [nadia] = result.memories
     assert nadia.content == "Since January 2025 Nadia leads Orion."
-    assert (nadia.valid_from, nadia.valid_to) == (dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc),
-                                                  dt.datetime(2025, 6, 1, tzinfo=dt.timezone.utc))
+    assert (nadia.valid_from, nadia.valid_to) == (
+        dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc),
+        dt.datetime(2025, 6, 1, tzinfo=dt.timezone.utc),
+    )
     assert _answer(_route("who leads Orion")) == ["kenji"]
 
 
-@pytest.mark.parametrize(("question", "lacking"), [
-    ("who led Orion in 2024", "The facts of 'acme' hold no '? leads Orion' valid at 2024-01-01, as known now."),
-    ("who owns Atlas", "hold no 'Atlas owned by ?' as of now."),
-    ("who does Chen report to", "hold no 'Chen reports to ?' or '? manages Chen' as of now."),
-])
+@pytest.mark.parametrize(
+    ("question", "lacking"),
+    [
+        ("who led Orion in 2024", "The facts of 'acme' hold no '? leads Orion' valid at 2024-01-01, as known now."),
+        ("who owns Atlas", "hold no 'Atlas owned by ?' as of now."),
+        ("who does Chen report to", "hold no 'Chen reports to ?' or '? manages Chen' as of now."),
+    ],
+)
 def test_a_graph_question_the_facts_do_not_answer_falls_back_to_recall_and_says_so(learned, question, lacking):
     result = _route(question)
     assert (result.route, result.rule, result.fell_back) == ("recall", "graph-question", True)
@@ -267,12 +296,15 @@ def test_a_graph_question_the_facts_do_not_answer_falls_back_to_recall_and_says_
     assert result.graph is None and result.memories is None
 
 
-@pytest.mark.parametrize(("question", "route", "rule"), [
-    ("who leads Orion as known on 2025-03-01", "as_of", "known-then"),  # what was known then: recall as of then
-    ("what did we know last week about Orion", "as_of", "known-then"),
-    ("What is the IP of Orion?", "recall", "attribute-of"),  # no IP fact: the lookup falls back
-    ("who runs Atlas", "recall", None),  # "runs" leads only a team: "who runs the data team"
-])
+@pytest.mark.parametrize(
+    ("question", "route", "rule"),
+    [
+        ("who leads Orion as known on 2025-03-01", "as_of", "known-then"),  # what was known then: recall as of then
+        ("what did we know last week about Orion", "as_of", "known-then"),
+        ("What is the IP of Orion?", "recall", "attribute-of"),  # no IP fact: the lookup falls back
+        ("who runs Atlas", "recall", None),  # "runs" leads only a team: "who runs the data team"
+    ],
+)
 def test_a_question_the_question_table_does_not_read_goes_on_to_the_next_rule(learned, question, route, rule):
     result = _route(question)
     assert (result.route, result.rule) == (route, rule)
@@ -315,7 +347,10 @@ def test_a_graph_question_reads_its_time_and_leaves_it_out_of_the_entity():
     now = dt.datetime(2026, 5, 20, 12, tzinfo=dt.timezone.utc)
     last_month = read_question("what did Atlas use last month?", now=now)
     assert (last_month.entity, last_month.when, last_month.valid_at) == (
-        "Atlas", "last month", dt.datetime(2026, 4, 1, tzinfo=dt.timezone.utc))
+        "Atlas",
+        "last month",
+        dt.datetime(2026, 4, 1, tzinfo=dt.timezone.utc),
+    )
     assert read_question("Who currently leads our payments team?", now=now).entity == "payments team"
     for hostile in ('who leads "Orion" AND *', "who leads " + "x " * 2000, "who leads", "what does it use", "who"):
         asked = read_question(hostile, now=now)
@@ -328,12 +363,16 @@ def test_the_rest_door_answers_a_graph_question_with_the_time_it_used(learned):
     api.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
     got = api.get(ROUTE, {"question": "who led Orion in May 2025"}).json()
     assert (got["route"], got["rule"], got["extracted"]) == (
-        "graph", "graph-question", {"shape": "who-verbs", "entity": "Orion", "asks": "led", "when": "in May 2025"})
+        "graph",
+        "graph-question",
+        {"shape": "who-verbs", "entity": "Orion", "asks": "led", "when": "in May 2025"},
+    )
     assert got["graph"]["valid_at"] == "2025-05-01T00:00:00.000000Z"
     assert [relation["other"]["name"] for relation in got["graph"]["entities"][0]["relations"]] == ["nadia"]
     assert [memory["content"] for memory in got["memories"]] == ["Since January 2025 Nadia leads Orion."]
     posted = api.post(ROUTE, {"question": "what does Atlas use as of 2026-03-01"}, format="json").json()
     assert [memory["content"] for memory in posted["memories"]] == [
-        "On 1 February 2026 Atlas switched from Redis to Valkey."]
+        "On 1 February 2026 Atlas switched from Redis to Valkey."
+    ]
     fallen = api.post(ROUTE, {"question": "who led Orion in 2024"}, format="json").json()
     assert (fallen["route"], fallen["fell_back"], "graph" in fallen) == ("recall", True, False)

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, settings
 from schemathesis import checks
 
 from api.docs import openapi_schema
-from tests.subprocesses import migrated_db, module_instance, serve  # noqa: F401  (fixtures)
+from tests.subprocesses import serve
 
 pytestmark = pytest.mark.slow
 
@@ -37,11 +37,20 @@ schema = schemathesis.openapi.from_dict(openapi_schema())
 
 
 @schema.parametrize()
-@settings(max_examples=EXAMPLES_PER_OPERATION, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
-                                 HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=EXAMPLES_PER_OPERATION,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.function_scoped_fixture],
+)
 def test_generated_requests_get_no_server_error_and_match_the_schema(case, live_api):
     base, token = live_api
-    case.call_and_validate(base_url=base, headers={"Authorization": f"Bearer {token}"}, checks=[
-        checks.not_a_server_error, checks.status_code_conformance, checks.content_type_conformance,
-        checks.response_schema_conformance])
+    case.call_and_validate(
+        base_url=base,
+        headers={"Authorization": f"Bearer {token}"},
+        checks=[
+            checks.not_a_server_error,
+            checks.status_code_conformance,
+            checks.content_type_conformance,
+            checks.response_schema_conformance,
+        ],
+    )

@@ -15,18 +15,24 @@ from memories import validation
 from memories.models import Memory
 from memories.selectors import memory_recall as recall
 from memories.services import memory_erase
-from memories.services.lifecycle import append_revision
+from memories.services.revisions import append_revision
 from search import caches, cosines, indexing, postings, snapshot, vectors
-from tests.subprocesses import instance, migrated_db  # noqa: F401  (fixtures)
 
 T0 = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
 DAY = dt.timedelta(days=1)
 
 
 def write(memory, content, known, **fields):
-    return append_revision(memory=memory, content=content, content_hash=validation.content_hash(content),
-                           known_at=known, valid_from=fields.pop("valid_from", known), author="test",
-                           interface="cli", **fields)
+    return append_revision(
+        memory=memory,
+        content=content,
+        content_hash=validation.content_hash(content),
+        known_at=known,
+        valid_from=fields.pop("valid_from", known),
+        author="test",
+        interface="cli",
+        **fields,
+    )
 
 
 def new_memory(key, namespace="acme"):
@@ -89,8 +95,12 @@ def test_a_fold_keeps_each_term_s_ids_ascending_and_caps_counts_whatever_order_t
     monkeypatch.setattr(postings, "COMPACT_AFTER", 4)
     tail = write(new_memory("t"), "delta", T0)  # a tail row, folded with the batch below
     later = [tail.pk + 1, tail.pk + 2, tail.pk + 3]  # ids of revisions to come (the postings do not look)
-    documents = [postings.DocumentTerms(revision_id, terms, ntok=1, nbigram=0) for revision_id, terms in
-                 zip(later, [{K("delta"): 2}, {K("echo"): postings.TF_MAX + 9, K("delta"): 1}, {K("delta"): 5, K("golf"): 1}])]
+    documents = [
+        postings.DocumentTerms(revision_id, terms, ntok=1, nbigram=0)
+        for revision_id, terms in zip(
+            later, [{K("delta"): 2}, {K("echo"): postings.TF_MAX + 9, K("delta"): 1}, {K("delta"): 5, K("golf"): 1}]
+        )
+    ]
     with transaction.atomic():
         postings.add(documents[::-1])  # newest first: not id order
     with connection.cursor() as cursor:
@@ -145,7 +155,9 @@ def test_packed_postings_are_kept_until_a_fold_or_an_erasure_changes_them(db, mo
     # The process keeps what it read while the packed rows' version stands: a change made
     # behind the version's back (no writer does this) is not read...
     with connection.cursor() as cursor:
-        cursor.execute("UPDATE search_posting SET tfs = %s WHERE term = %s", [np.array([7], "<u2").tobytes(), K("kiwi")])
+        cursor.execute(
+            "UPDATE search_posting SET tfs = %s WHERE term = %s", [np.array([7], "<u2").tobytes(), K("kiwi")]
+        )
     assert posted("kiwi")[1].tolist() == [2.0]
     # ...while the tail is read every time...
     second = write(new_memory("b"), "kiwi", T0 + DAY)
@@ -192,8 +204,11 @@ def test_a_fold_moves_a_few_terms_per_transaction_and_reads_between_them_answer_
     postings.compact()  # some terms already packed: the fold appends to them
     for number, content in enumerate(["apple banana delta", "cherry echo golf", "apple golf hotel"]):
         write(new_memory(f"b{number}", namespace=("acme", "home")[number % 2]), content, T0 + DAY)
-    terms = [(namespace, term) for namespace in ("acme", "home")
-             for term in ("appl", "banana", "cherri", "delta", "echo", "golf", "hotel")]
+    terms = [
+        (namespace, term)
+        for namespace in ("acme", "home")
+        for term in ("appl", "banana", "cherri", "delta", "echo", "golf", "hotel")
+    ]
 
     def everything():
         return [(ids.tolist(), tfs.tolist()) for ids, tfs in (posted(term, namespace) for namespace, term in terms)]
@@ -251,8 +266,9 @@ def test_a_snapshot_extended_by_later_writes_equals_a_fresh_load(db):
         assert getattr(extended.events[0], name).tolist() == sorted(getattr(fresh.columns, name).tolist())
     # A trusted import can add a revision learned before one already held: that re-sorts.
     write(two, "second text, older news", T0 + 2 * DAY)
-    assert columns_of(snapshot._extend(extended, after=extended.max_id)) == \
-        columns_of(snapshot._extend(snapshot._EMPTY, after=0))
+    assert columns_of(snapshot._extend(extended, after=extended.max_id)) == columns_of(
+        snapshot._extend(snapshot._EMPTY, after=0)
+    )
 
 
 def same_as_a_fresh_load(view):
@@ -264,8 +280,11 @@ def same_as_a_fresh_load(view):
 
 
 def frozen(view):
-    return (columns_of(view), view.position.tolist(),
-            [getattr(view.events[0], name).tolist() for name in snapshot._EVENT_COLUMNS])
+    return (
+        columns_of(view),
+        view.position.tolist(),
+        [getattr(view.events[0], name).tolist() for name in snapshot._EVENT_COLUMNS],
+    )
 
 
 def test_views_that_grow_into_a_shared_room_stay_exact_and_never_change_an_earlier_view(db):
@@ -278,13 +297,15 @@ def test_views_that_grow_into_a_shared_room_stay_exact_and_never_change_an_earli
     # New memories append (the first into a new room, the next into the same one); a
     # later revision of the last memory appends too; an expiry earlier than the open
     # ones held is merged into the times; an older memory's new revision re-sorts.
-    steps = [lambda: write(new_memory("second"), "second text", T0 + DAY),
-             lambda: write(new_memory("third"), "third text", T0 + 2 * DAY),
-             lambda: write(Memory.objects.get(key="third"), "third text again", T0 + 3 * DAY),
-             lambda: write(new_memory("fourth"), "fourth text", T0 + 4 * DAY, expires_at=T0 + 9 * DAY),
-             lambda: write(new_memory("fifth"), "fifth text", T0 + 5 * DAY),
-             lambda: write(first, "first text, revised", T0 + 6 * DAY),
-             lambda: write(new_memory("sixth"), "sixth text", T0 + 7 * DAY)]
+    steps = [
+        lambda: write(new_memory("second"), "second text", T0 + DAY),
+        lambda: write(new_memory("third"), "third text", T0 + 2 * DAY),
+        lambda: write(Memory.objects.get(key="third"), "third text again", T0 + 3 * DAY),
+        lambda: write(new_memory("fourth"), "fourth text", T0 + 4 * DAY, expires_at=T0 + 9 * DAY),
+        lambda: write(new_memory("fifth"), "fifth text", T0 + 5 * DAY),
+        lambda: write(first, "first text, revised", T0 + 6 * DAY),
+        lambda: write(new_memory("sixth"), "sixth text", T0 + 7 * DAY),
+    ]
     rooms = []
     for step in steps:
         step()
@@ -314,7 +335,9 @@ def test_cached_visible_rows_follow_the_clock_without_a_write(db):
     view = snapshot._extend(snapshot._EMPTY, after=0)
 
     def visible(as_of, valid_at=None):
-        return view.visible_rows(as_of=snapshot.to_micros(as_of), valid_at=snapshot.to_micros(valid_at or as_of)).tolist()
+        return view.visible_rows(
+            as_of=snapshot.to_micros(as_of), valid_at=snapshot.to_micros(valid_at or as_of)
+        ).tolist()
 
     assert visible(T0 + DAY) == [0]
     assert visible(T0 + 10 * DAY) == []  # the TTL ends visibility at the instant
@@ -323,8 +346,7 @@ def test_cached_visible_rows_follow_the_clock_without_a_write(db):
     assert visible(T0 + 30 * DAY, T0 + 3 * DAY) == [1]
     assert visible(T0 + 30 * DAY, T0 + 5 * DAY) == []
     assert visible(T0 + 19 * DAY, T0 + 3 * DAY) == []
-    assert [hit.memory.id for hit in recall(query="ephemeral", mode="keyword", as_of="2024-01-05").hits] == \
-        [memory.pk]
+    assert [hit.memory.id for hit in recall(query="ephemeral", mode="keyword", as_of="2024-01-05").hits] == [memory.pk]
     assert recall(query="ephemeral", mode="keyword", as_of="2024-01-12").hits == []
 
 
@@ -343,14 +365,17 @@ def test_the_vector_copy_appends_in_place_without_changing_what_it_handed_out(mo
         assert copy.stored.ids.tolist() == ids.tolist()
         assert np.array_equal(copy.stored.matrix, matrix)
     assert len(rooms) < 5  # grown in place, not copied on every write
-    assert all(np.array_equal(stored.ids, kept_ids) and np.array_equal(stored.matrix, kept_rows)
-               for stored, kept_ids, kept_rows in handed_out)
+    assert all(
+        np.array_equal(stored.ids, kept_ids) and np.array_equal(stored.matrix, kept_rows)
+        for stored, kept_ids, kept_rows in handed_out
+    )
 
 
 # Both caches are shared by a process's threads and only kept outside transactions, so
 # these run in a process of their own against a committed database.
 _RACES = """
 import json
+from memories.models import Revision
 from memoryproject import dialect
 from search import cosines, snapshot, vectors
 
@@ -401,7 +426,7 @@ shared.lock = Meddling()
 view = snapshot.current()
 print(json.dumps({"loads": loaded, "grown": grown, "again": again, "stored": vectors.load_matrix()[0].tolist(),
                   "extends": extends, "view": sorted(view.columns.revision.tolist()),
-                  "revisions": sorted(selectors.Revision.objects.values_list("id", flat=True))}))
+                  "revisions": sorted(Revision.objects.values_list("id", flat=True))}))
 """
 
 
@@ -422,15 +447,22 @@ def test_refreshes_racing_other_threads_extend_the_caches_instead_of_reloading_t
 
 def segments_of(term):
     with connection.cursor() as cursor:
-        cursor.execute("SELECT segment, length(revision_ids) / 4, revision_ids FROM search_posting WHERE term = %s "
-                       "ORDER BY segment", [postings.key("acme", term)])
+        cursor.execute(
+            "SELECT segment, length(revision_ids) / 4, revision_ids FROM search_posting WHERE term = %s "
+            "ORDER BY segment",
+            [postings.key("acme", term)],
+        )
         return cursor.fetchall()
 
 
 def fold(first_id, count, term="kiwi"):
     """Fold ``count`` postings of ``term`` (ids from ``first_id`` on, each counted id % 7 + 1 times)."""
-    postings.add([postings.DocumentTerms(revision_id, {postings.key("acme", term): revision_id % 7 + 1}, ntok=1, nbigram=0)
-                  for revision_id in range(first_id, first_id + count)])
+    postings.add(
+        [
+            postings.DocumentTerms(revision_id, {postings.key("acme", term): revision_id % 7 + 1}, ntok=1, nbigram=0)
+            for revision_id in range(first_id, first_id + count)
+        ]
+    )
     postings.compact()
     return first_id + count
 
@@ -470,7 +502,9 @@ def test_segments_stay_few_and_read_as_one_term_whatever_the_fold_sizes(db, monk
             assert tfs.tolist() == [float(revision_id % 7 + 1) for revision_id in range(1, next_id)]
         # A prefix range reads every segment of each of its terms once.
         fold(next_id, 3, term="kiwis")
-        ids, tfs = postings.read_terms([[(postings.key("acme", "kiwi"), postings.key("acme", "kiwj"))]], max_id=2**31)[0]
+        ids, tfs = postings.read_terms([[(postings.key("acme", "kiwi"), postings.key("acme", "kiwj"))]], max_id=2**31)[
+            0
+        ]
         assert sorted(ids.tolist()) == list(range(1, next_id + 3))
 
 
@@ -491,7 +525,8 @@ def test_migrating_back_joins_each_term_s_segments_and_forward_splits_nothing(in
         import json
         from memories.selectors import memory_recall
         from search import postings
-        print(json.dumps({"kiwi": postings.read_terms([[(postings.key("acme", "kiwi"), None)]], max_id=2**31)[0][0].tolist(),
+        kiwi = postings.read_terms([[(postings.key("acme", "kiwi"), None)]], max_id=2**31)[0][0].tolist()
+        print(json.dumps({"kiwi": kiwi,
                           "hits": [hit.memory.key for hit in memory_recall(query="kiwi", mode="keyword").hits]}))
     """
     instance.run("""
@@ -504,12 +539,15 @@ def test_migrating_back_joins_each_term_s_segments_and_forward_splits_nothing(in
     assert len(segmented["kiwi"]) == 7 and len(segmented["hits"]) == 7
 
     def rows_and_terms():
-        return [int(value) for value in instance.run("""
+        return [
+            int(value)
+            for value in instance.run("""
             from django.db import connection
             with connection.cursor() as cursor:
                 cursor.execute("SELECT count(*), count(DISTINCT term) FROM search_posting")
                 print(*cursor.fetchone())
-        """).split()]
+        """).split()
+        ]
 
     rows, terms = rows_and_terms()
     assert rows > terms  # some term has several segments

@@ -14,8 +14,7 @@ import urllib.request
 import pytest
 
 from memoryproject.storage import READ_ONLY_MESSAGE
-from tests.subprocesses import (  # noqa: F401  (fixtures)
-    BASE_DIR, clean_env, free_port, instance, migrated_db, read_only_mount, serve)
+from tests.subprocesses import BASE_DIR, clean_env, free_port, read_only_mount, serve
 
 pytestmark = pytest.mark.slow
 
@@ -60,8 +59,14 @@ def test_static_files_are_served_by_the_middleware_in_process(client):
 
 def test_serve_prints_the_first_credentials_then_the_urls_once_the_port_accepts_connections(instance):
     port = free_port()
-    process = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(port)], cwd=BASE_DIR,
-                               env=instance.env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "manage.py", "serve", "--port", str(port)],
+        cwd=BASE_DIR,
+        env=instance.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         before = []
         for line in process.stdout:
@@ -92,8 +97,14 @@ def test_serve_prints_the_first_credentials_then_the_urls_once_the_port_accepts_
 
 def _start(env: dict) -> tuple[subprocess.Popen, dict]:
     """Start `serve` with MEMORY_PORT=0 and return it with the JSON of its MEMORY_SERVER_LISTENING line."""
-    process = subprocess.Popen([sys.executable, "manage.py", "serve"], cwd=BASE_DIR, env={**env, "MEMORY_PORT": "0"},
-                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "manage.py", "serve"],
+        cwd=BASE_DIR,
+        env={**env, "MEMORY_PORT": "0"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     for line in process.stdout:
         if line.startswith("MEMORY_SERVER_LISTENING "):
             return process, json.loads(line.split(" ", 1)[1])
@@ -106,8 +117,12 @@ def test_port_zero_binds_a_free_port_announces_it_and_the_discovery_file_goes_on
     process, found = _start(instance.env)
     try:
         port = found["port"]
-        assert port > 0 and found == {"url": f"http://127.0.0.1:{port}", "mcp_url": f"http://127.0.0.1:{port}/mcp",
-                                      "port": port, "pid": process.pid}
+        assert port > 0 and found == {
+            "url": f"http://127.0.0.1:{port}",
+            "mcp_url": f"http://127.0.0.1:{port}/mcp",
+            "port": port,
+            "pid": process.pid,
+        }
         # Listening before the line is out, and the file says the same.
         assert get(f"{found['url']}/api/v1/health/")[0] == 200
         assert json.loads(discovery.read_text()) == found
@@ -174,8 +189,12 @@ def test_a_request_http_cannot_parse_gets_the_doors_json_error_not_plain_text(in
 
 def call(url: str, *, key: str, body: dict | None = None) -> tuple[int, dict]:
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method="GET" if body is None else "POST",
-                                     headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
+    request = urllib.request.Request(
+        url,
+        data=data,
+        method="GET" if body is None else "POST",
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+    )
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
             return response.status, json.loads(response.read())
@@ -184,10 +203,14 @@ def call(url: str, *, key: str, body: dict | None = None) -> tuple[int, dict]:
 
 
 @pytest.mark.sqlite_only("a SQLite file on a read-only disk; tests/test_postgres.py has PostgreSQL's read-only case")
-@pytest.mark.parametrize(("held_elsewhere", "with_admin"), [(False, True), (True, False)],
-                         ids=["closed-with-admin", "held-open-elsewhere-keys-only"])
-def test_serve_on_a_read_only_disk_answers_reads_refuses_writes_and_health_says_read_only(instance, tmp_path,
-                                                                                           held_elsewhere, with_admin):
+@pytest.mark.parametrize(
+    ("held_elsewhere", "with_admin"),
+    [(False, True), (True, False)],
+    ids=["closed-with-admin", "held-open-elsewhere-keys-only"],
+)
+def test_serve_on_a_read_only_disk_answers_reads_refuses_writes_and_health_says_read_only(
+    instance, tmp_path, held_elsewhere, with_admin
+):
     if with_admin:
         key = re.search(r"key: (mem_\S+)", instance.manage("first_run").stdout).group(1)
     else:  # first_run, which serve runs, would make an admin login: on this disk it cannot
@@ -200,17 +223,31 @@ def test_serve_on_a_read_only_disk_answers_reads_refuses_writes_and_health_says_
             other = stack.enter_context(contextlib.closing(sqlite3.connect(instance.db_path)))
             other.execute("SELECT count(*) FROM memories_memory").fetchall()
         folder = stack.enter_context(read_only_mount(instance.data_dir, tmp_path / "read-only"))
-        process = subprocess.Popen([sys.executable, "manage.py", "serve"], cwd=BASE_DIR,
-                                   env={**clean_env(folder), "MEMORY_PORT": "0"}, stdout=subprocess.PIPE,
-                                   stderr=errors.open("w"), text=True)
+        process = subprocess.Popen(
+            [sys.executable, "manage.py", "serve"],
+            cwd=BASE_DIR,
+            env={**clean_env(folder), "MEMORY_PORT": "0"},
+            stdout=subprocess.PIPE,
+            stderr=errors.open("w"),
+            text=True,
+        )
         try:
-            found = next((json.loads(line.split(" ", 1)[1]) for line in process.stdout
-                          if line.startswith("MEMORY_SERVER_LISTENING ")), None)
+            found = next(
+                (
+                    json.loads(line.split(" ", 1)[1])
+                    for line in process.stdout
+                    if line.startswith("MEMORY_SERVER_LISTENING ")
+                ),
+                None,
+            )
             assert found is not None, errors.read_text()
             health = get(f"{found['url']}/api/v1/health/")
             listed = call(f"{found['url']}/api/v1/memories/?namespace=acme", key=key)
-            written = call(f"{found['url']}/api/v1/memories/", key=key,
-                           body={"namespace": "acme", "content": "Written to a read-only disk."})
+            written = call(
+                f"{found['url']}/api/v1/memories/",
+                key=key,
+                body={"namespace": "acme", "content": "Written to a read-only disk."},
+            )
         finally:
             process.terminate()
             process.wait(timeout=30)

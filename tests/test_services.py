@@ -66,8 +66,9 @@ def test_revise_with_nothing_changed_writes_nothing(remember):
 
 
 def test_revise_carries_unchanged_fields_forward(remember):
-    memory = remember("Alice owns billing", title="Owner", source="wiki", subject="Alice", predicate="owns",
-                      object="billing").memory
+    memory = remember(
+        "Alice owns billing", title="Owner", source="wiki", subject="Alice", predicate="owns", object="billing"
+    ).memory
     revised = services.memory_revise(memory_id=memory.id, title="Billing owner", **ACTOR).memory
     assert (revised.content, revised.title, revised.source) == ("Alice owns billing", "Billing owner", "wiki")
     assert (revised.subject, revised.predicate, revised.object) == ("Alice", "owns", "billing")
@@ -172,7 +173,9 @@ def test_stats_count_what_is_visible_per_namespace(remember):
     assert stats["namespaces"] == {"a": {"memories": 2, "visible": 2}, "b": {"memories": 1, "visible": 0}}
     assert stats["top_tags"][0] == {"tag": "x", "namespace": "a", "count": 2}
     assert stats["with_ttl"] == 1
-    newest = max(name for app, name in MigrationRecorder.Migration.objects.values_list("app", "name") if app == "memories")
+    newest = max(
+        name for app, name in MigrationRecorder.Migration.objects.values_list("app", "name") if app == "memories"
+    )
     assert stats["database_bytes"] >= 0 and stats["schema"]["memories"] == newest
     assert selectors.memory_stats(namespace="b")["visible"] == 0
 
@@ -194,9 +197,20 @@ def test_text_a_memory_held_in_the_past_is_not_a_duplicate(remember):
 
 def test_records_read_in_bulk_equal_the_ones_the_orm_builds(remember, actor):
     plain = remember("Plain memory without extras.").memory
-    rich = remember("Rich memory with every field.", key="rich", title="Rich", kind="decision", tags=["Zeta", "alpha"],
-                    source="notes.md", ttl_days=3, valid_from="2024-01-01", valid_to="2030-01-01T12:00:00.250000Z",
-                    subject="team", predicate="uses", object="Django").memory
+    rich = remember(
+        "Rich memory with every field.",
+        key="rich",
+        title="Rich",
+        kind="decision",
+        tags=["Zeta", "alpha"],
+        source="notes.md",
+        ttl_days=3,
+        valid_from="2024-01-01",
+        valid_to="2030-01-01T12:00:00.250000Z",
+        subject="team",
+        predicate="uses",
+        object="Django",
+    ).memory
     later = services.memory_revise(memory_id=rich.id, content="Rich memory, revised.", **actor).memory
     revisions = Revision.objects.filter(pk__in=[plain.revision_id, rich.revision_id, later.revision_id])
     expected = {revision.pk: MemoryRecord.from_revision(revision) for revision in revisions}

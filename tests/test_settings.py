@@ -24,8 +24,12 @@ pytestmark = pytest.mark.slow
         # The budget for all bodies at once must hold the largest one a door takes (an import's, by default).
         ("MEMORY_BODY_BUFFER_BYTES", "1048576", "an integer from 67108864 to 68719476736"),
         ("MEMORY_BODY_TIMEOUT", "0", "an integer from 1 to 3600"),
-        ("MEMORY_STALE_AFTER_DAYS", "note=0", "'none', or comma-separated key=days pairs with keys from fact, "
-         "preference, decision, skill, note, artifact, event, each once, and whole days from 1 to 36500"),
+        (
+            "MEMORY_STALE_AFTER_DAYS",
+            "note=0",
+            "'none', or comma-separated key=days pairs with keys from fact, "
+            "preference, decision, skill, note, artifact, event, each once, and whole days from 1 to 36500",
+        ),
     ],
 )
 def test_a_bad_value_stops_start_up_with_one_line_naming_it(tmp_path, name, value, accepted):
@@ -52,10 +56,13 @@ def test_the_secret_key_is_generated_once_kept_private_and_reused(tmp_path):
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
 
-@pytest.mark.parametrize(("content", "what"), [
-    (b"short", "it holds 5 characters, fewer than 32"),
-    (b"\xff\xfe" * 40, "it is not text"),  # a binary file written over it
-])
+@pytest.mark.parametrize(
+    ("content", "what"),
+    [
+        (b"short", "it holds 5 characters, fewer than 32"),
+        (b"\xff\xfe" * 40, "it is not text"),  # a binary file written over it
+    ],
+)
 def test_a_secret_key_file_that_is_short_or_not_text_stops_start_up_with_one_line(tmp_path, content, what):
     path = tmp_path / "secret_key"
     path.write_bytes(content)
@@ -66,14 +73,16 @@ def test_a_secret_key_file_that_is_short_or_not_text_stops_start_up_with_one_lin
     assert done.stdout == ""
     assert done.stderr.splitlines() == [
         f"The secret key file {path} is not a usable key ({what}): delete it to generate a new one (admin logins "
-        "then sign in again), or set MEMORY_SECRET_KEY."]
+        "then sign in again), or set MEMORY_SECRET_KEY."
+    ]
     assert path.read_bytes() == content
 
 
 def test_a_given_secret_key_is_used_and_nothing_is_written(tmp_path):
     given = "k" * 40
-    done = python("from django.conf import settings; print(settings.SECRET_KEY)",
-                  env=clean_env(tmp_path, MEMORY_SECRET_KEY=given))
+    done = python(
+        "from django.conf import settings; print(settings.SECRET_KEY)", env=clean_env(tmp_path, MEMORY_SECRET_KEY=given)
+    )
 
     assert done.stdout.strip() == given
     assert not (tmp_path / "secret_key").exists()

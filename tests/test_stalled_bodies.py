@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from api.views import ApiView
-from tests.subprocesses import migrated_db, module_instance, serve_process  # noqa: F401  (fixtures)
+from tests.subprocesses import serve_process
 
 pytestmark = pytest.mark.slow
 
@@ -27,8 +27,12 @@ BUDGET = 4 * 1024 * 1024
 @pytest.fixture(scope="module")
 def server(module_instance):
     keys = module_instance.create_api_keys(writer={}, revoked={"revoked": True})
-    env = {**module_instance.env, "MEMORY_BODY_TIMEOUT": str(BODY_TIMEOUT), "MEMORY_BODY_BUFFER_BYTES": str(BUDGET),
-           "MEMORY_API_MAX_IMPORT_BYTES": str(1024 * 1024)}
+    env = {
+        **module_instance.env,
+        "MEMORY_BODY_TIMEOUT": str(BODY_TIMEOUT),
+        "MEMORY_BODY_BUFFER_BYTES": str(BUDGET),
+        "MEMORY_API_MAX_IMPORT_BYTES": str(1024 * 1024),
+    }
     with serve_process(env) as (base, process):
         url = urllib.parse.urlsplit(base)
         yield (url.hostname, url.port), process.pid, keys
@@ -39,15 +43,18 @@ def rss_mb(pid: int) -> float:
     return int(re.search(r"^VmRSS:\s+(\d+) kB", status, re.MULTILINE)[1]) / 1024
 
 
-def stall(address, path: str, *, key: str | None = None, declared: int = DECLARED, sent: int = 0,
-          extra: str = "") -> socket.socket:
+def stall(
+    address, path: str, *, key: str | None = None, declared: int = DECLARED, sent: int = 0, extra: str = ""
+) -> socket.socket:
     """Send the headers of a POST that promises ``declared`` bytes (``extra``: more header lines), then ``sent``
     of them, and stop."""
     connection = socket.create_connection(address, timeout=10)
     authorization = f"Authorization: Bearer {key}\r\n" if key else ""
-    connection.sendall(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                       f"Accept: application/json, text/event-stream\r\n{authorization}{extra}"
-                       f"Content-Length: {declared}\r\n\r\n".encode())
+    connection.sendall(
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Accept: application/json, text/event-stream\r\n{authorization}{extra}"
+        f"Content-Length: {declared}\r\n\r\n".encode()
+    )
     try:
         connection.sendall(b" " * sent)
     except (BrokenPipeError, ConnectionResetError):
@@ -78,16 +85,20 @@ def answer(connection: socket.socket, *, within: float) -> tuple[int, dict, dict
 def test_bodies_without_a_key_are_refused_at_once_unread_and_the_server_holds_nothing_for_them(server):
     address, pid, keys = server
     before = rss_mb(pid)
-    connections = [stall(address, "/mcp" if number % 2 else "/api/v1/memories/", sent=512 * 1024)
-                   for number in range(100)]
+    connections = [
+        stall(address, "/mcp" if number % 2 else "/api/v1/memories/", sent=512 * 1024) for number in range(100)
+    ]
     grown = rss_mb(pid) - before
     for number, connection in enumerate(connections):
         status, headers, body, seconds = answer(connection, within=5)
         assert status == 401 and headers["connection"] == "close" and seconds < 2
         assert headers["www-authenticate"] == 'Bearer realm="memory"'
         if number % 2:
-            assert body == {"jsonrpc": "2.0", "id": None, "error": {
-                "code": -32001, "message": "Missing API key: send 'Authorization: Bearer <key>'."}}
+            assert body == {
+                "jsonrpc": "2.0",
+                "id": None,
+                "error": {"code": -32001, "message": "Missing API key: send 'Authorization: Bearer <key>'."},
+            }
         else:
             assert body["error"]["code"] == "unauthenticated" and "Missing API key" in body["error"]["message"]
     # 50 MB was sent; the server read none of it.
@@ -107,8 +118,9 @@ def test_stalled_bodies_with_a_key_are_cut_off_at_the_timeout_and_those_beyond_t
     time.sleep(0.5)  # for the server to take their headers (the client's sends return once the kernel has the bytes)
     # While those four hold the budget (for BODY_TIMEOUT seconds), every other body is refused.
     for number in range(20):
-        connection = stall(address, "/mcp" if number % 2 else "/api/v1/memories/", key=keys["writer"],
-                           sent=DECLARED // 2)
+        connection = stall(
+            address, "/mcp" if number % 2 else "/api/v1/memories/", key=keys["writer"], sent=DECLARED // 2
+        )
         status, headers, body, seconds = answer(connection, within=5)
         assert status == 503 and headers["retry-after"] == "2" and seconds < 0.5
         assert "MEMORY_BODY_BUFFER_BYTES" in body["error"]["message"]

@@ -32,8 +32,7 @@ from memories.services.keys import api_key_create
 from memoryproject.storage import FULL_MESSAGE, READ_ONLY_MESSAGE
 from telemetry.models import HookRecall
 from tests.helpers import error_of, key_caller
-from tests.subprocesses import (  # noqa: F401  (fixtures)
-    clean_env, instance, manage, migrated_db, python, read_only_mount)
+from tests.subprocesses import clean_env, manage, python, read_only_mount
 
 pytestmark = pytest.mark.django_db
 
@@ -137,8 +136,9 @@ def test_a_read_only_database_answers_503_writes_nothing_and_reads_still_work(ap
 @pytest.mark.sqlite_only("makes the condition with SQLite's pragmas and files; tests/test_postgres.py has PostgreSQL's")
 def test_a_hook_recall_on_a_read_only_database_answers_its_block_without_the_telemetry_row(api, caplog):
     with read_only_database(), caplog.at_level(logging.WARNING, logger="memories.services.hooks"):
-        recalled = api.post(HOOK_RECALL, {"query": "stored before the trouble", "harness": "claude-code"},
-                            format="json")
+        recalled = api.post(
+            HOOK_RECALL, {"query": "stored before the trouble", "harness": "claude-code"}, format="json"
+        )
         searched = api.get("/api/v1/recall/", {"query": "stored before the trouble"})
 
     assert recalled.status_code == 200
@@ -169,9 +169,23 @@ def test_a_hook_recall_on_a_full_database_answers_its_block_without_the_telemetr
 
 
 def _remember_through_mcp():
-    arguments = dict(content=CONTENT, namespace="acme", key=None, title=None, kind="note", tags=None, ttl_days=None,
-                     valid_from=None, valid_to=None, source=None, subject=None, predicate=None, object=None,
-                     force=False, confidence=None)
+    arguments = dict(
+        content=CONTENT,
+        namespace="acme",
+        key=None,
+        title=None,
+        kind="note",
+        tags=None,
+        ttl_days=None,
+        valid_from=None,
+        valid_to=None,
+        source=None,
+        subject=None,
+        predicate=None,
+        object=None,
+        force=False,
+        confidence=None,
+    )
     token = current_caller.set(key_caller(interface="mcp"))
     try:
         return MemoryTools().memory_remember(**arguments)
@@ -208,9 +222,11 @@ def test_the_cli_prints_the_same_messages_as_json_errors():
         read_only = _remember_through_the_cli()
 
     assert full[0] == 2 and json.loads(full[1]) == {
-        "error": {"code": "storage_full", "message": FULL_MESSAGE, "field": None}}
+        "error": {"code": "storage_full", "message": FULL_MESSAGE, "field": None}
+    }
     assert read_only[0] == 2 and json.loads(read_only[1]) == {
-        "error": {"code": "read_only", "message": READ_ONLY_MESSAGE, "field": None}}
+        "error": {"code": "read_only", "message": READ_ONLY_MESSAGE, "field": None}
+    }
     assert not Memory.objects.exists()
 
 
@@ -236,21 +252,33 @@ def _run_command(name: str, *arguments: str) -> tuple[int, str, str]:
 @pytest.fixture
 def export_file(tmp_path):
     path = tmp_path / "export.json"
-    path.write_text(json.dumps({"format": "memory-export", "version": 1, "memories": [
-        {"namespace": "acme", "key": "review", "kind": "note", "revisions": [{"content": CONTENT}]}]}))
+    path.write_text(
+        json.dumps(
+            {
+                "format": "memory-export",
+                "version": 1,
+                "memories": [
+                    {"namespace": "acme", "key": "review", "kind": "note", "revisions": [{"content": CONTENT}]}
+                ],
+            }
+        )
+    )
     return str(path)
 
 
 # Writes big enough to need new pages of a full file, and every writing command's first write on a read-only one.
 @pytest.mark.sqlite_only("makes the condition with SQLite's pragmas and files; tests/test_postgres.py has PostgreSQL's")
-@pytest.mark.parametrize("condition, message, arguments", [
-    (full_database, FULL_MESSAGE, ["load_demo"]),
-    (full_database, FULL_MESSAGE, ["import_memories", "EXPORT"]),
-    (read_only_database, READ_ONLY_MESSAGE, ["load_demo"]),
-    (read_only_database, READ_ONLY_MESSAGE, ["import_memories", "EXPORT"]),
-    (read_only_database, READ_ONLY_MESSAGE, ["first_run"]),
-    (read_only_database, READ_ONLY_MESSAGE, ["create_api_key", "--name", "ops"]),
-])
+@pytest.mark.parametrize(
+    "condition, message, arguments",
+    [
+        (full_database, FULL_MESSAGE, ["load_demo"]),
+        (full_database, FULL_MESSAGE, ["import_memories", "EXPORT"]),
+        (read_only_database, READ_ONLY_MESSAGE, ["load_demo"]),
+        (read_only_database, READ_ONLY_MESSAGE, ["import_memories", "EXPORT"]),
+        (read_only_database, READ_ONLY_MESSAGE, ["first_run"]),
+        (read_only_database, READ_ONLY_MESSAGE, ["create_api_key", "--name", "ops"]),
+    ],
+)
 def test_other_commands_print_the_message_on_one_line_and_exit_1(export_file, condition, message, arguments):
     arguments = [export_file if argument == "EXPORT" else argument for argument in arguments]
     with condition():
@@ -263,7 +291,8 @@ def test_other_commands_print_the_message_on_one_line_and_exit_1(export_file, co
 @pytest.mark.sqlite_only("makes the condition with SQLite's pragmas and files; tests/test_postgres.py has PostgreSQL's")
 @pytest.mark.slow
 def test_a_database_on_a_read_only_disk_is_read_and_writes_are_refused_with_the_message_not_a_traceback(
-        instance, tmp_path):
+    instance, tmp_path
+):
     instance.memory("remember", "Written before the disk became read-only.")
     with read_only_mount(instance.data_dir, tmp_path / "read-only") as folder:
         env = clean_env(folder, MEMORY_SECRET_KEY="read-only-test-" + "k" * 40)  # none can be written there
@@ -275,7 +304,8 @@ def test_a_database_on_a_read_only_disk_is_read_and_writes_are_refused_with_the_
 
     assert listed.returncode == 0, listed.stderr
     assert [item["content"] for item in json.loads(listed.stdout)["items"]] == [
-        "Written before the disk became read-only."]
+        "Written before the disk became read-only."
+    ]
     assert refused.returncode == 2 and refused.stdout == ""
     assert json.loads(refused.stderr) == {"error": {"code": "read_only", "message": READ_ONLY_MESSAGE, "field": None}}
     assert (first_run.returncode, first_run.stdout, first_run.stderr) == (1, "", f"CommandError: {READ_ONLY_MESSAGE}\n")
@@ -292,7 +322,8 @@ def test_a_database_without_tables_is_one_line_for_every_command_and_json_for_me
     purged = manage("purge", env=env)
 
     assert listed.returncode == 2 and json.loads(listed.stderr) == {
-        "error": {"code": "not_migrated", "message": NOT_MIGRATED_MESSAGE, "field": None}}
+        "error": {"code": "not_migrated", "message": NOT_MIGRATED_MESSAGE, "field": None}
+    }
     assert (purged.returncode, purged.stdout, purged.stderr) == (1, "", f"CommandError: {NOT_MIGRATED_MESSAGE}\n")
 
 
@@ -312,7 +343,8 @@ recall = client.get("/api/v1/recall/", {"query": "VPN endpoint", "mode": "keywor
 hook = client.post("/api/v1/hooks/recall/", {"query": "VPN endpoint"}, content_type="application/json")
 holder.execute("ROLLBACK")
 print(json.dumps({"recall": [recall.status_code, len(recall.json().get("hits", []))],
-                  "hook": [hook.status_code, hook.json().get("recall_id", "absent"), "vpn1" in hook.json().get("block", "")]}))
+                  "hook": [hook.status_code, hook.json().get("recall_id", "absent"),
+                           "vpn1" in hook.json().get("block", "")]}))
 """
 
 
@@ -325,14 +357,18 @@ def test_reads_answer_when_their_side_writes_meet_a_lock_that_stays_busy(instanc
 
 
 @pytest.mark.sqlite_only("makes the condition with SQLite's pragmas and files; tests/test_postgres.py has PostgreSQL's")
-@pytest.mark.parametrize(("condition", "status", "code", "message"), [
-    (full_database, 507, "storage_full", FULL_MESSAGE), (read_only_database, 503, "read_only", READ_ONLY_MESSAGE)])
+@pytest.mark.parametrize(
+    ("condition", "status", "code", "message"),
+    [(full_database, 507, "storage_full", FULL_MESSAGE), (read_only_database, 503, "read_only", READ_ONLY_MESSAGE)],
+)
 def test_learn_answers_a_full_or_read_only_database_as_every_write_does(api, condition, status, code, message):
     before = rows()
     # A skill whose steps need new pages, beside a fact and a decision that would fit in the free room of old ones.
     steps = "\n".join(f"{number}. {CONTENT}" for number in (1, 2))
-    text = {"text": f"The billing API runs on Kubernetes. We decided to use Go.\nTo review storage:\n{steps}",
-            "namespace": "acme"}
+    text = {
+        "text": f"The billing API runs on Kubernetes. We decided to use Go.\nTo review storage:\n{steps}",
+        "namespace": "acme",
+    }
 
     with condition():
         refused = api.post("/api/v1/learn/", text, format="json")

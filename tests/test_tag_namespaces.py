@@ -47,7 +47,9 @@ def test_each_namespace_keeps_its_own_spelling_of_a_tag(secret):
     assert selectors.memory_get(memory_id=alpha.id).tags == ["secretprojectx"]
     assert selectors.memory_get(memory_id=beta.id).tags == ["SecretProjectX"]
     assert sorted(Tag.objects.values_list("namespace", "slug", "name")) == [
-        ("alpha", "secretprojectx", "secretprojectx"), ("beta", "secretprojectx", "SecretProjectX")]
+        ("alpha", "secretprojectx", "secretprojectx"),
+        ("beta", "secretprojectx", "SecretProjectX"),
+    ]
     # Within a namespace a tag stays case-insensitive, with that namespace's first spelling.
     services.memory_retag(memory_id=alpha.id, add=["SECRETPROJECTX", "Ops"], **ACTOR)
     later = services.memory_remember(namespace="alpha", content="Another alpha note.", tags=["OPS"], **ACTOR)
@@ -61,8 +63,9 @@ def test_alpha_sees_its_own_spelling_through_rest_list_get_recall_and_stats(secr
     assert alpha_api.get(f"/api/v1/memories/{alpha.id}/").json()["tags"] == ["secretprojectx"]
     listed = alpha_api.get("/api/v1/memories/", {"tags": "SecretProjectX"}).json()
     assert [(item["id"], item["tags"]) for item in listed["items"]] == [(alpha.id, ["secretprojectx"])]
-    recalled = alpha_api.post("/api/v1/recall/", {"query": "quiet engine", "tags": ["SECRETPROJECTX"]},
-                              format="json").json()
+    recalled = alpha_api.post(
+        "/api/v1/recall/", {"query": "quiet engine", "tags": ["SECRETPROJECTX"]}, format="json"
+    ).json()
     assert [(hit["id"], hit["tags"]) for hit in recalled["hits"]] == [(alpha.id, ["secretprojectx"])]
     stats = alpha_api.get("/api/v1/stats/").json()
     assert stats["top_tags"] == [{"tag": "secretprojectx", "namespace": "alpha", "count": 1}]
@@ -74,7 +77,9 @@ def test_recall_and_list_filter_by_tag_within_the_namespaces_asked(secret):
 
     both = selectors.memory_recall(query="quiet engine", namespace=["alpha", "beta"], tags=["secretprojectx"])
     assert sorted((hit.memory.namespace, hit.memory.tags[0]) for hit in both.hits) == [
-        ("alpha", "secretprojectx"), ("beta", "SecretProjectX")]
+        ("alpha", "secretprojectx"),
+        ("beta", "SecretProjectX"),
+    ]
     only_beta = selectors.memory_recall(query="quiet engine", namespace="beta", tags=["SECRETPROJECTX"])
     assert [hit.memory.id for hit in only_beta.hits] == [beta.id]
     assert [item.id for item in selectors.memory_list(namespace="alpha", tags=["SecretProjectX"]).items] == [alpha.id]
@@ -84,18 +89,21 @@ def test_stats_count_each_namespaces_tags_apart(secret, remember):
     remember("A second beta note.", namespace="beta", tags=["secretPROJECTx"])
 
     assert selectors.memory_stats(namespace="alpha")["top_tags"] == [
-        {"tag": "secretprojectx", "namespace": "alpha", "count": 1}]
+        {"tag": "secretprojectx", "namespace": "alpha", "count": 1}
+    ]
     assert selectors.memory_stats(namespace="beta")["top_tags"] == [
-        {"tag": "SecretProjectX", "namespace": "beta", "count": 2}]
+        {"tag": "SecretProjectX", "namespace": "beta", "count": 2}
+    ]
     assert selectors.memory_stats()["top_tags"] == [
         {"tag": "SecretProjectX", "namespace": "beta", "count": 2},
-        {"tag": "secretprojectx", "namespace": "alpha", "count": 1}]
+        {"tag": "secretprojectx", "namespace": "alpha", "count": 1},
+    ]
 
 
 def test_the_dashboard_names_each_tags_namespace(secret, admin_client):
     html = admin_client.get("/").content.decode()
 
-    section = html[html.index('id="top-tags"'):]
+    section = html[html.index('id="top-tags"') :]
     assert "<td>SecretProjectX</td><td>beta</td>" in section
     assert "<td>secretprojectx</td><td>alpha</td>" in section
 
@@ -124,8 +132,9 @@ def test_moving_a_memory_moves_its_tags_to_the_target_namespaces_rows(secret, re
     assert not Tag.objects.filter(namespace="beta", memories__isnull=False).exists()
     assert set(Tag.objects.filter(namespace="beta").values_list("slug", flat=True)) == {"launch", "secretprojectx"}
     assert Memory.objects.get(pk=beta.id).tags.get(slug="launch").namespace == "alpha"
-    assert [hit.memory.id for hit in selectors.memory_recall(query="quiet engine", namespace="alpha",
-                                                             tags=["launch"]).hits] == [beta.id]
+    assert [
+        hit.memory.id for hit in selectors.memory_recall(query="quiet engine", namespace="alpha", tags=["launch"]).hits
+    ] == [beta.id]
 
 
 def test_moving_keeps_the_source_namespaces_row_while_another_memory_uses_it(secret, remember):
@@ -144,12 +153,24 @@ def test_export_and_import_keep_each_namespaces_spelling(secret):
     exported = json.loads("".join(services.memories_export(namespace="alpha")))
     assert [item["tags"] for item in exported["memories"]] == [["secretprojectx"]]
 
-    document = {"format": exported["format"], "version": exported["version"], "memories": [
-        {"namespace": "delta", "key": "first", "tags": ["MixedCase"],
-         "revisions": [{"content": "Delta spelled it first.", "known_at": "2024-01-01T00:00:00Z"}]},
-        {"namespace": "epsilon", "key": "second", "tags": ["mixedcase"],
-         "revisions": [{"content": "Epsilon spelled it second.", "known_at": "2024-01-02T00:00:00Z"}]},
-    ]}
+    document = {
+        "format": exported["format"],
+        "version": exported["version"],
+        "memories": [
+            {
+                "namespace": "delta",
+                "key": "first",
+                "tags": ["MixedCase"],
+                "revisions": [{"content": "Delta spelled it first.", "known_at": "2024-01-01T00:00:00Z"}],
+            },
+            {
+                "namespace": "epsilon",
+                "key": "second",
+                "tags": ["mixedcase"],
+                "revisions": [{"content": "Epsilon spelled it second.", "known_at": "2024-01-02T00:00:00Z"}],
+            },
+        ],
+    }
     services.memories_import(document=document, trusted=True, **ACTOR)
 
     assert selectors.memory_get(namespace="epsilon", key="second").tags == ["mixedcase"]
@@ -172,8 +193,10 @@ def _links(apps) -> dict:
     """{memory key: [(tag namespace or None, tag name)]} as the database holds them now."""
     Memory = apps.get_model("memories", "Memory")
     namespaced = any(field.name == "namespace" for field in apps.get_model("memories", "Tag")._meta.fields)
-    return {memory.key: sorted((tag.namespace if namespaced else None, tag.name) for tag in memory.tags.all())
-            for memory in Memory.objects.order_by("key")}
+    return {
+        memory.key: sorted((tag.namespace if namespaced else None, tag.name) for tag in memory.tags.all())
+        for memory in Memory.objects.order_by("key")
+    }
 
 
 @pytest.fixture
@@ -198,8 +221,7 @@ def test_the_migration_splits_shared_tags_per_namespace_and_merges_them_back(app
     OldTag.objects.create(slug="unused", name="Unused")  # carried by no memory
 
     def memory(namespace, key, day, *tags):
-        made = OldMemory.objects.create(namespace=namespace, key=key,
-                                        created_at=dt.datetime(2024, 1, day, tzinfo=UTC))
+        made = OldMemory.objects.create(namespace=namespace, key=key, created_at=dt.datetime(2024, 1, day, tzinfo=UTC))
         made.tags.set(tags)
 
     memory("alpha", "alpha-later", 3, shared)
@@ -211,23 +233,32 @@ def test_the_migration_splits_shared_tags_per_namespace_and_merges_them_back(app
 
     SplitTag = apps.get_model("memories", "Tag")
     assert sorted(SplitTag.objects.values_list("namespace", "slug", "name")) == [
-        ("alpha", "secretprojectx", "secretprojectx"), ("beta", "secretprojectx", "SecretProjectX"),
-        ("beta", "solo", "Solo")]
+        ("alpha", "secretprojectx", "secretprojectx"),
+        ("beta", "secretprojectx", "SecretProjectX"),
+        ("beta", "solo", "Solo"),
+    ]
     assert SplitTag.objects.get(namespace="beta", slug="secretprojectx").pk == shared.pk
     assert _links(apps) == {
-        "alpha-later": [("alpha", "secretprojectx")], "alpha-second": [("alpha", "secretprojectx")],
-        "beta-first": [("beta", "SecretProjectX"), ("beta", "Solo")]}
+        "alpha-later": [("alpha", "secretprojectx")],
+        "alpha-second": [("alpha", "secretprojectx")],
+        "beta-first": [("beta", "SecretProjectX"), ("beta", "Solo")],
+    }
 
     apps = _migrate(BEFORE)
 
     assert _links(apps) == before
     assert sorted(apps.get_model("memories", "Tag").objects.values_list("pk", "slug", "name")) == [
-        (shared.pk, "secretprojectx", "SecretProjectX"), (solo.pk, "solo", "Solo")]
+        (shared.pk, "secretprojectx", "SecretProjectX"),
+        (solo.pk, "solo", "Solo"),
+    ]
 
     executor = MigrationExecutor(connection)
     executor.migrate(executor.loader.graph.leaf_nodes())
     assert sorted(Tag.objects.values_list("namespace", "name")) == [
-        ("alpha", "secretprojectx"), ("beta", "SecretProjectX"), ("beta", "Solo")]
+        ("alpha", "secretprojectx"),
+        ("beta", "SecretProjectX"),
+        ("beta", "Solo"),
+    ]
     assert [tag.name for tag in Memory.objects.get(key="alpha-later").tags.all()] == ["secretprojectx"]
 
 
@@ -247,22 +278,43 @@ def test_the_attributes_migration_rebuilds_each_memorys_history_from_the_audit_t
     # Created in beta tagged Old (a note), retagged to New, moved to alpha, re-kinded to fact, then to decision.
     moved = OldMemory.objects.create(namespace="alpha", key="moved", kind="decision", created_at=day(1))
     moved.tags.set([OldTag.objects.create(namespace="alpha", slug="new", name="New")])
-    OldRevision.objects.create(memory=moved, content="The deploy runs on Fridays.", content_hash="x", known_at=day(1),
-                               valid_from=day(1), author="writer", interface="api")
-    for at, action, detail in [(3, "retag", {"added": ["New"], "removed": ["Old"]}),
-                               (5, "move", {"from_namespace": "beta", "to_namespace": "alpha"}),
-                               (6, "rekind", {"kind": "fact"}), (7, "rekind", {"kind": "decision"}),
-                               (8, "revise", {"revision_id": 99})]:
-        OldEvent.objects.create(at=day(at), actor=f"{action} by ann", interface="mcp", action=action,
-                                memory_id=moved.pk, detail=detail)
+    OldRevision.objects.create(
+        memory=moved,
+        content="The deploy runs on Fridays.",
+        content_hash="x",
+        known_at=day(1),
+        valid_from=day(1),
+        author="writer",
+        interface="api",
+    )
+    for at, action, detail in [
+        (3, "retag", {"added": ["New"], "removed": ["Old"]}),
+        (5, "move", {"from_namespace": "beta", "to_namespace": "alpha"}),
+        (6, "rekind", {"kind": "fact"}),
+        (7, "rekind", {"kind": "decision"}),
+        (8, "revise", {"revision_id": 99}),
+    ]:
+        OldEvent.objects.create(
+            at=day(at), actor=f"{action} by ann", interface="mcp", action=action, memory_id=moved.pk, detail=detail
+        )
     plain = OldMemory.objects.create(namespace="gamma", key="plain", kind="skill", created_at=day(2))
     plain.tags.set([OldTag.objects.create(namespace="gamma", slug="solo", name="Solo")])
 
     apps = _migrate(ATTRIBUTES)
 
     rows = apps.get_model("memories", "Attributes").objects.order_by("memory_id", "known_at", "id")
-    assert [(row.memory_id, row.known_at.day, row.namespace, row.kind, sorted(tag.name for tag in row.tags.all()),
-             row.author, row.interface) for row in rows] == [
+    assert [
+        (
+            row.memory_id,
+            row.known_at.day,
+            row.namespace,
+            row.kind,
+            sorted(tag.name for tag in row.tags.all()),
+            row.author,
+            row.interface,
+        )
+        for row in rows
+    ] == [
         # The kind before the first re-kind is not recorded: the one that event set stands for it.
         (moved.pk, 1, "beta", "fact", ["Old"], "writer", "api"),
         (moved.pk, 3, "beta", "fact", ["New"], "retag by ann", "mcp"),

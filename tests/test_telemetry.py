@@ -14,7 +14,6 @@ from memoryproject.exceptions import InvalidInput
 from telemetry import selectors
 from telemetry.models import HookRecall, InjectedMemory, Injection, RefusedIngest
 from telemetry.services import injection_used_mark
-from tests.subprocesses import instance, migrated_db  # noqa: F401  (fixtures)
 
 NOW = dt.datetime(2026, 6, 15, 12, 0, tzinfo=dt.timezone.utc)
 ACME = Caller(actor="key:hooks", interface="api", scopes=frozenset({"read", "write"}), namespaces=("acme",))
@@ -26,8 +25,14 @@ def stored(remember):
 
 
 def inject(memories, *, at=None, harness="claude-code", hook="UserPromptSubmit", characters=400):
-    record = hook_report(caller=ACME, harness=harness, hook=hook, characters=characters, query="deploy",
-                         memories=[{"memory_id": memory.id, "revision_id": memory.revision_id} for memory in memories])
+    record = hook_report(
+        caller=ACME,
+        harness=harness,
+        hook=hook,
+        characters=characters,
+        query="deploy",
+        memories=[{"memory_id": memory.id, "revision_id": memory.revision_id} for memory in memories],
+    )
     if at is not None:
         Injection.objects.filter(pk=record.id).update(at=at)
     return record
@@ -96,10 +101,14 @@ def test_the_purge_command_reports_the_telemetry_it_deleted(instance):
 
     dry, first = instance.manage("purge", "--dry-run"), instance.manage("purge")
 
-    assert dry.stdout == ("Would purge 0 expired revision(s), 0 tombstone(s) and 0 emptied memory(ies); "
-                          "1 telemetry row(s) older than 1 days.\n")
-    assert first.stdout == ("Purged 0 expired revision(s), 0 tombstone(s) and 0 emptied memory(ies); "
-                            "1 telemetry row(s) older than 1 days.\n")
+    assert dry.stdout == (
+        "Would purge 0 expired revision(s), 0 tombstone(s) and 0 emptied memory(ies); "
+        "1 telemetry row(s) older than 1 days.\n"
+    )
+    assert first.stdout == (
+        "Purged 0 expired revision(s), 0 tombstone(s) and 0 emptied memory(ies); "
+        "1 telemetry row(s) older than 1 days.\n"
+    )
     assert instance.run("from telemetry.models import Injection\nprint(Injection.objects.count())") == "1\n"
 
 
@@ -126,14 +135,17 @@ def test_activity_per_day_counts_each_day_and_fills_quiet_days_with_zeros(stored
     days = selectors.activity_per_day(days=3, today=today)
 
     assert [day.day for day in days] == [today - dt.timedelta(days=2), today - dt.timedelta(days=1), today]
-    assert [(day.recalls, day.injections, day.characters, day.tokens_estimate, day.refused_ingests)
-            for day in days] == [(2, 1, 99, 25, 0), (0, 0, 0, 0, 0), (1, 1, 401, 101, 1)]
+    assert [
+        (day.recalls, day.injections, day.characters, day.tokens_estimate, day.refused_ingests) for day in days
+    ] == [(2, 1, 99, 25, 0), (0, 0, 0, 0, 0), (1, 1, 401, 101, 1)]
 
 
 def test_activity_per_day_over_all_held_runs_from_the_first_day_with_traffic_to_today(stored):
     today = timezone.now().date()
-    assert [(day.day, day.recalls, day.injections, day.refused_ingests)
-            for day in selectors.activity_per_day(days=None, today=today)] == [(today, 0, 0, 0)]
+    assert [
+        (day.day, day.recalls, day.injections, day.refused_ingests)
+        for day in selectors.activity_per_day(days=None, today=today)
+    ] == [(today, 0, 0, 0)]
     inject(stored, characters=8, at=timezone.now() - dt.timedelta(days=4))
     refuse(at=timezone.now() - dt.timedelta(days=2))
     recall()
@@ -141,8 +153,9 @@ def test_activity_per_day_over_all_held_runs_from_the_first_day_with_traffic_to_
     days = selectors.activity_per_day(days=None, today=today)
 
     assert [day.day for day in days] == [today - dt.timedelta(days=offset) for offset in (4, 3, 2, 1, 0)]
-    assert [(day.recalls, day.injections, day.characters, day.tokens_estimate, day.refused_ingests)
-            for day in days] == [(0, 1, 8, 2, 0), (0, 0, 0, 0, 0), (0, 0, 0, 0, 1), (0, 0, 0, 0, 0), (1, 0, 0, 0, 0)]
+    assert [
+        (day.recalls, day.injections, day.characters, day.tokens_estimate, day.refused_ingests) for day in days
+    ] == [(0, 1, 8, 2, 0), (0, 0, 0, 0, 0), (0, 0, 0, 0, 1), (0, 0, 0, 0, 0), (1, 0, 0, 0, 0)]
 
 
 def test_activity_per_hook_and_the_totals(stored):
@@ -153,8 +166,10 @@ def test_activity_per_hook_and_the_totals(stored):
     inject(stored, characters=5, at=timezone.now() - dt.timedelta(days=40))
 
     rows = selectors.activity_per_hook()
-    assert [(row.harness, row.hook, row.recalls, row.injections, row.characters, row.tokens_estimate,
-             row.refused_ingests) for row in rows] == [
+    assert [
+        (row.harness, row.hook, row.recalls, row.injections, row.characters, row.tokens_estimate, row.refused_ingests)
+        for row in rows
+    ] == [
         ("claude-code", "PreCompact", 0, 0, 0, 0, 1),
         ("claude-code", "SessionStart", 0, 1, 10, 3, 0),
         ("claude-code", "UserPromptSubmit", 1, 2, 1005, 252, 0),
@@ -162,8 +177,15 @@ def test_activity_per_hook_and_the_totals(stored):
     assert rows[2].recall_characters == HookRecall.objects.get().characters > 0
 
     totals = selectors.telemetry_totals(days=30)
-    assert (totals.recalls, totals.injections, totals.characters, totals.tokens_estimate, totals.memories_injected,
-            totals.memories_used, totals.refused_ingests) == (1, 2, 1010, 253, 3, 0, 1)
+    assert (
+        totals.recalls,
+        totals.injections,
+        totals.characters,
+        totals.tokens_estimate,
+        totals.memories_injected,
+        totals.memories_used,
+        totals.refused_ingests,
+    ) == (1, 2, 1010, 253, 3, 0, 1)
     assert selectors.telemetry_totals().injections == 3
     injection_used_mark(injection_id=first.id, memory_ids=[stored[1].id])
     assert selectors.telemetry_totals(days=30).memories_used == 1
@@ -176,7 +198,9 @@ def test_most_injected_memories_and_the_latest_injections(stored, remember):
     newest = inject([stored[1]])
 
     assert [(row.memory_id, row.injections) for row in selectors.most_injected_memories(limit=2)] == [
-        (stored[1].id, 3), (stored[0].id, 1)]
+        (stored[1].id, 3),
+        (stored[0].id, 1),
+    ]
     latest = selectors.latest_injections(limit=2)
     assert [entry.id for entry in latest] == [newest.id, newest.id - 1]
     assert latest[1].memory_ids == [stored[1].id, third.id]
@@ -199,13 +223,16 @@ def test_the_reads_cost_a_fixed_number_of_queries(stored, django_assert_num_quer
         selectors.most_injected_memories()
 
 
-@pytest.mark.parametrize("call", [
-    lambda: selectors.activity_per_day(days=0),
-    lambda: selectors.activity_per_hook(days=True),
-    lambda: selectors.telemetry_totals(days="7"),
-    lambda: selectors.most_injected_memories(limit=0),
-    lambda: selectors.latest_injections(limit=501),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: selectors.activity_per_day(days=0),
+        lambda: selectors.activity_per_hook(days=True),
+        lambda: selectors.telemetry_totals(days="7"),
+        lambda: selectors.most_injected_memories(limit=0),
+        lambda: selectors.latest_injections(limit=501),
+    ],
+)
 def test_bad_ranges_are_refused(db, call):
     with pytest.raises(InvalidInput):
         call()

@@ -190,10 +190,15 @@ def test_history_lists_each_change_of_namespace_kind_and_tags_known_by_as_of(cha
     # Each row has the instant of the write that appended it (a new memory's, its first revision's).
     assert [row.known_at for row in history] == [memory.known_at, retagged, rekinded, moved]
     assert [_fields(row) for row in history] == [
-        ("ops", "note", ["Deploy"]), ("ops", "note", ["Urgent"]), ("ops", "decision", ["Urgent"]),
-        ("platform", "decision", ["Urgent"])]
+        ("ops", "note", ["Deploy"]),
+        ("ops", "note", ["Urgent"]),
+        ("ops", "decision", ["Urgent"]),
+        ("platform", "decision", ["Urgent"]),
+    ]
     assert [_fields(row) for row in selectors.attribute_history(memory_id=memory.id, as_of=rekinded - MICRO)] == [
-        ("ops", "note", ["Deploy"]), ("ops", "note", ["Urgent"])]
+        ("ops", "note", ["Deploy"]),
+        ("ops", "note", ["Urgent"]),
+    ]
 
 
 def _listed(**filters):
@@ -223,20 +228,25 @@ def test_list_as_of_reads_states_at_that_time(remember):
     assert [item.id for item in then.items] == [dropped.id, kept.id]
     now = selectors.memory_list(namespace="ops", state="forgotten", as_of=forgotten_at)
     assert [(item.id, item.state, item.content) for item in now.items] == [
-        (dropped.id, "forgotten", "The standup is at nine")]
+        (dropped.id, "forgotten", "The standup is at nine")
+    ]
     assert [item.id for item in selectors.memory_list(namespace="ops", state="active", as_of=forgotten_at).items] == [
-        kept.id]
+        kept.id
+    ]
     # Valid time: a memory that holds only from tomorrow is hidden today and listed as valid tomorrow.
     later = remember("The office moves to Lyon", namespace="ops", valid_from="2099-01-01").memory
-    assert later.id in [item.id for item in selectors.memory_list(namespace="ops", state="hidden",
-                                                                     valid_at="2026-06-01T00:00:00Z").items]
+    assert later.id in [
+        item.id
+        for item in selectors.memory_list(namespace="ops", state="hidden", valid_at="2026-06-01T00:00:00Z").items
+    ]
     assert later.id in [item.id for item in selectors.memory_list(namespace="ops", valid_at="2099-06-01").items]
 
 
 def test_an_update_of_text_kind_and_tags_is_one_instant_so_no_time_shows_half_of_it(remember):
     memory = remember("The deploy runs on Fridays", namespace="ops", kind="note", tags=["deploy"]).memory
-    services.memory_update(memory_id=memory.id, content="The deploy runs on Mondays", kind="decision",
-                           add_tags=["urgent"], **ACTOR)
+    services.memory_update(
+        memory_id=memory.id, content="The deploy runs on Mondays", kind="decision", add_tags=["urgent"], **ACTOR
+    )
     revision = Revision.objects.filter(memory_id=memory.id).latest("id")
     history = selectors.attribute_history(memory_id=memory.id)
     # The revision and every attribute set the update appended share its instant.
@@ -252,8 +262,7 @@ def test_recall_filters_and_hits_use_the_namespace_kind_and_tags_of_as_of(change
     remember("Fridays are for reviews", namespace="platform", kind="decision", tags=["urgent"])
 
     def found(as_of, **filters):
-        hits = selectors.memory_recall(query="deploy Fridays", mode="keyword", match="all", as_of=as_of,
-                                       **filters).hits
+        hits = selectors.memory_recall(query="deploy Fridays", mode="keyword", match="all", as_of=as_of, **filters).hits
         return [hit.memory.id for hit in hits]
 
     before = retagged - MICRO
@@ -279,8 +288,11 @@ def test_export_as_of_gives_the_namespace_kind_and_tags_of_the_cutoff(changed):
 
 def test_attribute_rows_cannot_be_updated_or_deleted_in_the_database(changed):
     memory, _ = changed
-    for statement in ("UPDATE memories_attributes SET kind = 'fact'", "DELETE FROM memories_attributes",
-                      "DELETE FROM memories_attributes_tags"):
+    for statement in (
+        "UPDATE memories_attributes SET kind = 'fact'",
+        "DELETE FROM memories_attributes",
+        "DELETE FROM memories_attributes_tags",
+    ):
         with pytest.raises(IntegrityError, match="append-only"), transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(statement)
 

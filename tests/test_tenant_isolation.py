@@ -46,8 +46,7 @@ def alpha(db, monkeypatch):
     monkeypatch.setattr(snapshot, "_snapshots", {})
     monkeypatch.setattr(cosines, "_copies", {})
     for number in range(20):
-        services.memory_remember(namespace="alpha", content=f"Alpha note {number} about the quarterly budget.",
-                                 **ACTOR)
+        services.memory_remember(namespace="alpha", content=f"Alpha note {number} about the quarterly budget.", **ACTOR)
     services.memory_remember(namespace="omega", content="Omega keeps the last word.", **ACTOR)
 
 
@@ -55,17 +54,22 @@ def store_in_beta(count=150):
     for number in range(count):
         services.memory_remember(
             namespace="beta",
-            content=f"Beta secret {number}: the zanzibarite vault sits in the 坐标系统 room, row {number}.", **ACTOR)
+            content=f"Beta secret {number}: the zanzibarite vault sits in the 坐标系统 room, row {number}.",
+            **ACTOR,
+        )
 
 
 @pytest.mark.sqlite_only("counts SQLite's VM steps; PostgreSQL has no such counter")
 @pytest.mark.parametrize("mode", ["keyword", "hybrid"])
-@pytest.mark.parametrize("word", [
-    "zanzibarite",  # a whole word
-    "zanzibar",  # a word's beginning: the prefix range
-    "anzibari",  # inside a word: the substring channel
-    "坐标系统",  # CJK: the bigram channel
-])
+@pytest.mark.parametrize(
+    "word",
+    [
+        "zanzibarite",  # a whole word
+        "zanzibar",  # a word's beginning: the prefix range
+        "anzibari",  # inside a word: the substring channel
+        "坐标系统",  # CJK: the bigram channel
+    ],
+)
 def test_what_another_namespace_stores_does_not_change_the_work_of_a_recall(alpha, mode, word):
     def recall():
         return memory_recall(query=f"budget {word}", namespace="alpha", mode=mode, limit=5)
@@ -81,12 +85,15 @@ def test_what_another_namespace_stores_does_not_change_the_work_of_a_recall(alph
 
 def test_a_moved_memory_is_found_by_its_words_in_its_new_namespace_only(alpha):
     store_in_beta(10)
-    moved = services.memory_remember(namespace="alpha", content="The lighthouse keeper logs the fog horn tests.",
-                                     **ACTOR).memory.id
+    moved = services.memory_remember(
+        namespace="alpha", content="The lighthouse keeper logs the fog horn tests.", **ACTOR
+    ).memory.id
     services.memory_move(memory_id=moved, namespace="beta", **ACTOR)
     for query in ("lighthouse", "lightho", "ghthous"):  # a word, a prefix, a substring
         assert [hit.memory.id for hit in memory_recall(query=query, namespace="beta", mode="keyword").hits] == [moved]
         assert memory_recall(query=query, namespace="alpha", mode="keyword").hits == []
     services.memory_move(memory_id=moved, namespace="alpha", **ACTOR)
-    assert [hit.memory.id for hit in memory_recall(query="lighthouse", namespace="alpha", mode="keyword").hits] == [moved]
+    assert [hit.memory.id for hit in memory_recall(query="lighthouse", namespace="alpha", mode="keyword").hits] == [
+        moved
+    ]
     assert memory_recall(query="lighthouse", namespace="beta", mode="keyword").hits == []

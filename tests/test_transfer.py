@@ -17,8 +17,7 @@ from memories.services import batches
 from memories.services.export import EXPORT_FORMAT, EXPORT_VERSION
 from memoryproject import dialect
 from memoryproject.exceptions import Conflict, InvalidInput, NotFound, TooLarge
-from tests.subprocesses import (BASE_DIR, Instance, clean_env, copy_migrated, instance,  # noqa: F401  (fixtures)
-                               migrated_db)
+from tests.subprocesses import BASE_DIR, Instance, clean_env, copy_migrated
 
 UTC = dt.timezone.utc
 
@@ -28,8 +27,7 @@ def export(**options) -> dict:
 
 
 def import_(document, *, trusted, **options):
-    return services.memories_import(document=document, actor="importer", interface="cli", trusted=trusted,
-                                    **options)
+    return services.memories_import(document=document, actor="importer", interface="cli", trusted=trusted, **options)
 
 
 def rows() -> dict:
@@ -70,8 +68,10 @@ def histories(keys) -> dict:
         records = selectors.memory_history(memory_id=Memory.objects.get(namespace="acme", key=key).pk)
         position = {record.id: index for index, record in enumerate(records)}
         found[key] = [
-            {**{name: value for name, value in record.as_dict().items() if name not in ("revision_id", "memory_id")},
-             "hides": position.get(record.hides)}
+            {
+                **{name: value for name, value in record.as_dict().items() if name not in ("revision_id", "memory_id")},
+                "hides": position.get(record.hides),
+            }
             for record in records
         ]
     return found
@@ -80,17 +80,37 @@ def histories(keys) -> dict:
 def build_history(remember, actor) -> list:
     """Revisions, a bounded correction, TTLs, forgetting and restoring; return the moments between steps."""
     moments = [timezone.now()]
-    lead = remember("Alice leads the platform team.", key="lead", kind="fact", tags=["People", "org"],
-                    subject="alice", predicate="leads", object="platform team", source="standup").memory.id
+    lead = remember(
+        "Alice leads the platform team.",
+        key="lead",
+        kind="fact",
+        tags=["People", "org"],
+        subject="alice",
+        predicate="leads",
+        object="platform team",
+        source="standup",
+    ).memory.id
     moments.append(timezone.now())
-    services.memory_revise(memory_id=lead, content="Bob leads the platform team.", subject="bob",
-                           predicate="leads", object="platform team", **actor)
+    services.memory_revise(
+        memory_id=lead,
+        content="Bob leads the platform team.",
+        subject="bob",
+        predicate="leads",
+        object="platform team",
+        **actor,
+    )
     moments.append(timezone.now())
-    services.memory_revise(memory_id=lead, content="Carol led the platform team in March.",
-                           valid_from="2024-03-01", valid_to="2024-04-01T00:00:00+02:00", **actor)
+    services.memory_revise(
+        memory_id=lead,
+        content="Carol led the platform team in March.",
+        valid_from="2024-03-01",
+        valid_to="2024-04-01T00:00:00+02:00",
+        **actor,
+    )
     moments.append(timezone.now())
-    window = remember("The deploy window is Tuesday.", key="window", ttl_days=30,
-                      valid_from="2023-01-01T09:00:00-05:00").memory.id
+    window = remember(
+        "The deploy window is Tuesday.", key="window", ttl_days=30, valid_from="2023-01-01T09:00:00-05:00"
+    ).memory.id
     linter = remember("Use ruff for linting.", key="linter", tags=["tooling"]).memory.id
     services.memory_forget(memory_id=linter, reason="moving to another linter", **actor)
     moments.append(timezone.now())
@@ -116,8 +136,14 @@ def test_a_trusted_round_trip_into_an_empty_database_gives_the_same_point_in_tim
 
     report = import_(text, trusted=True)
 
-    assert report.as_dict() == {"created": 4, "revised": 0, "unchanged": 0, "duplicates": 0, "forgotten": 1,
-                                "skipped": 0}
+    assert report.as_dict() == {
+        "created": 4,
+        "revised": 0,
+        "unchanged": 0,
+        "duplicates": 0,
+        "forgotten": 1,
+        "skipped": 0,
+    }
     assert answers(KEYS, points) == expected_answers
     assert histories(KEYS) == expected_histories
     # The answers are not trivially empty: the grid sees revisions, the correction and the forgetting.
@@ -154,8 +180,17 @@ def test_the_export_is_lazy_and_reads_memories_in_primary_key_batches(remember):
 
 
 def test_the_export_carries_every_field_and_names_the_hidden_revision_by_position(remember, actor):
-    made = remember("The office is in Lyon.", key="office", kind="fact", tags=["Places"], title="Office",
-                    source="wiki", ttl_days=10, valid_from="2020-01-01", confidence=0.75)
+    made = remember(
+        "The office is in Lyon.",
+        key="office",
+        kind="fact",
+        tags=["Places"],
+        title="Office",
+        source="wiki",
+        ttl_days=10,
+        valid_from="2020-01-01",
+        confidence=0.75,
+    )
     services.memory_revise(memory_id=made.memory.id, content="The office is in Paris.", **actor)
     services.memory_forget(memory_id=made.memory.id, reason="closed", **actor)
 
@@ -165,19 +200,39 @@ def test_the_export_carries_every_field_and_names_the_hidden_revision_by_positio
     assert (header["format"], header["version"], header["namespace"]) == ("memory-export", 1, None)
     assert header["exported_at"].endswith("Z") and header["as_of"].endswith("Z")
     assert {name: entry[name] for name in ("namespace", "key", "kind", "tags", "state")} == {
-        "namespace": "acme", "key": "office", "kind": "fact", "tags": ["Places"], "state": "forgotten"}
+        "namespace": "acme",
+        "key": "office",
+        "kind": "fact",
+        "tags": ["Places"],
+        "state": "forgotten",
+    }
     first, second, tombstone = entry["revisions"]
     assert first["valid_from"] == "2020-01-01T00:00:00.000000Z"
     assert first["expires_at"] == made.memory.expires_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    assert (first["title"], first["source"], first["author"], first["interface"]) == ("Office", "wiki", "tester",
-                                                                                       "cli")
+    assert (first["title"], first["source"], first["author"], first["interface"]) == ("Office", "wiki", "tester", "cli")
     assert second["content"] == "The office is in Paris."
     # A revise carries the stated confidence over, as it carries the triple.
     assert (first["confidence"], second["confidence"], tombstone["confidence"]) == (0.75, 0.75, None)
     assert (tombstone["tombstone"], tombstone["hides"], tombstone["reason"]) == (True, 1, "closed")
-    assert set(first) == {"known_at", "valid_from", "valid_to", "expires_at", "tombstone", "hides", "title",
-                          "content", "subject", "predicate", "object", "source", "confidence", "content_hash",
-                          "reason", "author", "interface"}
+    assert set(first) == {
+        "known_at",
+        "valid_from",
+        "valid_to",
+        "expires_at",
+        "tombstone",
+        "hides",
+        "title",
+        "content",
+        "subject",
+        "predicate",
+        "object",
+        "source",
+        "confidence",
+        "content_hash",
+        "reason",
+        "author",
+        "interface",
+    }
 
 
 def test_an_export_as_of_a_past_moment_leaves_out_what_was_learned_later(remember, actor):
@@ -237,8 +292,11 @@ def test_every_problem_is_reported_with_its_item_and_field():
         item("kind", revision("Text.", "2024-01-01T00:00:00Z"), kind="opinion"),
         item("naive", revision("Text.", "2024-01-01T09:30:00")),
         item("hash", revision("Text.", "2024-01-01T00:00:00Z", content_hash="0" * 64)),
-        item("tombstone", revision("Text.", "2024-01-01T00:00:00Z"),
-             revision("", "2024-01-02T00:00:00Z", tombstone=True, hides=5)),
+        item(
+            "tombstone",
+            revision("Text.", "2024-01-01T00:00:00Z"),
+            revision("", "2024-01-02T00:00:00Z", tombstone=True, hides=5),
+        ),
         item("order", revision("Later.", "2024-02-01T00:00:00Z"), revision("Earlier.", "2024-01-01T00:00:00Z")),
         item("ok", revision("Twice.", "2024-01-01T00:00:00Z")),
         item("state", revision("Text.", "2024-01-01T00:00:00Z"), state="forgotten"),
@@ -267,16 +325,19 @@ def test_every_problem_is_reported_with_its_item_and_field():
     assert raised.value.field == "memories[1].revisions[0].colour"
 
 
-@pytest.mark.parametrize("bad, expected", [
-    ("{not json", "document: not valid JSON"),
-    ('{"memories": {}}', "document: expected a JSON object with a 'memories' list"),
-    ('{"memories": [], "version": 2}', "version: 2 is not a version this server reads"),
-    (b'{"memories": ["\xff"]}', "document: not UTF-8 text"),
-    # The parser REST and MCP use: a repeated key is not read as its last value, nesting is bounded.
-    ('{"memories": [{"key": "dropped"}], "memories": []}', r"document: not valid JSON \(duplicate key 'memories'"),
-    ("[" * 100_000 + "]" * 100_000, r"document: not valid JSON \(nested too deeply \(more than 64 levels\)\)"),
-    ('{"memories": [], "version": NaN}', r"document: not valid JSON \(NaN is not JSON\)"),
-])
+@pytest.mark.parametrize(
+    "bad, expected",
+    [
+        ("{not json", "document: not valid JSON"),
+        ('{"memories": {}}', "document: expected a JSON object with a 'memories' list"),
+        ('{"memories": [], "version": 2}', "version: 2 is not a version this server reads"),
+        (b'{"memories": ["\xff"]}', "document: not UTF-8 text"),
+        # The parser REST and MCP use: a repeated key is not read as its last value, nesting is bounded.
+        ('{"memories": [{"key": "dropped"}], "memories": []}', r"document: not valid JSON \(duplicate key 'memories'"),
+        ("[" * 100_000 + "]" * 100_000, r"document: not valid JSON \(nested too deeply \(more than 64 levels\)\)"),
+        ('{"memories": [], "version": NaN}', r"document: not valid JSON \(NaN is not JSON\)"),
+    ],
+)
 def test_a_document_that_is_not_an_export_is_refused(db, bad, expected):
     with pytest.raises(InvalidInput, match=expected):
         import_(bad, trusted=False)
@@ -289,8 +350,10 @@ def test_trusted_import_requires_and_keeps_known_at_and_authorship(db):
     with pytest.raises(InvalidInput, match=r"memories\[0\].revisions\[0\].known_at: .* is in the future"):
         import_(document(item("k", revision("Too soon.", future))), trusted=True)
 
-    import_(document(item("k", revision("Old news.", "2020-02-02T10:00:00Z", author="api:ci", interface="api"))),
-            trusted=True)
+    import_(
+        document(item("k", revision("Old news.", "2020-02-02T10:00:00Z", author="api:ci", interface="api"))),
+        trusted=True,
+    )
 
     (stored,) = Revision.objects.all()
     assert stored.known_at == dt.datetime(2020, 2, 2, 10, tzinfo=UTC)
@@ -305,29 +368,47 @@ def test_import_keeps_a_stated_confidence_and_refuses_one_out_of_range(db):
             import_(document(item("k", revision("Sure.", "2020-02-02T10:00:00Z", confidence=bad))), trusted=True)
     assert Revision.objects.count() == 0
 
-    import_(document(item("trusted", revision("Fairly sure.", "2020-02-02T10:00:00Z", confidence=0.5)),
-                     item("unstated", revision("Not said.", "2020-02-02T10:00:00Z"))), trusted=True)
-    import_(document(item("untrusted", revision("Quite sure.", "2020-02-02T10:00:00Z", confidence=0.9))),
-            trusted=False)
+    import_(
+        document(
+            item("trusted", revision("Fairly sure.", "2020-02-02T10:00:00Z", confidence=0.5)),
+            item("unstated", revision("Not said.", "2020-02-02T10:00:00Z")),
+        ),
+        trusted=True,
+    )
+    import_(document(item("untrusted", revision("Quite sure.", "2020-02-02T10:00:00Z", confidence=0.9))), trusted=False)
 
     stated = dict(Revision.objects.values_list("memory__key", "confidence"))
     assert stated == {"trusted": 0.5, "unstated": None, "untrusted": 0.9}
     # The same history again is unchanged; another confidence is another assertion.
-    again = import_(document(item("trusted", revision("Fairly sure.", "2020-02-02T10:00:00Z", confidence=0.5))),
-                    trusted=True)
+    again = import_(
+        document(item("trusted", revision("Fairly sure.", "2020-02-02T10:00:00Z", confidence=0.5))), trusted=True
+    )
     assert (again.unchanged, again.created) == (1, 0)
 
 
 def test_untrusted_import_ignores_known_at_and_remembers_only_the_current_text(db):
     started = timezone.now()
     batch = document(
-        item("current", revision("Old text.", "2020-01-01T00:00:00Z"),
-             revision("New text.", "2021-01-01T00:00:00Z", author="someone", interface="api"), tags=["Imported"]),
-        item("gone", revision("Forgotten text.", "2020-01-01T00:00:00Z"),
-             revision("", "2020-06-01T00:00:00Z", tombstone=True, hides=0)),
+        item(
+            "current",
+            revision("Old text.", "2020-01-01T00:00:00Z"),
+            revision("New text.", "2021-01-01T00:00:00Z", author="someone", interface="api"),
+            tags=["Imported"],
+        ),
+        item(
+            "gone",
+            revision("Forgotten text.", "2020-01-01T00:00:00Z"),
+            revision("", "2020-06-01T00:00:00Z", tombstone=True, hides=0),
+        ),
         item("expired", revision("Expired text.", "2020-01-01T00:00:00Z", expires_at="2020-02-01T00:00:00Z")),
-        item("expiring", revision("Expires later.", "2020-01-01T00:00:00Z",
-                                  expires_at=(started + dt.timedelta(days=2, hours=1)).isoformat())),
+        item(
+            "expiring",
+            revision(
+                "Expires later.",
+                "2020-01-01T00:00:00Z",
+                expires_at=(started + dt.timedelta(days=2, hours=1)).isoformat(),
+            ),
+        ),
     )
 
     report = import_(batch, trusted=False)
@@ -345,9 +426,19 @@ def test_untrusted_import_ignores_known_at_and_remembers_only_the_current_text(d
 
 
 def test_offsets_are_converted_to_utc(db):
-    batch = document(item("k", revision("Text.", "2024-05-01T11:30:00+02:00", valid_from="2024-05-01T06:00:00-03:00",
-                                        valid_to="2024-06-01T00:00:00+05:30", expires_at="2099-01-01T00:30:00+01:00")),
-                     item("u", revision("Other text.", None, valid_from="2024-05-01T11:30:00.25+02:00")))
+    batch = document(
+        item(
+            "k",
+            revision(
+                "Text.",
+                "2024-05-01T11:30:00+02:00",
+                valid_from="2024-05-01T06:00:00-03:00",
+                valid_to="2024-06-01T00:00:00+05:30",
+                expires_at="2099-01-01T00:30:00+01:00",
+            ),
+        ),
+        item("u", revision("Other text.", None, valid_from="2024-05-01T11:30:00.25+02:00")),
+    )
 
     import_(batch, trusted=False)
     untrusted = Revision.objects.get(memory__key="k")
@@ -374,8 +465,14 @@ def test_exact_duplicates_are_skipped_and_counted(remember, actor):
     before = rows()
 
     again = import_(text, trusted=True)
-    assert again.as_dict() == {"created": 0, "revised": 0, "unchanged": 2, "duplicates": 0, "forgotten": 0,
-                               "skipped": 0}
+    assert again.as_dict() == {
+        "created": 0,
+        "revised": 0,
+        "unchanged": 2,
+        "duplicates": 0,
+        "forgotten": 0,
+        "skipped": 0,
+    }
     assert rows()["Revision"] == before["Revision"]
 
     batch = document(
@@ -384,8 +481,14 @@ def test_exact_duplicates_are_skipped_and_counted(remember, actor):
         item("other", revision("The build uses Bazel.", "2024-01-01T00:00:00Z"), namespace="other"),
     )
     untrusted = import_(batch, trusted=False)
-    assert untrusted.as_dict() == {"created": 1, "revised": 0, "unchanged": 1, "duplicates": 1, "forgotten": 0,
-                                   "skipped": 0}
+    assert untrusted.as_dict() == {
+        "created": 1,
+        "revised": 0,
+        "unchanged": 1,
+        "duplicates": 1,
+        "forgotten": 0,
+        "skipped": 0,
+    }
     assert not Memory.objects.filter(key="copy").exists()
 
     batch = document(item("copy", revision("The build uses Bazel.", "2024-01-01T00:00:00Z")))
@@ -412,7 +515,10 @@ def test_a_trusted_import_extends_a_history_it_continues(remember, actor):
     copy = Memory.objects.get(namespace="copy", key="office")
     assert copy.state == "forgotten"
     assert [revision.content for revision in copy.revisions.order_by("known_at")] == [
-        "The office is in Lyon.", "The office is in Paris.", ""]
+        "The office is in Lyon.",
+        "The office is in Paris.",
+        "",
+    ]
     assert export(namespace="copy")["memories"] == longer["memories"]
 
 
@@ -469,20 +575,31 @@ def test_a_trusted_restore_writes_every_row_and_makes_every_revision_searchable(
 
     report = import_(text, trusted=True)
 
-    assert report.as_dict() == {"created": 34, "revised": 0, "unchanged": 0, "duplicates": 0, "forgotten": 1,
-                                "skipped": 0}
+    assert report.as_dict() == {
+        "created": 34,
+        "revised": 0,
+        "unchanged": 0,
+        "duplicates": 0,
+        "forgotten": 1,
+        "skipped": 0,
+    }
     # Memories, revisions, tombstones (by position), tags and states come back as exported.
     assert export()["memories"] == original
-    assert sorted(Tag.objects.values_list("slug", "name")) == [("bulk", "Bulk"), ("org", "org"),
-                                                               ("people", "People"), ("tooling", "tooling"),
-                                                               ("zoo", "zoo")]
+    assert sorted(Tag.objects.values_list("slug", "name")) == [
+        ("bulk", "Bulk"),
+        ("org", "org"),
+        ("people", "People"),
+        ("tooling", "tooling"),
+        ("zoo", "zoo"),
+    ]
     tombstone = Revision.objects.get(tombstone=True, memory__key="window")
     assert tombstone.hides.memory_id == tombstone.memory_id and not tombstone.hides.tombstone
     # One "import" event per memory created, naming it and its revision count, and the overall one.
     events = AuditEvent.objects.filter(action="import")
     per_memory = {event.memory_id: event.detail for event in events.exclude(memory_id=None)}
-    assert per_memory == {memory.pk: {"trusted": True, "revisions": memory.revisions.count()}
-                          for memory in Memory.objects.all()}
+    assert per_memory == {
+        memory.pk: {"trusted": True, "revisions": memory.revisions.count()} for memory in Memory.objects.all()
+    }
     assert events.get(memory_id=None).detail["created"] == 34
     # Indexed: full-text rows and vectors for every revision with text, and recall finds the text.
     with_text = Revision.objects.filter(tombstone=False).count()
@@ -512,12 +629,26 @@ def test_duplicates_within_one_trusted_document_count_as_written_one_at_a_time(d
 
     report = import_(batch, trusted=True)
 
-    assert report.as_dict() == {"created": 9, "revised": 0, "unchanged": 0, "duplicates": 2, "forgotten": 1,
-                                "skipped": 0}
+    assert report.as_dict() == {
+        "created": 9,
+        "revised": 0,
+        "unchanged": 0,
+        "duplicates": 2,
+        "forgotten": 1,
+        "skipped": 0,
+    }
     assert not Memory.objects.filter(key__in=["copy", "later"]).exists()
     assert set(Memory.objects.values_list("key", flat=True)) == {
-        "first", "elsewhere", "revised", "earlier", "gone", "after-gone", "expired", "after-expired",
-        "expired-copy"}
+        "first",
+        "elsewhere",
+        "revised",
+        "earlier",
+        "gone",
+        "after-gone",
+        "expired",
+        "after-expired",
+        "expired-copy",
+    }
     # A duplicate's tags are not created, as one at a time: "other" only came with "copy".
     assert sorted(Tag.objects.values_list("name", flat=True)) == ["Twin"]
     assert AuditEvent.objects.filter(action="import").exclude(memory_id=None).count() == 9
@@ -527,8 +658,9 @@ def test_an_existing_memory_revised_earlier_in_the_document_is_seen_by_the_new_o
     import_(document(item("kept", revision("Version one.", "2024-01-01T00:00:00Z"))), trusted=True)
     batch = document(
         item("new-before", revision("Version two.", "2024-01-05T00:00:00Z")),  # nothing shows it yet
-        item("kept", revision("Version one.", "2024-01-01T00:00:00Z"),
-             revision("Version three.", "2024-01-10T00:00:00Z")),
+        item(
+            "kept", revision("Version one.", "2024-01-01T00:00:00Z"), revision("Version three.", "2024-01-10T00:00:00Z")
+        ),
         item("new-after", revision("Version three.", "2024-01-20T00:00:00Z")),  # "kept" shows it now
     )
 
@@ -543,9 +675,16 @@ def test_new_memories_are_written_with_a_number_of_queries_that_does_not_grow_wi
     monkeypatch.setattr(batches, "STAGED_CHUNK", 200)
 
     def queries(count, prefix):
-        batch = document(*(item(f"{prefix}{n}", revision(f"Fact {prefix} {n}.", "2024-01-01T00:00:00Z"),
-                                revision(f"Fact {prefix} {n}, revised.", "2024-02-01T00:00:00Z"))
-                           for n in range(count)))
+        batch = document(
+            *(
+                item(
+                    f"{prefix}{n}",
+                    revision(f"Fact {prefix} {n}.", "2024-01-01T00:00:00Z"),
+                    revision(f"Fact {prefix} {n}, revised.", "2024-02-01T00:00:00Z"),
+                )
+                for n in range(count)
+            )
+        )
         with CaptureQueriesContext(connection) as captured:
             assert import_(batch, trusted=True).created == count
         return len(captured)
@@ -560,29 +699,49 @@ def test_new_memories_are_written_with_a_number_of_queries_that_does_not_grow_wi
 def test_a_trusted_dry_run_of_new_memories_counts_them_and_writes_and_indexes_nothing(remember):
     remember("Already here.", key="here")
     before, indexed = rows(), indexed_rows()
-    batch = document(item("one", revision("One.", "2024-01-01T00:00:00Z")),
-                     item("copy", revision("Already here.", "2024-01-01T00:00:00Z")),
-                     item("two", revision("Two.", "2024-01-01T00:00:00Z"),
-                          revision("", "2024-02-01T00:00:00Z", tombstone=True, hides=0)))
+    batch = document(
+        item("one", revision("One.", "2024-01-01T00:00:00Z")),
+        item("copy", revision("Already here.", "2024-01-01T00:00:00Z")),
+        item(
+            "two",
+            revision("Two.", "2024-01-01T00:00:00Z"),
+            revision("", "2024-02-01T00:00:00Z", tombstone=True, hides=0),
+        ),
+    )
 
     report = import_(batch, trusted=True, dry_run=True)
 
-    assert report.as_dict() == {"created": 2, "revised": 0, "unchanged": 0, "duplicates": 1, "forgotten": 1,
-                                "skipped": 0}
+    assert report.as_dict() == {
+        "created": 2,
+        "revised": 0,
+        "unchanged": 0,
+        "duplicates": 1,
+        "forgotten": 1,
+        "skipped": 0,
+    }
     assert (rows(), indexed_rows()) == (before, indexed)
     assert import_(batch, trusted=True) == report
-
 
 
 @pytest.mark.slow
 def test_the_export_and_import_commands_copy_a_store_into_an_empty_one(instance, migrated_db, tmp_path):
     source = tmp_path / "source.json"
-    source.write_text(json.dumps(document(
-        item("lead", revision("Alice leads.", "2024-01-01T09:00:00+01:00"),
-             revision("Bob leads.", "2024-02-01T00:00:00Z", valid_from="2024-02-01")),
-        item("gone", revision("Gone.", "2024-01-01T00:00:00Z"),
-             revision("", "2024-03-01T00:00:00Z", tombstone=True, hides=0, reason="wrong")),
-    )))
+    source.write_text(
+        json.dumps(
+            document(
+                item(
+                    "lead",
+                    revision("Alice leads.", "2024-01-01T09:00:00+01:00"),
+                    revision("Bob leads.", "2024-02-01T00:00:00Z", valid_from="2024-02-01"),
+                ),
+                item(
+                    "gone",
+                    revision("Gone.", "2024-01-01T00:00:00Z"),
+                    revision("", "2024-03-01T00:00:00Z", tombstone=True, hides=0, reason="wrong"),
+                ),
+            )
+        )
+    )
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(document(item("x", revision("Text.", "2024-01-01")), item("y", revision("", "2024")))))
 
@@ -611,9 +770,13 @@ def test_the_export_and_import_commands_copy_a_store_into_an_empty_one(instance,
     assert json.loads(streamed.stdout)["memories"][1]["state"] == "active"
 
     # The command parses as strictly as REST: a repeated key or a deep nesting is refused in one line.
-    for text, expected in [(json.dumps(document(item("x", revision("Text.", "2024-01-01"))))[:-1] + ', "memories": []}',
-                            "duplicate key 'memories'"),
-                           ("[" * 100_000 + "]" * 100_000, "nested too deeply")]:
+    for text, expected in [
+        (
+            json.dumps(document(item("x", revision("Text.", "2024-01-01"))))[:-1] + ', "memories": []}',
+            "duplicate key 'memories'",
+        ),
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    ]:
         bad.write_text(text)
         refused = instance.manage("import_memories", str(bad))
         assert refused.returncode == 1 and expected in refused.stderr, refused.stderr
@@ -635,8 +798,13 @@ def test_export_into_a_reader_that_stops_early_ends_quietly(instance):
         for number in range(150):
             services.memory_remember(namespace="acme", content=f"Note {number}: " + "words " * 200, **ACTOR)
     """)
-    exporting = subprocess.Popen([sys.executable, "manage.py", "export_memories"], cwd=BASE_DIR, env=instance.env,
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    exporting = subprocess.Popen(
+        [sys.executable, "manage.py", "export_memories"],
+        cwd=BASE_DIR,
+        env=instance.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     assert exporting.stdout.read(100).startswith(b"{")
     exporting.stdout.close()  # as `| head -c 100` does: the export is far larger than the pipe's buffer
     stderr = exporting.stderr.read()

@@ -16,7 +16,6 @@ from memories.models import Memory
 from memoryproject.sqlite_backend.writelock import WriteLock
 from search import postings
 from search.embeddings import HashEmbedder
-from tests.subprocesses import instance, migrated_db  # noqa: F401  (fixtures)
 
 ACTOR = {"actor": "tester", "interface": "cli"}
 
@@ -63,8 +62,10 @@ def test_revise_embeds_its_new_text_before_the_write_lock(embedded_under_lock):
 
 
 def test_the_admin_add_page_embeds_its_text_before_the_write_lock(embedded_under_lock, admin_client):
-    response = admin_client.post("/admin/memories/memory/add/", {
-        "namespace": "acme", "kind": "note", "content": "The deploy runs on Fridays.", "_save": "Save"})
+    response = admin_client.post(
+        "/admin/memories/memory/add/",
+        {"namespace": "acme", "kind": "note", "content": "The deploy runs on Fridays.", "_save": "Save"},
+    )
 
     assert response.status_code == 302
     assert embedded_under_lock == [("The deploy runs on Fridays.", False)]
@@ -73,8 +74,9 @@ def test_the_admin_add_page_embeds_its_text_before_the_write_lock(embedded_under
 def test_the_admin_change_page_embeds_its_new_text_before_the_write_lock(embedded_under_lock, admin_client):
     from memories.admin.forms import MemoryChangeForm
 
-    memory_id = services.memory_remember(namespace="acme", content="The deploy runs on Fridays.", tags=["ops"],
-                                         **ACTOR).memory.id
+    memory_id = services.memory_remember(
+        namespace="acme", content="The deploy runs on Fridays.", tags=["ops"], **ACTOR
+    ).memory.id
     embedded_under_lock.clear()
     page = MemoryChangeForm(instance=Memory.objects.get(pk=memory_id))
     data = {name: value or "" for name, value in page.initial.items() if name in page.fields}
@@ -89,7 +91,8 @@ def test_the_admin_change_page_embeds_its_new_text_before_the_write_lock(embedde
 
 
 def test_the_write_that_fills_the_postings_tail_folds_it_only_after_it_commits(
-        db, monkeypatch, django_capture_on_commit_callbacks):
+    db, monkeypatch, django_capture_on_commit_callbacks
+):
     services.memory_remember(namespace="acme", content="The deploy runs on Fridays.", **ACTOR)
     monkeypatch.setattr(postings, "COMPACT_AFTER", 8)  # the next write's postings cross it
     test_blocks = len(connection.atomic_blocks)
@@ -199,7 +202,9 @@ print(json.dumps(seen))
 """
 
 
-@pytest.mark.sqlite_only("the lock file beside SQLite's database; PostgreSQL's advisory lock is tested in tests/test_postgres.py")
+@pytest.mark.sqlite_only(
+    "the lock file beside SQLite's database; PostgreSQL's advisory lock is tested in tests/test_postgres.py"
+)
 @pytest.mark.slow
 def test_a_transaction_on_a_database_file_holds_the_lock_file_until_it_ends(instance):
     seen = json.loads(instance.run(HELD_DURING_TRANSACTIONS))

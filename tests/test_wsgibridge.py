@@ -13,9 +13,19 @@ from django.core.handlers.wsgi import WSGIRequest
 
 from memoryproject.wsgibridge import LastIdlePool, WsgiBridge
 
-SCOPE = {"type": "http", "http_version": "1.1", "method": "GET", "path": "/p", "raw_path": b"/p",
-         "query_string": b"q=1", "root_path": "", "scheme": "http", "server": ("127.0.0.1", 8000),
-         "client": ("127.0.0.1", 5000), "headers": [(b"content-type", b"text/plain"), (b"x-thing", b"a")]}
+SCOPE = {
+    "type": "http",
+    "http_version": "1.1",
+    "method": "GET",
+    "path": "/p",
+    "raw_path": b"/p",
+    "query_string": b"q=1",
+    "root_path": "",
+    "scheme": "http",
+    "server": ("127.0.0.1", 8000),
+    "client": ("127.0.0.1", 5000),
+    "headers": [(b"content-type", b"text/plain"), (b"x-thing", b"a")],
+}
 
 
 class Body:
@@ -54,15 +64,28 @@ def test_a_streamed_response_goes_out_chunk_by_chunk_on_a_pool_thread_and_is_clo
     def app(environ, start_response):
         seen.update(environ)
         seen["body"] = environ["wsgi.input"].read()
-        start_response("200 OK", [("Content-Type", "text/plain"),
-                                  # Django writes cookies with a leading space; h11 refuses one.
-                                  ("Set-Cookie", " csrftoken=abc; Path=/")])
+        start_response(
+            "200 OK",
+            [
+                ("Content-Type", "text/plain"),
+                # Django writes cookies with a leading space; h11 refuses one.
+                ("Set-Cookie", " csrftoken=abc; Path=/"),
+            ],
+        )
         return body
 
-    sent = run(app, messages=[{"type": "http.request", "body": b"he", "more_body": True},
-                              {"type": "http.request", "body": b"llo", "more_body": False}])
-    assert sent[0] == {"type": "http.response.start", "status": 200,
-                       "headers": [(b"content-type", b"text/plain"), (b"set-cookie", b"csrftoken=abc; Path=/")]}
+    sent = run(
+        app,
+        messages=[
+            {"type": "http.request", "body": b"he", "more_body": True},
+            {"type": "http.request", "body": b"llo", "more_body": False},
+        ],
+    )
+    assert sent[0] == {
+        "type": "http.response.start",
+        "status": 200,
+        "headers": [(b"content-type", b"text/plain"), (b"set-cookie", b"csrftoken=abc; Path=/")],
+    }
     assert [message.get("body") for message in sent[1:]] == [b"one ", b"two", b""]
     assert [message.get("more_body", False) for message in sent[1:]] == [True, True, False]
     assert body.closed and all(name.startswith("django") for name in body.threads)
@@ -79,10 +102,19 @@ def test_a_body_sent_in_chunks_reaches_django_whole_with_its_length():
         start_response("200 OK", [])
         return [b"ok"]
 
-    chunked = {**SCOPE, "method": "POST", "headers": [(b"content-type", b"application/json"),
-                                                      (b"transfer-encoding", b"chunked")]}
-    run(app, messages=[{"type": "http.request", "body": b'{"jsonrpc": ', "more_body": True},
-                       {"type": "http.request", "body": b'"2.0"}', "more_body": False}], scope=chunked)
+    chunked = {
+        **SCOPE,
+        "method": "POST",
+        "headers": [(b"content-type", b"application/json"), (b"transfer-encoding", b"chunked")],
+    }
+    run(
+        app,
+        messages=[
+            {"type": "http.request", "body": b'{"jsonrpc": ', "more_body": True},
+            {"type": "http.request", "body": b'"2.0"}', "more_body": False},
+        ],
+        scope=chunked,
+    )
     assert seen == {"length": "18", "body": b'{"jsonrpc": "2.0"}'}
     run(app, scope=chunked)  # no body at all: zero, not absent
     assert seen == {"length": "0", "body": b""}
@@ -96,8 +128,10 @@ def test_an_empty_response_still_starts_and_ends_and_is_closed():
         return body
 
     sent = run(app)
-    assert sent == [{"type": "http.response.start", "status": 204, "headers": []},
-                    {"type": "http.response.body", "body": b""}]
+    assert sent == [
+        {"type": "http.response.start", "status": 204, "headers": []},
+        {"type": "http.response.body", "body": b""},
+    ]
     assert body.closed
 
 
@@ -120,8 +154,10 @@ def test_a_response_is_closed_even_when_its_iteration_fails():
 
 def test_a_client_gone_before_its_body_arrived_runs_nothing():
     called = []
-    sent = run(lambda environ, start_response: called.append(1),
-               messages=[{"type": "http.request", "body": b"part", "more_body": True}, {"type": "http.disconnect"}])
+    sent = run(
+        lambda environ, start_response: called.append(1),
+        messages=[{"type": "http.request", "body": b"part", "more_body": True}, {"type": "http.disconnect"}],
+    )
     assert sent == [] and called == []
 
 

@@ -60,9 +60,11 @@ _WRAPPED = re.compile(
 
 def discovered_url(environ) -> str | None:
     """The URL a running server wrote to its discovery file, or None when there is none or its server is gone."""
-    path = (environ.get("MEMORY_DISCOVERY_FILE")
-            or (environ["MEMORY_DB_PATH"] + ".server.json" if environ.get("MEMORY_DB_PATH") else None)
-            or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "data", "memory.db.server.json"))
+    path = (
+        environ.get("MEMORY_DISCOVERY_FILE")
+        or (environ["MEMORY_DB_PATH"] + ".server.json" if environ.get("MEMORY_DB_PATH") else None)
+        or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "data", "memory.db.server.json")
+    )
     try:
         with open(path, encoding="utf-8") as handle:
             found = json.load(handle)
@@ -106,9 +108,15 @@ class Client:
         if left <= 0.05:
             raise Failed(f"no time left for {path}")
         request = urllib.request.Request(
-            self.url + path, data=json.dumps(payload).encode(), method="POST",
-            headers={"Authorization": f"Bearer {self.key}", "Content-Type": "application/json",
-                     "Accept": "application/json", "User-Agent": "memory-claude-code-hook/1"},
+            self.url + path,
+            data=json.dumps(payload).encode(),
+            method="POST",
+            headers={
+                "Authorization": f"Bearer {self.key}",
+                "Content-Type": "application/json",
+                "Accept": "application/json",
+                "User-Agent": "memory-claude-code-hook/1",
+            },
         )
         try:
             with self.opener.open(request, timeout=left) as response:
@@ -165,8 +173,17 @@ def on_prompt(event: dict, client: Client, out) -> None:
     out.write(json.dumps({"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": block}}))
     out.flush()
     memories = [{"memory_id": hit["memory_id"], "revision_id": hit["revision_id"]} for hit in answer.get("hits", [])]
-    client.post("/api/v1/hooks/report/", {"harness": HARNESS, "hook": "UserPromptSubmit", "query": query,
-                                          "session": session, "characters": len(block), "memories": memories})
+    client.post(
+        "/api/v1/hooks/report/",
+        {
+            "harness": HARNESS,
+            "hook": "UserPromptSubmit",
+            "query": query,
+            "session": session,
+            "characters": len(block),
+            "memories": memories,
+        },
+    )
 
 
 def _text_of(message) -> str:
@@ -259,15 +276,20 @@ def on_transcript(event: dict, client: Client, out) -> None:
     if not turns:
         return
     title, text = capture(event, turns)
-    ingest = {"text": text, "title": title, "tags": [HARNESS], "harness": HARNESS,
-              "hook": event.get("hook_event_name"), "session": _session(event)}
+    ingest = {
+        "text": text,
+        "title": title,
+        "tags": [HARNESS],
+        "harness": HARNESS,
+        "hook": event.get("hook_event_name"),
+        "session": _session(event),
+    }
     if client.namespace:
         ingest["namespace"] = client.namespace
     client.post("/api/v1/hooks/ingest/", ingest)
 
 
-HANDLERS = {"UserPromptSubmit": on_prompt, "Stop": on_stop, "PreCompact": on_transcript,
-            "SessionEnd": on_transcript}
+HANDLERS = {"UserPromptSubmit": on_prompt, "Stop": on_stop, "PreCompact": on_transcript, "SessionEnd": on_transcript}
 
 
 def main(stdin=sys.stdin, stdout=sys.stdout, stderr=sys.stderr, environ=os.environ) -> int:

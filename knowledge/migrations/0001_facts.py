@@ -9,17 +9,25 @@ def derive_facts(apps, schema_editor):
     Revision = apps.get_model("memories", "Revision")
     rows = []
     for revision_id, memory_id, subject, predicate, object_ in (
-            Revision.objects.filter(tombstone=False).exclude(subject="").order_by("id")
-            .values_list("id", "memory_id", "subject", "predicate", "object").iterator(chunk_size=5000)):
-        row = Fact(revision_id=revision_id, memory_id=memory_id, subject=entity_name(subject),
-                   predicate=predicate_name(predicate), object=entity_name(object_))
+        Revision.objects.filter(tombstone=False)
+        .exclude(subject="")
+        .order_by("id")
+        .values_list("id", "memory_id", "subject", "predicate", "object")
+        .iterator(chunk_size=5000)
+    ):
+        row = Fact(
+            revision_id=revision_id,
+            memory_id=memory_id,
+            subject=entity_name(subject),
+            predicate=predicate_name(predicate),
+            object=entity_name(object_),
+        )
         if row.subject and row.predicate and row.object:
             rows.append(row)
     Fact.objects.bulk_create(rows, batch_size=5000)
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [

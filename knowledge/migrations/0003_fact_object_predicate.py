@@ -4,18 +4,17 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('knowledge', '0002_predicate_setting'),
+        ("knowledge", "0002_predicate_setting"),
     ]
 
     operations = [
         migrations.RemoveIndex(
-            model_name='fact',
-            name='fact_object',
+            model_name="fact",
+            name="fact_object",
         ),
         migrations.AddIndex(
-            model_name='fact',
-            index=models.Index(fields=['object', 'predicate'], name='fact_object_predicate'),
+            model_name="fact",
+            index=models.Index(fields=["object", "predicate"], name="fact_object_predicate"),
         ),
     ]

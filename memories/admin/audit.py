@@ -8,8 +8,19 @@ from memoryproject.readonly_admin import ReadOnlyAdmin
 
 @admin.register(Revision)
 class RevisionAdmin(ReadOnlyAdmin):
-    list_display = ("id", "memory_link", "known_at", "tombstone", "title", "confidence", "author", "interface",
-                    "valid_from", "valid_to", "expires_at")
+    list_display = (
+        "id",
+        "memory_link",
+        "known_at",
+        "tombstone",
+        "title",
+        "confidence",
+        "author",
+        "interface",
+        "valid_from",
+        "valid_to",
+        "expires_at",
+    )
     list_filter = ("interface", "tombstone")
     list_select_related = ("memory",)
     ordering = ("-id",)
@@ -23,8 +34,17 @@ class RevisionAdmin(ReadOnlyAdmin):
 
 @admin.register(ErasureReceipt)
 class ErasureReceiptAdmin(ReadOnlyAdmin):
-    list_display = ("id", "erased_at", "memory_id", "namespace", "actor", "interface", "reason", "revision_total",
-                    "telemetry_queries_removed")
+    list_display = (
+        "id",
+        "erased_at",
+        "memory_id",
+        "namespace",
+        "actor",
+        "interface",
+        "reason",
+        "revision_total",
+        "telemetry_queries_removed",
+    )
     list_filter = ("interface", "namespace")
     search_fields = ("=memory_id", "actor")
 

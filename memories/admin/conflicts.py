@@ -18,9 +18,9 @@ from knowledge.models import PredicateSetting
 from knowledge.names import predicate_name
 from memories import services, validation
 from memories.admin.forms import TIME_HELP, admin_actor
-from memories.conflicts import CONFLICTS_LIMIT_MAX, memory_conflicts
 from memories.models import Memory
-from memories.services.conflicts import RESOLUTIONS
+from memories.selectors.conflicts import CONFLICTS_LIMIT_MAX, memory_conflicts
+from memories.services.resolution import RESOLUTIONS
 from memoryproject.exceptions import MemoryServiceError
 
 
@@ -39,8 +39,9 @@ class ConflictQueue:
     """The review queue of ``MemoryAdmin``: ``conflicts/`` under the memories' admin."""
 
     def get_urls(self):
-        queue = path("conflicts/", self.admin_site.admin_view(self.conflict_queue_view),
-                     name="memories_memory_conflicts")
+        queue = path(
+            "conflicts/", self.admin_site.admin_view(self.conflict_queue_view), name="memories_memory_conflicts"
+        )
         return [queue, *super().get_urls()]
 
     def conflict_queue_view(self, request):
@@ -78,14 +79,23 @@ class ConflictQueue:
         data = form.cleaned_data
         given = {name: data[name] for name in ("keep", "boundary", "content") if data[name] not in (None, "")}
         try:
-            result = services.conflict_resolve(conflict_id=data["conflict"], resolution=data["resolution"],
-                                               reason=data["reason"] or None, actor=admin_actor(request),
-                                               interface="admin", **given)
+            result = services.conflict_resolve(
+                conflict_id=data["conflict"],
+                resolution=data["resolution"],
+                reason=data["reason"] or None,
+                actor=admin_actor(request),
+                interface="admin",
+                **given,
+            )
         except MemoryServiceError as error:
             self.message_user(request, f"Nothing was changed: {error.message}", messages.ERROR)
             return
-        self.message_user(request, f"Resolved conflict {result.conflict_id} ({result.resolution}): revisions "
-                                   f"{', '.join(str(pk) for pk in result.revision_ids)} appended.", messages.SUCCESS)
+        self.message_user(
+            request,
+            f"Resolved conflict {result.conflict_id} ({result.resolution}): revisions "
+            f"{', '.join(str(pk) for pk in result.revision_ids)} appended.",
+            messages.SUCCESS,
+        )
 
 
 class PredicateSettingForm(forms.ModelForm):
@@ -95,7 +105,7 @@ class PredicateSettingForm(forms.ModelForm):
         help_texts = {
             "predicate": "As written in triples; compared in normal form (case, spaces, '-' and '_' do not count).",
             "single_valued": "Checked: one value per subject, so two different values conflict. Unchecked: many "
-                             "values are fine. Overrides the default list either way.",
+            "values are fine. Overrides the default list either way.",
         }
 
     def clean_namespace(self):

@@ -22,8 +22,9 @@ from memoryproject.timeparse import format_instant
 
 _LIST_SEPARATORS = re.compile(r"[,\s]+")
 
-TTL_HELP = ("Days from now until this text expires. Blank keeps the current expiry, 0 removes it, "
-            "N expires it N days from now.")
+TTL_HELP = (
+    "Days from now until this text expires. Blank keeps the current expiry, 0 removes it, N expires it N days from now."
+)
 TIME_HELP = "YYYY-MM-DD (00:00 UTC) or ISO 8601 with a timezone, e.g. 2026-05-01T09:30:00+00:00."
 
 
@@ -72,18 +73,23 @@ class ServiceForm:
 class MemoryAddForm(ServiceForm, forms.ModelForm):
     """A new memory, stored through ``memory_remember`` (which may find the same text already stored)."""
 
-    namespace = forms.CharField(max_length=64, initial=settings.MEMORY_DEFAULT_NAMESPACE,
-                                help_text="Lowercase letters, digits, '-' or '_'.")
-    key = forms.CharField(required=False, max_length=255,
-                          help_text="Optional stable name, unique in the namespace; generated when blank. "
-                                    "An existing key adds a revision to that memory.")
+    namespace = forms.CharField(
+        max_length=64, initial=settings.MEMORY_DEFAULT_NAMESPACE, help_text="Lowercase letters, digits, '-' or '_'."
+    )
+    key = forms.CharField(
+        required=False,
+        max_length=255,
+        help_text="Optional stable name, unique in the namespace; generated when blank. "
+        "An existing key adds a revision to that memory.",
+    )
     kind = forms.ChoiceField(choices=Kind.choices, initial=Kind.NOTE)
     title = forms.CharField(required=False)
     content = forms.CharField(widget=forms.Textarea(attrs={"rows": 10, "cols": 90}))
     tags = forms.CharField(required=False, help_text="Comma- or space-separated.")
     source = forms.CharField(required=False, help_text="Where this came from (a URL, a file, a conversation).")
-    ttl_days = forms.IntegerField(required=False, min_value=0, label="TTL (days)",
-                                  help_text="Days until this text expires; blank or 0 for never.")
+    ttl_days = forms.IntegerField(
+        required=False, min_value=0, label="TTL (days)", help_text="Days until this text expires; blank or 0 for never."
+    )
     valid_from = forms.CharField(required=False, help_text=f"When the fact starts to hold (default: now). {TIME_HELP}")
     valid_to = forms.CharField(required=False, help_text=f"When it stops holding (default: open). {TIME_HELP}")
 
@@ -97,11 +103,23 @@ class MemoryAddForm(ServiceForm, forms.ModelForm):
         data = super().clean()
         if self.errors:
             return data
-        self.result = self.run(lambda: services.memory_remember(
-            namespace=data["namespace"], key=data["key"] or None, content=data["content"], title=data["title"],
-            kind=data["kind"], tags=split_names(data["tags"]), source=data["source"], ttl_days=data["ttl_days"],
-            valid_from=data["valid_from"] or None, valid_to=data["valid_to"] or None,
-            actor=self.actor, interface="admin", force=True))  # a person adding it by hand means it
+        self.result = self.run(
+            lambda: services.memory_remember(
+                namespace=data["namespace"],
+                key=data["key"] or None,
+                content=data["content"],
+                title=data["title"],
+                kind=data["kind"],
+                tags=split_names(data["tags"]),
+                source=data["source"],
+                ttl_days=data["ttl_days"],
+                valid_from=data["valid_from"] or None,
+                valid_to=data["valid_to"] or None,
+                actor=self.actor,
+                interface="admin",
+                force=True,
+            )
+        )  # a person adding it by hand means it
         return data
 
 
@@ -130,20 +148,26 @@ class MemoryChangeForm(ServiceForm, forms.ModelForm):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         memory = self.instance
-        self.current = (selectors.visible_revision(memory=memory, as_of=timezone.now())
-                        or selectors.latest_content_revision(memory))
+        self.current = selectors.visible_revision(
+            memory=memory, as_of=timezone.now()
+        ) or selectors.latest_content_revision(memory)
         self.current_tags = [tag.name for tag in memory.tags.order_by("slug")]
         current = self.current
         self.initial.update(
-            kind=memory.kind, title=current.title, content=current.content, source=current.source,
-            tags=", ".join(self.current_tags), valid_from=_instant_text(current.valid_from),
+            kind=memory.kind,
+            title=current.title,
+            content=current.content,
+            source=current.source,
+            tags=", ".join(self.current_tags),
+            valid_from=_instant_text(current.valid_from),
             valid_to=_instant_text(current.valid_to),
         )
         expiry = _instant_text(current.expires_at) or "never"
         self.fields["ttl_days"].help_text = f"Current expiry: {expiry}. {TTL_HELP}"
         self.fields["valid_from"].help_text = (
             "The validity interval [valid_from, valid_to). Leave both as they are for a plain edit (valid from "
-            f"now on); change either to write a bounded correction that applies only inside it. {TIME_HELP}")
+            f"now on); change either to write a bounded correction that applies only inside it. {TIME_HELP}"
+        )
 
     def clean(self):
         data = super().clean()
@@ -167,8 +191,16 @@ class MemoryChangeForm(ServiceForm, forms.ModelForm):
         remove = [name for name in self.current_tags if name.casefold() not in want]
         revise = {name: value for name, value in revise.items() if value is not None}  # None: carried over
         if revise or add or remove:
-            self.run(lambda: services.memory_update(memory_id=self.instance.pk, add_tags=add, remove_tags=remove,
-                                                    actor=self.actor, interface="admin", **revise))
+            self.run(
+                lambda: services.memory_update(
+                    memory_id=self.instance.pk,
+                    add_tags=add,
+                    remove_tags=remove,
+                    actor=self.actor,
+                    interface="admin",
+                    **revise,
+                )
+            )
         return data
 
 
@@ -181,15 +213,21 @@ class MoveForm(forms.Form):
 
 
 class ForgetForm(forms.Form):
-    reason = forms.CharField(required=False, max_length=validation.REASON_MAX,
-                             widget=forms.TextInput(attrs={"size": 60}),
-                             help_text="Why they go. Kept on each tombstone; the history and the timeline show it.")
+    reason = forms.CharField(
+        required=False,
+        max_length=validation.REASON_MAX,
+        widget=forms.TextInput(attrs={"size": 60}),
+        help_text="Why they go. Kept on each tombstone; the history and the timeline show it.",
+    )
 
 
 class StateChangeForm(forms.Form):
-    reason = forms.CharField(required=False, max_length=validation.REASON_MAX,
-                             widget=forms.TextInput(attrs={"size": 60}),
-                             help_text="Why. Kept in each memory's history with the new state, who and when.")
+    reason = forms.CharField(
+        required=False,
+        max_length=validation.REASON_MAX,
+        widget=forms.TextInput(attrs={"size": 60}),
+        help_text="Why. Kept in each memory's history with the new state, who and when.",
+    )
 
 
 class EraseForm(forms.Form):
@@ -200,13 +238,19 @@ class ApiKeyCreateForm(ServiceForm, forms.ModelForm):
     """A new API key through ``api_key_create``; the key itself is shown once, on the next page."""
 
     name = forms.CharField(max_length=100, help_text="Who or what uses the key, e.g. 'laptop claude code'.")
-    scopes = forms.MultipleChoiceField(choices=Scope.choices, widget=forms.CheckboxSelectMultiple,
-                                       initial=[Scope.READ, Scope.WRITE])
-    namespaces = forms.CharField(required=False,
-                                 help_text="Comma- or space-separated namespaces the key may use; blank for all.")
-    untrusted = forms.BooleanField(required=False, help_text=(
-        "The memories the key creates start as candidates until a person promotes them, and it may not promote "
-        "or archive."))
+    scopes = forms.MultipleChoiceField(
+        choices=Scope.choices, widget=forms.CheckboxSelectMultiple, initial=[Scope.READ, Scope.WRITE]
+    )
+    namespaces = forms.CharField(
+        required=False, help_text="Comma- or space-separated namespaces the key may use; blank for all."
+    )
+    untrusted = forms.BooleanField(
+        required=False,
+        help_text=(
+            "The memories the key creates start as candidates until a person promotes them, and it may not promote "
+            "or archive."
+        ),
+    )
 
     class Meta:
         model = ApiKey
@@ -220,9 +264,16 @@ class ApiKeyCreateForm(ServiceForm, forms.ModelForm):
         data = super().clean()
         if self.errors:
             return data
-        result = self.run(lambda: api_key_create(
-            name=data["name"], scopes=data["scopes"], namespaces=split_names(data["namespaces"]) or None,
-            trusted=not data["untrusted"], actor=self.actor, interface="admin"))
+        result = self.run(
+            lambda: api_key_create(
+                name=data["name"],
+                scopes=data["scopes"],
+                namespaces=split_names(data["namespaces"]) or None,
+                trusted=not data["untrusted"],
+                actor=self.actor,
+                interface="admin",
+            )
+        )
         if result is not None:
             self.created, self.token = result
         return data

@@ -69,8 +69,15 @@ def revision_history(memory: Memory, *, now: dt.datetime) -> list[HistoryRow]:
         else:
             diff = word_diff(previous.content, revision.content)
         title_before = previous.title if previous is not None and previous.title != revision.title else None
-        rows.append(HistoryRow(revision=revision, diff=diff, previous_id=previous.pk if previous else None,
-                               title_before=title_before, shown_now=revision.pk == shown))
+        rows.append(
+            HistoryRow(
+                revision=revision,
+                diff=diff,
+                previous_id=previous.pk if previous else None,
+                title_before=title_before,
+                shown_now=revision.pk == shown,
+            )
+        )
         previous = revision
     rows.reverse()
     return rows
@@ -88,8 +95,7 @@ def attach_shown_revisions(memories: list[Memory], *, now: dt.datetime) -> None:
     missing = [memory_id for memory_id in ids if memory_id not in visible]
     latest = {}
     if missing:
-        newest_text = (Revision.objects.filter(memory_id=OuterRef("pk"), tombstone=False)
-                       .latest_known().values("id")[:1])
+        newest_text = Revision.objects.filter(memory_id=OuterRef("pk"), tombstone=False).latest_known().values("id")[:1]
         latest_ids = Memory.objects.filter(pk__in=missing).annotate(latest=Subquery(newest_text)).values("latest")
         latest = {revision.memory_id: revision for revision in Revision.objects.filter(pk__in=latest_ids)}
     for memory in memories:

@@ -12,14 +12,32 @@ from memoryproject.exceptions import MemoryServiceError
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(admin.ModelAdmin):
-    list_display = ("name", "prefix", "scope_list", "namespace_list", "trusted", "created_at", "created_by",
-                    "last_used_at", "revoked_at")
+    list_display = (
+        "name",
+        "prefix",
+        "scope_list",
+        "namespace_list",
+        "trusted",
+        "created_at",
+        "created_by",
+        "last_used_at",
+        "revoked_at",
+    )
     list_filter = (("revoked_at", admin.EmptyFieldListFilter), "trusted")
     search_fields = ("name", "prefix")
     actions = ("revoke_keys",)
     # Never secret_hash: it is not the key, but there is nothing to gain from showing it.
-    shown = ("name", "prefix", "scope_list", "namespace_list", "trusted", "created_at", "created_by", "last_used_at",
-             "revoked_at")
+    shown = (
+        "name",
+        "prefix",
+        "scope_list",
+        "namespace_list",
+        "trusted",
+        "created_at",
+        "created_by",
+        "last_used_at",
+        "revoked_at",
+    )
 
     def get_fields(self, request, obj=None):
         return ("name", "scopes", "namespaces", "untrusted") if obj is None else self.shown
@@ -75,11 +93,16 @@ class ApiKeyAdmin(admin.ModelAdmin):
     def revoke_keys(self, request, queryset):
         try:
             with transaction.atomic():
-                keys = [api_key_revoke(prefix=prefix, actor=admin_actor(request), interface="admin")
-                        for prefix in queryset.order_by("pk").values_list("prefix", flat=True)]
+                keys = [
+                    api_key_revoke(prefix=prefix, actor=admin_actor(request), interface="admin")
+                    for prefix in queryset.order_by("pk").values_list("prefix", flat=True)
+                ]
         except MemoryServiceError as error:
             self.message_user(request, f"Nothing was revoked: {error.message}", messages.ERROR)
             return
-        self.message_user(request, f"Revoked {len(keys)} API key{'' if len(keys) == 1 else 's'}: "
-                                   f"{', '.join(key.prefix for key in keys)}. Requests with them now fail.",
-                          messages.SUCCESS)
+        self.message_user(
+            request,
+            f"Revoked {len(keys)} API key{'' if len(keys) == 1 else 's'}: "
+            f"{', '.join(key.prefix for key in keys)}. Requests with them now fail.",
+            messages.SUCCESS,
+        )

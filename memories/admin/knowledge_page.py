@@ -8,7 +8,7 @@ from django.core.exceptions import PermissionDenied
 from django.template.response import TemplateResponse
 from django.urls import path
 
-from knowledge.learn import TEXT_MAX_CHARS
+from knowledge.extraction import TEXT_MAX_CHARS
 from memories import selectors, services, validation
 from memories.admin.forms import TIME_HELP, admin_actor
 from memoryproject.exceptions import MemoryServiceError
@@ -16,20 +16,25 @@ from memoryproject.exceptions import MemoryServiceError
 
 class LearnForm(forms.Form):
     namespace = forms.CharField(max_length=64)
-    text = forms.CharField(max_length=TEXT_MAX_CHARS, widget=forms.Textarea(attrs={"rows": 8, "cols": 80}),
-                           help_text="Notes, a conversation or a design document: facts ('X runs on Y'), decisions "
-                                     "and skills ('To X: 1. ... 2. ...') become memories, one each.")
+    text = forms.CharField(
+        max_length=TEXT_MAX_CHARS,
+        widget=forms.Textarea(attrs={"rows": 8, "cols": 80}),
+        help_text="Notes, a conversation or a design document: facts ('X runs on Y'), decisions "
+        "and skills ('To X: 1. ... 2. ...') become memories, one each.",
+    )
     source = forms.CharField(max_length=200, required=False, help_text="Where the text came from.")
 
 
 class GraphForm(forms.Form):
     namespace = forms.CharField(max_length=64)
     entity = forms.CharField(max_length=validation.TRIPLE_PART_MAX, required=False, help_text="Its relations.")
-    source = forms.CharField(max_length=validation.TRIPLE_PART_MAX, required=False,
-                             help_text="With target: how the two connect.")
+    source = forms.CharField(
+        max_length=validation.TRIPLE_PART_MAX, required=False, help_text="With target: how the two connect."
+    )
     target = forms.CharField(max_length=validation.TRIPLE_PART_MAX, required=False)
-    query = forms.CharField(max_length=validation.QUERY_MAX_CHARS, required=False,
-                            help_text="Free text: the entities it names.")
+    query = forms.CharField(
+        max_length=validation.QUERY_MAX_CHARS, required=False, help_text="Free text: the entities it names."
+    )
     as_of = forms.CharField(max_length=64, required=False, help_text=TIME_HELP)
 
 
@@ -37,13 +42,18 @@ class KnowledgePage:
     """``learn/`` and ``graph/`` under the memories' admin, mixed into ``MemoryAdmin``."""
 
     def get_urls(self):
-        pages = [path("learn/", self.admin_site.admin_view(self.learn_view), name="memories_memory_learn"),
-                 path("graph/", self.admin_site.admin_view(self.graph_view), name="memories_memory_graph")]
+        pages = [
+            path("learn/", self.admin_site.admin_view(self.learn_view), name="memories_memory_learn"),
+            path("graph/", self.admin_site.admin_view(self.graph_view), name="memories_memory_graph"),
+        ]
         return [*pages, *super().get_urls()]
 
     def _page(self, request, template: str, title: str, **context):
-        return TemplateResponse(request, template, {**self.admin_site.each_context(request),
-                                                    "opts": self.model._meta, "title": title, **context})
+        return TemplateResponse(
+            request,
+            template,
+            {**self.admin_site.each_context(request), "opts": self.model._meta, "title": title, **context},
+        )
 
     def learn_view(self, request):
         if not self.has_add_permission(request):
@@ -52,13 +62,16 @@ class KnowledgePage:
         if request.method == "POST" and form.is_valid():
             data = form.cleaned_data
             try:
-                result = services.memory_learn(text=data["text"], namespace=data["namespace"],
-                                               source=data["source"] or None, actor=admin_actor(request),
-                                               interface="admin")
+                result = services.memory_learn(
+                    text=data["text"],
+                    namespace=data["namespace"],
+                    source=data["source"] or None,
+                    actor=admin_actor(request),
+                    interface="admin",
+                )
             except MemoryServiceError as error:
                 self.message_user(request, f"Nothing was stored: {error.message}", messages.ERROR)
-        return self._page(request, "admin/memories/memory/learn.html", "Learn from text", form=form,
-                          result=result)
+        return self._page(request, "admin/memories/memory/learn.html", "Learn from text", form=form, result=result)
 
     def graph_view(self, request):
         if not self.has_view_permission(request):

@@ -17,9 +17,9 @@ from memories import selectors, states, validation
 from memories.admin.actions import MemoryActions
 from memories.admin.audit_page import AuditPage
 from memories.admin.conflicts import ConflictQueue
-from memories.admin.knowledge_page import KnowledgePage
 from memories.admin.forms import MemoryAddForm, MemoryChangeForm, admin_actor
 from memories.admin.history import attach_shown_revisions, revision_history
+from memories.admin.knowledge_page import KnowledgePage
 from memories.models import Attributes, Lifecycle, Memory, Revision, State, Tag
 from memoryproject.exceptions import MemoryServiceError
 
@@ -109,8 +109,11 @@ class MemoryChangeList(ChangeList):
         now = timezone.now()
         attach_shown_revisions(self.result_list, now=now)
         # The confidence column: worked out for the page's visible rows at once.
-        shown = [memory.shown_revision.pk for memory in self.result_list
-                 if getattr(memory, "shown_revision", None) is not None and memory.shown_is_visible]
+        shown = [
+            memory.shown_revision.pk
+            for memory in self.result_list
+            if getattr(memory, "shown_revision", None) is not None and memory.shown_is_visible
+        ]
         scored = selectors.records_with_confidence(shown, as_of=now)
         for memory in self.result_list:
             record = scored.get(getattr(getattr(memory, "shown_revision", None), "pk", None))
@@ -119,19 +122,39 @@ class MemoryChangeList(ChangeList):
 
 @admin.register(Memory)
 class MemoryAdmin(AuditPage, ConflictQueue, KnowledgePage, MemoryActions, admin.ModelAdmin):
-    list_display = ("id", "preview", "namespace", "kind", "tag_list", "state_value", "confidence_value",
-                    "last_change", "revision_count")
+    list_display = (
+        "id",
+        "preview",
+        "namespace",
+        "kind",
+        "tag_list",
+        "state_value",
+        "confidence_value",
+        "last_change",
+        "revision_count",
+    )
     list_display_links = ("id", "preview")
-    list_filter = ("namespace", "kind", ("tags", TagFilter), "state", LifecycleFilter, VisibleNowFilter,
-                   TtlFilter)
+    list_filter = ("namespace", "kind", ("tags", TagFilter), "state", LifecycleFilter, VisibleNowFilter, TtlFilter)
     # The search box runs the recall engine (get_search_results); this only switches the box on.
     search_fields = ("recall",)
-    search_help_text = ("Hybrid recall (keywords and meaning), best match first; it finds memories visible now. "
-                        f"At most {validation.RECALL_LIMIT_MAX} matches.")
+    search_help_text = (
+        "Hybrid recall (keywords and meaning), best match first; it finds memories visible now. "
+        f"At most {validation.RECALL_LIMIT_MAX} matches."
+    )
     ordering = ("-id",)
     list_per_page = 50
-    actions = ("forget_memories", "restore_memories", "promote_memories", "archive_memories", "unarchive_memories",
-               "add_tag", "remove_tag", "move_namespace", "export_json", "erase_memories")
+    actions = (
+        "forget_memories",
+        "restore_memories",
+        "promote_memories",
+        "archive_memories",
+        "unarchive_memories",
+        "add_tag",
+        "remove_tag",
+        "move_namespace",
+        "export_json",
+        "erase_memories",
+    )
     change_form_template = "admin/memories/memory/change_form.html"
     change_list_template = "admin/memories/memory/change_list.html"
 
@@ -150,8 +173,9 @@ class MemoryAdmin(AuditPage, ConflictQueue, KnowledgePage, MemoryActions, admin.
         namespace = request.GET.get("namespace__exact") or request.GET.get("namespace")
         try:
             # A person searching sees every ranked hit (min_score=0): holding back is for what agents are given.
-            result = selectors.memory_recall(query=search_term, namespace=namespace or None,
-                                             limit=validation.RECALL_LIMIT_MAX, min_score=0)
+            result = selectors.memory_recall(
+                query=search_term, namespace=namespace or None, limit=validation.RECALL_LIMIT_MAX, min_score=0
+            )
         except MemoryServiceError as error:
             self.message_user(request, f"Search failed: {error.message}", messages.ERROR)
             return queryset.none(), False
@@ -161,8 +185,10 @@ class MemoryAdmin(AuditPage, ConflictQueue, KnowledgePage, MemoryActions, admin.
         ids = [hit.memory.id for hit in result.hits]
         queryset = queryset.filter(pk__in=ids)
         if ids and ORDER_VAR not in request.GET:
-            rank = Case(*(When(pk=memory_id, then=Value(position)) for position, memory_id in enumerate(ids)),
-                        output_field=IntegerField())
+            rank = Case(
+                *(When(pk=memory_id, then=Value(position)) for position, memory_id in enumerate(ids)),
+                output_field=IntegerField(),
+            )
             queryset = queryset.order_by(rank)
         return queryset, False
 
@@ -204,10 +230,12 @@ class MemoryAdmin(AuditPage, ConflictQueue, KnowledgePage, MemoryActions, admin.
             return "—"
         inputs = record.confidence_inputs
         stated = "not stated" if inputs["stated"] is None else f"stated {inputs['stated']:g}"
-        decay = (f"half-life {inputs['half_life_days']} days" if inputs["half_life_days"] else "no decay")
-        return (f"{record.confidence:g} (source {inputs['source']}, {stated}, {inputs['age_days']:g} days old, "
-                f"{decay}, {inputs['corroborating_authors']} other author(s), {inputs['conflicts']} open "
-                "conflict(s))")
+        decay = f"half-life {inputs['half_life_days']} days" if inputs["half_life_days"] else "no decay"
+        return (
+            f"{record.confidence:g} (source {inputs['source']}, {stated}, {inputs['age_days']:g} days old, "
+            f"{decay}, {inputs['corroborating_authors']} other author(s), {inputs['conflicts']} open "
+            "conflict(s))"
+        )
 
     @admin.display(description="tags")
     def tag_list(self, memory):
@@ -229,8 +257,10 @@ class MemoryAdmin(AuditPage, ConflictQueue, KnowledgePage, MemoryActions, admin.
                 (None, {"fields": ("namespace", "key", "kind", "title", "content", "tags", "source")}),
                 ("Time", {"fields": ("ttl_days", "valid_from", "valid_to")}),
             ]
-        identity = (None, {"fields": ("namespace", "key", "state_value", "confidence_value", "visible_now",
-                                      "created_at")})
+        identity = (
+            None,
+            {"fields": ("namespace", "key", "state_value", "confidence_value", "visible_now", "created_at")},
+        )
         if not self.has_change_permission(request, obj):
             return [identity]  # a viewer reads the text in the revision history below
         return [
@@ -240,8 +270,9 @@ class MemoryAdmin(AuditPage, ConflictQueue, KnowledgePage, MemoryActions, admin.
         ]
 
     def get_readonly_fields(self, request, obj=None):
-        return () if obj is None else ("namespace", "key", "state_value", "confidence_value", "visible_now",
-                                       "created_at")
+        return (
+            () if obj is None else ("namespace", "key", "state_value", "confidence_value", "visible_now", "created_at")
+        )
 
     @admin.display(description="visible now")
     def visible_now(self, memory):
@@ -271,11 +302,13 @@ class MemoryAdmin(AuditPage, ConflictQueue, KnowledgePage, MemoryActions, admin.
     def save_model(self, request, obj, form, change):
         """The form's service call has written everything; say what it did."""
         if not change and form.result.deduplicated:
-            self.message_user(request, f"Nothing new was stored: memory {obj.pk} ({obj}) already holds this text.",
-                              messages.WARNING)
+            self.message_user(
+                request, f"Nothing new was stored: memory {obj.pk} ({obj}) already holds this text.", messages.WARNING
+            )
         elif not change and form.result.revised:
-            self.message_user(request, f"The key already existed: a revision was added to memory {obj.pk}.",
-                              messages.INFO)
+            self.message_user(
+                request, f"The key already existed: a revision was added to memory {obj.pk}.", messages.INFO
+            )
 
     def save_related(self, request, form, formsets, change):
         pass  # tags are the form's memory_retag call

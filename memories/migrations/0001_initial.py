@@ -5,112 +5,178 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-    ]
+    dependencies = []
 
     operations = [
         migrations.CreateModel(
-            name='AuditEvent',
+            name="AuditEvent",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('at', models.DateTimeField(db_index=True)),
-                ('actor', models.CharField(max_length=200)),
-                ('interface', models.CharField(choices=[('admin', 'Admin'), ('api', 'Api'), ('mcp', 'Mcp'), ('cli', 'Cli')], max_length=8)),
-                ('action', models.CharField(max_length=32)),
-                ('memory_id', models.BigIntegerField(blank=True, db_index=True, null=True)),
-                ('detail', models.JSONField(blank=True, default=dict)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("at", models.DateTimeField(db_index=True)),
+                ("actor", models.CharField(max_length=200)),
+                (
+                    "interface",
+                    models.CharField(
+                        choices=[("admin", "Admin"), ("api", "Api"), ("mcp", "Mcp"), ("cli", "Cli")], max_length=8
+                    ),
+                ),
+                ("action", models.CharField(max_length=32)),
+                ("memory_id", models.BigIntegerField(blank=True, db_index=True, null=True)),
+                ("detail", models.JSONField(blank=True, default=dict)),
             ],
             options={
-                'ordering': ['-at', '-id'],
+                "ordering": ["-at", "-id"],
             },
         ),
         migrations.CreateModel(
-            name='ErasureGate',
+            name="ErasureGate",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('opened_at', models.DateTimeField()),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("opened_at", models.DateTimeField()),
             ],
         ),
         migrations.CreateModel(
-            name='ErasureReceipt',
+            name="ErasureReceipt",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('erased_at', models.DateTimeField()),
-                ('actor', models.CharField(max_length=200)),
-                ('interface', models.CharField(choices=[('admin', 'Admin'), ('api', 'Api'), ('mcp', 'Mcp'), ('cli', 'Cli')], max_length=8)),
-                ('reason', models.CharField(blank=True, max_length=500)),
-                ('memory_id', models.BigIntegerField()),
-                ('namespace', models.CharField(max_length=64)),
-                ('revision_ids', models.JSONField()),
-                ('content_hashes', models.JSONField()),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("erased_at", models.DateTimeField()),
+                ("actor", models.CharField(max_length=200)),
+                (
+                    "interface",
+                    models.CharField(
+                        choices=[("admin", "Admin"), ("api", "Api"), ("mcp", "Mcp"), ("cli", "Cli")], max_length=8
+                    ),
+                ),
+                ("reason", models.CharField(blank=True, max_length=500)),
+                ("memory_id", models.BigIntegerField()),
+                ("namespace", models.CharField(max_length=64)),
+                ("revision_ids", models.JSONField()),
+                ("content_hashes", models.JSONField()),
             ],
             options={
-                'ordering': ['-erased_at', '-id'],
+                "ordering": ["-erased_at", "-id"],
             },
         ),
         migrations.CreateModel(
-            name='Tag',
+            name="Tag",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=64)),
-                ('slug', models.CharField(max_length=64, unique=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.CharField(max_length=64)),
+                ("slug", models.CharField(max_length=64, unique=True)),
             ],
             options={
-                'ordering': ['slug'],
+                "ordering": ["slug"],
             },
         ),
         migrations.CreateModel(
-            name='Memory',
+            name="Memory",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('namespace', models.SlugField(max_length=64)),
-                ('key', models.CharField(max_length=255)),
-                ('kind', models.CharField(choices=[('fact', 'Fact'), ('preference', 'Preference'), ('decision', 'Decision'), ('skill', 'Skill'), ('note', 'Note'), ('artifact', 'Artifact'), ('event', 'Event')], default='note', max_length=16)),
-                ('state', models.CharField(choices=[('active', 'Active'), ('forgotten', 'Forgotten')], default='active', max_length=16)),
-                ('created_at', models.DateTimeField()),
-                ('tags', models.ManyToManyField(blank=True, related_name='memories', to='memories.tag')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("namespace", models.SlugField(max_length=64)),
+                ("key", models.CharField(max_length=255)),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("fact", "Fact"),
+                            ("preference", "Preference"),
+                            ("decision", "Decision"),
+                            ("skill", "Skill"),
+                            ("note", "Note"),
+                            ("artifact", "Artifact"),
+                            ("event", "Event"),
+                        ],
+                        default="note",
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[("active", "Active"), ("forgotten", "Forgotten")], default="active", max_length=16
+                    ),
+                ),
+                ("created_at", models.DateTimeField()),
+                ("tags", models.ManyToManyField(blank=True, related_name="memories", to="memories.tag")),
             ],
             options={
-                'verbose_name_plural': 'memories',
+                "verbose_name_plural": "memories",
             },
         ),
         migrations.CreateModel(
-            name='Revision',
+            name="Revision",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('content', models.TextField(blank=True)),
-                ('title', models.CharField(blank=True, max_length=300)),
-                ('subject', models.CharField(blank=True, max_length=300)),
-                ('predicate', models.CharField(blank=True, max_length=300)),
-                ('object', models.CharField(blank=True, max_length=300)),
-                ('source', models.CharField(blank=True, max_length=500)),
-                ('content_hash', models.CharField(max_length=64)),
-                ('known_at', models.DateTimeField()),
-                ('valid_from', models.DateTimeField()),
-                ('valid_to', models.DateTimeField(blank=True, null=True)),
-                ('expires_at', models.DateTimeField(blank=True, null=True)),
-                ('tombstone', models.BooleanField(default=False)),
-                ('reason', models.CharField(blank=True, max_length=500)),
-                ('author', models.CharField(max_length=200)),
-                ('interface', models.CharField(choices=[('admin', 'Admin'), ('api', 'Api'), ('mcp', 'Mcp'), ('cli', 'Cli')], max_length=8)),
-                ('embedding_model', models.CharField(blank=True, max_length=200)),
-                ('hides', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='memories.revision')),
-                ('memory', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='revisions', to='memories.memory')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("content", models.TextField(blank=True)),
+                ("title", models.CharField(blank=True, max_length=300)),
+                ("subject", models.CharField(blank=True, max_length=300)),
+                ("predicate", models.CharField(blank=True, max_length=300)),
+                ("object", models.CharField(blank=True, max_length=300)),
+                ("source", models.CharField(blank=True, max_length=500)),
+                ("content_hash", models.CharField(max_length=64)),
+                ("known_at", models.DateTimeField()),
+                ("valid_from", models.DateTimeField()),
+                ("valid_to", models.DateTimeField(blank=True, null=True)),
+                ("expires_at", models.DateTimeField(blank=True, null=True)),
+                ("tombstone", models.BooleanField(default=False)),
+                ("reason", models.CharField(blank=True, max_length=500)),
+                ("author", models.CharField(max_length=200)),
+                (
+                    "interface",
+                    models.CharField(
+                        choices=[("admin", "Admin"), ("api", "Api"), ("mcp", "Mcp"), ("cli", "Cli")], max_length=8
+                    ),
+                ),
+                ("embedding_model", models.CharField(blank=True, max_length=200)),
+                (
+                    "hides",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="memories.revision",
+                    ),
+                ),
+                (
+                    "memory",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="revisions", to="memories.memory"
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['memory', 'known_at', 'id'], name='revision_memory_known'), models.Index(fields=['content_hash'], name='revision_content_hash'), models.Index(condition=models.Q(('expires_at__isnull', False)), fields=['expires_at'], name='revision_expires')],
-                'constraints': [models.CheckConstraint(condition=models.Q(('valid_to__isnull', True), ('valid_to__gt', models.F('valid_from')), _connector='OR'), name='revision_valid_interval_not_empty'), models.CheckConstraint(condition=models.Q(('tombstone', False), ('hides__isnull', False), _connector='OR'), name='revision_tombstone_names_hidden_revision')],
+                "indexes": [
+                    models.Index(fields=["memory", "known_at", "id"], name="revision_memory_known"),
+                    models.Index(fields=["content_hash"], name="revision_content_hash"),
+                    models.Index(
+                        condition=models.Q(("expires_at__isnull", False)),
+                        fields=["expires_at"],
+                        name="revision_expires",
+                    ),
+                ],
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(
+                            ("valid_to__isnull", True), ("valid_to__gt", models.F("valid_from")), _connector="OR"
+                        ),
+                        name="revision_valid_interval_not_empty",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("tombstone", False), ("hides__isnull", False), _connector="OR"),
+                        name="revision_tombstone_names_hidden_revision",
+                    ),
+                ],
             },
         ),
         migrations.AddIndex(
-            model_name='memory',
-            index=models.Index(fields=['namespace', 'kind'], name='memory_namespace_kind'),
+            model_name="memory",
+            index=models.Index(fields=["namespace", "kind"], name="memory_namespace_kind"),
         ),
         migrations.AddConstraint(
-            model_name='memory',
-            constraint=models.UniqueConstraint(fields=('namespace', 'key'), name='memory_key_unique_per_namespace'),
+            model_name="memory",
+            constraint=models.UniqueConstraint(fields=("namespace", "key"), name="memory_key_unique_per_namespace"),
         ),
     ]

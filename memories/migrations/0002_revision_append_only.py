@@ -6,8 +6,7 @@ insert and remove inside their own transaction, so no other connection ever sees
 
 from django.db import migrations
 
-from memoryproject.migration_ops import (APPEND_ONLY_FUNCTION, DROP_APPEND_ONLY_FUNCTION, EngineSQL,
-                                         append_only_trigger)
+from memoryproject.migration_ops import APPEND_ONLY_FUNCTION, DROP_APPEND_ONLY_FUNCTION, EngineSQL, append_only_trigger
 
 FORWARD = [
     """
@@ -36,10 +35,18 @@ REVERSE = [
 
 POSTGRESQL = [
     APPEND_ONLY_FUNCTION,
-    append_only_trigger("memories_revision_no_update", "memories_revision", "update",
-                        "revisions are append-only: add a new revision instead of updating one"),
-    append_only_trigger("memories_revision_no_delete", "memories_revision", "delete",
-                        "revisions are append-only: forget (tombstone) or erase instead of deleting"),
+    append_only_trigger(
+        "memories_revision_no_update",
+        "memories_revision",
+        "update",
+        "revisions are append-only: add a new revision instead of updating one",
+    ),
+    append_only_trigger(
+        "memories_revision_no_delete",
+        "memories_revision",
+        "delete",
+        "revisions are append-only: forget (tombstone) or erase instead of deleting",
+    ),
 ]
 
 REVERSE_POSTGRESQL = [
@@ -52,5 +59,6 @@ REVERSE_POSTGRESQL = [
 class Migration(migrations.Migration):
     dependencies = [("memories", "0001_initial")]
 
-    operations = [EngineSQL(sql=FORWARD, reverse_sql=REVERSE, postgresql=POSTGRESQL,
-                            reverse_postgresql=REVERSE_POSTGRESQL)]
+    operations = [
+        EngineSQL(sql=FORWARD, reverse_sql=REVERSE, postgresql=POSTGRESQL, reverse_postgresql=REVERSE_POSTGRESQL)
+    ]

@@ -4,29 +4,28 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('memories', '0002_revision_append_only'),
+        ("memories", "0002_revision_append_only"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='ApiKey',
+            name="ApiKey",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=100)),
-                ('prefix', models.CharField(max_length=16, unique=True)),
-                ('secret_hash', models.CharField(max_length=64)),
-                ('scopes', models.JSONField()),
-                ('namespaces', models.JSONField(blank=True, null=True)),
-                ('created_at', models.DateTimeField()),
-                ('created_by', models.CharField(max_length=200)),
-                ('last_used_at', models.DateTimeField(blank=True, null=True)),
-                ('revoked_at', models.DateTimeField(blank=True, null=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.CharField(max_length=100)),
+                ("prefix", models.CharField(max_length=16, unique=True)),
+                ("secret_hash", models.CharField(max_length=64)),
+                ("scopes", models.JSONField()),
+                ("namespaces", models.JSONField(blank=True, null=True)),
+                ("created_at", models.DateTimeField()),
+                ("created_by", models.CharField(max_length=200)),
+                ("last_used_at", models.DateTimeField(blank=True, null=True)),
+                ("revoked_at", models.DateTimeField(blank=True, null=True)),
             ],
             options={
-                'verbose_name': 'API key',
-                'ordering': ['-created_at', '-id'],
+                "verbose_name": "API key",
+                "ordering": ["-created_at", "-id"],
             },
         ),
     ]

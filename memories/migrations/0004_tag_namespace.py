@@ -17,7 +17,7 @@ CHUNK = 500
 def _chunks(ids):
     ids = sorted(ids)
     for start in range(0, len(ids), CHUNK):
-        yield ids[start:start + CHUNK]
+        yield ids[start : start + CHUNK]
 
 
 def split_tags_by_namespace(apps, schema_editor):
@@ -66,7 +66,6 @@ def _check_links_now(schema_editor):
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
         ("memories", "0003_api_key"),
     ]

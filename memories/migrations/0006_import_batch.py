@@ -12,7 +12,6 @@ from django.db import migrations, models
 
 from memoryproject.migration_ops import SQLiteDatabaseOperations
 
-
 CREATE_BATCH_TABLE = (
     'CREATE TABLE IF NOT EXISTS "memories_importbatch" ("id" integer NOT NULL PRIMARY KEY AUTOINCREMENT, '
     '"state" varchar(16) NOT NULL, "trusted" bool NOT NULL, "actor" varchar(200) NOT NULL, '
@@ -23,17 +22,20 @@ CREATE_BATCH_TABLE = (
 
 def add_batch_columns(apps, schema_editor):
     with schema_editor.connection.cursor() as cursor:
-        for table, index in (("memories_memory", "memories_memory_batch_id_efe8ed68"),
-                             ("memories_revision", "memories_revision_batch_id_0923df8f")):
+        for table, index in (
+            ("memories_memory", "memories_memory_batch_id_efe8ed68"),
+            ("memories_revision", "memories_revision_batch_id_0923df8f"),
+        ):
             cursor.execute(f'PRAGMA table_info("{table}")')
             if "batch_id" not in {row[1] for row in cursor.fetchall()}:
-                cursor.execute(f'ALTER TABLE "{table}" ADD COLUMN "batch_id" bigint NULL '
-                               'REFERENCES "memories_importbatch" ("id") DEFERRABLE INITIALLY DEFERRED')
+                cursor.execute(
+                    f'ALTER TABLE "{table}" ADD COLUMN "batch_id" bigint NULL '
+                    'REFERENCES "memories_importbatch" ("id") DEFERRABLE INITIALLY DEFERRED'
+                )
             cursor.execute(f'CREATE INDEX IF NOT EXISTS "{index}" ON "{table}" ("batch_id")')
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
         ("memories", "0005_erasurereceipt_telemetry_queries_removed"),
     ]
@@ -44,9 +46,20 @@ class Migration(migrations.Migration):
                 migrations.CreateModel(
                     name="ImportBatch",
                     fields=[
-                        ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
-                        ("state", models.CharField(choices=[("writing", "Writing"), ("published", "Published")],
-                                                   default="writing", max_length=16)),
+                        (
+                            "id",
+                            models.BigAutoField(
+                                auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                            ),
+                        ),
+                        (
+                            "state",
+                            models.CharField(
+                                choices=[("writing", "Writing"), ("published", "Published")],
+                                default="writing",
+                                max_length=16,
+                            ),
+                        ),
                         ("trusted", models.BooleanField()),
                         ("actor", models.CharField(max_length=200)),
                         ("interface", models.CharField(max_length=8)),
@@ -66,14 +79,24 @@ class Migration(migrations.Migration):
                 migrations.AddField(
                     model_name="memory",
                     name="batch",
-                    field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT,
-                                            related_name="+", to="memories.importbatch"),
+                    field=models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="memories.importbatch",
+                    ),
                 ),
                 migrations.AddField(
                     model_name="revision",
                     name="batch",
-                    field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT,
-                                            related_name="+", to="memories.importbatch"),
+                    field=models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="memories.importbatch",
+                    ),
                 ),
             ],
             database_operations=[migrations.RunPython(add_batch_columns, migrations.RunPython.noop)],

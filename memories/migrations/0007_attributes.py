@@ -28,25 +28,39 @@ TRIGGERS = [
         SELECT RAISE(ABORT, 'attributes are append-only: add a new row instead of changing one');
     END
     """
-    for table in ("attributes", "attributes_tags") for verb in ("update", "delete")
+    for table in ("attributes", "attributes_tags")
+    for verb in ("update", "delete")
 ]
-DROP_TRIGGERS = [f"DROP TRIGGER IF EXISTS memories_{table}_no_{verb}"
-                 for table in ("attributes", "attributes_tags") for verb in ("update", "delete")]
+DROP_TRIGGERS = [
+    f"DROP TRIGGER IF EXISTS memories_{table}_no_{verb}"
+    for table in ("attributes", "attributes_tags")
+    for verb in ("update", "delete")
+]
 
 POSTGRESQL_TRIGGERS = [
-    append_only_trigger(f"memories_{table}_no_{verb}", f"memories_{table}", verb,
-                        "attributes are append-only: add a new row instead of changing one")
-    for table in ("attributes", "attributes_tags") for verb in ("update", "delete")
+    append_only_trigger(
+        f"memories_{table}_no_{verb}",
+        f"memories_{table}",
+        verb,
+        "attributes are append-only: add a new row instead of changing one",
+    )
+    for table in ("attributes", "attributes_tags")
+    for verb in ("update", "delete")
 ]
-POSTGRESQL_DROP_TRIGGERS = [f"DROP TRIGGER IF EXISTS memories_{table}_no_{verb} ON memories_{table}"
-                            for table in ("attributes", "attributes_tags") for verb in ("update", "delete")]
+POSTGRESQL_DROP_TRIGGERS = [
+    f"DROP TRIGGER IF EXISTS memories_{table}_no_{verb} ON memories_{table}"
+    for table in ("attributes", "attributes_tags")
+    for verb in ("update", "delete")
+]
 
 
 def _history(memory, events, tag_names):
     """[(known_at, namespace, kind, tag names, actor, interface)] of ``memory``, oldest first: its events undone."""
     kinds = [event for event in events if event.action == "rekind"]
-    kind_before = {event.pk: (kinds[index - 1].detail.get("kind") if index else event.detail.get("kind"))
-                   for index, event in enumerate(kinds)}
+    kind_before = {
+        event.pk: (kinds[index - 1].detail.get("kind") if index else event.detail.get("kind"))
+        for index, event in enumerate(kinds)
+    }
     namespace, kind, tags = memory.namespace, memory.kind, dict(tag_names)
     rows = []
     for event in reversed(events):  # newest first
@@ -88,59 +102,109 @@ def backfill(apps, schema_editor):
         after = memories[-1].pk
         ids = [memory.pk for memory in memories]
         first = {}
-        for memory_id, known_at, author, interface in (Revision.objects.filter(memory_id__in=ids)
-                                                       .order_by("-known_at", "-id")
-                                                       .values_list("memory_id", "known_at", "author", "interface")):
+        for memory_id, known_at, author, interface in (
+            Revision.objects.filter(memory_id__in=ids)
+            .order_by("-known_at", "-id")
+            .values_list("memory_id", "known_at", "author", "interface")
+        ):
             first[memory_id] = (known_at, author, interface)  # the oldest wins
         events = {}
         for event in AuditEvent.objects.filter(memory_id__in=ids, action__in=CHANGES).order_by("at", "id"):
             events.setdefault(event.memory_id, []).append(event)
         names = {}
         for memory_id, slug, name in Memory.tags.through.objects.filter(memory_id__in=ids).values_list(
-                "memory_id", "tag__slug", "tag__name"):
+            "memory_id", "tag__slug", "tag__name"
+        ):
             names.setdefault(memory_id, []).append((slug, name))
         rows, links = [], []
         for memory in memories:
             created_at, author, interface = first.get(memory.pk, (memory.created_at, "migration", "cli"))
             # A trusted import may date the memory after its first revision: the row holds from the earlier.
             memory.created_at = min(memory.created_at, created_at)
-            for known_at, namespace, kind, tags, actor, via in _history(memory, events.get(memory.pk, []),
-                                                                        names.get(memory.pk, [])):
-                rows.append(Attributes(memory_id=memory.pk, known_at=known_at, namespace=namespace, kind=kind,
-                                       author=actor or author, interface=via or interface, batch_id=memory.batch_id))
+            for known_at, namespace, kind, tags, actor, via in _history(
+                memory, events.get(memory.pk, []), names.get(memory.pk, [])
+            ):
+                rows.append(
+                    Attributes(
+                        memory_id=memory.pk,
+                        known_at=known_at,
+                        namespace=namespace,
+                        kind=kind,
+                        author=actor or author,
+                        interface=via or interface,
+                        batch_id=memory.batch_id,
+                    )
+                )
                 links.append([tag_id(namespace, slug, name) for slug, name in tags.items()])
         Attributes.objects.bulk_create(rows)
-        Link.objects.bulk_create([Link(attributes_id=row.pk, tag_id=tag) for row, tags in zip(rows, links)
-                                  for tag in tags])
+        Link.objects.bulk_create(
+            [Link(attributes_id=row.pk, tag_id=tag) for row, tags in zip(rows, links) for tag in tags]
+        )
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('memories', '0006_import_batch'),
+        ("memories", "0006_import_batch"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Attributes',
+            name="Attributes",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('known_at', models.DateTimeField()),
-                ('namespace', models.SlugField(max_length=64)),
-                ('kind', models.CharField(choices=[('fact', 'Fact'), ('preference', 'Preference'), ('decision', 'Decision'), ('skill', 'Skill'), ('note', 'Note'), ('artifact', 'Artifact'), ('event', 'Event')], max_length=16)),
-                ('author', models.CharField(max_length=200)),
-                ('interface', models.CharField(choices=[('admin', 'Admin'), ('api', 'Api'), ('mcp', 'Mcp'), ('cli', 'Cli')], max_length=8)),
-                ('batch', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='memories.importbatch')),
-                ('memory', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='attribute_rows', to='memories.memory')),
-                ('tags', models.ManyToManyField(blank=True, related_name='attribute_rows', to='memories.tag')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("known_at", models.DateTimeField()),
+                ("namespace", models.SlugField(max_length=64)),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("fact", "Fact"),
+                            ("preference", "Preference"),
+                            ("decision", "Decision"),
+                            ("skill", "Skill"),
+                            ("note", "Note"),
+                            ("artifact", "Artifact"),
+                            ("event", "Event"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("author", models.CharField(max_length=200)),
+                (
+                    "interface",
+                    models.CharField(
+                        choices=[("admin", "Admin"), ("api", "Api"), ("mcp", "Mcp"), ("cli", "Cli")], max_length=8
+                    ),
+                ),
+                (
+                    "batch",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="memories.importbatch",
+                    ),
+                ),
+                (
+                    "memory",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="attribute_rows", to="memories.memory"
+                    ),
+                ),
+                ("tags", models.ManyToManyField(blank=True, related_name="attribute_rows", to="memories.tag")),
             ],
             options={
-                'verbose_name_plural': 'attributes',
-                'indexes': [models.Index(fields=['memory', 'known_at', 'id'], name='attributes_memory_known')],
+                "verbose_name_plural": "attributes",
+                "indexes": [models.Index(fields=["memory", "known_at", "id"], name="attributes_memory_known")],
             },
         ),
         migrations.AddIndex(model_name="memory", index=models.Index(fields=["key"], name="memory_key")),
         migrations.RunPython(backfill, migrations.RunPython.noop),
-        EngineSQL(sql=TRIGGERS, reverse_sql=DROP_TRIGGERS, postgresql=POSTGRESQL_TRIGGERS,
-                  reverse_postgresql=POSTGRESQL_DROP_TRIGGERS),
+        EngineSQL(
+            sql=TRIGGERS,
+            reverse_sql=DROP_TRIGGERS,
+            postgresql=POSTGRESQL_TRIGGERS,
+            reverse_postgresql=POSTGRESQL_DROP_TRIGGERS,
+        ),
     ]

@@ -4,14 +4,13 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('memories', '0007_attributes'),
+        ("memories", "0007_attributes"),
     ]
 
     operations = [
         migrations.AlterModelOptions(
-            name='importbatch',
-            options={'verbose_name_plural': 'import batches'},
+            name="importbatch",
+            options={"verbose_name_plural": "import batches"},
         ),
     ]

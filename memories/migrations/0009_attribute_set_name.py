@@ -4,14 +4,13 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('memories', '0008_import_batch_plural'),
+        ("memories", "0008_import_batch_plural"),
     ]
 
     operations = [
         migrations.AlterModelOptions(
-            name='attributes',
-            options={'verbose_name': 'attribute set'},
+            name="attributes",
+            options={"verbose_name": "attribute set"},
         ),
     ]

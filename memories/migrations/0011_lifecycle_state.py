@@ -27,52 +27,69 @@ TRIGGERS = [
            UPDATE search_state SET generation = generation + 1 WHERE id = 1;
        END""",
 ]
-DROP_TRIGGERS = ["DROP TRIGGER IF EXISTS memories_attributes_no_update",
-                 "DROP TRIGGER IF EXISTS memories_attributes_no_delete",
-                 "DROP TRIGGER IF EXISTS search_attributes_deleted"]
+DROP_TRIGGERS = [
+    "DROP TRIGGER IF EXISTS memories_attributes_no_update",
+    "DROP TRIGGER IF EXISTS memories_attributes_no_delete",
+    "DROP TRIGGER IF EXISTS search_attributes_deleted",
+]
 
 # PostgreSQL adds the columns without a rebuild, so its triggers stay; dropping and making them again is harmless.
 POSTGRESQL_TRIGGERS = [
-    append_only_trigger(f"memories_attributes_no_{verb}", "memories_attributes", verb,
-                        "attributes are append-only: add a new row instead of changing one")
+    append_only_trigger(
+        f"memories_attributes_no_{verb}",
+        "memories_attributes",
+        verb,
+        "attributes are append-only: add a new row instead of changing one",
+    )
     for verb in ("update", "delete")
 ] + [
     "CREATE TRIGGER search_attributes_deleted AFTER DELETE ON memories_attributes FOR EACH ROW "
     "EXECUTE FUNCTION search_bump_generation()",
 ]
-POSTGRESQL_DROP_TRIGGERS = [f"DROP TRIGGER IF EXISTS {name} ON memories_attributes"
-                            for name in ("memories_attributes_no_update", "memories_attributes_no_delete",
-                                         "search_attributes_deleted")]
+POSTGRESQL_DROP_TRIGGERS = [
+    f"DROP TRIGGER IF EXISTS {name} ON memories_attributes"
+    for name in ("memories_attributes_no_update", "memories_attributes_no_delete", "search_attributes_deleted")
+]
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('memories', '0010_revision_confidence'),
+        ("memories", "0010_revision_confidence"),
         # Its trigger on memories_attributes must exist before the rebuild here, to be made again after it.
-        ('search', '0009_attributes'),
+        ("search", "0009_attributes"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='apikey',
-            name='trusted',
+            model_name="apikey",
+            name="trusted",
             field=models.BooleanField(default=True),
         ),
         # The reverse drops the triggers before the rebuild that removes the columns, and makes them again after.
-        EngineSQL(sql=migrations.RunSQL.noop, reverse_sql=TRIGGERS, postgresql=migrations.RunSQL.noop,
-                  reverse_postgresql=POSTGRESQL_TRIGGERS),
+        EngineSQL(
+            sql=migrations.RunSQL.noop,
+            reverse_sql=TRIGGERS,
+            postgresql=migrations.RunSQL.noop,
+            reverse_postgresql=POSTGRESQL_TRIGGERS,
+        ),
         migrations.AddField(
-            model_name='attributes',
-            name='reason',
+            model_name="attributes",
+            name="reason",
             field=models.CharField(blank=True, max_length=500),
         ),
         migrations.AddField(
-            model_name='attributes',
-            name='state',
-            field=models.CharField(choices=[('candidate', 'Candidate'), ('active', 'Active'), ('archived', 'Archived')], default='active', max_length=16),
+            model_name="attributes",
+            name="state",
+            field=models.CharField(
+                choices=[("candidate", "Candidate"), ("active", "Active"), ("archived", "Archived")],
+                default="active",
+                max_length=16,
+            ),
         ),
-        EngineSQL(sql=DROP_TRIGGERS + TRIGGERS, reverse_sql=DROP_TRIGGERS,
-                  postgresql=POSTGRESQL_DROP_TRIGGERS + POSTGRESQL_TRIGGERS,
-                  reverse_postgresql=POSTGRESQL_DROP_TRIGGERS),
+        EngineSQL(
+            sql=DROP_TRIGGERS + TRIGGERS,
+            reverse_sql=DROP_TRIGGERS,
+            postgresql=POSTGRESQL_DROP_TRIGGERS + POSTGRESQL_TRIGGERS,
+            reverse_postgresql=POSTGRESQL_DROP_TRIGGERS,
+        ),
     ]

@@ -24,11 +24,14 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name="routerule",
             name="pattern",
-            field=models.TextField(help_text=(
-                "A Python regular expression, matched case-insensitively anywhere in the question; its named groups "
-                "say what it extracts: lookup: id, key, tag, or attribute and entity; graph: source and target, or "
-                "entity, or question (read by the graph question table; a question it does not read goes on to the "
-                "next rule); as_of: when.")),
+            field=models.TextField(
+                help_text=(
+                    "A Python regular expression, matched case-insensitively anywhere in the question; its named groups "
+                    "say what it extracts: lookup: id, key, tag, or attribute and entity; graph: source and target, or "
+                    "entity, or question (read by the graph question table; a question it does not read goes on to the "
+                    "next rule); as_of: when."
+                )
+            ),
         ),
         migrations.RunPython(add_rule, remove_rule),
     ]

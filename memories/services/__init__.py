@@ -2,7 +2,6 @@
 
 from memories.services.audit import audit_fix
 from memories.services.batches import purge_dead_imports
-from memories.services.conflicts import conflict_memory_ids, conflict_resolve
 from memories.services.curation import memory_move
 from memories.services.erasure import database_release_free_pages, database_vacuum, memory_erase, purge_expired
 from memories.services.export import memories_export
@@ -10,12 +9,10 @@ from memories.services.hooks import hook_ingest, hook_recall, hook_report, hook_
 from memories.services.imports import memories_import
 from memories.services.learn import memory_learn
 from memories.services.lifecycle import (
-    memories_remember_new,
     memory_archive,
     memory_end,
     memory_forget,
     memory_promote,
-    memory_remember,
     memory_restore,
     memory_retag,
     memory_revise,
@@ -23,6 +20,8 @@ from memories.services.lifecycle import (
     memory_update,
 )
 from memories.services.markdown import markdown_import
+from memories.services.remember import memories_remember_new, memory_remember
+from memories.services.resolution import conflict_memory_ids, conflict_resolve
 
 __all__ = [
     "audit_fix",

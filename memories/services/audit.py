@@ -10,10 +10,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from knowledge import facts
-from memories.audit import memories_against_history, run_audit
 from memories.models import State
 from memories.records import AuditReport
-from memories.services.lifecycle import audit, check_interface
+from memories.selectors.audit import memories_against_history, run_audit
+from memories.services.revisions import audit, check_interface
 from search.indexing import repair_indexes
 
 

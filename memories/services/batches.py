@@ -26,7 +26,7 @@ from django.utils import timezone
 from memories import staging
 from memories.models import Attributes, AuditEvent, ImportBatch, Memory, Revision, Tag
 from memories.services.erasure import delete_attribute_rows, delete_revisions
-from memories.services.lifecycle import audit
+from memories.services.revisions import audit
 from memoryproject import dialect
 from search import indexing
 
@@ -47,8 +47,15 @@ def batch_begin(*, actor: str, interface: str, trusted: bool) -> ImportBatch:
     """Open a batch for an import this process is about to write."""
     now = timezone.now()
     with transaction.atomic():
-        return ImportBatch.objects.create(trusted=trusted, actor=actor, interface=interface, started_at=now,
-                                          progress_at=now, host=_host(), pid=os.getpid())
+        return ImportBatch.objects.create(
+            trusted=trusted,
+            actor=actor,
+            interface=interface,
+            started_at=now,
+            progress_at=now,
+            host=_host(),
+            pid=os.getpid(),
+        )
 
 
 def batch_progress(batch: ImportBatch) -> None:
@@ -64,8 +71,9 @@ def batch_publish(batch: ImportBatch) -> dt.datetime:
     """
     now = dialect.locked_now()
     counts_from = ImportBatch.EARLIEST if batch.trusted else now
-    ImportBatch.objects.filter(pk=batch.pk).update(state=ImportBatch.Status.PUBLISHED, published_at=now,
-                                                  progress_at=now, counts_from=counts_from)
+    ImportBatch.objects.filter(pk=batch.pk).update(
+        state=ImportBatch.Status.PUBLISHED, published_at=now, progress_at=now, counts_from=counts_from
+    )
     # The search snapshots hold which rows count: visibility changed without new rows.
     indexing.import_published()
     return now
@@ -103,12 +111,12 @@ def _take_out(batch: ImportBatch) -> None:
         if ImportBatch.objects.filter(pk=batch.pk, state=ImportBatch.Status.WRITING).exists():
             batch_abandon(batch)
     except Exception:  # noqa: BLE001 - the rows stay unpublished: purge removes them
-        logger.exception("Could not remove the rows of unpublished import batch %s; 'manage.py purge' will.",
-                         batch.pk)
+        logger.exception("Could not remove the rows of unpublished import batch %s; 'manage.py purge' will.", batch.pk)
 
 
-def write_chunks(batch: ImportBatch, items: list, *, texts: Callable[[list], list[tuple[str, str]]],
-                 write: Callable[[list], None]) -> None:
+def write_chunks(
+    batch: ImportBatch, items: list, *, texts: Callable[[list], list[tuple[str, str]]], write: Callable[[list], None]
+) -> None:
     """Call ``write(chunk)`` on ``items`` a chunk per short transaction, unseen in ``batch``.
 
     ``texts(chunk)``: the (title, content) of the revisions the chunk may add, embedded
@@ -117,7 +125,7 @@ def write_chunks(batch: ImportBatch, items: list, *, texts: Callable[[list], lis
     """
     released, start, size = None, 0, STAGED_CHUNK
     while start < len(items):
-        chunk = items[start:start + size]
+        chunk = items[start : start + size]
         start += len(chunk)
         indexing.prepare_many(texts(chunk))
         _leave_a_gap(released)
@@ -179,8 +187,10 @@ def unpublished_batches() -> list[ImportBatch]:
 
 def batch_rows(batch: ImportBatch) -> dict:
     """How many memories and revisions ``batch`` has written."""
-    return {"memories": Memory.all_objects.filter(batch=batch).count(),
-            "revisions": Revision.all_objects.filter(batch=batch).count()}
+    return {
+        "memories": Memory.all_objects.filter(batch=batch).count(),
+        "revisions": Revision.all_objects.filter(batch=batch).count(),
+    }
 
 
 def batch_abandon(batch: ImportBatch, *, progress: Callable[[int], None] | None = None) -> int:
@@ -235,7 +245,8 @@ def _drop_unused_tags(tag_ids) -> None:
     """Delete the tags of ``tag_ids`` that no memory and no attribute row carries: only the import's rows used them."""
     Tag.objects.filter(pk__in=tag_ids).filter(
         ~Exists(Memory.tags.through.objects.filter(tag_id=OuterRef("pk"))),
-        ~Exists(Attributes.tags.through.objects.filter(tag_id=OuterRef("pk")))).delete()
+        ~Exists(Attributes.tags.through.objects.filter(tag_id=OuterRef("pk"))),
+    ).delete()
 
 
 def purge_dead_imports(*, actor: str, interface: str, dry_run: bool = False) -> dict:
@@ -251,6 +262,15 @@ def purge_dead_imports(*, actor: str, interface: str, dry_run: bool = False) -> 
             continue
         batch_abandon(batch)
         with transaction.atomic():
-            audit(actor=actor, interface=interface, action="purge_import", memory_id=None, at=timezone.now(),
-                  batch_id=batch.pk, started_at=batch.started_at.isoformat(), import_actor=batch.actor, **counts)
+            audit(
+                actor=actor,
+                interface=interface,
+                action="purge_import",
+                memory_id=None,
+                at=timezone.now(),
+                batch_id=batch.pk,
+                started_at=batch.started_at.isoformat(),
+                import_actor=batch.actor,
+                **counts,
+            )
     return totals

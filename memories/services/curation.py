@@ -8,8 +8,15 @@ from django.db import transaction
 from memories import selectors, validation
 from memories.models import Memory, Revision, Tag
 from memories.records import ChangeResult, MemoryRecord
-from memories.services.lifecycle import (UNFINISHED_IMPORT_ADVICE, append_attributes, audit, check_interface,
-                                         get_memory, record_now, tag_objects)
+from memories.services.revisions import (
+    UNFINISHED_IMPORT_ADVICE,
+    append_attributes,
+    audit,
+    check_interface,
+    get_memory,
+    record_now,
+    tag_objects,
+)
 from memoryproject import dialect
 from memoryproject.exceptions import Conflict, DuplicateContent
 from search import indexing
@@ -70,18 +77,27 @@ def memory_move(*, memory_id: int, namespace: str, actor: str, interface: str) -
                 raise DuplicateContent(
                     f"Memory {memory.pk} cannot move to {namespace!r}: memory {twin.pk} ({twin.namespace}/{twin.key}) "
                     f"already holds exactly this content there. Forget or erase one of the two first.",
-                    memory_id=twin.pk, field="namespace",
+                    memory_id=twin.pk,
+                    field="namespace",
                 )
         moved_from = memory.namespace
         # Search keys a memory's terms by its namespace: they are added under the new one and kept under the
         # old, and the namespace as of each query's time (the attribute rows) decides which count.
         # all_objects: revisions an unfinished import added to the memory move with it.
-        indexing.move_revisions(list(Revision.all_objects.filter(memory=memory).values_list("pk", flat=True)),
-                                to_namespace=namespace)
+        indexing.move_revisions(
+            list(Revision.all_objects.filter(memory=memory).values_list("pk", flat=True)), to_namespace=namespace
+        )
         memory.namespace = namespace
         memory.save(update_fields=["namespace"])
         _move_tags(memory, namespace)
         append_attributes(memory, known_at=now, actor=actor, interface=interface)
-        audit(actor=actor, interface=interface, action="move", memory_id=memory.pk, at=now,
-              from_namespace=moved_from, to_namespace=namespace)
+        audit(
+            actor=actor,
+            interface=interface,
+            action="move",
+            memory_id=memory.pk,
+            at=now,
+            from_namespace=moved_from,
+            to_namespace=namespace,
+        )
         return ChangeResult(memory=_shown(memory, now), changed=True)

@@ -22,14 +22,14 @@ from django.db import connection, transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
+from knowledge import facts
+from knowledge.models import Fact
 from memories import validation
 from memories.models import Attributes, AuditEvent, ErasureGate, ErasureReceipt, Memory, Revision, Tag
-from memories.services.lifecycle import audit, check_interface, get_memory
+from memories.services.revisions import audit, check_interface, get_memory
 from memoryproject import dialect
 from memoryproject.exceptions import InvalidInput
 from memoryproject.timeparse import parse_optional_instant
-from knowledge import facts
-from knowledge.models import Fact
 from search import indexing
 from telemetry import selectors as telemetry_selectors
 from telemetry import services as telemetry
@@ -89,8 +89,10 @@ def _truncate_wal() -> None:
         cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         busy, _, _ = cursor.fetchone()
     if busy:
-        logger.warning("After an erasure the WAL could not be emptied (a reader was busy); the erased text "
-                       "stays in the -wal file until the next checkpoint.")
+        logger.warning(
+            "After an erasure the WAL could not be emptied (a reader was busy); the erased text "
+            "stays in the -wal file until the next checkpoint."
+        )
 
 
 def _text_tables(cursor) -> list[str]:
@@ -117,8 +119,9 @@ def _vacuum_text_tables(*, full: bool) -> None:
     with connection.cursor() as cursor:
         tables = _text_tables(cursor)
         # Names from the models and the search module, quoted; VACUUM takes no parameters.
-        cursor.execute(("VACUUM (FULL) " if full else "VACUUM ")
-                       + ", ".join(connection.ops.quote_name(table) for table in tables))
+        cursor.execute(
+            ("VACUUM (FULL) " if full else "VACUUM ") + ", ".join(connection.ops.quote_name(table) for table in tables)
+        )
 
 
 def _clean_up_after_erasure() -> None:
@@ -185,8 +188,10 @@ def memory_erase(*, memory_id: int, actor: str, interface: str, reason: str | No
         # Telemetry names the memory, and its recalls' and injections' queries can say as much as the text.
         queries_removed = telemetry.memory_traces_erase(memory_id=memory_id)
         history = Attributes.all_objects.filter(memory=memory)
-        tag_ids = {*memory.tags.values_list("pk", flat=True),
-                   *Tag.objects.filter(attribute_rows__in=history).values_list("pk", flat=True)}
+        tag_ids = {
+            *memory.tags.values_list("pk", flat=True),
+            *Tag.objects.filter(attribute_rows__in=history).values_list("pk", flat=True),
+        }
         delete_attribute_rows(history)
         memory.delete()
         # A tag can say as much as the text: drop the ones only this memory used (now or in its history),
@@ -194,12 +199,25 @@ def memory_erase(*, memory_id: int, actor: str, interface: str, reason: str | No
         Tag.objects.filter(pk__in=tag_ids, memories__isnull=True, attribute_rows__isnull=True).delete()
         AuditEvent.objects.filter(memory_id=memory_id).update(detail={})
         receipt = ErasureReceipt.objects.create(
-            erased_at=now, actor=actor, interface=interface, reason=reason, memory_id=memory_id,
-            namespace=memory.namespace, revision_ids=revision_ids,
-            content_hashes=[content_hash for _, content_hash in revisions], telemetry_queries_removed=queries_removed,
+            erased_at=now,
+            actor=actor,
+            interface=interface,
+            reason=reason,
+            memory_id=memory_id,
+            namespace=memory.namespace,
+            revision_ids=revision_ids,
+            content_hashes=[content_hash for _, content_hash in revisions],
+            telemetry_queries_removed=queries_removed,
         )
-        audit(actor=actor, interface=interface, action="erase", memory_id=memory_id, at=now,
-              receipt_id=receipt.pk, revision_ids=revision_ids)
+        audit(
+            actor=actor,
+            interface=interface,
+            action="erase",
+            memory_id=memory_id,
+            at=now,
+            receipt_id=receipt.pk,
+            revision_ids=revision_ids,
+        )
         # robust: the erasure has committed by then; a busy checkpoint (or VACUUM) must not turn it into an error.
         transaction.on_commit(_clean_up_after_erasure, robust=True)
     return receipt
@@ -215,7 +233,8 @@ def _purge_batch(expired_ids: list[int], *, now: dt.datetime) -> dict:
     """
     gone = set(expired_ids)
     tombstones = list(
-        Revision.objects.filter(tombstone=True, hides_id__in=gone).exclude(pk__in=gone)
+        Revision.objects.filter(tombstone=True, hides_id__in=gone)
+        .exclude(pk__in=gone)
         .only("id", "memory_id", "known_at")
     )
     repoint = {}
@@ -241,7 +260,8 @@ def _purge_batch(expired_ids: list[int], *, now: dt.datetime) -> dict:
     emptied = list(
         Memory.objects.filter(pk__in=memory_ids)
         .filter(~Exists(Revision.objects.filter(memory=OuterRef("pk"))))
-        .order_by("pk").values_list("pk", flat=True)
+        .order_by("pk")
+        .values_list("pk", flat=True)
     )
     delete_attribute_rows(Attributes.all_objects.filter(memory_id__in=emptied))
     Memory.objects.filter(pk__in=emptied).delete()
@@ -261,14 +281,26 @@ def _purge_telemetry(cutoff: dt.datetime, *, actor: str, interface: str) -> int:
         counts = telemetry.telemetry_purge(before=cutoff)
         removed = sum(counts.values())
         if removed:
-            audit(actor=actor, interface=interface, action="purge_telemetry", memory_id=None, at=timezone.now(),
-                  older_than=cutoff.isoformat(), **counts)
+            audit(
+                actor=actor,
+                interface=interface,
+                action="purge_telemetry",
+                memory_id=None,
+                at=timezone.now(),
+                older_than=cutoff.isoformat(),
+                **counts,
+            )
     return removed
 
 
 def purge_expired(
-    *, actor: str, interface: str, now: dt.datetime | None = None, dry_run: bool = False,
-    batch_size: int = PURGE_BATCH_SIZE, progress: Callable[[int, int], None] | None = None,
+    *,
+    actor: str,
+    interface: str,
+    now: dt.datetime | None = None,
+    dry_run: bool = False,
+    batch_size: int = PURGE_BATCH_SIZE,
+    progress: Callable[[int, int], None] | None = None,
 ) -> dict:
     """Delete revisions whose TTL ran out by ``now`` (default: the clock), and return the counts.
 
@@ -296,15 +328,24 @@ def purge_expired(
                 if not batch:
                     break
                 counts = _purge_batch(batch, now=now)
-                audit(actor=actor, interface=interface, action="purge", memory_id=None, at=timezone.now(),
-                      expired_before=now.isoformat(), revision_ids=counts.pop("revision_ids"),
-                      memory_ids=counts.pop("memory_ids"), **counts)
+                audit(
+                    actor=actor,
+                    interface=interface,
+                    action="purge",
+                    memory_id=None,
+                    at=timezone.now(),
+                    expired_before=now.isoformat(),
+                    revision_ids=counts.pop("revision_ids"),
+                    memory_ids=counts.pop("memory_ids"),
+                    **counts,
+                )
             for name, value in counts.items():
                 totals[name] += value
             if progress:
                 progress(totals["revisions"], max(total, totals["revisions"]))
-        totals["telemetry"] = _purge_telemetry(now - dt.timedelta(days=settings.MEMORY_TELEMETRY_DAYS),
-                                               actor=actor, interface=interface)
+        totals["telemetry"] = _purge_telemetry(
+            now - dt.timedelta(days=settings.MEMORY_TELEMETRY_DAYS), actor=actor, interface=interface
+        )
         if dry_run:
             transaction.set_rollback(True)
     return {**totals, "dry_run": dry_run}

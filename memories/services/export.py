@@ -28,8 +28,18 @@ DOCUMENT_FIELDS = {"format", "version", "exported_at", "as_of", "namespace", "me
 # A memory's confidence (memories.confidence) at the cutoff is information for the reader: import ignores it.
 MEMORY_FIELDS = {"namespace", "key", "kind", "tags", "state", "created_at", "confidence", "revisions"}
 TIME_FIELDS = ("known_at", "valid_from", "valid_to", "expires_at")
-TEXT_FIELDS = ("title", "content", "subject", "predicate", "object", "source", "content_hash", "reason",
-               "author", "interface")
+TEXT_FIELDS = (
+    "title",
+    "content",
+    "subject",
+    "predicate",
+    "object",
+    "source",
+    "content_hash",
+    "reason",
+    "author",
+    "interface",
+)
 # The writer's stated confidence, 0..1, or null when not stated.
 NUMBER_FIELDS = ("confidence",)
 REVISION_FIELDS = {*TIME_FIELDS, "tombstone", "hides", *TEXT_FIELDS, *NUMBER_FIELDS}
@@ -41,13 +51,19 @@ def _memory_ids(values) -> list[int]:
     if any(isinstance(value, bool) or not isinstance(value, int) or value < 1 for value in values):
         raise InvalidInput("memory_ids: every id must be a positive integer.", field="memory_ids")
     if len(values) > EXPORT_SELECTED_MAX:
-        raise InvalidInput(f"memory_ids: {len(values)} ids is over the limit of {EXPORT_SELECTED_MAX}; export a "
-                           "namespace instead.", field="memory_ids")
+        raise InvalidInput(
+            f"memory_ids: {len(values)} ids is over the limit of {EXPORT_SELECTED_MAX}; export a namespace instead.",
+            field="memory_ids",
+        )
     return sorted(set(values))
 
 
 def memories_export(
-    *, namespace: str | None = None, memory_ids=None, as_of=None, batch_size: int = EXPORT_BATCH_SIZE,
+    *,
+    namespace: str | None = None,
+    memory_ids=None,
+    as_of=None,
+    batch_size: int = EXPORT_BATCH_SIZE,
     progress: Callable[[int, int], None] | None = None,
 ) -> Iterator[str]:
     """Return the export document as an iterator of text chunks, reading ``batch_size`` memories at a time.
@@ -72,18 +88,29 @@ def memories_export(
         memories = memories.filter(Q(there) | (Q(namespace=namespace) & Q(rowless)))
     if ids is not None:
         memories = memories.filter(pk__in=ids)
-    header = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "exported_at": format_instant(timezone.now()),
-              "as_of": format_instant(cutoff), "namespace": namespace}
+    header = {
+        "format": EXPORT_FORMAT,
+        "version": EXPORT_VERSION,
+        "exported_at": format_instant(timezone.now()),
+        "as_of": format_instant(cutoff),
+        "namespace": namespace,
+    }
     return _export_chunks(memories, header=header, cutoff=cutoff, batch_size=batch_size, progress=progress)
 
 
 def _export_chunks(memories, *, header, cutoff, batch_size, progress) -> Iterator[str]:
     total = memories.count() if progress else 0
-    revisions = Prefetch("revisions", queryset=Revision.objects.known_by(cutoff).order_by("known_at", "id"),
-                         to_attr="exported_revisions")
+    revisions = Prefetch(
+        "revisions", queryset=Revision.objects.known_by(cutoff).order_by("known_at", "id"), to_attr="exported_revisions"
+    )
     # A memory's tags as of the cutoff are its attribute row's (Memory.tags are today's).
-    attributes = Prefetch("attribute_rows", to_attr="exported_attributes", queryset=Attributes.objects.as_of(cutoff)
-                          .prefetch_related(Prefetch("tags", queryset=Tag.objects.order_by("slug"))))
+    attributes = Prefetch(
+        "attribute_rows",
+        to_attr="exported_attributes",
+        queryset=Attributes.objects.as_of(cutoff).prefetch_related(
+            Prefetch("tags", queryset=Tag.objects.order_by("slug"))
+        ),
+    )
     yield json.dumps(header, ensure_ascii=False)[:-1] + ', "memories": ['
     done, after = 0, 0
     while True:
@@ -114,14 +141,16 @@ def _memory_entry(memory: Memory, *, confidence: float | None) -> dict:
     # Namespace, kind, tags and lifecycle state at the cutoff; today's for a memory without attribute rows then.
     then = memory.exported_attributes[0] if memory.exported_attributes else memory
     # Forgotten at the cutoff when a tombstone came last; else the recorded state (stale is read, never stored).
-    state = State.FORGOTTEN.value if revisions[-1].tombstone else (
-        Lifecycle.ACTIVE.value if then is memory else then.state)
+    state = (
+        State.FORGOTTEN.value if revisions[-1].tombstone else (Lifecycle.ACTIVE.value if then is memory else then.state)
+    )
     return {
         "namespace": then.namespace,
         "key": memory.key,
         "kind": then.kind,
-        "tags": [tag.name for tag in then.tags.order_by("slug")] if then is memory else [
-            tag.name for tag in then.tags.all()],
+        "tags": [tag.name for tag in then.tags.order_by("slug")]
+        if then is memory
+        else [tag.name for tag in then.tags.all()],
         "state": state,
         "created_at": format_instant(memory.created_at),
         "confidence": confidence,

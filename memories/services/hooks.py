@@ -7,8 +7,8 @@
 - ``hook_used``: the harness hands over the answer that followed an injection, and the
   injected memories the answer used are marked (the signal injection-aware ranking counts).
 
-Each takes the ``Caller`` the interface authenticated and asks it for scopes and
-namespaces, records telemetry rows through ``telemetry.services`` (ids and counts, never
+Each takes the ``Caller`` the interface authenticated, whose scope the door has checked
+(``api.views``), asks it for namespaces, records telemetry rows through ``telemetry.services`` (ids and counts, never
 memory text), and raises domain errors from ``memoryproject.exceptions``.
 """
 
@@ -22,9 +22,11 @@ from django.utils import timezone
 
 from memories import selectors, validation
 from memories.access import Caller
-from memories.models import Kind, Memory, Revision, Scope
+from memories.models import Kind, Memory, Revision
 from memories.records import MemoryRecord
-from memories.services.lifecycle import get_memory, memory_remember, memory_revise
+from memories.services.lifecycle import memory_revise
+from memories.services.remember import memory_remember
+from memories.services.revisions import get_memory
 from memoryproject.exceptions import InvalidInput, NotFound, TooLarge
 from memoryproject.storage import SIDE_WRITE_SKIPPED
 from search import duplicates, hits, text
@@ -91,8 +93,9 @@ def _budget(value) -> int:
         return settings.MEMORY_HOOK_BUDGET
     top = settings.MEMORY_HOOK_BUDGET_MAX
     if isinstance(value, bool) or not isinstance(value, int) or not wrapper.BUDGET_MIN <= value <= top:
-        raise InvalidInput(f"budget: {value!r} is out of range {wrapper.BUDGET_MIN}..{top} (characters).",
-                           field="budget")
+        raise InvalidInput(
+            f"budget: {value!r} is out of range {wrapper.BUDGET_MIN}..{top} (characters).", field="budget"
+        )
     return value
 
 
@@ -100,8 +103,9 @@ def _injected(result, *, min_score: float | None) -> list:
     """The hits of a recall a prompt gets: never a held memory; with ``min_score``, or in keyword or semantic mode
     (the caller chose what counts), every other hit; otherwise those relevant on their own, the first of them and
     each other scoring at least INJECT_SCORE_SHARE of its score (hits come best first)."""
-    held = selectors.held_memories([hit.memory.id for hit in result.hits if hit.memory.state == "candidate"],
-                                   as_of=result.as_of)
+    held = selectors.held_memories(
+        [hit.memory.id for hit in result.hits if hit.memory.state == "candidate"], as_of=result.as_of
+    )
     candidates = [hit for hit in result.hits if hit.memory.id not in held]
     if min_score is not None or result.mode != "hybrid":
         return candidates
@@ -142,43 +146,83 @@ def hook_recall(
     (so erasing one also removes the query). Recall is a read: where the database refuses that
     row (full, read-only), the block is still returned, with ``recall_id`` None.
     """
-    caller.require(Scope.READ)
     budget = _budget(budget)
     harness = _name(harness, field="harness", required=False)
     hook = _name(hook, field="hook", required=False)
     session = _session(session)
     namespaces = caller.namespaces_to_read(namespace)
-    result = selectors.memory_recall(query=query, namespace=namespaces, tags=tags, kinds=kinds, limit=limit, mode=mode,
-                                     min_score=min_score, states=states, min_confidence=min_confidence)
+    result = selectors.memory_recall(
+        query=query,
+        namespace=namespaces,
+        tags=tags,
+        kinds=kinds,
+        limit=limit,
+        mode=mode,
+        min_score=min_score,
+        states=states,
+        min_confidence=min_confidence,
+    )
     injected = _injected(result, min_score=min_score)
     tokens = text.clean_query(query).terms
     entries = [
-        wrapper.Entry(memory_id=hit.memory.id, namespace=hit.memory.namespace, key=hit.memory.key,
-                      title=hit.memory.title, age=hit.age, state=hit.memory.state,
-                      content=hit.memory.content if len(hit.memory.content) <= INJECT_WHOLE_CHARS_MAX
-                      else hits.snippet(hit.memory.content, tokens, marked=False))
+        wrapper.Entry(
+            memory_id=hit.memory.id,
+            namespace=hit.memory.namespace,
+            key=hit.memory.key,
+            title=hit.memory.title,
+            age=hit.age,
+            state=hit.memory.state,
+            content=hit.memory.content
+            if len(hit.memory.content) <= INJECT_WHOLE_CHARS_MAX
+            else hits.snippet(hit.memory.content, tokens, marked=False),
+        )
         for hit in injected
     ]
     block = wrapper.build(entries, budget=budget)
     shown = [
-        HookHit(memory_id=hit.memory.id, revision_id=hit.memory.revision_id, namespace=hit.memory.namespace,
-                key=hit.memory.key, title=hit.memory.title, score=hit.score, age=hit.age, state=hit.memory.state)
-        for hit in injected[:block.shown]
+        HookHit(
+            memory_id=hit.memory.id,
+            revision_id=hit.memory.revision_id,
+            namespace=hit.memory.namespace,
+            key=hit.memory.key,
+            title=hit.memory.title,
+            score=hit.score,
+            age=hit.age,
+            state=hit.memory.state,
+        )
+        for hit in injected[: block.shown]
     ]
     try:
-        recall_id = telemetry.hook_recall_create(actor=caller.actor, harness=harness, hook=hook, session=session,
-                                                 namespaces=namespaces, query=query, hits=len(shown),
-                                                 characters=len(block.text),
-                                                 memory_ids=[hit.memory.id for hit in result.hits])
+        recall_id = telemetry.hook_recall_create(
+            actor=caller.actor,
+            harness=harness,
+            hook=hook,
+            session=session,
+            namespaces=namespaces,
+            query=query,
+            hits=len(shown),
+            characters=len(block.text),
+            memory_ids=[hit.memory.id for hit in result.hits],
+        )
     except SIDE_WRITE_SKIPPED as error:
         recall_id = None
         # The agent still gets its block; the operator has to act on the database.
         logger.warning("hooks/recall answered without its telemetry row: %s", error.message)
     return HookBlock(
-        query=query, block=block.text, characters=len(block.text), budget=budget, truncated=block.truncated,
-        hits=shown, omitted=len(injected) - len(shown), held_back=len(result.hits) - len(injected),
-        terms=result.terms, match_mode=result.match_mode,
-        mode=result.mode, note=result.note, hint=result.hint, recall_id=recall_id,
+        query=query,
+        block=block.text,
+        characters=len(block.text),
+        budget=budget,
+        truncated=block.truncated,
+        hits=shown,
+        omitted=len(injected) - len(shown),
+        held_back=len(result.hits) - len(injected),
+        terms=result.terms,
+        match_mode=result.match_mode,
+        mode=result.mode,
+        note=result.note,
+        hint=result.hint,
+        recall_id=recall_id,
     )
 
 
@@ -202,11 +246,12 @@ def _refresh(memory_id: int, *, ttl_days: int, caller: Caller) -> MemoryRecord:
 def _captured_text(content, text) -> tuple[str, str]:
     """The checked text to keep, given as ``content`` or by its older name ``text``, and the name it came by."""
     if content is None and text is None:
-        raise InvalidInput("content: required (the captured text to keep; 'text' is its older name).",
-                           field="content")
+        raise InvalidInput("content: required (the captured text to keep; 'text' is its older name).", field="content")
     if content is not None and text is not None and content != text:
-        raise InvalidInput("content and text are two names for the same field and were given different values; "
-                           "send only content.", field="text")
+        raise InvalidInput(
+            "content and text are two names for the same field and were given different values; send only content.",
+            field="text",
+        )
     named = "content" if content is not None else "text"
     return validation.content(content if content is not None else text, field=named), named
 
@@ -234,8 +279,7 @@ def hook_ingest(
     ``InjectionSuspected`` naming the pattern, and the refusal is counted (a
     ``RefusedIngest`` row, without the text). ``text`` is the older name of ``content``.
     """
-    caller.require(Scope.WRITE)
-    namespace = caller.namespace_to_write(namespace)
+    namespace = caller.home_namespace(namespace)
     harness = _name(harness, field="harness", required=False)
     hook = _name(hook, field="hook", required=False)
     session = _session(session)
@@ -243,15 +287,25 @@ def hook_ingest(
     kind = validation.kind(kind)
     title = validation.short_text(title, field="title", limit=validation.TITLE_MAX)
     tags = validation.tags(tags)
-    source = (validation.short_text(source, field="source", limit=validation.SOURCE_MAX) if source is not None
-              else _source(harness, hook, session))
+    source = (
+        validation.short_text(source, field="source", limit=validation.SOURCE_MAX)
+        if source is not None
+        else _source(harness, hook, session)
+    )
     ttl_days = settings.MEMORY_HOOK_TTL_DAYS if ttl_days is None else validation.ttl_days(ttl_days)
 
     pattern = screening.suspected_injection(f"{title}\n{content}")
     if pattern is not None:
         # Outside any transaction of ours: the count must stay although the request fails.
-        telemetry.refused_ingest_create(actor=caller.actor, harness=harness, hook=hook, session=session,
-                                        namespace=namespace, pattern=pattern.name, characters=len(content))
+        telemetry.refused_ingest_create(
+            actor=caller.actor,
+            harness=harness,
+            hook=hook,
+            session=session,
+            namespace=namespace,
+            pattern=pattern.name,
+            characters=len(content),
+        )
         raise InjectionSuspected(
             f"{named}: refused because it {pattern.description} (pattern {pattern.name!r}); captured text is "
             "replayed to models as memory, so text written to steer one is not stored. Remove that passage "
@@ -264,19 +318,46 @@ def hook_ingest(
         twin = duplicates.find_near_twin(content, namespace=namespace, title=title)
         if twin is not None:
             record = _refresh(twin.memory_id, ttl_days=ttl_days, caller=caller)
-            return IngestResult(status="refreshed", memory_id=record.id, revision_id=record.revision_id,
-                                namespace=record.namespace, cosine=twin.cosine, expires_at=record.expires_at)
+            return IngestResult(
+                status="refreshed",
+                memory_id=record.id,
+                revision_id=record.revision_id,
+                namespace=record.namespace,
+                cosine=twin.cosine,
+                expires_at=record.expires_at,
+            )
     # No near twin was found above (or the text is an exact duplicate): no need to look again.
-    result = memory_remember(namespace=namespace, content=content, kind=kind, title=title or None, tags=tags,
-                             source=source or None, ttl_days=ttl_days, look_for_near_twin=False,
-                             state=caller.new_memory_state, **caller.credit)
+    result = memory_remember(
+        namespace=namespace,
+        content=content,
+        kind=kind,
+        title=title or None,
+        tags=tags,
+        source=source or None,
+        ttl_days=ttl_days,
+        look_for_near_twin=False,
+        state=caller.new_memory_state,
+        **caller.credit,
+    )
     record = result.memory
     if result.deduplicated:
         record = _refresh(record.id, ttl_days=ttl_days, caller=caller)
-        return IngestResult(status="duplicate", memory_id=record.id, revision_id=record.revision_id,
-                            namespace=record.namespace, cosine=None, expires_at=record.expires_at)
-    return IngestResult(status="created", memory_id=record.id, revision_id=record.revision_id,
-                        namespace=record.namespace, cosine=None, expires_at=record.expires_at)
+        return IngestResult(
+            status="duplicate",
+            memory_id=record.id,
+            revision_id=record.revision_id,
+            namespace=record.namespace,
+            cosine=None,
+            expires_at=record.expires_at,
+        )
+    return IngestResult(
+        status="created",
+        memory_id=record.id,
+        revision_id=record.revision_id,
+        namespace=record.namespace,
+        cosine=None,
+        expires_at=record.expires_at,
+    )
 
 
 def _positive_int(value, *, field: str) -> int:
@@ -290,14 +371,12 @@ def _report_items(memories) -> list[tuple[int, int]]:
     if not isinstance(memories, (list, tuple)):
         raise InvalidInput("memories: expected a list of {memory_id, revision_id} objects.", field="memories")
     if len(memories) > REPORT_MEMORIES_MAX:
-        raise TooLarge(f"memories: {len(memories)} items is over the limit of {REPORT_MEMORIES_MAX}.",
-                       field="memories")
+        raise TooLarge(f"memories: {len(memories)} items is over the limit of {REPORT_MEMORIES_MAX}.", field="memories")
     items, seen = [], set()
     for index, item in enumerate(memories):
         where = f"memories[{index}]"
         if not isinstance(item, dict) or set(item) != {"memory_id", "revision_id"}:
-            raise InvalidInput(f"{where}: expected an object with exactly memory_id and revision_id.",
-                               field="memories")
+            raise InvalidInput(f"{where}: expected an object with exactly memory_id and revision_id.", field="memories")
         memory_id = _positive_int(item["memory_id"], field=f"{where}.memory_id")
         revision_id = _positive_int(item["revision_id"], field=f"{where}.revision_id")
         if memory_id in seen:
@@ -309,19 +388,24 @@ def _report_items(memories) -> list[tuple[int, int]]:
 
 def _check_reported(caller: Caller, items: list[tuple[int, int]]) -> None:
     """Refuse memories the caller may not see exactly as ``check_memory`` does, and foreign revision ids."""
-    namespaces = dict(Memory.objects.filter(pk__in=[memory_id for memory_id, _ in items])
-                      .values_list("pk", "namespace"))
+    namespaces = dict(
+        Memory.objects.filter(pk__in=[memory_id for memory_id, _ in items]).values_list("pk", "namespace")
+    )
     for memory_id, _ in items:
         if memory_id not in namespaces or not caller.may_use(namespaces[memory_id]):
             caller.check_memory(memory_id)  # raises for a caller limited to some namespaces
             get_memory(memory_id)  # raises for a missing memory
             raise NotFound(f"Memory {memory_id} not found.", field="id")  # not reached
-    owners = dict(Revision.objects.filter(pk__in=[revision_id for _, revision_id in items])
-                  .values_list("pk", "memory_id"))
+    owners = dict(
+        Revision.objects.filter(pk__in=[revision_id for _, revision_id in items]).values_list("pk", "memory_id")
+    )
     for index, (memory_id, revision_id) in enumerate(items):
         if owners.get(revision_id) != memory_id:
-            raise InvalidInput(f"memories[{index}].revision_id: {revision_id} is not a revision of memory "
-                               f"{memory_id}. Report the revision_id the recall gave.", field="memories")
+            raise InvalidInput(
+                f"memories[{index}].revision_id: {revision_id} is not a revision of memory "
+                f"{memory_id}. Report the revision_id the recall gave.",
+                field="memories",
+            )
 
 
 def hook_report(
@@ -335,18 +419,19 @@ def hook_report(
     memories: list,
 ) -> InjectionRecord:
     """Record that ``harness``'s ``hook`` injected a block of ``characters`` carrying these memory revisions."""
-    caller.require(Scope.READ)
     harness = _name(harness, field="harness", required=True)
     hook = _name(hook, field="hook", required=True)
     session = _session(session)
     query = validation.query_text(query, required=False)
     if isinstance(characters, bool) or not isinstance(characters, int) or not 0 <= characters <= REPORT_CHARACTERS_MAX:
-        raise InvalidInput(f"characters: {characters!r} is out of range 0..{REPORT_CHARACTERS_MAX}.",
-                           field="characters")
+        raise InvalidInput(
+            f"characters: {characters!r} is out of range 0..{REPORT_CHARACTERS_MAX}.", field="characters"
+        )
     items = _report_items(memories)
     _check_reported(caller, items)
-    return telemetry.injection_create(actor=caller.actor, harness=harness, hook=hook, session=session, query=query,
-                                      characters=characters, items=items)
+    return telemetry.injection_create(
+        actor=caller.actor, harness=harness, hook=hook, session=session, query=query, characters=characters, items=items
+    )
 
 
 def answer_uses(memory_words: set[str], answer_words: set[str]) -> bool:
@@ -369,17 +454,18 @@ def hook_used(*, caller: Caller, session: str = "", answer: str, injection: int 
     ``injection``: the id ``hook_report`` returned; without it, the caller's newest injection
     in ``session``. Nothing to mark (no injection yet) is an answer with ``injection`` null.
     """
-    caller.require(Scope.READ)
     session = _session(session)
     if not isinstance(answer, str):
         raise InvalidInput(f"answer: expected text, got {type(answer).__name__}.", field="answer")
     if len(answer) > ANSWER_MAX_CHARS:
-        raise TooLarge(f"answer: {len(answer)} characters is over the limit of {ANSWER_MAX_CHARS}; send its end.",
-                       field="answer")
+        raise TooLarge(
+            f"answer: {len(answer)} characters is over the limit of {ANSWER_MAX_CHARS}; send its end.", field="answer"
+        )
     if injection is None:
         if not session:
-            raise InvalidInput("Give injection (the id hooks/report/ returned) or the session it was reported in.",
-                               field="injection")
+            raise InvalidInput(
+                "Give injection (the id hooks/report/ returned) or the session it was reported in.", field="injection"
+            )
         injection = telemetry_selectors.latest_injection(actor=caller.actor, session=session)
         if injection is None:
             return UsedRecord(injection=None, used=[], unused=[])
@@ -389,8 +475,9 @@ def hook_used(*, caller: Caller, session: str = "", answer: str, injection: int 
     if reported is None:
         raise NotFound(f"Injection {injection} not found among this key's reports.", field="injection")
     query, items = reported
-    contents = dict(Revision.objects.filter(pk__in=[revision_id for _, revision_id in items])
-                    .values_list("pk", "content"))
+    contents = dict(
+        Revision.objects.filter(pk__in=[revision_id for _, revision_id in items]).values_list("pk", "content")
+    )
     asked = text.content_stems(query)
     answer_words = text.content_stems(answer) - asked
     used, unused = [], []

@@ -37,7 +37,9 @@ from memories.services.export import (
     TEXT_FIELDS,
     TIME_FIELDS,
 )
-from memories.services.lifecycle import (
+from memories.services.lifecycle import memory_archive
+from memories.services.remember import memory_remember
+from memories.services.revisions import (
     UNFINISHED_IMPORT_ADVICE,
     add_tags,
     append_attributes,
@@ -46,8 +48,6 @@ from memories.services.lifecycle import (
     audit,
     audit_many,
     check_interface,
-    memory_archive,
-    memory_remember,
     recorded_state,
     tag_objects,
     validity_interval,
@@ -56,7 +56,6 @@ from memoryproject.exceptions import Conflict, DuplicateContent, InvalidInput, M
 from memoryproject.jsontext import parse_strict_json
 from memoryproject.storage import WRITE_REFUSALS
 from memoryproject.timeparse import format_instant, parse_optional_instant
-from search import indexing
 
 # Enough to fix a file in one go without burying the first problem.
 PROBLEMS_SHOWN = 20
@@ -137,20 +136,25 @@ def _parse_document(document) -> dict:
         except ValueError as error:
             raise InvalidInput(f"document: not valid JSON ({error}).", field="document") from None
     if not isinstance(document, dict) or not isinstance(document.get("memories"), list):
-        raise InvalidInput("document: expected a JSON object with a 'memories' list (the format export writes).",
-                           field="document")
+        raise InvalidInput(
+            "document: expected a JSON object with a 'memories' list (the format export writes).", field="document"
+        )
     _reject_unknown(document, DOCUMENT_FIELDS)
     if document.get("format", EXPORT_FORMAT) != EXPORT_FORMAT:
         raise InvalidInput(f"format: {document['format']!r} is not {EXPORT_FORMAT!r}.", field="format")
     if document.get("version", EXPORT_VERSION) != EXPORT_VERSION:
-        raise InvalidInput(f"version: {document['version']!r} is not a version this server reads "
-                           f"({EXPORT_VERSION}).", field="version")
+        raise InvalidInput(
+            f"version: {document['version']!r} is not a version this server reads ({EXPORT_VERSION}).", field="version"
+        )
     for name in ("exported_at", "as_of"):
         parse_optional_instant(document.get(name), field=name)
     limit = settings.MEMORY_MAX_IMPORT_ITEMS
     if len(document["memories"]) > limit:
-        raise TooLarge(f"memories: {len(document['memories'])} items is over the limit of {limit} per import "
-                       "(MEMORY_MAX_IMPORT_ITEMS). Split the file.", field="memories")
+        raise TooLarge(
+            f"memories: {len(document['memories'])} items is over the limit of {limit} per import "
+            "(MEMORY_MAX_IMPORT_ITEMS). Split the file.",
+            field="memories",
+        )
     return document
 
 
@@ -164,8 +168,11 @@ def _read_batch(document, *, trusted: bool, actor: str, interface: str, now: dt.
             item = _read_memory(path, raw, trusted=trusted, actor=actor, interface=interface, now=now)
             identity = (item.namespace, item.key)
             if identity in seen:
-                raise _Located(f"{path}.key: {item.key!r} is already used by {seen[identity]} in namespace "
-                               f"{item.namespace!r}; a key names one memory.", field=f"{path}.key")
+                raise _Located(
+                    f"{path}.key: {item.key!r} is already used by {seen[identity]} in namespace "
+                    f"{item.namespace!r}; a key names one memory.",
+                    field=f"{path}.key",
+                )
             seen[identity] = path
             items.append(item)
         except _Located as error:
@@ -173,8 +180,9 @@ def _read_batch(document, *, trusted: bool, actor: str, interface: str, now: dt.
     if problems:
         shown = "\n".join(error.message for error in problems[:PROBLEMS_SHOWN])
         more = f"\n...and {len(problems) - PROBLEMS_SHOWN} more." if len(problems) > PROBLEMS_SHOWN else ""
-        raise InvalidInput(f"Nothing was imported: {len(problems)} problem(s) in the document.\n{shown}{more}",
-                           field=problems[0].field)
+        raise InvalidInput(
+            f"Nothing was imported: {len(problems)} problem(s) in the document.\n{shown}{more}", field=problems[0].field
+        )
     return items
 
 
@@ -194,8 +202,9 @@ def _read_memory(path, raw, *, trusted, actor, interface, now) -> _MemoryIn:
     revisions = []
     for position, revision_raw in enumerate(revisions_raw):
         with _at(f"{path}.revisions[{position}]"):
-            revision = _read_revision(revision_raw, earlier=revisions, trusted=trusted, actor=actor,
-                                      interface=interface, now=now)
+            revision = _read_revision(
+                revision_raw, earlier=revisions, trusted=trusted, actor=actor, interface=interface, now=now
+            )
         revisions.append(revision)
     with _at(path):
         # Forgetting appends a revision, so the history decides whether the memory is forgotten; one that is not
@@ -206,11 +215,23 @@ def _read_memory(path, raw, *, trusted, actor, interface, now) -> _MemoryIn:
         wrong = given != State.FORGOTTEN if forgotten else given not in Lifecycle.values
         if wrong:
             expected = "forgotten" if forgotten else f"one of {', '.join(Lifecycle.values)}"
-            raise InvalidInput(f"state: {given!r} contradicts the history, whose last revision "
-                               f"{'is' if forgotten else 'is not'} a tombstone (expected {expected}).", field="state")
+            raise InvalidInput(
+                f"state: {given!r} contradicts the history, whose last revision "
+                f"{'is' if forgotten else 'is not'} a tombstone (expected {expected}).",
+                field="state",
+            )
         lifecycle = Lifecycle.ACTIVE.value if forgotten else given
-    return _MemoryIn(path=path, namespace=namespace, key=key, kind=kind, tags=tags, state=state, lifecycle=lifecycle,
-                     created_at=created_at or revisions[0].fields["known_at"], revisions=revisions)
+    return _MemoryIn(
+        path=path,
+        namespace=namespace,
+        key=key,
+        kind=kind,
+        tags=tags,
+        state=state,
+        lifecycle=lifecycle,
+        created_at=created_at or revisions[0].fields["known_at"],
+        revisions=revisions,
+    )
 
 
 def _read_revision(raw, *, earlier: list[_RevisionIn], trusted, actor, interface, now) -> _RevisionIn:
@@ -222,25 +243,31 @@ def _read_revision(raw, *, earlier: list[_RevisionIn], trusted, actor, interface
         raise InvalidInput(f"tombstone: expected true or false, got {tombstone!r}.", field="tombstone")
     known_at = parse_optional_instant(raw.get("known_at"), field="known_at")
     if trusted and known_at is None:
-        raise InvalidInput("known_at: required in a trusted import (when the revision was learned).",
-                           field="known_at")
+        raise InvalidInput("known_at: required in a trusted import (when the revision was learned).", field="known_at")
     if trusted and known_at > now:
         raise InvalidInput(f"known_at: {format_instant(known_at)} is in the future.", field="known_at")
     previous = earlier[-1].fields["known_at"] if earlier else None
     if known_at is not None and previous is not None and known_at < previous:
-        raise InvalidInput(f"known_at: {format_instant(known_at)} is earlier than the revision before it; "
-                           "list revisions oldest first.", field="known_at")
+        raise InvalidInput(
+            f"known_at: {format_instant(known_at)} is earlier than the revision before it; "
+            "list revisions oldest first.",
+            field="known_at",
+        )
     if tombstone:
         content = raw.get("content") or ""
         if content != "":
             raise InvalidInput("content: a tombstone carries no text.", field="content")
         hides = raw.get("hides")
         if not earlier:
-            raise InvalidInput("tombstone: the first revision of a memory cannot be a tombstone; there is "
-                               "nothing before it to hide.", field="tombstone")
+            raise InvalidInput(
+                "tombstone: the first revision of a memory cannot be a tombstone; there is nothing before it to hide.",
+                field="tombstone",
+            )
         if isinstance(hides, bool) or not isinstance(hides, int) or not 0 <= hides < len(earlier):
-            raise InvalidInput(f"hides: {hides!r} is not the position of an earlier revision of this memory "
-                               f"(0..{len(earlier) - 1}).", field="hides")
+            raise InvalidInput(
+                f"hides: {hides!r} is not the position of an earlier revision of this memory (0..{len(earlier) - 1}).",
+                field="hides",
+            )
         if earlier[hides].tombstone:
             raise InvalidInput(f"hides: revision {hides} is itself a tombstone.", field="hides")
     else:
@@ -253,8 +280,9 @@ def _read_revision(raw, *, earlier: list[_RevisionIn], trusted, actor, interface
     valid_from, valid_to = validity_interval(raw.get("valid_from"), raw.get("valid_to"), default_from=default_from)
     digest = validation.content_hash(content)
     if raw.get("content_hash") not in (None, digest):
-        raise InvalidInput("content_hash: does not match the content (the SHA-256 of its UTF-8 text).",
-                           field="content_hash")
+        raise InvalidInput(
+            "content_hash: does not match the content (the SHA-256 of its UTF-8 text).", field="content_hash"
+        )
     subject, predicate, object_ = validation.triple(raw.get("subject"), raw.get("predicate"), raw.get("object"))
     fields = dict(
         content=content,
@@ -282,8 +310,14 @@ def _read_revision(raw, *, earlier: list[_RevisionIn], trusted, actor, interface
 
 
 def memories_import(
-    *, document, actor: str, interface: str, trusted: bool, dry_run: bool = False,
-    progress: Callable[[int, int], None] | None = None, new_memory_state: str = Lifecycle.ACTIVE,
+    *,
+    document,
+    actor: str,
+    interface: str,
+    trusted: bool,
+    dry_run: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+    new_memory_state: str = Lifecycle.ACTIVE,
 ) -> ImportReport:
     """Import an export document (parsed, or its JSON text), all or nothing; return what changed.
 
@@ -304,11 +338,23 @@ def memories_import(
     now = timezone.now()
     items = _read_batch(document, trusted=trusted, actor=actor, interface=interface, now=now)
     if new_memory_state == Lifecycle.CANDIDATE:
-        items = [dataclasses.replace(item, lifecycle=Lifecycle.CANDIDATE.value)
-                 if item.lifecycle == Lifecycle.ACTIVE else item for item in items]
+        items = [
+            dataclasses.replace(item, lifecycle=Lifecycle.CANDIDATE.value)
+            if item.lifecycle == Lifecycle.ACTIVE
+            else item
+            for item in items
+        ]
     with batches.import_batch(actor=actor, interface=interface, trusted=trusted, dry_run=dry_run) as batch:
-        return _write_batch(items, batch=batch, actor=actor, interface=interface, trusted=trusted,
-                            dry_run=dry_run, progress=progress, now=now)
+        return _write_batch(
+            items,
+            batch=batch,
+            actor=actor,
+            interface=interface,
+            trusted=trusted,
+            dry_run=dry_run,
+            progress=progress,
+            now=now,
+        )
 
 
 def _write_batch(items, *, batch, actor, interface, trusted, dry_run, progress, now) -> ImportReport:
@@ -334,8 +380,12 @@ def _write_batch(items, *, batch, actor, interface, trusted, dry_run, progress, 
             outcomes = _replayed(chunk, existing=existing, settle=settle, actor=actor, interface=interface, now=now)
         else:
             later.extend(item for item in chunk if (item.namespace, item.key) in existing)
-            outcomes = _remembered([item for item in chunk if (item.namespace, item.key) not in existing],
-                                   actor=actor, interface=interface, now=now)
+            outcomes = _remembered(
+                [item for item in chunk if (item.namespace, item.key) not in existing],
+                actor=actor,
+                interface=interface,
+                now=now,
+            )
         for item, outcome in outcomes:
             count(item, outcome)
 
@@ -346,16 +396,23 @@ def _write_batch(items, *, batch, actor, interface, trusted, dry_run, progress, 
         for item, memory_id, revised in settle:
             _guarded(_settle, item, memory_id=memory_id, revised=revised, actor=actor, interface=interface, now=now)
         report = ImportReport(**counts)
-        audit(actor=actor, interface=interface, action="import", memory_id=None, at=now, trusted=trusted,
-              batch_id=batch.pk, **report.as_dict())
+        audit(
+            actor=actor,
+            interface=interface,
+            action="import",
+            memory_id=None,
+            at=now,
+            trusted=trusted,
+            batch_id=batch.pk,
+            **report.as_dict(),
+        )
     return report
 
 
 def _texts(items: list[_MemoryIn], *, trusted: bool) -> list[tuple[str, str]]:
     """(title, content) of the revisions writing ``items`` adds: embedded before the lock is taken."""
     revisions = [revision for item in items for revision in (item.revisions if trusted else item.revisions[-1:])]
-    return [(revision.fields["title"], revision.fields["content"]) for revision in revisions
-            if not revision.tombstone]
+    return [(revision.fields["title"], revision.fields["content"]) for revision in revisions if not revision.tombstone]
 
 
 def _relocated(error: MemoryServiceError, path: str) -> MemoryServiceError:
@@ -388,8 +445,9 @@ def _remembered(items: list[_MemoryIn], **context) -> Iterator[tuple[_MemoryIn, 
 IMPORT_CHUNK = 500
 
 
-def _replayed(items: list[_MemoryIn], *, existing: set[tuple[str, str]], settle: list, actor, interface,
-              now) -> Iterator[tuple[_MemoryIn, str]]:
+def _replayed(
+    items: list[_MemoryIn], *, existing: set[tuple[str, str]], settle: list, actor, interface, now
+) -> Iterator[tuple[_MemoryIn, str]]:
     """Replay ``items`` in order, yielding each with its outcome.
 
     A memory that already exists (its key is in ``existing``) goes through ``_replay``,
@@ -425,14 +483,17 @@ def _existing_keys(items: list[_MemoryIn]) -> set[tuple[str, str]]:
     for namespace, names in keys.items():
         for start in range(0, len(names), IMPORT_CHUNK):
             # The (namespace, key) unique index serves the IN.
-            chunk = Memory.all_objects.filter(namespace=namespace, key__in=names[start:start + IMPORT_CHUNK])
+            chunk = Memory.all_objects.filter(namespace=namespace, key__in=names[start : start + IMPORT_CHUNK])
             taken = dict(chunk.values_list("key", "batch_id"))
             counted = set(Memory.objects.filter(pk__in=chunk.values("pk")).values_list("key", flat=True))
             for key in taken.keys() - counted:
                 path = next(item.path for item in items if (item.namespace, item.key) == (namespace, key))
-                raise Conflict(f"Nothing was imported: {path}.key: {key!r} in namespace {namespace!r} belongs to "
-                               f"another import that has not finished (batch {taken[key]}). "
-                               f"{UNFINISHED_IMPORT_ADVICE}", field=f"{path}.key")
+                raise Conflict(
+                    f"Nothing was imported: {path}.key: {key!r} in namespace {namespace!r} belongs to "
+                    f"another import that has not finished (batch {taken[key]}). "
+                    f"{UNFINISHED_IMPORT_ADVICE}",
+                    field=f"{path}.key",
+                )
             found.update((namespace, key) for key in counted)
     return found
 
@@ -468,8 +529,9 @@ class _NewMemories:
 
     def add(self, item: _MemoryIn) -> None:
         self.items.append(item)
-        self.hashes.update((item.namespace, revision.fields["content_hash"]) for revision in item.revisions
-                           if not revision.tombstone)
+        self.hashes.update(
+            (item.namespace, revision.fields["content_hash"]) for revision in item.revisions if not revision.tombstone
+        )
 
     def flush(self) -> Iterator[tuple[_MemoryIn, str]]:
         items, self.items, self.hashes = self.items, [], set()
@@ -496,19 +558,43 @@ class _NewMemories:
     def _write(self, items: list[_MemoryIn]) -> None:
         if not items:
             return
-        memories = insert_all([
-            Memory(namespace=item.namespace, key=item.key, kind=item.kind, state=item.state,
-                   created_at=item.created_at, batch_id=staging.own_batch_id()) for item in items])
+        memories = insert_all(
+            [
+                Memory(
+                    namespace=item.namespace,
+                    key=item.key,
+                    kind=item.kind,
+                    state=item.state,
+                    created_at=item.created_at,
+                    batch_id=staging.own_batch_id(),
+                )
+                for item in items
+            ]
+        )
         tags = self._tag(items, memories)
         # Each memory's namespace, kind and tags from its first revision on (the export holds only the last ones).
-        rows = insert_all([
-            Attributes(memory_id=memory.pk, known_at=min(item.created_at, item.revisions[0].fields["known_at"]),
-                       namespace=item.namespace, kind=item.kind, state=item.lifecycle,
-                       author=item.revisions[0].fields["author"],
-                       interface=item.revisions[0].fields["interface"], batch_id=staging.own_batch_id())
-            for item, memory in zip(items, memories, strict=True)])
-        insert_all([Attributes.tags.through(attributes_id=row.pk, tag_id=tag.pk)
-                    for row, memory_tags in zip(rows, tags, strict=True) for tag in memory_tags])
+        rows = insert_all(
+            [
+                Attributes(
+                    memory_id=memory.pk,
+                    known_at=min(item.created_at, item.revisions[0].fields["known_at"]),
+                    namespace=item.namespace,
+                    kind=item.kind,
+                    state=item.lifecycle,
+                    author=item.revisions[0].fields["author"],
+                    interface=item.revisions[0].fields["interface"],
+                    batch_id=staging.own_batch_id(),
+                )
+                for item, memory in zip(items, memories, strict=True)
+            ]
+        )
+        insert_all(
+            [
+                Attributes.tags.through(attributes_id=row.pk, tag_id=tag.pk)
+                for row, memory_tags in zip(rows, tags, strict=True)
+                for tag in memory_tags
+            ]
+        )
         # Position by position, so a tombstone's hidden revision (an earlier one) already has its id.
         written: list[list[Revision]] = [[] for _ in items]
         for position in range(max(len(item.revisions) for item in items)):
@@ -521,9 +607,16 @@ class _NewMemories:
             for number, stored in zip(owners, append_revisions(fields), strict=True):
                 written[number].append(stored)
         # One "import" event per memory, with the detail _replay's audit() call gives a revised one.
-        audit_many(actor=self.actor, interface=self.interface, action="import", at=self.now, events=[
-            (memory.pk, {"trusted": True, "revisions": len(item.revisions)})
-            for item, memory in zip(items, memories, strict=True)])
+        audit_many(
+            actor=self.actor,
+            interface=self.interface,
+            action="import",
+            at=self.now,
+            events=[
+                (memory.pk, {"trusted": True, "revisions": len(item.revisions)})
+                for item, memory in zip(items, memories, strict=True)
+            ],
+        )
 
     def _tag(self, items: list[_MemoryIn], memories: list[Memory]) -> list[list[Tag]]:
         """Give each memory its item's tags; return each one's tag rows."""
@@ -539,8 +632,13 @@ class _NewMemories:
                 self.tags[namespace, tag.slug] = tag
         tags = [[self.tags[item.namespace, name.casefold()] for name in item.tags] for item in items]
         through = Memory.tags.through
-        insert_all([through(memory_id=memory.pk, tag_id=tag.pk)
-                    for memory, memory_tags in zip(memories, tags, strict=True) for tag in memory_tags])
+        insert_all(
+            [
+                through(memory_id=memory.pk, tag_id=tag.pk)
+                for memory, memory_tags in zip(memories, tags, strict=True)
+                for tag in memory_tags
+            ]
+        )
         return tags
 
 
@@ -557,13 +655,15 @@ def _replay(item: _MemoryIn, *, settle: list, actor, interface, now) -> str:
     if len(existing) > len(item.revisions) or any(
         stored != incoming.fingerprint() for stored, incoming in zip(_fingerprints(existing), item.revisions)
     ):
-        raise Conflict(f"key: memory {memory.pk} ({memory.namespace}/{memory.key}) already exists with a different "
-                       "history. A trusted import only adds revisions after the ones a memory already has.",
-                       field="key")
+        raise Conflict(
+            f"key: memory {memory.pk} ({memory.namespace}/{memory.key}) already exists with a different "
+            "history. A trusted import only adds revisions after the ones a memory already has.",
+            field="key",
+        )
     if len(existing) == len(item.revisions):
         settle.append((item, memory.pk, 0))
         return "unchanged"
-    written = _write_revisions(memory, item.revisions[len(existing):], written=existing)
+    written = _write_revisions(memory, item.revisions[len(existing) :], written=existing)
     settle.append((item, memory.pk, len(written) - len(existing)))
     return "revised"
 
@@ -572,8 +672,10 @@ def _settle(item: _MemoryIn, *, memory_id: int, revised: int, actor, interface, 
     """Give a memory ``_replay`` extended (``revised``: by that many revisions) the item's tags, kind and state."""
     memory = Memory.objects.filter(pk=memory_id).first()
     if memory is None:  # erased by another writer since, with the revisions the import added
-        raise Conflict(f"memory {memory_id} was erased while the import was adding revisions to it. Run the import "
-                       "again: it then writes the memory anew.")
+        raise Conflict(
+            f"memory {memory_id} was erased while the import was adding revisions to it. Run the import "
+            "again: it then writes the memory anew."
+        )
     added = add_tags(memory, item.tags)
     kind_changed = bool(revised) and memory.kind != item.kind
     lifecycle = item.lifecycle if revised and recorded_state(memory) != item.lifecycle else None
@@ -584,15 +686,18 @@ def _settle(item: _MemoryIn, *, memory_id: int, revised: int, actor, interface, 
         append_attributes(memory, known_at=now, actor=actor, interface=interface, state=lifecycle)
     if not revised:
         return
-    audit(actor=actor, interface=interface, action="import", memory_id=memory.pk, at=now, trusted=True,
-          revisions=revised)
+    audit(
+        actor=actor, interface=interface, action="import", memory_id=memory.pk, at=now, trusted=True, revisions=revised
+    )
 
 
 def _fingerprints(history: list[Revision]) -> list[tuple]:
     """The comparable form of stored revisions, matching ``_RevisionIn.fingerprint``."""
     position = {revision.pk: index for index, revision in enumerate(history)}
-    return [(*(getattr(revision, name) for name in _COMPARED_FIELDS), position.get(revision.hides_id))
-            for revision in history]
+    return [
+        (*(getattr(revision, name) for name in _COMPARED_FIELDS), position.get(revision.hides_id))
+        for revision in history
+    ]
 
 
 def _write_revisions(memory: Memory, revisions: list[_RevisionIn], *, written: list[Revision]) -> list[Revision]:
@@ -610,16 +715,31 @@ def _remember_current(item: _MemoryIn, *, actor, interface, now) -> str:
     if latest.tombstone or (expires_at is not None and expires_at <= now):
         return "skipped"
     # memory_remember takes a TTL in days; rounding up never hides the text before the source would.
-    ttl_days = None if expires_at is None else min(math.ceil((expires_at - now) / dt.timedelta(days=1)),
-                                                   validation.TTL_DAYS_MAX)
+    ttl_days = (
+        None
+        if expires_at is None
+        else min(math.ceil((expires_at - now) / dt.timedelta(days=1)), validation.TTL_DAYS_MAX)
+    )
     fields = latest.fields
     try:
         result = memory_remember(
-            namespace=item.namespace, key=item.key, content=fields["content"], title=fields["title"],
-            kind=item.kind, tags=item.tags, source=fields["source"], ttl_days=ttl_days,
-            valid_from=latest.given_valid_from, valid_to=fields["valid_to"], subject=fields["subject"],
-            predicate=fields["predicate"], object=fields["object"], confidence=fields["confidence"], actor=actor,
-            interface=interface, force=True,  # an import stores what its file holds
+            namespace=item.namespace,
+            key=item.key,
+            content=fields["content"],
+            title=fields["title"],
+            kind=item.kind,
+            tags=item.tags,
+            source=fields["source"],
+            ttl_days=ttl_days,
+            valid_from=latest.given_valid_from,
+            valid_to=fields["valid_to"],
+            subject=fields["subject"],
+            predicate=fields["predicate"],
+            object=fields["object"],
+            confidence=fields["confidence"],
+            actor=actor,
+            interface=interface,
+            force=True,  # an import stores what its file holds
             state=Lifecycle.CANDIDATE if item.lifecycle == Lifecycle.CANDIDATE else Lifecycle.ACTIVE,
         )
     except DuplicateContent:

@@ -19,7 +19,7 @@ from django.utils import timezone
 from memories import validation
 from memories.access import AuthenticationFailed, Caller
 from memories.models import ApiKey, Scope
-from memories.services.lifecycle import audit, check_interface
+from memories.services.revisions import audit, check_interface
 from memoryproject.exceptions import InvalidInput, NotFound
 from memoryproject.storage import SIDE_WRITE_SKIPPED
 from memoryproject.timeparse import stored_instant
@@ -42,8 +42,7 @@ def _scopes(values) -> list[str]:
         raise InvalidInput(f"scopes: give one or more of {', '.join(Scope.values)}.", field="scopes")
     unknown = [value for value in values if value not in Scope.values]
     if unknown:
-        raise InvalidInput(f"scopes: {unknown[0]!r} is not a scope. Use {', '.join(Scope.values)}.",
-                           field="scopes")
+        raise InvalidInput(f"scopes: {unknown[0]!r} is not a scope. Use {', '.join(Scope.values)}.", field="scopes")
     return [scope for scope in Scope.values if scope in values]
 
 
@@ -60,8 +59,9 @@ def _namespaces(values) -> list[str] | None:
     return names
 
 
-def api_key_create(*, name: str, scopes, namespaces=None, trusted: bool = True, actor: str,
-                   interface: str) -> tuple[ApiKey, str]:
+def api_key_create(
+    *, name: str, scopes, namespaces=None, trusted: bool = True, actor: str, interface: str
+) -> tuple[ApiKey, str]:
     """Create a key and return it with its plaintext, which is not stored and cannot be shown again.
 
     ``trusted`` False: the memories the key creates start as candidates (``memories.states``).
@@ -80,11 +80,28 @@ def api_key_create(*, name: str, scopes, namespaces=None, trusted: bool = True, 
         try:
             with transaction.atomic():
                 now = timezone.now()
-                key = ApiKey.objects.create(name=name, prefix=prefix, secret_hash=_digest(token), scopes=scope_list,
-                                            namespaces=namespace_list, trusted=trusted, created_at=now,
-                                            created_by=actor)
-                audit(actor=actor, interface=interface, action="api_key_create", memory_id=None, at=now,
-                      prefix=prefix, name=name, scopes=scope_list, namespaces=namespace_list, trusted=trusted)
+                key = ApiKey.objects.create(
+                    name=name,
+                    prefix=prefix,
+                    secret_hash=_digest(token),
+                    scopes=scope_list,
+                    namespaces=namespace_list,
+                    trusted=trusted,
+                    created_at=now,
+                    created_by=actor,
+                )
+                audit(
+                    actor=actor,
+                    interface=interface,
+                    action="api_key_create",
+                    memory_id=None,
+                    at=now,
+                    prefix=prefix,
+                    name=name,
+                    scopes=scope_list,
+                    namespaces=namespace_list,
+                    trusted=trusted,
+                )
             return key, token
         except IntegrityError:  # two keys drew the same 32-bit prefix; draw again
             continue
@@ -101,8 +118,15 @@ def api_key_revoke(*, prefix: str, actor: str, interface: str) -> ApiKey:
         if key.revoked_at is None:
             key.revoked_at = timezone.now()
             key.save(update_fields=["revoked_at"])
-            audit(actor=actor, interface=interface, action="api_key_revoke", memory_id=None, at=key.revoked_at,
-                  prefix=key.prefix, name=key.name)
+            audit(
+                actor=actor,
+                interface=interface,
+                action="api_key_revoke",
+                memory_id=None,
+                at=key.revoked_at,
+                prefix=key.prefix,
+                name=key.name,
+            )
         return key
 
 
@@ -118,8 +142,11 @@ def api_key_authenticate(token, *, interface: str) -> Caller:
         raise invalid
     # One primary-key-like lookup on the unique prefix, without the ORM: every request pays for it.
     with connection.cursor() as cursor:
-        cursor.execute("SELECT id, secret_hash, scopes, namespaces, last_used_at, revoked_at, trusted "
-                       "FROM memories_apikey WHERE prefix = %s", [parts[1]])
+        cursor.execute(
+            "SELECT id, secret_hash, scopes, namespaces, last_used_at, revoked_at, trusted "
+            "FROM memories_apikey WHERE prefix = %s",
+            [parts[1]],
+        )
         row = cursor.fetchone()
     if not hmac.compare_digest(_digest(token), row[1] if row is not None else _NO_KEY_HASH) or row is None:
         raise invalid
@@ -132,11 +159,16 @@ def api_key_authenticate(token, *, interface: str) -> Caller:
         stale = now - LAST_USED_RESOLUTION
         try:
             ApiKey.objects.filter(Q(last_used_at__isnull=True) | Q(last_used_at__lte=stale), pk=key_id).update(
-                last_used_at=now)
+                last_used_at=now
+            )
         except SIDE_WRITE_SKIPPED:
             pass  # only a hint: a full, read-only or busy database still answers reads
     namespaces = json.loads(namespaces) if namespaces is not None else None
-    return Caller(actor=f"key:{parts[1]}", interface=interface, scopes=frozenset(json.loads(scopes)),
-                  namespaces=tuple(namespaces) if namespaces is not None else None, trusted=bool(trusted),
-                  rate_limited=True)
-
+    return Caller(
+        actor=f"key:{parts[1]}",
+        interface=interface,
+        scopes=frozenset(json.loads(scopes)),
+        namespaces=tuple(namespaces) if namespaces is not None else None,
+        trusted=bool(trusted),
+        rate_limited=True,
+    )

@@ -1,4 +1,4 @@
-"""Learn from text: store each fact, decision and skill ``knowledge.learn`` finds, and end the facts a change ends.
+"""Learn from text: store each fact, decision and skill ``knowledge.extraction`` finds, and end the facts a change ends.
 
 The call is one transaction: its items are stored, and the facts its stated changes end
 are closed, at instants that follow the text's order. Each item is checked as
@@ -22,12 +22,14 @@ import datetime as dt
 
 from django.db import transaction
 
-from knowledge import changes, findings, learn
+from knowledge import changes, extraction, findings
 from knowledge.names import entity_name, predicate_name
 from memories import selectors, validation
 from memories.models import Lifecycle, Revision
 from memories.records import EndedFact, LearnedItem, LearnResult, SkippedSentence, UnmatchedChange
-from memories.services.lifecycle import check_interface, memories_remember_new, memory_end, memory_remember, new_memory
+from memories.services.lifecycle import memory_end
+from memories.services.remember import memories_remember_new, memory_remember, new_memory
+from memories.services.revisions import check_interface
 from memoryproject import dialect
 from memoryproject.exceptions import Busy, MemoryServiceError
 from memoryproject.storage import WRITE_REFUSALS
@@ -53,11 +55,21 @@ def learned_source(source: str, start: int, end: int) -> str:
 
 
 def _item_record(item: findings.Item, memory_id: int, revision_id: int, matched_by: str | None = None) -> LearnedItem:
-    return LearnedItem(memory_id=memory_id, revision_id=revision_id, kind=item.kind, content=item.content,
-                       subject=item.subject, predicate=item.predicate, object=item.object,
-                       valid_from=item.valid_from, valid_to=item.valid_to,
-                       alternatives=list(item.alternatives) or None, start=item.start, end=item.end,
-                       matched_by=matched_by)
+    return LearnedItem(
+        memory_id=memory_id,
+        revision_id=revision_id,
+        kind=item.kind,
+        content=item.content,
+        subject=item.subject,
+        predicate=item.predicate,
+        object=item.object,
+        valid_from=item.valid_from,
+        valid_to=item.valid_to,
+        alternatives=list(item.alternatives) or None,
+        start=item.start,
+        end=item.end,
+        matched_by=matched_by,
+    )
 
 
 def _same_name(stored: str, said: str | None) -> bool:
@@ -92,8 +104,9 @@ def _current_facts(namespace: str, ending: findings.Ending, *, now: dt.datetime)
         candidates = candidates.filter(object__icontains=word)
     else:
         candidates = candidates.filter(subject__icontains=word)
-    return [revision for revision in candidates.visible(as_of=now).order_by("memory_id", "id")
-            if _matches(revision, ending)]
+    return [
+        revision for revision in candidates.visible(as_of=now).order_by("memory_id", "id") if _matches(revision, ending)
+    ]
 
 
 class _Learning:
@@ -120,8 +133,14 @@ class _Learning:
         self.pending.append(item)
 
     def _refused(self, item: findings.Item, error: MemoryServiceError) -> None:
-        self.skipped.append(SkippedSentence(text=self.text[item.start:item.end], start=item.start, end=item.end,
-                                            reason=f"refused: {error.message}"))
+        self.skipped.append(
+            SkippedSentence(
+                text=self.text[item.start : item.end],
+                start=item.start,
+                end=item.end,
+                reason=f"refused: {error.message}",
+            )
+        )
 
     def flush(self) -> None:
         """Store the pending items: each one the namespace (or this call) already holds is named, not stored."""
@@ -129,17 +148,32 @@ class _Learning:
         checked = []
         for item in items:
             try:
-                checked.append((item, new_memory(
-                    content=item.content, title=item.title or None, kind=item.kind,
-                    source=learned_source(self.source, item.start, item.end), subject=item.subject or None,
-                    predicate=item.predicate or None, object=item.object or None, confidence=LEARNED_CONFIDENCE,
-                    valid_from=item.valid_from, valid_to=item.valid_to)))
+                checked.append(
+                    (
+                        item,
+                        new_memory(
+                            content=item.content,
+                            title=item.title or None,
+                            kind=item.kind,
+                            source=learned_source(self.source, item.start, item.end),
+                            subject=item.subject or None,
+                            predicate=item.predicate or None,
+                            object=item.object or None,
+                            confidence=LEARNED_CONFIDENCE,
+                            valid_from=item.valid_from,
+                            valid_to=item.valid_to,
+                        ),
+                    )
+                )
             except MemoryServiceError as error:
                 self._refused(item, error)
-        shown = selectors.visible_same_triples(namespace=self.namespace, triples=[
-            (item.subject, item.predicate, item.object) for item, _ in checked if item.subject])
-        duplicates = selectors.visible_duplicates(namespace=self.namespace,
-                                                  content_hashes=[memory.content_hash for _, memory in checked])
+        shown = selectors.visible_same_triples(
+            namespace=self.namespace,
+            triples=[(item.subject, item.predicate, item.object) for item, _ in checked if item.subject],
+        )
+        duplicates = selectors.visible_duplicates(
+            namespace=self.namespace, content_hashes=[memory.content_hash for _, memory in checked]
+        )
         new, first_of_hash, claimed, later = [], {}, set(), []
         for item, memory in checked:
             triple = _normal(item.subject, item.predicate, item.object) if item.subject else None
@@ -160,9 +194,14 @@ class _Learning:
                     claimed.add(triple)
         try:
             with transaction.atomic():
-                revisions = memories_remember_new(namespace=self.namespace, memories=[memory for _, memory in new],
-                                                  tags=self.tags, state=Lifecycle.CANDIDATE, actor=self.actor,
-                                                  interface=self.interface)
+                revisions = memories_remember_new(
+                    namespace=self.namespace,
+                    memories=[memory for _, memory in new],
+                    tags=self.tags,
+                    state=Lifecycle.CANDIDATE,
+                    actor=self.actor,
+                    interface=self.interface,
+                )
         except _THE_STORE_REFUSES:
             raise
         except MemoryServiceError as error:
@@ -181,47 +220,92 @@ class _Learning:
         try:
             with transaction.atomic():
                 result = memory_remember(
-                    namespace=self.namespace, content=memory.content, title=memory.title or None, kind=memory.kind,
-                    tags=self.tags, source=memory.source, subject=memory.subject or None,
-                    predicate=memory.predicate or None, object=memory.object or None, valid_from=memory.valid_from,
-                    valid_to=memory.valid_to, confidence=LEARNED_CONFIDENCE, state=Lifecycle.CANDIDATE,
-                    actor=self.actor, interface=self.interface, look_for_near_twin=False)
+                    namespace=self.namespace,
+                    content=memory.content,
+                    title=memory.title or None,
+                    kind=memory.kind,
+                    tags=self.tags,
+                    source=memory.source,
+                    subject=memory.subject or None,
+                    predicate=memory.predicate or None,
+                    object=memory.object or None,
+                    valid_from=memory.valid_from,
+                    valid_to=memory.valid_to,
+                    confidence=LEARNED_CONFIDENCE,
+                    state=Lifecycle.CANDIDATE,
+                    actor=self.actor,
+                    interface=self.interface,
+                    look_for_near_twin=False,
+                )
         except _THE_STORE_REFUSES:
             raise
         except MemoryServiceError as error:
             self._refused(item, error)
             return
-        record = _item_record(item, result.memory.id, result.memory.revision_id,
-                              matched_by="content" if result.deduplicated else None)
+        record = _item_record(
+            item, result.memory.id, result.memory.revision_id, matched_by="content" if result.deduplicated else None
+        )
         (self.deduplicated if result.deduplicated else self.stored).append(record)
 
     def end(self, ending: findings.Ending) -> None:
         self.flush()
         now = dialect.now()
-        facts = [revision for revision in _current_facts(self.namespace, ending, now=now)
-                 if (ending.start, _normal(revision.subject, revision.predicate, revision.object)) not in self.stating]
-        said = self.text[ending.start:ending.end]
+        facts = [
+            revision
+            for revision in _current_facts(self.namespace, ending, now=now)
+            if (ending.start, _normal(revision.subject, revision.predicate, revision.object)) not in self.stating
+        ]
+        said = self.text[ending.start : ending.end]
         if not facts:
-            self.unmatched.append(UnmatchedChange(text=said, start=ending.start, end=ending.end, reason=(
-                f"change ({ending.rule}): no current fact matches '{ending.describe()}'; nothing was ended")))
+            self.unmatched.append(
+                UnmatchedChange(
+                    text=said,
+                    start=ending.start,
+                    end=ending.end,
+                    reason=(
+                        f"change ({ending.rule}): no current fact matches '{ending.describe()}'; nothing was ended"
+                    ),
+                )
+            )
             for item in ending.otherwise:
                 self.store(item)
             return
         if len(facts) > ENDS_MAX:
-            self.unmatched.append(UnmatchedChange(text=said, start=ending.start, end=ending.end, reason=(
-                f"change ({ending.rule}): {len(facts)} current facts match '{ending.describe()}', more than "
-                f"{ENDS_MAX}; nothing was ended. Name the subject to narrow it.")))
+            self.unmatched.append(
+                UnmatchedChange(
+                    text=said,
+                    start=ending.start,
+                    end=ending.end,
+                    reason=(
+                        f"change ({ending.rule}): {len(facts)} current facts match '{ending.describe()}', more than "
+                        f"{ENDS_MAX}; nothing was ended. Name the subject to narrow it."
+                    ),
+                )
+            )
             return
         valid_to = ending.at or now
         for number, revision in enumerate(facts):
-            result = memory_end(memory_id=revision.memory_id, valid_to=valid_to, actor=self.actor,
-                                interface=self.interface,
-                                reason=f"ended by a stated change: {said}"[:validation.REASON_MAX],
-                                source=learned_source(self.source, ending.start, ending.end))
-            self.ended.append(EndedFact(
-                memory_id=revision.memory_id, revision_id=result.memory.revision_id, subject=revision.subject,
-                predicate=revision.predicate, object=revision.object, change=ending.rule, start=ending.start,
-                end=ending.end, valid_to=min(valid_to, revision.valid_to) if revision.valid_to else valid_to))
+            result = memory_end(
+                memory_id=revision.memory_id,
+                valid_to=valid_to,
+                actor=self.actor,
+                interface=self.interface,
+                reason=f"ended by a stated change: {said}"[: validation.REASON_MAX],
+                source=learned_source(self.source, ending.start, ending.end),
+            )
+            self.ended.append(
+                EndedFact(
+                    memory_id=revision.memory_id,
+                    revision_id=result.memory.revision_id,
+                    subject=revision.subject,
+                    predicate=revision.predicate,
+                    object=revision.object,
+                    change=ending.rule,
+                    start=ending.start,
+                    end=ending.end,
+                    valid_to=min(valid_to, revision.valid_to) if revision.valid_to else valid_to,
+                )
+            )
             if ending.becomes:
                 self.store(_restated(revision, ending, first=number == 0))
 
@@ -245,29 +329,43 @@ def _restated(revision: Revision, ending: findings.Ending, *, first: bool) -> fi
         object_ = ending.becomes
     # One change may restate several facts: each but the first says its own triple, so no two share a content.
     content = ending.content if first else f"{subject} {revision.predicate} {object_} ({ending.content.rstrip('.')})."
-    return findings.Item(kind=findings.FACT, content=content, start=ending.start, end=ending.end, subject=subject,
-                      predicate=revision.predicate, object=object_, valid_from=ending.at)
+    return findings.Item(
+        kind=findings.FACT,
+        content=content,
+        start=ending.start,
+        end=ending.end,
+        subject=subject,
+        predicate=revision.predicate,
+        object=object_,
+        valid_from=ending.at,
+    )
 
 
-def memory_learn(*, text: str, namespace: str, actor: str, interface: str, source: str | None = None,
-                 tags: list[str] | None = None) -> LearnResult:
+def memory_learn(
+    *, text: str, namespace: str, actor: str, interface: str, source: str | None = None, tags: list[str] | None = None
+) -> LearnResult:
     """Find facts, decisions, skills and changes in ``text`` by rule, store and end what they say, and say what became
     of each sentence."""
     check_interface(interface)
-    text = validation.text_to_learn(text, limit=learn.TEXT_MAX_CHARS)
+    text = validation.text_to_learn(text, limit=extraction.TEXT_MAX_CHARS)
     namespace = validation.namespace(namespace)
     source = validation.short_text(source, field="source", limit=SOURCE_MAX)
     tag_names = validation.tags(tags)
-    found = learn.extract(text, now=dialect.now())
+    found = extraction.extract(text, now=dialect.now())
     # Embedded together before any write takes the lock; each write then finds its vector ready.
-    indexing.prepare_many([(item.title, item.content) for item in found.items] +
-                          [("", ending.content) for ending in found.endings])
-    learning = _Learning(text=text, namespace=namespace, source=source or "", tags=tag_names, actor=actor,
-                         interface=interface)
-    learning.stating = {(item.start, _normal(item.subject, item.predicate, item.object)) for item in found.items
-                        if item.subject}
-    learning.skipped = [SkippedSentence(text=entry.text, start=entry.start, end=entry.end, reason=entry.reason)
-                        for entry in found.skipped]
+    indexing.prepare_many(
+        [(item.title, item.content) for item in found.items] + [("", ending.content) for ending in found.endings]
+    )
+    learning = _Learning(
+        text=text, namespace=namespace, source=source or "", tags=tag_names, actor=actor, interface=interface
+    )
+    learning.stating = {
+        (item.start, _normal(item.subject, item.predicate, item.object)) for item in found.items if item.subject
+    }
+    learning.skipped = [
+        SkippedSentence(text=entry.text, start=entry.start, end=entry.end, reason=entry.reason)
+        for entry in found.skipped
+    ]
     # A clause's endings go before its own facts: "The cache now runs on node-9" ends node-4, then states node-9.
     steps = sorted([*found.endings, *found.items], key=lambda entry: (entry.start, isinstance(entry, findings.Item)))
     with transaction.atomic():
@@ -280,6 +378,11 @@ def memory_learn(*, text: str, namespace: str, actor: str, interface: str, sourc
     learning.stored.sort(key=lambda record: record.start)
     learning.deduplicated.sort(key=lambda record: record.start)
     learning.skipped.sort(key=lambda entry: entry.start)
-    return LearnResult(namespace=namespace, stored=learning.stored, deduplicated=learning.deduplicated,
-                       ended=learning.ended, unmatched_changes=learning.unmatched, skipped=learning.skipped)
-
+    return LearnResult(
+        namespace=namespace,
+        stored=learning.stored,
+        deduplicated=learning.deduplicated,
+        ended=learning.ended,
+        unmatched_changes=learning.unmatched,
+        skipped=learning.skipped,
+    )

@@ -1,4 +1,6 @@
-"""Writes to one memory: remember, revise, forget, restore, retag, and the lifecycle: promote, archive, unarchive.
+"""Changes to one memory: revise, forget, restore, end, retag, update, and the lifecycle: promote, archive, unarchive.
+
+Remembering is ``memories.services.remember``; the primitives both build on are ``memories.services.revisions``.
 
 Every function is keyword-only, runs in one transaction (BEGIN IMMEDIATE, see
 settings), records the actor and the interface, and raises domain errors from
@@ -6,433 +8,46 @@ settings), records the actor and the interface, and raises domain errors from
 """
 
 import datetime as dt
-from dataclasses import dataclass
 
 from django.db import transaction
 from django.utils import timezone
 
-from knowledge import facts
-from knowledge.models import Fact
-from memories import admission, selectors, staging, states, validation
-from memories.inserts import insert_all
-from memories.models import Attributes, AuditEvent, Interface, Kind, Lifecycle, Memory, Revision, State, Tag
-from memories.records import ChangeResult, CorrectionRecord, MemoryRecord, NearTwinRecord, RememberResult
+from memories import selectors, validation
+from memories.models import Attributes, Lifecycle, Memory, Revision, State
+from memories.records import ChangeResult, CorrectionRecord
+from memories.services.revisions import (
+    add_tags,
+    append_attributes,
+    append_revision,
+    append_revisions,
+    audit,
+    check_interface,
+    current_revision,
+    duplicate_error,
+    expiry,
+    get_memory,
+    record_now,
+    recorded_state,
+    validity_interval,
+)
 from memoryproject import dialect
-from memoryproject.exceptions import Conflict, DuplicateContent, InvalidInput, MemoryNotFound, NotAdmitted
-from memoryproject.metrics import REMEMBER_SECONDS, observed
-from memoryproject.timeparse import format_instant, parse_optional_instant
-from search import duplicates, indexing
+from memoryproject.exceptions import Conflict, InvalidInput
+from memoryproject.timeparse import format_instant
+from search import indexing
 
-# What a writer refused a key that an unpublished import holds can do (memories.services.batches).
-UNFINISHED_IMPORT_ADVICE = "Try again once it is done (or, if it died, after 'manage.py purge')."
 # The fields a revision carries forward from the one it revises.
-_CARRIED = ("content", "title", "subject", "predicate", "object", "confidence", "source", "valid_from", "valid_to",
-            "expires_at")
-
-
-def check_interface(interface: str) -> str:
-    if interface not in Interface.values:
-        raise InvalidInput(f"interface: {interface!r} is not one of {', '.join(Interface.values)}.")
-    return interface
-
-
-def audit(*, actor: str, interface: str, action: str, memory_id: int | None, at: dt.datetime, **detail) -> None:
-    audit_many(actor=actor, interface=interface, action=action, at=at, events=[(memory_id, detail)])
-
-
-def audit_many(*, actor: str, interface: str, action: str, at: dt.datetime,
-               events: list[tuple[int | None, dict]]) -> None:
-    """Record one audit event per (memory id, detail) pair, in one multi-row INSERT (bulk imports)."""
-    insert_all([AuditEvent(at=at, actor=actor, interface=interface, action=action, memory_id=memory_id, detail=detail)
-                for memory_id, detail in events])
-
-
-def tag_objects(*, namespace: str, names: list[str]) -> list[Tag]:
-    """Return the Tag rows of ``namespace`` for ``names``, creating the missing ones (its first spelling wins)."""
-    tags = []
-    for name in names:
-        tag, _ = Tag.objects.get_or_create(namespace=namespace, slug=name.casefold(), defaults={"name": name})
-        tags.append(tag)
-    return tags
-
-
-def _duplicate_error(duplicate: Memory) -> DuplicateContent:
-    return DuplicateContent(
-        f"Memory {duplicate.pk} ({duplicate.namespace}/{duplicate.key}) already holds exactly this content. "
-        f"Update or tag memory {duplicate.pk} instead of duplicating it.",
-        memory_id=duplicate.pk,
-    )
-
-
-def validity_interval(valid_from, valid_to, *, default_from: dt.datetime) -> tuple[dt.datetime, dt.datetime | None]:
-    start = parse_optional_instant(valid_from, field="valid_from") or default_from
-    end = parse_optional_instant(valid_to, field="valid_to")
-    if end is not None and end <= start:
-        raise InvalidInput(
-            "valid_to must be later than valid_from (the interval is half-open: [valid_from, valid_to)).",
-            field="valid_to",
-        )
-    return start, end
-
-
-def _expiry(ttl_days: int, *, now: dt.datetime, keep: dt.datetime | None) -> dt.datetime | None:
-    if ttl_days == -1:
-        # A TTL that has already run out is not carried into a new revision.
-        return keep if keep is not None and keep > now else None
-    if ttl_days == 0:
-        return None
-    return now + dt.timedelta(days=ttl_days)
-
-
-def append_revisions(revisions: list[dict]) -> list[Revision]:
-    """Write revisions, make them searchable and record their facts, in the caller's transaction (the one way
-    revisions are added).
-
-    Each dict holds one revision's fields, ``memory`` among them (the Memory object, whose
-    namespace keys the postings). The rows go in with multi-row INSERTs, and the objects
-    come back with their ids (SQLite's RETURNING), in the order given. A tombstone's
-    ``hides`` must be a revision written before this call: ids are given by the insert.
-    Inside an import the revisions carry its batch (``memories.staging``).
-    """
-    batch_id = staging.own_batch_id()
-    written = insert_all([Revision(**fields, batch_id=batch_id) for fields in revisions])
-    indexing.index_revisions([(revision.pk, fields["memory"].namespace, revision.title, revision.content)
-                              for revision, fields in zip(written, revisions) if not revision.tombstone])
-    facts.record_facts([(revision.pk, revision.memory_id, revision.subject, revision.predicate, revision.object)
-                        for revision in written if not revision.tombstone])
-    return written
-
-
-def append_revision(**fields) -> Revision:
-    """Write one revision and make it searchable (see append_revisions)."""
-    return append_revisions([fields])[0]
-
-
-def append_attributes(memory: Memory, *, known_at: dt.datetime, actor: str, interface: str,
-                      tags: list[Tag] | None = None, state: str | None = None, reason: str = "") -> Attributes:
-    """Record ``memory``'s namespace, kind, tags (``tags``: its tag rows, when the caller has them) and lifecycle state
-    from ``known_at`` on, in the caller's transaction: every write that creates a memory or changes one of these
-    calls it. ``state`` None carries the memory's current state over; ``reason`` says why a state changed."""
-    if state is None:
-        state = recorded_state(memory)
-    row = Attributes.objects.create(memory=memory, known_at=known_at, namespace=memory.namespace, kind=memory.kind,
-                                    state=state, reason=reason, author=actor, interface=interface,
-                                    batch_id=staging.own_batch_id())
-    tags = list(memory.tags.all()) if tags is None else tags
-    if tags:
-        insert_all([Attributes.tags.through(attributes_id=row.pk, tag_id=tag.pk) for tag in tags])
-    return row
-
-
-def recorded_state(memory: Memory) -> str:
-    """The lifecycle state ``memory``'s newest attribute row records (active for a memory without rows)."""
-    # The attributes_memory_known index: the memory's newest row.
-    newest = Attributes.objects.filter(memory=memory).order_by("-known_at", "-id").values_list("state", flat=True)
-    return newest.first() or Lifecycle.ACTIVE.value
-
-
-def record_now(memory: Memory, revision: Revision, *, tags: list[Tag] | None = None,
-               state: str | None = None) -> MemoryRecord:
-    """The record of a memory showing ``revision`` after a write; ``tags``: its tags when the caller has just set
-    them all; ``state``: its recorded state when the caller has just set it."""
-    revision.memory = memory
-    tags = sorted(tags, key=lambda tag: tag.slug) if tags is not None else memory.tags.order_by("slug")
-    if memory.state == State.FORGOTTEN:
-        shown = states.FORGOTTEN
-    else:
-        shown = states.read_state(state or recorded_state(memory), kind=memory.kind, known_at=revision.known_at,
-                                  as_of=timezone.now())
-    return MemoryRecord.from_revision(revision, tags=[tag.name for tag in tags], state=shown)
-
-
-def _current(memory: Memory, now: dt.datetime) -> Revision | None:
-    """The revision a change builds on: the one visible now, else the newest with text."""
-    return selectors.visible_revision(memory=memory, as_of=now) or selectors.latest_content_revision(memory)
-
-
-def get_memory(memory_id) -> Memory:
-    """Return the memory with this id, or raise InvalidInput / MemoryNotFound naming it (every write starts here)."""
-    if isinstance(memory_id, bool) or not isinstance(memory_id, int) or memory_id < 1:
-        raise InvalidInput(f"id: {memory_id!r} is not a memory id (a positive integer).", field="id")
-    try:
-        return Memory.objects.get(pk=memory_id)
-    except Memory.DoesNotExist:
-        raise MemoryNotFound(memory_id, maybe_hidden=False) from None
-
-
-def _remember_labels(result: RememberResult, arguments: dict) -> dict:
-    outcome = "created" if result.created else "revised" if result.revised else "deduplicated"
-    return {"interface": arguments["interface"], "outcome": outcome}
-
-
-@observed(REMEMBER_SECONDS, _remember_labels)
-def memory_remember(
-    *,
-    namespace: str,
-    content: str,
-    actor: str,
-    interface: str,
-    key: str | None = None,
-    title: str | None = None,
-    kind: str = Kind.NOTE,
-    tags: list[str] | None = None,
-    source: str | None = None,
-    ttl_days: int | None = None,
-    valid_from=None,
-    valid_to=None,
-    subject: str | None = None,
-    predicate: str | None = None,
-    object: str | None = None,
-    confidence: float | None = None,
-    known_at: dt.datetime | None = None,
-    look_for_near_twin: bool = True,
-    force: bool = False,
-    state: str = Lifecycle.ACTIVE,
-) -> RememberResult:
-    """Store a memory, or return the one that already holds this exact content.
-
-    With a ``key`` that already exists in the namespace, this appends a revision
-    to that memory (and brings it back if it was forgotten). ``known_at`` is for
-    trusted historical imports only; everyone else gets the server clock. Text that is
-    only a pleasantry or an acknowledgement is refused (``memories.admission``) unless
-    ``force``. ``state``: a new memory's lifecycle state, ``candidate`` for an untrusted
-    writer (``Caller.new_memory_state``); an existing memory keeps its own.
-    """
-    check_interface(interface)
-    namespace = validation.namespace(namespace)
-    content = validation.content(content)
-    if not force and (rule := admission.refusal(content)) is not None:
-        raise NotAdmitted(admission.message(rule, content), field="content")
-    key = validation.key(key) if key is not None else None
-    title = validation.short_text(title, field="title", limit=validation.TITLE_MAX)
-    kind = validation.kind(kind)
-    if state not in (Lifecycle.CANDIDATE, Lifecycle.ACTIVE):
-        raise InvalidInput(f"state: {state!r} is not one of candidate, active.", field="state")
-    tag_names = validation.tags(tags)
-    source = validation.short_text(source, field="source", limit=validation.SOURCE_MAX)
-    ttl = validation.ttl_days(ttl_days)
-    triple = validation.triple(subject, predicate, object)
-    confidence = validation.confidence(confidence)
-    digest = validation.content_hash(content)
-    # An untrusted writer's text that reads as an instruction to the agent is held: a candidate hooks never inject.
-    held = states.held_reason(f"{title}\n{content}") if state == Lifecycle.CANDIDATE else None
-    # Embedding and the near-twin check run before the write lock is taken, so other writers never wait for them.
-    indexing.prepare(title, content)
-    near_twin = None
-    # A caller that has just looked (hooks' ingest, which refreshes a twin instead of writing)
-    # passes look_for_near_twin=False. Advice only: a twin written meanwhile can be missed. Imports skip it.
-    if look_for_near_twin and known_at is None and not indexing.in_batch():
-        keyed = None
-        if key:
-            keyed = Memory.objects.filter(namespace=namespace, key=key).values_list("pk", flat=True).first()
-        near_twin = duplicates.find_near_twin(content, namespace=namespace, title=title, exclude_memory_id=keyed)
-
-    with transaction.atomic():
-        # The clock is read once the write lock is held: a writer that waited for
-        # the lock must not stamp its revision earlier than the ones it waited for.
-        now = known_at or dialect.locked_now()
-        start, end = validity_interval(valid_from, valid_to, default_from=now)
-        fields = dict(content=content, title=title, subject=triple[0], predicate=triple[1], object=triple[2],
-                      confidence=confidence, source=source, valid_from=start, valid_to=end,
-                      expires_at=_expiry(ttl, now=now, keep=None))
-        existing = Memory.objects.filter(namespace=namespace, key=key).first() if key else None
-        if existing is None and key and Memory.all_objects.filter(namespace=namespace, key=key).exists():
-            raise Conflict(f"key: {key!r} in namespace {namespace!r} belongs to an import that has not finished. "
-                           f"{UNFINISHED_IMPORT_ADVICE}", field="key")
-        if existing is not None:
-            result = _remember_into(existing, fields, digest, kind, tag_names, now=now, actor=actor,
-                                    interface=interface)
-            if result.revised and near_twin is not None and near_twin.memory_id != existing.pk:
-                result = result.model_copy(update={"near_twin": NearTwinRecord.model_validate(near_twin)})
-            if result.revised and held:
-                append_attributes(existing, known_at=now, actor=actor, interface=interface,
-                                  state=Lifecycle.CANDIDATE.value, reason=held)
-                result = result.model_copy(update={"held": held, "memory": record_now(
-                    existing, _current(existing, now), state=Lifecycle.CANDIDATE.value)})
-            return result
-        duplicate = selectors.visible_duplicate(namespace=namespace, content_hash=digest)
-        if duplicate is not None:
-            added = add_tags(duplicate, tag_names)
-            if added:
-                append_attributes(duplicate, known_at=now, actor=actor, interface=interface)
-            audit(actor=actor, interface=interface, action="deduplicate", memory_id=duplicate.pk, at=now,
-                  added_tags=added)
-            return RememberResult(memory=record_now(duplicate, _current(duplicate, now)), created=False,
-                                  deduplicated=True)
-        memory = Memory.objects.create(namespace=namespace, key=key or validation.generated_key(), kind=kind,
-                                       created_at=now, batch_id=staging.own_batch_id())
-        tag_rows = tag_objects(namespace=namespace, names=tag_names) if tag_names else []
-        if tag_rows:  # a new memory has no tags: set([]) would only query that
-            memory.tags.set(tag_rows)
-        append_attributes(memory, known_at=now, actor=actor, interface=interface, tags=tag_rows, state=str(state),
-                          reason=held or "")
-        revision = append_revision(memory=memory, content_hash=digest, known_at=now, author=actor,
-                                   interface=interface, **fields)
-        audit(actor=actor, interface=interface, action="remember", memory_id=memory.pk, at=now,
-              revision_id=revision.pk, **({"state": str(state)} if state != Lifecycle.ACTIVE else {}),
-              **({"near_twin": near_twin.as_dict()} if near_twin else {}))
-        if revision.subject:
-            state = _corroborate(memory, revision, state=str(state), now=now, actor=actor, interface=interface)
-        return RememberResult(memory=record_now(memory, revision, tags=tag_rows, state=str(state)), created=True,
-                              near_twin=near_twin, held=held)
-
-
-@dataclass(frozen=True)
-class NewMemory:
-    """A memory for ``memories_remember_new`` to create, its fields checked by ``new_memory``."""
-
-    content: str
-    content_hash: str
-    title: str
-    kind: str
-    source: str
-    subject: str
-    predicate: str
-    object: str
-    confidence: float | None
-    valid_from: dt.datetime | None
-    valid_to: dt.datetime | None
-
-
-def new_memory(*, content: str, title: str | None = None, kind: str = Kind.NOTE, source: str | None = None,
-               subject: str | None = None, predicate: str | None = None, object: str | None = None,
-               confidence: float | None = None, valid_from=None, valid_to=None) -> NewMemory:
-    """Check a new memory's fields as memory_remember does, raising the first problem (admission included)."""
-    content = validation.content(content)
-    if (rule := admission.refusal(content)) is not None:
-        raise NotAdmitted(admission.message(rule, content), field="content")
-    triple = validation.triple(subject, predicate, object)
-    return NewMemory(
-        content=content, content_hash=validation.content_hash(content),
-        title=validation.short_text(title, field="title", limit=validation.TITLE_MAX),
-        kind=validation.kind(kind), source=validation.short_text(source, field="source", limit=validation.SOURCE_MAX),
-        subject=triple[0], predicate=triple[1], object=triple[2], confidence=validation.confidence(confidence),
-        valid_from=parse_optional_instant(valid_from, field="valid_from"),
-        valid_to=parse_optional_instant(valid_to, field="valid_to"))
-
-
-def memories_remember_new(*, namespace: str, memories: list[NewMemory], tags: list[str], actor: str,
-                          interface: str, state: str = Lifecycle.ACTIVE) -> list[Revision]:
-    """Create these memories, each as memory_remember creates one with no key and no near-twin check, in the
-    caller's transaction and with multi-row INSERTs: a bulk writer (learn) pays a few statements, not a few per
-    memory. Return their first revisions (``memory`` set), in order.
-
-    The caller checks each one (``new_memory``) and leaves out those a visible memory of the
-    namespace already shows (``selectors.visible_duplicates``), and passes no two with one
-    text. Each gets ``tags`` and starts in ``state``, and its validity interval is checked
-    against the time of the write (InvalidInput, and nothing is written, when one is empty).
-    """
-    check_interface(interface)
-    namespace = validation.namespace(namespace)
-    tag_names = validation.tags(tags)
-    if not memories:
-        return []
-    now = dialect.locked_now()  # under the write lock, see memory_remember
-    intervals = [validity_interval(memory.valid_from, memory.valid_to, default_from=now) for memory in memories]
-    rows = insert_all([Memory(namespace=namespace, key=validation.generated_key(), kind=memory.kind, created_at=now,
-                              batch_id=staging.own_batch_id()) for memory in memories])
-    tag_rows = tag_objects(namespace=namespace, names=tag_names) if tag_names else []
-    insert_all([Memory.tags.through(memory_id=row.pk, tag_id=tag.pk) for row in rows for tag in tag_rows])
-    untrusted = state == Lifecycle.CANDIDATE
-    attributes = insert_all([
-        Attributes(memory=row, known_at=now, namespace=namespace, kind=row.kind, state=str(state),
-                   reason=(states.held_reason(f"{memory.title}\n{memory.content}") or "") if untrusted else "",
-                   author=actor, interface=interface, batch_id=staging.own_batch_id())
-        for row, memory in zip(rows, memories, strict=True)])
-    insert_all([Attributes.tags.through(attributes_id=row.pk, tag_id=tag.pk) for row in attributes for tag in tag_rows])
-    revisions = append_revisions([
-        dict(memory=row, content=memory.content, title=memory.title, subject=memory.subject,
-             predicate=memory.predicate, object=memory.object, confidence=memory.confidence, source=memory.source,
-             valid_from=start, valid_to=end, expires_at=None, content_hash=memory.content_hash, known_at=now,
-             author=actor, interface=interface)
-        for row, memory, (start, end) in zip(rows, memories, intervals, strict=True)])
-    extra = {"state": str(state)} if state != Lifecycle.ACTIVE else {}
-    audit_many(actor=actor, interface=interface, action="remember", at=now,
-               events=[(row.pk, {"revision_id": revision.pk, **extra}) for row, revision in zip(rows, revisions)])
-    stated = {revision.pk: revision for revision in revisions if revision.subject}
-    if stated:
-        # One query says which of these facts another memory states at all; only those need _corroborate's reads.
-        facts = {fact.revision_id: fact for fact in Fact.objects.filter(revision_id__in=list(stated))}
-        subjects = {fact.subject for fact in facts.values()}
-        elsewhere = set(Fact.objects.filter(subject__in=sorted(subjects)).exclude(revision_id__in=list(stated))
-                        .values_list("subject", "predicate", "object"))
-        for revision_id, fact in facts.items():
-            if (fact.subject, fact.predicate, fact.object) in elsewhere:
-                revision = stated[revision_id]
-                _corroborate(revision.memory, revision, state=str(state), now=now, actor=actor, interface=interface)
-    return revisions
-
-
-def _corroborate(memory: Memory, revision: Revision, *, state: str, now: dt.datetime, actor: str,
-                 interface: str) -> str:
-    """Promote the candidates that an active memory of another author now corroborates: the new memory, when
-    another author's active memory of its namespace states the same fact (triple in normal form), or the
-    others' candidates stating the new, active memory's fact. Return the new memory's state."""
-    fact = Fact.objects.filter(revision_id=revision.pk).first()
-    if fact is None:
-        return state
-    # The (subject, predicate) index narrows to the revisions stating this fact; the rule picks the visible ones.
-    same = Fact.objects.filter(subject=fact.subject, predicate=fact.predicate, object=fact.object).exclude(
-        memory_id=memory.pk).values_list("revision_id", flat=True)
-    others = (Revision.objects.filter(pk__in=list(same), memory__namespace=memory.namespace).exclude(author=actor)
-              .visible(as_of=now).select_related("memory"))
-    for other in others:
-        other_state = recorded_state(other.memory)
-        if state == Lifecycle.CANDIDATE and other_state == Lifecycle.ACTIVE:
-            append_attributes(memory, known_at=now, actor=actor, interface=interface, state=Lifecycle.ACTIVE.value,
-                              reason=f"corroborated by memory {other.memory_id} ({other.author})")
-            audit(actor=actor, interface=interface, action="promote", memory_id=memory.pk, at=now,
-                  from_state=state, to_state=Lifecycle.ACTIVE.value, corroborated_by=other.memory_id)
-            state = Lifecycle.ACTIVE.value
-        elif state == Lifecycle.ACTIVE and other_state == Lifecycle.CANDIDATE:
-            append_attributes(other.memory, known_at=now, actor=actor, interface=interface,
-                              state=Lifecycle.ACTIVE.value,
-                              reason=f"corroborated by memory {memory.pk} ({actor})")
-            audit(actor=actor, interface=interface, action="promote", memory_id=other.memory_id, at=now,
-                  from_state=other_state, to_state=Lifecycle.ACTIVE.value, corroborated_by=memory.pk)
-    return state
-
-
-def _remember_into(memory, fields, digest, kind, tag_names, *, now, actor, interface) -> RememberResult:
-    """Remember under an existing key: a no-op when nothing changes, else a new revision."""
-    current = _current(memory, now)
-    added = add_tags(memory, tag_names)
-    kind_changed = memory.kind != kind
-    if kind_changed:
-        memory.kind = kind
-        memory.save(update_fields=["kind"])
-    if added or kind_changed:
-        append_attributes(memory, known_at=now, actor=actor, interface=interface)
-    visible = selectors.visible_revision(memory=memory, as_of=now)
-    if (memory.state == State.ACTIVE and visible is not None
-            and all(getattr(visible, name) == value for name, value in fields.items()
-                    if name not in ("valid_from",))):
-        if added:
-            audit(actor=actor, interface=interface, action="retag", memory_id=memory.pk, at=now, added=added)
-        return RememberResult(memory=record_now(memory, visible), created=False, deduplicated=True)
-    duplicate = selectors.visible_duplicate(namespace=memory.namespace, content_hash=digest,
-                                            exclude_memory_id=memory.pk)
-    if duplicate is not None:
-        raise _duplicate_error(duplicate)
-    revision = append_revision(memory=memory, content_hash=digest, known_at=now, author=actor,
-                                       interface=interface, **fields)
-    if memory.state != State.ACTIVE:
-        memory.state = State.ACTIVE
-        memory.save(update_fields=["state"])
-    audit(actor=actor, interface=interface, action="revise", memory_id=memory.pk, at=now,
-          revision_id=revision.pk, previous_revision_id=current.pk if current else None)
-    return RememberResult(memory=record_now(memory, revision), created=False, revised=True)
-
-
-def add_tags(memory: Memory, names: list[str]) -> list[str]:
-    have = set(memory.tags.values_list("slug", flat=True))
-    new = [name for name in names if name.casefold() not in have]
-    if len(have) + len(new) > validation.settings.MEMORY_MAX_TAGS:
-        raise InvalidInput(f"tags: memory {memory.pk} would have more than "
-                           f"{validation.settings.MEMORY_MAX_TAGS} tags.", field="tags")
-    if new:
-        memory.tags.add(*tag_objects(namespace=memory.namespace, names=new))
-    return new
+_CARRIED = (
+    "content",
+    "title",
+    "subject",
+    "predicate",
+    "object",
+    "confidence",
+    "source",
+    "valid_from",
+    "valid_to",
+    "expires_at",
+)
 
 
 def memory_revise(
@@ -467,47 +82,68 @@ def memory_revise(
         changes.update(zip(("subject", "predicate", "object"), validation.triple(subject, predicate, object)))
     kind = validation.kind(kind) if kind is not None else None
     ttl = validation.ttl_days(ttl_days, allow_keep=True)
-    _prepare_revision(memory_id, changes)
+    prepare_revision(memory_id, changes)
 
     with transaction.atomic():
         now = at or dialect.locked_now()  # under the write lock, see memory_remember
         start, end = validity_interval(valid_from, valid_to, default_from=now)
         memory = get_memory(memory_id)
         if memory.state == State.FORGOTTEN:
-            raise Conflict(f"Memory {memory.pk} is forgotten. Restore it first, or remember the content anew.",
-                           field="id")
-        base = _current(memory, now)
+            raise Conflict(
+                f"Memory {memory.pk} is forgotten. Restore it first, or remember the content anew.", field="id"
+            )
+        base = current_revision(memory, now)
         fields = {name: getattr(base, name) for name in _CARRIED}
         fields.update(changes)
-        fields["expires_at"] = _expiry(ttl, now=now, keep=base.expires_at)
+        fields["expires_at"] = expiry(ttl, now=now, keep=base.expires_at)
         bounded = valid_from is not None or valid_to is not None
-        fields["valid_from"], fields["valid_to"] = (start, end) if bounded else (now, base.valid_to if
-                                                                                  base.valid_to and
-                                                                                  base.valid_to > now else None)
+        fields["valid_from"], fields["valid_to"] = (
+            (start, end) if bounded else (now, base.valid_to if base.valid_to and base.valid_to > now else None)
+        )
         kind_changed = kind is not None and kind != memory.kind
         if kind_changed:
             memory.kind = kind
             memory.save(update_fields=["kind"])
             append_attributes(memory, known_at=now, actor=actor, interface=interface)
-        unchanged = not bounded and all(fields[name] == getattr(base, name) for name in _CARRIED
-                                        if name not in ("valid_from", "valid_to"))
+        unchanged = not bounded and all(
+            fields[name] == getattr(base, name) for name in _CARRIED if name not in ("valid_from", "valid_to")
+        )
         visible = selectors.visible_revision(memory=memory, as_of=now)
         if unchanged and visible is not None:
             if kind_changed:
                 audit(actor=actor, interface=interface, action="rekind", memory_id=memory.pk, at=now, kind=kind)
             return ChangeResult(memory=record_now(memory, visible), changed=kind_changed)
         digest = validation.content_hash(fields["content"])
-        duplicate = selectors.visible_duplicate(namespace=memory.namespace, content_hash=digest,
-                                                exclude_memory_id=memory.pk)
+        duplicate = selectors.visible_duplicate(
+            namespace=memory.namespace, content_hash=digest, exclude_memory_id=memory.pk
+        )
         if duplicate is not None and digest != base.content_hash:
-            raise _duplicate_error(duplicate)
-        revision = append_revision(memory=memory, content_hash=digest, known_at=now, author=actor,
-                                           interface=interface, **fields)
-        audit(actor=actor, interface=interface, action="revise", memory_id=memory.pk, at=now,
-              revision_id=revision.pk, previous_revision_id=base.pk, bounded=bounded)
+            raise duplicate_error(duplicate)
+        revision = append_revision(
+            memory=memory, content_hash=digest, known_at=now, author=actor, interface=interface, **fields
+        )
+        audit(
+            actor=actor,
+            interface=interface,
+            action="revise",
+            memory_id=memory.pk,
+            at=now,
+            revision_id=revision.pk,
+            previous_revision_id=base.pk,
+            bounded=bounded,
+        )
         shown = selectors.visible_revision(memory=memory, as_of=now) or revision
-        correction = CorrectionRecord(revision_id=revision.pk, title=revision.title, content=revision.content,
-                                      valid_from=revision.valid_from, valid_to=revision.valid_to) if bounded else None
+        correction = (
+            CorrectionRecord(
+                revision_id=revision.pk,
+                title=revision.title,
+                content=revision.content,
+                valid_from=revision.valid_from,
+                valid_to=revision.valid_to,
+            )
+            if bounded
+            else None
+        )
         return ChangeResult(memory=record_now(memory, shown), changed=True, correction=correction)
 
 
@@ -521,7 +157,7 @@ def _text_changes(content: str | None, title: str | None) -> dict:
     return changes
 
 
-def _prepare_revision(memory_id, changes: dict) -> None:
+def prepare_revision(memory_id, changes: dict) -> None:
     """Embed the revision a revise will write, from an unlocked read (a stale guess only costs a miss).
 
     Does nothing when neither content nor title changes: the vector is the current one's.
@@ -529,7 +165,7 @@ def _prepare_revision(memory_id, changes: dict) -> None:
     if "content" not in changes and "title" not in changes:
         return
     memory = Memory.objects.filter(pk=memory_id).first() if isinstance(memory_id, int) else None
-    base = _current(memory, timezone.now()) if memory is not None else None
+    base = current_revision(memory, timezone.now()) if memory is not None else None
     if base is not None:
         indexing.prepare(changes.get("title", base.title), changes.get("content", base.content))
 
@@ -557,19 +193,42 @@ def memory_forget(*, memory_id: int, actor: str, interface: str, reason: str | N
                 field="id",
             )
         append_revision(
-            memory=memory, tombstone=True, hides=visible, reason=reason, content="",
-            content_hash=validation.content_hash(""), known_at=now, valid_from=now, author=actor,
+            memory=memory,
+            tombstone=True,
+            hides=visible,
+            reason=reason,
+            content="",
+            content_hash=validation.content_hash(""),
+            known_at=now,
+            valid_from=now,
+            author=actor,
             interface=interface,
         )
         memory.state = State.FORGOTTEN
         memory.save(update_fields=["state"])
-        audit(actor=actor, interface=interface, action="forget", memory_id=memory.pk, at=now,
-              hidden_revision_id=visible.pk)
+        audit(
+            actor=actor,
+            interface=interface,
+            action="forget",
+            memory_id=memory.pk,
+            at=now,
+            hidden_revision_id=visible.pk,
+        )
         return ChangeResult(memory=record_now(memory, visible), changed=True)
 
 
-def hold_only(memory: Memory, shown: Revision, start: dt.datetime, end: dt.datetime | None, *, now: dt.datetime,
-              actor: str, interface: str, reason: str, source: str | None = None) -> list[Revision]:
+def hold_only(
+    memory: Memory,
+    shown: Revision,
+    start: dt.datetime,
+    end: dt.datetime | None,
+    *,
+    now: dt.datetime,
+    actor: str,
+    interface: str,
+    reason: str,
+    source: str | None = None,
+) -> list[Revision]:
     """From ``now`` on, ``memory`` holds ``shown``'s fields for [start, end) only, in the caller's transaction.
 
     A revision can only add an interval, so a tombstone hides the memory at every valid
@@ -579,17 +238,44 @@ def hold_only(memory: Memory, shown: Revision, start: dt.datetime, end: dt.datet
     """
     fields = {name: getattr(shown, name) for name in _CARRIED}
     fields.update(valid_from=start, valid_to=end, **({"source": source} if source else {}))
-    revisions = [dict(memory=memory, tombstone=True, hides=shown, reason=reason, content="",
-                      content_hash=validation.content_hash(""), known_at=now, valid_from=now, author=actor,
-                      interface=interface)]
+    revisions = [
+        dict(
+            memory=memory,
+            tombstone=True,
+            hides=shown,
+            reason=reason,
+            content="",
+            content_hash=validation.content_hash(""),
+            known_at=now,
+            valid_from=now,
+            author=actor,
+            interface=interface,
+        )
+    ]
     if end is None or end > start:
-        revisions.append(dict(memory=memory, content_hash=shown.content_hash, known_at=now, author=actor,
-                              interface=interface, reason=reason, **fields))
+        revisions.append(
+            dict(
+                memory=memory,
+                content_hash=shown.content_hash,
+                known_at=now,
+                author=actor,
+                interface=interface,
+                reason=reason,
+                **fields,
+            )
+        )
     return append_revisions(revisions)
 
 
-def memory_end(*, memory_id: int, valid_to: dt.datetime, actor: str, interface: str, reason: str | None = None,
-               source: str | None = None) -> ChangeResult:
+def memory_end(
+    *,
+    memory_id: int,
+    valid_to: dt.datetime,
+    actor: str,
+    interface: str,
+    reason: str | None = None,
+    source: str | None = None,
+) -> ChangeResult:
     """End the fact a memory shows now at ``valid_to``: as of now it holds only before then; as of earlier, as before.
 
     A supersession, not a forget: the memory is not forgotten, and at a valid time before
@@ -606,11 +292,27 @@ def memory_end(*, memory_id: int, valid_to: dt.datetime, actor: str, interface: 
         if shown is None:
             raise Conflict(f"Memory {memory.pk} is not visible now, so there is no fact to end.", field="id")
         end = min(valid_to, shown.valid_to) if shown.valid_to is not None else valid_to
-        written = hold_only(memory, shown, shown.valid_from, end, now=now, actor=actor, interface=interface,
-                            reason=reason or "", source=source)
-        audit(actor=actor, interface=interface, action="end", memory_id=memory.pk, at=now,
-              valid_to=format_instant(end), ended_revision_id=shown.pk,
-              revision_ids=[revision.pk for revision in written])
+        written = hold_only(
+            memory,
+            shown,
+            shown.valid_from,
+            end,
+            now=now,
+            actor=actor,
+            interface=interface,
+            reason=reason or "",
+            source=source,
+        )
+        audit(
+            actor=actor,
+            interface=interface,
+            action="end",
+            memory_id=memory.pk,
+            at=now,
+            valid_to=format_instant(end),
+            ended_revision_id=shown.pk,
+            revision_ids=[revision.pk for revision in written],
+        )
         return ChangeResult(memory=record_now(memory, written[-1] if len(written) > 1 else shown), changed=True)
 
 
@@ -622,27 +324,39 @@ def memory_restore(*, memory_id: int, actor: str, interface: str, reason: str | 
         now = dialect.locked_now()  # under the write lock, see memory_remember
         memory = get_memory(memory_id)
         if memory.state != State.FORGOTTEN:
-            return ChangeResult(memory=record_now(memory, _current(memory, now)), changed=False)
+            return ChangeResult(memory=record_now(memory, current_revision(memory, now)), changed=False)
         tombstone = memory.revisions.filter(tombstone=True).latest_known().first()
         hidden = tombstone.hides
-        duplicate = selectors.visible_duplicate(namespace=memory.namespace, content_hash=hidden.content_hash,
-                                                exclude_memory_id=memory.pk)
+        duplicate = selectors.visible_duplicate(
+            namespace=memory.namespace, content_hash=hidden.content_hash, exclude_memory_id=memory.pk
+        )
         if duplicate is not None:
-            raise _duplicate_error(duplicate)
+            raise duplicate_error(duplicate)
         fields = {name: getattr(hidden, name) for name in _CARRIED}
         fields["valid_from"] = min(fields["valid_from"], now)
-        revision = append_revision(memory=memory, content_hash=hidden.content_hash, known_at=now,
-                                           author=actor, interface=interface, reason=reason, **fields)
+        revision = append_revision(
+            memory=memory,
+            content_hash=hidden.content_hash,
+            known_at=now,
+            author=actor,
+            interface=interface,
+            reason=reason,
+            **fields,
+        )
         memory.state = State.ACTIVE
         memory.save(update_fields=["state"])
-        audit(actor=actor, interface=interface, action="restore", memory_id=memory.pk, at=now,
-              revision_id=revision.pk)
+        audit(actor=actor, interface=interface, action="restore", memory_id=memory.pk, at=now, revision_id=revision.pk)
         shown = selectors.visible_revision(memory=memory, as_of=now) or revision
         return ChangeResult(memory=record_now(memory, shown), changed=True)
 
 
 def memory_retag(
-    *, memory_id: int, actor: str, interface: str, add: list[str] | None = None, remove: list[str] | None = None,
+    *,
+    memory_id: int,
+    actor: str,
+    interface: str,
+    add: list[str] | None = None,
+    remove: list[str] | None = None,
     at: dt.datetime | None = None,
 ) -> ChangeResult:
     """Add and remove tags (case-insensitive) on a memory; tags belong to its identity, not a revision.
@@ -661,9 +375,16 @@ def memory_retag(
             memory.tags.remove(*memory.tags.filter(slug__in=remove_slugs))
         if added or removed:
             append_attributes(memory, known_at=now, actor=actor, interface=interface)
-            audit(actor=actor, interface=interface, action="retag", memory_id=memory.pk, at=now, added=added,
-                  removed=removed)
-        return ChangeResult(memory=record_now(memory, _current(memory, now)), changed=bool(added or removed))
+            audit(
+                actor=actor,
+                interface=interface,
+                action="retag",
+                memory_id=memory.pk,
+                at=now,
+                added=added,
+                removed=removed,
+            )
+        return ChangeResult(memory=record_now(memory, current_revision(memory, now)), changed=bool(added or removed))
 
 
 def memory_update(
@@ -692,21 +413,26 @@ def memory_update(
     revise = {name: value for name, value in revise.items() if value is not None}
     retag = bool(add_tags or remove_tags)
     if not revise and not retag and ttl_days == -1:
-        raise InvalidInput("Nothing to update: give content, title, source, kind, tags to add or remove, ttl_days, "
-                           "or a validity interval.", field="id")
+        raise InvalidInput(
+            "Nothing to update: give content, title, source, kind, tags to add or remove, ttl_days, "
+            "or a validity interval.",
+            field="id",
+        )
     # Embedded before the transaction takes the write lock; memory_revise then finds the vector ready.
-    _prepare_revision(memory_id, _text_changes(content, title))
+    prepare_revision(memory_id, _text_changes(content, title))
     with transaction.atomic():
         # One instant for both halves: no time shows the new text or kind with the old tags.
         now = dialect.locked_now()  # under the write lock, see memory_remember
         changed, correction = False, None
         if revise or ttl_days != -1:
-            result = memory_revise(memory_id=memory_id, ttl_days=ttl_days, actor=actor, interface=interface, at=now,
-                                   **revise)
+            result = memory_revise(
+                memory_id=memory_id, ttl_days=ttl_days, actor=actor, interface=interface, at=now, **revise
+            )
             changed, correction = result.changed, result.correction
         if retag:
-            result = memory_retag(memory_id=memory_id, add=add_tags, remove=remove_tags, actor=actor,
-                                  interface=interface, at=now)
+            result = memory_retag(
+                memory_id=memory_id, add=add_tags, remove=remove_tags, actor=actor, interface=interface, at=now
+            )
             changed = changed or result.changed
     return ChangeResult(memory=result.memory, changed=changed, correction=correction)
 
@@ -714,8 +440,9 @@ def memory_update(
 # The lifecycle: each transition appends an attribute row with the new state and why (memories.states).
 
 
-def _transition(memory_id, *, to: str, allowed_from: tuple[str, ...], action: str, actor: str, interface: str,
-                reason: str | None) -> ChangeResult:
+def _transition(
+    memory_id, *, to: str, allowed_from: tuple[str, ...], action: str, actor: str, interface: str, reason: str | None
+) -> ChangeResult:
     """Move a memory from one of ``allowed_from`` to state ``to`` (already there: nothing changes), in one
     transaction: an attribute row from now on, and an audit event naming both states."""
     check_interface(interface)
@@ -725,30 +452,53 @@ def _transition(memory_id, *, to: str, allowed_from: tuple[str, ...], action: st
         memory = get_memory(memory_id)
         if memory.state == State.FORGOTTEN:
             raise Conflict(f"Memory {memory.pk} is forgotten. Restore it first.", field="id")
-        current, shown = recorded_state(memory), _current(memory, now)
+        current, shown = recorded_state(memory), current_revision(memory, now)
         if current == to:
             return ChangeResult(memory=record_now(memory, shown, state=current), changed=False)
         if current not in allowed_from:
             advice = {Lifecycle.ARCHIVED: " Unarchive it instead.", Lifecycle.CANDIDATE: " Promote it instead."}
-            raise Conflict(f"Memory {memory.pk} is {current}: {action} applies to a memory that is "
-                           f"{' or '.join(allowed_from)}.{advice.get(current, '')}", field="id")
+            raise Conflict(
+                f"Memory {memory.pk} is {current}: {action} applies to a memory that is "
+                f"{' or '.join(allowed_from)}.{advice.get(current, '')}",
+                field="id",
+            )
         append_attributes(memory, known_at=now, actor=actor, interface=interface, state=to, reason=reason)
-        audit(actor=actor, interface=interface, action=action, memory_id=memory.pk, at=now, from_state=current,
-              to_state=to)
+        audit(
+            actor=actor,
+            interface=interface,
+            action=action,
+            memory_id=memory.pk,
+            at=now,
+            from_state=current,
+            to_state=to,
+        )
         return ChangeResult(memory=record_now(memory, shown, state=to), changed=True)
 
 
 def memory_promote(*, memory_id: int, actor: str, interface: str, reason: str | None = None) -> ChangeResult:
     """Make a candidate active from now on (a person, or a trusted caller, vouches for it)."""
-    return _transition(memory_id, to=Lifecycle.ACTIVE.value, allowed_from=(Lifecycle.CANDIDATE.value,),
-                       action="promote", actor=actor, interface=interface, reason=reason)
+    return _transition(
+        memory_id,
+        to=Lifecycle.ACTIVE.value,
+        allowed_from=(Lifecycle.CANDIDATE.value,),
+        action="promote",
+        actor=actor,
+        interface=interface,
+        reason=reason,
+    )
 
 
 def memory_archive(*, memory_id: int, actor: str, interface: str, reason: str | None = None) -> ChangeResult:
     """Archive a memory from now on: kept, and read by get, list and history, but left out of recall unless asked."""
-    return _transition(memory_id, to=Lifecycle.ARCHIVED.value,
-                       allowed_from=(Lifecycle.CANDIDATE.value, Lifecycle.ACTIVE.value), action="archive",
-                       actor=actor, interface=interface, reason=reason)
+    return _transition(
+        memory_id,
+        to=Lifecycle.ARCHIVED.value,
+        allowed_from=(Lifecycle.CANDIDATE.value, Lifecycle.ACTIVE.value),
+        action="archive",
+        actor=actor,
+        interface=interface,
+        reason=reason,
+    )
 
 
 def memory_unarchive(*, memory_id: int, actor: str, interface: str, reason: str | None = None) -> ChangeResult:
@@ -756,7 +506,20 @@ def memory_unarchive(*, memory_id: int, actor: str, interface: str, reason: str 
     with transaction.atomic():  # the state before is read under the write lock the transition takes
         memory = get_memory(memory_id)
         # Its newest row that is not archived says what it was (a memory archived from its first row was active).
-        before = (Attributes.objects.filter(memory=memory).exclude(state=Lifecycle.ARCHIVED)
-                  .order_by("-known_at", "-id").values_list("state", flat=True).first() or Lifecycle.ACTIVE.value)
-        return _transition(memory_id, to=before, allowed_from=(Lifecycle.ARCHIVED.value,), action="unarchive",
-                           actor=actor, interface=interface, reason=reason)
+        before = (
+            Attributes.objects.filter(memory=memory)
+            .exclude(state=Lifecycle.ARCHIVED)
+            .order_by("-known_at", "-id")
+            .values_list("state", flat=True)
+            .first()
+            or Lifecycle.ACTIVE.value
+        )
+        return _transition(
+            memory_id,
+            to=before,
+            allowed_from=(Lifecycle.ARCHIVED.value,),
+            action="unarchive",
+            actor=actor,
+            interface=interface,
+            reason=reason,
+        )

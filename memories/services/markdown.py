@@ -21,7 +21,9 @@ from memories.models import Kind, Memory, State
 from memories.records import ImportReport
 from memories.services import batches
 from memories.services.imports import PROBLEMS_SHOWN
-from memories.services.lifecycle import audit, check_interface, memory_forget, memory_remember
+from memories.services.lifecycle import memory_forget
+from memories.services.remember import memory_remember
+from memories.services.revisions import audit, check_interface
 from memoryproject.exceptions import Conflict, DuplicateContent, InvalidInput, TooLarge
 from search import indexing
 
@@ -62,8 +64,11 @@ def markdown_import(
     check_interface(interface)
     namespace = validation.namespace(namespace)
     if not isinstance(collection, str) or not COLLECTION_RE.fullmatch(collection):
-        raise InvalidInput(f"collection: {collection!r} is not a collection name. Use 1-64 letters, digits, "
-                           "'.', '-' or '_', starting with a letter or digit.", field="collection")
+        raise InvalidInput(
+            f"collection: {collection!r} is not a collection name. Use 1-64 letters, digits, "
+            "'.', '-' or '_', starting with a letter or digit.",
+            field="collection",
+        )
     tag_names = validation.tags(tags)
     root = Path(root)
     if not root.is_dir():
@@ -72,8 +77,11 @@ def markdown_import(
     chunks = _markdown_chunks(root, prefix=prefix)
     limit = settings.MEMORY_MAX_IMPORT_ITEMS
     if len(chunks) > limit:
-        raise TooLarge(f"root: the folder makes {len(chunks)} chunks, over the limit of {limit} per import "
-                       "(MEMORY_MAX_IMPORT_ITEMS). Import its subfolders separately.", field="root")
+        raise TooLarge(
+            f"root: the folder makes {len(chunks)} chunks, over the limit of {limit} per import "
+            "(MEMORY_MAX_IMPORT_ITEMS). Import its subfolders separately.",
+            field="root",
+        )
     counts, done = Counter(), 0
     # Chunks whose outcome depends on the import's other writes wait for the step that publishes.
     later: list[_Chunk] = []
@@ -92,8 +100,9 @@ def markdown_import(
         if progress:
             progress(done, len(chunks))
 
-    context = dict(namespace=namespace, tags=tag_names, actor=actor, interface=interface, counts=counts,
-                   advance=advance)
+    context = dict(
+        namespace=namespace, tags=tag_names, actor=actor, interface=interface, counts=counts, advance=advance
+    )
 
     def write(part: list[_Chunk]) -> None:
         ready = _only_adding(part, namespace=namespace, repeated=repeated)
@@ -106,9 +115,11 @@ def markdown_import(
         indexing.prepare_many(new_texts(later))
         with batches.publishing(batch, dry_run=dry_run):
             # startswith is a case-insensitive LIKE in SQLite; the exact test is done here.
-            existing = {memory.key: memory for memory in
-                        Memory.objects.filter(namespace=namespace, key__startswith=prefix)
-                        if memory.key.startswith(prefix)}
+            existing = {
+                memory.key: memory
+                for memory in Memory.objects.filter(namespace=namespace, key__startswith=prefix)
+                if memory.key.startswith(prefix)
+            }
             wanted = {chunk.key for chunk in chunks}
             # Surplus chunks go first, so their text is free for the chunks that take it over (a renamed file).
             for key, memory in sorted(existing.items()):
@@ -118,8 +129,16 @@ def markdown_import(
             owners = {memory.pk: key for key, memory in existing.items() if key in waiting}
             _write_chunks(later, owners=owners, **context)
             report = ImportReport(**counts)
-            audit(actor=actor, interface=interface, action="import_markdown", memory_id=None, at=timezone.now(),
-                  collection=collection, batch_id=batch.pk, **report.as_dict())
+            audit(
+                actor=actor,
+                interface=interface,
+                action="import_markdown",
+                memory_id=None,
+                at=timezone.now(),
+                collection=collection,
+                batch_id=batch.pk,
+                **report.as_dict(),
+            )
     return report
 
 
@@ -138,7 +157,7 @@ def _only_adding(part: list[_Chunk], *, namespace: str, repeated: set[str]) -> l
     """
     stored = set()
     for start in range(0, len(part), _LOOKUP_CHUNK):
-        keys = [chunk.key for chunk in part[start:start + _LOOKUP_CHUNK]]
+        keys = [chunk.key for chunk in part[start : start + _LOOKUP_CHUNK]]
         # The (namespace, key) unique index serves the IN.
         stored.update(Memory.objects.filter(namespace=namespace, key__in=keys).values_list("key", flat=True))
     fresh = [chunk for chunk in part if chunk.key not in stored and chunk.content_hash not in repeated]
@@ -148,14 +167,19 @@ def _only_adding(part: list[_Chunk], *, namespace: str, repeated: set[str]) -> l
 
 def _forget(memory_id: int, actor: str, interface: str) -> bool:
     try:
-        return memory_forget(memory_id=memory_id, actor=actor, interface=interface,
-                             reason="markdown import: the chunk is no longer in its file").changed
+        return memory_forget(
+            memory_id=memory_id,
+            actor=actor,
+            interface=interface,
+            reason="markdown import: the chunk is no longer in its file",
+        ).changed
     except Conflict:  # not visible now (its TTL passed): nothing to hide
         return False
 
 
-def _write_chunks(chunks: list[_Chunk], *, owners: dict[int, str], namespace, tags, actor, interface, counts,
-                  advance) -> None:
+def _write_chunks(
+    chunks: list[_Chunk], *, owners: dict[int, str], namespace, tags, actor, interface, counts, advance
+) -> None:
     """Remember every chunk, writing a chunk after any chunk of this import whose old text it takes.
 
     Deleting a paragraph moves text from chunk n+1 to chunk n. Remembering chunk n
@@ -173,9 +197,18 @@ def _write_chunks(chunks: list[_Chunk], *, owners: dict[int, str], namespace, ta
             status[key] = "writing"
             chunk = by_key[key]
             try:
-                result = memory_remember(namespace=namespace, key=key, content=chunk.content, title=chunk.title,
-                                         kind=Kind.NOTE, tags=tags, source=chunk.source, actor=actor,
-                                         interface=interface, force=True)
+                result = memory_remember(
+                    namespace=namespace,
+                    key=key,
+                    content=chunk.content,
+                    title=chunk.title,
+                    kind=Kind.NOTE,
+                    tags=tags,
+                    source=chunk.source,
+                    actor=actor,
+                    interface=interface,
+                    force=True,
+                )
                 holder = None if result.memory.key == key else result.memory.id
             except DuplicateContent as error:
                 result, holder = None, error.memory_id
@@ -185,8 +218,12 @@ def _write_chunks(chunks: list[_Chunk], *, owners: dict[int, str], namespace, ta
                     stack.append(blocker)
                     continue
                 if blocker is not None and status[blocker] == "writing":
-                    memory_forget(memory_id=holder, actor=actor, interface=interface,
-                                  reason="markdown import: the chunk's text moved to another chunk")
+                    memory_forget(
+                        memory_id=holder,
+                        actor=actor,
+                        interface=interface,
+                        reason="markdown import: the chunk's text moved to another chunk",
+                    )
                     continue
                 # The same text is already elsewhere: leave it there, and do not let this key keep stale text.
                 if result is None:
@@ -215,15 +252,23 @@ def _markdown_chunks(root: Path, *, prefix: str) -> list[_Chunk]:
             for number, content in enumerate(_pack_blocks(blocks, MARKDOWN_CHUNK_MAX_CHARS), start=1):
                 key = validation.key(f"{prefix}{relpath}#{number}")
                 content = validation.content(content, field=f"chunk {number}")
-                chunks.append(_Chunk(key=key, source=source, title=title, content=content,
-                                     content_hash=validation.content_hash(content)))
+                chunks.append(
+                    _Chunk(
+                        key=key,
+                        source=source,
+                        title=title,
+                        content=content,
+                        content_hash=validation.content_hash(content),
+                    )
+                )
         except InvalidInput as error:
             problems.append(f"{relpath}: {error.message}")
     if problems:
         shown = "\n".join(problems[:PROBLEMS_SHOWN])
         more = f"\n...and {len(problems) - PROBLEMS_SHOWN} more." if len(problems) > PROBLEMS_SHOWN else ""
-        raise InvalidInput(f"Nothing was imported: {len(problems)} file(s) could not be read.\n{shown}{more}",
-                           field="root")
+        raise InvalidInput(
+            f"Nothing was imported: {len(problems)} file(s) could not be read.\n{shown}{more}", field="root"
+        )
     return chunks
 
 
@@ -326,7 +371,7 @@ def _split_block(block: str, limit: int) -> list[str]:
 def _split_line(line: str, limit: int) -> list[str]:
     words = []
     for word in line.split(" "):
-        words.extend([word] if len(word) <= limit else [word[at:at + limit] for at in range(0, len(word), limit)])
+        words.extend([word] if len(word) <= limit else [word[at : at + limit] for at in range(0, len(word), limit)])
     return _pack(words, " ", limit)
 
 

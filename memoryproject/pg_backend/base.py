@@ -25,8 +25,15 @@ from psycopg_pool import PoolTimeout
 
 from memoryproject import metrics
 from memoryproject.exceptions import Busy
-from memoryproject.storage import (FULL_MESSAGE, LOCKED_MESSAGE, MIGRATION_LOCKED_MESSAGE, DatabaseCannotOpen,
-                                   DatabaseFull, DatabaseLocked, DatabaseReadOnly)
+from memoryproject.storage import (
+    FULL_MESSAGE,
+    LOCKED_MESSAGE,
+    MIGRATION_LOCKED_MESSAGE,
+    DatabaseCannotOpen,
+    DatabaseFull,
+    DatabaseLocked,
+    DatabaseReadOnly,
+)
 
 Database = postgresql_base.Database
 # The advisory lock's key: any constant, the same in every server ("memorywl" in ASCII). Keys are per database.
@@ -35,14 +42,20 @@ WRITE_LOCK_KEY = 0x6D656D6F7279776C
 # the low 32, so the two keys never meet, whatever the schemas.
 MIGRATION_LOCK_KEY = 0x6D6967726C6F636B
 
-READ_ONLY_MESSAGE = ("The database is read-only (a standby, or default_transaction_read_only), so nothing was "
-                     "written. Point MEMORY_DATABASE_URL at the primary (or make the database writable), then retry.")
-POOL_BUSY_MESSAGE = ("Every database connection of this server process stayed in use for the whole busy timeout, so "
-                     "nothing was read or written. Try again in a few seconds; if it recurs, raise "
-                     "MEMORY_DB_POOL_SIZE (within the database's max_connections).")
-CANT_CONNECT_MESSAGE = ("The database server cannot be reached, so nothing was read or written. Check "
-                        "MEMORY_DATABASE_URL and that PostgreSQL is running and accepts the server's connections, "
-                        "then retry.")
+READ_ONLY_MESSAGE = (
+    "The database is read-only (a standby, or default_transaction_read_only), so nothing was "
+    "written. Point MEMORY_DATABASE_URL at the primary (or make the database writable), then retry."
+)
+POOL_BUSY_MESSAGE = (
+    "Every database connection of this server process stayed in use for the whole busy timeout, so "
+    "nothing was read or written. Try again in a few seconds; if it recurs, raise "
+    "MEMORY_DB_POOL_SIZE (within the database's max_connections)."
+)
+CANT_CONNECT_MESSAGE = (
+    "The database server cannot be reached, so nothing was read or written. Check "
+    "MEMORY_DATABASE_URL and that PostgreSQL is running and accepts the server's connections, "
+    "then retry."
+)
 
 
 def refusal(error: BaseException, *, connected: bool) -> Exception | None:
@@ -57,8 +70,11 @@ def refusal(error: BaseException, *, connected: bool) -> Exception | None:
     if state == "25006":  # read_only_sql_transaction
         return DatabaseReadOnly(READ_ONLY_MESSAGE)
     # Connection exceptions (class 08), the server shutting down or starting (57P01-57P03), a failed connect.
-    if (state.startswith("08") or state in ("57P01", "57P02", "57P03")
-            or (not connected and isinstance(error, Database.OperationalError))):
+    if (
+        state.startswith("08")
+        or state in ("57P01", "57P02", "57P03")
+        or (not connected and isinstance(error, Database.OperationalError))
+    ):
         return DatabaseCannotOpen(CANT_CONNECT_MESSAGE)
     return None
 

@@ -6,9 +6,8 @@ to ``pysqlite3`` (a newer SQLite with extension loading, FTS5 and trigram) must
 happen before Django's backend module is first imported.
 """
 
-import sys
-
 import sqlite3 as _stdlib_sqlite3
+import sys
 
 if not hasattr(_stdlib_sqlite3.Connection, "enable_load_extension"):
     if "django.db.backends.sqlite3.base" in sys.modules:

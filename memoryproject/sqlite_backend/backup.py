@@ -77,8 +77,9 @@ def check_copy(path: Path) -> dict[str, int]:
             raise CopyFailed(f"{path} fails SQLite's integrity check: {'; '.join(problems[:5])}.")
         orphans = connection.execute("PRAGMA foreign_key_check").fetchall()
         if orphans:
-            raise CopyFailed(f"{path} has {len(orphans)} row(s) whose foreign keys point nowhere, first in "
-                             f"{orphans[0][0]}.")
+            raise CopyFailed(
+                f"{path} has {len(orphans)} row(s) whose foreign keys point nowhere, first in {orphans[0][0]}."
+            )
         try:
             return _rows(connection)
         except Database.OperationalError as error:
@@ -154,8 +155,10 @@ def backup(source, path: Path, *, overwrite: bool) -> Copy:
     if path.exists():
         reason = not_a_backup(path)
         if reason is not None:
-            raise CopyFailed(f"{path} is not a backup ({reason}); even with --force, backup replaces only a backup "
-                             "it wrote. Move the file away or give another path.")
+            raise CopyFailed(
+                f"{path} is not a backup ({reason}); even with --force, backup replaces only a backup "
+                "it wrote. Move the file away or give another path."
+            )
     partial = path.with_name(f".{path.name}.partial-{os.getpid()}")
     partial.unlink(missing_ok=True)
     started = time.monotonic()
@@ -229,8 +232,10 @@ class ServingLock:
         """Take it exclusively; False while any server holds it. Raise CopyFailed where its file cannot be made."""
         taken = self._take(fcntl.LOCK_EX)
         if taken is None:
-            raise CopyFailed(f"Cannot create {self.path}: the database's folder cannot be written, so nothing can be "
-                             "restored into it. Make the folder writable (or remount its disk read-write), then retry.")
+            raise CopyFailed(
+                f"Cannot create {self.path}: the database's folder cannot be written, so nothing can be "
+                "restored into it. Make the folder writable (or remount its disk read-write), then retry."
+            )
         return taken
 
     def release(self) -> None:
@@ -260,10 +265,11 @@ def restore(path: Path, database: Path) -> Copy:
         if target is not None:
             target.close()
     if problems != ["ok"] or rows != expected:
-        raise CopyFailed(f"The restored database does not match {path} ({'; '.join(problems[:5])}; {rows} rows, "
-                         f"expected {expected}). Run the restore again.")
-    return Copy(path=Path(database), bytes=Path(database).stat().st_size, seconds=time.monotonic() - started,
-                rows=rows)
+        raise CopyFailed(
+            f"The restored database does not match {path} ({'; '.join(problems[:5])}; {rows} rows, "
+            f"expected {expected}). Run the restore again."
+        )
+    return Copy(path=Path(database), bytes=Path(database).stat().st_size, seconds=time.monotonic() - started, rows=rows)
 
 
 _held: list[ServingLock] = []

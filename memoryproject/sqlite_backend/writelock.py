@@ -50,7 +50,8 @@ def open_lock_file(path) -> int | None:
 class WriteLock:
     """The lock one connection takes before ``BEGIN IMMEDIATE`` and gives back at commit, rollback or close.
 
-    ``path`` is the lock file. Not shared between threads: each connection has its own, as it has its own file descriptor.
+    ``path`` is the lock file. Not shared between threads: each connection has its own, as it has its own file
+    descriptor.
     """
 
     def __init__(self, path: str, *, timeout: float):

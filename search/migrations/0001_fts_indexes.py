@@ -63,5 +63,11 @@ def reverse_sql():
 class Migration(migrations.Migration):
     dependencies = [("memories", "0002_revision_append_only")]
 
-    operations = [EngineSQL(sql=forward_sql(), reverse_sql=reverse_sql(), postgresql=migrations.RunSQL.noop,
-                            reverse_postgresql=migrations.RunSQL.noop)]
+    operations = [
+        EngineSQL(
+            sql=forward_sql(),
+            reverse_sql=reverse_sql(),
+            postgresql=migrations.RunSQL.noop,
+            reverse_postgresql=migrations.RunSQL.noop,
+        )
+    ]

@@ -54,5 +54,6 @@ REVERSE_POSTGRESQL = [
 class Migration(migrations.Migration):
     dependencies = [("search", "0001_fts_indexes")]
 
-    operations = [EngineSQL(sql=FORWARD, reverse_sql=REVERSE, postgresql=POSTGRESQL,
-                            reverse_postgresql=REVERSE_POSTGRESQL)]
+    operations = [
+        EngineSQL(sql=FORWARD, reverse_sql=REVERSE, postgresql=POSTGRESQL, reverse_postgresql=REVERSE_POSTGRESQL)
+    ]

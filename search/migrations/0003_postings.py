@@ -141,5 +141,6 @@ REVERSE_POSTGRESQL = [
 class Migration(migrations.Migration):
     dependencies = [("search", "0002_embedding_space")]
 
-    operations = [EngineSQL(sql=FORWARD, reverse_sql=REVERSE, postgresql=POSTGRESQL,
-                            reverse_postgresql=REVERSE_POSTGRESQL)]
+    operations = [
+        EngineSQL(sql=FORWARD, reverse_sql=REVERSE, postgresql=POSTGRESQL, reverse_postgresql=REVERSE_POSTGRESQL)
+    ]

@@ -68,19 +68,26 @@ def join_segments(apps, schema_editor):
             parts = joined.setdefault(term, ([], []))
             parts[0].append(bytes(ids))
             parts[1].append(bytes(tfs))
-        cursor.executemany("INSERT INTO search_posting_joined (term, revision_ids, tfs) VALUES (%s, %s, %s)",
-                           [(term, b"".join(ids), b"".join(tfs)) for term, (ids, tfs) in joined.items()])
+        cursor.executemany(
+            "INSERT INTO search_posting_joined (term, revision_ids, tfs) VALUES (%s, %s, %s)",
+            [(term, b"".join(ids), b"".join(tfs)) for term, (ids, tfs) in joined.items()],
+        )
         cursor.execute("DROP TABLE search_posting")  # its index goes with it
         cursor.execute("ALTER TABLE search_posting_joined RENAME TO search_posting")
-        cursor.execute(f"UPDATE search_state SET packed_version = {RANDOM_BIGINT if postgresql else 'random()'} "
-                       "WHERE id = 1")
+        cursor.execute(
+            f"UPDATE search_state SET packed_version = {RANDOM_BIGINT if postgresql else 'random()'} WHERE id = 1"
+        )
 
 
 class Migration(migrations.Migration):
     dependencies = [("search", "0004_packed_version")]
 
     operations = [
-        EngineSQL(sql=FORWARD, reverse_sql=migrations.RunSQL.noop, postgresql=POSTGRESQL,
-                  reverse_postgresql=migrations.RunSQL.noop),
+        EngineSQL(
+            sql=FORWARD,
+            reverse_sql=migrations.RunSQL.noop,
+            postgresql=POSTGRESQL,
+            reverse_postgresql=migrations.RunSQL.noop,
+        ),
         migrations.RunPython(migrations.RunPython.noop, reverse_code=join_segments),
     ]

@@ -28,8 +28,9 @@ def _sql(cursor, sql: str) -> str:
 
 def _namespaces(cursor) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Revision ids ascending, the namespace code of each, and the namespace names."""
-    cursor.execute("SELECT r.id, m.namespace FROM memories_revision r JOIN memories_memory m ON m.id = r.memory_id "
-                   "ORDER BY r.id")
+    cursor.execute(
+        "SELECT r.id, m.namespace FROM memories_revision r JOIN memories_memory m ON m.id = r.memory_id ORDER BY r.id"
+    )
     rows = cursor.fetchall()
     names = sorted({namespace for _, namespace in rows})
     code = {name: number for number, name in enumerate(names)}
@@ -56,11 +57,16 @@ def forward(apps, schema_editor):
                 rows.append((key, segments[key], held[mine].astype("<u4").tobytes(), counts[mine].tobytes()))
                 segments[key] += 1
         cursor.execute("DELETE FROM search_posting")
-        cursor.executemany("INSERT INTO search_posting (term, segment, revision_ids, tfs) VALUES (%s, %s, %s, %s)",
-                           rows)
-        cursor.execute(_sql(cursor,
-            "UPDATE search_posting_tail SET term = (SELECT m.namespace FROM memories_revision r JOIN memories_memory m "
-            "ON m.id = r.memory_id WHERE r.id = search_posting_tail.revision_id) || char(31) || term"))
+        cursor.executemany(
+            "INSERT INTO search_posting (term, segment, revision_ids, tfs) VALUES (%s, %s, %s, %s)", rows
+        )
+        cursor.execute(
+            _sql(
+                cursor,
+                "UPDATE search_posting_tail SET term = (SELECT m.namespace FROM memories_revision r JOIN memories_memory m "
+                "ON m.id = r.memory_id WHERE r.id = search_posting_tail.revision_id) || char(31) || term",
+            )
+        )
         cursor.execute(_sql(cursor, "UPDATE search_state SET packed_version = random() WHERE id = 1"))
 
 
@@ -69,8 +75,9 @@ def backward(apps, schema_editor):
         cursor.execute("SELECT term, revision_ids, tfs FROM search_posting")
         joined = defaultdict(list)
         for key, revision_ids, tfs in cursor.fetchall():
-            joined[key.split(SEPARATOR, 1)[1]].append((np.frombuffer(revision_ids, dtype="<u4"),
-                                                       np.frombuffer(tfs, dtype="<u2")))
+            joined[key.split(SEPARATOR, 1)[1]].append(
+                (np.frombuffer(revision_ids, dtype="<u4"), np.frombuffer(tfs, dtype="<u2"))
+            )
         rows = []
         for term, parts in joined.items():
             held = np.concatenate([part[0] for part in parts])
@@ -78,8 +85,9 @@ def backward(apps, schema_editor):
             order = np.argsort(held, kind="stable")
             rows.append((term, 0, held[order].tobytes(), counts[order].tobytes()))
         cursor.execute("DELETE FROM search_posting")
-        cursor.executemany("INSERT INTO search_posting (term, segment, revision_ids, tfs) VALUES (%s, %s, %s, %s)",
-                           rows)
+        cursor.executemany(
+            "INSERT INTO search_posting (term, segment, revision_ids, tfs) VALUES (%s, %s, %s, %s)", rows
+        )
         cursor.execute(_sql(cursor, "UPDATE search_posting_tail SET term = substr(term, instr(term, char(31)) + 1)"))
         cursor.execute(_sql(cursor, "UPDATE search_state SET packed_version = random() WHERE id = 1"))
 

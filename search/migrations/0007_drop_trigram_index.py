@@ -27,5 +27,11 @@ REVERSE = [statement for statement in _initial.forward_sql() if TABLE in stateme
 class Migration(migrations.Migration):
     dependencies = [("search", "0006_namespaced_postings")]
 
-    operations = [EngineSQL(sql=FORWARD, reverse_sql=REVERSE, postgresql=migrations.RunSQL.noop,
-                            reverse_postgresql=migrations.RunSQL.noop)]
+    operations = [
+        EngineSQL(
+            sql=FORWARD,
+            reverse_sql=REVERSE,
+            postgresql=migrations.RunSQL.noop,
+            reverse_postgresql=migrations.RunSQL.noop,
+        )
+    ]

@@ -44,5 +44,6 @@ REVERSE_POSTGRESQL = [
 class Migration(migrations.Migration):
     dependencies = [("search", "0008_import_published"), ("memories", "0007_attributes")]
 
-    operations = [EngineSQL(sql=FORWARD, reverse_sql=REVERSE, postgresql=POSTGRESQL,
-                            reverse_postgresql=REVERSE_POSTGRESQL)]
+    operations = [
+        EngineSQL(sql=FORWARD, reverse_sql=REVERSE, postgresql=POSTGRESQL, reverse_postgresql=REVERSE_POSTGRESQL)
+    ]

@@ -5,56 +5,59 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-    ]
+    dependencies = []
 
     operations = [
         migrations.CreateModel(
-            name='HookRecall',
+            name="HookRecall",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('at', models.DateTimeField(db_index=True)),
-                ('actor', models.CharField(max_length=200)),
-                ('harness', models.CharField(blank=True, max_length=64)),
-                ('hook', models.CharField(blank=True, max_length=64)),
-                ('namespaces', models.JSONField(blank=True, null=True)),
-                ('query', models.TextField()),
-                ('hits', models.PositiveIntegerField()),
-                ('characters', models.PositiveIntegerField()),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("at", models.DateTimeField(db_index=True)),
+                ("actor", models.CharField(max_length=200)),
+                ("harness", models.CharField(blank=True, max_length=64)),
+                ("hook", models.CharField(blank=True, max_length=64)),
+                ("namespaces", models.JSONField(blank=True, null=True)),
+                ("query", models.TextField()),
+                ("hits", models.PositiveIntegerField()),
+                ("characters", models.PositiveIntegerField()),
             ],
             options={
-                'ordering': ['-at', '-id'],
+                "ordering": ["-at", "-id"],
             },
         ),
         migrations.CreateModel(
-            name='Injection',
+            name="Injection",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('at', models.DateTimeField(db_index=True)),
-                ('actor', models.CharField(max_length=200)),
-                ('harness', models.CharField(max_length=64)),
-                ('hook', models.CharField(max_length=64)),
-                ('session', models.CharField(blank=True, max_length=200)),
-                ('query', models.TextField(blank=True)),
-                ('characters', models.PositiveIntegerField()),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("at", models.DateTimeField(db_index=True)),
+                ("actor", models.CharField(max_length=200)),
+                ("harness", models.CharField(max_length=64)),
+                ("hook", models.CharField(max_length=64)),
+                ("session", models.CharField(blank=True, max_length=200)),
+                ("query", models.TextField(blank=True)),
+                ("characters", models.PositiveIntegerField()),
             ],
             options={
-                'ordering': ['-at', '-id'],
+                "ordering": ["-at", "-id"],
             },
         ),
         migrations.CreateModel(
-            name='InjectedMemory',
+            name="InjectedMemory",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('memory_id', models.BigIntegerField(db_index=True)),
-                ('revision_id', models.BigIntegerField(blank=True, null=True)),
-                ('injection', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='items', to='telemetry.injection')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("memory_id", models.BigIntegerField(db_index=True)),
+                ("revision_id", models.BigIntegerField(blank=True, null=True)),
+                (
+                    "injection",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="items", to="telemetry.injection"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['injection_id', 'id'],
+                "ordering": ["injection_id", "id"],
             },
         ),
     ]

@@ -4,32 +4,31 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('telemetry', '0001_initial'),
+        ("telemetry", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='RefusedIngest',
+            name="RefusedIngest",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('at', models.DateTimeField(db_index=True)),
-                ('actor', models.CharField(max_length=200)),
-                ('harness', models.CharField(blank=True, max_length=64)),
-                ('hook', models.CharField(blank=True, max_length=64)),
-                ('session', models.CharField(blank=True, max_length=200)),
-                ('namespace', models.CharField(max_length=64)),
-                ('pattern', models.CharField(max_length=64)),
-                ('characters', models.PositiveIntegerField()),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("at", models.DateTimeField(db_index=True)),
+                ("actor", models.CharField(max_length=200)),
+                ("harness", models.CharField(blank=True, max_length=64)),
+                ("hook", models.CharField(blank=True, max_length=64)),
+                ("session", models.CharField(blank=True, max_length=200)),
+                ("namespace", models.CharField(max_length=64)),
+                ("pattern", models.CharField(max_length=64)),
+                ("characters", models.PositiveIntegerField()),
             ],
             options={
-                'ordering': ['-at', '-id'],
+                "ordering": ["-at", "-id"],
             },
         ),
         migrations.AddField(
-            model_name='hookrecall',
-            name='session',
+            model_name="hookrecall",
+            name="session",
             field=models.CharField(blank=True, max_length=200),
         ),
     ]

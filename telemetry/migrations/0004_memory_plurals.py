@@ -4,18 +4,17 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('telemetry', '0003_recalled_memory'),
+        ("telemetry", "0003_recalled_memory"),
     ]
 
     operations = [
         migrations.AlterModelOptions(
-            name='injectedmemory',
-            options={'ordering': ['injection_id', 'id'], 'verbose_name_plural': 'injected memories'},
+            name="injectedmemory",
+            options={"ordering": ["injection_id", "id"], "verbose_name_plural": "injected memories"},
         ),
         migrations.AlterModelOptions(
-            name='recalledmemory',
-            options={'ordering': ['recall_id', 'id'], 'verbose_name_plural': 'recalled memories'},
+            name="recalledmemory",
+            options={"ordering": ["recall_id", "id"], "verbose_name_plural": "recalled memories"},
         ),
     ]

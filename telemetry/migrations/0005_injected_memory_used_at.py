@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('telemetry', '0004_memory_plurals'),
+        ("telemetry", "0004_memory_plurals"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='injectedmemory',
-            name='used_at',
+            model_name="injectedmemory",
+            name="used_at",
             field=models.DateTimeField(blank=True, null=True),
         ),
     ]

@@ -18,8 +18,12 @@ class Command(ProjectCommand):
     def add_arguments(self, parser):
         parser.add_argument("--namespace", required=True, help="the namespace the tools read and write")
         parser.add_argument("--read-only", action="store_true", help="offer only the reading tools")
-        parser.add_argument("--tools", choices=TOOL_SETS, default=DEFAULT_TOOLS,
-                            help="all: list the opt-in tools (conflicts, stats, route) too")
+        parser.add_argument(
+            "--tools",
+            choices=TOOL_SETS,
+            default=DEFAULT_TOOLS,
+            help="all: list the opt-in tools (conflicts, stats, route) too",
+        )
 
     def handle(self, *args, namespace: str, read_only: bool, tools: str, **options):
         # No API key here: whoever can start this command can open the database file anyway.
@@ -32,9 +36,16 @@ class Command(ProjectCommand):
         scopes = {Scope.READ.value} if read_only else {Scope.READ.value, Scope.WRITE.value}
         actor = "stdio:" + cli_actor().split(":", 1)[1]
         started = f"--namespace {namespace}" + (" --read-only" if read_only else "")
-        current_caller.set(Caller(actor=actor, interface=Interface.MCP.value, scopes=frozenset(scopes),
-                                  namespaces=(namespace,), held_by=f"this mcp_stdio session (started with {started})",
-                                  wider_access="Start mcp_stdio without --read-only to change memories."))
+        current_caller.set(
+            Caller(
+                actor=actor,
+                interface=Interface.MCP.value,
+                scopes=frozenset(scopes),
+                namespaces=(namespace,),
+                held_by=f"this mcp_stdio session (started with {started})",
+                wider_access="Start mcp_stdio without --read-only to change memories.",
+            )
+        )
         current_tool_set.set(tools)
         # stdout is the protocol channel from here on; logs go to stderr.
         anyio.run(stdio.serve, server)

@@ -43,11 +43,18 @@ class Command(ProjectCommand):
     help = "Embed the revisions that have no vector yet (all of them with --reembed), in id order, resumably."
 
     def add_arguments(self, parser):
-        parser.add_argument("--batch-size", type=int, default=vectors.STORE_BATCH_SIZE,
-                            help=f"Revisions embedded and stored per transaction (default {vectors.STORE_BATCH_SIZE}).")
-        parser.add_argument("--reembed", action="store_true",
-                            help="Drop every stored vector and re-embed all revisions with MEMORY_EMBEDDER. If it "
-                                 "is interrupted, run backfill again without --reembed to finish.")
+        parser.add_argument(
+            "--batch-size",
+            type=int,
+            default=vectors.STORE_BATCH_SIZE,
+            help=f"Revisions embedded and stored per transaction (default {vectors.STORE_BATCH_SIZE}).",
+        )
+        parser.add_argument(
+            "--reembed",
+            action="store_true",
+            help="Drop every stored vector and re-embed all revisions with MEMORY_EMBEDDER. If it "
+            "is interrupted, run backfill again without --reembed to finish.",
+        )
         parser.add_argument("--dry-run", action="store_true", help="Count what would be embedded; change nothing.")
 
     def handle(self, *args, batch_size, reembed, dry_run, **options):
@@ -55,8 +62,10 @@ class Command(ProjectCommand):
             raise CommandError(f"--batch-size must be from 1 to 10000, got {batch_size}.")
         embedder = get_embedder()
         if not embedder.available():
-            raise CommandError(f"The embedder {embedder.name} cannot be loaded ({embedder.load_error}); check "
-                               "MEMORY_EMBEDDER and the model files, then run backfill again.")
+            raise CommandError(
+                f"The embedder {embedder.name} cannot be loaded ({embedder.load_error}); check "
+                "MEMORY_EMBEDDER and the model files, then run backfill again."
+            )
         model = f"{embedder.name} ({embedder.dim} dimensions)"
         try:
             if dry_run:
@@ -79,8 +88,9 @@ class Command(ProjectCommand):
                 try:
                     batch = vectors.backfill_batch(after_id=after_id, limit=batch_size, embedder=embedder)
                 except (MemoryServiceError, SearchError, EmbedderUnavailable) as error:
-                    raise CommandError(f"{error} {embedded} revision(s) were embedded before this; "
-                                       "run backfill again to continue.") from error
+                    raise CommandError(
+                        f"{error} {embedded} revision(s) were embedded before this; run backfill again to continue."
+                    ) from error
                 if not batch.revision_ids:
                     break
                 after_id = batch.revision_ids[-1]
@@ -90,19 +100,19 @@ class Command(ProjectCommand):
             progress.close()
         elapsed = time.monotonic() - started
         rate = f", {embedded / elapsed:.0f}/s" if embedded and elapsed > 0 else ""
-        replaced = (f" (replacing the vectors of {previous.embedder})"
-                    if reembed and previous is not None else "")
+        replaced = f" (replacing the vectors of {previous.embedder})" if reembed and previous is not None else ""
         self.stdout.write(f"Embedded {embedded} revision(s) with {model}{replaced} in {elapsed:.1f} s{rate}.")
 
     def _dry_run(self, embedder, model: str, *, reembed: bool) -> None:
         if reembed:
             space = vectors.current_space()
-            dropped = (f"drop {vectors.vector_count()} vector(s) of {space.embedder} and "
-                       if space is not None else "")
+            dropped = f"drop {vectors.vector_count()} vector(s) of {space.embedder} and " if space is not None else ""
             count = vectors.pending_count(reembed=True)
-            self.stdout.write(f"Dry run, nothing written: --reembed would {dropped}embed {count} revision(s) "
-                              f"with {model}.")
+            self.stdout.write(
+                f"Dry run, nothing written: --reembed would {dropped}embed {count} revision(s) with {model}."
+            )
             return
         vectors.check_space(embedder)
-        self.stdout.write(f"Dry run, nothing written: {vectors.pending_count()} revision(s) would be embedded "
-                          f"with {model}.")
+        self.stdout.write(
+            f"Dry run, nothing written: {vectors.pending_count()} revision(s) would be embedded with {model}."
+        )

@@ -13,9 +13,13 @@ class Command(ProjectCommand):
     def handle(self, *args, id: int, reason: str, yes: bool, **options):
         revisions = selectors.memory_history(memory_id=id)
         if not yes:
-            self.stdout.write(f"Would erase memory {id} and its {len(revisions)} revision(s); this cannot be "
-                              "undone. Run again with --yes to erase.")
+            self.stdout.write(
+                f"Would erase memory {id} and its {len(revisions)} revision(s); this cannot be "
+                "undone. Run again with --yes to erase."
+            )
             return
         receipt = services.memory_erase(memory_id=id, reason=reason, actor=cli_actor(), interface="cli")
-        self.stdout.write(f"Erased memory {id}: {len(receipt.revision_ids)} revision(s); receipt {receipt.pk}; "
-                          f"{receipt.telemetry_queries_removed} telemetry query(ies) removed.")
+        self.stdout.write(
+            f"Erased memory {id}: {len(receipt.revision_ids)} revision(s); receipt {receipt.pk}; "
+            f"{receipt.telemetry_queries_removed} telemetry query(ies) removed."
+        )

@@ -12,8 +12,11 @@ class Command(ProjectCommand):
     help = "Write memories with every revision known at a cutoff as one JSON document, to a new file or stdout."
 
     def add_arguments(self, parser):
-        parser.add_argument("--output", default="-", help="File to create (an existing file is never overwritten); "
-                                                          "'-' or nothing for stdout.")
+        parser.add_argument(
+            "--output",
+            default="-",
+            help="File to create (an existing file is never overwritten); '-' or nothing for stdout.",
+        )
         parser.add_argument("--namespace", help="Export only this namespace.")
         parser.add_argument("--as-of", help="Knowledge cutoff, YYYY-MM-DD or ISO 8601 with a timezone (default now).")
 
@@ -36,8 +39,10 @@ class Command(ProjectCommand):
             target, summary_to = output, self.stdout
             self._write_new_file(Path(output), chunks)
         progress.close()
-        summary_to.write(f"Exported {exported[0]} memories known at {format_instant(cutoff)} to {target}.",
-                         style_func=self.style.SUCCESS)
+        summary_to.write(
+            f"Exported {exported[0]} memories known at {format_instant(cutoff)} to {target}.",
+            style_func=self.style.SUCCESS,
+        )
 
     def _write_new_file(self, path: Path, chunks) -> None:
         try:

@@ -30,13 +30,15 @@ class Command(ProjectCommand):
             users.objects.create_superuser(username=username, email="", password=password)
             token = None
             if not ApiKey.objects.exists():
-                _, token = api_key_create(name="first key", scopes=["read", "write"], namespaces=None,
-                                          actor=cli_actor(), interface="cli")
+                _, token = api_key_create(
+                    name="first key", scopes=["read", "write"], namespaces=None, actor=cli_actor(), interface="cli"
+                )
         # Printed once committed: what is shown is stored.
         self.stdout.write(self.style.SUCCESS("Created the first admin login (shown only this once):"))
         self.stdout.write(f"  username: {username}\n  password: {password}")
         if token is not None:
-            self.stdout.write(self.style.SUCCESS(
-                "Created the first API key (read, write; all namespaces), shown only this once:"))
+            self.stdout.write(
+                self.style.SUCCESS("Created the first API key (read, write; all namespaces), shown only this once:")
+            )
             self.stdout.write(f"  key: {token}")
             self.stdout.write("  use it as 'Authorization: Bearer <key>' (README: MCP, REST API)")

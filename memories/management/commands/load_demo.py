@@ -31,87 +31,128 @@ class DemoMemory:
 
 DEMO = (
     DemoMemory(
-        "company-overview", "fact",
+        "company-overview",
+        "fact",
         "Northwind Robotics builds autonomous warehouse robots: the NR-7 picker and the NR-9 pallet mover. "
         "It is headquartered in Tacoma, Washington.",
-        ("company",), known_at="2025-01-06", title="What Northwind Robotics does",
+        ("company",),
+        known_at="2025-01-06",
+        title="What Northwind Robotics does",
     ),
     DemoMemory(
-        "ceo", "fact", "Dana Okafor is the CEO of Northwind Robotics.", ("people",), known_at="2025-01-06",
+        "ceo",
+        "fact",
+        "Dana Okafor is the CEO of Northwind Robotics.",
+        ("people",),
+        known_at="2025-01-06",
         triple=("Northwind Robotics", "has CEO", "Dana Okafor"),
     ),
     DemoMemory(
-        "dana-communication", "preference",
+        "dana-communication",
+        "preference",
         "Dana prefers status updates in writing, and no recurring meetings before 10:00 Pacific.",
-        ("people", "communication"), known_at="2025-01-13",
+        ("people", "communication"),
+        known_at="2025-01-13",
     ),
     DemoMemory(
-        "firmware-pull-requests", "preference",
+        "firmware-pull-requests",
+        "preference",
         "The firmware team prefers small pull requests (under 400 changed lines) with a hardware-in-the-loop "
         "test run attached.",
-        ("engineering", "firmware"), known_at="2025-02-03",
+        ("engineering", "firmware"),
+        known_at="2025-02-03",
     ),
     DemoMemory(
-        "docs-style", "preference",
+        "docs-style",
+        "preference",
         "Customer-facing documentation uses US English and gives metric units first, imperial in parentheses.",
-        ("docs",), known_at="2025-02-10",
+        ("docs",),
+        known_at="2025-02-10",
     ),
     DemoMemory(
-        "adr-012-fleet-messaging", "decision",
+        "adr-012-fleet-messaging",
+        "decision",
         "ADR-012: robots talk to the fleet server over MQTT 5 with TLS; ROS 2 stays inside each robot.",
-        ("architecture", "fleet"), known_at="2025-02-24", title="ADR-012 fleet messaging",
+        ("architecture", "fleet"),
+        known_at="2025-02-24",
+        title="ADR-012 fleet messaging",
         source="https://git.example/northwind/adr/012-fleet-messaging.md",
     ),
     DemoMemory(
-        "battery-supplier", "decision",
+        "battery-supplier",
+        "decision",
         "Battery packs for the NR-7 and NR-9 come from Voltaic Cells Ltd.",
-        ("supply-chain", "hardware"), known_at="2025-03-10",
+        ("supply-chain", "hardware"),
+        known_at="2025-03-10",
         revised_to="Battery packs for the NR-7 and NR-9 come from Helio Power. Voltaic Cells Ltd. is no longer "
-                   "approved after its cell recall.",
+        "approved after its cell recall.",
     ),
     DemoMemory(
-        "nr9-launch", "event",
+        "nr9-launch",
+        "event",
         "The NR-9 pallet mover launched at ProMat in Chicago on 2025-03-17; 40 pre-orders were signed that week.",
-        ("launch", "nr-9"), known_at="2025-03-21", valid_from="2025-03-17",
+        ("launch", "nr-9"),
+        known_at="2025-03-21",
+        valid_from="2025-03-17",
     ),
     DemoMemory(
-        "demo-lab-address", "fact", "The customer demo lab is at 14 Mill Road, Tacoma.", ("facilities",),
+        "demo-lab-address",
+        "fact",
+        "The customer demo lab is at 14 Mill Road, Tacoma.",
+        ("facilities",),
         known_at="2025-01-20",
-        correction=("2025-06-01", "2025-07-01",
-                    "During June 2025 the customer demo lab was at the Harbor Street warehouse while Mill Road "
-                    "was renovated."),
+        correction=(
+            "2025-06-01",
+            "2025-07-01",
+            "During June 2025 the customer demo lab was at the Harbor Street warehouse while Mill Road was renovated.",
+        ),
     ),
     DemoMemory(
-        "support-hours", "fact",
+        "support-hours",
+        "fact",
         "Customer support is staffed 06:00-18:00 Pacific on weekdays; critical fleet outages page the on-call "
         "engineer at any hour.",
-        ("support",), known_at="2025-04-07",
+        ("support",),
+        known_at="2025-04-07",
     ),
     DemoMemory(
-        "largest-customer", "fact",
+        "largest-customer",
+        "fact",
         "Pinecrest Grocers runs 60 NR-7 pickers across 3 distribution centres and is the largest customer.",
-        ("customers",), known_at="2025-05-12",
+        ("customers",),
+        known_at="2025-05-12",
     ),
     DemoMemory(
-        "reset-stuck-nr7", "skill",
+        "reset-stuck-nr7",
+        "skill",
         "To reset a stuck NR-7 picker: hold the E-stop for 5 seconds, power-cycle the base, then run "
         "`nwctl calibrate --arm` before returning it to the fleet.",
-        ("runbook", "nr-7"), known_at="2025-05-26", title="Reset a stuck NR-7",
+        ("runbook", "nr-7"),
+        known_at="2025-05-26",
+        title="Reset a stuck NR-7",
     ),
     DemoMemory(
-        "fleet-api-spec", "artifact",
+        "fleet-api-spec",
+        "artifact",
         "The fleet API specification (OpenAPI, version 3) is docs/fleet-api/openapi.yaml in the fleet repository.",
-        ("architecture", "api"), known_at="2025-06-16", source="https://git.example/northwind/fleet",
+        ("architecture", "api"),
+        known_at="2025-06-16",
+        source="https://git.example/northwind/fleet",
     ),
     DemoMemory(
-        "vpn-gateway", "note", "Engineers reach the lab network through the vpn1.northwind.example gateway.",
-        ("it",), known_at="2025-01-08",
+        "vpn-gateway",
+        "note",
+        "Engineers reach the lab network through the vpn1.northwind.example gateway.",
+        ("it",),
+        known_at="2025-01-08",
         forget_reason="vpn1 was decommissioned; access now goes through the zero-trust proxy.",
     ),
     DemoMemory(
-        "staging-freeze", "note",
+        "staging-freeze",
+        "note",
         "The staging fleet server is frozen for the v4.2 release; ask in #release before deploying to it.",
-        ("release",), ttl_days=14,
+        ("release",),
+        ttl_days=14,
     ),
 )
 
@@ -141,8 +182,7 @@ class Command(ProjectCommand):
 def _keys(namespace: str) -> set[str]:
     keys, cursor = set(), None
     while True:
-        page = selectors.memory_list(namespace=namespace, state="all", limit=selectors.LIST_LIMIT_MAX,
-                                     cursor=cursor)
+        page = selectors.memory_list(namespace=namespace, state="all", limit=selectors.LIST_LIMIT_MAX, cursor=cursor)
         keys.update(memory.key for memory in page.items)
         if page.next_cursor is None:
             return keys
@@ -152,16 +192,29 @@ def _keys(namespace: str) -> set[str]:
 def _load(item: DemoMemory) -> None:
     subject, predicate, object_ = item.triple or (None, None, None)
     memory = services.memory_remember(
-        namespace=NAMESPACE, key=item.key, kind=item.kind, content=item.content, title=item.title,
-        tags=list(item.tags), source=item.source, ttl_days=item.ttl_days, valid_from=item.valid_from,
-        subject=subject, predicate=predicate, object=object_, actor=ACTOR, interface="cli", force=True,
+        namespace=NAMESPACE,
+        key=item.key,
+        kind=item.kind,
+        content=item.content,
+        title=item.title,
+        tags=list(item.tags),
+        source=item.source,
+        ttl_days=item.ttl_days,
+        valid_from=item.valid_from,
+        subject=subject,
+        predicate=predicate,
+        object=object_,
+        actor=ACTOR,
+        interface="cli",
+        force=True,
         known_at=parse_instant(item.known_at, field="known_at") if item.known_at else None,
     ).memory
     if item.revised_to:
         services.memory_revise(memory_id=memory.id, content=item.revised_to, actor=ACTOR, interface="cli")
     if item.correction:
         valid_from, valid_to, content = item.correction
-        services.memory_revise(memory_id=memory.id, content=content, valid_from=valid_from, valid_to=valid_to,
-                               actor=ACTOR, interface="cli")
+        services.memory_revise(
+            memory_id=memory.id, content=content, valid_from=valid_from, valid_to=valid_to, actor=ACTOR, interface="cli"
+        )
     if item.forget_reason:
         services.memory_forget(memory_id=memory.id, reason=item.forget_reason, actor=ACTOR, interface="cli")

@@ -20,10 +20,10 @@ from memories.arguments import (
     RouteArgs,
     StateChangeArgs,
 )
-from memories.conflicts import memory_conflicts
-from memories.routing import memory_route
 from memories.management.cli import ProjectCommand, cli_actor
 from memories.records import History
+from memories.selectors.conflicts import memory_conflicts
+from memories.selectors.routing import memory_route
 from memoryproject.exceptions import InvalidInput, MemoryServiceError
 
 # "argument --ttl-days: invalid int value: 'x'" names the option; it becomes the field.
@@ -49,8 +49,10 @@ def _given(**values) -> dict:
 
 
 class Command(ProjectCommand):
-    help = ("Remember, learn, read, forget, restore, promote and archive memories, list and resolve conflicts, "
-            "and ask the knowledge graph, from the shell; answers are JSON.")
+    help = (
+        "Remember, learn, read, forget, restore, promote and archive memories, list and resolve conflicts, "
+        "and ask the knowledge graph, from the shell; answers are JSON."
+    )
     # Configuration is checked by serve, doctor and check; here the checks would import every door's URLs.
     requires_system_checks = []
 
@@ -69,12 +71,16 @@ class Command(ProjectCommand):
 
         remember = command("remember", "Store a memory, or add a revision to the one under --key.")
         remember.add_argument("content", help="the text to remember, or - to read it from stdin")
-        remember.add_argument("--namespace", default=settings.MEMORY_DEFAULT_NAMESPACE,
-                              help=f"default: {settings.MEMORY_DEFAULT_NAMESPACE}")
+        remember.add_argument(
+            "--namespace",
+            default=settings.MEMORY_DEFAULT_NAMESPACE,
+            help=f"default: {settings.MEMORY_DEFAULT_NAMESPACE}",
+        )
         for name in ("key", "title", "kind"):
             remember.add_argument(f"--{name}", help=_help(RememberArgs, name))
-        remember.add_argument("--tag", action="append", dest="tags", metavar="TAG",
-                              help=_help(RememberArgs, "tags", "Repeatable."))
+        remember.add_argument(
+            "--tag", action="append", dest="tags", metavar="TAG", help=_help(RememberArgs, "tags", "Repeatable.")
+        )
         remember.add_argument("--source", help=_help(RememberArgs, "source"))
         remember.add_argument("--ttl-days", type=int, help=_help(RememberArgs, "ttl_days"))
         remember.add_argument("--valid-from", help=_help(RememberArgs, "valid_from"))
@@ -85,20 +91,28 @@ class Command(ProjectCommand):
         remember.add_argument("--confidence", type=float, help=_help(RememberArgs, "confidence"))
 
         learn = command("learn", "Store the facts, decisions and skills a text states, one memory each.")
-        learn.add_argument("text", nargs="?", default="-",
-                           help="the text to learn from, or - (the default) to read it from stdin")
-        learn.add_argument("--namespace", default=settings.MEMORY_DEFAULT_NAMESPACE,
-                           help=f"default: {settings.MEMORY_DEFAULT_NAMESPACE}")
+        learn.add_argument(
+            "text", nargs="?", default="-", help="the text to learn from, or - (the default) to read it from stdin"
+        )
+        learn.add_argument(
+            "--namespace",
+            default=settings.MEMORY_DEFAULT_NAMESPACE,
+            help=f"default: {settings.MEMORY_DEFAULT_NAMESPACE}",
+        )
         learn.add_argument("--source", help=_help(LearnArgs, "source"))
-        learn.add_argument("--tag", action="append", dest="tags", metavar="TAG",
-                           help=_help(LearnArgs, "tags", "Repeatable."))
+        learn.add_argument(
+            "--tag", action="append", dest="tags", metavar="TAG", help=_help(LearnArgs, "tags", "Repeatable.")
+        )
 
         get = command("get", "Show a memory as known at --as-of, for valid time --valid-at.")
         which = get.add_mutually_exclusive_group(required=True)
         which.add_argument("id", nargs="?", type=int, help=_help(GetArgs, "id"))
         which.add_argument("--key", help=_help(GetArgs, "key"))
-        get.add_argument("--namespace", default=settings.MEMORY_DEFAULT_NAMESPACE,
-                         help=f"with --key; default: {settings.MEMORY_DEFAULT_NAMESPACE}")
+        get.add_argument(
+            "--namespace",
+            default=settings.MEMORY_DEFAULT_NAMESPACE,
+            help=f"with --key; default: {settings.MEMORY_DEFAULT_NAMESPACE}",
+        )
         get.add_argument("--as-of", help=_help(GetArgs, "as_of"))
         get.add_argument("--valid-at", help=_help(GetArgs, "valid_at"))
 
@@ -106,22 +120,27 @@ class Command(ProjectCommand):
         history.add_argument("id", type=int, help=_help(HistoryArgs, "id"))
         history.add_argument("--as-of", help=_help(HistoryArgs, "as_of"))
 
-        for name, help_text in (("forget", "Hide a memory from now on; its history stays."),
-                                ("restore", "Bring a forgotten memory back.")):
+        for name, help_text in (
+            ("forget", "Hide a memory from now on; its history stays."),
+            ("restore", "Bring a forgotten memory back."),
+        ):
             change = command(name, help_text)
             change.add_argument("id", type=int, help=_help(ForgetArgs, "id"))
             change.add_argument("--reason", help=_help(ForgetArgs, "reason"))
-        for name, help_text in (("promote", "Make a candidate memory active from now on."),
-                                ("archive", "Archive a memory from now on: recall leaves it out unless asked."),
-                                ("unarchive", "Bring an archived memory back to the state it had before.")):
+        for name, help_text in (
+            ("promote", "Make a candidate memory active from now on."),
+            ("archive", "Archive a memory from now on: recall leaves it out unless asked."),
+            ("unarchive", "Bring an archived memory back to the state it had before."),
+        ):
             change = command(name, help_text)
             change.add_argument("id", type=int, help=_help(StateChangeArgs, "id"))
             change.add_argument("--reason", help=_help(StateChangeArgs, "reason"))
 
         listing = command("list", "List memories newest first, one page at a time.")
         listing.add_argument("--namespace", help="default: every namespace")
-        listing.add_argument("--tag", action="append", dest="tags", metavar="TAG",
-                             help=_help(ListArgs, "tags", "Repeatable."))
+        listing.add_argument(
+            "--tag", action="append", dest="tags", metavar="TAG", help=_help(ListArgs, "tags", "Repeatable.")
+        )
         listing.add_argument("--kind", help=_help(ListArgs, "kind"))
         listing.add_argument("--state", help=_help(ListArgs, "state"))
         listing.add_argument("--limit", type=int, help=_help(ListArgs, "limit"))
@@ -135,18 +154,21 @@ class Command(ProjectCommand):
         recall = command("recall", "Search memories by meaning and keywords.")
         recall.add_argument("query", help=_help(RecallArgs, "query"))
         recall.add_argument("--namespace", action="append", help="Repeatable; default: every namespace.")
-        recall.add_argument("--tag", action="append", dest="tags", metavar="TAG",
-                            help=_help(RecallArgs, "tags", "Repeatable."))
-        recall.add_argument("--kind", action="append", dest="kinds", metavar="KIND",
-                            help=_help(RecallArgs, "kinds", "Repeatable."))
+        recall.add_argument(
+            "--tag", action="append", dest="tags", metavar="TAG", help=_help(RecallArgs, "tags", "Repeatable.")
+        )
+        recall.add_argument(
+            "--kind", action="append", dest="kinds", metavar="KIND", help=_help(RecallArgs, "kinds", "Repeatable.")
+        )
         recall.add_argument("--limit", type=int, help=_help(RecallArgs, "limit"))
         for name in ("match", "mode", "as_of", "valid_at"):
             recall.add_argument(f"--{name.replace('_', '-')}", help=_help(RecallArgs, name))
         recall.add_argument("--explain", action="store_true", default=None, help=_help(RecallArgs, "explain"))
         recall.add_argument("--min-score", type=float, help=_help(RecallArgs, "min_score"))
         recall.add_argument("--min-confidence", type=float, help=_help(RecallArgs, "min_confidence"))
-        recall.add_argument("--state", action="append", dest="states", metavar="STATE",
-                            help=_help(RecallArgs, "states", "Repeatable."))
+        recall.add_argument(
+            "--state", action="append", dest="states", metavar="STATE", help=_help(RecallArgs, "states", "Repeatable.")
+        )
 
         conflicts = command("conflicts", "List facts that contradict each other, with where each came from.")
         conflicts.add_argument("--namespace", action="append", help="Repeatable; default: every namespace.")
@@ -162,10 +184,16 @@ class Command(ProjectCommand):
         for name in ("boundary", "content", "reason"):
             resolve.add_argument(f"--{name}", help=_help(ResolveConflictArgs, name))
 
-        graph = command("graph", "Ask the facts of a namespace: an entity's relations (--entity), the paths between "
-                                 "two (--source, --target), or the entities a text names (--query).")
-        graph.add_argument("--namespace", default=settings.MEMORY_DEFAULT_NAMESPACE,
-                           help=f"default: {settings.MEMORY_DEFAULT_NAMESPACE}")
+        graph = command(
+            "graph",
+            "Ask the facts of a namespace: an entity's relations (--entity), the paths between "
+            "two (--source, --target), or the entities a text names (--query).",
+        )
+        graph.add_argument(
+            "--namespace",
+            default=settings.MEMORY_DEFAULT_NAMESPACE,
+            help=f"default: {settings.MEMORY_DEFAULT_NAMESPACE}",
+        )
         for name in ("entity", "source", "target", "query", "as_of", "valid_at"):
             graph.add_argument(f"--{name.replace('_', '-')}", help=_help(GraphArgs, name))
         graph.add_argument("--limit", type=int, help=_help(GraphArgs, "limit"))
@@ -195,11 +223,24 @@ class Command(ProjectCommand):
         if content == "-":
             content = options.get("stdin", sys.stdin).read()
         return services.memory_remember(
-            namespace=options["namespace"], content=content, actor=cli_actor(), interface="cli",
-            **_given(key=options["key"], title=options["title"], kind=options["kind"], tags=options["tags"],
-                     source=options["source"], ttl_days=options["ttl_days"], valid_from=options["valid_from"],
-                     valid_to=options["valid_to"], subject=options["subject"], predicate=options["predicate"],
-                     object=options["object"], confidence=options["confidence"]),
+            namespace=options["namespace"],
+            content=content,
+            actor=cli_actor(),
+            interface="cli",
+            **_given(
+                key=options["key"],
+                title=options["title"],
+                kind=options["kind"],
+                tags=options["tags"],
+                source=options["source"],
+                ttl_days=options["ttl_days"],
+                valid_from=options["valid_from"],
+                valid_to=options["valid_to"],
+                subject=options["subject"],
+                predicate=options["predicate"],
+                object=options["object"],
+                confidence=options["confidence"],
+            ),
             force=options["force"],
         ).as_dict()
 
@@ -207,14 +248,23 @@ class Command(ProjectCommand):
         text = options["text"]
         if text == "-":
             text = options.get("stdin", sys.stdin).read()
-        return services.memory_learn(text=text, namespace=options["namespace"], source=options["source"],
-                                     tags=options["tags"], actor=cli_actor(), interface="cli").as_dict()
+        return services.memory_learn(
+            text=text,
+            namespace=options["namespace"],
+            source=options["source"],
+            tags=options["tags"],
+            actor=cli_actor(),
+            interface="cli",
+        ).as_dict()
 
     def _get(self, options):
         by_key = options["key"] is not None
         return selectors.memory_get(
-            memory_id=options["id"], namespace=options["namespace"] if by_key else None, key=options["key"],
-            as_of=options["as_of"], valid_at=options["valid_at"],
+            memory_id=options["id"],
+            namespace=options["namespace"] if by_key else None,
+            key=options["key"],
+            as_of=options["as_of"],
+            valid_at=options["valid_at"],
         ).as_dict()
 
     def _history(self, options):
@@ -223,60 +273,106 @@ class Command(ProjectCommand):
         return History(memory_id=options["id"], revisions=revisions, attributes=attributes).as_dict()
 
     def _forget(self, options):
-        return services.memory_forget(memory_id=options["id"], reason=options["reason"], actor=cli_actor(),
-                                      interface="cli").as_dict()
+        return services.memory_forget(
+            memory_id=options["id"], reason=options["reason"], actor=cli_actor(), interface="cli"
+        ).as_dict()
 
     def _restore(self, options):
-        return services.memory_restore(memory_id=options["id"], reason=options["reason"], actor=cli_actor(),
-                                       interface="cli").as_dict()
+        return services.memory_restore(
+            memory_id=options["id"], reason=options["reason"], actor=cli_actor(), interface="cli"
+        ).as_dict()
 
     def _promote(self, options):
-        return services.memory_promote(memory_id=options["id"], reason=options["reason"], actor=cli_actor(),
-                                       interface="cli").as_dict()
+        return services.memory_promote(
+            memory_id=options["id"], reason=options["reason"], actor=cli_actor(), interface="cli"
+        ).as_dict()
 
     def _archive(self, options):
-        return services.memory_archive(memory_id=options["id"], reason=options["reason"], actor=cli_actor(),
-                                       interface="cli").as_dict()
+        return services.memory_archive(
+            memory_id=options["id"], reason=options["reason"], actor=cli_actor(), interface="cli"
+        ).as_dict()
 
     def _unarchive(self, options):
-        return services.memory_unarchive(memory_id=options["id"], reason=options["reason"], actor=cli_actor(),
-                                         interface="cli").as_dict()
+        return services.memory_unarchive(
+            memory_id=options["id"], reason=options["reason"], actor=cli_actor(), interface="cli"
+        ).as_dict()
 
     def _list(self, options):
         return selectors.memory_list(
-            **_given(namespace=options["namespace"], tags=options["tags"], kind=options["kind"],
-                     state=options["state"], limit=options["limit"], cursor=options["cursor"],
-                     as_of=options["as_of"], valid_at=options["valid_at"]),
+            **_given(
+                namespace=options["namespace"],
+                tags=options["tags"],
+                kind=options["kind"],
+                state=options["state"],
+                limit=options["limit"],
+                cursor=options["cursor"],
+                as_of=options["as_of"],
+                valid_at=options["valid_at"],
+            ),
         ).as_dict()
 
     def _stats(self, options):
         return selectors.memory_stats(namespace=options["namespace"])
 
     def _recall(self, options):
-        return selectors.memory_recall(query=options["query"], **_given(
-            namespace=options["namespace"], tags=options["tags"], kinds=options["kinds"], limit=options["limit"],
-            match=options["match"], mode=options["mode"], as_of=options["as_of"], valid_at=options["valid_at"],
-            explain=options["explain"], min_score=options["min_score"], states=options["states"],
-            min_confidence=options["min_confidence"],
-        )).as_dict()
+        return selectors.memory_recall(
+            query=options["query"],
+            **_given(
+                namespace=options["namespace"],
+                tags=options["tags"],
+                kinds=options["kinds"],
+                limit=options["limit"],
+                match=options["match"],
+                mode=options["mode"],
+                as_of=options["as_of"],
+                valid_at=options["valid_at"],
+                explain=options["explain"],
+                min_score=options["min_score"],
+                states=options["states"],
+                min_confidence=options["min_confidence"],
+            ),
+        ).as_dict()
 
     def _conflicts(self, options):
-        return memory_conflicts(**_given(namespace=options["namespace"], as_of=options["as_of"],
-                                         valid_at=options["valid_at"], limit=options["limit"])).as_dict()
+        return memory_conflicts(
+            **_given(
+                namespace=options["namespace"],
+                as_of=options["as_of"],
+                valid_at=options["valid_at"],
+                limit=options["limit"],
+            )
+        ).as_dict()
 
     def _resolve(self, options):
         return services.conflict_resolve(
-            conflict_id=options["id"], resolution=options["resolution"], actor=cli_actor(), interface="cli",
-            **_given(keep=options["keep"], boundary=options["boundary"], earlier=options["earlier"],
-                     content=options["content"], reason=options["reason"]),
+            conflict_id=options["id"],
+            resolution=options["resolution"],
+            actor=cli_actor(),
+            interface="cli",
+            **_given(
+                keep=options["keep"],
+                boundary=options["boundary"],
+                earlier=options["earlier"],
+                content=options["content"],
+                reason=options["reason"],
+            ),
         ).as_dict()
 
     def _graph(self, options):
-        return selectors.memory_graph(namespace=options["namespace"], **_given(
-            entity=options["entity"], source=options["source"], target=options["target"], query=options["query"],
-            limit=options["limit"], as_of=options["as_of"], valid_at=options["valid_at"],
-        )).as_dict()
+        return selectors.memory_graph(
+            namespace=options["namespace"],
+            **_given(
+                entity=options["entity"],
+                source=options["source"],
+                target=options["target"],
+                query=options["query"],
+                limit=options["limit"],
+                as_of=options["as_of"],
+                valid_at=options["valid_at"],
+            ),
+        ).as_dict()
 
     def _route(self, options):
-        return memory_route(question=options["question"], **_given(namespace=options["namespace"],
-                                                                  limit=options["limit"])).as_dict()
+        return memory_route(
+            question=options["question"], **_given(namespace=options["namespace"], limit=options["limit"])
+        ).as_dict()

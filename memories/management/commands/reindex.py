@@ -10,11 +10,15 @@ class Command(ProjectCommand):
     help = "Drop and rebuild derived indexes from the revisions: --graph rebuilds the fact rows the graph reads."
 
     def add_arguments(self, parser):
-        parser.add_argument("--graph", action="store_true",
-                            help="Rebuild the fact rows (each revision's triple in normal form) in one transaction; "
-                                 "writers wait for it.")
-        parser.add_argument("--dry-run", action="store_true",
-                            help="Report where the stored rows differ from a rebuild; change nothing.")
+        parser.add_argument(
+            "--graph",
+            action="store_true",
+            help="Rebuild the fact rows (each revision's triple in normal form) in one transaction; "
+            "writers wait for it.",
+        )
+        parser.add_argument(
+            "--dry-run", action="store_true", help="Report where the stored rows differ from a rebuild; change nothing."
+        )
 
     def handle(self, *args, graph, dry_run, **options):
         if not graph:
@@ -23,8 +27,11 @@ class Command(ProjectCommand):
             problems = facts.fact_drift()
             for line in problems:
                 self.stdout.write(line)
-            self.stdout.write("The fact rows are in step with the revisions." if not problems
-                              else "A rebuild would change the fact rows.")
+            self.stdout.write(
+                "The fact rows are in step with the revisions."
+                if not problems
+                else "A rebuild would change the fact rows."
+            )
             return
         started = time.monotonic()
         count = facts.rebuild_facts()

@@ -49,8 +49,10 @@ class Command(ProjectCommand):
             except CopyFailed as error:
                 now = f"unreadable: {error}"
         if not yes:
-            self.stdout.write(f"Would replace {database} ({now}) with {source} ({_counts(incoming)}). Stop every "
-                              "server first. Run again with --yes to restore.")
+            self.stdout.write(
+                f"Would replace {database} ({now}) with {source} ({_counts(incoming)}). Stop every "
+                "server first. Run again with --yes to restore."
+            )
             return
         serving = ServingLock(database)
         try:
@@ -58,16 +60,19 @@ class Command(ProjectCommand):
         except CopyFailed as error:
             raise CommandError(str(error)) from None
         if not taken:
-            raise CommandError(f"A server is using {database} (it holds {serving.path}): stop it, then run restore "
-                               "again.")
+            raise CommandError(
+                f"A server is using {database} (it holds {serving.path}): stop it, then run restore again."
+            )
         try:
             # Keeps the command-line writers (memory, import) out until the restore is done.
             writers = WriteLock(f"{database}-writelock", timeout=settings.DATABASES["default"]["OPTIONS"]["timeout"])
             try:
                 writers.acquire()
             except OperationalError:
-                raise CommandError("Another process kept writing to the database for the whole busy timeout; "
-                                   "stop it, then run restore again.") from None
+                raise CommandError(
+                    "Another process kept writing to the database for the whole busy timeout; "
+                    "stop it, then run restore again."
+                ) from None
             try:
                 copy = restore(source, database)
             except CopyFailed as error:
@@ -76,6 +81,9 @@ class Command(ProjectCommand):
                 writers.close()
         finally:
             serving.release()
-        self.stdout.write(f"Restored {source} into {database}: {_counts(copy.rows)}, {size_text(copy.bytes)} in "
-                          f"{copy.seconds:.2f} s. Run 'manage.py migrate' if the backup comes from an older version, "
-                          "then 'manage.py doctor'.", style_func=self.style.SUCCESS)
+        self.stdout.write(
+            f"Restored {source} into {database}: {_counts(copy.rows)}, {size_text(copy.bytes)} in "
+            f"{copy.seconds:.2f} s. Run 'manage.py migrate' if the backup comes from an older version, "
+            "then 'manage.py doctor'.",
+            style_func=self.style.SUCCESS,
+        )

@@ -15,14 +15,20 @@ LISTENING = "MEMORY_SERVER_LISTENING"
 
 
 class Command(ProjectCommand):
-    help = ("Serve over HTTP with uvicorn (what `make run` runs). Once the port accepts connections, print the URLs "
-            f"and one '{LISTENING} {{json}}' line, and write the same JSON to the discovery file "
-            "(MEMORY_DISCOVERY_FILE), removed again on a graceful stop.")
+    help = (
+        "Serve over HTTP with uvicorn (what `make run` runs). Once the port accepts connections, print the URLs "
+        f"and one '{LISTENING} {{json}}' line, and write the same JSON to the discovery file "
+        "(MEMORY_DISCOVERY_FILE), removed again on a graceful stop."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--host", default=settings.MEMORY_HOST, help="default: MEMORY_HOST (127.0.0.1)")
-        parser.add_argument("--port", type=int, default=settings.MEMORY_PORT,
-                            help="default: MEMORY_PORT (8000); 0: any free port (the URLs name it)")
+        parser.add_argument(
+            "--port",
+            type=int,
+            default=settings.MEMORY_PORT,
+            help="default: MEMORY_PORT (8000); 0: any free port (the URLs name it)",
+        )
 
     def handle(self, *args, host, port, **options):
         try:
@@ -47,8 +53,16 @@ class Command(ProjectCommand):
         # JSON logs: uvicorn's own lines go through the project's handler too (settings.LOGGING), so every line is JSON.
         logs = {"log_config": None} if settings.MEMORY_LOG_FORMAT == "json" else {}
         # By name, as uvicorn's command line takes it: the entry point sits above every app.
-        Server(uvicorn.Config("memoryproject.asgi:application", host=host, port=port, access_log=False,
-                              http="memoryproject.httpprotocol:HttpProtocol", **logs)).run()
+        Server(
+            uvicorn.Config(
+                "memoryproject.asgi:application",
+                host=host,
+                port=port,
+                access_log=False,
+                http="memoryproject.httpprotocol:HttpProtocol",
+                **logs,
+            )
+        ).run()
 
     def listening(self, host: str, port: int) -> None:
         # A server bound to every address is reached on loopback from this machine.
@@ -62,8 +76,10 @@ class Command(ProjectCommand):
         try:
             _write_discovery(found)
         except OSError as error:  # a read-only disk: the server answers reads all the same
-            self.stderr.write(f"Cannot write the discovery file {settings.MEMORY_DISCOVERY_FILE}: {error.strerror}. "
-                              "Local clients must be given this server's URL (MEMORY_URL).")
+            self.stderr.write(
+                f"Cannot write the discovery file {settings.MEMORY_DISCOVERY_FILE}: {error.strerror}. "
+                "Local clients must be given this server's URL (MEMORY_URL)."
+            )
         self.stdout.write(f"{LISTENING} {json.dumps(found)}")
         self.stdout.flush()
         # The model loads beside the first requests, not under the first write's lock.

@@ -55,53 +55,113 @@ TEXT_MAX_CHARS = 20_000
 # Skip rules ------------------------------------------------------------------------------------------------------
 
 # (reason, pattern), tried in this order; see the module's docstring for when each applies.
-QUESTION = ("question", re.compile(
-    r"\?\s*$|^(?:who|whom|whose|what|when|where|why|which|how|should|shall|could|would|can|do|does|did|is|are|"
-    r"will|won't|isn't|aren't|doesn't|don't|am|was|were|has|have|anyone|anybody)\b(?!\s*:)", re.I))
-HYPOTHETICAL = ("hypothetical: a possibility, plan, wish or guess, not something that holds", re.compile(
-    r"\b(?:if|unless|might|may|could|would(?!\s+rather)|should|shall|will|maybe|perhaps|possibly|probably|suppose|"
-    r"supposing|"
-    r"assuming|whether|hopefully|wish|wishes|consider|considering|let's|let us|ought|eventually|someday|"
-    r"think|believe|guess|seems?|apparently|must|soon|tomorrow|later|once|"
-    r"next\s+(?:week|month|quarter|year|sprint|release|time)|"
-    r"(?:plan|plans|planning|want|wants|wanted|going|intend|intends|hope|hopes|need|needs|have|has|try|trying|"
-    r"would like|'d like) to|\w+'ll|\w+'d(?!\s+rather))\b", re.I))
-NEGATION = ("negation: says what does not hold", re.compile(
-    r"\b(?:not|no|never|none|nor|neither|cannot|nobody|nothing)\b|n't\b", re.I))
-PAST = ("past: says what held before, not what holds", re.compile(
-    r"\b(?:used to|formerly|previously|in the past|back then|at the time|anymore|any more)\b", re.I))
-PLEASANTRY = ("pleasantry: nothing to learn", re.compile(
-    r"^(?:thanks|thank you|thx|ty|cheers|great|good|nice|cool|awesome|perfect|ok|okay|sure|yes|yep|yeah|no problem|"
-    r"got it|sounds good|lgtm|hello|hi|hey|good morning|good night|bye|see you|welcome|you're welcome|will do|"
-    r"done|noted|understood|agreed|right|indeed|exactly|haha|lol|wow|oops|sorry|congrats|congratulations)\b", re.I))
+QUESTION = (
+    "question",
+    re.compile(
+        r"\?\s*$|^(?:who|whom|whose|what|when|where|why|which|how|should|shall|could|would|can|do|does|did|is|are|"
+        r"will|won't|isn't|aren't|doesn't|don't|am|was|were|has|have|anyone|anybody)\b(?!\s*:)",
+        re.I,
+    ),
+)
+HYPOTHETICAL = (
+    "hypothetical: a possibility, plan, wish or guess, not something that holds",
+    re.compile(
+        r"\b(?:if|unless|might|may|could|would(?!\s+rather)|should|shall|will|maybe|perhaps|possibly|probably|suppose|"
+        r"supposing|"
+        r"assuming|whether|hopefully|wish|wishes|consider|considering|let's|let us|ought|eventually|someday|"
+        r"think|believe|guess|seems?|apparently|must|soon|tomorrow|later|once|"
+        r"next\s+(?:week|month|quarter|year|sprint|release|time)|"
+        r"(?:plan|plans|planning|want|wants|wanted|going|intend|intends|hope|hopes|need|needs|have|has|try|trying|"
+        r"would like|'d like) to|\w+'ll|\w+'d(?!\s+rather))\b",
+        re.I,
+    ),
+)
+NEGATION = (
+    "negation: says what does not hold",
+    re.compile(r"\b(?:not|no|never|none|nor|neither|cannot|nobody|nothing)\b|n't\b", re.I),
+)
+PAST = (
+    "past: says what held before, not what holds",
+    re.compile(r"\b(?:used to|formerly|previously|in the past|back then|at the time|anymore|any more)\b", re.I),
+)
+PLEASANTRY = (
+    "pleasantry: nothing to learn",
+    re.compile(
+        r"^(?:thanks|thank you|thx|ty|cheers|great|good|nice|cool|awesome|perfect|ok|okay|sure|yes|yep|yeah|no problem|"
+        r"got it|sounds good|lgtm|hello|hi|hey|good morning|good night|bye|see you|welcome|you're welcome|will do|"
+        r"done|noted|understood|agreed|right|indeed|exactly|haha|lol|wow|oops|sorry|congrats|congratulations)\b",
+        re.I,
+    ),
+)
 FUTURE = "hypothetical: the time it states ({when}) is still to come"
 
 
 # Decisions -------------------------------------------------------------------------------------------------------
 
-DECISION_PHRASES = ("decided not to", "chose not to", "agreed not to", "decided to", "decided on", "decided against",
-                    "decided that", "have decided to", "has decided to", "chose to", "chose", "have chosen",
-                    "has chosen", "agreed to", "agreed on", "agreed that", "opted for", "opted to", "opted against",
-                    "settled on", "went with", "picked", "selected", "standardized on", "standardised on",
-                    "are going with", "'re going with", "ended up with", "ended up going with", "ended up choosing",
-                    "ended up picking", "ended up using", "ended up selecting", "landed on",
-                    "committed to", "voted for", "voted to")
+DECISION_PHRASES = (
+    "decided not to",
+    "chose not to",
+    "agreed not to",
+    "decided to",
+    "decided on",
+    "decided against",
+    "decided that",
+    "have decided to",
+    "has decided to",
+    "chose to",
+    "chose",
+    "have chosen",
+    "has chosen",
+    "agreed to",
+    "agreed on",
+    "agreed that",
+    "opted for",
+    "opted to",
+    "opted against",
+    "settled on",
+    "went with",
+    "picked",
+    "selected",
+    "standardized on",
+    "standardised on",
+    "are going with",
+    "'re going with",
+    "ended up with",
+    "ended up going with",
+    "ended up choosing",
+    "ended up picking",
+    "ended up using",
+    "ended up selecting",
+    "landed on",
+    "committed to",
+    "voted for",
+    "voted to",
+)
 _DECIDED = "|".join(re.escape(phrase) for phrase in sorted(DECISION_PHRASES, key=len, reverse=True))
 # "<who> decided to <choice>", who in at most four words after a lead clause ("After benchmarking, we picked ...");
 # "Decision: <choice>"; "Let's go with <choice>".
 DECISION_RULES = (
-    re.compile(rf"^(?:[^,]{{1,60}},\s+)?(?P<who>[\w'-]+(?:\s+[\w'-]+){{0,3}}?)\s+(?:(?:finally|eventually|"
-               rf"ultimately|just|also|then|have|has)\s+)?(?P<verb>{_DECIDED})\s+(?P<rest>.+)$", re.I),
-    re.compile(r"^(?:the\s+)?(?:final\s+)?(?:decision|decided)(?:\s+(?:is|was))?\s*[:-]?\s*(?:to\s+)?(?P<rest>.+)$",
-               re.I),
+    re.compile(
+        rf"^(?:[^,]{{1,60}},\s+)?(?P<who>[\w'-]+(?:\s+[\w'-]+){{0,3}}?)\s+(?:(?:finally|eventually|"
+        rf"ultimately|just|also|then|have|has)\s+)?(?P<verb>{_DECIDED})\s+(?P<rest>.+)$",
+        re.I,
+    ),
+    re.compile(
+        r"^(?:the\s+)?(?:final\s+)?(?:decision|decided)(?:\s+(?:is|was))?\s*[:-]?\s*(?:to\s+)?(?P<rest>.+)$", re.I
+    ),
     re.compile(r"^let'?s\s+(?P<verb>go\s+with|stick\s+with)\s+(?P<rest>.+)$", re.I),
     # "We'll go with Stripe", "We're going to standardize on Go": a choice said of the future is made now.
-    re.compile(r"^(?P<who>we|i|the\s+team)(?:['’]ll|\s+will|\s+are\s+going\s+to|['’]re\s+going\s+to)\s+"
-               r"(?P<verb>go\s+with|stick\s+with|standardi[sz]e\s+on)\s+(?P<rest>.+)$", re.I),
+    re.compile(
+        r"^(?P<who>we|i|the\s+team)(?:['’]ll|\s+will|\s+are\s+going\s+to|['’]re\s+going\s+to)\s+"
+        r"(?P<verb>go\s+with|stick\s+with|standardi[sz]e\s+on)\s+(?P<rest>.+)$",
+        re.I,
+    ),
     # "We talked it through and agreed to use Kafka": the choice after what led to it.
-    re.compile(rf"^(?P<who>we|i|the\s+team|they)\s+(?!(?:might|may|could|would|should|will)\b)[^.;]{{3,120}}?"
-               rf"(?:,\s*|\s+)(?:and|so|then)\s+(?:finally\s+|eventually\s+)?(?P<verb>{_DECIDED})\s+(?P<rest>.+)$",
-               re.I),
+    re.compile(
+        rf"^(?P<who>we|i|the\s+team|they)\s+(?!(?:might|may|could|would|should|will)\b)[^.;]{{3,120}}?"
+        rf"(?:,\s*|\s+)(?:and|so|then)\s+(?:finally\s+|eventually\s+)?(?P<verb>{_DECIDED})\s+(?P<rest>.+)$",
+        re.I,
+    ),
 )
 # Decision rules read before the hypothetical one: a stated decision about the future is a decision.
 _DECIDED_AHEAD = (DECISION_RULES[1], DECISION_RULES[2], DECISION_RULES[3])
@@ -126,39 +186,57 @@ def _decision(claim: str, written: str, start: int, end: int) -> Item | Skipped 
         rest = f"not {rest}"
     choice, _, reason = (part.strip() for part in _split_once(_REASON, rest))
     choice, _, over = (part.strip() for part in _split_once(_ALTERNATIVES, choice))
-    alternatives = tuple(name for name in (QUALIFIER.sub("", DETERMINER.sub("", part.strip()))
-                                           for part in _OR_LIST.split(over)) if name) if over else ()
+    alternatives = (
+        tuple(
+            name
+            for name in (QUALIFIER.sub("", DETERMINER.sub("", part.strip())) for part in _OR_LIST.split(over))
+            if name
+        )
+        if over
+        else ()
+    )
     words = choice.split()
     if not words or (len(words) <= 3 and words[-1].casefold() in vocabulary.NOT_NAMES):
         return Skipped(claim, start, end, VAGUE)
-    return Item(kind=DECISION, content=written, start=start, end=end, choice=choice,
-                alternatives=alternatives, reason=reason)
+    return Item(
+        kind=DECISION, content=written, start=start, end=end, choice=choice, alternatives=alternatives, reason=reason
+    )
 
 
 def _split_once(pattern: re.Pattern, text: str) -> tuple[str, str, str]:
     match = pattern.search(text)
-    return (text[:match.start()], match.group(), text[match.end():]) if match else (text, "", "")
+    return (text[: match.start()], match.group(), text[match.end() :]) if match else (text, "", "")
 
 
 # Skills ----------------------------------------------------------------------------------------------------------
 
-_GOAL_LEAD = (r"(?:(?:here['’]?s|here\s+is|this\s+is)\s+how\s+(?:to|we)|(?:(?:a\s+)?quick\s+)?how-to\s+(?:for|to)|"
-              r"how\s+to|how\s+we|steps\s+to|steps\s+for|to)")
-SKILL_HEADING = re.compile(rf"(?:^[ \t]*|(?<=[.!?] ))(?P<lead>{_GOAL_LEAD})\s+(?P<goal>[^:\n.]{{2,150}}?)\s*:[ \t]*"
-                           r"(?P<inline>[^\n]*)$", re.I | re.M)
+_GOAL_LEAD = (
+    r"(?:(?:here['’]?s|here\s+is|this\s+is)\s+how\s+(?:to|we)|(?:(?:a\s+)?quick\s+)?how-to\s+(?:for|to)|"
+    r"how\s+to|how\s+we|steps\s+to|steps\s+for|to)"
+)
+SKILL_HEADING = re.compile(
+    rf"(?:^[ \t]*|(?<=[.!?] ))(?P<lead>{_GOAL_LEAD})\s+(?P<goal>[^:\n.]{{2,150}}?)\s*:[ \t]*"
+    r"(?P<inline>[^\n]*)$",
+    re.I | re.M,
+)
 # "Deploy checklist:", "Release process:", "Runbook for failover:"
-SKILL_TITLED = re.compile(r"(?:^[ \t]*|(?<=[.!?] ))(?:(?P<goal>[A-Za-z][^:\n.]{1,60}?)\s+(?P<lead>checklist|runbook|"
-                          r"procedure|process|playbook|steps)|(?P<lead2>checklist|runbook|procedure|playbook)\s+"
-                          r"(?:for|to)\s+(?P<goal2>[^:\n.]{2,60}?))\s*:[ \t]*(?P<inline>[^\n]*)$", re.I | re.M)
+SKILL_TITLED = re.compile(
+    r"(?:^[ \t]*|(?<=[.!?] ))(?:(?P<goal>[A-Za-z][^:\n.]{1,60}?)\s+(?P<lead>checklist|runbook|"
+    r"procedure|process|playbook|steps)|(?P<lead2>checklist|runbook|procedure|playbook)\s+"
+    r"(?:for|to)\s+(?P<goal2>[^:\n.]{2,60}?))\s*:[ \t]*(?P<inline>[^\n]*)$",
+    re.I | re.M,
+)
 # "Runbook: rotating the API keys", then the steps on the lines after it.
-SKILL_LABELLED = re.compile(r"^[ \t]*(?P<lead>runbook|checklist|procedure|playbook|how-to|steps)\s*[:—–-]\s*"
-                            r"(?P<goal>[^\n:]{2,80}?)[ \t]*:?(?P<inline>)[ \t]*$", re.I | re.M)
+SKILL_LABELLED = re.compile(
+    r"^[ \t]*(?P<lead>runbook|checklist|procedure|playbook|how-to|steps)\s*[:—–-]\s*"
+    r"(?P<goal>[^\n:]{2,80}?)[ \t]*:?(?P<inline>)[ \t]*$",
+    re.I | re.M,
+)
 SKILL_STEP = re.compile(r"^[ \t]*(?:\d{1,2}[.)]|[-*•]|step\s+\d{1,2}\s*[:.)-])\s+(?P<step>\S[^\n]*)$", re.I)
 _INLINE_STEP = re.compile(r"(?:^|\s)(?:\d{1,2}[.)]|step\s+\d{1,2}\s*[:.)-])\s+", re.I)
 # "To restart the worker, drain it, then restart it": a goal and steps joined by "then".
 SKILL_THEN = re.compile(r"^(?P<lead>to|how to)\s+(?P<goal>[^,]{2,80}),\s+(?:first\s+)?(?P<steps>.+?\bthen\b.+)$", re.I)
-_THEN = re.compile(r"\s*(?:,\s*and\s+then|,\s*then|;\s*then|\s+and\s+then|\s+then|,\s*finally|\s+finally)\s+",
-                   re.I)
+_THEN = re.compile(r"\s*(?:,\s*and\s+then|,\s*then|;\s*then|\s+and\s+then|\s+then|,\s*finally|\s+finally)\s+", re.I)
 SKILL_STEPS_MIN = 2
 
 
@@ -170,8 +248,9 @@ def _skill(lead: str, goal: str, steps: list[str], start: int, end: int) -> Item
     if goal.split()[0].casefold().endswith("ing"):  # "how-to for onboarding a new engineer": the goal is a doing
         title = goal[0].upper() + goal[1:]
         return Item(kind=SKILL, content=f"{title}:\n{body}", start=start, end=end, title=title, steps=tuple(steps))
-    return Item(kind=SKILL, content=f"{lead} {goal}:\n{body}", start=start, end=end, title=f"How to {goal}",
-                steps=tuple(steps))
+    return Item(
+        kind=SKILL, content=f"{lead} {goal}:\n{body}", start=start, end=end, title=f"How to {goal}", steps=tuple(steps)
+    )
 
 
 def _headings(text: str) -> list[tuple[re.Match, str, str]]:
@@ -210,7 +289,7 @@ def _skills(text: str) -> list[Item]:
             end = heading.end()
         else:
             steps, end = [], heading.end()
-            for line in re.finditer(r"\n([^\n]*)", text[heading.end():]):
+            for line in re.finditer(r"\n([^\n]*)", text[heading.end() :]):
                 step = SKILL_STEP.match(line[1])
                 if not step:
                     if not line[1].strip() and not steps:
@@ -239,16 +318,21 @@ def _skill_then(claim: str, start: int, end: int) -> Item | None:
 # Speakers and sentences ------------------------------------------------------------------------------------------
 
 # "Alice:", "[10:42] mei:", "10:42 Bob Smith:", "<Carol>": a name of one or two words, a time before it maybe.
-SPEAKER = re.compile(r"^[ \t]*(?:\[?(?P<time>(?:\d{4}-\d{2}-\d{2}[ T,]+)?\d{1,2}:\d{2}(?::\d{2})?(?:\s*[aApP][mM])?)\]?"
-                     r"\s*[-–]?\s*)?"
-                     r"(?:<(?P<tagged>[\w.' -]{1,30})>|(?P<name>[A-Za-z][\w.'-]*(?:\s+[A-Z][\w.'-]*)?))"
-                     r"(?:\s*:|\s+[—–]|\s+-(?=\s))?(?:\s+|$)")
-_LEAD_IN = re.compile(r"^(?:(?:ok|okay|so|also|and|but|well|fyi|btw|note|for the record|for reference|as agreed|"
-                      r"update|plus|additionally|besides|anyway|meanwhile|oh|ah|right|alright|in short|in summary|"
-                      r"to summarize|to summarise|quick update|heads up|just so you know|for context|oh and|and also|"
-                      r"by the way|as a reminder|reminder)\s*[,:\-–]\s*|(?:please\s+)?(?:remember|note|keep in mind|"
-                      r"be aware|fyi|just so you know)(?:\s+that|\s*:)\s*|"
-                      r"(?:also|so|and|plus|btw|fyi|oh|heads\s+up)\s+)", re.I)
+SPEAKER = re.compile(
+    r"^[ \t]*(?:\[?(?P<time>(?:\d{4}-\d{2}-\d{2}[ T,]+)?\d{1,2}:\d{2}(?::\d{2})?(?:\s*[aApP][mM])?)\]?"
+    r"\s*[-–]?\s*)?"
+    r"(?:<(?P<tagged>[\w.' -]{1,30})>|(?P<name>[A-Za-z][\w.'-]*(?:\s+[A-Z][\w.'-]*)?))"
+    r"(?:\s*:|\s+[—–]|\s+-(?=\s))?(?:\s+|$)"
+)
+_LEAD_IN = re.compile(
+    r"^(?:(?:ok|okay|so|also|and|but|well|fyi|btw|note|for the record|for reference|as agreed|"
+    r"update|plus|additionally|besides|anyway|meanwhile|oh|ah|right|alright|in short|in summary|"
+    r"to summarize|to summarise|quick update|heads up|just so you know|for context|oh and|and also|"
+    r"by the way|as a reminder|reminder)\s*[,:\-–]\s*|(?:please\s+)?(?:remember|note|keep in mind|"
+    r"be aware|fyi|just so you know)(?:\s+that|\s*:)\s*|"
+    r"(?:also|so|and|plus|btw|fyi|oh|heads\s+up)\s+)",
+    re.I,
+)
 _SENTENCE = re.compile(r".+?(?:[.!?]+(?=\s|$)|$)")
 _BULLET = re.compile(r"^(?:\d{1,2}[.)]|[-*•>]|\[[ xX]?\])\s+")
 
@@ -260,10 +344,10 @@ def _speaker_of(line: str) -> tuple[str | None, bool, int]:
     if not match:
         return None, False, 0
     name = " ".join((match["tagged"] or match["name"]).split())
-    colon = line[match.start():match.end()].rstrip().endswith((":", "—", "–", " -"))
+    colon = line[match.start() : match.end()].rstrip().endswith((":", "—", "–", " -"))
     if not match["tagged"] and not colon:
         return None, False, 0
-    if not match["time"] and not match["tagged"] and line[match.end():].strip() == "":
+    if not match["time"] and not match["tagged"] and line[match.end() :].strip() == "":
         return None, False, 0
     folded = name.casefold()
     if folded in vocabulary.MEANINGFUL_LABELS:
@@ -310,10 +394,10 @@ def _lines(text: str) -> list[Line]:
 def _sentences(text: str, line: Line, taken: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """(start, end) of each sentence of a line outside the ``taken`` spans, a leading bullet left out."""
     spans = []
-    body = text[line.start:line.end]
+    body = text[line.start : line.end]
     bullet = _BULLET.match(body.lstrip())
     offset = line.start + len(body) - len(body.lstrip()) + (bullet.end() if bullet else 0)
-    for sentence in _SENTENCE.finditer(text[offset:line.end]):
+    for sentence in _SENTENCE.finditer(text[offset : line.end]):
         piece = sentence.group()
         start = offset + sentence.start() + len(piece) - len(piece.lstrip())
         end = offset + sentence.end() - (len(piece) - len(piece.rstrip()))
@@ -327,12 +411,14 @@ _CONTINUING = r"(?:switched|moved|migrated|stopped\s+using|started\s+using|joine
 # Where a sentence holds a second claim: at ";", at "and" before a new subject ("My name is Sam and I work at
 # Initech"), at a comma before "it is" ("The wiki isn't on Confluence anymore, it's on Notion now"). A sentence
 # that opens with a condition stays whole: its second half is what the condition is about.
-_CLAUSE_BREAK = re.compile(r"\s*(?<!\btl);(?!dr\b)\s*|"
-                           r",?\s+and\s+(?=(?:I|we|he|she|they)\s+(?!think|guess|believe|suppose|hope|"
-                           r"wish|assume|feel|might|may|could|would|will|should)\w)|"
-                           r",\s+(?=(?:it|he|she|they)(?:\s+(?:is|are|was|were|has|have)|['’]s)\s)|"
-                           r",\s+(?=(?:which|who)\s+(?:is|are|has|have|runs|uses|leads|heads|owns|"
-                           r"\w+s)\b)|,?\s+and\s+(?=(?:then\s+)?" + _CONTINUING + r"\s)")
+_CLAUSE_BREAK = re.compile(
+    r"\s*(?<!\btl);(?!dr\b)\s*|"
+    r",?\s+and\s+(?=(?:I|we|he|she|they)\s+(?!think|guess|believe|suppose|hope|"
+    r"wish|assume|feel|might|may|could|would|will|should)\w)|"
+    r",\s+(?=(?:it|he|she|they)(?:\s+(?:is|are|was|were|has|have)|['’]s)\s)|"
+    r",\s+(?=(?:which|who)\s+(?:is|are|has|have|runs|uses|leads|heads|owns|"
+    r"\w+s)\b)|,?\s+and\s+(?=(?:then\s+)?" + _CONTINUING + r"\s)"
+)
 _CONDITION = re.compile(r"^(?:if|unless|when|whenever|whether|maybe|perhaps|once|until|assuming|in case)\b", re.I)
 
 
@@ -356,8 +442,11 @@ def _clauses(sentence: str, start: int) -> list[tuple[str, int, int]]:
 
 # Verbs with a negation in them that say a fact: "Mark can't stand YAML", "I'm not a fan of YAML".
 # Verbs with a negation in them that say a fact: "Mark can't stand YAML", "I'm not a fan of YAML".
-_STANDS = re.compile(r"\b(?:(?:can't|cannot|can not)\s+stand|not\s+a\s+(?:big\s+)?fan\s+of|no\s+fan\s+of|"
-                     r"(?:don't|doesn't|do\s+not|does\s+not)\s+like)\b", re.I)
+_STANDS = re.compile(
+    r"\b(?:(?:can't|cannot|can not)\s+stand|not\s+a\s+(?:big\s+)?fan\s+of|no\s+fan\s+of|"
+    r"(?:don't|doesn't|do\s+not|does\s+not)\s+like)\b",
+    re.I,
+)
 
 
 def _without(claim: str, start: int, end: int) -> str:
@@ -373,12 +462,14 @@ _LABEL = re.compile(r"^(?P<label>[\w;'’ -]{1,60}?):\s+(?=\S)")
 def _is_label(label: str) -> bool:
     """Whether the words before a colon label what follows: a label, or a phrase that starts or ends with one."""
     words = label.casefold().split()
-    return bool(words) and (" ".join(words) in vocabulary.LABELS or words[0] in vocabulary.LABELS or
-                            words[-1] in vocabulary.LABELS)
+    return bool(words) and (
+        " ".join(words) in vocabulary.LABELS or words[0] in vocabulary.LABELS or words[-1] in vocabulary.LABELS
+    )
 
 
-def _read(sentence: str, start: int, end: int, context: Context, *, continued: bool = False
-          ) -> list[Item | Ending] | Skipped:
+def _read(
+    sentence: str, start: int, end: int, context: Context, *, continued: bool = False
+) -> list[Item | Ending] | Skipped:
     """The items and endings one clause gives, or why it gives none (the rules in the module's docstring)."""
     claim = _LEAD_IN.sub("", _LEAD_IN.sub("", sentence)).strip()
     claim = _LABEL.sub(lambda match: "" if _is_label(match["label"]) else match.group(), claim)
@@ -392,7 +483,7 @@ def _read(sentence: str, start: int, end: int, context: Context, *, continued: b
     stated = dates.stated_time(claim, context.now) if context.now is not None else None
     if stated is not None:
         if stated.at > context.now and not stated.ends:
-            return Skipped(sentence, start, end, FUTURE.format(when=claim[stated.start:stated.end].strip()))
+            return Skipped(sentence, start, end, FUTURE.format(when=claim[stated.start : stated.end].strip()))
         claim = _without(claim, stated.start, stated.end)
     at = stated.at if stated is not None and not stated.ends else None
     until = stated.at if stated is not None and stated.ends else None
@@ -432,8 +523,9 @@ def _read(sentence: str, start: int, end: int, context: Context, *, continued: b
         parsed.facts.append(role)
     if parsed.facts:
         _remember_person(parsed.facts, context, claim)
-        return [_fact_item(fact, start, end, at, until, context) for fact in _in_own_words(parsed.facts, claim,
-                                                                                             written)]
+        return [
+            _fact_item(fact, start, end, at, until, context) for fact in _in_own_words(parsed.facts, claim, written)
+        ]
     said_of = _SAID_OF.match(claim)
     if said_of and (thing := as_name(said_of["subject"])):
         context.thing = thing  # "the sync job is flaky again. ... it runs on Airflow": "it" is the sync job
@@ -449,13 +541,18 @@ def _read(sentence: str, start: int, end: int, context: Context, *, continued: b
 def _in_own_words(facts: list[Fact], claim: str, written: str) -> list[Fact]:
     """Facts that say the whole clause keep the writer's words (with the time and adverbs they said)."""
     whole = clean(claim)
-    return [Fact(fact.subject, fact.predicate, fact.object, written, fact.value) if fact.said == whole else fact
-            for fact in facts]
+    return [
+        Fact(fact.subject, fact.predicate, fact.object, written, fact.value) if fact.said == whole else fact
+        for fact in facts
+    ]
 
 
 # A clause that says again what the last one said, of another name: "Support Engineering does now".
-_ELLIPSIS = re.compile(r"^(?P<subject>[\w][\w .'-]{0,60}?)\s+(?:does|do|is|are|has|have)(?:\s+(?:now|too|instead|"
-                       r"as\s+well))*$", re.I)
+_ELLIPSIS = re.compile(
+    r"^(?P<subject>[\w][\w .'-]{0,60}?)\s+(?:does|do|is|are|has|have)(?:\s+(?:now|too|instead|"
+    r"as\s+well))*$",
+    re.I,
+)
 # A clause that says something of a name without a fact to store: "the CRM sync job is flaky again".
 _SAID_OF = re.compile(r"^(?P<subject>(?:the|our|my)\s+[\w -]+?)\s+(?:is|are|was|were|keeps|has\s+been)\b", re.I)
 # An appositive before the verb: "Our CTO, Ngozi, prefers ..." or "Ngozi, our CTO, prefers ...".
@@ -471,9 +568,14 @@ def _appositive(claim: str, context: Context) -> tuple[str, Fact | None]:
         match = pattern.match(claim)
         # The rest must go on with a verb of the table, and the role be a short noun: "The data pipeline uses
         # Kafka, Spark, and Airflow" is a list, not an appositive.
-        if match and (name := as_name(match["name"])) is not None and looks_proper(name) and \
-                len(match["role"].split()) <= 3 and verb_patterns().first.match(match["rest"]) and \
-                not verb_patterns().at.search(f"{match['role']} x"):
+        if (
+            match
+            and (name := as_name(match["name"])) is not None
+            and looks_proper(name)
+            and len(match["role"].split()) <= 3
+            and verb_patterns().first.match(match["rest"])
+            and not verb_patterns().at.search(f"{match['role']} x")
+        ):
             role = " ".join(match["role"].split())
             return f"{match['name']} {match['rest']}", role_fact("our role", role, name, "", None, clean(claim))
     return claim, None
@@ -503,8 +605,17 @@ def _fact_item(fact: Fact, start: int, end: int, at, until, context: Context) ->
         content = f"{speaker}: {content}"
     elif speaker == USER and re.search(r"\b(?:I|my|me)\b", content, re.I):
         content = f"User: {content}"
-    return Item(kind=FACT, content=content, start=start, end=end, subject=fact.subject, predicate=fact.predicate,
-                object=fact.object, valid_from=at, valid_to=until)
+    return Item(
+        kind=FACT,
+        content=content,
+        start=start,
+        end=end,
+        subject=fact.subject,
+        predicate=fact.predicate,
+        object=fact.object,
+        valid_from=at,
+        valid_to=until,
+    )
 
 
 def extract(text: str, *, now: dt.datetime | None = None) -> Extraction:
@@ -514,7 +625,7 @@ def extract(text: str, *, now: dt.datetime | None = None) -> Extraction:
     # Skills read the text with speaker prefixes blanked out, so a goal after "Marco:" starts its line.
     masked = list(text)
     for line in lines:
-        masked[line.prefix:line.start] = " " * (line.start - line.prefix)
+        masked[line.prefix : line.start] = " " * (line.start - line.prefix)
     skills = _skills("".join(masked))
     found: list[tuple[int, Item | Ending | Skipped]] = [(item.start, item) for item in skills]
     taken = [(item.start, item.end) for item in skills]
@@ -524,11 +635,12 @@ def extract(text: str, *, now: dt.datetime | None = None) -> Extraction:
             context = Context(speaker=line.speaker, assistant=line.assistant, now=now)
         context.thing = context.last = ""  # "it", "which" and "who" look back along their own line only
         for sentence_start, sentence_end in _sentences(text, line, taken):
-            for number, (clause, start, end) in enumerate(_clauses(text[sentence_start:sentence_end],
-                                                                   sentence_start)):
+            for number, (clause, start, end) in enumerate(_clauses(text[sentence_start:sentence_end], sentence_start)):
                 result = _read(clause, start, end, context, continued=number > 0)
                 found.extend((start, entry) for entry in (result if isinstance(result, list) else [result]))
     found.sort(key=lambda pair: pair[0])
-    return Extraction(items=tuple(entry for _, entry in found if isinstance(entry, Item)),
-                      skipped=tuple(entry for _, entry in found if isinstance(entry, Skipped)),
-                      endings=tuple(entry for _, entry in found if isinstance(entry, Ending)))
+    return Extraction(
+        items=tuple(entry for _, entry in found if isinstance(entry, Item)),
+        skipped=tuple(entry for _, entry in found if isinstance(entry, Skipped)),
+        endings=tuple(entry for _, entry in found if isinstance(entry, Ending)),
+    )

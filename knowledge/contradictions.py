@@ -8,7 +8,7 @@ absent as of T, and one resolved (a fact forgotten or bounded) is gone from then
 
 A conflict is named by its two memories, smaller id first ("3-7"): a memory carries one
 triple at a time, so two memories share at most one (subject, predicate). This module
-returns ids; ``memories.conflicts`` turns them into records with both provenances.
+returns ids; ``memories.selectors.conflicts`` turns them into records with both provenances.
 """
 
 import datetime as dt
@@ -20,11 +20,32 @@ from knowledge.names import entity_name, predicate_name
 from search import snapshot
 
 # Predicates (normal form) that hold one value per subject unless a namespace says otherwise (docs/concepts.md).
-SINGLE_VALUED = frozenset({
-    "runs on", "hosted on", "is hosted on", "deployed on", "is deployed on", "deployed to", "is deployed to",
-    "owned by", "is owned by", "owner", "lead", "led by", "is led by", "located in", "is located in", "region",
-    "version", "ip address", "port", "deadline", "due", "status",
-}) | frozenset(vocabulary.SINGLE_VALUED)
+SINGLE_VALUED = frozenset(
+    {
+        "runs on",
+        "hosted on",
+        "is hosted on",
+        "deployed on",
+        "is deployed on",
+        "deployed to",
+        "is deployed to",
+        "owned by",
+        "is owned by",
+        "owner",
+        "lead",
+        "led by",
+        "is led by",
+        "located in",
+        "is located in",
+        "region",
+        "version",
+        "ip address",
+        "port",
+        "deadline",
+        "due",
+        "status",
+    }
+) | frozenset(vocabulary.SINGLE_VALUED)
 # Revision ids per query when reading the fact rows of a visible set.
 _CHUNK = 500
 
@@ -39,7 +60,7 @@ class Side:
 
 @dataclass(frozen=True)
 class Pair:
-    """Two conflicting facts of ``namespace`` (normal forms of the shared subject and predicate), smaller memory first."""
+    """Two conflicting facts of ``namespace`` (normal forms of the shared subject and predicate), lower memory first."""
 
     namespace: str
     subject: str
@@ -66,7 +87,8 @@ class Predicates:
         if namespaces:
             # The (namespace, predicate) unique index: the few settings of these namespaces.
             for namespace, predicate, single in PredicateSetting.objects.filter(namespace__in=namespaces).values_list(
-                    "namespace", "predicate", "single_valued"):
+                "namespace", "predicate", "single_valued"
+            ):
                 self.settings[(namespace, predicate)] = single
 
     def single_valued(self, namespace: str, predicate: str) -> bool:
@@ -77,13 +99,14 @@ class Predicates:
 def in_conflict(namespace: str, one: tuple[str, str, str], other: tuple[str, str, str]) -> bool:
     """Whether two triples (as written) of ``namespace`` conflict: same subject and single-valued predicate, objects
     that differ. Both must carry a whole triple."""
-    one, other = _normal(*one), _normal(*other)
+    one, other = normal_triple(*one), normal_triple(*other)
     if one is None or other is None or one[:2] != other[:2] or one[2] == other[2]:
         return False
     return Predicates([namespace]).single_valued(namespace, one[1])
 
 
-def _normal(subject: str, predicate: str, object_: str) -> tuple[str, str, str] | None:
+def normal_triple(subject: str, predicate: str, object_: str) -> tuple[str, str, str] | None:
+    """The triple's normal form (names and predicate as the graph keys them); None unless all three are given."""
     triple = entity_name(subject or ""), predicate_name(predicate or ""), entity_name(object_ or "")
     return triple if all(triple) else None
 
@@ -105,10 +128,11 @@ def find_conflicts(*, namespaces: list[str] | None, as_of: dt.datetime, valid_at
     revision_ids = sorted(namespace_of)
     groups: dict[tuple[str, str, str], list[tuple[int, int, str]]] = {}
     for start in range(0, len(revision_ids), _CHUNK):
-        chunk = revision_ids[start:start + _CHUNK]
+        chunk = revision_ids[start : start + _CHUNK]
         # The unique revision_id index: one lookup per visible revision.
         for revision_id, memory_id, subject, predicate, object_ in Fact.objects.filter(
-                revision_id__in=chunk).values_list("revision_id", "memory_id", "subject", "predicate", "object"):
+            revision_id__in=chunk
+        ).values_list("revision_id", "memory_id", "subject", "predicate", "object"):
             namespace = namespace_of[revision_id]
             if predicates.single_valued(namespace, predicate):
                 groups.setdefault((namespace, subject, predicate), []).append((memory_id, revision_id, object_))
@@ -116,10 +140,11 @@ def find_conflicts(*, namespaces: list[str] | None, as_of: dt.datetime, valid_at
     for (namespace, subject, predicate), facts in sorted(groups.items()):
         facts.sort()
         for at, (memory_a, revision_a, object_a) in enumerate(facts):
-            for memory_b, revision_b, object_b in facts[at + 1:]:
+            for memory_b, revision_b, object_b in facts[at + 1 :]:
                 if object_a != object_b:
-                    pairs.append(Pair(namespace, subject, predicate, Side(memory_a, revision_a),
-                                      Side(memory_b, revision_b)))
+                    pairs.append(
+                        Pair(namespace, subject, predicate, Side(memory_a, revision_a), Side(memory_b, revision_b))
+                    )
     return pairs
 
 
@@ -142,7 +167,7 @@ def conflicts_of(probes: list[Probe], *, as_of: dt.datetime, valid_at: dt.dateti
     (subject, predicate) index); a probe without a triple costs nothing, and probes
     without any triple cost no query at all.
     """
-    normal = {probe.revision_id: _normal(probe.subject, probe.predicate, probe.object) for probe in probes}
+    normal = {probe.revision_id: normal_triple(probe.subject, probe.predicate, probe.object) for probe in probes}
     probes = [probe for probe in probes if normal[probe.revision_id] is not None]
     if not probes:
         return {}
@@ -156,13 +181,18 @@ def conflicts_of(probes: list[Probe], *, as_of: dt.datetime, valid_at: dt.dateti
     for probe in probes:
         subject, predicate, object_ = normal[probe.revision_id]
         # Which rows are visible in the probe's namespace then: kept with the view, shared by every probe of it.
-        visible = view.visible_mask(view.visible_rows(as_of=as_of_micros, valid_at=valid_at_micros,
-                                                      namespaces=[probe.namespace]))
+        visible = view.visible_mask(
+            view.visible_rows(as_of=as_of_micros, valid_at=valid_at_micros, namespaces=[probe.namespace])
+        )
         others = []
         # The (subject, predicate) index: this subject's facts with this predicate, of every time.
-        for revision_id, memory_id in (Fact.objects.filter(subject=subject, predicate=predicate)
-                                       .exclude(object=object_).exclude(memory_id=probe.memory_id)
-                                       .order_by("memory_id").values_list("revision_id", "memory_id")):
+        for revision_id, memory_id in (
+            Fact.objects.filter(subject=subject, predicate=predicate)
+            .exclude(object=object_)
+            .exclude(memory_id=probe.memory_id)
+            .order_by("memory_id")
+            .values_list("revision_id", "memory_id")
+        ):
             # A fact row newer than the view (written since it was read) is not visible in it.
             row = view.position[revision_id] if revision_id < len(view.position) else -1
             if visible[row]:

@@ -22,15 +22,31 @@ from django.utils import timezone
 
 from knowledge.names import predicate_name
 from knowledge.questions import Asked, read_question
-from memories import selectors, validation
+from memories import validation
 from memories.models import Route, RouteRule
 from memories.records import RouteResult
+from memories.selectors.graph import memory_graph
+from memories.selectors.listing import memory_get, memory_list
+from memories.selectors.memory_records import records_with_confidence
+from memories.selectors.recall import RECALL_LIMIT_DEFAULT, memory_recall
 from memoryproject.exceptions import InvalidInput, MemoryNotFound
 from memoryproject.timeparse import parse_instant
 
 RECALL = "recall"
-_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
-           "november", "december")
+_MONTHS = (
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+)
 _UNIT_DAYS = {"day": 1, "week": 7, "month": 30, "year": 365}
 _AGO = re.compile(r"^(?P<count>\d{1,4}|a|an|one)\s+(?P<unit>day|week|month|year)s?\s+ago$")
 _LAST = re.compile(r"^last\s+(?P<unit>day|week|month|year)$")
@@ -83,47 +99,69 @@ def matching_rule(question: str, *, now: dt.datetime) -> tuple[RouteRule, re.Mat
     return None
 
 
-def memory_route(*, question: str, namespace=None, limit: int = selectors.RECALL_LIMIT_DEFAULT) -> RouteResult:
+def memory_route(*, question: str, namespace=None, limit: int = RECALL_LIMIT_DEFAULT) -> RouteResult:
     """Answer ``question`` by the path its rules choose, with the route taken and why.
 
     ``namespace``: those it may read (a name or a list; None: all), as for recall. Keys and facts
     (lookups, graph questions) are read in the first of them, else MEMORY_DEFAULT_NAMESPACE.
     """
-    namespaces = selectors.namespace_names(namespace)
+    namespaces = validation.namespace_names(namespace)
     home = namespaces[0] if namespaces else settings.MEMORY_DEFAULT_NAMESPACE
     question = validation.query_text(question, field="question")
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= validation.RECALL_LIMIT_MAX:
-        raise InvalidInput(f"limit: {limit!r} is out of range 1..{validation.RECALL_LIMIT_MAX}.", field="limit")
+    validation.limit(limit, maximum=validation.RECALL_LIMIT_MAX)
     matched = matching_rule(question, now=timezone.now())
     if matched is None:
-        return _recall(question, namespaces, limit, rule=None, extracted={},
-                       why="No rule matched: plain recall.")
+        return _recall(question, namespaces, limit, rule=None, extracted={}, why="No rule matched: plain recall.")
     rule, found, asked = matched
     if asked is None:
         extracted = {name: " ".join(value.split()) for name, value in found.groupdict().items() if value}
     else:
-        extracted = {name: value for name, value in (("shape", asked.shape), ("entity", asked.entity),
-                                                     ("asks", asked.words), ("when", asked.when)) if value}
+        extracted = {
+            name: value
+            for name, value in (
+                ("shape", asked.shape),
+                ("entity", asked.entity),
+                ("asks", asked.words),
+                ("when", asked.when),
+            )
+            if value
+        }
     said = ", ".join(f"{name}={value!r}" for name, value in extracted.items())
     why = f"Rule {rule.name!r} matched ({said})"
     if asked is not None:
         answer = _graph_question(asked, home=home, limit=limit)
     else:
         answer = {Route.LOOKUP: _lookup, Route.GRAPH: _graph, Route.AS_OF: _as_of}[rule.route](
-            question, found, extracted, namespaces=namespaces, home=home, limit=limit)
+            question, found, extracted, namespaces=namespaces, home=home, limit=limit
+        )
     if isinstance(answer, str):  # the routed path found nothing: why not
-        return _recall(question, namespaces, limit, rule=rule.name, extracted=extracted,
-                       why=f"{why}. {answer} Fell back to recall.", fell_back=True)
+        return _recall(
+            question,
+            namespaces,
+            limit,
+            rule=rule.name,
+            extracted=extracted,
+            why=f"{why}. {answer} Fell back to recall.",
+            fell_back=True,
+        )
     if asked is not None:  # what was asked of the graph, and at what time
         why = f"{why}: {_asked_text(asked)}, {_time_text(answer['graph'])}"
-    return RouteResult(question=question, route=rule.route, rule=rule.name, extracted=extracted, why=f"{why}.",
-                       **answer)
+    return RouteResult(
+        question=question, route=rule.route, rule=rule.name, extracted=extracted, why=f"{why}.", **answer
+    )
 
 
 def _recall(question, namespaces, limit, *, rule, extracted, why, fell_back=False, query=None, as_of=None):
-    recalled = selectors.memory_recall(query=query or question, namespace=namespaces, limit=limit, as_of=as_of)
-    return RouteResult(question=question, route=RECALL if as_of is None else Route.AS_OF, rule=rule,
-                       extracted=extracted, why=why, fell_back=fell_back, recall=recalled)
+    recalled = memory_recall(query=query or question, namespace=namespaces, limit=limit, as_of=as_of)
+    return RouteResult(
+        question=question,
+        route=RECALL if as_of is None else Route.AS_OF,
+        rule=rule,
+        extracted=extracted,
+        why=why,
+        fell_back=fell_back,
+        recall=recalled,
+    )
 
 
 def _readable(record, namespaces) -> bool:
@@ -133,7 +171,7 @@ def _readable(record, namespaces) -> bool:
 def _lookup(question, found, extracted, *, namespaces, home, limit):
     if "id" in extracted:
         try:
-            record = selectors.memory_get(memory_id=int(extracted["id"]))
+            record = memory_get(memory_id=int(extracted["id"]))
         except (MemoryNotFound, InvalidInput):
             record = None
         if record is None or not _readable(record, namespaces):
@@ -142,13 +180,13 @@ def _lookup(question, found, extracted, *, namespaces, home, limit):
     if "key" in extracted:
         for namespace in dict.fromkeys([home, *(namespaces or [])]):
             try:
-                return {"memories": [selectors.memory_get(namespace=namespace, key=extracted["key"])]}
+                return {"memories": [memory_get(namespace=namespace, key=extracted["key"])]}
             except (MemoryNotFound, InvalidInput):
                 continue
         return f"No memory has the key {extracted['key']!r} here."
     if "tag" in extracted:
         try:
-            page = selectors.memory_list(namespace=namespaces, tags=[extracted["tag"]], limit=limit)
+            page = memory_list(namespace=namespaces, tags=[extracted["tag"]], limit=limit)
         except InvalidInput:
             page = None
         if page is None or not page.items:
@@ -156,24 +194,31 @@ def _lookup(question, found, extracted, *, namespaces, home, limit):
         return {"memories": page.items}
     attribute = predicate_name(extracted["attribute"])
     try:
-        graph = selectors.memory_graph(namespace=home, entity=extracted["entity"])
+        graph = memory_graph(namespace=home, entity=extracted["entity"])
     except InvalidInput:
         return f"{extracted['entity']!r} is not an entity name."
-    relations = [relation for neighbourhood in graph.entities for relation in neighbourhood.relations
-                 if relation.direction == "out" and attribute in predicate_name(relation.predicate)]
+    relations = [
+        relation
+        for neighbourhood in graph.entities
+        for relation in neighbourhood.relations
+        if relation.direction == "out" and attribute in predicate_name(relation.predicate)
+    ]
     if not relations:
         return f"No fact gives {extracted['entity']!r} a predicate naming {attribute!r}."
-    records = [selectors.memory_get(memory_id=relation.memory_id) for relation in relations[:limit]]
+    records = [memory_get(memory_id=relation.memory_id) for relation in relations[:limit]]
     return {"memories": records, "graph": graph}
 
 
 def _graph(question, found, extracted, *, namespaces, home, limit):
     try:
         if "source" in extracted:
-            graph = selectors.memory_graph(namespace=home, source=extracted["source"], target=extracted["target"])
-            return {"graph": graph} if graph.paths else (
-                f"No path joins {extracted['source']!r} and {extracted['target']!r} in the facts of {home!r}.")
-        graph = selectors.memory_graph(namespace=home, entity=extracted["entity"], limit=max(limit, 1))
+            graph = memory_graph(namespace=home, source=extracted["source"], target=extracted["target"])
+            return (
+                {"graph": graph}
+                if graph.paths
+                else (f"No path joins {extracted['source']!r} and {extracted['target']!r} in the facts of {home!r}.")
+            )
+        graph = memory_graph(namespace=home, entity=extracted["entity"], limit=max(limit, 1))
     except InvalidInput as error:
         return f"The graph could not answer ({error.message})"
     if not any(neighbourhood.relations for neighbourhood in graph.entities):
@@ -205,17 +250,20 @@ def _time_text(graph) -> str:
 def _graph_question(asked: Asked, *, home, limit):
     """The relations ``asked`` asks for, valid at its stated time as known now, with the memories behind them."""
     try:
-        graph = selectors.memory_graph(namespace=home, entity=asked.entity, limit=limit, valid_at=asked.valid_at,
-                                       only=asked.relations)
+        graph = memory_graph(
+            namespace=home, entity=asked.entity, limit=limit, valid_at=asked.valid_at, only=asked.relations
+        )
     except InvalidInput as error:
         return f"The graph could not answer ({error.message})"
     relations = graph.entities[0].relations
     if not relations:
         return f"The facts of {home!r} hold no {_asked_text(asked)} {_time_text(graph)}."
     revision_ids = list(dict.fromkeys(relation.revision_id for relation in relations))
-    records = selectors.records_with_confidence(revision_ids, as_of=graph.as_of, valid_at=graph.valid_at)
-    return {"graph": graph, "memories": [records[revision_id] for revision_id in revision_ids
-                                         if revision_id in records]}
+    records = records_with_confidence(revision_ids, as_of=graph.as_of, valid_at=graph.valid_at)
+    return {
+        "graph": graph,
+        "memories": [records[revision_id] for revision_id in revision_ids if revision_id in records],
+    }
 
 
 def _as_of(question, found, extracted, *, namespaces, home, limit):
@@ -224,6 +272,6 @@ def _as_of(question, found, extracted, *, namespaces, home, limit):
     except ValueError as error:
         return f"{error}."
     # The question without the time phrase is what to recall; all of it when nothing else is left.
-    rest = (question[:found.start()] + " " + question[found.end():]).strip(" ,.;:?!")
-    recalled = selectors.memory_recall(query=rest or question, namespace=namespaces, limit=limit, as_of=as_of)
+    rest = (question[: found.start()] + " " + question[found.end() :]).strip(" ,.;:?!")
+    recalled = memory_recall(query=rest or question, namespace=namespaces, limit=limit, as_of=as_of)
     return {"recall": recalled}

@@ -1,4 +1,5 @@
-"""Resolving a conflict (``knowledge.conflicts``) by appending revisions: nothing is deleted, and every step is audited.
+"""Resolving a conflict (``knowledge.contradictions``) by appending revisions: nothing is deleted, every step is
+audited.
 
 - ``keep``: the other memory is forgotten (a tombstone with the reason).
 - ``split``: both hold, in turn: the earlier memory until ``boundary``, the later one from it.
@@ -17,19 +18,12 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from knowledge.conflicts import conflict_id, in_conflict
+from knowledge.contradictions import conflict_id, in_conflict
 from memories import selectors, validation
 from memories.models import Memory, Revision
 from memories.records import MemoryRecord, ResolveResult
-from memories.services.lifecycle import _prepare_revision as prepare_revision
-from memories.services.lifecycle import (
-    audit_many,
-    check_interface,
-    get_memory,
-    hold_only,
-    memory_forget,
-    memory_revise,
-)
+from memories.services.lifecycle import hold_only, memory_forget, memory_revise, prepare_revision
+from memories.services.revisions import audit_many, check_interface, get_memory
 from memoryproject import dialect
 from memoryproject.exceptions import Conflict, InvalidInput
 from memoryproject.timeparse import format_instant, parse_optional_instant
@@ -46,14 +40,20 @@ def conflict_memory_ids(value) -> tuple[int, int]:
     """The two memory ids a conflict id names ("3-7"), smaller first; InvalidInput naming ``id`` otherwise."""
     parts = value.split("-") if isinstance(value, str) else []
     if len(parts) != 2 or not all(part.isascii() and part.isdigit() and part[0] != "0" for part in parts):
-        raise InvalidInput(f"id: {value!r} is not a conflict id ('<memory id>-<memory id>', e.g. '3-7', as "
-                           "memory_conflicts gives it).", field="id")
+        raise InvalidInput(
+            f"id: {value!r} is not a conflict id ('<memory id>-<memory id>', e.g. '3-7', as "
+            "memory_conflicts gives it).",
+            field="id",
+        )
     first, second = int(parts[0]), int(parts[1])
     if second > _ID_MAX:
         raise InvalidInput(f"id: {value!r} names no memory (ids are at most {_ID_MAX}).", field="id")
     if first >= second:
-        raise InvalidInput(f"id: {value!r} is not a conflict id: it names two different memories, smaller id "
-                           f"first ({conflict_id(first, second)!r}).", field="id")
+        raise InvalidInput(
+            f"id: {value!r} is not a conflict id: it names two different memories, smaller id "
+            f"first ({conflict_id(first, second)!r}).",
+            field="id",
+        )
     return first, second
 
 
@@ -70,13 +70,23 @@ def _check_arguments(resolution, given: dict, pair: tuple[int, int]) -> None:
     for name in ("keep", "earlier"):
         # True == 1 in Python: a flag is not a memory id.
         if given[name] is not None and (isinstance(given[name], bool) or given[name] not in pair):
-            raise InvalidInput(f"{name}: {given[name]!r} is not one of the conflict's memories ({pair[0]} or "
-                               f"{pair[1]}).", field=name)
+            raise InvalidInput(
+                f"{name}: {given[name]!r} is not one of the conflict's memories ({pair[0]} or {pair[1]}).", field=name
+            )
 
 
-def conflict_resolve(*, conflict_id: str, resolution: str, actor: str, interface: str, keep: int | None = None,
-                     boundary=None, earlier: int | None = None, content: str | None = None,
-                     reason: str | None = None) -> ResolveResult:
+def conflict_resolve(
+    *,
+    conflict_id: str,
+    resolution: str,
+    actor: str,
+    interface: str,
+    keep: int | None = None,
+    boundary=None,
+    earlier: int | None = None,
+    content: str | None = None,
+    reason: str | None = None,
+) -> ResolveResult:
     """Resolve the conflict between two memories by appending revisions (see the module's docstring)."""
     check_interface(interface)
     pair = conflict_memory_ids(conflict_id)
@@ -92,9 +102,11 @@ def conflict_resolve(*, conflict_id: str, resolution: str, actor: str, interface
         memories = [get_memory(memory_id) for memory_id in pair]
         shown = [selectors.visible_revision(memory=memory, as_of=now) for memory in memories]
         if not _still_open(memories, shown):
-            raise Conflict(f"Conflict {name} no longer exists: the two memories no longer state different values "
-                           "for one subject now (one was changed, forgotten or moved). List the conflicts again.",
-                           field="id")
+            raise Conflict(
+                f"Conflict {name} no longer exists: the two memories no longer state different values "
+                "for one subject now (one was changed, forgotten or moved). List the conflicts again.",
+                field="id",
+            )
         before = Revision.objects.filter(memory_id__in=pair).aggregate(last=Max("pk"))["last"]
         other = pair[1] if keep == pair[0] else pair[0]
         why = reason or f"resolved conflict {name}: kept memory {keep}"
@@ -107,15 +119,28 @@ def conflict_resolve(*, conflict_id: str, resolution: str, actor: str, interface
             memory_revise(memory_id=keep, content=content, actor=actor, interface=interface)
             detail.update(kept=keep, forgotten=other)
         else:
-            first = _split(memories, shown, boundary=boundary, earlier=earlier, now=now, actor=actor,
-                           interface=interface, reason=reason or f"resolved conflict {name}: split at "
-                                                                 f"{format_instant(boundary)}")
+            first = _split(
+                memories,
+                shown,
+                boundary=boundary,
+                earlier=earlier,
+                now=now,
+                actor=actor,
+                interface=interface,
+                reason=reason or f"resolved conflict {name}: split at {format_instant(boundary)}",
+            )
             detail.update(boundary=format_instant(boundary), earlier=first)
-        appended = list(Revision.objects.filter(memory_id__in=pair, pk__gt=before).order_by("pk")
-                        .values_list("pk", flat=True))
+        appended = list(
+            Revision.objects.filter(memory_id__in=pair, pk__gt=before).order_by("pk").values_list("pk", flat=True)
+        )
         detail["revision_ids"] = appended
-        audit_many(actor=actor, interface=interface, action="resolve_conflict", at=now,
-                   events=[(memory_id, detail) for memory_id in pair])
+        audit_many(
+            actor=actor,
+            interface=interface,
+            action="resolve_conflict",
+            at=now,
+            events=[(memory_id, detail) for memory_id in pair],
+        )
         records = [_after(memory_id, now=timezone.now()) for memory_id in pair]
     return ResolveResult(conflict_id=name, resolution=resolution, memories=records, revision_ids=appended)
 
@@ -124,12 +149,22 @@ def _still_open(memories: list[Memory], shown: list[Revision | None]) -> bool:
     """Whether the two memories, as now shows them, are in conflict in one namespace."""
     if None in shown or memories[0].namespace != memories[1].namespace:
         return False
-    return in_conflict(memories[0].namespace, *((revision.subject, revision.predicate, revision.object)
-                                                for revision in shown))
+    return in_conflict(
+        memories[0].namespace, *((revision.subject, revision.predicate, revision.object) for revision in shown)
+    )
 
 
-def _split(memories, shown, *, boundary: dt.datetime, earlier: int | None, now: dt.datetime, actor: str,
-           interface: str, reason: str) -> int:
+def _split(
+    memories,
+    shown,
+    *,
+    boundary: dt.datetime,
+    earlier: int | None,
+    now: dt.datetime,
+    actor: str,
+    interface: str,
+    reason: str,
+) -> int:
     """Make the earlier memory hold until ``boundary`` and the later one from it; return the earlier's id."""
     if earlier is None:
         # The fact whose validity starts first held first; on a tie, the one learned first.
@@ -139,15 +174,19 @@ def _split(memories, shown, *, boundary: dt.datetime, earlier: int | None, now: 
     later = 1 - first
     start, end = shown[first].valid_from, shown[later].valid_to
     if boundary <= start:
-        raise InvalidInput(f"boundary: must be later than {format_instant(start)}, when memory "
-                           f"{memories[first].pk}'s fact starts to hold.", field="boundary")
+        raise InvalidInput(
+            f"boundary: must be later than {format_instant(start)}, when memory "
+            f"{memories[first].pk}'s fact starts to hold.",
+            field="boundary",
+        )
     if end is not None and boundary >= end:
-        raise InvalidInput(f"boundary: must be earlier than {format_instant(end)}, when memory "
-                           f"{memories[later].pk}'s fact stops holding.", field="boundary")
-    hold_only(memories[first], shown[first], start, boundary, now=now, actor=actor, interface=interface,
-              reason=reason)
-    hold_only(memories[later], shown[later], boundary, end, now=now, actor=actor, interface=interface,
-              reason=reason)
+        raise InvalidInput(
+            f"boundary: must be earlier than {format_instant(end)}, when memory "
+            f"{memories[later].pk}'s fact stops holding.",
+            field="boundary",
+        )
+    hold_only(memories[first], shown[first], start, boundary, now=now, actor=actor, interface=interface, reason=reason)
+    hold_only(memories[later], shown[later], boundary, end, now=now, actor=actor, interface=interface, reason=reason)
     return memories[first].pk
 
 

@@ -43,7 +43,6 @@ from memories.records import (
     Stats,
 )
 
-
 # A confidence is worth a model's reading when it is below what an agent's own write starts at (docs/concepts.md):
 # learned, imported, aged or in conflict. The structured content always carries it.
 CONFIDENCE_SHOWN_BELOW = 0.7
@@ -73,26 +72,31 @@ def _header(parts: list[str | None]) -> str:
 
 def _memory(memory: MemoryRecord, *, lead: str = "", score: float | None = None) -> str:
     """The memory's header line, then its text."""
-    header = _header([
-        # A key the server made up says nothing the id does not.
-        f"{lead}#{memory.id}" + ("" if validation.GENERATED_KEY_RE.fullmatch(memory.key) else f" {memory.key}"),
-        f"{score:.2g}" if score is not None else None,
-        _day(memory.known_at),
-        memory.kind if memory.kind != Kind.NOTE else None,
-        memory.state if memory.state != State.ACTIVE else None,
-        f"title: {memory.title}" if memory.title else None,
-        _validity(memory.known_at, memory.valid_from, memory.valid_to),
-        f"expires {_day(memory.expires_at)}" if memory.expires_at else None,
-        f"confidence {memory.confidence:g}" if memory.confidence is not None and
-        memory.confidence < CONFIDENCE_SHOWN_BELOW else None,
-        f"tags: {', '.join(memory.tags)}" if memory.tags else None,
-    ])
+    header = _header(
+        [
+            # A key the server made up says nothing the id does not.
+            f"{lead}#{memory.id}" + ("" if validation.GENERATED_KEY_RE.fullmatch(memory.key) else f" {memory.key}"),
+            f"{score:.2g}" if score is not None else None,
+            _day(memory.known_at),
+            memory.kind if memory.kind != Kind.NOTE else None,
+            memory.state if memory.state != State.ACTIVE else None,
+            f"title: {memory.title}" if memory.title else None,
+            _validity(memory.known_at, memory.valid_from, memory.valid_to),
+            f"expires {_day(memory.expires_at)}" if memory.expires_at else None,
+            f"confidence {memory.confidence:g}"
+            if memory.confidence is not None and memory.confidence < CONFIDENCE_SHOWN_BELOW
+            else None,
+            f"tags: {', '.join(memory.tags)}" if memory.tags else None,
+        ]
+    )
     text = f"{header}\n{memory.content}"
     for conflict in memory.conflicts or ():
         source = f", source {conflict.provenance.source}" if conflict.provenance.source else ""
-        text += (f"\nConflicts with #{conflict.memory_id}: it says {conflict.object!r} (by "
-                 f"{conflict.provenance.author}{source}, {_day(conflict.provenance.known_at)}); conflict "
-                 f"{conflict.conflict_id}.")
+        text += (
+            f"\nConflicts with #{conflict.memory_id}: it says {conflict.object!r} (by "
+            f"{conflict.provenance.author}{source}, {_day(conflict.provenance.known_at)}); conflict "
+            f"{conflict.conflict_id}."
+        )
     return text
 
 
@@ -119,18 +123,22 @@ def _(record: RememberResult) -> str:
     text = _memory(record.memory, lead=lead)
     if record.near_twin is not None:
         twin = record.near_twin
-        text += (f"\nNear twin: memory {twin.memory_id} says nearly the same (cosine {twin.cosine:.2f}); consider "
-                 "memory_update on it, or forgetting one of them with memory_set_state.")
+        text += (
+            f"\nNear twin: memory {twin.memory_id} says nearly the same (cosine {twin.cosine:.2f}); consider "
+            "memory_update on it, or forgetting one of them with memory_set_state."
+        )
     if record.held:
-        text += f"\nHeld: {record.held[len('held: '):]}."
+        text += f"\nHeld: {record.held[len('held: ') :]}."
     return text
 
 
 def _correction(correction: CorrectionRecord) -> str:
     until = f" to {_moment(correction.valid_to)}" if correction.valid_to else " on"
     title = f" (title: {correction.title})" if correction.title else ""
-    return (f"Correction written as revision {correction.revision_id}, holding from "
-            f"{_moment(correction.valid_from)}{until}{title}:\n{correction.content}")
+    return (
+        f"Correction written as revision {correction.revision_id}, holding from "
+        f"{_moment(correction.valid_from)}{until}{title}:\n{correction.content}"
+    )
 
 
 @as_text.register
@@ -165,17 +173,19 @@ def _(record: Page) -> str:
 
 
 def _revision(revision: RevisionRecord) -> str:
-    header = _header([
-        f"r{revision.id}",
-        revision.known_at.strftime("%Y-%m-%d %H:%M"),
-        f"{revision.author} ({revision.interface})",
-        f"forgot r{revision.hides}" if revision.tombstone else None,
-        f"reason: {revision.reason}" if revision.reason else None,
-        f"confidence {revision.confidence:g}" if revision.confidence is not None else None,
-        f"title: {revision.title}" if revision.title and not revision.tombstone else None,
-        _validity(revision.known_at, revision.valid_from, revision.valid_to) if not revision.tombstone else None,
-        f"expires {_day(revision.expires_at)}" if revision.expires_at else None,
-    ])
+    header = _header(
+        [
+            f"r{revision.id}",
+            revision.known_at.strftime("%Y-%m-%d %H:%M"),
+            f"{revision.author} ({revision.interface})",
+            f"forgot r{revision.hides}" if revision.tombstone else None,
+            f"reason: {revision.reason}" if revision.reason else None,
+            f"confidence {revision.confidence:g}" if revision.confidence is not None else None,
+            f"title: {revision.title}" if revision.title and not revision.tombstone else None,
+            _validity(revision.known_at, revision.valid_from, revision.valid_to) if not revision.tombstone else None,
+            f"expires {_day(revision.expires_at)}" if revision.expires_at else None,
+        ]
+    )
     return header if revision.tombstone else f"{header}\n{revision.content}"
 
 
@@ -201,12 +211,17 @@ def _why(reason: str) -> str:
 
 @as_text.register
 def _(record: LearnResult) -> str:
-    lines = [f"Learned from the text in {record.namespace}: {len(record.stored)} stored, {len(record.deduplicated)} "
-             f"already held, {len(record.ended)} ended by a stated change, {len(record.skipped)} sentences skipped."]
+    lines = [
+        f"Learned from the text in {record.namespace}: {len(record.stored)} stored, {len(record.deduplicated)} "
+        f"already held, {len(record.ended)} ended by a stated change, {len(record.skipped)} sentences skipped."
+    ]
     lines.extend(_learned(item, "stored") for item in record.stored)
     lines.extend(_learned(item, "already held by") for item in record.deduplicated)
-    lines.extend(f"Ended #{fact.memory_id}: {fact.subject} | {fact.predicate} | {fact.object} holds until "
-                 f"{_moment(fact.valid_to)} ({fact.change})" for fact in record.ended)
+    lines.extend(
+        f"Ended #{fact.memory_id}: {fact.subject} | {fact.predicate} | {fact.object} holds until "
+        f"{_moment(fact.valid_to)} ({fact.change})"
+        for fact in record.ended
+    )
     lines.extend(f"Nothing ended: {change.reason}" for change in record.unmatched_changes)
     lines.extend(f"Skipped ({_why(sentence.reason)}): {sentence.text}" for sentence in record.skipped)
     return "\n".join(lines)
@@ -215,36 +230,49 @@ def _(record: LearnResult) -> str:
 @as_text.register
 def _(record: Stats) -> str:
     kinds = ", ".join(f"{kind} {count}" for kind, count in record.kinds.items()) or "none"
-    namespaces = ", ".join(f"{name} {count.visible} of {count.memories}"
-                           for name, count in record.namespaces.items()) or "none"
+    namespaces = (
+        ", ".join(f"{name} {count.visible} of {count.memories}" for name, count in record.namespaces.items()) or "none"
+    )
     tags = ", ".join(f"{tag.tag} ({tag.namespace}) {tag.count}" for tag in record.top_tags) or "none"
-    return "\n".join([
-        f"{record.visible} memories visible of {record.memories} stored; {record.forgotten} forgotten, "
-        f"{record.revisions} revisions, {record.with_ttl} expiring.",
-        f"Visible per kind: {kinds}.",
-        f"Visible per namespace (of stored): {namespaces}.",
-        f"Top tags: {tags}.",
-        f"Embedder: {record.embedder}.",
-    ])
+    return "\n".join(
+        [
+            f"{record.visible} memories visible of {record.memories} stored; {record.forgotten} forgotten, "
+            f"{record.revisions} revisions, {record.with_ttl} expiring.",
+            f"Visible per kind: {kinds}.",
+            f"Visible per namespace (of stored): {namespaces}.",
+            f"Top tags: {tags}.",
+            f"Embedder: {record.embedder}.",
+        ]
+    )
 
 
 def _side(side: ConflictSide) -> str:
     provenance = side.provenance
-    return "\n".join([
-        _header([f"#{side.memory_id}" + ("" if validation.GENERATED_KEY_RE.fullmatch(side.key) else f" {side.key}"),
-                 f"says {side.object!r}", f"by {provenance.author} ({provenance.interface})",
-                 f"source {provenance.source}" if provenance.source else None, _day(provenance.known_at),
-                 _validity(provenance.known_at, side.valid_from, side.valid_to)]),
-        side.content,
-    ])
+    return "\n".join(
+        [
+            _header(
+                [
+                    f"#{side.memory_id}" + ("" if validation.GENERATED_KEY_RE.fullmatch(side.key) else f" {side.key}"),
+                    f"says {side.object!r}",
+                    f"by {provenance.author} ({provenance.interface})",
+                    f"source {provenance.source}" if provenance.source else None,
+                    _day(provenance.known_at),
+                    _validity(provenance.known_at, side.valid_from, side.valid_to),
+                ]
+            ),
+            side.content,
+        ]
+    )
 
 
 @as_text.register
 def _(record: ConflictList) -> str:
     if not record.conflicts:
         return "No conflicts."
-    lines = [f"{record.total} conflict{'' if record.total == 1 else 's'}"
-             + (f", the first {len(record.conflicts)} shown:" if record.total > len(record.conflicts) else ":")]
+    lines = [
+        f"{record.total} conflict{'' if record.total == 1 else 's'}"
+        + (f", the first {len(record.conflicts)} shown:" if record.total > len(record.conflicts) else ":")
+    ]
     for conflict in record.conflicts:
         lines.append(f"Conflict {conflict.id} in {conflict.namespace}: {conflict.subject} / {conflict.predicate}")
         lines.extend((_side(conflict.left), _side(conflict.right)))
@@ -253,8 +281,10 @@ def _(record: ConflictList) -> str:
 
 @as_text.register
 def _(record: ResolveResult) -> str:
-    lines = [f"Resolved conflict {record.conflict_id} ({record.resolution}); revisions appended: "
-             f"{', '.join(str(revision_id) for revision_id in record.revision_ids) or 'none'}."]
+    lines = [
+        f"Resolved conflict {record.conflict_id} ({record.resolution}); revisions appended: "
+        f"{', '.join(str(revision_id) for revision_id in record.revision_ids) or 'none'}."
+    ]
     lines.extend(_memory(memory) for memory in record.memories)
     return "\n".join(lines)
 
@@ -282,8 +312,9 @@ def _(record: GraphResult) -> str:
     if record.paths is not None:
         cut = " The search was cut by its bounds: more paths may exist." if record.truncated else ""
         if not record.paths:
-            return (f"No path of at most {MAX_DEPTH} hops between {record.source.display} and "
-                    f"{record.target.display}.{cut}")
+            return (
+                f"No path of at most {MAX_DEPTH} hops between {record.source.display} and {record.target.display}.{cut}"
+            )
         lines = [f"{len(record.paths)} path{'' if len(record.paths) == 1 else 's'}, shortest first.{cut}"]
         lines.extend(path[0].source.display + "".join(_hop(hop) for hop in path) for path in record.paths)
         return "\n".join(lines)
@@ -300,6 +331,7 @@ def _(record: RouteResult) -> str:
         if answer is not None:
             lines.append(as_text(answer))
     return "\n".join(line for line in lines if line)
+
 
 @as_text.register
 def _(record: AuditReport) -> str:
