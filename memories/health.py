@@ -14,6 +14,7 @@ from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 from django.db.migrations.executor import MigrationExecutor
 
 from memories.models import Memory
+from memories.selectors.unfinished_imports import batch_rows, is_dead, unpublished_batches
 from memoryproject import dialect
 from memoryproject.sqlite_backend.capabilities import probe
 from search import text
@@ -179,15 +180,14 @@ def embedder_matches() -> Check:
 
 def unfinished_imports() -> Check:
     """Imports still writing: a live one is fine; one whose process died leaves rows only purge removes."""
-    from memories.services import batches
     from memoryproject.timeparse import format_instant
 
-    unfinished = batches.unpublished_batches()
-    dead = [batch for batch in unfinished if batches.is_dead(batch)]
+    unfinished = unpublished_batches()
+    dead = [batch for batch in unfinished if is_dead(batch)]
     if dead:
         lines = []
         for batch in dead:
-            counts = batches.batch_rows(batch)
+            counts = batch_rows(batch)
             lines.append(
                 f"import batch {batch.pk} (started {format_instant(batch.started_at)} by {batch.actor}, "
                 f"pid {batch.pid} on {batch.host}) died unpublished with {counts['memories']} memory(ies) "

@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from memories import health, selectors, services, staging, validation
 from memories.models import Attributes, AuditEvent, ImportBatch, Memory, Revision, Tag
+from memories.selectors import unfinished_imports
 from memories.services import batches
 from memories.services.export import EXPORT_FORMAT, EXPORT_VERSION
 from memoryproject import dialect
@@ -492,8 +493,10 @@ def test_purge_removes_what_a_dead_import_wrote_and_doctor_reports_it_until_then
 
 def test_an_import_that_made_no_progress_for_long_counts_as_dead(db):
     batch = batches.batch_begin(trusted=True, **ACTOR)
-    assert not batches.is_dead(batch)
-    assert batches.is_dead(batch, now=batch.progress_at + batches.STALE_AFTER + dt.timedelta(seconds=1))
+    assert not unfinished_imports.is_dead(batch)
+    assert unfinished_imports.is_dead(
+        batch, now=batch.progress_at + unfinished_imports.STALE_AFTER + dt.timedelta(seconds=1)
+    )
 
 
 # Processes ----------------------------------------------------------------------------------------------------------

@@ -6,7 +6,11 @@ One module per kind of read; the doors call them through this package's names:
 - ``recall``: the engine's hits for a query as memory records, within namespaces, states and confidence;
 - ``listing``: one memory, its history, pages of memories, the visible duplicates a write checks for;
 - ``stats``: the store's totals and the aggregates the dashboard shows;
-- ``graph``: the knowledge graph of a namespace as of a time.
+- ``graph``: the knowledge graph of a namespace as of a time;
+- ``conflicts``, ``routing``, ``audit``: the review list of conflicts, query routing, the store's audit;
+- ``unfinished_imports``: import batches still writing, and whether their writer is gone.
+
+The last four are imported by module, not through this package's names.
 """
 
 from memories.selectors.graph import GRAPH_LIMIT_DEFAULT, GRAPH_LIMIT_MAX, memory_graph

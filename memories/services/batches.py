@@ -14,7 +14,6 @@ Both imports (JSON documents and Markdown folders) write through ``import_batch`
 import datetime as dt
 import logging
 import os
-import socket
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -25,6 +24,7 @@ from django.utils import timezone
 
 from memories import staging
 from memories.models import Attributes, AuditEvent, ImportBatch, Memory, Revision, Tag
+from memories.selectors.unfinished_imports import batch_rows, is_dead, this_host, unpublished_batches
 from memories.services.erasure import delete_attribute_rows, delete_revisions
 from memories.services.revisions import audit
 from memoryproject import dialect
@@ -32,15 +32,8 @@ from search import indexing
 
 logger = logging.getLogger(__name__)
 
-# A batch still writing counts as dead when its process is gone (same host), or when it
-# has committed nothing for this long (another host, or a pid reused since).
-STALE_AFTER = dt.timedelta(hours=1)
 # Rows removed per transaction when a batch is taken out, so other writers get the lock between.
 REMOVE_CHUNK = 500
-
-
-def _host() -> str:
-    return socket.gethostname()[:255]
 
 
 def batch_begin(*, actor: str, interface: str, trusted: bool) -> ImportBatch:
@@ -53,7 +46,7 @@ def batch_begin(*, actor: str, interface: str, trusted: bool) -> ImportBatch:
             interface=interface,
             started_at=now,
             progress_at=now,
-            host=_host(),
+            host=this_host(),
             pid=os.getpid(),
         )
 
@@ -160,37 +153,6 @@ def publishing(batch: ImportBatch, *, dry_run: bool) -> Iterator[None]:
             transaction.set_rollback(True)
         else:
             batch_publish(batch)
-
-
-def is_dead(batch: ImportBatch, *, now: dt.datetime | None = None) -> bool:
-    """Whether ``batch``, still writing, has no live writer: its process is gone, or it went quiet too long."""
-    if batch.state != ImportBatch.Status.WRITING:
-        return False
-    now = now or timezone.now()
-    if now - batch.progress_at > STALE_AFTER:
-        return True
-    if batch.host != _host():
-        return False
-    try:
-        os.kill(batch.pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:  # a process of another user holds the pid: alive
-        return False
-    return False
-
-
-def unpublished_batches() -> list[ImportBatch]:
-    """Batches still writing, oldest first."""
-    return list(ImportBatch.objects.filter(state=ImportBatch.Status.WRITING).order_by("pk"))
-
-
-def batch_rows(batch: ImportBatch) -> dict:
-    """How many memories and revisions ``batch`` has written."""
-    return {
-        "memories": Memory.all_objects.filter(batch=batch).count(),
-        "revisions": Revision.all_objects.filter(batch=batch).count(),
-    }
 
 
 def batch_abandon(batch: ImportBatch, *, progress: Callable[[int], None] | None = None) -> int:
