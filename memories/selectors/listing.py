@@ -12,7 +12,8 @@ from memories import confidence as confidence_rules
 from memories import states as state_rules
 from memories import validation
 from memories.models import Attributes, Lifecycle, Memory, Revision, State, Tag
-from memories.records import AttributesRecord, MemoryRecord, Page, RevisionRecord
+from memories.records.memory_record import MemoryRecord, Page
+from memories.records.revision_history import AttributesRecord, RevisionRecord
 from memories.selectors.memory_records import records_for_revisions, tag_prefetch
 from memoryproject import dialect
 from memoryproject.exceptions import InvalidInput, MemoryNotFound

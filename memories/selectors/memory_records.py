@@ -9,7 +9,7 @@ from memories import confidence as confidence_rules
 from memories import staging
 from memories import states as state_rules
 from memories.models import Lifecycle, Memory, Revision, Tag
-from memories.records import MemoryRecord
+from memories.records.memory_record import MemoryRecord
 from memoryproject.timeparse import stored_instant
 
 

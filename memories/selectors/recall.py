@@ -8,7 +8,8 @@ from django.db.models import Exists, OuterRef
 from memories import states as state_rules
 from memories import validation
 from memories.models import Attributes, Lifecycle, Memory
-from memories.records import Hit, MemoryRecord, RecallResult
+from memories.records.memory_record import MemoryRecord
+from memories.records.recall_results import Hit, RecallResult
 from memories.selectors.memory_records import records_with_confidence
 from memoryproject.exceptions import InvalidInput, Unavailable
 from memoryproject.metrics import RECALL_SECONDS, observed

@@ -23,7 +23,7 @@ from django.utils import timezone
 from memories import selectors, validation
 from memories.access import Caller
 from memories.models import Kind, Memory, Revision
-from memories.records import MemoryRecord
+from memories.records.memory_record import MemoryRecord
 from memories.services.lifecycle import memory_revise
 from memories.services.remember import memory_remember
 from memories.services.revisions import get_memory
