@@ -152,6 +152,12 @@ def memory_list(
             limit=limit,
             cursor=cursor,
         )
+    return _list_now(namespace=namespace, tags=tags, kind=kind, state=state, limit=limit, cursor=cursor)
+
+
+def _list_now(*, namespace, tags, kind, state: str, limit: int, cursor) -> Page:
+    """memory_list now: filters match each memory's current namespace, kind and tags, and ``state`` is active,
+    hidden, forgotten or all (the lifecycle states are read by ``_list_at``)."""
     now = dialect.now()
     memories = Memory.objects.all()
     if namespace:
