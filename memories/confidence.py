@@ -29,7 +29,7 @@ from django.conf import settings
 from knowledge.contradictions import Probe
 from knowledge.corroboration import same_facts
 from memories.models import Interface, Revision
-from memories.records import MemoryRecord
+from memories.records.memory_record import MemoryRecord
 from memories.selectors import conflicts
 
 PERSON, AGENT, IMPORT, EXTRACTED = "person", "agent", "import", "extracted"

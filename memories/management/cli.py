@@ -9,7 +9,7 @@ from typing import NoReturn
 from django.core.management.base import BaseCommand, CommandError
 from django.db.utils import OperationalError, ProgrammingError
 
-from memories.records import ImportReport
+from memories.records.import_export import ImportReport
 from memoryproject.exceptions import MemoryServiceError, Unavailable
 
 NOT_MIGRATED_MESSAGE = "The database has no tables yet. Run 'python manage.py migrate' (or 'make run') first."

@@ -16,7 +16,7 @@ from django.utils import timezone
 from knowledge.facts import fact_drift
 from memories import health
 from memories.models import Memory, Revision, State
-from memories.records import AuditFinding, AuditReport
+from memories.records.audit_report import AuditFinding, AuditReport
 from memories.selectors.memory_records import records_with_confidence
 from search.indexing import document_drift, index_drift
 from search.vectors import vector_drift

@@ -10,7 +10,8 @@ import datetime as dt
 from knowledge import contradictions
 from memories import validation
 from memories.models import Revision
-from memories.records import ConflictList, ConflictRecord, ConflictSide, ConflictWith, MemoryRecord, Provenance
+from memories.records.conflict_records import ConflictList, ConflictRecord, ConflictSide
+from memories.records.memory_record import ConflictWith, MemoryRecord, Provenance
 
 CONFLICTS_LIMIT_DEFAULT = 50
 CONFLICTS_LIMIT_MAX = 200

@@ -2,7 +2,7 @@
 
 from knowledge import graph
 from memories import validation
-from memories.records import GraphResult
+from memories.records.graph_records import GraphResult
 from memoryproject.exceptions import InvalidInput
 
 GRAPH_LIMIT_DEFAULT = 20

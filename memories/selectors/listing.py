@@ -12,7 +12,8 @@ from memories import confidence as confidence_rules
 from memories import states as state_rules
 from memories import validation
 from memories.models import Attributes, Lifecycle, Memory, Revision, State, Tag
-from memories.records import AttributesRecord, MemoryRecord, Page, RevisionRecord
+from memories.records.memory_record import MemoryRecord, Page
+from memories.records.revision_history import AttributesRecord, RevisionRecord
 from memories.selectors.memory_records import records_for_revisions, tag_prefetch
 from memoryproject import dialect
 from memoryproject.exceptions import InvalidInput, MemoryNotFound
@@ -151,6 +152,12 @@ def memory_list(
             limit=limit,
             cursor=cursor,
         )
+    return _list_now(namespace=namespace, tags=tags, kind=kind, state=state, limit=limit, cursor=cursor)
+
+
+def _list_now(*, namespace, tags, kind, state: str, limit: int, cursor) -> Page:
+    """memory_list now: filters match each memory's current namespace, kind and tags, and ``state`` is active,
+    hidden, forgotten or all (the lifecycle states are read by ``_list_at``)."""
     now = dialect.now()
     memories = Memory.objects.all()
     if namespace:

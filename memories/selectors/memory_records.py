@@ -1,6 +1,7 @@
 """Memory records built from revision rows: a revision's memory, tags and attributes as of a time, with confidence."""
 
 import datetime as dt
+from typing import NamedTuple
 
 from django.db import connection
 from django.db.models import Prefetch
@@ -9,7 +10,7 @@ from memories import confidence as confidence_rules
 from memories import staging
 from memories import states as state_rules
 from memories.models import Lifecycle, Memory, Revision, Tag
-from memories.records import MemoryRecord
+from memories.records.memory_record import MemoryRecord
 from memoryproject.timeparse import stored_instant
 
 
@@ -88,82 +89,111 @@ def records_for_revisions(revision_ids: list[int], *, as_of: dt.datetime | None 
     return _records(revision_ids, as_of=as_of)[0]
 
 
+class _RevisionRow(NamedTuple):
+    """One row of _RECORD_SQL."""
+
+    revision_id: int
+    memory_id: int
+    key: str
+    namespace: str
+    kind: str
+    state: str
+    title: str
+    content: str
+    # Times as the raw cursor returns them (naive UTC, or its text): stored_instant reads them.
+    known_at: dt.datetime | str
+    valid_from: dt.datetime | str
+    valid_to: dt.datetime | str | None
+    expires_at: dt.datetime | str | None
+    source: str
+    content_hash: str
+    subject: str
+    predicate: str
+    object: str
+    confidence: float | None
+    author: str
+    created_at: dt.datetime | str
+    interface: str
+    trusted: bool | None
+
+
 def _records(
     revision_ids: list[int], *, as_of: dt.datetime | None
 ) -> tuple[dict[int, MemoryRecord], dict[int, confidence_rules.Provenance]]:
     """records_for_revisions, and beside them each revision's provenance (its confidence's inputs), by revision id."""
-    records, provenance, rows = {}, {}, []
+    records, provenance = {}, {}
     with connection.cursor() as cursor:
-        for start in range(0, len(revision_ids), _IDS_PER_QUERY):
-            chunk = revision_ids[start : start + _IDS_PER_QUERY]
-            # Primary-key lookups, each joined to its memory by primary key.
-            cursor.execute(_RECORD_SQL.format(marks=",".join(["%s"] * len(chunk))), chunk)
-            rows.extend(cursor.fetchall())
-        memory_ids = sorted({row[1] for row in rows})
+        rows = _revision_rows(cursor, revision_ids)
+        memory_ids = sorted({row.memory_id for row in rows})
         then = _attributes_as_of(cursor, memory_ids, as_of) if as_of is not None else {}
-        tags: dict[int, list[str]] = {}
         # Memories without a row then (written outside the services) show their current tags.
-        current = [memory_id for memory_id in memory_ids if memory_id not in then]
-        for start in range(0, len(current), _IDS_PER_QUERY):
-            chunk = current[start : start + _IDS_PER_QUERY]
-            # The m2m table's (memory_id, tag_id) unique index serves the IN; tags are few per memory.
-            cursor.execute(_TAGS_SQL.format(marks=",".join(["%s"] * len(chunk))), chunk)
-            for memory_id, name in cursor.fetchall():
-                tags.setdefault(memory_id, []).append(name)
-    for (
-        revision_id,
-        memory_id,
-        key,
-        namespace,
-        kind,
-        state,
-        title,
-        content,
-        known_at,
-        valid_from,
-        valid_to,
-        expires_at,
-        source,
-        content_hash,
-        subject,
-        predicate,
-        object_,
-        confidence,
-        author,
-        created_at,
-        interface,
-        trusted,
-    ) in rows:
-        recorded = Lifecycle.ACTIVE.value
-        if memory_id in then:
-            namespace, kind, tags[memory_id], recorded = then[memory_id]
-        if as_of is not None:
-            state = state_rules.read_state(recorded, kind=kind, known_at=stored_instant(known_at), as_of=as_of)
-        records[revision_id] = MemoryRecord(
-            id=memory_id,
-            key=key,
-            namespace=namespace,
-            kind=kind,
-            state=state,
-            title=title,
-            content=content,
-            tags=tags.get(memory_id, []),
-            revision_id=revision_id,
-            known_at=stored_instant(known_at),
-            valid_from=stored_instant(valid_from),
-            valid_to=stored_instant(valid_to),
-            expires_at=stored_instant(expires_at),
-            source=source,
-            content_hash=content_hash,
-            subject=subject,
-            predicate=predicate,
-            object=object_,
-            stated_confidence=confidence,
-            author=author,
-            created_at=stored_instant(created_at),
-        )
-        provenance[revision_id] = confidence_rules.Provenance.of(interface, source, author, trusted)
+        tags = _current_tags(cursor, [memory_id for memory_id in memory_ids if memory_id not in then])
+    for row in rows:
+        records[row.revision_id] = _record(row, then=then.get(row.memory_id), tags=tags, as_of=as_of)
+        provenance[row.revision_id] = confidence_rules.Provenance.of(row.interface, row.source, row.author, row.trusted)
     return records, provenance
+
+
+def _revision_rows(cursor, revision_ids: list[int]) -> list[_RevisionRow]:
+    """The rows of these revisions, each with its memory's columns and its import batch's trust."""
+    rows = []
+    for start in range(0, len(revision_ids), _IDS_PER_QUERY):
+        chunk = revision_ids[start : start + _IDS_PER_QUERY]
+        # Primary-key lookups, each joined to its memory by primary key.
+        cursor.execute(_RECORD_SQL.format(marks=",".join(["%s"] * len(chunk))), chunk)
+        rows.extend(_RevisionRow._make(row) for row in cursor.fetchall())
+    return rows
+
+
+def _current_tags(cursor, memory_ids: list[int]) -> dict[int, list[str]]:
+    """{memory id: its tag names now, in slug order}; memories without tags are left out."""
+    tags: dict[int, list[str]] = {}
+    for start in range(0, len(memory_ids), _IDS_PER_QUERY):
+        chunk = memory_ids[start : start + _IDS_PER_QUERY]
+        # The m2m table's (memory_id, tag_id) unique index serves the IN; tags are few per memory.
+        cursor.execute(_TAGS_SQL.format(marks=",".join(["%s"] * len(chunk))), chunk)
+        for memory_id, name in cursor.fetchall():
+            tags.setdefault(memory_id, []).append(name)
+    return tags
+
+
+def _record(
+    row: _RevisionRow,
+    *,
+    then: tuple[str, str, list[str], str] | None,
+    tags: dict[int, list[str]],
+    as_of: dt.datetime | None,
+) -> MemoryRecord:
+    """The record of one revision row; ``then``: its memory's attributes as of ``as_of``, when it had a row then."""
+    namespace, kind, state, recorded = row.namespace, row.kind, row.state, Lifecycle.ACTIVE.value
+    memory_tags = tags.get(row.memory_id, [])
+    if then is not None:
+        namespace, kind, memory_tags, recorded = then
+    if as_of is not None:
+        state = state_rules.read_state(recorded, kind=kind, known_at=stored_instant(row.known_at), as_of=as_of)
+    return MemoryRecord(
+        id=row.memory_id,
+        key=row.key,
+        namespace=namespace,
+        kind=kind,
+        state=state,
+        title=row.title,
+        content=row.content,
+        tags=memory_tags,
+        revision_id=row.revision_id,
+        known_at=stored_instant(row.known_at),
+        valid_from=stored_instant(row.valid_from),
+        valid_to=stored_instant(row.valid_to),
+        expires_at=stored_instant(row.expires_at),
+        source=row.source,
+        content_hash=row.content_hash,
+        subject=row.subject,
+        predicate=row.predicate,
+        object=row.object,
+        stated_confidence=row.confidence,
+        author=row.author,
+        created_at=stored_instant(row.created_at),
+    )
 
 
 def records_with_confidence(

@@ -1,5 +1,6 @@
 """Recall: the engine's hits for a query as memory records, within the caller's namespaces, states and confidence."""
 
+import dataclasses
 import datetime as dt
 
 from django.conf import settings
@@ -8,7 +9,8 @@ from django.db.models import Exists, OuterRef
 from memories import states as state_rules
 from memories import validation
 from memories.models import Attributes, Lifecycle, Memory
-from memories.records import Hit, MemoryRecord, RecallResult
+from memories.records.memory_record import MemoryRecord
+from memories.records.recall_results import Hit, RecallResult
 from memories.selectors.memory_records import records_with_confidence
 from memoryproject.exceptions import InvalidInput, Unavailable
 from memoryproject.metrics import RECALL_SECONDS, observed
@@ -71,6 +73,25 @@ def _age(known_at: dt.datetime, now: dt.datetime) -> str:
     return "just now"
 
 
+@dataclasses.dataclass(frozen=True)
+class _Request:
+    """A recall's arguments, checked, with its times resolved and its tags read as the memories carrying them."""
+
+    query: str
+    limit: int
+    match: str
+    mode: str
+    explain: bool
+    min_score: float | None
+    min_confidence: float | None
+    namespaces: list[str] | None
+    kinds: list[str] | None
+    states: list[str]
+    as_of: dt.datetime
+    valid_at: dt.datetime
+    tagged: list[int] | None  # None: no tag asked for
+
+
 @observed(RECALL_SECONDS, lambda result, arguments: {"mode": result.mode})
 def memory_recall(
     *,
@@ -97,6 +118,39 @@ def memory_recall(
     note says how many. Confidence is worked out for the hits (and the candidates the filter reads), never
     for the whole store.
     """
+    request = _checked_request(
+        query=query,
+        namespace=namespace,
+        tags=tags,
+        kinds=kinds,
+        limit=limit,
+        match=match,
+        mode=mode,
+        as_of=as_of,
+        valid_at=valid_at,
+        explain=explain,
+        min_score=min_score,
+        states=states,
+        min_confidence=min_confidence,
+    )
+    ranking, chosen, records, note = _confident_ranking(request)
+    return RecallResult(
+        query=request.query,
+        terms=ranking.terms,
+        match_mode=ranking.match_mode,
+        mode=request.mode,
+        as_of=request.as_of,
+        valid_at=request.valid_at,
+        hits=[_hit(hit, records[hit.revision_id], tokens=ranking.tokens, request=request) for hit in chosen],
+        note=note,
+        hint=ranking.hint,
+    )
+
+
+def _checked_request(
+    *, query, namespace, tags, kinds, limit, match, mode, as_of, valid_at, explain, min_score, states, min_confidence
+) -> _Request:
+    """memory_recall's arguments checked one by one, in the order their errors are reported."""
     query = validation.query_text(query)
     validation.limit(limit, maximum=validation.RECALL_LIMIT_MAX)
     match = validation.choice(match, field="match", choices=engine.MATCH_MODES)
@@ -115,104 +169,117 @@ def memory_recall(
     tagged = None
     if tag_names:  # without as_of, now: the memories' current tags
         tagged = _tagged_memories(tag_names, namespaces, as_of=None if as_of is None else as_of_time)
+    return _Request(
+        query=query,
+        limit=limit,
+        match=match,
+        mode=mode,
+        explain=explain,
+        min_score=min_score,
+        min_confidence=min_confidence,
+        namespaces=namespaces,
+        kinds=kind_names,
+        states=state_names,
+        as_of=as_of_time,
+        valid_at=valid_time,
+        tagged=tagged,
+    )
 
+
+def _rank(request: _Request, *, window: int, injections: dict[int, int] | None) -> engine.Ranking:
+    """The engine's best ``window`` revisions for ``request``; an engine that cannot answer is Unavailable."""
+    try:
+        return engine.rank(
+            query=request.query,
+            namespaces=request.namespaces,
+            kinds=request.kinds,
+            memory_ids=request.tagged,
+            limit=window,
+            match=request.match,
+            mode=request.mode,
+            as_of=request.as_of,
+            valid_at=request.valid_at,
+            explain=request.explain,
+            min_score=request.min_score,
+            states=None if set(request.states) == set(state_rules.RECALL_STATES) else request.states,
+            stale_after=state_rules.stale_after_micros(),
+            injections=injections,
+            injection_boost=settings.MEMORY_INJECTION_BOOST,
+        )
+    except errors.Unavailable as error:
+        raise Unavailable(error.message) from None
+
+
+def _confident_ranking(
+    request: _Request,
+) -> tuple[engine.Ranking, list[engine.Ranked], dict[int, MemoryRecord], str | None]:
+    """The ranking, the hits recall returns (with min_confidence, the first ``limit`` confident enough), their
+    records by revision id, and the note."""
     # Injection-aware ranking (off by default): the injections reported by as_of, per memory.
-    injections = telemetry.injection_counts(as_of=as_of_time) if settings.MEMORY_INJECTION_BOOST else None
-
-    def ranked(window: int):
-        try:
-            return engine.rank(
-                query=query,
-                namespaces=namespaces,
-                kinds=kind_names,
-                memory_ids=tagged,
-                limit=window,
-                match=match,
-                mode=mode,
-                as_of=as_of_time,
-                valid_at=valid_time,
-                explain=explain,
-                min_score=min_score,
-                states=None if set(state_names) == set(state_rules.RECALL_STATES) else state_names,
-                stale_after=state_rules.stale_after_micros(),
-                injections=injections,
-                injection_boost=settings.MEMORY_INJECTION_BOOST,
-            )
-        except errors.Unavailable as error:
-            raise Unavailable(error.message) from None
-
+    injections = telemetry.injection_counts(as_of=request.as_of) if settings.MEMORY_INJECTION_BOOST else None
+    limit, min_confidence = request.limit, request.min_confidence
     window = limit if min_confidence is None else min(limit * CONFIDENCE_CANDIDATES_PER_HIT, CONFIDENCE_CANDIDATES_MAX)
     while True:
-        ranking = ranked(window)
+        ranking = _rank(request, window=window, injections=injections)
         records = records_with_confidence(
-            [hit.revision_id for hit in ranking.hits], as_of=as_of_time, valid_at=valid_time
+            [hit.revision_id for hit in ranking.hits], as_of=request.as_of, valid_at=request.valid_at
         )
         if min_confidence is None:
-            break
+            return ranking, ranking.hits, records, ranking.note
         chosen, held_back = _confident(ranking.hits, records, limit=limit, min_confidence=min_confidence)
         # Too few passed while more candidates wait: rank twice as many (the first ones stay the same).
         if len(chosen) == limit or len(ranking.hits) < window or window >= CONFIDENCE_CANDIDATES_MAX:
             break
         window = min(window * 2, CONFIDENCE_CANDIDATES_MAX)
-    note = ranking.note
-    if min_confidence is not None:
-        ranking_hits = chosen
-        if held_back:
-            checked = (
-                f" among the best {len(ranking.hits)} candidates"
-                if len(chosen) < limit and len(ranking.hits) == window
-                else ""
-            )
-            note = " ".join(
-                filter(
-                    None,
-                    [
-                        note,
-                        f"{held_back} hit{'s' if held_back > 1 else ''} held back: "
-                        f"confidence below min_confidence {min_confidence:g}{checked}.",
-                    ],
-                )
-            )
-    else:
-        ranking_hits = ranking.hits
-    found = []
-    for hit in ranking_hits:
-        record = records[hit.revision_id]
-        details = None
-        if explain:
-            details = {
-                "revision_id": record.revision_id,
-                **hit.explain,
-                "known_at": format_instant(record.known_at),
-                "valid_from": format_instant(record.valid_from),
-                "valid_to": format_instant(record.valid_to),
-                "source": record.source,
-                "content_hash": record.content_hash,
-                "author": record.author,
-                "confidence": record.confidence_inputs,
-            }
-        found.append(
-            Hit(
-                memory=record,
-                score=hit.score,
-                snippet=hits.snippet(record.content, ranking.tokens),
-                matched_terms=hit.matched_terms,
-                relevant=hit.relevant,
-                age=_age(record.known_at, as_of_time),
-                explain=details,
-            )
+    among = len(ranking.hits) if len(chosen) < limit and len(ranking.hits) == window else None
+    note = _held_back_note(ranking.note, held_back=held_back, min_confidence=min_confidence, among=among)
+    return ranking, chosen, records, note
+
+
+def _held_back_note(note: str | None, *, held_back: int, min_confidence: float, among: int | None) -> str | None:
+    """``note``, then how many hits min_confidence held back (``among``: of how many candidates, when it checked
+    them all and fewer passed than asked for)."""
+    if not held_back:
+        return note
+    checked = f" among the best {among} candidates" if among is not None else ""
+    return " ".join(
+        filter(
+            None,
+            [
+                note,
+                f"{held_back} hit{'s' if held_back > 1 else ''} held back: "
+                f"confidence below min_confidence {min_confidence:g}{checked}.",
+            ],
         )
-    return RecallResult(
-        query=query,
-        terms=ranking.terms,
-        match_mode=ranking.match_mode,
-        mode=mode,
-        as_of=as_of_time,
-        valid_at=valid_time,
-        hits=found,
-        note=note,
-        hint=ranking.hint,
     )
+
+
+def _hit(hit: engine.Ranked, record: MemoryRecord, *, tokens: list, request: _Request) -> Hit:
+    """One of the engine's hits as recall returns it: its memory, snippet, age and (with explain) why it ranked."""
+    return Hit(
+        memory=record,
+        score=hit.score,
+        snippet=hits.snippet(record.content, tokens),
+        matched_terms=hit.matched_terms,
+        relevant=hit.relevant,
+        age=_age(record.known_at, request.as_of),
+        explain=_explained(hit, record) if request.explain else None,
+    )
+
+
+def _explained(hit: engine.Ranked, record: MemoryRecord) -> dict:
+    """The explain of a hit: the engine's ranks and raw scores, the revision's provenance and its confidence inputs."""
+    return {
+        "revision_id": record.revision_id,
+        **hit.explain,
+        "known_at": format_instant(record.known_at),
+        "valid_from": format_instant(record.valid_from),
+        "valid_to": format_instant(record.valid_to),
+        "source": record.source,
+        "content_hash": record.content_hash,
+        "author": record.author,
+        "confidence": record.confidence_inputs,
+    }
 
 
 def held_memories(memory_ids, *, as_of: dt.datetime) -> set[int]:

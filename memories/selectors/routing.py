@@ -24,7 +24,7 @@ from knowledge.names import predicate_name
 from knowledge.questions import Asked, read_question
 from memories import validation
 from memories.models import Route, RouteRule
-from memories.records import RouteResult
+from memories.records.route_result import RouteResult
 from memories.selectors.graph import memory_graph
 from memories.selectors.listing import memory_get, memory_list
 from memories.selectors.memory_records import records_with_confidence

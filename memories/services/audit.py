@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from knowledge import facts
 from memories.models import State
-from memories.records import AuditReport
+from memories.records.audit_report import AuditReport
 from memories.selectors.audit import memories_against_history, run_audit
 from memories.services.revisions import audit, check_interface
 from search.indexing import repair_indexes

@@ -7,7 +7,8 @@ from django.db import transaction
 
 from memories import selectors, validation
 from memories.models import Memory, Revision, Tag
-from memories.records import ChangeResult, MemoryRecord
+from memories.records.memory_record import MemoryRecord
+from memories.records.write_results import ChangeResult
 from memories.services.revisions import (
     UNFINISHED_IMPORT_ADVICE,
     append_attributes,

@@ -23,7 +23,8 @@ from django.utils import timezone
 from memories import selectors, validation
 from memories.access import Caller
 from memories.models import Kind, Memory, Revision
-from memories.records import MemoryRecord
+from memories.records.memory_record import MemoryRecord
+from memories.records.recall_results import Hit, RecallResult
 from memories.services.lifecycle import memory_revise
 from memories.services.remember import memory_remember
 from memories.services.revisions import get_memory
@@ -162,52 +163,16 @@ def hook_recall(
         states=states,
         min_confidence=min_confidence,
     )
+    answer = _block_answer(result, query=query, budget=budget, min_score=min_score)
+    recall_id = _recall_row(caller, result, answer, harness=harness, hook=hook, session=session, namespaces=namespaces)
+    return answer.model_copy(update={"recall_id": recall_id})
+
+
+def _block_answer(result: RecallResult, *, query: str, budget: int, min_score: float | None) -> HookBlock:
+    """The block of the hits a prompt gets (``_injected``), and what was left out; no ``recall_id`` yet."""
     injected = _injected(result, min_score=min_score)
-    tokens = text.clean_query(query).terms
-    entries = [
-        wrapper.Entry(
-            memory_id=hit.memory.id,
-            namespace=hit.memory.namespace,
-            key=hit.memory.key,
-            title=hit.memory.title,
-            age=hit.age,
-            state=hit.memory.state,
-            content=hit.memory.content
-            if len(hit.memory.content) <= INJECT_WHOLE_CHARS_MAX
-            else hits.snippet(hit.memory.content, tokens, marked=False),
-        )
-        for hit in injected
-    ]
-    block = wrapper.build(entries, budget=budget)
-    shown = [
-        HookHit(
-            memory_id=hit.memory.id,
-            revision_id=hit.memory.revision_id,
-            namespace=hit.memory.namespace,
-            key=hit.memory.key,
-            title=hit.memory.title,
-            score=hit.score,
-            age=hit.age,
-            state=hit.memory.state,
-        )
-        for hit in injected[: block.shown]
-    ]
-    try:
-        recall_id = telemetry.hook_recall_create(
-            actor=caller.actor,
-            harness=harness,
-            hook=hook,
-            session=session,
-            namespaces=namespaces,
-            query=query,
-            hits=len(shown),
-            characters=len(block.text),
-            memory_ids=[hit.memory.id for hit in result.hits],
-        )
-    except SIDE_WRITE_SKIPPED as error:
-        recall_id = None
-        # The agent still gets its block; the operator has to act on the database.
-        logger.warning("hooks/recall answered without its telemetry row: %s", error.message)
+    block = wrapper.build(_entries(injected, query=query), budget=budget)
+    shown = [_hook_hit(hit) for hit in injected[: block.shown]]
     return HookBlock(
         query=query,
         block=block.text,
@@ -222,8 +187,62 @@ def hook_recall(
         mode=result.mode,
         note=result.note,
         hint=result.hint,
-        recall_id=recall_id,
+        recall_id=None,
     )
+
+
+def _entries(injected: list[Hit], *, query: str) -> list[wrapper.Entry]:
+    """The block's entries for the hits injected: a long memory as the part of it that matched ``query``."""
+    tokens = text.clean_query(query).terms
+    return [
+        wrapper.Entry(
+            memory_id=hit.memory.id,
+            namespace=hit.memory.namespace,
+            key=hit.memory.key,
+            title=hit.memory.title,
+            age=hit.age,
+            state=hit.memory.state,
+            content=hit.memory.content
+            if len(hit.memory.content) <= INJECT_WHOLE_CHARS_MAX
+            else hits.snippet(hit.memory.content, tokens, marked=False),
+        )
+        for hit in injected
+    ]
+
+
+def _hook_hit(hit: Hit) -> HookHit:
+    return HookHit(
+        memory_id=hit.memory.id,
+        revision_id=hit.memory.revision_id,
+        namespace=hit.memory.namespace,
+        key=hit.memory.key,
+        title=hit.memory.title,
+        score=hit.score,
+        age=hit.age,
+        state=hit.memory.state,
+    )
+
+
+def _recall_row(
+    caller: Caller, result: RecallResult, answer: HookBlock, *, harness: str, hook: str, session: str, namespaces
+) -> int | None:
+    """Record the ``HookRecall`` row and return its id; None where the database refuses it (full, read-only)."""
+    try:
+        return telemetry.hook_recall_create(
+            actor=caller.actor,
+            harness=harness,
+            hook=hook,
+            session=session,
+            namespaces=namespaces,
+            query=answer.query,
+            hits=len(answer.hits),
+            characters=answer.characters,
+            memory_ids=[hit.memory.id for hit in result.hits],
+        )
+    except SIDE_WRITE_SKIPPED as error:
+        # The agent still gets its block; the operator has to act on the database.
+        logger.warning("hooks/recall answered without its telemetry row: %s", error.message)
+        return None
 
 
 def _source(harness: str, hook: str, session: str) -> str:
@@ -294,38 +313,64 @@ def hook_ingest(
     )
     ttl_days = settings.MEMORY_HOOK_TTL_DAYS if ttl_days is None else validation.ttl_days(ttl_days)
 
-    pattern = screening.suspected_injection(f"{title}\n{content}")
-    if pattern is not None:
-        # Outside any transaction of ours: the count must stay although the request fails.
-        telemetry.refused_ingest_create(
-            actor=caller.actor,
-            harness=harness,
-            hook=hook,
-            session=session,
-            namespace=namespace,
-            pattern=pattern.name,
-            characters=len(content),
-        )
-        raise InjectionSuspected(
-            f"{named}: refused because it {pattern.description} (pattern {pattern.name!r}); captured text is "
-            "replayed to models as memory, so text written to steer one is not stored. Remove that passage "
-            "and send the rest.",
-            field=named,
-        )
+    _refuse_suspected_injection(
+        caller,
+        title=title,
+        content=content,
+        named=named,
+        namespace=namespace,
+        harness=harness,
+        hook=hook,
+        session=session,
+    )
+    return _store_or_refresh(
+        caller,
+        namespace=namespace,
+        content=content,
+        kind=kind,
+        title=title,
+        tags=tags,
+        source=source,
+        ttl_days=ttl_days,
+    )
 
+
+def _refuse_suspected_injection(
+    caller: Caller, *, title: str, content: str, named: str, namespace: str, harness: str, hook: str, session: str
+) -> None:
+    """Raise InjectionSuspected when the text matches a prompt-injection pattern, once the refusal is counted."""
+    pattern = screening.suspected_injection(f"{title}\n{content}")
+    if pattern is None:
+        return
+    # Outside any transaction of ours: the count must stay although the request fails.
+    telemetry.refused_ingest_create(
+        actor=caller.actor,
+        harness=harness,
+        hook=hook,
+        session=session,
+        namespace=namespace,
+        pattern=pattern.name,
+        characters=len(content),
+    )
+    raise InjectionSuspected(
+        f"{named}: refused because it {pattern.description} (pattern {pattern.name!r}); captured text is "
+        "replayed to models as memory, so text written to steer one is not stored. Remove that passage "
+        "and send the rest.",
+        field=named,
+    )
+
+
+def _store_or_refresh(
+    caller: Caller, *, namespace: str, content: str, kind: str, title: str, tags: list[str], source: str, ttl_days: int
+) -> IngestResult:
+    """Store the text as a new memory, unless the namespace holds it already, exactly or nearly: then renew that
+    memory's expiry."""
     exact = selectors.visible_duplicate(namespace=namespace, content_hash=validation.content_hash(content))
     if exact is None:
         twin = duplicates.find_near_twin(content, namespace=namespace, title=title)
         if twin is not None:
             record = _refresh(twin.memory_id, ttl_days=ttl_days, caller=caller)
-            return IngestResult(
-                status="refreshed",
-                memory_id=record.id,
-                revision_id=record.revision_id,
-                namespace=record.namespace,
-                cosine=twin.cosine,
-                expires_at=record.expires_at,
-            )
+            return _ingest_result("refreshed", record, cosine=twin.cosine)
     # No near twin was found above (or the text is an exact duplicate): no need to look again.
     result = memory_remember(
         namespace=namespace,
@@ -339,23 +384,18 @@ def hook_ingest(
         state=caller.new_memory_state,
         **caller.credit,
     )
-    record = result.memory
     if result.deduplicated:
-        record = _refresh(record.id, ttl_days=ttl_days, caller=caller)
-        return IngestResult(
-            status="duplicate",
-            memory_id=record.id,
-            revision_id=record.revision_id,
-            namespace=record.namespace,
-            cosine=None,
-            expires_at=record.expires_at,
-        )
+        return _ingest_result("duplicate", _refresh(result.memory.id, ttl_days=ttl_days, caller=caller))
+    return _ingest_result("created", result.memory)
+
+
+def _ingest_result(status: str, record: MemoryRecord, *, cosine: float | None = None) -> IngestResult:
     return IngestResult(
-        status="created",
+        status=status,
         memory_id=record.id,
         revision_id=record.revision_id,
         namespace=record.namespace,
-        cosine=None,
+        cosine=cosine,
         expires_at=record.expires_at,
     )
 

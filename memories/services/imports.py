@@ -25,7 +25,7 @@ from django.utils import timezone
 from memories import selectors, staging, validation
 from memories.inserts import insert_all
 from memories.models import Attributes, Kind, Lifecycle, Memory, Revision, State, Tag
-from memories.records import ImportReport
+from memories.records.import_export import ImportReport
 from memories.services import batches
 from memories.services.export import (
     DOCUMENT_FIELDS,

@@ -26,7 +26,7 @@ from knowledge import changes, extraction, findings
 from knowledge.names import entity_name, predicate_name
 from memories import selectors, validation
 from memories.models import Lifecycle, Revision
-from memories.records import EndedFact, LearnedItem, LearnResult, SkippedSentence, UnmatchedChange
+from memories.records.learn_results import EndedFact, LearnedItem, LearnResult, SkippedSentence, UnmatchedChange
 from memories.services.lifecycle import memory_end
 from memories.services.remember import memories_remember_new, memory_remember, new_memory
 from memories.services.revisions import check_interface

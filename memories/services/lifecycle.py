@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from memories import selectors, validation
 from memories.models import Attributes, Lifecycle, Memory, Revision, State
-from memories.records import ChangeResult, CorrectionRecord
+from memories.records.write_results import ChangeResult, CorrectionRecord
 from memories.services.revisions import (
     add_tags,
     append_attributes,

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from memories import selectors, validation
 from memories.models import Kind, Memory, State
-from memories.records import ImportReport
+from memories.records.import_export import ImportReport
 from memories.services import batches
 from memories.services.imports import PROBLEMS_SHOWN
 from memories.services.lifecycle import memory_forget

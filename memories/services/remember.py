@@ -14,7 +14,7 @@ from knowledge.models import Fact
 from memories import admission, selectors, staging, states, validation
 from memories.inserts import insert_all
 from memories.models import Attributes, Kind, Lifecycle, Memory, Revision, State
-from memories.records import NearTwinRecord, RememberResult
+from memories.records.write_results import NearTwinRecord, RememberResult
 from memories.services.revisions import (
     UNFINISHED_IMPORT_ADVICE,
     add_tags,

@@ -21,7 +21,8 @@ from django.utils import timezone
 from knowledge.contradictions import conflict_id, in_conflict
 from memories import selectors, validation
 from memories.models import Memory, Revision
-from memories.records import MemoryRecord, ResolveResult
+from memories.records.conflict_records import ResolveResult
+from memories.records.memory_record import MemoryRecord
 from memories.services.lifecycle import hold_only, memory_forget, memory_revise, prepare_revision
 from memories.services.revisions import audit_many, check_interface, get_memory
 from memoryproject import dialect

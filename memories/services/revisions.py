@@ -14,7 +14,7 @@ from knowledge import facts
 from memories import selectors, staging, states, validation
 from memories.inserts import insert_all
 from memories.models import Attributes, AuditEvent, Interface, Lifecycle, Memory, Revision, State, Tag
-from memories.records import MemoryRecord
+from memories.records.memory_record import MemoryRecord
 from memoryproject.exceptions import DuplicateContent, InvalidInput, MemoryNotFound
 from memoryproject.timeparse import parse_optional_instant
 from search import indexing

@@ -21,7 +21,7 @@ from memories.arguments import (
     StateChangeArgs,
 )
 from memories.management.cli import ProjectCommand, cli_actor
-from memories.records import History
+from memories.records.revision_history import History
 from memories.selectors.conflicts import memory_conflicts
 from memories.selectors.routing import memory_route
 from memoryproject.exceptions import InvalidInput, MemoryServiceError
