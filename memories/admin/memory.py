@@ -16,7 +16,7 @@ from django.utils.text import Truncator
 from memories import selectors, states, validation
 from memories.admin.actions import MemoryActions
 from memories.admin.audit_page import AuditPage
-from memories.admin.conflicts import ConflictQueue
+from memories.admin.conflict_queue import ConflictQueue
 from memories.admin.forms import MemoryAddForm, MemoryChangeForm, admin_actor
 from memories.admin.history import attach_shown_revisions, revision_history
 from memories.admin.knowledge_page import KnowledgePage
