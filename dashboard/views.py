@@ -11,7 +11,6 @@ from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.decorators import permission_required
 from django.http import Http404
 from django.shortcuts import render
-from django.utils import timezone
 
 from dashboard import timeseries
 from dashboard.charts import Lane, Series, bar_chart, timeline_chart
@@ -263,7 +262,7 @@ def timeline(request, memory_id: int):
 
 @dashboard_page(TELEMETRY)
 def telemetry(request):
-    today = timezone.now().date()
+    today = dialect.now().date()
     days = telemetry_selectors.activity_per_day(days=None, today=today)
     series = timeseries.time_series(
         {name: {row.day: getattr(row, field) for row in days} for name, field in OVER_TIME}, today=today

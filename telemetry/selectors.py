@@ -8,8 +8,8 @@ None reads everything telemetry still holds (``MEMORY_TELEMETRY_DAYS``).
 import datetime as dt
 
 from django.db.models import Count, QuerySet, Sum
-from django.utils import timezone
 
+from memoryproject import dialect
 from memoryproject.dbfunctions import UtcDay
 from memoryproject.exceptions import InvalidInput
 from telemetry.models import HookRecall, InjectedMemory, Injection, RefusedIngest, estimate_tokens
@@ -53,7 +53,7 @@ def _carried(since: dt.datetime | None):
 
 
 def _today() -> dt.date:
-    return timezone.now().astimezone(dt.timezone.utc).date()
+    return dialect.now().astimezone(dt.timezone.utc).date()
 
 
 def activity_per_day(*, days: int | None = 30, today: dt.date | None = None) -> list[DayActivity]:

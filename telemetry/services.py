@@ -9,8 +9,8 @@ that returned it, goes with it (``memory_traces_erase``).
 import datetime as dt
 
 from django.db import transaction
-from django.utils import timezone
 
+from memoryproject import dialect
 from memoryproject.metrics import TELEMETRY_EVENTS
 from telemetry.models import HookRecall, InjectedMemory, Injection, RecalledMemory, RefusedIngest, estimate_tokens
 from telemetry.records import InjectionRecord
@@ -31,7 +31,7 @@ def hook_recall_create(
     """Record one ``hooks/recall/`` answer (its size and the memories recall found, never their text); return its id."""
     with transaction.atomic():
         row = HookRecall.objects.create(
-            at=timezone.now(),
+            at=dialect.now(),
             actor=actor,
             harness=harness,
             hook=hook,
@@ -51,7 +51,7 @@ def refused_ingest_create(
 ) -> None:
     """Count one ingest refused for matching ``pattern``: its length is kept, never its text."""
     RefusedIngest.objects.create(
-        at=timezone.now(),
+        at=dialect.now(),
         actor=actor,
         harness=harness,
         hook=hook,
@@ -69,7 +69,7 @@ def injection_create(
     """Record that a block of ``characters`` carrying these ``(memory_id, revision_id)`` pairs was injected."""
     with transaction.atomic():
         injection = Injection.objects.create(
-            at=timezone.now(),
+            at=dialect.now(),
             actor=actor,
             harness=harness,
             hook=hook,
@@ -101,7 +101,7 @@ def injection_used_mark(*, injection_id: int, memory_ids: list[int]) -> int:
     """
     marked = InjectedMemory.objects.filter(
         injection_id=injection_id, memory_id__in=memory_ids, used_at__isnull=True
-    ).update(used_at=timezone.now())
+    ).update(used_at=dialect.now())
     if marked:
         TELEMETRY_EVENTS.labels(kind="injection_used").inc(marked)
     return marked

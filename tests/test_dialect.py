@@ -7,6 +7,7 @@ PostgreSQL-ready yet), through Django's own PostgreSQL backend set as the defaul
 connection. Skipped, with the reason, where PostgreSQL 15 or psycopg is missing.
 """
 
+import ast
 import datetime as dt
 import os
 import shutil
@@ -24,6 +25,7 @@ from django.db import DatabaseError, connection, connections, transaction
 from memoryproject import dialect
 from search import indexing, postings, snapshot, vectors
 from search.embeddings import HashEmbedder
+from tests.test_layers import APPS, ROOT
 
 # Debian keeps the server's programs off PATH.
 PG_BIN = Path(shutil.which("initdb") or "/usr/lib/postgresql/15/bin/initdb").parent
@@ -51,6 +53,34 @@ def test_sqlite_key_and_clock_are_the_ones_used_before_the_seam():
     with transaction.atomic():
         now = dialect.locked_now()
     assert now.tzinfo is dt.timezone.utc
+
+
+def _clock_calls(tree) -> list[int]:
+    """Lines that read the app server's clock by Django's ``timezone.now()``."""
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "now"
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == "timezone"
+    ]
+
+
+def test_the_clock_reader_finds_timezone_now():
+    assert _clock_calls(ast.parse("x = timezone.now()\ny = dialect.now()\n")) == [1]
+
+
+def test_every_now_comes_from_the_one_clock():
+    """On PostgreSQL the database's clock stamps writes; a time read from an app server's could sort before them."""
+    found = []
+    for path in sorted(path for app in APPS for path in (ROOT / app).rglob("*.py")):
+        relative = path.relative_to(ROOT)
+        if "migrations" in relative.parts or relative == Path("memoryproject/dialect.py"):  # dialect: the clock
+            continue
+        found += [f"{relative}:{line}" for line in _clock_calls(ast.parse(path.read_text()))]
+    assert found == [], f"read the time from memoryproject.dialect.now(), not timezone.now(): {found}"
 
 
 @pytest.mark.sqlite_only("the SQLite forms of the seam, on the suite's own SQLite connection")

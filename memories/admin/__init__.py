@@ -8,4 +8,4 @@ transaction, so a refused memory leaves the whole batch unchanged (``memories.ad
 Django's autodiscovery imports this package; importing the modules below registers their admins.
 """
 
-from memories.admin import audit, conflicts, keys, memory, routing  # noqa: F401
+from memories.admin import audit_trail, conflict_queue, keys, memory, routing  # noqa: F401

@@ -10,12 +10,12 @@ from django.contrib import admin, messages
 from django.db import transaction
 from django.http import StreamingHttpResponse
 from django.template.response import TemplateResponse
-from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from memories import services
 from memories.admin.forms import EraseForm, ForgetForm, MoveForm, StateChangeForm, TagsForm, admin_actor, split_names
 from memories.admin.history import attach_shown_revisions
+from memoryproject import dialect
 from memoryproject.exceptions import MemoryServiceError
 
 
@@ -256,7 +256,7 @@ class MemoryActions:
     def export_json(self, request, queryset):
         chunks = services.memories_export(memory_ids=selected_ids(queryset))
         response = StreamingHttpResponse(chunks, content_type="application/json; charset=utf-8")
-        stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")
+        stamp = dialect.now().strftime("%Y%m%dT%H%M%SZ")
         response["Content-Disposition"] = f'attachment; filename="memories-{stamp}.json"'
         return response
 
@@ -284,7 +284,7 @@ class MemoryActions:
             self.message_user(request, format_html("Erased {} memories: {}.", len(receipts), listed), messages.SUCCESS)
             return None
         rows = list(queryset.order_by("pk"))
-        attach_shown_revisions(rows, now=timezone.now())
+        attach_shown_revisions(rows, now=dialect.now())
         return self._form_page(
             request,
             queryset,

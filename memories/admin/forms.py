@@ -12,11 +12,11 @@ import re
 
 from django import forms
 from django.conf import settings
-from django.utils import timezone
 
 from memories import selectors, services, validation
 from memories.models import ApiKey, Kind, Memory, Scope
 from memories.services.keys import api_key_create
+from memoryproject import dialect
 from memoryproject.exceptions import MemoryServiceError
 from memoryproject.timeparse import format_instant
 
@@ -149,7 +149,7 @@ class MemoryChangeForm(ServiceForm, forms.ModelForm):
         super().__init__(*args, **kwargs)
         memory = self.instance
         self.current = selectors.visible_revision(
-            memory=memory, as_of=timezone.now()
+            memory=memory, as_of=dialect.now()
         ) or selectors.latest_content_revision(memory)
         self.current_tags = [tag.name for tag in memory.tags.order_by("slug")]
         current = self.current

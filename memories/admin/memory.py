@@ -16,11 +16,12 @@ from django.utils.text import Truncator
 from memories import selectors, states, validation
 from memories.admin.actions import MemoryActions
 from memories.admin.audit_page import AuditPage
-from memories.admin.conflicts import ConflictQueue
+from memories.admin.conflict_queue import ConflictQueue
 from memories.admin.forms import MemoryAddForm, MemoryChangeForm, admin_actor
 from memories.admin.history import attach_shown_revisions, revision_history
 from memories.admin.knowledge_page import KnowledgePage
 from memories.models import Attributes, Lifecycle, Memory, Revision, State, Tag
+from memoryproject import dialect
 from memoryproject.exceptions import MemoryServiceError
 
 PREVIEW_CHARS = 120
@@ -48,7 +49,7 @@ class VisibleNowFilter(admin.SimpleListFilter):
         return [("yes", "Visible now"), ("no", "Hidden now (forgotten, TTL passed or outside validity)")]
 
     def queryset(self, request, queryset):
-        now = timezone.now()
+        now = dialect.now()
         if self.value() == "yes":
             return queryset.filter(pk__in=Memory.objects.visible(as_of=now).values("pk"))
         if self.value() == "no":
@@ -65,7 +66,7 @@ class LifecycleFilter(admin.SimpleListFilter):
 
     def queryset(self, request, queryset):
         if self.value() in Lifecycle.values:
-            recorded = Attributes.objects.as_of(timezone.now()).filter(state=self.value()).values("memory_id")
+            recorded = Attributes.objects.as_of(dialect.now()).filter(state=self.value()).values("memory_id")
             if self.value() == Lifecycle.ACTIVE:  # a memory without attribute rows is active
                 rowless = Memory.objects.exclude(pk__in=Attributes.all_objects.values("memory_id")).values("pk")
                 return queryset.filter(pk__in=recorded) | queryset.filter(pk__in=rowless)
@@ -81,7 +82,7 @@ class TtlFilter(admin.SimpleListFilter):
         return [("yes", "Has a TTL (text visible now expires)"), ("no", "No TTL")]
 
     def queryset(self, request, queryset):
-        expiring = Revision.objects.visible(as_of=timezone.now()).filter(expires_at__isnull=False).values("memory_id")
+        expiring = Revision.objects.visible(as_of=dialect.now()).filter(expires_at__isnull=False).values("memory_id")
         if self.value() == "yes":
             return queryset.filter(pk__in=expiring)
         if self.value() == "no":
@@ -106,7 +107,7 @@ class MemoryChangeList(ChangeList):
         super().get_results(request)
         # The preview column needs each row's current revision: two queries for the page, not one per row.
         self.result_list = list(self.result_list)
-        now = timezone.now()
+        now = dialect.now()
         attach_shown_revisions(self.result_list, now=now)
         # The confidence column: worked out for the page's visible rows at once.
         shown = [
@@ -210,7 +211,7 @@ class MemoryAdmin(AuditPage, ConflictQueue, KnowledgePage, MemoryActions, admin.
         """The word the API uses now (memories.states): candidate, active, stale, archived or forgotten."""
         if memory.state == State.FORGOTTEN:
             return states.FORGOTTEN
-        now = timezone.now()
+        now = dialect.now()
         if hasattr(memory, "shown_revision"):  # the list attached each row's shown revision
             revision = memory.shown_revision if memory.shown_is_visible else None
         else:  # the change page
@@ -276,7 +277,7 @@ class MemoryAdmin(AuditPage, ConflictQueue, KnowledgePage, MemoryActions, admin.
 
     @admin.display(description="visible now")
     def visible_now(self, memory):
-        revision = Revision.objects.filter(memory=memory).visible(as_of=timezone.now()).first()
+        revision = Revision.objects.filter(memory=memory).visible(as_of=dialect.now()).first()
         if revision is not None:
             return f"yes (revision {revision.pk})"
         if memory.state == State.FORGOTTEN:
@@ -317,7 +318,7 @@ class MemoryAdmin(AuditPage, ConflictQueue, KnowledgePage, MemoryActions, admin.
         extra_context = dict(extra_context or {})
         memory = self.get_object(request, object_id)
         if memory is not None:
-            extra_context["revision_history"] = revision_history(memory, now=timezone.now())
+            extra_context["revision_history"] = revision_history(memory, now=dialect.now())
             # Newest first, like the revisions: each change of namespace, kind and tags.
             extra_context["attribute_history"] = selectors.attribute_history(memory_id=memory.pk)[::-1]
             extra_context["timeline_url"] = page_for(request, "dashboard:timeline", memory.pk)

@@ -11,13 +11,13 @@ which only rebuilds derived rows from the revisions and never touches the histor
 import datetime as dt
 
 from django.db.models import Exists, OuterRef, Q, Subquery
-from django.utils import timezone
 
 from knowledge.facts import fact_drift
 from memories import health
 from memories.models import Memory, Revision, State
 from memories.records.audit_report import AuditFinding, AuditReport
 from memories.selectors.memory_records import records_with_confidence
+from memoryproject import dialect
 from search.indexing import document_drift, index_drift
 from search.vectors import vector_drift
 
@@ -199,7 +199,7 @@ def confidence_distribution(now: dt.datetime) -> AuditFinding:
 
 def run_audit() -> AuditReport:
     """Every check, problems first in the order an operator fixes them: derived rows, then the history's own."""
-    now = timezone.now()
+    now = dialect.now()
     findings = [
         search_indexes(),
         graph_rows(),

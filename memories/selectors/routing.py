@@ -18,7 +18,6 @@ import datetime as dt
 import re
 
 from django.conf import settings
-from django.utils import timezone
 
 from knowledge.names import predicate_name
 from knowledge.questions import Asked, read_question
@@ -29,6 +28,7 @@ from memories.selectors.graph import memory_graph
 from memories.selectors.listing import memory_get, memory_list
 from memories.selectors.memory_records import records_with_confidence
 from memories.selectors.recall import RECALL_LIMIT_DEFAULT, memory_recall
+from memoryproject import dialect
 from memoryproject.exceptions import InvalidInput, MemoryNotFound
 from memoryproject.timeparse import parse_instant
 
@@ -109,7 +109,7 @@ def memory_route(*, question: str, namespace=None, limit: int = RECALL_LIMIT_DEF
     home = namespaces[0] if namespaces else settings.MEMORY_DEFAULT_NAMESPACE
     question = validation.query_text(question, field="question")
     validation.limit(limit, maximum=validation.RECALL_LIMIT_MAX)
-    matched = matching_rule(question, now=timezone.now())
+    matched = matching_rule(question, now=dialect.now())
     if matched is None:
         return _recall(question, namespaces, limit, rule=None, extracted={}, why="No rule matched: plain recall.")
     rule, found, asked = matched
@@ -268,7 +268,7 @@ def _graph_question(asked: Asked, *, home, limit):
 
 def _as_of(question, found, extracted, *, namespaces, home, limit):
     try:
-        as_of = resolve_when(extracted["when"], now=timezone.now())
+        as_of = resolve_when(extracted["when"], now=dialect.now())
     except ValueError as error:
         return f"{error}."
     # The question without the time phrase is what to recall; all of it when nothing else is left.

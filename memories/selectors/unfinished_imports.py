@@ -7,9 +7,8 @@ import datetime as dt
 import os
 import socket
 
-from django.utils import timezone
-
 from memories.models import ImportBatch, Memory, Revision
+from memoryproject import dialect
 
 # A batch still writing counts as dead when its process is gone (same host), or when it
 # has committed nothing for this long (another host, or a pid reused since).
@@ -24,7 +23,7 @@ def is_dead(batch: ImportBatch, *, now: dt.datetime | None = None) -> bool:
     """Whether ``batch``, still writing, has no live writer: its process is gone, or it went quiet too long."""
     if batch.state != ImportBatch.Status.WRITING:
         return False
-    now = now or timezone.now()
+    now = now or dialect.now()
     if now - batch.progress_at > STALE_AFTER:
         return True
     if batch.host != this_host():

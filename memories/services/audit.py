@@ -7,13 +7,13 @@ forgotten). Nothing here appends to or deletes from the history itself; what nee
 """
 
 from django.db import transaction
-from django.utils import timezone
 
 from knowledge import facts
 from memories.models import State
 from memories.records.audit_report import AuditReport
 from memories.selectors.audit import memories_against_history, run_audit
 from memories.services.revisions import audit, check_interface
+from memoryproject import dialect
 from search.indexing import repair_indexes
 
 
@@ -41,5 +41,5 @@ def audit_fix(*, actor: str, interface: str) -> tuple[AuditReport, dict]:
         if finding.fixable:
             done.update(_REPAIRS[finding.check]())
     if done:
-        audit(actor=actor, interface=interface, action="audit_fix", memory_id=None, at=timezone.now(), **done)
+        audit(actor=actor, interface=interface, action="audit_fix", memory_id=None, at=dialect.now(), **done)
     return run_audit(), done

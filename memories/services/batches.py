@@ -20,7 +20,6 @@ from contextlib import contextmanager
 
 from django.db import connection, transaction
 from django.db.models import Exists, OuterRef
-from django.utils import timezone
 
 from memories import staging
 from memories.models import Attributes, AuditEvent, ImportBatch, Memory, Revision, Tag
@@ -38,7 +37,7 @@ REMOVE_CHUNK = 500
 
 def batch_begin(*, actor: str, interface: str, trusted: bool) -> ImportBatch:
     """Open a batch for an import this process is about to write."""
-    now = timezone.now()
+    now = dialect.now()
     with transaction.atomic():
         return ImportBatch.objects.create(
             trusted=trusted,
@@ -53,7 +52,7 @@ def batch_begin(*, actor: str, interface: str, trusted: bool) -> ImportBatch:
 
 def batch_progress(batch: ImportBatch) -> None:
     """Record that a chunk of ``batch`` was written (inside that chunk's transaction): it is alive."""
-    ImportBatch.objects.filter(pk=batch.pk).update(progress_at=timezone.now())
+    ImportBatch.objects.filter(pk=batch.pk).update(progress_at=dialect.now())
 
 
 def batch_publish(batch: ImportBatch) -> dt.datetime:
@@ -213,7 +212,7 @@ def _drop_unused_tags(tag_ids) -> None:
 
 def purge_dead_imports(*, actor: str, interface: str, dry_run: bool = False) -> dict:
     """Remove the rows of every import whose writer died before publishing; return what was found and removed."""
-    now = timezone.now()
+    now = dialect.now()
     dead = [batch for batch in unpublished_batches() if is_dead(batch, now=now)]
     totals = {"imports": len(dead), "memories": 0, "revisions": 0}
     for batch in dead:
@@ -229,7 +228,7 @@ def purge_dead_imports(*, actor: str, interface: str, dry_run: bool = False) -> 
                 interface=interface,
                 action="purge_import",
                 memory_id=None,
-                at=timezone.now(),
+                at=dialect.now(),
                 batch_id=batch.pk,
                 started_at=batch.started_at.isoformat(),
                 import_actor=batch.actor,

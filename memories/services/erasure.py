@@ -20,7 +20,6 @@ from collections.abc import Callable
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Exists, OuterRef, Q
-from django.utils import timezone
 
 from knowledge import facts
 from knowledge.models import Fact
@@ -43,7 +42,7 @@ PURGE_BATCH_SIZE = 500
 def _gate_open():
     """Let UPDATE and DELETE on revisions through, only inside this (nested) transaction."""
     with transaction.atomic():
-        gate = ErasureGate.objects.create(opened_at=timezone.now())
+        gate = ErasureGate.objects.create(opened_at=dialect.now())
         yield
         # On an exception the savepoint rolls back, and the gate row with it.
         gate.delete()
@@ -286,7 +285,7 @@ def _purge_telemetry(cutoff: dt.datetime, *, actor: str, interface: str) -> int:
                 interface=interface,
                 action="purge_telemetry",
                 memory_id=None,
-                at=timezone.now(),
+                at=dialect.now(),
                 older_than=cutoff.isoformat(),
                 **counts,
             )
@@ -315,7 +314,7 @@ def purge_expired(
     check_interface(interface)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InvalidInput(f"batch_size: {batch_size!r} is not a positive integer.", field="batch_size")
-    now = parse_optional_instant(now, field="now") or timezone.now()
+    now = parse_optional_instant(now, field="now") or dialect.now()
     totals = {"revisions": 0, "tombstones": 0, "tombstones_repointed": 0, "memories": 0, "telemetry": 0}
     # The partial index revision_expires (expires_at, then rowid) serves both the range and
     # the order; ordering by pk alone makes SQLite walk the whole table instead.
@@ -333,7 +332,7 @@ def purge_expired(
                     interface=interface,
                     action="purge",
                     memory_id=None,
-                    at=timezone.now(),
+                    at=dialect.now(),
                     expired_before=now.isoformat(),
                     revision_ids=counts.pop("revision_ids"),
                     memory_ids=counts.pop("memory_ids"),

@@ -10,10 +10,10 @@ import json
 from collections.abc import Callable, Iterator
 
 from django.db.models import Exists, OuterRef, Prefetch, Q
-from django.utils import timezone
 
 from memories import selectors, validation
 from memories.models import Attributes, Lifecycle, Memory, Revision, State, Tag
+from memoryproject import dialect
 from memoryproject.exceptions import InvalidInput
 from memoryproject.timeparse import format_instant, parse_optional_instant
 
@@ -77,7 +77,7 @@ def memories_export(
     if namespace is not None:
         namespace = validation.namespace(namespace)
     ids = _memory_ids(memory_ids) if memory_ids is not None else None
-    cutoff = parse_optional_instant(as_of, field="as_of") or timezone.now()
+    cutoff = parse_optional_instant(as_of, field="as_of") or dialect.now()
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InvalidInput(f"batch_size: {batch_size!r} is not a positive integer.", field="batch_size")
     memories = Memory.objects.filter(Exists(Revision.objects.filter(memory=OuterRef("pk")).known_by(cutoff)))
@@ -91,7 +91,7 @@ def memories_export(
     header = {
         "format": EXPORT_FORMAT,
         "version": EXPORT_VERSION,
-        "exported_at": format_instant(timezone.now()),
+        "exported_at": format_instant(dialect.now()),
         "as_of": format_instant(cutoff),
         "namespace": namespace,
     }

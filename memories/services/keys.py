@@ -14,12 +14,12 @@ import secrets
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
-from django.utils import timezone
 
 from memories import validation
 from memories.access import AuthenticationFailed, Caller
 from memories.models import ApiKey, Scope
 from memories.services.revisions import audit, check_interface
+from memoryproject import dialect
 from memoryproject.exceptions import InvalidInput, NotFound
 from memoryproject.storage import SIDE_WRITE_SKIPPED
 from memoryproject.timeparse import stored_instant
@@ -79,7 +79,7 @@ def api_key_create(
         token = f"{KEY_PREFIX}_{prefix}_{secrets.token_urlsafe(32)}"
         try:
             with transaction.atomic():
-                now = timezone.now()
+                now = dialect.now()
                 key = ApiKey.objects.create(
                     name=name,
                     prefix=prefix,
@@ -116,7 +116,7 @@ def api_key_revoke(*, prefix: str, actor: str, interface: str) -> ApiKey:
         if key is None:
             raise NotFound(f"No API key has the prefix {prefix!r}.", field="prefix")
         if key.revoked_at is None:
-            key.revoked_at = timezone.now()
+            key.revoked_at = dialect.now()
             key.save(update_fields=["revoked_at"])
             audit(
                 actor=actor,
@@ -153,7 +153,7 @@ def api_key_authenticate(token, *, interface: str) -> Caller:
     key_id, _, scopes, namespaces, last_used_at, revoked_at, trusted = row
     if revoked_at is not None:
         raise AuthenticationFailed("This API key was revoked. Ask the operator for a new one.")
-    now = timezone.now()
+    now = dialect.now()
     if last_used_at is None or now - stored_instant(last_used_at) >= LAST_USED_RESOLUTION:
         # The condition is repeated in the UPDATE so that of two requests racing here only one writes.
         stale = now - LAST_USED_RESOLUTION

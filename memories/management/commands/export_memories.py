@@ -1,10 +1,10 @@
 from pathlib import Path
 
 from django.core.management.base import CommandError
-from django.utils import timezone
 
 from memories import services
 from memories.management.cli import ProgressLine, ProjectCommand
+from memoryproject import dialect
 from memoryproject.timeparse import format_instant, parse_optional_instant
 
 
@@ -28,7 +28,7 @@ class Command(ProjectCommand):
             exported[0] = done
             progress(done, total)
 
-        cutoff = parse_optional_instant(as_of, field="as-of") or timezone.now()
+        cutoff = parse_optional_instant(as_of, field="as-of") or dialect.now()
         chunks = services.memories_export(namespace=namespace, as_of=cutoff, progress=track)
         if output == "-":
             for chunk in chunks:
