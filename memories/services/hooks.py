@@ -18,7 +18,6 @@ import re
 import unicodedata
 
 from django.conf import settings
-from django.utils import timezone
 
 from memories import selectors, validation
 from memories.access import Caller
@@ -28,6 +27,7 @@ from memories.records.recall_results import Hit, RecallResult
 from memories.services.lifecycle import memory_revise
 from memories.services.remember import memory_remember
 from memories.services.revisions import get_memory
+from memoryproject import dialect
 from memoryproject.exceptions import InvalidInput, NotFound, TooLarge
 from memoryproject.storage import SIDE_WRITE_SKIPPED
 from search import duplicates, hits, text
@@ -257,7 +257,7 @@ def _refresh(memory_id: int, *, ttl_days: int, caller: Caller) -> MemoryRecord:
     current = selectors.memory_get(memory_id=memory_id)
     if current.expires_at is None:
         return current  # it never expires: nothing to renew
-    if ttl_days and current.expires_at >= timezone.now() + dt.timedelta(days=ttl_days):
+    if ttl_days and current.expires_at >= dialect.now() + dt.timedelta(days=ttl_days):
         return current
     return memory_revise(memory_id=memory_id, ttl_days=ttl_days, **caller.credit).memory
 
