@@ -5,8 +5,8 @@ stated time already taken out by ``knowledge.extraction``) and returns its facts
 none. Names are resolved here: determiners and a type word before an identifier are dropped
 ("the host pg-3" is pg-3), "I" is the speaker, "he" and "she" the last person named, "it"
 the last subject of the line, "which" and "who" the name the clause before ended with
-(``Context``). The verb table, roles and word lists are ``knowledge.vocabulary``'s; the
-rules that read them are here, in order: names, verbs, clauses.
+(``Context``). The verb table and roles are ``knowledge.vocabulary``'s, the word lists of names
+``knowledge.name_words``'; the rules that read them are here, in order: names, verbs, clauses.
 """
 
 import datetime as dt
@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from knowledge import vocabulary
+from knowledge import name_words, vocabulary
 from knowledge.vocabulary import PREDICATES, ROLES
 
 # A subject or object longer than this is a clause, not a name.
@@ -29,7 +29,7 @@ VAGUE_NAME = "vague: the {part} ({name!r}) is not a name (a pronoun, filler, or 
 
 # A name: words of letters, digits and the marks names use (Node.js, C#, eu-west-1, @org/pkg, AWS (Ireland)).
 _NAME = re.compile(r"[\w][\w .+#/@&'()-]*", re.UNICODE)
-DETERMINER = re.compile(rf"^(?:(?:{'|'.join(vocabulary.DETERMINERS)})\s+)+", re.I)
+DETERMINER = re.compile(rf"^(?:(?:{'|'.join(name_words.DETERMINERS)})\s+)+", re.I)
 # Words a name never holds: they make it a clause ("the team that owns billing").
 _CLAUSE_WORDS = frozenset(
     {
@@ -101,17 +101,17 @@ def as_name(text: str) -> str | None:
     text = text.strip().strip("\"'`“”‘’*_").rstrip(".,!?:;").strip().strip("\"'`“”‘’*_")
     text = DETERMINER.sub("", text)
     words = text.split()
-    if len(words) >= 2 and words[-2].casefold() in vocabulary.TYPE_WORDS and _IDENTIFIER.match(words[-1]):
+    if len(words) >= 2 and words[-2].casefold() in name_words.TYPE_WORDS and _IDENTIFIER.match(words[-1]):
         words = words[-1:]  # "host pg-3", "the old VM host-7": the host is pg-3
     text = " ".join(words)
     if not words or len(words) > NAME_WORDS_MAX or not _NAME.fullmatch(text) or _CLOCK.match(text):
         return None
     if text.casefold() in WE:
         return text  # "We use Terraform": the team speaking
-    if text.casefold() in vocabulary.NOT_NAMES_ALONE:
+    if text.casefold() in name_words.NOT_NAMES_ALONE:
         return None
     if (
-        words[0].casefold() in vocabulary.NOT_NAMES
+        words[0].casefold() in name_words.NOT_NAMES
         or words[0].casefold() in _PREPOSITIONS
         or any(word.casefold() in _CLAUSE_WORDS for word in words)
     ):
@@ -190,7 +190,7 @@ def _verb_table() -> tuple[dict[str, list[vocabulary.Predicate]], set[str]]:
 
 
 _VERBS, _PAST_FORMS = _verb_table()
-_ADVERB = "|".join(vocabulary.ADVERBS + ("now",))
+_ADVERB = "|".join(name_words.ADVERBS + ("now",))
 NOW = re.compile(r"\bnow\b", re.I)
 
 
@@ -509,7 +509,7 @@ def _copula(claim: str, context: Context) -> Parsed:
             continue
         if (
             not _noun_phrase(role)
-            or role.split()[-1].casefold() in vocabulary.NOT_NAMES
+            or role.split()[-1].casefold() in name_words.NOT_NAMES
             or (role_of(role) is None and not preference and not looks_proper(x))
         ):
             continue  # "Hiking is an awesome way to bond with nature", "That sense of accomplishment is awesome"
@@ -642,7 +642,7 @@ _CONTRACTIONS = (
 )
 # Adverbs anywhere in a claim: "Elena works remotely from Porto" reads as "Elena works from Porto".
 _ADVERBS = re.compile(
-    rf"(?<![\w-])(?:{'|'.join(re.escape(word) for word in vocabulary.ADVERBS + ('now',))})"
+    rf"(?<![\w-])(?:{'|'.join(re.escape(word) for word in name_words.ADVERBS + ('now',))})"
     rf"(?![\w-])\s*"
 )
 
@@ -681,7 +681,7 @@ _PARTICIPLE = re.compile(
     r"deployed|owned|maintained|written|built|led|run)\s+.+)$",
     re.I,
 )
-_OPENING_ADVERB = re.compile(rf"^(?:{'|'.join(re.escape(word) for word in vocabulary.ADVERBS)}),?\s+", re.I)
+_OPENING_ADVERB = re.compile(rf"^(?:{'|'.join(re.escape(word) for word in name_words.ADVERBS)}),?\s+", re.I)
 
 
 def plain(claim: str) -> str:

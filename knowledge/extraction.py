@@ -4,7 +4,7 @@
 
 1. Speakers. A prefix ("Alice:", "[10:42] mei:", "User:") names who speaks on its line and
    on the lines after it; "I", "me" and "my" are then that speaker ("user" for User or Human,
-   and when no one is named). A label ("Summary:", "Notes:") is dropped (``vocabulary.LABELS``).
+   and when no one is named). A label ("Summary:", "Notes:") is dropped (``speaker_labels.LABELS``).
 2. Skills: a goal ("To deploy the API:", "How to rotate keys:", "Runbook: failover") followed
    by two or more numbered or bulleted steps, on its lines or inline, wherever the goal starts
    a sentence; or "To <goal>, <step>, then <step>".
@@ -28,7 +28,7 @@ import datetime as dt
 import re
 from dataclasses import dataclass
 
-from knowledge import dates, vocabulary
+from knowledge import dates, name_words, speaker_labels
 from knowledge.changes import change
 from knowledge.clauses import (
     DETERMINER,
@@ -196,7 +196,7 @@ def _decision(claim: str, written: str, start: int, end: int) -> Item | Skipped 
         else ()
     )
     words = choice.split()
-    if not words or (len(words) <= 3 and words[-1].casefold() in vocabulary.NOT_NAMES):
+    if not words or (len(words) <= 3 and words[-1].casefold() in name_words.NOT_NAMES):
         return Skipped(claim, start, end, VAGUE)
     return Item(
         kind=DECISION, content=written, start=start, end=end, choice=choice, alternatives=alternatives, reason=reason
@@ -350,13 +350,13 @@ def _speaker_of(line: str) -> tuple[str | None, bool, int]:
     if not match["time"] and not match["tagged"] and line[match.end() :].strip() == "":
         return None, False, 0
     folded = name.casefold()
-    if folded in vocabulary.MEANINGFUL_LABELS:
+    if folded in speaker_labels.MEANINGFUL_LABELS:
         return None, False, 0
-    if folded in vocabulary.USER_SPEAKERS:
+    if folded in speaker_labels.USER_SPEAKERS:
         return USER, False, match.end()
-    if folded in vocabulary.ASSISTANT_SPEAKERS:
+    if folded in speaker_labels.ASSISTANT_SPEAKERS:
         return "", True, match.end()
-    if folded in vocabulary.LABELS:
+    if folded in speaker_labels.LABELS:
         return "", False, match.end()
     if not match["time"] and not match["tagged"] and not name[0].isupper() and " " in name:
         return None, False, 0  # "alice:" speaks, "to deploy:" is no one
@@ -462,9 +462,8 @@ _LABEL = re.compile(r"^(?P<label>[\w;'’ -]{1,60}?):\s+(?=\S)")
 def _is_label(label: str) -> bool:
     """Whether the words before a colon label what follows: a label, or a phrase that starts or ends with one."""
     words = label.casefold().split()
-    return bool(words) and (
-        " ".join(words) in vocabulary.LABELS or words[0] in vocabulary.LABELS or words[-1] in vocabulary.LABELS
-    )
+    labels = speaker_labels.LABELS
+    return bool(words) and (" ".join(words) in labels or words[0] in labels or words[-1] in labels)
 
 
 def _read(
