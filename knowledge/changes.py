@@ -18,13 +18,13 @@ from knowledge.clauses import (
     Fact,
     as_name,
     facts_of,
-    inflections,
     last_word,
     looks_proper,
     resolve,
     role_of,
 )
 from knowledge.findings import FACT, Ending, Item
+from knowledge.verb_forms import inflections
 
 _CHANGED = "|".join(re.escape(verb) for verb in vocabulary.CHANGE_VERBS)
 _TO = r"(?:to|over\s+to|onto|into|for)"

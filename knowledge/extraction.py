@@ -32,7 +32,6 @@ from knowledge import dates, name_words, speaker_labels
 from knowledge.changes import change
 from knowledge.clauses import (
     DETERMINER,
-    NOW,
     QUALIFIER,
     USER,
     VAGUE,
@@ -42,12 +41,12 @@ from knowledge.clauses import (
     clean,
     facts_of,
     looks_proper,
-    plain,
     resolve,
     role_fact,
-    verb_patterns,
 )
 from knowledge.findings import DECISION, FACT, SKILL, Ending, Extraction, Item, Skipped
+from knowledge.plain_words import plain
+from knowledge.verb_forms import verb_patterns
 
 # The longest text one call reads; longer is refused as a whole (memories.services.learn).
 TEXT_MAX_CHARS = 20_000
@@ -440,7 +439,8 @@ def _clauses(sentence: str, start: int) -> list[tuple[str, int, int]]:
 # Reading ---------------------------------------------------------------------------------------------------------
 
 
-# Verbs with a negation in them that say a fact: "Mark can't stand YAML", "I'm not a fan of YAML".
+# "now" in a claim: a one-valued fact it states ends the value before it (knowledge.changes).
+_NOW = re.compile(r"\bnow\b", re.I)
 # Verbs with a negation in them that say a fact: "Mark can't stand YAML", "I'm not a fan of YAML".
 _STANDS = re.compile(
     r"\b(?:(?:can't|cannot|can not)\s+stand|not\s+a\s+(?:big\s+)?fan\s+of|no\s+fan\s+of|"
@@ -486,7 +486,7 @@ def _read(
         claim = _without(claim, stated.start, stated.end)
     at = stated.at if stated is not None and not stated.ends else None
     until = stated.at if stated is not None and stated.ends else None
-    said_now = bool(NOW.search(claim))
+    said_now = bool(_NOW.search(claim))
     claim = plain(claim)
     # The skip rules read the claim, not the reason given for it.
     before_reason = _split_once(_REASON, claim)[0]

@@ -8,7 +8,7 @@ from django.core.cache import cache
 from django.db import IntegrityError, transaction
 from rest_framework.test import APIClient
 
-from knowledge import clauses, extraction, vocabulary
+from knowledge import extraction, verb_forms, vocabulary
 from memories import selectors, services, validation
 from memories.models import Memory, Revision
 from memories.services.keys import api_key_create
@@ -628,7 +628,7 @@ def _said(verb: str, predicate) -> str:
     elif head in ("can't", "cannot", "would", "'d", "don't", "doesn't", "do", "does") or verb in vocabulary.EVENTS:
         said = verb
     else:
-        said = f"{clauses.inflections(head)[0]} {rest}".strip()
+        said = f"{verb_forms.inflections(head)[0]} {rest}".strip()
     return f"{subject} {said} {obj}."
 
 
