@@ -8,6 +8,7 @@ or None when the clause states no change. What an ending ends is decided by the 
 
 import datetime as dt
 import re
+from dataclasses import dataclass
 
 from knowledge import vocabulary
 from knowledge.clauses import (
@@ -17,13 +18,13 @@ from knowledge.clauses import (
     Fact,
     as_name,
     facts_of,
-    inflections,
     last_word,
     looks_proper,
     resolve,
     role_of,
 )
 from knowledge.findings import FACT, Ending, Item
+from knowledge.verb_forms import inflections
 
 _CHANGED = "|".join(re.escape(verb) for verb in vocabulary.CHANGE_VERBS)
 _TO = r"(?:to|over\s+to|onto|into|for)"
@@ -150,37 +151,63 @@ def _anyone(subject: str | None) -> bool:
     return subject is None or subject.casefold() in WE
 
 
-def change(
-    claim: str, said: str, start: int, end: int, context: Context, at: dt.datetime | None, *, said_now: bool
-) -> tuple[list[Ending], list[Fact]] | None:
-    """The endings a clause states, and the facts it states beside them; None when it states no change.
-    ``said``: the clause as written, what an ending and the facts it stores keep as their content."""
+# What a change rule gives: the endings it states, and the facts it states beside them.
+Change = tuple[list[Ending], list[Fact]]
 
-    def ending(rule, subject, predicates, object_, **options) -> Ending:
+
+@dataclass(frozen=True)
+class _Statement:
+    """The clause a change is said in: its endings and the facts they store keep its words, span and time."""
+
+    said: str  # the clause as written
+    start: int
+    end: int
+    at: dt.datetime | None
+
+    def ending(self, rule, subject, predicates, object_, **options) -> Ending:
         return Ending(
             rule=rule,
-            content=said,
-            start=start,
-            end=end,
+            content=self.said,
+            start=self.start,
+            end=self.end,
             subject=subject,
             predicates=tuple(predicates),
             object=object_,
-            at=at,
+            at=self.at,
             **options,
         )
 
-    def fact_item(fact: Fact) -> Item:
+    def fact_item(self, fact: Fact) -> Item:
         return Item(
             kind=FACT,
-            content=said,
-            start=start,
-            end=end,
+            content=self.said,
+            start=self.start,
+            end=self.end,
             subject=fact.subject,
             predicate=fact.predicate,
             object=fact.object,
-            valid_from=at,
+            valid_from=self.at,
         )
 
+
+def change(
+    claim: str, said: str, start: int, end: int, context: Context, at: dt.datetime | None, *, said_now: bool
+) -> Change | None:
+    """The endings a clause states, and the facts it states beside them; None when it states no change.
+    ``said``: the clause as written, what an ending and the facts it stores keep as their content."""
+    statement = _Statement(said=said, start=start, end=end, at=at)
+    # Tried in this order; the first that reads the clause decides.
+    for rule in (_moved_from_to, _moved_to, _replaced, _stepped_down, _left, _dropped):
+        changed = rule(claim, context, statement)
+        if changed is not None:
+            return changed
+    if _NO_LONGER.search(claim):
+        return _no_longer(claim, context, statement)
+    return _instead_of(claim, context, statement) or _said_now(claim, context, statement, said_now=said_now)
+
+
+def _moved_from_to(claim: str, context: Context, statement: _Statement) -> Change | None:
+    """ "The ledger switched from Oracle to Postgres": facts naming the old value take the new one."""
     for pattern in FROM_TO:
         match = pattern.match(claim)
         if not match:
@@ -193,9 +220,9 @@ def change(
             continue
         anyone = _anyone(subject)
         default = vocabulary.CHANGE_VERBS[match["verb"].casefold()] or f"{match['verb'].casefold()} to"
-        otherwise = (fact_item(Fact(subject, default, new, said)),)
+        otherwise = (statement.fact_item(Fact(subject, default, new, statement.said)),)
         return [
-            ending(
+            statement.ending(
                 "moved from",
                 None if anyone else subject,
                 () if not anyone else (),
@@ -206,21 +233,33 @@ def change(
                 either_way=False,
             )
         ], []
+    return None
+
+
+def _moved_to(claim: str, context: Context, statement: _Statement) -> Change | None:
+    """ "Kai moved to Amsterdam": the subject's facts of place take the new value."""
     match = MOVED_TO.match(claim)
-    if match:
-        who = resolve(match["subject"], context, part="subject")
-        what = resolve(match["what"], context, part="subject") if match["what"] else None
-        subject, new = what or who, as_name(QUALIFIER.sub("", match["new"]))
-        if subject is not None and new is not None:
-            default = vocabulary.CHANGE_VERBS.get(match["verb"].casefold()) or f"{match['verb'].casefold()} to"
-            otherwise = (fact_item(Fact(subject, default, new, said)),)
-            if _anyone(subject):  # "We switched to Linear": nothing says which of anyone's facts ends
-                return [], [Fact(subject, default, new, said)]
-            return [
-                ending(
-                    "moved to", subject, vocabulary.PLACES, None, becomes=new, replaced="object", otherwise=otherwise
-                )
-            ], []
+    if not match:
+        return None
+    who = resolve(match["subject"], context, part="subject")
+    what = resolve(match["what"], context, part="subject") if match["what"] else None
+    subject, new = what or who, as_name(QUALIFIER.sub("", match["new"]))
+    if subject is None or new is None:
+        return None
+    default = vocabulary.CHANGE_VERBS.get(match["verb"].casefold()) or f"{match['verb'].casefold()} to"
+    otherwise = (statement.fact_item(Fact(subject, default, new, statement.said)),)
+    if _anyone(subject):  # "We switched to Linear": nothing says which of anyone's facts ends
+        return [], [Fact(subject, default, new, statement.said)]
+    return [
+        statement.ending(
+            "moved to", subject, vocabulary.PLACES, None, becomes=new, replaced="object", otherwise=otherwise
+        )
+    ], []
+
+
+def _replaced(claim: str, context: Context, statement: _Statement) -> Change | None:
+    """ "Kenji replaced Nadia as lead of Orion", "Pulsar replaced Kafka", "Kenji took over Orion from Nadia": the
+    old holder's fact passes to the new one."""
     for rule, pattern in REPLACED:
         match = pattern.match(claim)
         if not match:
@@ -234,94 +273,125 @@ def change(
             continue
         if old is None and of is None:
             continue
-        known = role_of(role) if role else None
-        if known is not None:
-            predicate, holder_first = known
-            if not holder_first:  # "X replaced Y as owner of Z": (Z, owned by, Y) becomes (Z, owned by, X)
-                return [
-                    ending(
-                        rule,
-                        of,
-                        (predicate,),
-                        old,
-                        becomes=new,
-                        replaced="object",
-                        otherwise=(fact_item(Fact(of, predicate, new, said)),) if of else (),
-                    )
-                ], []
+        if role:
+            return _role_replaced(rule, role, new=new, old=old, of=of, statement=statement)
+        return _holder_replaced(rule, groups, new=new, old=old, of=of, context=context, statement=statement)
+    return None
+
+
+def _role_replaced(rule: str, role: str, *, new: str, old: str | None, of: str | None, statement: _Statement) -> Change:
+    """A replacement said with a role: "X replaced Y as lead of Z", "Pulsar replaced Kafka as our message broker"."""
+    said = statement.said
+    known = role_of(role)
+    if known is not None:
+        predicate, holder_first = known
+        if not holder_first:  # "X replaced Y as owner of Z": (Z, owned by, Y) becomes (Z, owned by, X)
             return [
-                ending(
+                statement.ending(
                     rule,
-                    old,
+                    of,
                     (predicate,),
-                    of,
-                    becomes=new,
-                    replaced="subject",
-                    otherwise=(fact_item(Fact(new, predicate, of, said)),) if of else (),
-                )
-            ], []
-        if role:  # "Pulsar replaced Kafka as our message broker"
-            return [
-                ending(
-                    rule,
                     old,
-                    ("is",),
-                    role.casefold(),
                     becomes=new,
-                    replaced="subject",
-                    otherwise=(fact_item(Fact(new, "is", role.casefold(), said)),),
+                    replaced="object",
+                    otherwise=(statement.fact_item(Fact(of, predicate, new, said)),) if of else (),
                 )
             ], []
-        if old is None:  # "Kenji took over Orion": whoever leads Orion now no longer does
-            return [
-                ending(
-                    rule,
-                    None,
-                    vocabulary.ONE_HOLDER,
-                    of,
-                    becomes=new,
-                    replaced="subject",
-                    otherwise=(fact_item(_taken_over(new, of, said)),),
-                )
-            ], []
-        if of is not None:  # "Ines took over the mobile team from Tariq", "Sunniva took over the pipeline from Kofi"
-            return [
-                ending(
-                    rule,
-                    old,
-                    (),
-                    of,
-                    either_way=True,
-                    becomes=new,
-                    replaced="subject",
-                    otherwise=(fact_item(_taken_over(new, of, said)),),
-                )
-            ], []
-        who = resolve(groups["who"], context, part="subject") if groups.get("who") else None
-        scope = None if _anyone(who) else who
-        return [ending(rule, scope, (), old, becomes=new, replaced="object")], []
+        return [
+            statement.ending(
+                rule,
+                old,
+                (predicate,),
+                of,
+                becomes=new,
+                replaced="subject",
+                otherwise=(statement.fact_item(Fact(new, predicate, of, said)),) if of else (),
+            )
+        ], []
+    return [
+        statement.ending(
+            rule,
+            old,
+            ("is",),
+            role.casefold(),
+            becomes=new,
+            replaced="subject",
+            otherwise=(statement.fact_item(Fact(new, "is", role.casefold(), said)),),
+        )
+    ], []
+
+
+def _holder_replaced(
+    rule: str, groups: dict, *, new: str, old: str | None, of: str | None, context: Context, statement: _Statement
+) -> Change:
+    """A replacement said without a role: of a thing's holder ("Kenji took over Orion"), or of a thing itself
+    ("We replaced Jenkins with GitHub Actions")."""
+    if old is None:  # "Kenji took over Orion": whoever leads Orion now no longer does
+        return [
+            statement.ending(
+                rule,
+                None,
+                vocabulary.ONE_HOLDER,
+                of,
+                becomes=new,
+                replaced="subject",
+                otherwise=(statement.fact_item(_taken_over(new, of, statement.said)),),
+            )
+        ], []
+    if of is not None:  # "Ines took over the mobile team from Tariq", "Sunniva took over the pipeline from Kofi"
+        return [
+            statement.ending(
+                rule,
+                old,
+                (),
+                of,
+                either_way=True,
+                becomes=new,
+                replaced="subject",
+                otherwise=(statement.fact_item(_taken_over(new, of, statement.said)),),
+            )
+        ], []
+    who = resolve(groups["who"], context, part="subject") if groups.get("who") else None
+    scope = None if _anyone(who) else who
+    return [statement.ending(rule, scope, (), old, becomes=new, replaced="object")], []
+
+
+def _stepped_down(claim: str, context: Context, statement: _Statement) -> Change | None:
+    """ "Nadia stepped down as lead of Orion": the role's fact ends."""
     match = STEPPED_DOWN.match(claim)
-    if match:
-        subject = resolve(match["subject"], context, part="subject")
-        known = role_of(match["role"])
-        of = as_name(QUALIFIER.sub("", match["of"])) if match["of"] else None
-        if subject is not None and known is not None:
-            predicate, holder_first = known
-            if holder_first:
-                return [ending("left", subject, (predicate,), of)], []
-            return [ending("left", of, (predicate,), subject)], []
+    if not match:
+        return None
+    subject = resolve(match["subject"], context, part="subject")
+    known = role_of(match["role"])
+    of = as_name(QUALIFIER.sub("", match["of"])) if match["of"] else None
+    if subject is None or known is None:
+        return None
+    predicate, holder_first = known
+    if holder_first:
+        return [statement.ending("left", subject, (predicate,), of)], []
+    return [statement.ending("left", of, (predicate,), subject)], []
+
+
+def _left(claim: str, context: Context, statement: _Statement) -> Change | None:
+    """ "Pieter left the billing service", "Hugo has left": what linked them ends (a membership, when no object)."""
     match = LEFT.match(claim)
-    if match:
-        subject = resolve(match["subject"], context, part="subject")
-        left, _, joined = (match["object"] or "").partition(" to join ")
-        object_ = as_name(QUALIFIER.sub("", left)) if left else None
-        if subject is not None and (object_ is not None or not left):
-            # "Viktor left the data team to join Security": he is a member of Security now.
-            facts = facts_of(f"{match['subject']} joined {joined}", context).facts if joined else []
-            generic = object_ is None or object_.casefold() in ("company", "team", "project", "group")
-            if generic:
-                return [ending("left", subject, MEMBERSHIP, None)], facts
-            return [ending("left", subject, (), object_, either_way=True)], facts
+    if not match:
+        return None
+    subject = resolve(match["subject"], context, part="subject")
+    left, _, joined = (match["object"] or "").partition(" to join ")
+    object_ = as_name(QUALIFIER.sub("", left)) if left else None
+    if subject is None or (object_ is None and left):
+        return None
+    # "Viktor left the data team to join Security": he is a member of Security now.
+    facts = facts_of(f"{match['subject']} joined {joined}", context).facts if joined else []
+    generic = object_ is None or object_.casefold() in ("company", "team", "project", "group")
+    if generic:
+        return [statement.ending("left", subject, MEMBERSHIP, None)], facts
+    return [statement.ending("left", subject, (), object_, either_way=True)], facts
+
+
+def _dropped(claim: str, context: Context, statement: _Statement) -> Change | None:
+    """ "We dropped Redis", "host-7 was decommissioned": every current fact naming the object ends."""
     for pattern in DROPPED:
         match = pattern.match(claim)
         if match:
@@ -329,30 +399,42 @@ def change(
             object_ = as_name(QUALIFIER.sub("", match["object"]))
             if object_ is not None and (subject is not None or "subject" not in match.groupdict()):
                 anyone = _anyone(subject)
-                return [ending("dropped", None if anyone else subject, (), object_, either_way=subject is None)], []
-    if _NO_LONGER.search(claim):
-        return _no_longer(claim, context, ending)
+                return [
+                    statement.ending("dropped", None if anyone else subject, (), object_, either_way=subject is None)
+                ], []
+    return None
+
+
+def _instead_of(claim: str, context: Context, statement: _Statement) -> Change | None:
+    """ "Kafka is now our broker instead of RabbitMQ": the fact with the old name in the new one's place ends."""
     instead = _INSTEAD.search(claim)
-    if instead and not _NOT.search(claim[: instead.start()]):
-        parsed = facts_of(claim[: instead.start()], context)
-        old = as_name(instead["old"])
-        if parsed.facts and old is not None:
-            fact = parsed.facts[0]
-            if fact.value == "subject":  # "Kafka is now our broker instead of RabbitMQ": RabbitMQ was
-                return [ending("instead of", old, (fact.predicate,), fact.object)], parsed.facts
-            return [
-                ending("instead of", None if _anyone(fact.subject) else fact.subject, (fact.predicate,), old)
-            ], parsed.facts
-    if said_now and not _NOT.search(claim):
-        parsed = facts_of(claim, context)
-        endings = []
-        for fact in parsed.facts:
-            if fact.predicate in vocabulary.SINGLE_VALUED:
-                endings.append(ending("now", fact.subject, (fact.predicate,), None))
-            elif fact.predicate in vocabulary.ONE_HOLDER:
-                endings.append(ending("now", None, (fact.predicate,), fact.object))
-        if endings:
-            return endings, parsed.facts
+    if not instead or _NOT.search(claim[: instead.start()]):
+        return None
+    parsed = facts_of(claim[: instead.start()], context)
+    old = as_name(instead["old"])
+    if not parsed.facts or old is None:
+        return None
+    fact = parsed.facts[0]
+    if fact.value == "subject":  # "Kafka is now our broker instead of RabbitMQ": RabbitMQ was
+        return [statement.ending("instead of", old, (fact.predicate,), fact.object)], parsed.facts
+    return [
+        statement.ending("instead of", None if _anyone(fact.subject) else fact.subject, (fact.predicate,), old)
+    ], parsed.facts
+
+
+def _said_now(claim: str, context: Context, statement: _Statement, *, said_now: bool) -> Change | None:
+    """ "The API now runs on ECS": a one-valued fact said with "now" ends the value it replaces."""
+    if not said_now or _NOT.search(claim):
+        return None
+    parsed = facts_of(claim, context)
+    endings = []
+    for fact in parsed.facts:
+        if fact.predicate in vocabulary.SINGLE_VALUED:
+            endings.append(statement.ending("now", fact.subject, (fact.predicate,), None))
+        elif fact.predicate in vocabulary.ONE_HOLDER:
+            endings.append(statement.ending("now", None, (fact.predicate,), fact.object))
+    if endings:
+        return endings, parsed.facts
     return None
 
 
@@ -363,7 +445,7 @@ def _taken_over(holder: str, what: str, said: str) -> Fact:
     return Fact(what, "owned by", holder, said)
 
 
-def _no_longer(claim: str, context: Context, ending) -> tuple[list[Ending], list[Fact]] | None:
+def _no_longer(claim: str, context: Context, statement: _Statement) -> Change | None:
     """ "Hugo no longer works on checkout", "Mei doesn't prefer Jira anymore": the fact said without the negation
     ends."""
     plain = _NO_LONGER.sub(" ", claim)
@@ -378,7 +460,7 @@ def _no_longer(claim: str, context: Context, ending) -> tuple[list[Ending], list
     # Said with a near synonym of the stored fact's verb, or the other way round: "Imani is no longer responsible
     # for the contracts" ends "Imani manages the contracts".
     return [
-        ending(
+        statement.ending(
             "no longer",
             None if _anyone(fact.subject) else fact.subject,
             _family(fact.predicate),

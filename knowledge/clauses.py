@@ -5,18 +5,17 @@ stated time already taken out by ``knowledge.extraction``) and returns its facts
 none. Names are resolved here: determiners and a type word before an identifier are dropped
 ("the host pg-3" is pg-3), "I" is the speaker, "he" and "she" the last person named, "it"
 the last subject of the line, "which" and "who" the name the clause before ended with
-(``Context``). The verb table, roles and word lists are ``knowledge.vocabulary``'s; the
-rules that read them are here, in order: names, verbs, clauses.
+(``Context``). The verb table and roles are ``knowledge.vocabulary``'s, the word lists of names
+``knowledge.name_words``', the forms each verb is said in ``knowledge.verb_forms``'; the rules that
+read them are here, in order: names, verbs and their objects, clauses.
 """
 
 import datetime as dt
-import functools
 import re
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
-from knowledge import vocabulary
-from knowledge.vocabulary import PREDICATES, ROLES
+from knowledge import name_words, verb_forms, vocabulary
+from knowledge.vocabulary import ROLES
 
 # A subject or object longer than this is a clause, not a name.
 NAME_WORDS_MAX = 6
@@ -29,7 +28,7 @@ VAGUE_NAME = "vague: the {part} ({name!r}) is not a name (a pronoun, filler, or 
 
 # A name: words of letters, digits and the marks names use (Node.js, C#, eu-west-1, @org/pkg, AWS (Ireland)).
 _NAME = re.compile(r"[\w][\w .+#/@&'()-]*", re.UNICODE)
-DETERMINER = re.compile(rf"^(?:(?:{'|'.join(vocabulary.DETERMINERS)})\s+)+", re.I)
+DETERMINER = re.compile(rf"^(?:(?:{'|'.join(name_words.DETERMINERS)})\s+)+", re.I)
 # Words a name never holds: they make it a clause ("the team that owns billing").
 _CLAUSE_WORDS = frozenset(
     {
@@ -101,17 +100,17 @@ def as_name(text: str) -> str | None:
     text = text.strip().strip("\"'`“”‘’*_").rstrip(".,!?:;").strip().strip("\"'`“”‘’*_")
     text = DETERMINER.sub("", text)
     words = text.split()
-    if len(words) >= 2 and words[-2].casefold() in vocabulary.TYPE_WORDS and _IDENTIFIER.match(words[-1]):
+    if len(words) >= 2 and words[-2].casefold() in name_words.TYPE_WORDS and _IDENTIFIER.match(words[-1]):
         words = words[-1:]  # "host pg-3", "the old VM host-7": the host is pg-3
     text = " ".join(words)
     if not words or len(words) > NAME_WORDS_MAX or not _NAME.fullmatch(text) or _CLOCK.match(text):
         return None
     if text.casefold() in WE:
         return text  # "We use Terraform": the team speaking
-    if text.casefold() in vocabulary.NOT_NAMES_ALONE:
+    if text.casefold() in name_words.NOT_NAMES_ALONE:
         return None
     if (
-        words[0].casefold() in vocabulary.NOT_NAMES
+        words[0].casefold() in name_words.NOT_NAMES
         or words[0].casefold() in _PREPOSITIONS
         or any(word.casefold() in _CLAUSE_WORDS for word in words)
     ):
@@ -128,91 +127,7 @@ def looks_proper(name: str) -> bool:
     return any(word[0].isupper() or _IDENTIFIER.match(word) for word in name.split())
 
 
-# Verbs -----------------------------------------------------------------------------------------------------------
-
-
-def inflections(base: str) -> tuple[str, str, str, str]:
-    """(third person, past, past participle, -ing) of a verb in its base form."""
-    if base in vocabulary.IRREGULAR:
-        return vocabulary.IRREGULAR[base]
-    if re.search(r"[^aeiou]y$", base):
-        third, past = base[:-1] + "ies", base[:-1] + "ied"
-    elif base.endswith(("s", "sh", "ch", "x", "z", "o")):
-        third, past = base + "es", base + "ed"
-    else:
-        third, past = base + "s", base + ("d" if base.endswith("e") else "ed")
-    ing = base[:-1] + "ing" if base.endswith("e") and not base.endswith("ee") else base + "ing"
-    return third, past, past, ing
-
-
-_BE = ("is", "are", "am", "'s", "'re", "'m", "has been", "have been")
-_HAVE = ("has", "have", "'s", "'ve")
-# Participles that stay true of a thing once made: "The recommender was built with PyTorch".
-_MADE = ("built with", "built on", "built using", "written in", "implemented in")
-
-
-def _surface_forms(verb: str, passive: bool) -> tuple[list[str], list[str]]:
-    """The ways a verb phrase is said of the present (and of the past, which is skipped), e.g. "work on":
-    works on, work on, is working on, has worked on, has been working on; worked on."""
-    if passive:
-        now = [f"{be} {verb}" for be in _BE] + ([f"{be} {verb}" for be in ("was", "were")] if verb in _MADE else [])
-        return now, [f"{be} {verb}" for be in ("was", "were") if verb not in _MADE]
-    head, _, rest = verb.partition(" ")
-    tail = f" {rest}" if rest else ""
-    if head in ("can't", "cannot", "would", "'d", "don't", "doesn't", "do", "does") or verb in vocabulary.EVENTS:
-        return [verb], []
-    if head == "be":
-        return [f"{be}{tail}" for be in _BE], [f"{be}{tail}" for be in ("was", "were")]
-    third, past, participle, ing = inflections(head)
-    now = (
-        [f"{third}{tail}", f"{head}{tail}"]
-        + [f"{be} {ing}{tail}" for be in _BE[:6]]
-        + [f"{have} {participle}{tail}" for have in _HAVE]
-        + [f"{have} been {ing}{tail}" for have in _HAVE]
-    )
-    return now, [f"{past}{tail}"]
-
-
-def _verb_table() -> tuple[dict[str, list[vocabulary.Predicate]], set[str]]:
-    """{surface form: the predicates it may say, in table order}, and the forms that speak of the past."""
-    said: dict[str, list[vocabulary.Predicate]] = {}
-    before: dict[str, list[vocabulary.Predicate]] = {}
-    for predicate in PREDICATES:
-        for verb in predicate.verbs:
-            now, past = _surface_forms(verb, predicate.passive)
-            for form in now:
-                said.setdefault(form, []).append(predicate)
-            for form in past:
-                before.setdefault(form, []).append(predicate)
-    # A form that says the present for one verb ("joined" for join-as-event) is not read as the past of another.
-    past_only = {form: predicates for form, predicates in before.items() if form not in said}
-    return {**said, **past_only}, set(past_only)
-
-
-_VERBS, _PAST_FORMS = _verb_table()
-_ADVERB = "|".join(vocabulary.ADVERBS + ("now",))
-NOW = re.compile(r"\bnow\b", re.I)
-
-
-class VerbPatterns(NamedTuple):
-    """Where a verb of the table may stand: between a subject and an object (``at``), first in a clause
-    (``first``), or after "but" joining two clauses of one subject (``but``); adverbs allowed before it."""
-
-    at: re.Pattern
-    first: re.Pattern
-    but: re.Pattern
-
-
-@functools.cache
-def verb_patterns() -> VerbPatterns:
-    """The patterns of every verb form of the table, compiled on first use: the alternation of every form is
-    44 KB, and compiling it took 0.3 s of every process start, most of which never learns."""
-    verb = "|".join(re.escape(form) for form in sorted(_VERBS, key=len, reverse=True))
-    return VerbPatterns(
-        at=re.compile(rf"(?<![\w'-])(?:(?:{_ADVERB})\s+)*(?P<verb>{verb})\s+(?=\S)", re.I),
-        first=re.compile(rf"^(?:(?:{_ADVERB})\s+)*(?P<verb>{verb})\s+(?P<object>.+)$", re.I),
-        but=re.compile(rf"\s*,?\s+(?:but|while|whereas|yet)\s+(?=(?:{verb})\s)", re.I),
-    )
+# Verbs and their objects -----------------------------------------------------------------------------------------
 
 
 # Where a fact's object ends: a new clause, or a reason.
@@ -247,7 +162,7 @@ def last_word(text: str) -> str:
 
 def _predicate_for(form: str, object_text: str, subject_text: str) -> vocabulary.Predicate | None:
     """The predicate a verb form says with this object and subject: the first of the table whose words fit."""
-    for predicate in _VERBS[" ".join(form.casefold().split())]:
+    for predicate in verb_forms.VERB_FORMS[" ".join(form.casefold().split())]:
         if (not predicate.objects or last_word(object_text) in predicate.objects) and (
             not predicate.subjects or last_word(subject_text) in predicate.subjects
         ):
@@ -339,7 +254,7 @@ def _subjects(text: str, context: Context) -> list[str | None]:
 def _svo(claim: str, context: Context) -> Parsed:
     """Facts said with a verb of the table: "X leads Y", "X uses A and B", "X runs on A and uses B"."""
     parsed = Parsed()
-    for match in verb_patterns().at.finditer(claim):
+    for match in verb_forms.verb_patterns().at.finditer(claim):
         subject_text, form = claim[: match.start()], match["verb"]
         rest = claim[match.end() :]
         if not subject_text.strip():
@@ -350,9 +265,9 @@ def _svo(claim: str, context: Context) -> Parsed:
                 parsed.vague = VAGUE_NAME.format(part="subject", name=subject_text.strip(), words=NAME_WORDS_MAX)
             continue
         # "likes X but hates Y": a second verb about the same subject, joined by "but".
-        rest = verb_patterns().but.sub(" and ", rest)
+        rest = verb_forms.verb_patterns().but.sub(" and ", rest)
         object_text = _CLAUSE_END.split(rest.rstrip(" .!"), maxsplit=1)[0]
-        if form.casefold() in _PAST_FORMS:
+        if form.casefold() in verb_forms.PAST_FORMS:
             parsed.past = True
             continue
         if form.casefold() == "own" and re.search(r"\b(?:my|your|our|his|her|their|its)\s*$", subject_text, re.I):
@@ -387,10 +302,10 @@ def _object_facts(
     parts = _objects(object_text)
     whole = clean(claim) if len(parts) == 1 and len(subjects) == 1 else ""
     for number, part in enumerate(parts):
-        again = verb_patterns().first.match(part.strip())
+        again = verb_forms.verb_patterns().first.match(part.strip())
         if again:  # "... and uses Redis": a second claim about the same subject
             form, part = again["verb"], again["object"]
-            if form.casefold() in _PAST_FORMS:
+            if form.casefold() in verb_forms.PAST_FORMS:
                 continue
         elif number and len(part.split()) > 2 and (own := _clause_facts(part.strip(), subjects, context)):
             facts += own  # "..., and Omar leads Orion", "..., and Farid is its tech lead": a claim of its own
@@ -509,7 +424,7 @@ def _copula(claim: str, context: Context) -> Parsed:
             continue
         if (
             not _noun_phrase(role)
-            or role.split()[-1].casefold() in vocabulary.NOT_NAMES
+            or role.split()[-1].casefold() in name_words.NOT_NAMES
             or (role_of(role) is None and not preference and not looks_proper(x))
         ):
             continue  # "Hiking is an awesome way to bond with nature", "That sense of accomplishment is awesome"
@@ -629,71 +544,3 @@ def clean(text: str) -> str:
         return text
     text = text[0].upper() + text[1:]
     return text if text[-1] in ".!?" else text + "."
-
-
-# Plain words -------------------------------------------------------------------------------------------------------
-
-# Contractions after a pronoun, said in full so the verb table reads them: "I'm based in Lyon".
-_CONTRACTIONS = (
-    (re.compile(r"\b(I)['’]m\b", re.I), r"\1 am"),
-    (re.compile(r"\b(we|you|they)['’]re\b", re.I), r"\1 are"),
-    (re.compile(r"\b(he|she|it|that|who)['’]s\b", re.I), r"\1 is"),
-    (re.compile(r"\b(I|we|you|they)['’]ve\b", re.I), r"\1 have"),
-)
-# Adverbs anywhere in a claim: "Elena works remotely from Porto" reads as "Elena works from Porto".
-_ADVERBS = re.compile(
-    rf"(?<![\w-])(?:{'|'.join(re.escape(word) for word in vocabulary.ADVERBS + ('now',))})"
-    rf"(?![\w-])\s*"
-)
-
-
-# Data between a verb and its particle: "pushes events to S3" says what "pushes to S3" says.
-_CARRIED = re.compile(
-    r"\b((?:push|send|write|ship|stream|export|forward|upload|sync|emit|publish|pull|fetch|read|"
-    r"ingest|load|copy|post|dump|cache|store|save|persist|keep)(?:e?s|d|ed|ing)|sent|wrote|written|"
-    r"kept)\s+(?:(?:the|its|all|our|their|some)\s+)?"
-    r"(?:(?:push|audit|access|error|usage|app|raw|daily|nightly|system)\s+)?"
-    rf"(?:{'|'.join(vocabulary.DATA_WORDS)})\s+(to|from|into|in|on)\b",
-    re.I,
-)
-
-
-# An adverb that opens the claim, capital and all: "Honestly, I'm not a fan of YAML".
-# What someone likes doing with a thing is a liking of the thing: "Leilani likes working with TypeScript".
-_DOING = re.compile(
-    r"\b((?:like|love|enjoy|prefer|hate|dislike)s?)\s+(?:working|coding|programming|writing|building|"
-    r"developing)\s+(?:with|in|on)\s+|\b((?:like|love|enjoy|prefer|hate|dislike)s?)\s+using\s+",
-    re.I,
-)
-# The job between "work" and where: "I work as a data engineer at Brightwave" says "I work at Brightwave".
-_WORK_AS = re.compile(r"\b(work(?:s|ed|ing)?)\s+as\s+(?:a|an|the|our)\s+[\w -]{1,40}?\s+(at|for|on|in)\b", re.I)
-# Coding said as a doing: "I do all my coding in VS Code" says "I code in VS Code".
-_CODING_IN = re.compile(
-    r"\bdo(?:es)?\s+(?:all|most)?\s*(?:of\s+)?(?:my|our|his|her|their)\s+(?:coding|programming|"
-    r"development|dev\s+work)\s+in\s+",
-    re.I,
-)
-# Roles said in several words that mean the one to ask: "Felix is the point of contact for the vendor API".
-_CONTACT = re.compile(r"\b(?:point\s+of\s+contact|go-to\s+(?:person|contact))\b", re.I)
-# A participle after a comma says a fact of the subject: "Siobhan is fully remote, based out of Galway".
-_PARTICIPLE = re.compile(
-    r"^(?P<subject>[^,]+?)\s+(?:is|are)\s+[^,]{1,40},\s+(?P<participle>(?:based|located|hosted|"
-    r"deployed|owned|maintained|written|built|led|run)\s+.+)$",
-    re.I,
-)
-_OPENING_ADVERB = re.compile(rf"^(?:{'|'.join(re.escape(word) for word in vocabulary.ADVERBS)}),?\s+", re.I)
-
-
-def plain(claim: str) -> str:
-    """The claim with contractions said in full, adverbs and data between a verb and its particle left out: what
-    the fact rules read."""
-    for pattern, full in _CONTRACTIONS:
-        claim = pattern.sub(full, claim)
-    claim = _CARRIED.sub(r"\1 \2", claim)
-    claim = _DOING.sub(lambda match: f"{match[1] or match[2]} ", claim)
-    claim = _WORK_AS.sub(r"\1 \2", claim)
-    claim = _CODING_IN.sub("code in ", claim)
-    claim = _CONTACT.sub("contact", claim)
-    claim = _PARTICIPLE.sub(r"\g<subject> is \g<participle>", claim)
-    claim = _OPENING_ADVERB.sub("", claim)
-    return _ADVERBS.sub("", claim).strip()

@@ -23,7 +23,7 @@ import datetime as dt
 import re
 from dataclasses import dataclass
 
-from knowledge import clauses, dates, vocabulary
+from knowledge import clauses, dates, verb_forms, vocabulary
 
 # Relations a question may ask for: (predicate, direction), "out" where the entity named is the fact's subject.
 Relation = tuple[str, str]
@@ -125,7 +125,7 @@ def _said(verb: str) -> list[str]:
         return [verb]
     if head == "be":
         return [f"{be}{tail}" for be in ("is", "are", "was", "were")]
-    third, past, participle, ing = clauses.inflections(head)
+    third, past, participle, ing = verb_forms.inflections(head)
     return [f"{third}{tail}", f"{past}{tail}", f"is {ing}{tail}", f"was {ing}{tail}", f"has {participle}{tail}"]
 
 

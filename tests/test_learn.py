@@ -8,7 +8,7 @@ from django.core.cache import cache
 from django.db import IntegrityError, transaction
 from rest_framework.test import APIClient
 
-from knowledge import clauses, extraction, vocabulary
+from knowledge import extraction, findings, verb_forms, vocabulary
 from memories import selectors, services, validation
 from memories.models import Memory, Revision
 from memories.services.keys import api_key_create
@@ -250,7 +250,7 @@ def test_a_fact_sentence_gives_its_triples(sentence, triples):
 def test_a_decision_sentence_gives_what_was_chosen_over_what_and_why(sentence, choice, alternatives, reason):
     (item,) = extraction.extract(sentence).items
     assert (item.kind, item.content, item.choice, item.alternatives, item.reason) == (
-        extraction.DECISION,
+        findings.DECISION,
         sentence,
         choice,
         alternatives,
@@ -263,7 +263,7 @@ def test_a_decision_sentence_gives_what_was_chosen_over_what_and_why(sentence, c
 def test_numbered_or_bulleted_steps_under_a_goal_give_one_skill(text, content, steps):
     found = extraction.extract(text)
     (item,) = found.items
-    assert (item.kind, item.content, item.steps) == (extraction.SKILL, content, steps)
+    assert (item.kind, item.content, item.steps) == (findings.SKILL, content, steps)
     assert (item.start, item.end) == (0, len(text)) and found.skipped == ()
     assert item.title.startswith("How to ")
 
@@ -628,7 +628,7 @@ def _said(verb: str, predicate) -> str:
     elif head in ("can't", "cannot", "would", "'d", "don't", "doesn't", "do", "does") or verb in vocabulary.EVENTS:
         said = verb
     else:
-        said = f"{clauses.inflections(head)[0]} {rest}".strip()
+        said = f"{verb_forms.inflections(head)[0]} {rest}".strip()
     return f"{subject} {said} {obj}."
 
 
