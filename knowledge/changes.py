@@ -225,7 +225,7 @@ def _moved_from_to(claim: str, context: Context, statement: _Statement) -> Chang
             statement.ending(
                 "moved from",
                 None if anyone else subject,
-                () if not anyone else (),
+                (),
                 old,
                 becomes=new,
                 replaced="object",
