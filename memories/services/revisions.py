@@ -96,6 +96,35 @@ def append_revision(**fields) -> Revision:
     return append_revisions([fields])[0]
 
 
+def append_audited_revision(
+    memory: Memory,
+    fields: dict,
+    *,
+    digest: str,
+    previous: Revision | None,
+    now: dt.datetime,
+    actor: str,
+    interface: str,
+    **detail,
+) -> Revision:
+    """Append a revision of ``memory`` holding ``fields`` and audit it as a revise of ``previous`` (``detail``: more
+    to record), in the caller's transaction. The caller has applied the duplicate rule and the memory's state."""
+    revision = append_revision(
+        memory=memory, content_hash=digest, known_at=now, author=actor, interface=interface, **fields
+    )
+    audit(
+        actor=actor,
+        interface=interface,
+        action="revise",
+        memory_id=memory.pk,
+        at=now,
+        revision_id=revision.pk,
+        previous_revision_id=previous.pk if previous else None,
+        **detail,
+    )
+    return revision
+
+
 def append_attributes(
     memory: Memory,
     *,
