@@ -2,8 +2,8 @@
 write answers with.
 
 Revisions and attribute rows are only ever appended (``memories.models``); a write reads the memory it changes with
-``get_memory``, appends with ``append_revisions`` / ``append_attributes``, records an ``audit`` event, and answers
-with ``record_now``.
+``get_memory``, appends with ``append_revisions`` / ``append_attributes`` (a revise of its text:
+``append_audited_revision``), records an ``audit`` event, and answers with ``record_now``.
 """
 
 import datetime as dt
