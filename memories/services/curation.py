@@ -39,6 +39,34 @@ def _move_tags(memory: Memory, namespace: str) -> None:
     Tag.objects.filter(pk__in=[tag.pk for tag in old], memories__isnull=True, attribute_rows__isnull=True).delete()
 
 
+def _refuse_clash(memory: Memory, namespace: str, *, now) -> None:
+    """Refuse a move to ``namespace`` that would give it a second memory with the key, or with the text shown now."""
+    # Every row: the (namespace, key) unique index also holds the keys of imports not yet published.
+    clash = Memory.all_objects.filter(namespace=namespace, key=memory.key).first()
+    if clash is not None and not Memory.objects.filter(pk=clash.pk).exists():
+        raise Conflict(
+            f"Memory {memory.pk} cannot move to {namespace!r}: its key {memory.key!r} there belongs to an "
+            f"import that has not finished (batch {clash.batch_id}). {UNFINISHED_IMPORT_ADVICE}",
+            field="namespace",
+        )
+    if clash is not None:
+        raise Conflict(
+            f"Memory {memory.pk} cannot move to {namespace!r}: memory {clash.pk} there already has the key "
+            f"{memory.key!r}. Erase or move that memory first, or pick another namespace.",
+            field="namespace",
+        )
+    visible = selectors.visible_revision(memory=memory, as_of=now)
+    if visible is not None:
+        twin = selectors.visible_duplicate(namespace=namespace, content_hash=visible.content_hash)
+        if twin is not None:
+            raise DuplicateContent(
+                f"Memory {memory.pk} cannot move to {namespace!r}: memory {twin.pk} ({twin.namespace}/{twin.key}) "
+                f"already holds exactly this content there. Forget or erase one of the two first.",
+                memory_id=twin.pk,
+                field="namespace",
+            )
+
+
 def memory_move(*, memory_id: int, namespace: str, actor: str, interface: str) -> ChangeResult:
     """Move a memory, with its whole history and tags, to another namespace.
 
@@ -57,30 +85,7 @@ def memory_move(*, memory_id: int, namespace: str, actor: str, interface: str) -
         memory = get_memory(memory_id)
         if memory.namespace == namespace:
             return ChangeResult(memory=_shown(memory, now), changed=False)
-        # Every row: the (namespace, key) unique index also holds the keys of imports not yet published.
-        clash = Memory.all_objects.filter(namespace=namespace, key=memory.key).first()
-        if clash is not None and not Memory.objects.filter(pk=clash.pk).exists():
-            raise Conflict(
-                f"Memory {memory.pk} cannot move to {namespace!r}: its key {memory.key!r} there belongs to an "
-                f"import that has not finished (batch {clash.batch_id}). {UNFINISHED_IMPORT_ADVICE}",
-                field="namespace",
-            )
-        if clash is not None:
-            raise Conflict(
-                f"Memory {memory.pk} cannot move to {namespace!r}: memory {clash.pk} there already has the key "
-                f"{memory.key!r}. Erase or move that memory first, or pick another namespace.",
-                field="namespace",
-            )
-        visible = selectors.visible_revision(memory=memory, as_of=now)
-        if visible is not None:
-            twin = selectors.visible_duplicate(namespace=namespace, content_hash=visible.content_hash)
-            if twin is not None:
-                raise DuplicateContent(
-                    f"Memory {memory.pk} cannot move to {namespace!r}: memory {twin.pk} ({twin.namespace}/{twin.key}) "
-                    f"already holds exactly this content there. Forget or erase one of the two first.",
-                    memory_id=twin.pk,
-                    field="namespace",
-                )
+        _refuse_clash(memory, namespace, now=now)
         moved_from = memory.namespace
         # Search keys a memory's terms by its namespace: they are added under the new one and kept under the
         # old, and the namespace as of each query's time (the attribute rows) decides which count.

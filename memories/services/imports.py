@@ -17,25 +17,22 @@ import datetime as dt
 import math
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 
-from django.conf import settings
 from django.utils import timezone
 
 from memories import selectors, staging, validation
 from memories.inserts import insert_all
-from memories.models import Attributes, Kind, Lifecycle, Memory, Revision, State, Tag
+from memories.models import Attributes, Lifecycle, Memory, Revision, State, Tag
 from memories.records.import_export import ImportReport
 from memories.services import batches
-from memories.services.export import (
-    DOCUMENT_FIELDS,
-    EXPORT_FORMAT,
-    EXPORT_VERSION,
-    MEMORY_FIELDS,
-    NUMBER_FIELDS,
-    REVISION_FIELDS,
-    TEXT_FIELDS,
-    TIME_FIELDS,
+from memories.services.import_reading import (
+    COMPARED_FIELDS,
+    Located,
+    MemoryIn,
+    RevisionIn,
+    error_at,
+    parse_document,
+    read_memory,
 )
 from memories.services.lifecycle import memory_archive
 from memories.services.remember import memory_remember
@@ -50,132 +47,35 @@ from memories.services.revisions import (
     check_interface,
     recorded_state,
     tag_objects,
-    validity_interval,
 )
-from memoryproject.exceptions import Conflict, DuplicateContent, InvalidInput, MemoryServiceError, TooLarge
-from memoryproject.jsontext import parse_strict_json
+from memoryproject.exceptions import Conflict, DuplicateContent, InvalidInput, MemoryServiceError
 from memoryproject.storage import WRITE_REFUSALS
-from memoryproject.timeparse import format_instant, parse_optional_instant
 
 # Enough to fix a file in one go without burying the first problem.
 PROBLEMS_SHOWN = 20
-# What makes two revisions the same assertion; content_hash stands for the content.
-_COMPARED_FIELDS = tuple(sorted({*TIME_FIELDS, "tombstone", *TEXT_FIELDS, *NUMBER_FIELDS} - {"content"}))
-_AUTHOR_MAX = Revision._meta.get_field("author").max_length
 
 
-# Reading an import ----------------------------------------------------------------------------------------------
+# Reading an import (each item: memories.services.import_reading) ------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
-class _RevisionIn:
-    fields: dict  # Revision field values, as a trusted replay writes them
-    hides: int | None  # position of the hidden revision within the memory
-    given_valid_from: dt.datetime | None  # valid_from as written, before defaulting to known_at
-
-    @property
-    def tombstone(self) -> bool:
-        return self.fields["tombstone"]
-
-    def fingerprint(self) -> tuple:
-        return (*(self.fields[name] for name in _COMPARED_FIELDS), self.hides)
-
-
-@dataclasses.dataclass(frozen=True)
-class _MemoryIn:
-    path: str
-    namespace: str
-    key: str
-    kind: str
-    tags: list[str]
-    state: str  # Memory.state: forgotten when the last revision is a tombstone, else active
-    lifecycle: str  # the recorded lifecycle state: candidate, active or archived
-    created_at: dt.datetime | None
-    revisions: list[_RevisionIn]
-
-
-class _Located(InvalidInput):
-    """An input error whose message already says where in the batch it is."""
-
-
-def _where(path: str, error: MemoryServiceError) -> tuple[str, str]:
-    """Return (message, field) with ``path`` put in front of the field the error names."""
-    field = f"{path}.{error.field}" if error.field else path
-    if error.field and error.message.startswith(f"{error.field}:"):
-        return f"{path}.{error.message}", field
-    return f"{field}: {error.message}", field
-
-
-@contextmanager
-def _at(path: str):
-    try:
-        yield
-    except _Located:
-        raise
-    except InvalidInput as error:
-        message, field = _where(path, error)
-        raise _Located(message, field=field) from None
-
-
-def _reject_unknown(raw: dict, allowed: set[str]) -> None:
-    for name in raw:
-        if name not in allowed:
-            raise InvalidInput(f"{name}: unknown field. Allowed: {', '.join(sorted(allowed))}.", field=str(name))
-
-
-def _parse_document(document) -> dict:
-    if isinstance(document, (bytes, bytearray)):
-        try:
-            document = bytes(document).decode("utf-8")
-        except UnicodeDecodeError as error:
-            raise InvalidInput(f"document: not UTF-8 text (byte {error.start}).", field="document") from None
-    if isinstance(document, str):
-        try:
-            # The parser every door uses: a repeated key or deep nesting is refused, not guessed at.
-            document = parse_strict_json(document)
-        except ValueError as error:
-            raise InvalidInput(f"document: not valid JSON ({error}).", field="document") from None
-    if not isinstance(document, dict) or not isinstance(document.get("memories"), list):
-        raise InvalidInput(
-            "document: expected a JSON object with a 'memories' list (the format export writes).", field="document"
-        )
-    _reject_unknown(document, DOCUMENT_FIELDS)
-    if document.get("format", EXPORT_FORMAT) != EXPORT_FORMAT:
-        raise InvalidInput(f"format: {document['format']!r} is not {EXPORT_FORMAT!r}.", field="format")
-    if document.get("version", EXPORT_VERSION) != EXPORT_VERSION:
-        raise InvalidInput(
-            f"version: {document['version']!r} is not a version this server reads ({EXPORT_VERSION}).", field="version"
-        )
-    for name in ("exported_at", "as_of"):
-        parse_optional_instant(document.get(name), field=name)
-    limit = settings.MEMORY_MAX_IMPORT_ITEMS
-    if len(document["memories"]) > limit:
-        raise TooLarge(
-            f"memories: {len(document['memories'])} items is over the limit of {limit} per import "
-            "(MEMORY_MAX_IMPORT_ITEMS). Split the file.",
-            field="memories",
-        )
-    return document
-
-
-def _read_batch(document, *, trusted: bool, actor: str, interface: str, now: dt.datetime) -> list[_MemoryIn]:
+def _read_batch(document, *, trusted: bool, actor: str, interface: str, now: dt.datetime) -> list[MemoryIn]:
     """Check every item; return them all, or raise one error that lists the problems found."""
-    document = _parse_document(document)
+    document = parse_document(document)
     items, problems, seen = [], [], {}
     for index, raw in enumerate(document["memories"]):
         path = f"memories[{index}]"
         try:
-            item = _read_memory(path, raw, trusted=trusted, actor=actor, interface=interface, now=now)
+            item = read_memory(path, raw, trusted=trusted, actor=actor, interface=interface, now=now)
             identity = (item.namespace, item.key)
             if identity in seen:
-                raise _Located(
+                raise Located(
                     f"{path}.key: {item.key!r} is already used by {seen[identity]} in namespace "
                     f"{item.namespace!r}; a key names one memory.",
                     field=f"{path}.key",
                 )
             seen[identity] = path
             items.append(item)
-        except _Located as error:
+        except Located as error:
             problems.append(error)
     if problems:
         shown = "\n".join(error.message for error in problems[:PROBLEMS_SHOWN])
@@ -184,126 +84,6 @@ def _read_batch(document, *, trusted: bool, actor: str, interface: str, now: dt.
             f"Nothing was imported: {len(problems)} problem(s) in the document.\n{shown}{more}", field=problems[0].field
         )
     return items
-
-
-def _read_memory(path, raw, *, trusted, actor, interface, now) -> _MemoryIn:
-    with _at(path):
-        if not isinstance(raw, dict):
-            raise InvalidInput(f"expected an object, got {type(raw).__name__}.")
-        _reject_unknown(raw, MEMORY_FIELDS)
-        namespace = validation.namespace(raw.get("namespace"))
-        key = validation.key(raw.get("key"))
-        kind = validation.kind(raw.get("kind", Kind.NOTE))
-        tags = validation.tags(raw.get("tags"))
-        created_at = parse_optional_instant(raw.get("created_at"), field="created_at")
-        revisions_raw = raw.get("revisions")
-        if not isinstance(revisions_raw, list) or not revisions_raw:
-            raise InvalidInput("revisions: expected a non-empty list of revisions, oldest first.", field="revisions")
-    revisions = []
-    for position, revision_raw in enumerate(revisions_raw):
-        with _at(f"{path}.revisions[{position}]"):
-            revision = _read_revision(
-                revision_raw, earlier=revisions, trusted=trusted, actor=actor, interface=interface, now=now
-            )
-        revisions.append(revision)
-    with _at(path):
-        # Forgetting appends a revision, so the history decides whether the memory is forgotten; one that is not
-        # gives its recorded lifecycle state (stale is read from age, never exported).
-        forgotten = revisions[-1].tombstone
-        state = State.FORGOTTEN.value if forgotten else State.ACTIVE.value
-        given = raw.get("state", state)
-        wrong = given != State.FORGOTTEN if forgotten else given not in Lifecycle.values
-        if wrong:
-            expected = "forgotten" if forgotten else f"one of {', '.join(Lifecycle.values)}"
-            raise InvalidInput(
-                f"state: {given!r} contradicts the history, whose last revision "
-                f"{'is' if forgotten else 'is not'} a tombstone (expected {expected}).",
-                field="state",
-            )
-        lifecycle = Lifecycle.ACTIVE.value if forgotten else given
-    return _MemoryIn(
-        path=path,
-        namespace=namespace,
-        key=key,
-        kind=kind,
-        tags=tags,
-        state=state,
-        lifecycle=lifecycle,
-        created_at=created_at or revisions[0].fields["known_at"],
-        revisions=revisions,
-    )
-
-
-def _read_revision(raw, *, earlier: list[_RevisionIn], trusted, actor, interface, now) -> _RevisionIn:
-    if not isinstance(raw, dict):
-        raise InvalidInput(f"expected an object, got {type(raw).__name__}.")
-    _reject_unknown(raw, REVISION_FIELDS)
-    tombstone = raw.get("tombstone", False)
-    if not isinstance(tombstone, bool):
-        raise InvalidInput(f"tombstone: expected true or false, got {tombstone!r}.", field="tombstone")
-    known_at = parse_optional_instant(raw.get("known_at"), field="known_at")
-    if trusted and known_at is None:
-        raise InvalidInput("known_at: required in a trusted import (when the revision was learned).", field="known_at")
-    if trusted and known_at > now:
-        raise InvalidInput(f"known_at: {format_instant(known_at)} is in the future.", field="known_at")
-    previous = earlier[-1].fields["known_at"] if earlier else None
-    if known_at is not None and previous is not None and known_at < previous:
-        raise InvalidInput(
-            f"known_at: {format_instant(known_at)} is earlier than the revision before it; "
-            "list revisions oldest first.",
-            field="known_at",
-        )
-    if tombstone:
-        content = raw.get("content") or ""
-        if content != "":
-            raise InvalidInput("content: a tombstone carries no text.", field="content")
-        hides = raw.get("hides")
-        if not earlier:
-            raise InvalidInput(
-                "tombstone: the first revision of a memory cannot be a tombstone; there is nothing before it to hide.",
-                field="tombstone",
-            )
-        if isinstance(hides, bool) or not isinstance(hides, int) or not 0 <= hides < len(earlier):
-            raise InvalidInput(
-                f"hides: {hides!r} is not the position of an earlier revision of this memory (0..{len(earlier) - 1}).",
-                field="hides",
-            )
-        if earlier[hides].tombstone:
-            raise InvalidInput(f"hides: revision {hides} is itself a tombstone.", field="hides")
-    else:
-        content = validation.content(raw.get("content"))
-        hides = raw.get("hides")
-        if hides is not None:
-            raise InvalidInput("hides: only a tombstone hides a revision.", field="hides")
-    given_from = parse_optional_instant(raw.get("valid_from"), field="valid_from")
-    default_from = known_at or now
-    valid_from, valid_to = validity_interval(raw.get("valid_from"), raw.get("valid_to"), default_from=default_from)
-    digest = validation.content_hash(content)
-    if raw.get("content_hash") not in (None, digest):
-        raise InvalidInput(
-            "content_hash: does not match the content (the SHA-256 of its UTF-8 text).", field="content_hash"
-        )
-    subject, predicate, object_ = validation.triple(raw.get("subject"), raw.get("predicate"), raw.get("object"))
-    fields = dict(
-        content=content,
-        title=validation.short_text(raw.get("title"), field="title", limit=validation.TITLE_MAX),
-        subject=subject,
-        predicate=predicate,
-        object=object_,
-        source=validation.short_text(raw.get("source"), field="source", limit=validation.SOURCE_MAX),
-        confidence=validation.confidence(raw.get("confidence")),
-        reason=validation.short_text(raw.get("reason"), field="reason", limit=validation.REASON_MAX),
-        author=validation.short_text(raw.get("author"), field="author", limit=_AUTHOR_MAX) or actor,
-        # The import's own interface was checked once, before the batch was read.
-        interface=check_interface(raw["interface"]) if raw.get("interface") else interface,
-        content_hash=digest,
-        known_at=known_at,
-        valid_from=valid_from,
-        valid_to=valid_to,
-        expires_at=parse_optional_instant(raw.get("expires_at"), field="expires_at"),
-        tombstone=tombstone,
-    )
-    return _RevisionIn(fields=fields, hides=hides, given_valid_from=given_from)
 
 
 # Writing an import ----------------------------------------------------------------------------------------------
@@ -409,7 +189,7 @@ def _write_batch(items, *, batch, actor, interface, trusted, dry_run, progress, 
     return report
 
 
-def _texts(items: list[_MemoryIn], *, trusted: bool) -> list[tuple[str, str]]:
+def _texts(items: list[MemoryIn], *, trusted: bool) -> list[tuple[str, str]]:
     """(title, content) of the revisions writing ``items`` adds: embedded before the lock is taken."""
     revisions = [revision for item in items for revision in (item.revisions if trusted else item.revisions[-1:])]
     return [(revision.fields["title"], revision.fields["content"]) for revision in revisions if not revision.tombstone]
@@ -417,14 +197,14 @@ def _texts(items: list[_MemoryIn], *, trusted: bool) -> list[tuple[str, str]]:
 
 def _relocated(error: MemoryServiceError, path: str) -> MemoryServiceError:
     """The same error, of the same class, saying which item it is about and that nothing was written."""
-    message, field = _where(path, error)
+    message, field = error_at(path, error)
     message = f"Nothing was imported: {message}"
     if isinstance(error, DuplicateContent):
         return DuplicateContent(message, memory_id=error.memory_id, field=field)
     return type(error)(message, field=field)
 
 
-def _guarded(write, item: _MemoryIn, **context) -> str:
+def _guarded(write, item: MemoryIn, **context) -> str:
     """``write(item)``'s outcome; a domain error about the item comes out naming it."""
     try:
         return write(item, **context)
@@ -434,7 +214,7 @@ def _guarded(write, item: _MemoryIn, **context) -> str:
         raise _relocated(error, item.path) from None
 
 
-def _remembered(items: list[_MemoryIn], **context) -> Iterator[tuple[_MemoryIn, str]]:
+def _remembered(items: list[MemoryIn], **context) -> Iterator[tuple[MemoryIn, str]]:
     """Remember each item's current text in order, yielding it with its outcome (an untrusted import)."""
     for item in items:
         yield item, _guarded(_remember_current, item, **context)
@@ -446,8 +226,8 @@ IMPORT_CHUNK = 500
 
 
 def _replayed(
-    items: list[_MemoryIn], *, existing: set[tuple[str, str]], settle: list, actor, interface, now
-) -> Iterator[tuple[_MemoryIn, str]]:
+    items: list[MemoryIn], *, existing: set[tuple[str, str]], settle: list, actor, interface, now
+) -> Iterator[tuple[MemoryIn, str]]:
     """Replay ``items`` in order, yielding each with its outcome.
 
     A memory that already exists (its key is in ``existing``) goes through ``_replay``,
@@ -470,7 +250,7 @@ def _replayed(
     yield from new.flush()
 
 
-def _existing_keys(items: list[_MemoryIn]) -> set[tuple[str, str]]:
+def _existing_keys(items: list[MemoryIn]) -> set[tuple[str, str]]:
     """The (namespace, key) pairs of ``items`` that already name a memory.
 
     Read under the write lock, in the transaction that writes the items, so no other
@@ -498,7 +278,7 @@ def _existing_keys(items: list[_MemoryIn]) -> set[tuple[str, str]]:
     return found
 
 
-def _current_hash(item: _MemoryIn, now: dt.datetime) -> str | None:
+def _current_hash(item: MemoryIn, now: dt.datetime) -> str | None:
     """The hash of the text ``item`` would show now, when its last revision is current; else None."""
     last = item.revisions[-1]
     current = not last.tombstone and (last.fields["expires_at"] is None or last.fields["expires_at"] > now)
@@ -516,24 +296,24 @@ class _NewMemories:
 
     def __init__(self, *, actor, interface, now):
         self.actor, self.interface, self.now = actor, interface, now
-        self.items: list[_MemoryIn] = []
+        self.items: list[MemoryIn] = []
         self.hashes: set[tuple[str, str]] = set()  # (namespace, hash) of every text revision pending
         self.tags: dict[tuple[str, str], Tag] = {}  # by (namespace, slug), across the whole import
 
     def __len__(self):
         return len(self.items)
 
-    def could_duplicate(self, item: _MemoryIn) -> bool:
+    def could_duplicate(self, item: MemoryIn) -> bool:
         digest = _current_hash(item, self.now)
         return digest is not None and (item.namespace, digest) in self.hashes
 
-    def add(self, item: _MemoryIn) -> None:
+    def add(self, item: MemoryIn) -> None:
         self.items.append(item)
         self.hashes.update(
             (item.namespace, revision.fields["content_hash"]) for revision in item.revisions if not revision.tombstone
         )
 
-    def flush(self) -> Iterator[tuple[_MemoryIn, str]]:
+    def flush(self) -> Iterator[tuple[MemoryIn, str]]:
         items, self.items, self.hashes = self.items, [], set()
         if not items:
             return
@@ -542,7 +322,7 @@ class _NewMemories:
         for item in items:
             yield item, "duplicates" if item.path in duplicate else "created"
 
-    def _duplicates(self, items: list[_MemoryIn]) -> set[str]:
+    def _duplicates(self, items: list[MemoryIn]) -> set[str]:
         """Paths of the items whose current text a visible memory of their namespace shows now."""
         wanted: dict[str, dict[str, list[str]]] = {}
         for item in items:
@@ -555,7 +335,7 @@ class _NewMemories:
                 paths.update(by_hash[digest])
         return paths
 
-    def _write(self, items: list[_MemoryIn]) -> None:
+    def _write(self, items: list[MemoryIn]) -> None:
         if not items:
             return
         memories = insert_all(
@@ -572,40 +352,8 @@ class _NewMemories:
             ]
         )
         tags = self._tag(items, memories)
-        # Each memory's namespace, kind and tags from its first revision on (the export holds only the last ones).
-        rows = insert_all(
-            [
-                Attributes(
-                    memory_id=memory.pk,
-                    known_at=min(item.created_at, item.revisions[0].fields["known_at"]),
-                    namespace=item.namespace,
-                    kind=item.kind,
-                    state=item.lifecycle,
-                    author=item.revisions[0].fields["author"],
-                    interface=item.revisions[0].fields["interface"],
-                    batch_id=staging.own_batch_id(),
-                )
-                for item, memory in zip(items, memories, strict=True)
-            ]
-        )
-        insert_all(
-            [
-                Attributes.tags.through(attributes_id=row.pk, tag_id=tag.pk)
-                for row, memory_tags in zip(rows, tags, strict=True)
-                for tag in memory_tags
-            ]
-        )
-        # Position by position, so a tombstone's hidden revision (an earlier one) already has its id.
-        written: list[list[Revision]] = [[] for _ in items]
-        for position in range(max(len(item.revisions) for item in items)):
-            owners = [number for number, item in enumerate(items) if position < len(item.revisions)]
-            fields = []
-            for number in owners:
-                revision = items[number].revisions[position]
-                hidden = written[number][revision.hides] if revision.tombstone else None
-                fields.append(dict(memory=memories[number], hides=hidden, **revision.fields))
-            for number, stored in zip(owners, append_revisions(fields), strict=True):
-                written[number].append(stored)
+        _insert_attributes(items, memories, tags)
+        _append_histories(items, memories)
         # One "import" event per memory, with the detail _replay's audit() call gives a revised one.
         audit_many(
             actor=self.actor,
@@ -618,7 +366,7 @@ class _NewMemories:
             ],
         )
 
-    def _tag(self, items: list[_MemoryIn], memories: list[Memory]) -> list[list[Tag]]:
+    def _tag(self, items: list[MemoryIn], memories: list[Memory]) -> list[list[Tag]]:
         """Give each memory its item's tags; return each one's tag rows."""
         # Each namespace's new slugs with their first spelling in document order, which wins as it does one item
         # at a time.
@@ -642,7 +390,49 @@ class _NewMemories:
         return tags
 
 
-def _replay(item: _MemoryIn, *, settle: list, actor, interface, now) -> str:
+def _insert_attributes(items: list[MemoryIn], memories: list[Memory], tags: list[list[Tag]]) -> None:
+    """Each new memory's namespace, kind and tags (``tags``: its tag rows) from its first revision on: the export
+    holds only the last ones."""
+    rows = insert_all(
+        [
+            Attributes(
+                memory_id=memory.pk,
+                known_at=min(item.created_at, item.revisions[0].fields["known_at"]),
+                namespace=item.namespace,
+                kind=item.kind,
+                state=item.lifecycle,
+                author=item.revisions[0].fields["author"],
+                interface=item.revisions[0].fields["interface"],
+                batch_id=staging.own_batch_id(),
+            )
+            for item, memory in zip(items, memories, strict=True)
+        ]
+    )
+    insert_all(
+        [
+            Attributes.tags.through(attributes_id=row.pk, tag_id=tag.pk)
+            for row, memory_tags in zip(rows, tags, strict=True)
+            for tag in memory_tags
+        ]
+    )
+
+
+def _append_histories(items: list[MemoryIn], memories: list[Memory]) -> None:
+    """Append every new memory's revisions, oldest first."""
+    # Position by position, so a tombstone's hidden revision (an earlier one) already has its id.
+    written: list[list[Revision]] = [[] for _ in items]
+    for position in range(max(len(item.revisions) for item in items)):
+        owners = [number for number, item in enumerate(items) if position < len(item.revisions)]
+        fields = []
+        for number in owners:
+            revision = items[number].revisions[position]
+            hidden = written[number][revision.hides] if revision.tombstone else None
+            fields.append(dict(memory=memories[number], hides=hidden, **revision.fields))
+        for number, stored in zip(owners, append_revisions(fields), strict=True):
+            written[number].append(stored)
+
+
+def _replay(item: MemoryIn, *, settle: list, actor, interface, now) -> str:
     """Write ``item``'s revisions as they were recorded; extend a memory whose history they continue.
 
     New memories are written by ``_NewMemories``: only a memory that exists comes here.
@@ -668,7 +458,7 @@ def _replay(item: _MemoryIn, *, settle: list, actor, interface, now) -> str:
     return "revised"
 
 
-def _settle(item: _MemoryIn, *, memory_id: int, revised: int, actor, interface, now) -> None:
+def _settle(item: MemoryIn, *, memory_id: int, revised: int, actor, interface, now) -> None:
     """Give a memory ``_replay`` extended (``revised``: by that many revisions) the item's tags, kind and state."""
     memory = Memory.objects.filter(pk=memory_id).first()
     if memory is None:  # erased by another writer since, with the revisions the import added
@@ -692,15 +482,15 @@ def _settle(item: _MemoryIn, *, memory_id: int, revised: int, actor, interface, 
 
 
 def _fingerprints(history: list[Revision]) -> list[tuple]:
-    """The comparable form of stored revisions, matching ``_RevisionIn.fingerprint``."""
+    """The comparable form of stored revisions, matching ``RevisionIn.fingerprint``."""
     position = {revision.pk: index for index, revision in enumerate(history)}
     return [
-        (*(getattr(revision, name) for name in _COMPARED_FIELDS), position.get(revision.hides_id))
+        (*(getattr(revision, name) for name in COMPARED_FIELDS), position.get(revision.hides_id))
         for revision in history
     ]
 
 
-def _write_revisions(memory: Memory, revisions: list[_RevisionIn], *, written: list[Revision]) -> list[Revision]:
+def _write_revisions(memory: Memory, revisions: list[RevisionIn], *, written: list[Revision]) -> list[Revision]:
     written = list(written)
     for revision in revisions:
         hidden = written[revision.hides] if revision.tombstone else None
@@ -708,7 +498,7 @@ def _write_revisions(memory: Memory, revisions: list[_RevisionIn], *, written: l
     return written
 
 
-def _remember_current(item: _MemoryIn, *, actor, interface, now) -> str:
+def _remember_current(item: MemoryIn, *, actor, interface, now) -> str:
     """Remember the text ``item`` holds now, as a new assertion on the server clock."""
     latest = item.revisions[-1]
     expires_at = latest.fields["expires_at"]

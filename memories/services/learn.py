@@ -28,7 +28,7 @@ from memories import selectors, validation
 from memories.models import Lifecycle, Revision
 from memories.records.learn_results import EndedFact, LearnedItem, LearnResult, SkippedSentence, UnmatchedChange
 from memories.services.lifecycle import memory_end
-from memories.services.remember import memories_remember_new, memory_remember, new_memory
+from memories.services.remember import NewMemory, memories_remember_new, memory_remember, new_memory
 from memories.services.revisions import check_interface
 from memoryproject import dialect
 from memoryproject.exceptions import Busy, MemoryServiceError
@@ -145,28 +145,7 @@ class _Learning:
     def flush(self) -> None:
         """Store the pending items: each one the namespace (or this call) already holds is named, not stored."""
         items, self.pending = self.pending, []
-        checked = []
-        for item in items:
-            try:
-                checked.append(
-                    (
-                        item,
-                        new_memory(
-                            content=item.content,
-                            title=item.title or None,
-                            kind=item.kind,
-                            source=learned_source(self.source, item.start, item.end),
-                            subject=item.subject or None,
-                            predicate=item.predicate or None,
-                            object=item.object or None,
-                            confidence=LEARNED_CONFIDENCE,
-                            valid_from=item.valid_from,
-                            valid_to=item.valid_to,
-                        ),
-                    )
-                )
-            except MemoryServiceError as error:
-                self._refused(item, error)
+        checked = self._checked(items)
         shown = selectors.visible_same_triples(
             namespace=self.namespace,
             triples=[(item.subject, item.predicate, item.object) for item, _ in checked if item.subject],
@@ -192,6 +171,40 @@ class _Learning:
                 new.append((item, memory))
                 if triple:
                     claimed.add(triple)
+        if not self._write_new(new):
+            return
+        for item in later:
+            ids = self.written[_normal(item.subject, item.predicate, item.object)]
+            self.deduplicated.append(_item_record(item, *ids, matched_by="triple"))
+
+    def _checked(self, items: list[findings.Item]) -> list[tuple[findings.Item, NewMemory]]:
+        """Each item with its checked memory (``new_memory``); one the store refuses is skipped with the reason."""
+        checked = []
+        for item in items:
+            try:
+                checked.append(
+                    (
+                        item,
+                        new_memory(
+                            content=item.content,
+                            title=item.title or None,
+                            kind=item.kind,
+                            source=learned_source(self.source, item.start, item.end),
+                            subject=item.subject or None,
+                            predicate=item.predicate or None,
+                            object=item.object or None,
+                            confidence=LEARNED_CONFIDENCE,
+                            valid_from=item.valid_from,
+                            valid_to=item.valid_to,
+                        ),
+                    )
+                )
+            except MemoryServiceError as error:
+                self._refused(item, error)
+        return checked
+
+    def _write_new(self, new: list[tuple[findings.Item, NewMemory]]) -> bool:
+        """Store the new items together and record what each became; False when the store refused them all."""
         try:
             with transaction.atomic():
                 revisions = memories_remember_new(
@@ -207,14 +220,12 @@ class _Learning:
         except MemoryServiceError as error:
             for item, _ in new:
                 self._refused(item, error)
-            return
+            return False
         for (item, _), revision in zip(new, revisions, strict=True):
             if item.subject:
                 self.written[_normal(item.subject, item.predicate, item.object)] = (revision.memory_id, revision.pk)
             self.stored.append(_item_record(item, revision.memory_id, revision.pk))
-        for item in later:
-            ids = self.written[_normal(item.subject, item.predicate, item.object)]
-            self.deduplicated.append(_item_record(item, *ids, matched_by="triple"))
+        return True
 
     def _remember_again(self, item: findings.Item, memory) -> None:
         try:
@@ -257,30 +268,15 @@ class _Learning:
         ]
         said = self.text[ending.start : ending.end]
         if not facts:
-            self.unmatched.append(
-                UnmatchedChange(
-                    text=said,
-                    start=ending.start,
-                    end=ending.end,
-                    reason=(
-                        f"change ({ending.rule}): no current fact matches '{ending.describe()}'; nothing was ended"
-                    ),
-                )
-            )
+            self._unmatched(ending, f"no current fact matches '{ending.describe()}'; nothing was ended")
             for item in ending.otherwise:
                 self.store(item)
             return
         if len(facts) > ENDS_MAX:
-            self.unmatched.append(
-                UnmatchedChange(
-                    text=said,
-                    start=ending.start,
-                    end=ending.end,
-                    reason=(
-                        f"change ({ending.rule}): {len(facts)} current facts match '{ending.describe()}', more than "
-                        f"{ENDS_MAX}; nothing was ended. Name the subject to narrow it."
-                    ),
-                )
+            self._unmatched(
+                ending,
+                f"{len(facts)} current facts match '{ending.describe()}', more than {ENDS_MAX}; nothing was ended. "
+                "Name the subject to narrow it.",
             )
             return
         valid_to = ending.at or now
@@ -308,6 +304,17 @@ class _Learning:
             )
             if ending.becomes:
                 self.store(_restated(revision, ending, first=number == 0))
+
+    def _unmatched(self, ending: findings.Ending, why: str) -> None:
+        """Record a stated change that ends nothing, and why."""
+        self.unmatched.append(
+            UnmatchedChange(
+                text=self.text[ending.start : ending.end],
+                start=ending.start,
+                end=ending.end,
+                reason=f"change ({ending.rule}): {why}",
+            )
+        )
 
 
 def _normal(subject: str, predicate: str, object_: str) -> tuple[str, str, str]:

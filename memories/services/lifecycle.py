@@ -18,6 +18,7 @@ from memories.records.write_results import ChangeResult, CorrectionRecord
 from memories.services.revisions import (
     add_tags,
     append_attributes,
+    append_audited_revision,
     append_revision,
     append_revisions,
     audit,
@@ -75,11 +76,7 @@ def memory_revise(
     enclosing write (``memory_update``), so that one change is one instant.
     """
     check_interface(interface)
-    changes = _text_changes(content, title)
-    if source is not None:
-        changes["source"] = validation.short_text(source, field="source", limit=validation.SOURCE_MAX)
-    if subject is not None or predicate is not None or object is not None:
-        changes.update(zip(("subject", "predicate", "object"), validation.triple(subject, predicate, object)))
+    changes = _checked_changes(content, title, source, subject, predicate, object)
     kind = validation.kind(kind) if kind is not None else None
     ttl = validation.ttl_days(ttl_days, allow_keep=True)
     prepare_revision(memory_id, changes)
@@ -87,19 +84,10 @@ def memory_revise(
     with transaction.atomic():
         now = at or dialect.locked_now()  # under the write lock, see memory_remember
         start, end = validity_interval(valid_from, valid_to, default_from=now)
-        memory = get_memory(memory_id)
-        if memory.state == State.FORGOTTEN:
-            raise Conflict(
-                f"Memory {memory.pk} is forgotten. Restore it first, or remember the content anew.", field="id"
-            )
+        memory = _revisable(memory_id)
         base = current_revision(memory, now)
-        fields = {name: getattr(base, name) for name in _CARRIED}
-        fields.update(changes)
-        fields["expires_at"] = expiry(ttl, now=now, keep=base.expires_at)
         bounded = valid_from is not None or valid_to is not None
-        fields["valid_from"], fields["valid_to"] = (
-            (start, end) if bounded else (now, base.valid_to if base.valid_to and base.valid_to > now else None)
-        )
+        fields = _revised_fields(base, changes, ttl=ttl, now=now, interval=(start, end) if bounded else None)
         kind_changed = kind is not None and kind != memory.kind
         if kind_changed:
             memory.kind = kind
@@ -114,37 +102,68 @@ def memory_revise(
                 audit(actor=actor, interface=interface, action="rekind", memory_id=memory.pk, at=now, kind=kind)
             return ChangeResult(memory=record_now(memory, visible), changed=kind_changed)
         digest = validation.content_hash(fields["content"])
-        duplicate = selectors.visible_duplicate(
-            namespace=memory.namespace, content_hash=digest, exclude_memory_id=memory.pk
-        )
-        if duplicate is not None and digest != base.content_hash:
-            raise duplicate_error(duplicate)
-        revision = append_revision(
-            memory=memory, content_hash=digest, known_at=now, author=actor, interface=interface, **fields
-        )
-        audit(
-            actor=actor,
-            interface=interface,
-            action="revise",
-            memory_id=memory.pk,
-            at=now,
-            revision_id=revision.pk,
-            previous_revision_id=base.pk,
-            bounded=bounded,
+        _refuse_duplicate(memory, digest, previous=base)
+        revision = append_audited_revision(
+            memory, fields, digest=digest, previous=base, now=now, actor=actor, interface=interface, bounded=bounded
         )
         shown = selectors.visible_revision(memory=memory, as_of=now) or revision
-        correction = (
-            CorrectionRecord(
-                revision_id=revision.pk,
-                title=revision.title,
-                content=revision.content,
-                valid_from=revision.valid_from,
-                valid_to=revision.valid_to,
-            )
-            if bounded
-            else None
-        )
+        correction = _correction(revision) if bounded else None
         return ChangeResult(memory=record_now(memory, shown), changed=True, correction=correction)
+
+
+def _checked_changes(content, title, source, subject, predicate, object_) -> dict:
+    """The checked fields a revise changes (the ones given); a triple is changed as a whole."""
+    changes = _text_changes(content, title)
+    if source is not None:
+        changes["source"] = validation.short_text(source, field="source", limit=validation.SOURCE_MAX)
+    if subject is not None or predicate is not None or object_ is not None:
+        changes.update(zip(("subject", "predicate", "object"), validation.triple(subject, predicate, object_)))
+    return changes
+
+
+def _revisable(memory_id) -> Memory:
+    """The memory a revise changes; a forgotten one is refused."""
+    memory = get_memory(memory_id)
+    if memory.state == State.FORGOTTEN:
+        raise Conflict(f"Memory {memory.pk} is forgotten. Restore it first, or remember the content anew.", field="id")
+    return memory
+
+
+def _refuse_duplicate(memory: Memory, digest: str, *, previous: Revision) -> None:
+    """Refuse text another visible memory of the namespace shows, unless ``previous`` already held it (a revise
+    that keeps its text is no new copy)."""
+    duplicate = selectors.visible_duplicate(
+        namespace=memory.namespace, content_hash=digest, exclude_memory_id=memory.pk
+    )
+    if duplicate is not None and digest != previous.content_hash:
+        raise duplicate_error(duplicate)
+
+
+def _revised_fields(base: Revision, changes: dict, *, ttl: int | None, now: dt.datetime, interval) -> dict:
+    """The fields of the revision a revise appends: ``changes`` over ``base``'s, with the expiry ``ttl`` asks for.
+
+    ``interval``: a bounded correction's (valid_from, valid_to); None holds from now on, until ``base``'s end
+    when that is still ahead.
+    """
+    fields = {name: getattr(base, name) for name in _CARRIED}
+    fields.update(changes)
+    fields["expires_at"] = expiry(ttl, now=now, keep=base.expires_at)
+    fields["valid_from"], fields["valid_to"] = interval or (
+        now,
+        base.valid_to if base.valid_to and base.valid_to > now else None,
+    )
+    return fields
+
+
+def _correction(revision: Revision) -> CorrectionRecord:
+    """What a bounded correction answers with: the revision and the interval it overrides."""
+    return CorrectionRecord(
+        revision_id=revision.pk,
+        title=revision.title,
+        content=revision.content,
+        valid_from=revision.valid_from,
+        valid_to=revision.valid_to,
+    )
 
 
 def _text_changes(content: str | None, title: str | None) -> dict:

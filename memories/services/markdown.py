@@ -19,6 +19,7 @@ from django.utils import timezone
 from memories import selectors, validation
 from memories.models import Kind, Memory, State
 from memories.records.import_export import ImportReport
+from memories.records.write_results import RememberResult
 from memories.services import batches
 from memories.services.imports import PROBLEMS_SHOWN
 from memories.services.lifecycle import memory_forget
@@ -63,36 +64,11 @@ def markdown_import(
     """
     check_interface(interface)
     namespace = validation.namespace(namespace)
-    if not isinstance(collection, str) or not COLLECTION_RE.fullmatch(collection):
-        raise InvalidInput(
-            f"collection: {collection!r} is not a collection name. Use 1-64 letters, digits, "
-            "'.', '-' or '_', starting with a letter or digit.",
-            field="collection",
-        )
+    _check_collection(collection)
     tag_names = validation.tags(tags)
-    root = Path(root)
-    if not root.is_dir():
-        raise InvalidInput(f"root: {str(root)!r} is not a folder.", field="root")
     prefix = f"md:{collection}:"
-    chunks = _markdown_chunks(root, prefix=prefix)
-    limit = settings.MEMORY_MAX_IMPORT_ITEMS
-    if len(chunks) > limit:
-        raise TooLarge(
-            f"root: the folder makes {len(chunks)} chunks, over the limit of {limit} per import "
-            "(MEMORY_MAX_IMPORT_ITEMS). Import its subfolders separately.",
-            field="root",
-        )
+    chunks = _folder_chunks(Path(root), prefix=prefix)
     counts, done = Counter(), 0
-    # Chunks whose outcome depends on the import's other writes wait for the step that publishes.
-    later: list[_Chunk] = []
-    # Texts more than one chunk carries: which chunk keeps one depends on the order of the writes.
-    repeated = {digest for digest, number in Counter(chunk.content_hash for chunk in chunks).items() if number > 1}
-    # New chunks (a first import: most of the work) are embedded before their transaction takes the
-    # write lock. An unlocked read: a stale guess costs a miss.
-    stored = set(Memory.objects.filter(namespace=namespace, key__startswith=prefix).values_list("key", flat=True))
-
-    def new_texts(part: list[_Chunk]) -> list[tuple[str, str]]:
-        return [(chunk.title, chunk.content) for chunk in part if chunk.key not in stored]
 
     def advance():
         nonlocal done
@@ -103,31 +79,13 @@ def markdown_import(
     context = dict(
         namespace=namespace, tags=tag_names, actor=actor, interface=interface, counts=counts, advance=advance
     )
-
-    def write(part: list[_Chunk]) -> None:
-        ready = _only_adding(part, namespace=namespace, repeated=repeated)
-        adding = {chunk.key for chunk in ready}
-        later.extend(chunk for chunk in part if chunk.key not in adding)
-        _write_chunks(ready, owners={}, **context)
-
+    # New chunks (a first import: most of the work) are embedded before their transaction takes the
+    # write lock. An unlocked read: a stale guess costs a miss.
+    stored = set(Memory.objects.filter(namespace=namespace, key__startswith=prefix).values_list("key", flat=True))
     with batches.import_batch(actor=actor, interface=interface, trusted=False, dry_run=dry_run) as batch:
-        batches.write_chunks(batch, chunks, texts=new_texts, write=write)
-        indexing.prepare_many(new_texts(later))
+        later = _write_adding_chunks(batch, chunks, stored=stored, context=context)
         with batches.publishing(batch, dry_run=dry_run):
-            # startswith is a case-insensitive LIKE in SQLite; the exact test is done here.
-            existing = {
-                memory.key: memory
-                for memory in Memory.objects.filter(namespace=namespace, key__startswith=prefix)
-                if memory.key.startswith(prefix)
-            }
-            wanted = {chunk.key for chunk in chunks}
-            # Surplus chunks go first, so their text is free for the chunks that take it over (a renamed file).
-            for key, memory in sorted(existing.items()):
-                if key not in wanted and memory.state == State.ACTIVE and _forget(memory.pk, actor, interface):
-                    counts["forgotten"] += 1
-            waiting = {chunk.key for chunk in later}
-            owners = {memory.pk: key for key, memory in existing.items() if key in waiting}
-            _write_chunks(later, owners=owners, **context)
+            _write_waiting_chunks(later, wanted={chunk.key for chunk in chunks}, prefix=prefix, context=context)
             report = ImportReport(**counts)
             audit(
                 actor=actor,
@@ -140,6 +98,73 @@ def markdown_import(
                 **report.as_dict(),
             )
     return report
+
+
+def _check_collection(collection) -> None:
+    if not isinstance(collection, str) or not COLLECTION_RE.fullmatch(collection):
+        raise InvalidInput(
+            f"collection: {collection!r} is not a collection name. Use 1-64 letters, digits, "
+            "'.', '-' or '_', starting with a letter or digit.",
+            field="collection",
+        )
+
+
+def _folder_chunks(root: Path, *, prefix: str) -> list[_Chunk]:
+    """The chunks of the folder ``root``, at most as many as one import takes."""
+    if not root.is_dir():
+        raise InvalidInput(f"root: {str(root)!r} is not a folder.", field="root")
+    chunks = _markdown_chunks(root, prefix=prefix)
+    limit = settings.MEMORY_MAX_IMPORT_ITEMS
+    if len(chunks) > limit:
+        raise TooLarge(
+            f"root: the folder makes {len(chunks)} chunks, over the limit of {limit} per import "
+            "(MEMORY_MAX_IMPORT_ITEMS). Import its subfolders separately.",
+            field="root",
+        )
+    return chunks
+
+
+def _write_adding_chunks(batch, chunks: list[_Chunk], *, stored: set[str], context: dict) -> list[_Chunk]:
+    """Write the chunks that can only add a memory, a part per transaction into ``batch``; return the others.
+
+    Chunks whose outcome depends on the import's other writes wait for the step that publishes. ``stored``: the
+    keys the namespace held before, whose chunks are not embedded ahead.
+    """
+    namespace = context["namespace"]
+    later: list[_Chunk] = []
+    # Texts more than one chunk carries: which chunk keeps one depends on the order of the writes.
+    repeated = {digest for digest, number in Counter(chunk.content_hash for chunk in chunks).items() if number > 1}
+
+    def new_texts(part: list[_Chunk]) -> list[tuple[str, str]]:
+        return [(chunk.title, chunk.content) for chunk in part if chunk.key not in stored]
+
+    def write(part: list[_Chunk]) -> None:
+        ready = _only_adding(part, namespace=namespace, repeated=repeated)
+        adding = {chunk.key for chunk in ready}
+        later.extend(chunk for chunk in part if chunk.key not in adding)
+        _write_chunks(ready, owners={}, **context)
+
+    batches.write_chunks(batch, chunks, texts=new_texts, write=write)
+    indexing.prepare_many(new_texts(later))
+    return later
+
+
+def _write_waiting_chunks(later: list[_Chunk], *, wanted: set[str], prefix: str, context: dict) -> None:
+    """In the step that publishes: forget the stored chunks the folder no longer has, then write the waiting ones."""
+    actor, interface = context["actor"], context["interface"]
+    # startswith is a case-insensitive LIKE in SQLite; the exact test is done here.
+    existing = {
+        memory.key: memory
+        for memory in Memory.objects.filter(namespace=context["namespace"], key__startswith=prefix)
+        if memory.key.startswith(prefix)
+    }
+    # Surplus chunks go first, so their text is free for the chunks that take it over (a renamed file).
+    for key, memory in sorted(existing.items()):
+        if key not in wanted and memory.state == State.ACTIVE and _forget(memory.pk, actor, interface):
+            context["counts"]["forgotten"] += 1
+    waiting = {chunk.key for chunk in later}
+    owners = {memory.pk: key for key, memory in existing.items() if key in waiting}
+    _write_chunks(later, owners=owners, **context)
 
 
 # Keys and hashes per query when a chunk of the import is looked up.
@@ -196,22 +221,7 @@ def _write_chunks(
             key = stack[-1]
             status[key] = "writing"
             chunk = by_key[key]
-            try:
-                result = memory_remember(
-                    namespace=namespace,
-                    key=key,
-                    content=chunk.content,
-                    title=chunk.title,
-                    kind=Kind.NOTE,
-                    tags=tags,
-                    source=chunk.source,
-                    actor=actor,
-                    interface=interface,
-                    force=True,
-                )
-                holder = None if result.memory.key == key else result.memory.id
-            except DuplicateContent as error:
-                result, holder = None, error.memory_id
+            result, holder = _remember_chunk(chunk, namespace=namespace, tags=tags, actor=actor, interface=interface)
             if holder is not None:
                 blocker = owners.get(holder)
                 if blocker is not None and status[blocker] == "pending":
@@ -238,6 +248,26 @@ def _write_chunks(
             status[key] = "done"
             stack.pop()
             advance()
+
+
+def _remember_chunk(chunk: _Chunk, *, namespace, tags, actor, interface) -> tuple[RememberResult | None, int | None]:
+    """Remember ``chunk`` under its key; return the result, and the id of another memory that holds its text."""
+    try:
+        result = memory_remember(
+            namespace=namespace,
+            key=chunk.key,
+            content=chunk.content,
+            title=chunk.title,
+            kind=Kind.NOTE,
+            tags=tags,
+            source=chunk.source,
+            actor=actor,
+            interface=interface,
+            force=True,
+        )
+    except DuplicateContent as error:
+        return None, error.memory_id
+    return result, None if result.memory.key == chunk.key else result.memory.id
 
 
 def _markdown_chunks(root: Path, *, prefix: str) -> list[_Chunk]:

@@ -19,6 +19,7 @@ from memories.services.revisions import (
     UNFINISHED_IMPORT_ADVICE,
     add_tags,
     append_attributes,
+    append_audited_revision,
     append_revision,
     append_revisions,
     audit,
@@ -104,9 +105,7 @@ def memory_remember(
         tags=tags,
         source=source,
         ttl_days=ttl_days,
-        subject=subject,
-        predicate=predicate,
-        object_=object,
+        triple=(subject, predicate, object),
         confidence=confidence,
         force=force,
         state=state,
@@ -123,20 +122,25 @@ def memory_remember(
         now = known_at or dialect.locked_now()
         start, end = validity_interval(valid_from, valid_to, default_from=now)
         fields = {**new.text, "valid_from": start, "valid_to": end, "expires_at": expiry(new.ttl, now=now, keep=None)}
-        existing = Memory.objects.filter(namespace=new.namespace, key=new.key).first() if new.key else None
-        if existing is None and new.key and Memory.all_objects.filter(namespace=new.namespace, key=new.key).exists():
-            raise Conflict(
-                f"key: {new.key!r} in namespace {new.namespace!r} belongs to an import that has not finished. "
-                f"{UNFINISHED_IMPORT_ADVICE}",
-                field="key",
-            )
-        who = {"now": now, "actor": actor, "interface": interface}
-        if existing is not None:
-            return _revise_keyed(existing, new, fields, near_twin, **who)
-        duplicate = selectors.visible_duplicate(namespace=new.namespace, content_hash=new.digest)
-        if duplicate is not None:
-            return _deduplicate(duplicate, new, **who)
-        return _create(new, fields, near_twin, **who)
+        return _store(new, fields, near_twin, now=now, actor=actor, interface=interface)
+
+
+def _store(new: _Remembered, fields: dict, near_twin, *, now, actor, interface) -> RememberResult:
+    """Under the write lock: revise the memory the key names, or tag the one that shows the text, or create one."""
+    existing = Memory.objects.filter(namespace=new.namespace, key=new.key).first() if new.key else None
+    if existing is None and new.key and Memory.all_objects.filter(namespace=new.namespace, key=new.key).exists():
+        raise Conflict(
+            f"key: {new.key!r} in namespace {new.namespace!r} belongs to an import that has not finished. "
+            f"{UNFINISHED_IMPORT_ADVICE}",
+            field="key",
+        )
+    who = {"now": now, "actor": actor, "interface": interface}
+    if existing is not None:
+        return _revise_keyed(existing, new, fields, near_twin, **who)
+    duplicate = selectors.visible_duplicate(namespace=new.namespace, content_hash=new.digest)
+    if duplicate is not None:
+        return _deduplicate(duplicate, new, **who)
+    return _create(new, fields, near_twin, **who)
 
 
 def _checked(
@@ -149,9 +153,7 @@ def _checked(
     tags,
     source,
     ttl_days,
-    subject,
-    predicate,
-    object_,
+    triple: tuple,
     confidence,
     force: bool,
     state: str,
@@ -169,7 +171,7 @@ def _checked(
     tag_names = validation.tags(tags)
     source = validation.short_text(source, field="source", limit=validation.SOURCE_MAX)
     ttl = validation.ttl_days(ttl_days)
-    triple = validation.triple(subject, predicate, object_)
+    triple = validation.triple(*triple)
     confidence = validation.confidence(confidence)
     text = dict(
         content=content,
@@ -346,57 +348,13 @@ def memories_remember_new(
         return []
     now = dialect.locked_now()  # under the write lock, see memory_remember
     intervals = [validity_interval(memory.valid_from, memory.valid_to, default_from=now) for memory in memories]
-    rows = insert_all(
-        [
-            Memory(
-                namespace=namespace,
-                key=validation.generated_key(),
-                kind=memory.kind,
-                created_at=now,
-                batch_id=staging.own_batch_id(),
-            )
-            for memory in memories
-        ]
-    )
+    rows = _insert_memories(namespace, memories, now=now)
     tag_rows = tag_objects(namespace=namespace, names=tag_names) if tag_names else []
     insert_all([Memory.tags.through(memory_id=row.pk, tag_id=tag.pk) for row in rows for tag in tag_rows])
-    untrusted = state == Lifecycle.CANDIDATE
-    attributes = insert_all(
-        [
-            Attributes(
-                memory=row,
-                known_at=now,
-                namespace=namespace,
-                kind=row.kind,
-                state=str(state),
-                reason=(states.held_reason(f"{memory.title}\n{memory.content}") or "") if untrusted else "",
-                author=actor,
-                interface=interface,
-                batch_id=staging.own_batch_id(),
-            )
-            for row, memory in zip(rows, memories, strict=True)
-        ]
-    )
-    insert_all([Attributes.tags.through(attributes_id=row.pk, tag_id=tag.pk) for row in attributes for tag in tag_rows])
+    _insert_attributes(rows, memories, tag_rows, state=state, now=now, actor=actor, interface=interface)
     revisions = append_revisions(
         [
-            dict(
-                memory=row,
-                content=memory.content,
-                title=memory.title,
-                subject=memory.subject,
-                predicate=memory.predicate,
-                object=memory.object,
-                confidence=memory.confidence,
-                source=memory.source,
-                valid_from=start,
-                valid_to=end,
-                expires_at=None,
-                content_hash=memory.content_hash,
-                known_at=now,
-                author=actor,
-                interface=interface,
-            )
+            _first_revision(row, memory, start, end, now=now, actor=actor, interface=interface)
             for row, memory, (start, end) in zip(rows, memories, intervals, strict=True)
         ]
     )
@@ -408,21 +366,88 @@ def memories_remember_new(
         at=now,
         events=[(row.pk, {"revision_id": revision.pk, **extra}) for row, revision in zip(rows, revisions)],
     )
-    stated = {revision.pk: revision for revision in revisions if revision.subject}
-    if stated:
-        # One query says which of these facts another memory states at all; only those need _corroborate's reads.
-        facts = {fact.revision_id: fact for fact in Fact.objects.filter(revision_id__in=list(stated))}
-        subjects = {fact.subject for fact in facts.values()}
-        elsewhere = set(
-            Fact.objects.filter(subject__in=sorted(subjects))
-            .exclude(revision_id__in=list(stated))
-            .values_list("subject", "predicate", "object")
-        )
-        for revision_id, fact in facts.items():
-            if (fact.subject, fact.predicate, fact.object) in elsewhere:
-                revision = stated[revision_id]
-                _corroborate(revision.memory, revision, state=str(state), now=now, actor=actor, interface=interface)
+    _corroborate_stated(revisions, state=str(state), now=now, actor=actor, interface=interface)
     return revisions
+
+
+def _insert_memories(namespace: str, memories: list[NewMemory], *, now: dt.datetime) -> list[Memory]:
+    """The new memories' rows, each with a generated key."""
+    return insert_all(
+        [
+            Memory(
+                namespace=namespace,
+                key=validation.generated_key(),
+                kind=memory.kind,
+                created_at=now,
+                batch_id=staging.own_batch_id(),
+            )
+            for memory in memories
+        ]
+    )
+
+
+def _insert_attributes(
+    rows: list[Memory], memories: list[NewMemory], tag_rows: list, *, state: str, now, actor, interface
+) -> None:
+    """Each new memory's first attribute row, with its tags; a held candidate's row says why it is held."""
+    untrusted = state == Lifecycle.CANDIDATE
+    attributes = insert_all(
+        [
+            Attributes(
+                memory=row,
+                known_at=now,
+                namespace=row.namespace,
+                kind=row.kind,
+                state=str(state),
+                reason=(states.held_reason(f"{memory.title}\n{memory.content}") or "") if untrusted else "",
+                author=actor,
+                interface=interface,
+                batch_id=staging.own_batch_id(),
+            )
+            for row, memory in zip(rows, memories, strict=True)
+        ]
+    )
+    insert_all([Attributes.tags.through(attributes_id=row.pk, tag_id=tag.pk) for row in attributes for tag in tag_rows])
+
+
+def _first_revision(row: Memory, memory: NewMemory, start, end, *, now, actor, interface) -> dict:
+    """The fields of a new memory's first revision, for ``append_revisions``."""
+    return dict(
+        memory=row,
+        content=memory.content,
+        title=memory.title,
+        subject=memory.subject,
+        predicate=memory.predicate,
+        object=memory.object,
+        confidence=memory.confidence,
+        source=memory.source,
+        valid_from=start,
+        valid_to=end,
+        expires_at=None,
+        content_hash=memory.content_hash,
+        known_at=now,
+        author=actor,
+        interface=interface,
+    )
+
+
+def _corroborate_stated(revisions: list[Revision], *, state: str, now, actor, interface) -> None:
+    """Corroborate the new memories that state a fact (``_corroborate``), reading only those another memory states."""
+    stated = {revision.pk: revision for revision in revisions if revision.subject}
+    if not stated:
+        return
+    # One query says which of these facts another memory states at all; only those need _corroborate's reads.
+    facts = {fact.revision_id: fact for fact in Fact.objects.filter(revision_id__in=list(stated))}
+    subjects = {fact.subject for fact in facts.values()}
+    elsewhere = set(
+        Fact.objects.filter(subject__in=sorted(subjects))
+        .exclude(revision_id__in=list(stated))
+        .values_list("subject", "predicate", "object")
+    )
+    for revision_id, fact in facts.items():
+        if (fact.subject, fact.predicate, fact.object) in elsewhere:
+            revision = stated[revision_id]
+            _corroborate(revision.memory, revision, state=state, now=now, actor=actor, interface=interface)
 
 
 def _corroborate(
@@ -446,48 +471,39 @@ def _corroborate(
         .visible(as_of=now)
         .select_related("memory")
     )
+    who = {"now": now, "actor": actor, "interface": interface}
     for other in others:
         other_state = recorded_state(other.memory)
         if state == Lifecycle.CANDIDATE and other_state == Lifecycle.ACTIVE:
-            append_attributes(
-                memory,
-                known_at=now,
-                actor=actor,
-                interface=interface,
-                state=Lifecycle.ACTIVE.value,
-                reason=f"corroborated by memory {other.memory_id} ({other.author})",
-            )
-            audit(
-                actor=actor,
-                interface=interface,
-                action="promote",
-                memory_id=memory.pk,
-                at=now,
-                from_state=state,
-                to_state=Lifecycle.ACTIVE.value,
-                corroborated_by=other.memory_id,
-            )
+            _promote(memory, from_state=state, by=other.memory_id, by_author=other.author, **who)
             state = Lifecycle.ACTIVE.value
         elif state == Lifecycle.ACTIVE and other_state == Lifecycle.CANDIDATE:
-            append_attributes(
-                other.memory,
-                known_at=now,
-                actor=actor,
-                interface=interface,
-                state=Lifecycle.ACTIVE.value,
-                reason=f"corroborated by memory {memory.pk} ({actor})",
-            )
-            audit(
-                actor=actor,
-                interface=interface,
-                action="promote",
-                memory_id=other.memory_id,
-                at=now,
-                from_state=other_state,
-                to_state=Lifecycle.ACTIVE.value,
-                corroborated_by=memory.pk,
-            )
+            _promote(other.memory, from_state=other_state, by=memory.pk, by_author=actor, **who)
     return state
+
+
+def _promote(
+    memory: Memory, *, from_state: str, by: int, by_author: str, now: dt.datetime, actor: str, interface: str
+) -> None:
+    """Make a candidate active from now on, as memory ``by`` of ``by_author`` corroborates it."""
+    append_attributes(
+        memory,
+        known_at=now,
+        actor=actor,
+        interface=interface,
+        state=Lifecycle.ACTIVE.value,
+        reason=f"corroborated by memory {by} ({by_author})",
+    )
+    audit(
+        actor=actor,
+        interface=interface,
+        action="promote",
+        memory_id=memory.pk,
+        at=now,
+        from_state=from_state,
+        to_state=Lifecycle.ACTIVE.value,
+        corroborated_by=by,
+    )
 
 
 def _remember_into(memory, fields, digest, kind, tag_names, *, now, actor, interface) -> RememberResult:
@@ -514,19 +530,11 @@ def _remember_into(memory, fields, digest, kind, tag_names, *, now, actor, inter
     )
     if duplicate is not None:
         raise duplicate_error(duplicate)
-    revision = append_revision(
-        memory=memory, content_hash=digest, known_at=now, author=actor, interface=interface, **fields
-    )
+    # A remember under the key of a forgotten memory brings it back.
     if memory.state != State.ACTIVE:
         memory.state = State.ACTIVE
         memory.save(update_fields=["state"])
-    audit(
-        actor=actor,
-        interface=interface,
-        action="revise",
-        memory_id=memory.pk,
-        at=now,
-        revision_id=revision.pk,
-        previous_revision_id=current.pk if current else None,
+    revision = append_audited_revision(
+        memory, fields, digest=digest, previous=current, now=now, actor=actor, interface=interface
     )
     return RememberResult(memory=record_now(memory, revision), created=False, revised=True)

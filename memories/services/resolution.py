@@ -131,19 +131,25 @@ def conflict_resolve(
                 reason=reason or f"resolved conflict {name}: split at {format_instant(boundary)}",
             )
             detail.update(boundary=format_instant(boundary), earlier=first)
-        appended = list(
-            Revision.objects.filter(memory_id__in=pair, pk__gt=before).order_by("pk").values_list("pk", flat=True)
-        )
-        detail["revision_ids"] = appended
-        audit_many(
-            actor=actor,
-            interface=interface,
-            action="resolve_conflict",
-            at=now,
-            events=[(memory_id, detail) for memory_id in pair],
-        )
+        appended = _audit_resolution(pair, detail, before=before, now=now, actor=actor, interface=interface)
         records = [_after(memory_id, now=timezone.now()) for memory_id in pair]
     return ResolveResult(conflict_id=name, resolution=resolution, memories=records, revision_ids=appended)
+
+
+def _audit_resolution(pair, detail: dict, *, before: int, now: dt.datetime, actor: str, interface: str) -> list[int]:
+    """Record the resolution on both memories with the revisions it appended (ids after ``before``); return those."""
+    appended = list(
+        Revision.objects.filter(memory_id__in=pair, pk__gt=before).order_by("pk").values_list("pk", flat=True)
+    )
+    detail["revision_ids"] = appended
+    audit_many(
+        actor=actor,
+        interface=interface,
+        action="resolve_conflict",
+        at=now,
+        events=[(memory_id, detail) for memory_id in pair],
+    )
+    return appended
 
 
 def _still_open(memories: list[Memory], shown: list[Revision | None]) -> bool:

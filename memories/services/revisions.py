@@ -2,8 +2,8 @@
 write answers with.
 
 Revisions and attribute rows are only ever appended (``memories.models``); a write reads the memory it changes with
-``get_memory``, appends with ``append_revisions`` / ``append_attributes``, records an ``audit`` event, and answers
-with ``record_now``.
+``get_memory``, appends with ``append_revisions`` / ``append_attributes`` (a revise of its text:
+``append_audited_revision``), records an ``audit`` event, and answers with ``record_now``.
 """
 
 import datetime as dt
@@ -94,6 +94,35 @@ def append_revisions(revisions: list[dict]) -> list[Revision]:
 def append_revision(**fields) -> Revision:
     """Write one revision and make it searchable (see append_revisions)."""
     return append_revisions([fields])[0]
+
+
+def append_audited_revision(
+    memory: Memory,
+    fields: dict,
+    *,
+    digest: str,
+    previous: Revision | None,
+    now: dt.datetime,
+    actor: str,
+    interface: str,
+    **detail,
+) -> Revision:
+    """Append a revision of ``memory`` holding ``fields`` and audit it as a revise of ``previous`` (``detail``: more
+    to record), in the caller's transaction. The caller has applied the duplicate rule and the memory's state."""
+    revision = append_revision(
+        memory=memory, content_hash=digest, known_at=now, author=actor, interface=interface, **fields
+    )
+    audit(
+        actor=actor,
+        interface=interface,
+        action="revise",
+        memory_id=memory.pk,
+        at=now,
+        revision_id=revision.pk,
+        previous_revision_id=previous.pk if previous else None,
+        **detail,
+    )
+    return revision
 
 
 def append_attributes(
