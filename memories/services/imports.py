@@ -18,8 +18,6 @@ import math
 from collections import Counter
 from collections.abc import Callable, Iterator
 
-from django.utils import timezone
-
 from memories import selectors, staging, validation
 from memories.inserts import insert_all
 from memories.models import Attributes, Lifecycle, Memory, Revision, State, Tag
@@ -48,6 +46,7 @@ from memories.services.revisions import (
     recorded_state,
     tag_objects,
 )
+from memoryproject import dialect
 from memoryproject.exceptions import Conflict, DuplicateContent, InvalidInput, MemoryServiceError
 from memoryproject.storage import WRITE_REFUSALS
 
@@ -115,7 +114,7 @@ def memories_import(
     check_interface(interface)
     if not isinstance(trusted, bool):
         raise InvalidInput(f"trusted: expected true or false, got {trusted!r}.", field="trusted")
-    now = timezone.now()
+    now = dialect.now()
     items = _read_batch(document, trusted=trusted, actor=actor, interface=interface, now=now)
     if new_memory_state == Lifecycle.CANDIDATE:
         items = [

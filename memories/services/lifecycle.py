@@ -10,7 +10,6 @@ settings), records the actor and the interface, and raises domain errors from
 import datetime as dt
 
 from django.db import transaction
-from django.utils import timezone
 
 from memories import selectors, validation
 from memories.models import Attributes, Lifecycle, Memory, Revision, State
@@ -184,7 +183,7 @@ def prepare_revision(memory_id, changes: dict) -> None:
     if "content" not in changes and "title" not in changes:
         return
     memory = Memory.objects.filter(pk=memory_id).first() if isinstance(memory_id, int) else None
-    base = current_revision(memory, timezone.now()) if memory is not None else None
+    base = current_revision(memory, dialect.now()) if memory is not None else None
     if base is not None:
         indexing.prepare(changes.get("title", base.title), changes.get("content", base.content))
 

@@ -14,7 +14,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from django.conf import settings
-from django.utils import timezone
 
 from memories import selectors, validation
 from memories.models import Kind, Memory, State
@@ -25,6 +24,7 @@ from memories.services.imports import PROBLEMS_SHOWN
 from memories.services.lifecycle import memory_forget
 from memories.services.remember import memory_remember
 from memories.services.revisions import audit, check_interface
+from memoryproject import dialect
 from memoryproject.exceptions import Conflict, DuplicateContent, InvalidInput, TooLarge
 from search import indexing
 
@@ -92,7 +92,7 @@ def markdown_import(
                 interface=interface,
                 action="import_markdown",
                 memory_id=None,
-                at=timezone.now(),
+                at=dialect.now(),
                 collection=collection,
                 batch_id=batch.pk,
                 **report.as_dict(),

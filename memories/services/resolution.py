@@ -16,7 +16,6 @@ import datetime as dt
 
 from django.db import transaction
 from django.db.models import Max
-from django.utils import timezone
 
 from knowledge.contradictions import conflict_id, in_conflict
 from memories import selectors, validation
@@ -132,7 +131,7 @@ def conflict_resolve(
             )
             detail.update(boundary=format_instant(boundary), earlier=first)
         appended = _audit_resolution(pair, detail, before=before, now=now, actor=actor, interface=interface)
-        records = [_after(memory_id, now=timezone.now()) for memory_id in pair]
+        records = [_after(memory_id, now=dialect.now()) for memory_id in pair]
     return ResolveResult(conflict_id=name, resolution=resolution, memories=records, revision_ids=appended)
 
 

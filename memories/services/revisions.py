@@ -8,13 +8,12 @@ Revisions and attribute rows are only ever appended (``memories.models``); a wri
 
 import datetime as dt
 
-from django.utils import timezone
-
 from knowledge import facts
 from memories import selectors, staging, states, validation
 from memories.inserts import insert_all
 from memories.models import Attributes, AuditEvent, Interface, Lifecycle, Memory, Revision, State, Tag
 from memories.records.memory_record import MemoryRecord
+from memoryproject import dialect
 from memoryproject.exceptions import DuplicateContent, InvalidInput, MemoryNotFound
 from memoryproject.timeparse import parse_optional_instant
 from search import indexing
@@ -175,7 +174,7 @@ def record_now(
         shown = states.FORGOTTEN
     else:
         shown = states.read_state(
-            state or recorded_state(memory), kind=memory.kind, known_at=revision.known_at, as_of=timezone.now()
+            state or recorded_state(memory), kind=memory.kind, known_at=revision.known_at, as_of=dialect.now()
         )
     return MemoryRecord.from_revision(revision, tags=[tag.name for tag in tags], state=shown)
 
