@@ -43,12 +43,12 @@ _kept_terms = caches.LeastRecentlyUsed(32 << 20, cost=lambda entry: entry[1].nby
 class Scope:
     """What one recall searches: the visible rows of a view, and which of them may be returned."""
 
-    view: object  # snapshot.View
+    view: object  # visibility.View
     namespaces: tuple[str, ...]  # the namespaces searched: a term is read from these alone
     visible: np.ndarray  # rows visible at the point asked, one per memory, ascending
     eligible: np.ndarray  # a mask over the view's rows: visible, and of the kinds and memories asked for
     narrowed: bool  # whether kinds or memories narrowed ``eligible`` below ``visible``
-    attributes: object  # snapshot.AttributesAt: each memory's namespace and kind at the point asked
+    attributes: object  # memory_attributes.AttributesAt: each memory's namespace and kind at the point asked
 
 
 @dataclass
