@@ -28,10 +28,10 @@ _MEMOS_PER_SET = 8
 class View:
     """One consistent state of the copy; refreshes build a new View, never change one.
 
-    Its fields come in three parts: the revision rows (``columns`` to ``import_times``), the
-    attribute rows (``attributes`` to ``lifecycled``), and what is kept beside them (``events``
-    to ``attributes_cache``): times sorted and answers cached on first use, the lock that guards
-    them, and the room the next view may grow into.
+    Its fields come in three parts: the revision rows and the names their codes stand for
+    (``columns`` to ``import_times``), the attribute rows (``attributes`` to ``lifecycled``),
+    and what is kept beside them (``events`` to ``attributes_cache``): times sorted and answers
+    cached on first use, the lock that guards them, and the room the next view may grow into.
     """
 
     columns: Columns
