@@ -43,12 +43,12 @@ _kept_terms = caches.LeastRecentlyUsed(32 << 20, cost=lambda entry: entry[1].nby
 class Scope:
     """What one recall searches: the visible rows of a view, and which of them may be returned."""
 
-    view: object  # snapshot.View
+    view: object  # visibility.View
     namespaces: tuple[str, ...]  # the namespaces searched: a term is read from these alone
     visible: np.ndarray  # rows visible at the point asked, one per memory, ascending
     eligible: np.ndarray  # a mask over the view's rows: visible, and of the kinds and memories asked for
     narrowed: bool  # whether kinds or memories narrowed ``eligible`` below ``visible``
-    attributes: object  # snapshot.AttributesAt: each memory's namespace and kind at the point asked
+    attributes: object  # memory_attributes.AttributesAt: each memory's namespace and kind at the point asked
 
 
 @dataclass
@@ -191,7 +191,7 @@ def _share_score(
 
 def words(scope: Scope, terms: list[text.QueryToken], match: str) -> Words:
     """The keyword, bigram and trigram channels for the query's terms (those that found something)."""
-    view, eligible = scope.view, scope.eligible
+    eligible = scope.eligible
     found, idf_total = _postings(
         scope,
         "ntok",
@@ -205,53 +205,84 @@ def words(scope: Scope, terms: list[text.QueryToken], match: str) -> Words:
         counts[rows] += 1
     every = (counts == len(terms)) & eligible
     some = (counts > 0) & eligible
-    match_used, note = match, None
-    if match == "auto":
-        match_used = "all" if every.any() or not some.any() else "any"
-        if match_used == "any":
-            note = (
-                "No memory matches every term; these match some of them (hits are partial). "
-                "Use fewer or different words for exact matches."
-            )
+    match_used, note = _match_used(match, every=every, some=some)
     held = every if match_used == "all" else some
-    keyword_found = found
     channels = {}
     if held.any():
-        bm25, matched_idf = _bm25(scope, "ntok", found, held)
-        # "any" ranks by matched terms first, then BM25, then the most recently learned.
-        order = (bm25,) if match_used == "all" else (counts, bm25, view.columns.known)
-        keyword = channels["keyword"] = Found(held, bm25, None, order)
-        keyword.score, keyword.coverage = _share_score(bm25, matched_idf, idf_total, keyword.rows)
+        channels["keyword"] = _keyword(scope, found, idf_total, counts, held=held, match_used=match_used)
+    bigram, bigram_found = _bigram(scope, terms)
+    if bigram_found is not None:
+        channels["bigram"] = bigram_found
+    trigram = _trigram(scope, terms, found)
+    if trigram is not None:
+        channels["trigram"] = trigram
+    return Words(channels, scope, found, counts, bigram, match_used, note)
 
+
+def _match_used(match: str, *, every: np.ndarray, some: np.ndarray) -> tuple[str, str | None]:
+    """The match mode a recall uses, and a note when ``auto`` fell back to ``any``: ``auto`` is ``all`` while an
+    eligible row holds every term (``every``) or none holds any (``some``)."""
+    if match != "auto":
+        return match, None
+    if every.any() or not some.any():
+        return "all", None
+    return "any", (
+        "No memory matches every term; these match some of them (hits are partial). "
+        "Use fewer or different words for exact matches."
+    )
+
+
+def _keyword(scope: Scope, found, idf_total: float, counts: np.ndarray, *, held: np.ndarray, match_used: str) -> Found:
+    """The keyword channel over the ``held`` rows: BM25 of the query's terms (``found``, from ``_postings``)."""
+    bm25, matched_idf = _bm25(scope, "ntok", found, held)
+    # "any" ranks by matched terms first, then BM25, then the most recently learned.
+    order = (bm25,) if match_used == "all" else (counts, bm25, scope.view.columns.known)
+    keyword = Found(held, bm25, None, order)
+    keyword.score, keyword.coverage = _share_score(bm25, matched_idf, idf_total, keyword.rows)
+    return keyword
+
+
+def _bigram(scope: Scope, terms: list[text.QueryToken]) -> tuple[np.ndarray, Found | None]:
+    """Per row, BM25 over the query's CJK bigrams (0 where none, or not eligible); and the bigram channel, None
+    when it holds no row."""
+    eligible = scope.eligible
     bigram = np.zeros(len(eligible))
     grams = list(dict.fromkeys(text.cjk_bigrams(" ".join(token.raw for token in terms))))
-    if grams:
-        found, bigram_idf_total = _postings(
-            scope,
-            "nbigram",
-            [
-                [[(postings.key(namespace, postings.BIGRAM_PREFIX + gram), None)] for namespace in scope.namespaces]
-                for gram in grams
-            ],
-        )
-        bigram, bigram_idf = _bm25(scope, "nbigram", found, eligible)
-        held = (bigram > 0) & eligible
-        if held.any():
-            found = channels["bigram"] = Found(held, bigram, None, (bigram,))
-            found.score, found.coverage = _share_score(bigram, bigram_idf, bigram_idf_total, found.rows)
+    if not grams:
+        return bigram, None
+    found, bigram_idf_total = _postings(
+        scope,
+        "nbigram",
+        [
+            [[(postings.key(namespace, postings.BIGRAM_PREFIX + gram), None)] for namespace in scope.namespaces]
+            for gram in grams
+        ],
+    )
+    bigram, bigram_idf = _bm25(scope, "nbigram", found, eligible)
+    held = (bigram > 0) & eligible
+    if not held.any():
+        return bigram, None
+    channel = Found(held, bigram, None, (bigram,))
+    channel.score, channel.coverage = _share_score(bigram, bigram_idf, bigram_idf_total, channel.rows)
+    return bigram, channel
 
-    # Substrings, for the words the keyword channel found nowhere it may look.
+
+def _trigram(scope: Scope, terms: list[text.QueryToken], keyword_found: list) -> Found | None:
+    """The trigram channel: substrings, for the words the keyword channel found nowhere it may look (its
+    ``keyword_found`` per term); None when it holds no row."""
+    eligible = scope.eligible
     missing = [
         token for token, (rows, _, _) in zip(terms, keyword_found) if len(token.raw) >= 3 and not eligible[rows].any()
     ]
-    if missing:
-        count = _substrings(scope, missing)
-        held = (count > 0) & eligible
-        if held.any():
-            # As a share of the query's terms, so it scales like the keyword score.
-            share = np.where(eligible, count, 0.0) / len(terms)
-            channels["trigram"] = Found(held, count, share, (count,), coverage=share)
-    return Words(channels, scope, keyword_found, counts, bigram, match_used, note)
+    if not missing:
+        return None
+    count = _substrings(scope, missing)
+    held = (count > 0) & eligible
+    if not held.any():
+        return None
+    # As a share of the query's terms, so it scales like the keyword score.
+    share = np.where(eligible, count, 0.0) / len(terms)
+    return Found(held, count, share, (count,), coverage=share)
 
 
 def _substrings(scope: Scope, tokens: list[text.QueryToken]) -> np.ndarray:

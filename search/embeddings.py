@@ -364,40 +364,15 @@ def _file_prefix(name: str) -> str:
 
 def _export(torch_model: _TorchModel, path: Path, name: str) -> "_OnnxModel":
     """Export ``torch_model``'s transformer to ``path`` (atomically) if it gives the torch model's vectors; load it."""
-    import warnings
-
     import onnx
 
     torch = configured_torch()
     model = torch_model.model
-    transformer, tokenizer = model[0].auto_model, model.tokenizer
-    names = list(tokenizer.model_input_names)
-
-    class LastHiddenState(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.transformer = transformer
-
-        def forward(self, *inputs):
-            return self.transformer(**dict(zip(names, inputs))).last_hidden_state
-
-    # Two texts of different lengths: the example's mask holds padding, so the graph applies it.
-    example = tokenizer(["an example", "an example to export the model with"], padding=True, return_tensors="pt")
+    tokenizer = model.tokenizer
     descriptor, exported = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(descriptor)
     try:
-        with warnings.catch_warnings(), torch.no_grad():
-            warnings.simplefilter("ignore")  # the deprecated exporter's notice, and notes on the branches it fixed
-            torch.onnx.export(
-                LastHiddenState().eval(),
-                tuple(example[name] for name in names),
-                exported,
-                input_names=names,
-                output_names=["last_hidden_state"],
-                opset_version=ONNX_OPSET,
-                dynamic_axes={name: {0: "texts", 1: "tokens"} for name in [*names, "last_hidden_state"]},
-                dynamo=False,
-            )
+        _trace(torch, model, exported)
         texts = [*PROBES, _LONG_TEXT]
         want = torch_model.embed(texts)
         graph = onnx.load(exported)
@@ -423,6 +398,38 @@ def _export(torch_model: _TorchModel, path: Path, name: str) -> "_OnnxModel":
         if stale != path:
             stale.unlink(missing_ok=True)  # made for other model files or another exporter
     return checked
+
+
+def _trace(torch, model, exported: str) -> None:
+    """Write the ONNX graph of sentence-transformers ``model``'s transformer to ``exported``: its last hidden state,
+    for any number of texts and of tokens."""
+    import warnings
+
+    transformer, tokenizer = model[0].auto_model, model.tokenizer
+    names = list(tokenizer.model_input_names)
+
+    class LastHiddenState(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.transformer = transformer
+
+        def forward(self, *inputs):
+            return self.transformer(**dict(zip(names, inputs))).last_hidden_state
+
+    # Two texts of different lengths: the example's mask holds padding, so the graph applies it.
+    example = tokenizer(["an example", "an example to export the model with"], padding=True, return_tensors="pt")
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")  # the deprecated exporter's notice, and notes on the branches it fixed
+        torch.onnx.export(
+            LastHiddenState().eval(),
+            tuple(example[name] for name in names),
+            exported,
+            input_names=names,
+            output_names=["last_hidden_state"],
+            opset_version=ONNX_OPSET,
+            dynamic_axes={name: {0: "texts", 1: "tokens"} for name in [*names, "last_hidden_state"]},
+            dynamo=False,
+        )
 
 
 class SentenceTransformerEmbedder(Embedder):

@@ -73,10 +73,78 @@ def rank(
     each such memory's score is multiplied by 1 + a*ln(1 + injections).
     """
     cleaned = text.clean_query(query)
-    query_vector = None
-    if mode != "keyword" and get_embedder().embeds_beside:
-        query_vector = _embedding.submit(cosines.embed, lambda embedder: embedder.embed_query(query))
+    pending = _embedding_beside(query, mode=mode)
+    scope = _scope(
+        namespaces=namespaces,
+        kinds=kinds,
+        memory_ids=memory_ids,
+        states=states,
+        stale_after=stale_after,
+        as_of=as_of,
+        valid_at=valid_at,
+    )
+    found, words, query_cosines, notes = _channels(scope, cleaned, query=query, pending=pending, match=match, mode=mode)
+    boost = _injection_boost(scope.view, injections, injection_boost) if injection_boost and injections else None
+    rows, scores, context = fusion.fuse(found, scope=scope, limit=limit, hybrid=mode == "hybrid", boost=boost)
+    rows, scores, notes = _hold_back(rows, scores, notes, found=found, words=words, min_score=min_score, mode=mode)
+    ranked = hits.hits(
+        scope.view,
+        rows,
+        scores,
+        channels=found,
+        words=words,
+        cosines=query_cosines,
+        terms=cleaned.terms,
+        context=context,
+        boost=boost,
+        explain=explain,
+    )
+    return _ranking(cleaned, ranked, notes, scope=scope, words=words, match=match, mode=mode)
 
+
+def _ranking(
+    cleaned: text.CleanQuery,
+    ranked: list[Ranked],
+    notes: list[str | None],
+    *,
+    scope: channels.Scope,
+    words: channels.Words | None,
+    match: str,
+    mode: str,
+) -> Ranking:
+    """The answer: the ``ranked`` hits with the query's terms, the match mode used, the notes, and what to try when
+    nothing was found."""
+    return Ranking(
+        tokens=cleaned.terms,
+        terms=[token.raw for token in cleaned.terms],
+        match_mode=words.match_used if words else match,
+        hits=ranked,
+        note=" ".join(note for note in notes if note) or None,
+        hint=None
+        if ranked
+        else _hint(cleaned, visible_count=len(scope.visible), mode=mode, match=match, narrowed=scope.narrowed),
+    )
+
+
+def _embedding_beside(query: str, *, mode: str):
+    """The query's embedding, started on a helper thread to run while the word channels do; None where the
+    embedder does not run beside them or the mode reads no vectors."""
+    if mode != "keyword" and get_embedder().embeds_beside:
+        return _embedding.submit(cosines.embed, lambda embedder: embedder.embed_query(query))
+    return None
+
+
+def _scope(
+    *,
+    namespaces: list[str] | None,
+    kinds: list[str] | None,
+    memory_ids: list[int] | None,
+    states: list[str] | None,
+    stale_after: dict[str, int] | None,
+    as_of: dt.datetime,
+    valid_at: dt.datetime,
+) -> channels.Scope:
+    """The rows visible at (``as_of``, ``valid_at``) in the namespaces searched, and which of them may be returned."""
     view = snapshot.current()
     # BM25 statistics come from every visible row of the namespaces searched; kinds and
     # tags only choose which of them may be returned. Namespace and kind are the memory's as of as_of.
@@ -101,17 +169,24 @@ def rank(
             eligible[outside] = False
             narrowed = True
     searched = tuple(name for name in view.namespaces if namespaces is None or name in namespaces)
-    scope = channels.Scope(view, searched, visible, eligible, narrowed=narrowed, attributes=attributes)
+    return channels.Scope(view, searched, visible, eligible, narrowed=narrowed, attributes=attributes)
 
+
+def _channels(
+    scope: channels.Scope, cleaned: text.CleanQuery, *, query: str, pending, match: str, mode: str
+) -> tuple[dict[str, channels.Found], channels.Words | None, cosines.Cosines | None, list[str | None]]:
+    """Each channel's answer by name; what the word channels found and the query's cosines, for the hits to
+    explain themselves; and the notes to show (None where a channel has none)."""
     found, words, notes = {}, None, []
     if mode != "semantic" and cleaned.terms:
         words = channels.words(scope, cleaned.terms, match)
         found.update(words.channels)
         notes.append(words.note)
+    size = len(scope.view.columns.revision)
     query_cosines = None
     if mode != "keyword" and size:
         try:
-            query_cosines = _cosines(view, query, query_vector)
+            query_cosines = _cosines(scope.view, query, pending)
         except Unavailable as error:
             if mode == "semantic":
                 raise
@@ -125,13 +200,26 @@ def rank(
             vector = channels.vector(scope, query_cosines, found_by_words=by_words, query_share=query_share)
             if vector is not None:
                 found["vector"] = vector
-    boost = _injection_boost(view, injections, injection_boost) if injection_boost and injections else None
-    rows, scores, context = fusion.fuse(found, scope=scope, limit=limit, hybrid=mode == "hybrid", boost=boost)
+    return found, words, query_cosines, notes
+
+
+def _hold_back(
+    rows: np.ndarray,
+    scores: np.ndarray,
+    notes: list[str | None],
+    *,
+    found: dict,
+    words: channels.Words | None,
+    min_score: float | None,
+    mode: str,
+) -> tuple[np.ndarray, np.ndarray, list[str | None]]:
+    """The fused ``rows`` and ``scores`` less the hits that are not relevant (below ``min_score``; without it, in
+    hybrid mode, every hit when none is relevant), and the notes with one saying how many were held back."""
     if min_score is not None:
         kept = scores >= min_score
-        notes.append(_held_back(int(np.sum(~kept)), f"below min_score {min_score:g}"))
-        rows, scores = rows[kept], scores[kept]
-    elif mode == "hybrid" and len(rows) and not relevance.relevant(found):
+        notes = [*notes, _held_back(int(np.sum(~kept)), f"below min_score {min_score:g}")]
+        return rows[kept], scores[kept], notes
+    if mode == "hybrid" and len(rows) and not relevance.relevant(found):
         notes = [note for note in notes if words is None or note != words.note]  # no partial hits to speak of
         notes.append(
             _held_back(
@@ -139,29 +227,8 @@ def rank(
                 "none matched enough of the query's words or came close enough in meaning; min_score=0 shows them",
             )
         )
-        rows, scores = rows[:0], scores[:0]
-    ranked = hits.hits(
-        view,
-        rows,
-        scores,
-        channels=found,
-        words=words,
-        cosines=query_cosines,
-        terms=cleaned.terms,
-        context=context,
-        boost=boost,
-        explain=explain,
-    )
-    return Ranking(
-        tokens=cleaned.terms,
-        terms=[token.raw for token in cleaned.terms],
-        match_mode=words.match_used if words else match,
-        hits=ranked,
-        note=" ".join(note for note in notes if note) or None,
-        hint=None
-        if ranked
-        else _hint(cleaned, visible_count=len(visible), mode=mode, match=match, narrowed=scope.narrowed),
-    )
+        return rows[:0], scores[:0], notes
+    return rows, scores, notes
 
 
 def _cosines(view, query: str, pending) -> cosines.Cosines | None:

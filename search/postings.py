@@ -35,18 +35,12 @@ import numpy as np
 from django.db import connection, transaction
 
 from memoryproject import dialect
-from search import caches, text
+from search import caches, posting_segments, text
 from search.embeddings import revision_text
 
 # Tail rows before a write folds them into the packed rows. Large enough that folding
 # (a statement per touched term) is rare; small enough that reading a term's tail stays cheap.
 COMPACT_AFTER = 20_000
-# A fold joins a term's last segment into the one it writes while that segment holds at
-# most this many times the ids gathered so far: each segment then holds more than twice
-# the ids of the next, so a term of n ids has at most log2(n) + 1 segments, and a segment
-# is rewritten once the ids after it reach half its size (the term grown by half), not
-# at every fold.
-SEGMENT_JOIN_RATIO = 2
 # Terms one fold transaction moves from the tail to the packed rows: bounds how long a fold
 # holds the write lock at a time; writers waiting for it get their turn between ranges.
 FOLD_TERMS = 500
@@ -175,8 +169,8 @@ def _fold(cursor, new: _Rows, *, after: str = "", through: str | None = None) ->
     the ``new`` ones, to the packed rows; take those out of the tail.
 
     Per touched term, one segment is written: its new ids, joined with the term's last
-    segments while those are small beside them (SEGMENT_JOIN_RATIO). Returns the number
-    of terms touched.
+    segments while those are small beside them (``posting_segments.SEGMENT_JOIN_RATIO``).
+    Returns the number of terms touched.
     """
     # A fixed clause, values as parameters: the terms in (after, through].
     where, bounds = ("term > %s", [after]) if through is None else ("term > %s AND term <= %s", [after, through])
@@ -196,57 +190,8 @@ def _fold(cursor, new: _Rows, *, after: str = "", through: str | None = None) ->
         ),
         new,
     )
-    names = list(dict.fromkeys(rows.terms))  # each term once, first seen first
-    number = dict(zip(names, range(len(names))))
-    codes = np.fromiter(map(number.__getitem__, rows.terms), dtype=np.int64, count=len(rows.terms))
-    # Grouped by term, each term's rows in the order given.
-    order = np.argsort(codes, kind="stable")
-    ids, grouped = rows.ids[order], codes[order]
-    if np.any((ids[1:] <= ids[:-1]) & (grouped[1:] == grouped[:-1])):  # new rows not given in id order
-        order = np.lexsort((rows.ids, codes))
-        ids = rows.ids[order]
-    id_bytes = ids.astype("<u4").tobytes()
-    tf_bytes = rows.tfs[order].astype("<u2").tobytes()
-    ends = np.cumsum(np.bincount(codes, minlength=len(names))).tolist()
-    segments: dict[str, list[tuple[int, int]]] = {}  # per term, (segment, ids) in segment order
-    for start in range(0, len(names), 500):
-        chunk = names[start : start + 500]
-        # The (term, segment) index, a range per term; length() of a blob reads its size, not its bytes.
-        cursor.execute(
-            "SELECT term, segment, length(revision_ids) / 4 FROM search_posting WHERE term IN (%s) "
-            "ORDER BY term, segment" % ",".join(["%s"] * len(chunk)),
-            chunk,
-        )
-        for term, segment, size in cursor.fetchall():
-            segments.setdefault(term, []).append((segment, size))
-    writes, dropped = [], []
-    for term, low, high in zip(names, [0] + ends[:-1], ends):
-        held = segments.get(term, [])
-        joined, gathered = len(held), high - low
-        while joined and held[joined - 1][1] <= SEGMENT_JOIN_RATIO * gathered:
-            joined -= 1
-            gathered += held[joined][1]
-        new_ids, new_tfs = id_bytes[4 * low : 4 * high], tf_bytes[2 * low : 2 * high]
-        if joined == len(held):  # nothing to join: a segment after the last
-            writes.append((term, held[-1][0] + 1 if held else 0, new_ids, new_tfs))
-            continue
-        first = held[joined][0]
-        # The (term, segment) index: the segments joined, in order (their ids below the new ones).
-        cursor.execute(
-            "SELECT revision_ids, tfs FROM search_posting WHERE term = %s AND segment >= %s ORDER BY segment",
-            [term, first],
-        )
-        old = cursor.fetchall()
-        writes.append(
-            (
-                term,
-                first,
-                b"".join([bytes(row[0]) for row in old] + [new_ids]),
-                b"".join([bytes(row[1]) for row in old] + [new_tfs]),
-            )
-        )
-        if joined < len(held) - 1:
-            dropped.append((term, first))
+    names, ends, id_bytes, tf_bytes = posting_segments.packed_by_term(rows.terms, rows.ids, rows.tfs)
+    writes, dropped = posting_segments.segment_writes(cursor, names, ends, id_bytes, tf_bytes)
     cursor.executemany("DELETE FROM search_posting WHERE term = %s AND segment > %s", dropped)
     cursor.executemany(
         "INSERT INTO search_posting (term, segment, revision_ids, tfs) VALUES (%s, %s, %s, %s) "
