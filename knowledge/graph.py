@@ -3,7 +3,7 @@
 Entities are names in normal form (``knowledge.names``); edges are the visible fact
 revisions, read from the fact rows by name and kept when the snapshot says the
 revision is its memory's visible one, in the namespace, at that point
-(``search.snapshot.View.visible_among``, the rule of docs/concepts.md, "Which revision a
+(``search.visibility.View.visible_among``, the rule of docs/concepts.md, "Which revision a
 read sees"). So an edge learned after T is absent at as_of T, and a forgotten fact's
 edge goes from its tombstone's known_at on. Every lookup is by name or by revision id: what other
 namespaces hold costs dict lookups and index probes, never a scan.

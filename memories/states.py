@@ -6,7 +6,7 @@ why (``memories.models.Attributes``), so the state as of T is the row's as of T.
 Forgotten is a tombstone winning the visibility rule. Stale is derived, never stored:
 an active memory whose visible revision was learned longer before the read's ``as_of``
 than ``MEMORY_STALE_AFTER_DAYS`` gives its kind (as of then). Recall applies the same
-rule in the search snapshot (``search.snapshot.AttributesAt.in_states``).
+rule in the search snapshot (``search.memory_attributes.AttributesAt.in_states``).
 """
 
 import datetime as dt
