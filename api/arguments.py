@@ -10,10 +10,8 @@ error shape in ``api.exceptions``.
 from types import UnionType
 from typing import Annotated, Union, get_args, get_origin
 
-from pydantic import ValidationError
-
-from memories.arguments import Arguments, problems
-from memoryproject.exceptions import InvalidInput, TooLarge
+from memories.arguments import Arguments, validated
+from memoryproject.exceptions import InvalidInput
 
 
 def _takes_list(annotation) -> bool:
@@ -23,15 +21,6 @@ def _takes_list(annotation) -> bool:
     if origin in (Annotated, Union, UnionType):
         return any(_takes_list(part) for part in get_args(annotation)[: 1 if origin is Annotated else None])
     return False
-
-
-def _validated(model: type[Arguments], data: dict, *, strict: bool) -> Arguments:
-    try:
-        return model.model_validate(data, strict=strict)
-    except ValidationError as error:
-        problem = problems(error)[0]
-        refusal = TooLarge if problem.too_long else InvalidInput
-        raise refusal(f"{problem.path}: {problem.message}", field=problem.argument) from None
 
 
 def _refuse_unknown(names, taken: list[str]) -> None:
@@ -53,7 +42,7 @@ def from_query(model: type[Arguments], query, **path) -> Arguments:
             raise InvalidInput(f"{name}: given more than once; give it once.", field=name)
         else:
             data[name] = values[0]
-    return _validated(model, data, strict=False)
+    return validated(model, data, strict=False)
 
 
 def from_body(model: type[Arguments], body, query, **path) -> Arguments:
@@ -65,4 +54,4 @@ def from_body(model: type[Arguments], body, query, **path) -> Arguments:
     if not isinstance(body, dict):
         raise InvalidInput(f"Invalid data. Expected a dictionary, but got {type(body).__name__}.")
     _refuse_unknown(body.keys(), [name for name in model.model_fields if name not in path])
-    return _validated(model, {**body, **path}, strict=True)
+    return validated(model, {**body, **path}, strict=True)

@@ -2,9 +2,10 @@
 
 REST validates query strings and JSON bodies with these models (``api.arguments``), MCP tools
 take their parameters from them (``mcp_api.tools``), OpenAPI and each tool's inputSchema
-are generated from them, and the CLI's help reads the same descriptions. They check
-shape only: the rules about values (namespaces, times, tags, bytes, duplicates) are the
-services', so every interface words them the same.
+are generated from them, and the CLI checks its options with them (``validated``) and
+shows the same descriptions as help. They check shape only: the rules about values
+(namespaces, times, tags, bytes, duplicates) are the services', so every interface words
+them the same.
 
 Every tool list is read by a model before its first call, so a description says only
 what the argument's name, type and bounds do not: ``title``, ``tags`` or ``limit`` have
@@ -29,6 +30,7 @@ from memories.selectors import conflicts
 from memories.services import learn as learning
 from memories.services.hooks import ANSWER_MAX_CHARS, SESSION_MAX
 from memories.services.resolution import RESOLUTIONS
+from memoryproject.exceptions import InvalidInput, TooLarge
 from search import engine
 
 INSTANT_MAX = 64
@@ -508,3 +510,17 @@ def problems(error: ValidationError) -> list[Problem]:
         )
         for argument, item in chosen.items()
     ]
+
+
+def validated(model: type[Arguments], data: dict, *, strict: bool) -> Arguments:
+    """Return ``model`` read from ``data``; its first problem becomes the domain error naming the argument.
+
+    REST reads through here strictly from JSON bodies and loosely from query strings, the CLI
+    loosely from its parsed options.
+    """
+    try:
+        return model.model_validate(data, strict=strict)
+    except ValidationError as error:
+        problem = problems(error)[0]
+        refusal = TooLarge if problem.too_long else InvalidInput
+        raise refusal(f"{problem.path}: {problem.message}", field=problem.argument) from None
