@@ -258,13 +258,6 @@ def namespace_names(value) -> list[str] | None:
     return names(value, field="namespace", check=namespace)
 
 
-def limit(value, *, maximum: int, field: str = "limit") -> int:
-    """``value`` if it is a whole number from 1 to ``maximum`` (how many items a read returns)."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= maximum:
-        raise InvalidInput(f"{field}: {value!r} is out of range 1..{maximum}.", field=field)
-    return value
-
-
 def choice(value, *, field: str, choices: tuple[str, ...]) -> str:
     """``value`` if it is one of ``choices``; otherwise the error listing them."""
     if value not in choices:

@@ -127,9 +127,6 @@ def test_a_namespace_setting_overrides_the_default_list_either_way(remember):
 
 def test_bad_arguments_are_refused_naming_the_field(db):
     with pytest.raises(InvalidInput) as error:
-        memory_conflicts(limit=0)
-    assert error.value.field == "limit"
-    with pytest.raises(InvalidInput) as error:
         memory_conflicts(as_of="yesterday")
     assert error.value.field == "as_of"
     with pytest.raises(InvalidInput) as error:

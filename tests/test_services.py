@@ -159,8 +159,6 @@ def test_list_pages_newest_first_with_filters(remember):
     assert {item.kind for item in selectors.memory_list(kind="fact").items} == {"fact"}
     with pytest.raises(InvalidInput, match="cursor"):
         selectors.memory_list(cursor="garbage!")
-    with pytest.raises(InvalidInput, match="limit"):
-        selectors.memory_list(limit=0)
 
 
 def test_stats_count_what_is_visible_per_namespace(remember):

@@ -49,7 +49,6 @@ def memory_conflicts(
 ) -> ConflictList:
     """Return the conflicts among the facts visible at (as_of, valid_at) in ``namespace`` (a name, a list, or None
     for all), both sides with their provenance."""
-    validation.limit(limit, maximum=CONFLICTS_LIMIT_MAX)
     namespaces = validation.namespace_names(namespace)
     as_of_time, valid_time = validation.resolve_times(as_of, valid_at)
     pairs = contradictions.find_conflicts(namespaces=namespaces, as_of=as_of_time, valid_at=valid_time)

@@ -49,7 +49,6 @@ def memory_graph(
         raise InvalidInput(
             f"{' and '.join(given)} ask different questions; ask one at a time. {_GRAPH_QUESTIONS}", field=given[-1]
         )
-    validation.limit(limit, maximum=GRAPH_LIMIT_MAX)
     as_of_time, valid_time = validation.resolve_times(as_of, valid_at)
     at = {"namespace": namespace, "as_of": as_of_time, "valid_at": valid_time}
     if entity:

@@ -140,7 +140,6 @@ def memory_list(
     """
     if state not in LIST_STATES:
         raise InvalidInput(f"state: {state!r} is not one of {', '.join(LIST_STATES)}.", field="state")
-    validation.limit(limit, maximum=LIST_LIMIT_MAX)
     if as_of is not None or valid_at is not None or state in _LIFECYCLE_STATES:
         # The lifecycle states are read from the attribute rows, as of now when no time is given.
         return _list_at(

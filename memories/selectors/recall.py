@@ -152,7 +152,6 @@ def _checked_request(
 ) -> _Request:
     """memory_recall's arguments checked one by one, in the order their errors are reported."""
     query = validation.query_text(query)
-    validation.limit(limit, maximum=validation.RECALL_LIMIT_MAX)
     match = validation.choice(match, field="match", choices=engine.MATCH_MODES)
     mode = validation.choice(mode, field="mode", choices=engine.MODES)
     if not isinstance(explain, bool):

@@ -108,7 +108,6 @@ def memory_route(*, question: str, namespace=None, limit: int = RECALL_LIMIT_DEF
     namespaces = validation.namespace_names(namespace)
     home = namespaces[0] if namespaces else settings.MEMORY_DEFAULT_NAMESPACE
     question = validation.query_text(question, field="question")
-    validation.limit(limit, maximum=validation.RECALL_LIMIT_MAX)
     matched = matching_rule(question, now=dialect.now())
     if matched is None:
         return _recall(question, namespaces, limit, rule=None, extracted={}, why="No rule matched: plain recall.")
