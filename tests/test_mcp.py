@@ -1287,3 +1287,18 @@ def test_the_docs_list_the_tools_the_server_lists_by_default_and_with_tools_all(
     documented_default, opt_in = documented_tools("### Default tools"), documented_tools("### Opt-in tools")
     assert documented_default == listed(default)
     assert {**documented_default, **opt_in} == listed(everything)
+    readme_default, readme_opt_in = readme_tools()
+    assert (readme_default, readme_opt_in) == (
+        {tool.name for tool in default},
+        {tool.name for tool in everything} - {tool.name for tool in default},
+    )
+
+
+README = MCP_DOC.parent.parent / "README.md"
+
+
+def readme_tools() -> tuple[set[str], set[str]]:
+    """The tools the README names: those listed by default, and the opt-in ones (after the last ';')."""
+    paragraph = README.read_text().split("\nThe tools are ", 1)[1].split("\n\n", 1)[0]
+    default, opt_in = paragraph.split(" are listed with ", 1)[0].rsplit(";", 1)
+    return set(re.findall(r"`(memory_\w+)`", default)), set(re.findall(r"`(memory_\w+)`", opt_in))
