@@ -20,8 +20,9 @@ import functools
 
 from knowledge.graph import MAX_DEPTH
 from memories import validation
-from memories.models import Kind, State
+from memories.models import Kind, Lifecycle, State
 from memories.records import (
+    AttributesRecord,
     AuditReport,
     ChangeResult,
     ConflictList,
@@ -189,11 +190,50 @@ def _revision(revision: RevisionRecord) -> str:
     return header if revision.tombstone else f"{header}\n{revision.content}"
 
 
+# What a change of lifecycle state did, by (state before, state after): the words the actions have.
+_STATE_CHANGES = {
+    (Lifecycle.CANDIDATE, Lifecycle.ACTIVE): "promoted",
+    (Lifecycle.ACTIVE, Lifecycle.ARCHIVED): "archived",
+    (Lifecycle.CANDIDATE, Lifecycle.ARCHIVED): "archived",
+    (Lifecycle.ARCHIVED, Lifecycle.ACTIVE): "unarchived",
+    (Lifecycle.ARCHIVED, Lifecycle.CANDIDATE): "unarchived",
+}
+
+
+def _attributes_change(before: AttributesRecord, after: AttributesRecord) -> str | None:
+    """The header line of a change to a memory's namespace, kind, tags or state; None when none of them changed."""
+    changes = [
+        _STATE_CHANGES.get((before.state, after.state), f"state {after.state}")
+        if after.state != before.state
+        else None,
+        f"moved to {after.namespace}" if after.namespace != before.namespace else None,
+        f"kind {after.kind}" if after.kind != before.kind else None,
+        f"tags: {', '.join(after.tags) or 'none'}" if after.tags != before.tags else None,
+    ]
+    if not any(changes):
+        return None
+    return _header(
+        [
+            after.known_at.strftime("%Y-%m-%d %H:%M"),
+            f"{after.author} ({after.interface})",
+            *changes,
+            f"reason: {after.reason}" if after.reason else None,
+        ]
+    )
+
+
 @as_text.register
 def _(record: History) -> str:
     if not record.revisions:
         return f"Memory {record.memory_id} has no revision known by then."
-    return "\n".join(_revision(revision) for revision in record.revisions)
+    # Revisions and the later changes of the memory's own fields, in the order they became known (a revision
+    # first at the same instant); the first attribute row is the memory's creation, which its revision shows.
+    entries = [(revision.known_at, 0, _revision(revision)) for revision in record.revisions]
+    for before, after in zip(record.attributes, record.attributes[1:]):
+        line = _attributes_change(before, after)
+        if line:
+            entries.append((after.known_at, 1, line))
+    return "\n".join(line for *_, line in sorted(entries, key=lambda entry: entry[:2]))
 
 
 def _learned(item: LearnedItem, lead: str) -> str:

@@ -132,7 +132,7 @@ class RememberArgs(Arguments):
         None, description=("A stable key (e.g. 'user.editor'); remembering under an existing key revises that memory.")
     )
     title: Title | None = None
-    kind: KindName = Kind.NOTE.value
+    kind: KindName | None = Field(None, description="Default: fact with a triple, else note.")
     tags: Tags | None = None
     ttl_days: TtlDays | None = Field(None, description="Expire after this many days; 0 or absent: never.")
     valid_from: InstantText | None = at_time("When the fact starts to hold; default now.")

@@ -195,10 +195,7 @@ def words(scope: Scope, terms: list[text.QueryToken], match: str) -> Words:
     found, idf_total = _postings(
         scope,
         "ntok",
-        [
-            [postings.term_ranges(namespace, token.stem, token.prefix) for namespace in scope.namespaces]
-            for token in terms
-        ],
+        [[_ranges(namespace, token) for namespace in scope.namespaces] for token in terms],
     )
     counts = np.zeros(len(eligible), dtype=np.int16)
     for rows, _, _ in found:
@@ -217,6 +214,12 @@ def words(scope: Scope, terms: list[text.QueryToken], match: str) -> Words:
     if trigram is not None:
         channels["trigram"] = trigram
     return Words(channels, scope, found, counts, bigram, match_used, note)
+
+
+def _ranges(namespace: str, token: text.QueryToken) -> list[tuple[str, str | None]]:
+    """The key ranges of one query word in ``namespace``: its normal form's, and its exact stem as typed."""
+    ranges = postings.term_ranges(namespace, token.stem, token.prefix)
+    return ranges + [(postings.key(namespace, token.typed.stem), None)] if token.typed else ranges
 
 
 def _match_used(match: str, *, every: np.ndarray, some: np.ndarray) -> tuple[str, str | None]:
@@ -290,7 +293,8 @@ def _substrings(scope: Scope, tokens: list[text.QueryToken]) -> np.ndarray:
     view = scope.view
     count = np.zeros(len(view.columns.revision))
     for token in tokens:
-        fragments = list(dict.fromkeys(fragment for fragment in (token.raw, token.stem) if len(fragment) >= 3))
+        forms = (token.raw, token.stem) + ((token.typed.raw, token.typed.stem) if token.typed else ())
+        fragments = list(dict.fromkeys(fragment for fragment in forms if len(fragment) >= 3))
         ids = np.concatenate(
             [postings.containing(namespace, fragments, max_id=view.max_id) for namespace in scope.namespaces]
             or [np.zeros(0, dtype=np.int64)]

@@ -73,6 +73,8 @@ def rank(
     each such memory's score is multiplied by 1 + a*ln(1 + injections).
     """
     cleaned = text.clean_query(query)
+    # The embedder reads full-width letters as unknown pieces: it gets the form the words were read in.
+    query = text.normal_form(query)
     pending = _embedding_beside(query, mode=mode)
     scope = _scope(
         namespaces=namespaces,

@@ -14,7 +14,7 @@ import numpy as np
 from django.db import DatabaseError, connection, transaction
 
 from memoryproject import dialect
-from search import postings, vectors
+from search import postings, triggers, vectors
 from search.embeddings import EmbedderUnavailable, get_embedder, revision_text
 from search.errors import SpaceConflict
 
@@ -50,6 +50,23 @@ _STORE_TRIGGERS = {
 }
 
 
+# Running the migrations again would not help: Django records them as applied.
+_TRIGGER_FIX = "manage.py audit --fix makes it again, then rebuilds the index."
+
+
+def _missing_triggers(cursor) -> dict[str, list[str]]:
+    """{table (an FTS table stands for its triggers on memories_revision): its triggers that are missing}."""
+    wanted = dict(_STORE_TRIGGERS)
+    if not dialect.is_postgresql():  # PostgreSQL has no FTS tables
+        wanted.update({table: _TRIGGERS[table] for table in FTS_TABLES})
+    missing = {}
+    for table, names in wanted.items():
+        present = dialect.triggers_on(cursor, "memories_revision" if table in FTS_TABLES else table)
+        if absent := [name for name in names if name not in present]:
+            missing[table] = absent
+    return missing
+
+
 def index_drift(*, full: bool = True) -> list[str]:
     """Return one line per disagreement between the revisions and the indexes that follow them; empty when in step.
 
@@ -61,26 +78,23 @@ def index_drift(*, full: bool = True) -> list[str]:
     """
     problems = []
     with connection.cursor() as cursor:
-        for table, names in _STORE_TRIGGERS.items():
-            present = dialect.triggers_on(cursor, table)
-            missing = [name for name in names if name not in present]
-            if missing:
+        missing_by_table = _missing_triggers(cursor)
+        for table in _STORE_TRIGGERS:
+            if missing := missing_by_table.get(table):
                 problems.append(
                     f"{table}: trigger {', '.join(missing)} is missing, so the store and search's "
-                    "tables can drift apart; re-run the migrations."
+                    f"tables can drift apart; {_TRIGGER_FIX}"
                 )
         if dialect.is_postgresql():
             return problems
         # A full scan of memories_revision: tombstone has no index, and this runs rarely.
         cursor.execute("SELECT count(*) FROM memories_revision WHERE tombstone = %s", [False])
         with_text = cursor.fetchone()[0]
-        triggers = dialect.triggers_on(cursor, "memories_revision")
         for table in FTS_TABLES:
-            missing = [name for name in _TRIGGERS[table] if name not in triggers]
-            if missing:
+            if missing := missing_by_table.get(table):
                 problems.append(
                     f"{table}: trigger {', '.join(missing)} is missing, so writes no longer "
-                    "reach the index; re-run the search migrations."
+                    f"reach the index; {_TRIGGER_FIX}"
                 )
             if full:
                 try:
@@ -138,12 +152,15 @@ def document_drift() -> list[str]:
 
 
 def repair_indexes() -> dict:
-    """Rebuild the FTS5 indexes from their content and index again the revisions without a postings document;
-    return what was done. Stray postings of revisions that are gone are left (the visibility rule never shows them).
+    """Make the missing triggers again, rebuild the FTS5 indexes from their content and index again the revisions
+    without a postings document; return what was done. Stray postings of revisions that are gone are left (the
+    visibility rule never shows them).
     """
     fts_tables = () if dialect.is_postgresql() else FTS_TABLES  # PostgreSQL has none
     with transaction.atomic():
         with connection.cursor() as cursor:
+            # First, so that nothing written from here on misses an index.
+            made = triggers.create_triggers([name for names in _missing_triggers(cursor).values() for name in names])
             for table in fts_tables:
                 cursor.execute(f"INSERT INTO {table}({table}) VALUES ('rebuild')")
             missing, _ = _drifted_documents()
@@ -159,7 +176,7 @@ def repair_indexes() -> dict:
         postings.add(postings.analyse(current))
         # A moved memory's revisions are keyed under its earlier namespaces too (see move_revisions).
         postings.add_keys(postings.analyse(sorted(set(everywhere) - set(current))))
-    return {"fts_rebuilt": len(fts_tables), "documents_added": len(missing)}
+    return {"triggers_made": len(made), "fts_rebuilt": len(fts_tables), "documents_added": len(missing)}
 
 
 # Vectors embedded before a write took the lock, by (embedder, text); a write finds its

@@ -16,7 +16,7 @@ import threading
 import unicodedata
 from collections import Counter
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 
 import numpy as np
@@ -113,6 +113,8 @@ class QueryToken:
     raw: str  # folded as unicode61 remove_diacritics 2 outputs it: the form to quote into MATCH
     stem: str  # as porter unicode61 outputs it: the key of the postings; never put it into MATCH
     prefix: str | None  # light root matched against the index's stems as a prefix, or None
+    # The word as typed, when NFKC changed it ("ｃａｆé" read as "cafe"): stored text is indexed as written.
+    typed: "QueryToken | None" = None
 
 
 @dataclass(frozen=True)
@@ -133,9 +135,35 @@ def _bindable(text: str) -> str:
     return _SURROGATE.sub("\ufffd", text.replace("\x00", " "))
 
 
+def normal_form(text: str) -> str:
+    """``text`` as a query reads it: Unicode NFKC, so full-width and other compatibility forms ("ｃａｆé",
+    "ＡＰＩ", "①") read as the letters and digits they stand for."""
+    return unicodedata.normalize("NFKC", text)
+
+
 def query_tokens(text: str) -> list[QueryToken]:
-    """Return the words of ``text`` in order (repeats included) with their folded form, stem and light root."""
+    """Return the words of ``text`` in order (repeats included) with their folded form, stem and light root.
+
+    The words are those of ``text``'s normal form (``normal_form``). A word the normal form
+    changed keeps the form typed as ``typed``, which text stored as written is indexed under;
+    when the normal form splits or joins words, the typed forms cannot be paired and are left out.
+    """
     text = _bindable(text)
+    normal = normal_form(text)
+    tokens = _tokens(normal)
+    if normal == text:
+        return tokens
+    typed = _tokens(text)
+    if len(typed) != len(tokens):
+        return tokens
+    return [
+        token if as_typed.stem == token.stem else replace(token, typed=as_typed)
+        for token, as_typed in zip(tokens, typed)
+    ]
+
+
+def _tokens(text: str) -> list[QueryToken]:
+    """The words of ``text`` as FTS5 reads them, in order, each with its folded form, stem and light root."""
     with _scratch() as connection:
         connection.execute("INSERT INTO raw(rowid, body) VALUES (1, ?)", [text])
         connection.execute("INSERT INTO stems(rowid, body) VALUES (1, ?)", [text])

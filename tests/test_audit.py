@@ -7,7 +7,7 @@ import json
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -75,6 +75,30 @@ def test_a_missing_fact_row_and_a_missing_postings_document_are_found_and_rebuil
     report, done = services.audit_fix(**ACTOR)
     assert report.ok and done["documents_added"] == 1 and done["fact_rows"] == 1
     assert Fact.objects.filter(memory_id=kept.id).count() == 1
+
+
+def test_a_dropped_trigger_is_made_again_by_fix_and_writes_reach_the_index_again(store, remember):
+    postgresql = connection.vendor == "postgresql"
+    dropped = ["search_revision_deleted", "memories_revision_no_update"]
+    if not postgresql:  # FTS5 and its triggers are SQLite's
+        dropped.append("search_fts_words_after_insert")
+    with connection.cursor() as cursor:
+        for name in dropped:
+            # DDL is transactional on both engines: the test's own rollback restores the triggers.
+            cursor.execute(f"DROP TRIGGER {name}" + (" ON memories_revision" if postgresql else ""))
+    remember("Written while the index was not listening.")
+    finding = _finding("indexes")
+    assert not finding.ok and all(name in finding.detail for name in dropped)
+    assert finding.fixable and "makes missing triggers again" in finding.fix
+
+    report, done = services.audit_fix(**ACTOR)
+    assert report.ok, [finding for finding in report.findings if not finding.ok]
+    assert done["triggers_made"] == len(dropped)
+    # The append-only rule holds again, and so does the index's trigger.
+    with pytest.raises(Exception, match="append-only"), transaction.atomic():
+        Revision.objects.filter(memory_id=store[0].id).update(content="changed")
+    remember("Written once the trigger is back.")
+    assert _finding("indexes").ok
 
 
 def test_a_tombstone_that_hides_another_memorys_revision_is_found_and_not_fixed(store):

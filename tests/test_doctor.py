@@ -72,7 +72,8 @@ def test_the_full_check_finds_an_index_whose_rows_add_up_but_whose_text_differs(
     quick = index_drift(full=False)
     assert quick == [
         "memories_revision: trigger search_revision_updated, memories_revision_no_update is missing, "
-        "so the store and search's tables can drift apart; re-run the migrations."
+        "so the store and search's tables can drift apart; manage.py audit --fix makes it again, then rebuilds the "
+        "index."
     ]
     problems = index_drift()
     assert any(line.startswith("search_fts_words: the index does not match") for line in problems)
@@ -89,7 +90,7 @@ def test_a_dropped_trigger_of_search_s_own_tables_is_index_drift_on_every_engine
 
     assert index_drift(full=False) == [
         "memories_memory: trigger search_memory_deleted is missing, so the store and search's tables can drift "
-        "apart; re-run the migrations."
+        "apart; manage.py audit --fix makes it again, then rebuilds the index."
     ]
     assert not health.index_in_step().ok
 

@@ -399,12 +399,13 @@ def test_every_tool_answers_good_arguments(client, namespace):
             "content": "Expense reports are due on the 5th.",
             "key": "expenses",
             "namespace": namespace,
-            "kind": "fact",
+            "kind": "decision",
             "valid_from": "2024-01-01",
             "valid_to": "2099-01-01T00:00:00Z",
         },
     )
     assert older["expires_at"] is not None and older["subject"] == "invoices"
+    assert older["kind"] == "fact", "a triple without a kind states a fact"
     assert (newer["valid_from"], newer["valid_to"]) == ("2024-01-01T00:00:00.000000Z", "2099-01-01T00:00:00.000000Z")
 
     page = client.call("memory_list", {"namespace": namespace, "limit": 1})
@@ -414,9 +415,9 @@ def test_every_tool_answers_good_arguments(client, namespace):
     assert [
         item["id"] for item in client.call("memory_list", {"namespace": namespace, "tags": ["FINANCE"]})["items"]
     ] == [older["id"]]
-    assert [item["id"] for item in client.call("memory_list", {"namespace": namespace, "kind": "fact"})["items"]] == [
-        newer["id"]
-    ]
+    assert [
+        item["id"] for item in client.call("memory_list", {"namespace": namespace, "kind": "decision"})["items"]
+    ] == [newer["id"]]
 
     retagged = client.call(
         "memory_update",
@@ -553,6 +554,15 @@ def test_an_untrusted_agents_memories_are_candidates_until_a_trusted_one_promote
         ("archived", "nobody faxes"),
         ("active", "faxing again"),
     ]
+    # The text a model reads says each change of state too, in order among the revisions.
+    lines = client.call_raw("memory_history", {"id": made["id"]}).content[0].text.splitlines()
+    headers = [re.sub(r"^\[(r\d+ · )?[\d-]+ [\d:]+ · [^·]+ · ", "", line) for line in lines if line.startswith("[")]
+    assert headers[-3:] == [
+        "promoted · reason: the user confirmed it]",
+        "archived · reason: nobody faxes]",
+        "unarchived · reason: faxing again]",
+    ], lines
+    assert headers[1].startswith("forgot r") and len(headers) == 6, lines
 
 
 BAD_CALLS = [
@@ -1277,3 +1287,18 @@ def test_the_docs_list_the_tools_the_server_lists_by_default_and_with_tools_all(
     documented_default, opt_in = documented_tools("### Default tools"), documented_tools("### Opt-in tools")
     assert documented_default == listed(default)
     assert {**documented_default, **opt_in} == listed(everything)
+    readme_default, readme_opt_in = readme_tools()
+    assert (readme_default, readme_opt_in) == (
+        {tool.name for tool in default},
+        {tool.name for tool in everything} - {tool.name for tool in default},
+    )
+
+
+README = MCP_DOC.parent.parent / "README.md"
+
+
+def readme_tools() -> tuple[set[str], set[str]]:
+    """The tools the README names: those listed by default, and the opt-in ones (after the last ';')."""
+    paragraph = README.read_text().split("\nThe tools are ", 1)[1].split("\n\n", 1)[0]
+    default, opt_in = paragraph.split(" are listed with ", 1)[0].rsplit(";", 1)
+    return set(re.findall(r"`(memory_\w+)`", default)), set(re.findall(r"`(memory_\w+)`", opt_in))

@@ -172,6 +172,15 @@ def test_query_tokens_split_ascii_on_everything_but_letters_and_digits(query):
     assert (dict(Counter(t.stem for t in tokens)), len(tokens)) == document_terms(query)
 
 
+def test_query_tokens_read_the_nfkc_form_and_keep_the_typed_form_the_index_may_hold():
+    tokens = query_tokens("ｃａｆé ＡＰＩ deploy")
+    assert [(t.raw, t.stem) for t in tokens] == [("cafe", "cafe"), ("api", "api"), ("deploy", "deploi")]
+    typed = [t.typed and (t.typed.raw, t.typed.stem) for t in tokens]
+    assert typed == [("ｃａｆe", "ｃａｆe"), ("ａｐｉ", "ａｐｉ"), None]
+    # NFKC turns "½" (one word) into "1⁄2" (two): the typed forms cannot be paired with the words read.
+    assert [(t.raw, t.typed) for t in query_tokens("½ ①")] == [("1", None), ("2", None), ("1", None)]
+
+
 def test_query_tokens_survive_nul_and_lone_surrogates():
     assert [t.raw for t in query_tokens("alpha\x00beta \ud800 gamma")] == ["alpha", "beta", "gamma"]
 

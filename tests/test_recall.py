@@ -105,6 +105,22 @@ def test_substrings_the_keyword_channel_misses_are_found_by_trigrams(remember):
     assert recall(query="utag", mode="keyword", namespace="elsewhere").hits == []
 
 
+def test_full_width_letters_and_digits_find_the_words_they_stand_for_on_every_channel(remember):
+    cafe = remember("The café opens at 8 on weekdays.").memory
+    ticket = remember("Ticket INC-20417 tracks the outage.").memory
+    wide = remember("ＡＰＩ keys rotate every ９０ days.").memory
+
+    def found(query, mode="keyword"):
+        return [hit.memory.id for hit in recall(query=query, mode=mode, explain=True).hits]
+
+    assert found("ｃａｆé") == found("ＣＡＦＥ") == [cafe.id]
+    assert found("ｕｔａｇ") == [ticket.id]  # trigram: inside "outage"
+    assert recall(query="ｕｔａｇ", mode="keyword", explain=True).hits[0].explain["ranks"]["trigram"] == 1
+    assert found("ｃａｆé", mode="semantic")[0] == found("café", mode="semantic")[0] == cafe.id
+    # Text stored in full width is indexed as written: the query as typed still finds it.
+    assert found("ＡＰＩ") == found("ＡＰＩ ９０") == [wide.id]
+
+
 @pytest.mark.parametrize(
     "query",
     [

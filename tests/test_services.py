@@ -7,6 +7,7 @@ from django.test import override_settings
 from memories import selectors, services
 from memories.models import AuditEvent, Memory, Revision, Tag
 from memories.records import MemoryRecord
+from memories.services.remember import new_memory
 from memoryproject.exceptions import Conflict, DuplicateContent, InvalidInput, NotFound, TooLarge
 
 ACTOR = {"actor": "tester", "interface": "cli"}
@@ -72,6 +73,15 @@ def test_revise_carries_unchanged_fields_forward(remember):
     revised = services.memory_revise(memory_id=memory.id, title="Billing owner", **ACTOR).memory
     assert (revised.content, revised.title, revised.source) == ("Alice owns billing", "Billing owner", "wiki")
     assert (revised.subject, revised.predicate, revised.object) == ("Alice", "owns", "billing")
+
+
+def test_a_memory_with_a_triple_and_no_kind_is_a_fact_and_a_given_kind_wins(remember):
+    triple = {"subject": "billing API", "predicate": "runs on", "object": "Kubernetes"}
+    assert remember("The billing API runs on Kubernetes.", **triple).memory.kind == "fact"
+    assert remember("The ledger runs on Oracle.", kind="decision", **triple).memory.kind == "decision"
+    assert remember("Standup is at 09:30.").memory.kind == "note"
+    checked = new_memory(content="Orion runs on Nomad.", subject="Orion", predicate="runs on", object="Nomad")
+    assert checked.kind == "fact"
 
 
 def test_revising_a_forgotten_memory_says_to_restore_it(remember):

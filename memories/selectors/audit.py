@@ -105,8 +105,8 @@ def search_indexes() -> AuditFinding:
         "indexes",
         problems,
         fine="the keyword indexes, postings and vectors match the revisions",
-        fix="manage.py audit --fix (rebuilds the full-text index, adds missing postings; vectors: "
-        "manage.py backfill --reembed)",
+        fix="manage.py audit --fix (makes missing triggers again, rebuilds the full-text index, adds missing "
+        "postings; vectors: manage.py backfill --reembed)",
         fixable=True,
     )
 

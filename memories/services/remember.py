@@ -71,7 +71,7 @@ def memory_remember(
     interface: str,
     key: str | None = None,
     title: str | None = None,
-    kind: str = Kind.NOTE,
+    kind: str | None = None,
     tags: list[str] | None = None,
     source: str | None = None,
     ttl_days: int | None = None,
@@ -93,7 +93,8 @@ def memory_remember(
     trusted historical imports only; everyone else gets the server clock. Text that is
     only a pleasantry or an acknowledgement is refused (``memories.admission``) unless
     ``force``. ``state``: a new memory's lifecycle state, ``candidate`` for an untrusted
-    writer (``Caller.new_memory_state``); an existing memory keeps its own.
+    writer (``Caller.new_memory_state``); an existing memory keeps its own. Without a ``kind``, a memory
+    with a triple is a fact and any other a note.
     """
     check_interface(interface)
     new = _checked(
@@ -143,6 +144,11 @@ def _store(new: _Remembered, fields: dict, near_twin, *, now, actor, interface) 
     return _create(new, fields, near_twin, **who)
 
 
+def default_kind(triple: tuple) -> str:
+    """The kind of a memory its writer gave none: a triple states a fact, anything else is a note."""
+    return Kind.FACT if triple[0] else Kind.NOTE
+
+
 def _checked(
     *,
     namespace,
@@ -165,13 +171,13 @@ def _checked(
         raise NotAdmitted(admission.message(rule, content), field="content")
     key = validation.key(key) if key is not None else None
     title = validation.short_text(title, field="title", limit=validation.TITLE_MAX)
-    kind = validation.kind(kind)
+    triple = validation.triple(*triple)
+    kind = default_kind(triple) if kind is None else validation.kind(kind)
     if state not in (Lifecycle.CANDIDATE, Lifecycle.ACTIVE):
         raise InvalidInput(f"state: {state!r} is not one of candidate, active.", field="state")
     tag_names = validation.tags(tags)
     source = validation.short_text(source, field="source", limit=validation.SOURCE_MAX)
     ttl = validation.ttl_days(ttl_days)
-    triple = validation.triple(*triple)
     confidence = validation.confidence(confidence)
     text = dict(
         content=content,
@@ -294,7 +300,7 @@ def new_memory(
     *,
     content: str,
     title: str | None = None,
-    kind: str = Kind.NOTE,
+    kind: str | None = None,
     source: str | None = None,
     subject: str | None = None,
     predicate: str | None = None,
@@ -312,7 +318,7 @@ def new_memory(
         content=content,
         content_hash=validation.content_hash(content),
         title=validation.short_text(title, field="title", limit=validation.TITLE_MAX),
-        kind=validation.kind(kind),
+        kind=default_kind(triple) if kind is None else validation.kind(kind),
         source=validation.short_text(source, field="source", limit=validation.SOURCE_MAX),
         subject=triple[0],
         predicate=triple[1],
