@@ -93,8 +93,8 @@ def memory_remember(
     trusted historical imports only; everyone else gets the server clock. Text that is
     only a pleasantry or an acknowledgement is refused (``memories.admission``) unless
     ``force``. ``state``: a new memory's lifecycle state, ``candidate`` for an untrusted
-    writer (``Caller.new_memory_state``); an existing memory keeps its own. Without a ``kind``, a memory
-    with a triple is a fact and any other a note.
+    writer (``Caller.new_memory_state``); an existing memory keeps its own. Without a
+    ``kind``, a memory with a triple is a fact and any other a note.
     """
     check_interface(interface)
     new = _checked(
@@ -113,8 +113,7 @@ def memory_remember(
     )
     # Embedding and the near-twin check run before the write lock is taken, so other writers never wait for them.
     indexing.prepare(new.text["title"], new.text["content"])
-    # A caller that has just looked (hooks' ingest, which refreshes a twin instead of writing)
-    # passes look_for_near_twin=False. Advice only: a twin written meanwhile can be missed. Imports skip it.
+    # Hooks' ingest has just looked; imports skip it. Advice only: a twin written meanwhile can be missed.
     near_twin = _near_twin(new) if look_for_near_twin and known_at is None and not indexing.in_batch() else None
 
     with transaction.atomic():
