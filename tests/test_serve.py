@@ -3,11 +3,15 @@
 import contextlib
 import importlib.util
 import json
+import os
 import re
+import shutil
+import signal
 import socket
 import sqlite3
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 
@@ -145,6 +149,63 @@ def test_a_killed_server_leaves_a_file_that_readers_know_is_stale(instance):
         process.wait(timeout=30)
     assert json.loads(discovery.read_text())["pid"] == process.pid  # no chance to clean up
     assert hook.discovered_url({"MEMORY_DISCOVERY_FILE": str(discovery)}) is None
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_serve_logs_no_lifespan_line_and_a_signal_stops_it_with_status_0(instance, tmp_path, stop):
+    log = tmp_path / "server.log"
+    with log.open("w") as output:
+        process = subprocess.Popen(
+            [sys.executable, "manage.py", "serve"],
+            cwd=BASE_DIR,
+            env={**instance.env, "MEMORY_PORT": "0"},
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+        _wait_for_line(log, process, "MEMORY_SERVER_LISTENING ")
+        process.send_signal(stop)
+        status = process.wait(timeout=30)
+    said = log.read_text()
+    assert status == 0, said
+    assert "lifespan" not in said and "Traceback" not in said
+    assert "Finished server process" in said
+
+
+def test_uvicorn_on_the_entry_point_itself_completes_the_lifespan_and_logs_no_unsupported_line(instance):
+    with serve(instance.env) as base:  # `uvicorn memoryproject.asgi:application`, lifespan on (its default)
+        assert get(f"{base}/api/v1/health/")[0] == 200
+    said = (instance.data_dir / "server.log").read_text()
+    assert "Application startup complete." in said and "Application shutdown complete." in said
+    assert "unsupported" not in said
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_ctrl_c_stops_make_run_without_a_word_from_make(instance, tmp_path):
+    log = tmp_path / "make.log"
+    with log.open("w") as output:
+        # -o install: the suite's own interpreter, no pip; the terminal's Ctrl-C goes to make and the server alike.
+        process = subprocess.Popen(
+            ["make", "-o", "install", "run", f"PY={sys.executable}"],
+            cwd=BASE_DIR,
+            env={**instance.env, "MEMORY_PORT": "0"},
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        _wait_for_line(log, process, "MEMORY_SERVER_LISTENING ")
+        os.killpg(process.pid, signal.SIGINT)
+        process.wait(timeout=30)
+    said = log.read_text()
+    assert "Finished server process" in said
+    assert "make: ***" not in said and "Traceback" not in said and "lifespan" not in said
+
+
+def _wait_for_line(log, process: subprocess.Popen, start: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not any(line.startswith(start) for line in log.read_text().splitlines()):
+        assert process.poll() is None, log.read_text()
+        assert time.monotonic() < deadline, log.read_text()
+        time.sleep(0.05)
 
 
 def _load_hook():

@@ -1,3 +1,4 @@
+import contextlib
 import json
 import os
 import threading
@@ -50,6 +51,14 @@ class Command(ProjectCommand):
                 command.stopping()  # first, so no new client is sent to a server on its way out
                 await super().shutdown(sockets)
 
+            @contextlib.contextmanager
+            def capture_signals(self):
+                with super().capture_signals():
+                    yield
+                    # Stopped gracefully: exit 0 rather than die of the signal uvicorn would raise again,
+                    # which `make run` reports as "make: *** [run] Interrupt" (or "Terminated").
+                    self._captured_signals.clear()
+
         # JSON logs: uvicorn's own lines go through the project's handler too (settings.LOGGING), so every line is JSON.
         logs = {"log_config": None} if settings.MEMORY_LOG_FORMAT == "json" else {}
         # By name, as uvicorn's command line takes it: the entry point sits above every app.
@@ -60,6 +69,7 @@ class Command(ProjectCommand):
                 port=port,
                 access_log=False,
                 http="memoryproject.httpprotocol:HttpProtocol",
+                lifespan="off",  # nothing to start or stop: no lifespan lines in the log
                 **logs,
             )
         ).run()
