@@ -99,14 +99,14 @@ def test_serve_prints_the_first_credentials_then_the_urls_once_the_port_accepts_
     assert status == 200
 
 
-def _start(env: dict) -> tuple[subprocess.Popen, dict]:
+def _start(env: dict, *, stderr=subprocess.DEVNULL) -> tuple[subprocess.Popen, dict]:
     """Start `serve` with MEMORY_PORT=0 and return it with the JSON of its MEMORY_SERVER_LISTENING line."""
     process = subprocess.Popen(
         [sys.executable, "manage.py", "serve"],
         cwd=BASE_DIR,
         env={**env, "MEMORY_PORT": "0"},
         stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+        stderr=stderr,
         text=True,
     )
     for line in process.stdout:
@@ -149,6 +149,52 @@ def test_a_killed_server_leaves_a_file_that_readers_know_is_stale(instance):
         process.wait(timeout=30)
     assert json.loads(discovery.read_text())["pid"] == process.pid  # no chance to clean up
     assert hook.discovered_url({"MEMORY_DISCOVERY_FILE": str(discovery)}) is None
+
+
+def _stop(process: subprocess.Popen) -> int:
+    process.terminate()
+    return process.wait(timeout=30)
+
+
+def test_a_second_server_on_a_database_leaves_the_discovery_file_to_the_first_and_takes_it_when_that_one_stops(
+    instance, tmp_path
+):
+    hook = _load_hook()
+    discovery = instance.data_dir / "memory.db.server.json"
+    first, first_found = _start(instance.env)
+    second = third = None
+    try:
+        second_said = tmp_path / "second.err"
+        second, second_found = _start(instance.env, stderr=second_said.open("w"))
+        # Both serve; the file still names the first, and the second says so in one line.
+        assert get(f"{first_found['url']}/api/v1/health/")[0] == 200
+        assert get(f"{second_found['url']}/api/v1/health/")[0] == 200
+        assert json.loads(discovery.read_text()) == first_found
+        assert (
+            f"The discovery file {discovery} names the server at {first_found['url']}, started first on this "
+            "database; it stays that server's, and passes to this one when that one stops. Until then local "
+            f"clients reach this server with MEMORY_URL={second_found['url']}."
+        ) in second_said.read_text()
+
+        # The second stops: the file is the first's still, and the hook goes there.
+        assert _stop(second) == 0
+        assert json.loads(discovery.read_text()) == first_found
+        assert hook.discovered_url({"MEMORY_DISCOVERY_FILE": str(discovery)}) == first_found["url"]
+
+        # The first stops while a third serves: the file passes to the third, and goes when it stops.
+        third, third_found = _start(instance.env)
+        assert _stop(first) == 0
+        deadline = time.monotonic() + 10
+        while not discovery.exists() or json.loads(discovery.read_text()) != third_found:
+            assert time.monotonic() < deadline, "the discovery file did not pass to the server still running"
+            time.sleep(0.05)
+        assert _stop(third) == 0
+        assert not discovery.exists()
+    finally:
+        for process in (first, second, third):
+            if process is not None and process.poll() is None:
+                process.kill()
+                process.wait()
 
 
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
