@@ -246,6 +246,26 @@ def test_ctrl_c_stops_make_run_without_a_word_from_make(instance, tmp_path):
     assert "make: ***" not in said and "Traceback" not in said and "lifespan" not in said
 
 
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_install_says_what_it_installs_before_pip_runs_and_lets_pip_show_its_progress(tmp_path):
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    # An interpreter that only says how it was called: the recipe runs, no package is fetched.
+    (venv / "bin" / "python").write_text('#!/bin/sh\necho "python $*"\n')
+    (venv / "bin" / "python").chmod(0o755)
+    done = subprocess.run(
+        ["make", "--no-print-directory", "install", f"VENV={venv}"], cwd=BASE_DIR, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    said = done.stdout.splitlines()
+    assert said[0] == (
+        f"Installing requirements.txt into {venv}: about 2 GB, a few minutes the first time (README: Install)."
+    )
+    called = next(line for line in said if line.startswith("python -m pip install"))
+    assert "-q" not in called.split() and called.endswith("-r requirements.txt")
+    assert (venv / ".requirements.stamp").exists()
+
+
 def _wait_for_line(log, process: subprocess.Popen, start: str, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while not any(line.startswith(start) for line in log.read_text().splitlines()):
