@@ -11,9 +11,10 @@ MEMORY_PORT ?= 8000
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-# Reinstalls only when requirements.txt changes.
+# Reinstalls only when requirements.txt changes; pip shows each package as it goes (the first install takes minutes).
 $(STAMP): requirements.txt | $(PY)
-	$(PY) -m pip install --disable-pip-version-check -q -r requirements.txt
+	@echo "Installing requirements.txt into $(VENV): about 2 GB, a few minutes the first time (README: Install)."
+	$(PY) -m pip install --disable-pip-version-check -r requirements.txt
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -99,8 +99,9 @@ class WsgiBridge:
         self.pool = LastIdlePool(threads, name="django")
 
     async def __call__(self, scope, receive, send):
+        if scope["type"] == "lifespan":
+            return await self._lifespan(receive, send)
         if scope["type"] != "http":
-            # Lifespan and websockets: uvicorn reads this as "not supported", as it does from Django.
             raise ValueError(f"This server speaks HTTP only, not {scope['type']!r}.")
         with SpooledTemporaryFile(max_size=_IN_MEMORY_BYTES) as body:
             while True:
@@ -117,6 +118,17 @@ class WsgiBridge:
                 # The last message goes out once the thread is idle again: the client's next
                 # request then finds it, warm connection and all.
                 await send({"type": "http.response.body", "body": b""})
+
+    @staticmethod
+    async def _lifespan(receive, send) -> None:
+        """Answer the ASGI lifespan protocol with nothing to do, so uvicorn logs no "unsupported" at start."""
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await send({"type": "lifespan.shutdown.complete"})
+                return
 
     def _respond(self, scope, body, size: int, send, loop) -> bool:
         """Run the WSGI application in this pool thread and pass its response to ``send`` on the loop.

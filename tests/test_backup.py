@@ -70,7 +70,9 @@ def test_backup_force_replaces_an_earlier_backup_but_never_the_stores_files_or_a
     notes = tmp_path / "notes.txt"
     notes.write_text("Not a database.")
     wal = instance.data_dir / "memory.db-wal"
-    targets = [instance.data_dir / "secret_key", instance.db_path, wal, notes]
+    discovery_lock = instance.data_dir / "memory.db.server.json.lock"  # what `serve` holds while it owns the file
+    discovery_lock.write_text("")
+    targets = [instance.data_dir / "secret_key", instance.db_path, wal, notes, discovery_lock]
 
     with contextlib.closing(sqlite3.connect(instance.db_path, isolation_level=None)) as elsewhere:
         elsewhere.execute("PRAGMA user_version = 7")  # another process's write, still in the -wal file
@@ -83,6 +85,7 @@ def test_backup_force_replaces_an_earlier_backup_but_never_the_stores_files_or_a
         assert (done.returncode, done.stdout) == (1, ""), (path, done.stderr)
         assert len(done.stderr.splitlines()) == 1 and "even with --force" in done.stderr, done.stderr
     assert "is one of the store's own files" in refused[instance.db_path].stderr
+    assert "is one of the store's own files" in refused[discovery_lock].stderr
     assert f"{notes} is not a backup (it is not a SQLite database)" in refused[notes].stderr
     assert after == before
     assert instance.manage("doctor").returncode == 0  # the store, its key included, is as it was

@@ -3,11 +3,15 @@
 import contextlib
 import importlib.util
 import json
+import os
 import re
+import shutil
+import signal
 import socket
 import sqlite3
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 
@@ -95,14 +99,14 @@ def test_serve_prints_the_first_credentials_then_the_urls_once_the_port_accepts_
     assert status == 200
 
 
-def _start(env: dict) -> tuple[subprocess.Popen, dict]:
+def _start(env: dict, *, stderr=subprocess.DEVNULL) -> tuple[subprocess.Popen, dict]:
     """Start `serve` with MEMORY_PORT=0 and return it with the JSON of its MEMORY_SERVER_LISTENING line."""
     process = subprocess.Popen(
         [sys.executable, "manage.py", "serve"],
         cwd=BASE_DIR,
         env={**env, "MEMORY_PORT": "0"},
         stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+        stderr=stderr,
         text=True,
     )
     for line in process.stdout:
@@ -145,6 +149,129 @@ def test_a_killed_server_leaves_a_file_that_readers_know_is_stale(instance):
         process.wait(timeout=30)
     assert json.loads(discovery.read_text())["pid"] == process.pid  # no chance to clean up
     assert hook.discovered_url({"MEMORY_DISCOVERY_FILE": str(discovery)}) is None
+
+
+def _stop(process: subprocess.Popen) -> int:
+    process.terminate()
+    return process.wait(timeout=30)
+
+
+def test_a_second_server_on_a_database_leaves_the_discovery_file_to_the_first_and_takes_it_when_that_one_stops(
+    instance, tmp_path
+):
+    hook = _load_hook()
+    discovery = instance.data_dir / "memory.db.server.json"
+    first, first_found = _start(instance.env)
+    second = third = None
+    try:
+        second_said = tmp_path / "second.err"
+        second, second_found = _start(instance.env, stderr=second_said.open("w"))
+        # Both serve; the file still names the first, and the second says so in one line.
+        assert get(f"{first_found['url']}/api/v1/health/")[0] == 200
+        assert get(f"{second_found['url']}/api/v1/health/")[0] == 200
+        assert json.loads(discovery.read_text()) == first_found
+        assert (
+            f"The discovery file {discovery} names the server at {first_found['url']}, started first on this "
+            "database; it stays that server's, and passes to this one when that one stops. Until then local "
+            f"clients reach this server with MEMORY_URL={second_found['url']}."
+        ) in second_said.read_text()
+
+        # The second stops: the file is the first's still, and the hook goes there.
+        assert _stop(second) == 0
+        assert json.loads(discovery.read_text()) == first_found
+        assert hook.discovered_url({"MEMORY_DISCOVERY_FILE": str(discovery)}) == first_found["url"]
+
+        # The first stops while a third serves: the file passes to the third, and goes when it stops.
+        third, third_found = _start(instance.env)
+        assert _stop(first) == 0
+        deadline = time.monotonic() + 10
+        while not discovery.exists() or json.loads(discovery.read_text()) != third_found:
+            assert time.monotonic() < deadline, "the discovery file did not pass to the server still running"
+            time.sleep(0.05)
+        assert _stop(third) == 0
+        assert not discovery.exists()
+    finally:
+        for process in (first, second, third):
+            if process is not None and process.poll() is None:
+                process.kill()
+                process.wait()
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_serve_logs_no_lifespan_line_and_a_signal_stops_it_with_status_0(instance, tmp_path, stop):
+    log = tmp_path / "server.log"
+    with log.open("w") as output:
+        process = subprocess.Popen(
+            [sys.executable, "manage.py", "serve"],
+            cwd=BASE_DIR,
+            env={**instance.env, "MEMORY_PORT": "0"},
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+        _wait_for_line(log, process, "MEMORY_SERVER_LISTENING ")
+        process.send_signal(stop)
+        status = process.wait(timeout=30)
+    said = log.read_text()
+    assert status == 0, said
+    assert "lifespan" not in said and "Traceback" not in said
+    assert "Finished server process" in said
+
+
+def test_uvicorn_on_the_entry_point_itself_completes_the_lifespan_and_logs_no_unsupported_line(instance):
+    with serve(instance.env) as base:  # `uvicorn memoryproject.asgi:application`, lifespan on (its default)
+        assert get(f"{base}/api/v1/health/")[0] == 200
+    said = (instance.data_dir / "server.log").read_text()
+    assert "Application startup complete." in said and "Application shutdown complete." in said
+    assert "unsupported" not in said
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_ctrl_c_stops_make_run_without_a_word_from_make(instance, tmp_path):
+    log = tmp_path / "make.log"
+    with log.open("w") as output:
+        # -o install: the suite's own interpreter, no pip; the terminal's Ctrl-C goes to make and the server alike.
+        process = subprocess.Popen(
+            ["make", "-o", "install", "run", f"PY={sys.executable}"],
+            cwd=BASE_DIR,
+            env={**instance.env, "MEMORY_PORT": "0"},
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        _wait_for_line(log, process, "MEMORY_SERVER_LISTENING ")
+        os.killpg(process.pid, signal.SIGINT)
+        process.wait(timeout=30)
+    said = log.read_text()
+    assert "Finished server process" in said
+    assert "make: ***" not in said and "Traceback" not in said and "lifespan" not in said
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_install_says_what_it_installs_before_pip_runs_and_lets_pip_show_its_progress(tmp_path):
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    # An interpreter that only says how it was called: the recipe runs, no package is fetched.
+    (venv / "bin" / "python").write_text('#!/bin/sh\necho "python $*"\n')
+    (venv / "bin" / "python").chmod(0o755)
+    done = subprocess.run(
+        ["make", "--no-print-directory", "install", f"VENV={venv}"], cwd=BASE_DIR, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    said = done.stdout.splitlines()
+    assert said[0] == (
+        f"Installing requirements.txt into {venv}: about 2 GB, a few minutes the first time (README: Install)."
+    )
+    called = next(line for line in said if line.startswith("python -m pip install"))
+    assert "-q" not in called.split() and called.endswith("-r requirements.txt")
+    assert (venv / ".requirements.stamp").exists()
+
+
+def _wait_for_line(log, process: subprocess.Popen, start: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not any(line.startswith(start) for line in log.read_text().splitlines()):
+        assert process.poll() is None, log.read_text()
+        assert time.monotonic() < deadline, log.read_text()
+        time.sleep(0.05)
 
 
 def _load_hook():

@@ -163,7 +163,16 @@ def test_a_client_gone_before_its_body_arrived_runs_nothing():
 
 def test_only_http_is_served():
     with pytest.raises(ValueError, match="HTTP only"):
-        run(lambda environ, start_response: [], scope={"type": "lifespan"})
+        run(lambda environ, start_response: [], scope={"type": "websocket"})
+
+
+def test_the_lifespan_protocol_completes_with_nothing_to_do():
+    sent = run(
+        lambda environ, start_response: [],
+        messages=[{"type": "lifespan.startup"}, {"type": "lifespan.shutdown"}],
+        scope={"type": "lifespan"},
+    )
+    assert sent == [{"type": "lifespan.startup.complete"}, {"type": "lifespan.shutdown.complete"}]
 
 
 def test_requests_one_after_another_run_on_one_thread():

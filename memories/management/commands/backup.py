@@ -20,7 +20,8 @@ def store_files(database: Path) -> list[Path]:
     """The files the store keeps beside its database and in its data directory: a backup never takes their place."""
     suffixes = ("-wal", "-shm", "-journal", "-writelock", "-migratelock", "-serving")
     beside = [Path(f"{database}{suffix}") for suffix in suffixes]
-    return [database, *beside, Path(settings.MEMORY_DISCOVERY_FILE), Path(settings.DATA_DIR) / "secret_key"]
+    discovery = Path(settings.MEMORY_DISCOVERY_FILE)
+    return [database, *beside, discovery, Path(f"{discovery}.lock"), Path(settings.DATA_DIR) / "secret_key"]
 
 
 def size_text(count: int) -> str:
@@ -51,7 +52,7 @@ class Command(ProjectCommand):
         if Path(path).resolve() in {own.resolve() for own in store_files(Path(database))}:
             raise CommandError(
                 f"{path} is one of the store's own files (its database, the database's -wal, -shm and "
-                "lock files, the discovery file or the secret key); backup never writes there, even "
+                "lock files, the discovery file and its lock, or the secret key); backup never writes there, even "
                 "with --force. Give a path outside them."
             )
         connection.ensure_connection()

@@ -1,6 +1,10 @@
+import contextlib
+import fcntl
 import json
 import os
+import sys
 import threading
+from pathlib import Path
 
 import uvicorn
 from django.conf import settings
@@ -18,7 +22,7 @@ class Command(ProjectCommand):
     help = (
         "Serve over HTTP with uvicorn (what `make run` runs). Once the port accepts connections, print the URLs "
         f"and one '{LISTENING} {{json}}' line, and write the same JSON to the discovery file "
-        "(MEMORY_DISCOVERY_FILE), removed again on a graceful stop."
+        "(MEMORY_DISCOVERY_FILE) unless a server started earlier still owns it; remove it on a graceful stop."
     )
 
     def add_arguments(self, parser):
@@ -38,6 +42,7 @@ class Command(ProjectCommand):
                 raise
             # A store on a read-only disk still answers reads (health says read-only).
             self.stderr.write(f"{error} No first admin login or API key was made; serving reads only.")
+        self.discovery = Discovery(Path(settings.MEMORY_DISCOVERY_FILE))
         command = self
 
         class Server(uvicorn.Server):
@@ -50,6 +55,14 @@ class Command(ProjectCommand):
                 command.stopping()  # first, so no new client is sent to a server on its way out
                 await super().shutdown(sockets)
 
+            @contextlib.contextmanager
+            def capture_signals(self):
+                with super().capture_signals():
+                    yield
+                    # Stopped gracefully: exit 0 rather than die of the signal uvicorn would raise again,
+                    # which `make run` reports as "make: *** [run] Interrupt" (or "Terminated").
+                    self._captured_signals.clear()
+
         # JSON logs: uvicorn's own lines go through the project's handler too (settings.LOGGING), so every line is JSON.
         logs = {"log_config": None} if settings.MEMORY_LOG_FORMAT == "json" else {}
         # By name, as uvicorn's command line takes it: the entry point sits above every app.
@@ -60,6 +73,7 @@ class Command(ProjectCommand):
                 port=port,
                 access_log=False,
                 http="memoryproject.httpprotocol:HttpProtocol",
+                lifespan="off",  # nothing to start or stop: no lifespan lines in the log
                 **logs,
             )
         ).run()
@@ -74,31 +88,94 @@ class Command(ProjectCommand):
         self.stdout.write(f"MCP:       {base}/mcp")
         found = {"url": base, "mcp_url": f"{base}/mcp", "port": port, "pid": os.getpid()}
         try:
-            _write_discovery(found)
+            owner = self.discovery.claim(found)
         except OSError as error:  # a read-only disk: the server answers reads all the same
             self.stderr.write(
-                f"Cannot write the discovery file {settings.MEMORY_DISCOVERY_FILE}: {error.strerror}. "
+                f"Cannot write the discovery file {self.discovery.path}: {error.strerror}. "
                 "Local clients must be given this server's URL (MEMORY_URL)."
             )
+        else:
+            if owner is not None:
+                self.stderr.write(
+                    f"The discovery file {self.discovery.path} names {owner}, started first on "
+                    "this database; it stays that server's, and passes to this one when that one stops. "
+                    f"Until then local clients reach this server with MEMORY_URL={base}."
+                )
         self.stdout.write(f"{LISTENING} {json.dumps(found)}")
         self.stdout.flush()
         # The model loads beside the first requests, not under the first write's lock.
         threading.Thread(target=warm_up, name="warm-up", daemon=True).start()
 
     def stopping(self) -> None:
-        path = settings.MEMORY_DISCOVERY_FILE
+        self.discovery.give_up()
+
+
+class Discovery:
+    """The discovery file: the first server to listen on a database writes it and keeps it until it stops.
+
+    Owning it is holding ``<file>.lock`` (flock), which the kernel frees when its server dies, even by
+    SIGKILL. A later server on the same file leaves it alone and waits in a thread for the lock, so the
+    file passes to it when the owner stops, instead of being taken and then removed under a live owner.
+    """
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._found: dict | None = None
+        self._owned_fd: int | None = None  # the lock's descriptor, once this server owns the file
+        self._turns = threading.Lock()  # the waiting thread and the stopping server take turns
+        self._stopped = False
+
+    def claim(self, found: dict) -> str | None:
+        """Write ``found`` if no live server owns the file, and return None; else return who owns it."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._found = found
+        fd = os.open(f"{self.path}.lock", os.O_RDWR | os.O_CREAT, 0o600)
         try:
-            ours = json.loads(path.read_text()).get("pid") == os.getpid()
-        except (OSError, ValueError, AttributeError):
-            return
-        if ours:  # a server started later on the same file owns it now
-            path.unlink(missing_ok=True)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            threading.Thread(target=self._wait_for_owner, args=(fd,), name="discovery", daemon=True).start()
+            return _owner(self.path)
+        self._owned_fd = fd
+        self._write()
+        return None
+
+    def _wait_for_owner(self, fd: int) -> None:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # blocks until the owner stops or dies
+        with self._turns:
+            if self._stopped:
+                os.close(fd)  # on its way out too: the next server in line takes it
+                return
+            self._owned_fd = fd
+            try:
+                self._write()
+            except OSError as error:
+                sys.stderr.write(f"Cannot take over the discovery file {self.path}: {error.strerror}.\n")
+
+    def _write(self) -> None:
+        """Write the file whole: a reader never sees half of it."""
+        partial = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+        partial.write_text(json.dumps(self._found) + "\n")
+        os.replace(partial, self.path)
+
+    def give_up(self) -> None:
+        """Remove the file if this server owns it, then free the lock for a server waiting for it."""
+        with self._turns:
+            self._stopped = True
+            if self._owned_fd is None:
+                return
+            try:
+                ours = json.loads(self.path.read_text()).get("pid") == os.getpid()
+            except (OSError, ValueError, AttributeError):
+                ours = False
+            if ours:  # not rewritten by hand or by a server from before the lock
+                self.path.unlink(missing_ok=True)
+            os.close(self._owned_fd)
+            self._owned_fd = None
 
 
-def _write_discovery(found: dict) -> None:
-    """Write the discovery file whole (a reader never sees half of it); the newest server on a database wins."""
-    path = settings.MEMORY_DISCOVERY_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    partial.write_text(json.dumps(found) + "\n")
-    os.replace(partial, path)
+def _owner(path: Path) -> str:
+    """The server the file names; its lock's holder while two servers start at once and it is not written yet."""
+    try:
+        return f"the server at {json.loads(path.read_text())['url']}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"the server holding {path}.lock"
