@@ -251,7 +251,6 @@ def test_recall_searches_only_the_callers_namespaces(stored):
     [
         ({"query": ""}, "query"),
         ({"query": "x" * 2001}, "query"),
-        ({"query": "deploy", "limit": 0}, "limit"),
         ({"query": "deploy", "mode": "psychic"}, "mode"),
         ({"query": "deploy", "harness": "bad\nname"}, "harness"),
         ({"query": "deploy", "hook": "x" * 65}, "hook"),

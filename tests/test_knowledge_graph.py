@@ -250,7 +250,6 @@ def test_a_query_finds_the_entities_it_names_longest_first_with_their_relations(
         ({"entity": "a", "source": "b", "target": "c"}, "entity and source and target ask different questions"),
         ({"entity": '"..."'}, "entity: '\"...\"' names no entity"),
         ({"source": "a", "target": "A"}, "source and target name one entity ('a')"),
-        ({"entity": "a", "limit": 0}, "limit: 0 is out of range 1..200."),
     ],
 )
 def test_a_wrong_combination_is_refused_naming_the_problem(db, arguments, message):

@@ -157,9 +157,6 @@ def test_bad_arguments_name_the_field(db):
         ({"query": 5}, "query"),
         ({"query": "nul\x00inside"}, "query"),  # PostgreSQL cannot hold NUL in text: refused on every engine
         ({"query": "x" * 2001}, "query"),
-        ({"query": "x", "limit": 0}, "limit"),
-        ({"query": "x", "limit": 101}, "limit"),
-        ({"query": "x", "limit": "8"}, "limit"),
         ({"query": "x", "match": "some"}, "match"),
         ({"query": "x", "mode": "fuzzy"}, "mode"),
         ({"query": "x", "as_of": "yesterday"}, "as_of"),
