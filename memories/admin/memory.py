@@ -11,7 +11,7 @@ from django.contrib.admin.views.main import ORDER_VAR, ChangeList
 from django.db.models import Case, IntegerField, Value, When
 from django.urls import resolve, reverse
 from django.utils import dateformat, timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
 
 from memories import selectors, states, validation
@@ -241,7 +241,8 @@ class MemoryAdmin(AuditPage, ConflictQueue, KnowledgePage, MemoryActions, admin.
 
     @admin.display(description="tags")
     def tag_list(self, memory):
-        return ", ".join(tag.name for tag in memory.tags.all())
+        # One span a tag, so the list breaks between tags and never inside one (change_list.html).
+        return format_html_join(", ", '<span class="tag">{}</span>', ((tag.name,) for tag in memory.tags.all()))
 
     @admin.display(description="last change (UTC)", ordering="last_change")
     def last_change(self, memory):
