@@ -241,6 +241,18 @@ def test_time_travel_shows_each_hit_with_its_explanation_and_links(staff, store)
     assert f'href="/admin/memories/memory/{deploy.id}/change/"' in hit
 
 
+def test_time_travel_labels_each_hit_by_its_id_as_every_other_page_does(staff, remember):
+    untitled = remember("The fire drill is on the first Monday of the month.").memory  # a generated key
+    titled = remember("Fire wardens wear yellow vests during a drill.", title="Fire wardens").memory
+    html = staff.get("/search/", {"query": "fire drill"}).content.decode()
+    headings = {
+        memory.id: html.split(f'data-memory-id="{memory.id}"')[1].split("</h3>")[0].split("<h3>")[1]
+        for memory in (untitled, titled)
+    }
+    assert headings[untitled.id].startswith(f"#{untitled.id} <span") and untitled.key not in html
+    assert headings[titled.id].startswith(f"#{titled.id} Fire wardens <span")
+
+
 def test_time_travel_before_an_edit_shows_the_old_text(staff, remember):
     memory = remember("The on-call rotation changes every Monday.", key="oncall").memory
     before_edit = timezone.now()
