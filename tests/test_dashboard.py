@@ -610,3 +610,29 @@ def test_a_fact_ended_by_a_stated_change_reads_as_bounded_not_forgotten_and_rest
     assert "(forgotten)" not in html and "(restored)" not in html and ">restored</text>" not in html
     article = html.split(f'id="revision-{bounded.id}"')[1].split("</article>")[0]
     assert f"bounded (revision {first.id}, from then on held only here)" in article
+
+
+def test_a_conflict_split_reads_as_that_split_not_as_forgotten_and_restored(staff, remember):
+    def hosts(host: str, valid_from: str):
+        content = f"The payments API runs on {host}."
+        return remember(content, subject="payments API", predicate="runs on", object=host, valid_from=valid_from).memory
+
+    first, second = hosts("host-7", "2024-01-01"), hosts("host-9", "2024-03-01")
+    name = f"{first.id}-{second.id}"
+    services.conflict_resolve(
+        conflict_id=name, resolution="split", boundary="2024-05-01", reason="moved in May", **ACTOR
+    )
+    words = f"split of conflict {name} at 2024-05-01T00:00:00.000000Z"
+    for memory in (first, second):
+        original, tombstone, kept = selectors.memory_history(memory_id=memory.id)
+        html = staff.get(f"/memories/{memory.id}/timeline/").content.decode()
+        assert "(forgotten)" not in html and "(restored)" not in html and ">restored</text>" not in html
+        assert f">rev {tombstone.id} (split)</text>" in html and f">rev {kept.id} (split)</text>" in html
+        article = html.split(f'id="revision-{kept.id}"')[1].split("</article>")[0]
+        assert f"{words}: revision {original.id}, from then on held only here" in article
+        article = html.split(f'id="revision-{tombstone.id}"')[1].split("</article>")[0]
+        assert f"{words}: bounds revision {original.id}" in article and "moved in May" in article
+    # A fact ended by a stated change is bounded, but no split: it does not say split.
+    (old,) = services.memory_learn(text="The ledger uses Oracle.", namespace="acme", **ACTOR).stored
+    services.memory_learn(text="The ledger switched from Oracle to Postgres.", namespace="acme", **ACTOR)
+    assert "split" not in staff.get(f"/memories/{old.memory_id}/timeline/").content.decode()
