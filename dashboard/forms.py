@@ -35,7 +35,7 @@ class TimeTravelForm(forms.Form):
         required=False,
         strip=True,
         label="As of (known by)",
-        widget=forms.TextInput(attrs={"placeholder": "2025-03-01 or 2025-03-01T09:30:00Z"}),
+        widget=forms.TextInput(attrs={"placeholder": "2025-03-01 or 2025-03-01T09:30Z"}),
     )
     as_of_picker = forms.CharField(required=False, label="or pick (UTC)", widget=PickerInput())
     valid_at = forms.CharField(

@@ -19,6 +19,7 @@ from memories import selectors
 from memories.models import Memory
 from memories.records import RevisionRecord
 from memories.selectors import memory_recall
+from memories.selectors.conflicts import splits_of
 from memoryproject import dialect
 from memoryproject.exceptions import MemoryServiceError, NotFound
 from memoryproject.timeparse import format_instant
@@ -129,7 +130,8 @@ class Step:
     open-ended in valid time), or the restore that ended a forget; ``ends_at`` is when.
     ``restores`` is, for a restore, the revision it brought back. ``bounds``: a tombstone and the
     revision after it in the same instant narrow a fact's validity (a fact ended by a stated
-    change, or a conflict split), not a forget and a restore.
+    change, or a conflict split), not a forget and a restore. ``split``: (conflict id, boundary)
+    when a conflict's split resolution wrote this revision.
     """
 
     revision: RevisionRecord
@@ -137,50 +139,33 @@ class Step:
     ends_at: dt.datetime | None = None
     restores: int | None = None
     bounds: bool = False
+    split: tuple[str, str] | None = None
+
+    @property
+    def split_words(self) -> str | None:
+        """What a split resolution did here, in the words the timeline shows; None for anything else."""
+        return f"split of conflict {self.split[0]} at {self.split[1]}" if self.split and self.bounds else None
 
     def lane(self) -> Lane:
+        if self.revision.tombstone:
+            return self._tombstone_lane()
         revision, known = self.revision, format_instant(self.revision.known_at)
-        ended = f"revision {self.ended_by.id} at {format_instant(self.ends_at)}" if self.ended_by else ""
-        if revision.tombstone and self.bounds:
-            note = (
-                f"revision {revision.id}: at {known}, revision {revision.hides} holds only as revision "
-                f"{self.ended_by.id} says"
-            )
-            note += f": {revision.reason}" if revision.reason else ""
-            return Lane(
-                label=f"rev {revision.id} (bounds)",
-                start=None,
-                end=self.ends_at,
-                at=revision.known_at,
-                tombstone=True,
-                note=note,
-            )
-        if revision.tombstone:
-            note = f"revision {revision.id}: forgotten at {known} (hides revision {revision.hides})"
-            if revision.reason:
-                note += f": {revision.reason}"
-            if ended:
-                note += f"; restored by {ended}"
-            return Lane(
-                label=f"rev {revision.id} (forgotten)",
-                start=None,
-                end=self.ends_at,
-                at=revision.known_at,
-                tombstone=True,
-                note=note,
-            )
         until = format_instant(revision.valid_to) or "open"
-        if self.bounds:
+        if self.split_words:
+            learned = f"{self.split_words}, at {known} (revision {self.restores}, from then on held only here)"
+        elif self.bounds:
             learned = f"bounded at {known} (revision {self.restores}, from then on held only here)"
         elif self.restores:
             learned = f"restored at {known} (brings back revision {self.restores})"
         else:
             learned = f"known {known}"
         note = f"revision {revision.id}: {learned}; valid {format_instant(revision.valid_from)} to {until}"
-        if ended:
-            note += f"; replaced by {ended}"
+        if self.ended_by:
+            note += f"; replaced by revision {self.ended_by.id} at {format_instant(self.ends_at)}"
         label = (
-            f"rev {revision.id} (bounded)"
+            f"rev {revision.id} (split)"
+            if self.split_words
+            else f"rev {revision.id} (bounded)"
             if self.bounds
             else f"rev {revision.id} (restored)"
             if self.restores
@@ -195,6 +180,24 @@ class Step:
             superseded=revision.valid_to is None and self.ended_by is not None,
             restore=self.restores is not None and not self.bounds,
         )
+
+    def _tombstone_lane(self) -> Lane:
+        revision, known = self.revision, format_instant(self.revision.known_at)
+        if self.bounds:
+            why = f"{self.split_words}: " if self.split_words else ""
+            note = (
+                f"revision {revision.id}: at {known}, {why}revision {revision.hides} holds only as revision "
+                f"{self.ended_by.id} says"
+            )
+            label = f"rev {revision.id} ({'split' if self.split_words else 'bounds'})"
+        else:
+            note = f"revision {revision.id}: forgotten at {known} (hides revision {revision.hides})"
+            label = f"rev {revision.id} (forgotten)"
+        if revision.reason:
+            note += f": {revision.reason}"
+        if self.ended_by and not self.bounds:
+            note += f"; restored by revision {self.ended_by.id} at {format_instant(self.ends_at)}"
+        return Lane(label=label, start=None, end=self.ends_at, at=revision.known_at, tombstone=True, note=note)
 
 
 def _takes_over(revision, later: list) -> tuple:
@@ -217,8 +220,12 @@ def _takes_over(revision, later: list) -> tuple:
     return None, None
 
 
-def timeline_steps(revisions: list) -> list[Step]:
-    """Each revision of a history (oldest first) with what took over from it, and, for a restore, what it restored."""
+def timeline_steps(revisions: list, splits: dict[int, tuple[str, str]] | None = None) -> list[Step]:
+    """Each revision of a history (oldest first) with what took over from it, and, for a restore, what it restored.
+
+    ``splits``: the revisions a conflict's split wrote (``splits_of``), so they read as that split.
+    """
+    splits = splits or {}
     steps = []
     for index, revision in enumerate(revisions):
         ended_by, ends_at = _takes_over(revision, revisions[index + 1 :])
@@ -228,7 +235,16 @@ def timeline_steps(revisions: list) -> list[Step]:
         bounds = (restores is not None and before.known_at == revision.known_at) or (
             revision.tombstone and ended_by is not None and ends_at == revision.known_at
         )
-        steps.append(Step(revision=revision, ended_by=ended_by, ends_at=ends_at, restores=restores, bounds=bounds))
+        steps.append(
+            Step(
+                revision=revision,
+                ended_by=ended_by,
+                ends_at=ends_at,
+                restores=restores,
+                bounds=bounds,
+                split=splits.get(revision.id),
+            )
+        )
     return steps
 
 
@@ -241,7 +257,7 @@ def timeline(request, memory_id: int):
         raise Http404(exc.message) from None
     memory = Memory.objects.prefetch_related("tags").get(pk=memory_id)
     shown = selectors.visible_revision(memory=memory, as_of=now)
-    steps = timeline_steps(revisions)
+    steps = timeline_steps(revisions, splits_of(memory_id=memory_id))
     chart = timeline_chart(
         title=f"Revisions of memory {memory.pk} ({memory.namespace}/{memory.key})",
         lanes=[step.lane() for step in steps],

@@ -139,8 +139,46 @@ def test_filters_by_namespace_kind_tag_and_state(admin_client, three, actor):
     tag_id = Memory.objects.get(pk=tea.id).tags.get().pk
     assert row_ids(admin_client.get(CHANGELIST, {"tags__id__exact": tag_id})) == [tea.id]
     services.memory_forget(memory_id=deploy.id, **actor)
-    assert row_ids(admin_client.get(CHANGELIST, {"state__exact": "forgotten"})) == [deploy.id]
-    assert row_ids(admin_client.get(CHANGELIST, {"state__exact": "active"})) == [other.id, tea.id]
+    assert row_ids(admin_client.get(CHANGELIST, {"state": "forgotten"})) == [deploy.id]
+    assert row_ids(admin_client.get(CHANGELIST, {"state": "active"})) == [other.id, tea.id]
+
+
+def test_one_state_filter_offers_every_state_the_column_shows_stale_included(admin_client, remember, actor, settings):
+    settings.MEMORY_STALE_AFTER_DAYS = {"note": 0}  # a note learned before now reads stale; other kinds never
+    stale = remember("The printer toner is ordered monthly.", kind="note").memory
+    active = remember("The printer is on the second floor.", kind="fact").memory
+    candidate = remember("The printer needs a badge.", kind="fact", state="candidate").memory
+    archived = remember("The old printer was in the basement.", kind="fact").memory
+    services.memory_archive(memory_id=archived.id, **actor)
+    forgotten = remember("The printer jams on Mondays.", kind="fact").memory
+    services.memory_forget(memory_id=forgotten.id, **actor)
+    hidden = remember("The printer held a lease in 2020.", kind="fact", valid_from="2020-01-01", valid_to="2021-01-01")
+
+    response = admin_client.get(CHANGELIST)
+    specs = [spec for spec in response.context["cl"].filter_specs if "state" in str(spec.title)]
+    assert [str(spec.title) for spec in specs] == ["state now"]
+    assert [choice["display"] for choice in specs[0].choices(response.context["cl"])][1:] == [
+        "candidate",
+        "active",
+        "stale",
+        "archived",
+        "forgotten",
+    ]
+    expected = {
+        "candidate": [candidate.id],
+        "active": [hidden.memory.id, active.id],  # hidden now: its age says nothing, as in the column
+        "stale": [stale.id],
+        "archived": [archived.id],
+        "forgotten": [forgotten.id],
+    }
+    for state, ids in expected.items():
+        response = admin_client.get(CHANGELIST, {"state": state})
+        assert row_ids(response) == ids, state
+        # Each row the filter keeps reads that state in the list's state column.
+        assert {
+            response.context["cl"].model_admin.state_value(memory) for memory in response.context["cl"].result_list
+        } == {state}
+    assert admin_client.get(CHANGELIST, {"state": "sleepy"})["Location"].endswith("?e=1")
 
 
 def test_visible_now_and_ttl_filters(admin_client, remember):

@@ -151,3 +151,110 @@ def test_the_changelist_reads_on_a_laptop_screen(page, site, screenshot):
     assert widths[0] <= widths[1], widths
     assert count["x"] + count["width"] <= page.viewport_size["width"], count
     assert row.locator("td.field-revision_count").inner_text() == "2"
+
+
+# The width of each word of an element's text (measured in a no-wrap probe with the element's font), the widest.
+WIDEST_WORD = """element => {
+    const probe = document.createElement("span");
+    probe.style.whiteSpace = "nowrap";
+    element.appendChild(probe);
+    let widest = 0;
+    for (const word of element.textContent.trim().split(/\\s+/)) {
+        probe.textContent = word;
+        widest = Math.max(widest, probe.getBoundingClientRect().width);
+    }
+    probe.remove();
+    return widest;
+}"""
+# How many lines each word of an element's text is drawn on: 1 unless the word was broken.
+LINES_PER_WORD = """element => {
+    const lines = [];
+    const walker = document.createTreeWalker(element, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+        for (const match of node.textContent.matchAll(/[^\\s,]+/g)) {
+            const range = document.createRange();
+            range.setStart(node, match.index);
+            range.setEnd(node, match.index + match[0].length);
+            lines.push([match[0], range.getClientRects().length]);
+        }
+    }
+    return lines;
+}"""
+
+
+def content_width(locator) -> float:
+    """The width of an element's content box: its client width less its padding."""
+    return locator.evaluate(
+        "e => { const s = getComputedStyle(e); return e.clientWidth - parseFloat(s.paddingLeft) - "
+        "parseFloat(s.paddingRight); }"
+    )
+
+
+def fits(locator) -> bool:
+    """Whether an input shows its whole value: nothing scrolled out of sight."""
+    scroll, client = locator.evaluate("e => [e.scrollWidth, e.clientWidth]")
+    return scroll <= client
+
+
+def test_the_admin_home_review_links_are_never_narrower_than_their_longest_word(page, site, screenshot):
+    page.goto(f"{site.base}/admin/")
+    cells = page.locator("#review-module th")
+    assert cells.count() == 4
+    for index in range(cells.count()):
+        cell = cells.nth(index)
+        assert content_width(cell) >= cell.locator("a").evaluate(WIDEST_WORD), cell.inner_text()
+    # The four links and their descriptions stay within the first screen.
+    assert page.locator("#review-module").bounding_box()["height"] < 400
+    screenshot(page, "admin-home-1366")
+
+
+def test_the_changelist_breaks_tags_between_words_never_inside_one(page, site, screenshot):
+    site.instance.memory(
+        "remember",
+        "Architecture decisions are recorded in the engineering handbook.",
+        "--namespace",
+        "admin-tags",
+        "--key",
+        "decision-records",
+        "--tag",
+        "architecture",
+        "--tag",
+        "infrastructure",
+        "--tag",
+        "documentation",
+    )
+    page.goto(f"{site.base}{CHANGELIST}")
+    cells = page.locator("#result_list td.field-tag_list")
+    words = [word for index in range(cells.count()) for word in cells.nth(index).evaluate(LINES_PER_WORD)]
+    assert "infrastructure" in {word for word, _ in words}
+    assert [word for word, lines in words if lines != 1] == []
+    screenshot(page, "admin-changelist-tags-1366")
+
+
+def test_the_change_form_shows_a_whole_instant_in_its_time_fields(page, site):
+    memory = site.remember("The archive room key hangs in reception.", key="archive-key", namespace="admin-times")
+    page.goto(f"{site.base}{change_url(memory['id'])}")
+    valid_from = page.locator('input[name="valid_from"]')
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", valid_from.input_value())
+    assert fits(valid_from)
+    valid_to = page.locator('input[name="valid_to"]')
+    valid_to.fill(iso(now()))
+    assert fits(valid_to)
+
+
+def test_the_erase_confirmation_help_sits_under_its_field(page, site, screenshot):
+    memory = site.remember("The spare badge printer is in room 2.14.", key="badge-printer", namespace="admin-erase")
+    page.goto(f"{site.base}{CHANGELIST}?namespace__exact=admin-erase")
+    run_action(page, memory["id"], "erase_memories")
+    field = page.locator('input[name="reason"]').bounding_box()
+    label = page.locator('label[for="id_reason"]').bounding_box()
+    # Where the help's words start, not its box (the admin indents the text with padding).
+    help_text = page.locator(".form-row .help").evaluate(
+        "e => { const range = document.createRange(); range.selectNodeContents(e); "
+        "const box = range.getBoundingClientRect(); return {x: box.x, y: box.y}; }"
+    )
+    assert help_text["x"] == pytest.approx(field["x"], abs=1)
+    assert help_text["y"] >= field["y"] + field["height"] - 1  # under the field
+    assert label["x"] + label["width"] <= field["x"] and abs(label["y"] - field["y"]) < field["height"]  # beside it
+    screenshot(page, "admin-erase-confirmation")
+    assert site.instance.memory("get", str(memory["id"]))["id"] == memory["id"]  # nothing erased yet

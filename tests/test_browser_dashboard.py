@@ -63,6 +63,42 @@ def test_time_travel_to_before_an_edit_shows_the_old_text(page, site, screenshot
     assert "second Tuesday" not in page.locator("#results").inner_text()
 
 
+def test_the_time_travel_form_reads_in_two_rows_with_nothing_cut(page, site, screenshot):
+    memory = site.remember("The parts cage is locked after 18:00.", key="parts-cage")
+    page.goto(f"{site.base}/search/")
+    page.fill("input[name=query]", "parts cage locked")
+    page.fill("input[name=namespace]", "browser")
+    page.fill("input[name=as_of]", iso(now()))
+    page.click("#recall")
+    # Hits are labelled by id, as every other page labels memories.
+    hit = page.locator(f'li.hit[data-memory-id="{memory["id"]}"] h3')
+    assert hit.inner_text().startswith(f"#{memory['id']}") and memory["key"] not in hit.inner_text()
+    # Row one: what to recall and the button; row two: the two times side by side.
+    first = drawn(
+        page.locator(".search-form .row").first.locator("input[name=query], input[name=namespace], select, #recall")
+    )
+    assert len(first) == 4 and max(box["y"] for box in first) < min(box["y"] + box["height"] for box in first)
+    times = drawn(page.locator(".search-form fieldset"))
+    assert len(times) == 2 and times[0]["y"] == times[1]["y"] and times[0]["x"] + times[0]["width"] < times[1]["x"]
+    assert min(box["y"] for box in times) > max(box["y"] + box["height"] for box in first)
+    # Each typed time shows a whole instant, and its placeholder, without scrolling.
+    for name in ("as_of", "valid_at"):
+        field = page.locator(f"input[name={name}]")
+        field.fill(iso(now()))
+        assert field.evaluate("e => e.scrollWidth <= e.clientWidth"), name
+        shown = field.evaluate(
+            "e => { e.value = ''; const inner = e.clientWidth - parseFloat(getComputedStyle(e).paddingLeft)"
+            " - parseFloat(getComputedStyle(e).paddingRight); const probe = document.createElement('span');"
+            " probe.style.font = getComputedStyle(e).font; probe.style.whiteSpace = 'pre';"
+            " probe.textContent = e.placeholder; document.body.appendChild(probe);"
+            " const width = probe.getBoundingClientRect().width; probe.remove(); return [width, inner]; }"
+        )
+        assert shown[0] <= shown[1], (name, shown)
+    form = page.locator(".search-form").evaluate("e => [e.scrollWidth, e.clientWidth]")
+    assert form[0] <= form[1], form
+    screenshot(page, "dashboard-time-travel-form")
+
+
 def test_the_valid_time_picker_answers_for_that_moment(page, site):
     # The demo's lab moved to Harbor Street for June 2025 only (a bounded correction).
     page.goto(f"{site.base}/search/")

@@ -241,6 +241,18 @@ def test_time_travel_shows_each_hit_with_its_explanation_and_links(staff, store)
     assert f'href="/admin/memories/memory/{deploy.id}/change/"' in hit
 
 
+def test_time_travel_labels_each_hit_by_its_id_as_every_other_page_does(staff, remember):
+    untitled = remember("The fire drill is on the first Monday of the month.").memory  # a generated key
+    titled = remember("Fire wardens wear yellow vests during a drill.", title="Fire wardens").memory
+    html = staff.get("/search/", {"query": "fire drill"}).content.decode()
+    headings = {
+        memory.id: html.split(f'data-memory-id="{memory.id}"')[1].split("</h3>")[0].split("<h3>")[1]
+        for memory in (untitled, titled)
+    }
+    assert headings[untitled.id].startswith(f"#{untitled.id} <span") and untitled.key not in html
+    assert headings[titled.id].startswith(f"#{titled.id} Fire wardens <span")
+
+
 def test_time_travel_before_an_edit_shows_the_old_text(staff, remember):
     memory = remember("The on-call rotation changes every Monday.", key="oncall").memory
     before_edit = timezone.now()
@@ -598,3 +610,29 @@ def test_a_fact_ended_by_a_stated_change_reads_as_bounded_not_forgotten_and_rest
     assert "(forgotten)" not in html and "(restored)" not in html and ">restored</text>" not in html
     article = html.split(f'id="revision-{bounded.id}"')[1].split("</article>")[0]
     assert f"bounded (revision {first.id}, from then on held only here)" in article
+
+
+def test_a_conflict_split_reads_as_that_split_not_as_forgotten_and_restored(staff, remember):
+    def hosts(host: str, valid_from: str):
+        content = f"The payments API runs on {host}."
+        return remember(content, subject="payments API", predicate="runs on", object=host, valid_from=valid_from).memory
+
+    first, second = hosts("host-7", "2024-01-01"), hosts("host-9", "2024-03-01")
+    name = f"{first.id}-{second.id}"
+    services.conflict_resolve(
+        conflict_id=name, resolution="split", boundary="2024-05-01", reason="moved in May", **ACTOR
+    )
+    words = f"split of conflict {name} at 2024-05-01T00:00:00.000000Z"
+    for memory in (first, second):
+        original, tombstone, kept = selectors.memory_history(memory_id=memory.id)
+        html = staff.get(f"/memories/{memory.id}/timeline/").content.decode()
+        assert "(forgotten)" not in html and "(restored)" not in html and ">restored</text>" not in html
+        assert f">rev {tombstone.id} (split)</text>" in html and f">rev {kept.id} (split)</text>" in html
+        article = html.split(f'id="revision-{kept.id}"')[1].split("</article>")[0]
+        assert f"{words}: revision {original.id}, from then on held only here" in article
+        article = html.split(f'id="revision-{tombstone.id}"')[1].split("</article>")[0]
+        assert f"{words}: bounds revision {original.id}" in article and "moved in May" in article
+    # A fact ended by a stated change is bounded, but no split: it does not say split.
+    (old,) = services.memory_learn(text="The ledger uses Oracle.", namespace="acme", **ACTOR).stored
+    services.memory_learn(text="The ledger switched from Oracle to Postgres.", namespace="acme", **ACTOR)
+    assert "split" not in staff.get(f"/memories/{old.memory_id}/timeline/").content.decode()

@@ -343,11 +343,11 @@ def test_admin_actions_promote_archive_and_unarchive_with_a_reason(admin_client,
     assert any(str(m).startswith("Nothing was changed:") for m in get_messages(response.wsgi_request))
     act("unarchive_memories", [active.id], apply="yes", reason="still open")
     assert state_at(active.id, None) == "active"
-    page = admin_client.get("/admin/memories/memory/", {"lifecycle": "archived"}).content.decode()
+    page = admin_client.get("/admin/memories/memory/", {"state": "archived"}).content.decode()
     assert f"/admin/memories/memory/{active.id}/change/" not in page
-    page = admin_client.get("/admin/memories/memory/", {"lifecycle": "candidate"}).content.decode()
+    page = admin_client.get("/admin/memories/memory/", {"state": "candidate"}).content.decode()
     assert f"/admin/memories/memory/{active.id}/change/" not in page
-    page = admin_client.get("/admin/memories/memory/", {"lifecycle": "active"}).content.decode()
+    page = admin_client.get("/admin/memories/memory/", {"state": "active"}).content.decode()
     assert f"/admin/memories/memory/{active.id}/change/" in page
     page = admin_client.get(f"/admin/memories/memory/{active.id}/change/").content.decode()
     assert "state active (still open)" in page and '<div class="readonly">active</div>' in page

@@ -26,6 +26,8 @@ TTL_HELP = (
     "Days from now until this text expires. Blank keeps the current expiry, 0 removes it, N expires it N days from now."
 )
 TIME_HELP = "YYYY-MM-DD (00:00 UTC) or ISO 8601 with a timezone, e.g. 2026-05-01T09:30:00+00:00."
+# change_form.html sizes these to show a whole instant with microseconds (format_instant).
+INSTANT_ATTRS = {"class": "vInstantField"}
 
 
 def admin_actor(request) -> str:
@@ -90,8 +92,16 @@ class MemoryAddForm(ServiceForm, forms.ModelForm):
     ttl_days = forms.IntegerField(
         required=False, min_value=0, label="TTL (days)", help_text="Days until this text expires; blank or 0 for never."
     )
-    valid_from = forms.CharField(required=False, help_text=f"When the fact starts to hold (default: now). {TIME_HELP}")
-    valid_to = forms.CharField(required=False, help_text=f"When it stops holding (default: open). {TIME_HELP}")
+    valid_from = forms.CharField(
+        required=False,
+        widget=forms.TextInput(attrs=INSTANT_ATTRS),
+        help_text=f"When the fact starts to hold (default: now). {TIME_HELP}",
+    )
+    valid_to = forms.CharField(
+        required=False,
+        widget=forms.TextInput(attrs=INSTANT_ATTRS),
+        help_text=f"When it stops holding (default: open). {TIME_HELP}",
+    )
 
     class Meta:
         model = Memory
@@ -136,8 +146,10 @@ class MemoryChangeForm(ServiceForm, forms.ModelForm):
     tags = forms.CharField(required=False, help_text="Comma- or space-separated; case does not matter.")
     source = forms.CharField(required=False)
     ttl_days = forms.IntegerField(required=False, min_value=0, label="TTL (days)", help_text=TTL_HELP)
-    valid_from = forms.CharField(required=False, help_text=TIME_HELP)
-    valid_to = forms.CharField(required=False, help_text=f"Blank: open-ended. {TIME_HELP}")
+    valid_from = forms.CharField(required=False, widget=forms.TextInput(attrs=INSTANT_ATTRS), help_text=TIME_HELP)
+    valid_to = forms.CharField(
+        required=False, widget=forms.TextInput(attrs=INSTANT_ATTRS), help_text=f"Blank: open-ended. {TIME_HELP}"
+    )
 
     class Meta:
         model = Memory

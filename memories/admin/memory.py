@@ -6,11 +6,12 @@ The bulk actions, and erasing (which stands in for deleting), are ``MemoryAction
 """
 
 from django.contrib import admin, messages
+from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.views.main import ORDER_VAR, ChangeList
 from django.db.models import Case, IntegerField, Value, When
 from django.urls import resolve, reverse
 from django.utils import dateformat, timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
 
 from memories import selectors, states, validation
@@ -20,7 +21,7 @@ from memories.admin.conflict_queue import ConflictQueue
 from memories.admin.forms import MemoryAddForm, MemoryChangeForm, admin_actor
 from memories.admin.history import attach_shown_revisions, revision_history
 from memories.admin.knowledge_page import KnowledgePage
-from memories.models import Attributes, Lifecycle, Memory, Revision, State, Tag
+from memories.models import Memory, Revision, State, Tag
 from memoryproject import dialect
 from memoryproject.exceptions import MemoryServiceError
 
@@ -57,21 +58,21 @@ class VisibleNowFilter(admin.SimpleListFilter):
         return None
 
 
-class LifecycleFilter(admin.SimpleListFilter):
-    title = "lifecycle state now"
-    parameter_name = "lifecycle"
+class StateFilter(admin.SimpleListFilter):
+    """Every state the state column shows (``memories.states``), stale included, as of now."""
+
+    title = "state now"
+    parameter_name = "state"
 
     def lookups(self, request, model_admin):
-        return Lifecycle.choices
+        return [(state, state) for state in states.READ_STATES]
 
     def queryset(self, request, queryset):
-        if self.value() in Lifecycle.values:
-            recorded = Attributes.objects.as_of(dialect.now()).filter(state=self.value()).values("memory_id")
-            if self.value() == Lifecycle.ACTIVE:  # a memory without attribute rows is active
-                rowless = Memory.objects.exclude(pk__in=Attributes.all_objects.values("memory_id")).values("pk")
-                return queryset.filter(pk__in=recorded) | queryset.filter(pk__in=rowless)
-            return queryset.filter(pk__in=recorded)
-        return None
+        if self.value() is None:
+            return None
+        if self.value() not in states.READ_STATES:
+            raise IncorrectLookupParameters(f"state: {self.value()!r} is not one of {', '.join(states.READ_STATES)}.")
+        return queryset.filter(pk__in=selectors.memories_reading(self.value(), as_of=dialect.now()))
 
 
 class TtlFilter(admin.SimpleListFilter):
@@ -135,7 +136,7 @@ class MemoryAdmin(AuditPage, ConflictQueue, KnowledgePage, MemoryActions, admin.
         "revision_count",
     )
     list_display_links = ("id", "preview")
-    list_filter = ("namespace", "kind", ("tags", TagFilter), "state", LifecycleFilter, VisibleNowFilter, TtlFilter)
+    list_filter = ("namespace", "kind", ("tags", TagFilter), StateFilter, VisibleNowFilter, TtlFilter)
     # The search box runs the recall engine (get_search_results); this only switches the box on.
     search_fields = ("recall",)
     search_help_text = (
@@ -240,7 +241,8 @@ class MemoryAdmin(AuditPage, ConflictQueue, KnowledgePage, MemoryActions, admin.
 
     @admin.display(description="tags")
     def tag_list(self, memory):
-        return ", ".join(tag.name for tag in memory.tags.all())
+        # One span a tag, so the list breaks between tags and never inside one (change_list.html).
+        return format_html_join(", ", '<span class="tag">{}</span>', ((tag.name,) for tag in memory.tags.all()))
 
     @admin.display(description="last change (UTC)", ordering="last_change")
     def last_change(self, memory):

@@ -9,7 +9,7 @@ import datetime as dt
 
 from knowledge import contradictions
 from memories import validation
-from memories.models import Revision
+from memories.models import AuditEvent, Revision
 from memories.records.conflict_records import ConflictList, ConflictRecord, ConflictSide
 from memories.records.memory_record import ConflictWith, MemoryRecord, Provenance
 
@@ -115,3 +115,17 @@ def with_conflicts(records: list[MemoryRecord], *, as_of: dt.datetime, valid_at:
             )
         shown.append(record)
     return shown
+
+
+def splits_of(*, memory_id: int) -> dict[int, tuple[str, str]]:
+    """Return {revision id: (conflict id, boundary)} for each revision of ``memory_id`` that a split appended.
+
+    A split writes a tombstone and a re-assertion, as any narrowing of validity does; only the
+    resolution's audit event (``memories.services.resolution``) says that a split wrote them.
+    """
+    events = AuditEvent.objects.filter(memory_id=memory_id, action="resolve_conflict", detail__resolution="split")
+    return {
+        revision_id: (event.detail["conflict_id"], event.detail["boundary"])
+        for event in events
+        for revision_id in event.detail.get("revision_ids", [])
+    }

@@ -286,6 +286,33 @@ def _reading_stale(carried, rowless, *, as_of: dt.datetime, valid_at: dt.datetim
     return carried.filter(rows), rowless.filter(memories)
 
 
+def memories_reading(state: str, *, as_of: dt.datetime):
+    """Return the ids (a ``values("pk")`` queryset) of the memories a read at ``as_of`` shows in ``state``.
+
+    The words of ``memories.states``, as the admin's state column reads them: forgotten by the
+    memory's state; candidate and archived as recorded; stale an active memory whose visible
+    revision is older than its kind's stale age; active the other active ones, hidden ones
+    included (their age says nothing).
+    """
+    if state not in state_rules.READ_STATES:
+        raise InvalidInput(f"state: {state!r} is not one of {', '.join(state_rules.READ_STATES)}.", field="state")
+    if state == state_rules.FORGOTTEN:
+        return Memory.objects.filter(state=State.FORGOTTEN).values("pk")
+    kept = Memory.objects.filter(state=State.ACTIVE)
+    recorded = Attributes.objects.as_of(as_of)
+    if state in (Lifecycle.CANDIDATE, Lifecycle.ARCHIVED):
+        return kept.filter(pk__in=recorded.filter(state=state).values("memory_id")).values("pk")
+    active_rows = recorded.filter(state=Lifecycle.ACTIVE)
+    # A memory without attribute rows is active.
+    rowless = kept.exclude(Exists(Attributes.all_objects.filter(memory=OuterRef("pk"))))
+    stale_rows, stale_rowless = _reading_stale(active_rows, rowless, as_of=as_of, valid_at=as_of)
+    stale = Q(pk__in=stale_rows.values("memory_id")) | Q(pk__in=stale_rowless.values("pk"))
+    if state == state_rules.STALE:
+        return kept.filter(stale).values("pk")
+    active = Q(pk__in=active_rows.values("memory_id")) | Q(pk__in=rowless.values("pk"))
+    return kept.filter(active).exclude(stale).values("pk")
+
+
 def visible_duplicate(*, namespace: str, content_hash: str, exclude_memory_id: int | None = None) -> Memory | None:
     """Return a memory in ``namespace`` whose visible-now revision has this hash, if any.
 
