@@ -157,6 +157,17 @@ def now() -> dt.datetime:
         return cursor.fetchone()[0].astimezone(dt.timezone.utc)
 
 
+def clock_column() -> str:
+    """A column that reads ``now()`` in a query that runs anyway: PostgreSQL's clock; NULL on SQLite, whose clock
+    is this process's. Read the value with ``clock_value``."""
+    return "clock_timestamp()" if is_postgresql() else "NULL"
+
+
+def clock_value(value: dt.datetime | None) -> dt.datetime:
+    """``now()`` from a ``clock_column`` just read."""
+    return value.astimezone(dt.timezone.utc) if value is not None else now()
+
+
 def locked_now() -> dt.datetime:
     """The time to stamp a write with (known_at and the like); call it inside the write's transaction.
 

@@ -25,12 +25,13 @@ DAYS_MAX = 36500
 LIMIT_MAX = 500
 
 
-def _since(days: int | None, *, today: dt.date) -> dt.datetime | None:
+def _since(days: int | None, *, today: dt.date | None = None) -> dt.datetime | None:
+    """The start of the last ``days`` days up to ``today`` (default: the clock's), or None for all that is held."""
     if days is None:
         return None
     if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= DAYS_MAX:
         raise InvalidInput(f"days: {days!r} is out of range 1..{DAYS_MAX}.", field="days")
-    start = today - dt.timedelta(days=days - 1)
+    start = (today or _today()) - dt.timedelta(days=days - 1)
     return dt.datetime.combine(start, dt.time.min, tzinfo=dt.timezone.utc)
 
 
@@ -102,7 +103,7 @@ def activity_per_day(*, days: int | None = 30, today: dt.date | None = None) -> 
 
 def activity_per_hook(*, days: int | None = None) -> list[HookActivity]:
     """Return one row per (harness, hook) seen, ordered by harness then hook."""
-    since = _since(days, today=_today())
+    since = _since(days)
     rows: dict[tuple[str, str], dict] = {}
 
     def add(model, **sums):
@@ -138,7 +139,7 @@ def activity_per_hook(*, days: int | None = None) -> list[HookActivity]:
 
 def telemetry_totals(*, days: int | None = None) -> TelemetryTotals:
     """Return the totals over the last ``days`` (None: all held)."""
-    since = _since(days, today=_today())
+    since = _since(days)
     injected = _recent(Injection, since).aggregate(n=Count("pk"), characters=Sum("characters"))
     characters = injected["characters"] or 0
     carried = _carried(since).aggregate(n=Count("pk"), used=Count("used_at"))
@@ -155,7 +156,7 @@ def telemetry_totals(*, days: int | None = None) -> TelemetryTotals:
 
 def most_injected_memories(*, days: int | None = None, limit: int = 10) -> list[MemoryInjections]:
     """Return the memories carried by the most injections, most first (ties: lower id first)."""
-    since = _since(days, today=_today())
+    since = _since(days)
     # InjectedMemory.memory_id is indexed; the grouping reads it alone.
     top = _carried(since).values("memory_id").annotate(n=Count("pk")).order_by("-n", "memory_id")[: _limit(limit)]
     return [MemoryInjections(memory_id=row["memory_id"], injections=row["n"]) for row in top]

@@ -3,6 +3,7 @@
 from django.db import connection
 
 from memories.access import Caller
+from memoryproject import dialect
 
 
 class Committed:
@@ -28,3 +29,8 @@ def error_of(response, status: int) -> dict:
     assert set(body) == {"error"}
     assert {"code", "message"} <= set(body["error"]) <= {"code", "message", "field", "memory_id"}
     return body["error"]
+
+
+def clock_reads(count: int = 1) -> int:
+    """The queries ``count`` readings of the clock cost: PostgreSQL's is the database's (``dialect.now``)."""
+    return count if dialect.is_postgresql() else 0

@@ -99,5 +99,6 @@ def attach_shown_revisions(memories: list[Memory], *, now: dt.datetime) -> None:
         latest_ids = Memory.objects.filter(pk__in=missing).annotate(latest=Subquery(newest_text)).values("latest")
         latest = {revision.memory_id: revision for revision in Revision.objects.filter(pk__in=latest_ids)}
     for memory in memories:
+        memory.shown_at = now  # the page's one reading of the clock, for the columns that need "now"
         memory.shown_is_visible = memory.pk in visible
         memory.shown_revision = visible.get(memory.pk) or latest.get(memory.pk)

@@ -212,10 +212,11 @@ class MemoryAdmin(AuditPage, ConflictQueue, KnowledgePage, MemoryActions, admin.
         """The word the API uses now (memories.states): candidate, active, stale, archived or forgotten."""
         if memory.state == State.FORGOTTEN:
             return states.FORGOTTEN
-        now = dialect.now()
-        if hasattr(memory, "shown_revision"):  # the list attached each row's shown revision
+        if hasattr(memory, "shown_revision"):  # the list attached each row's shown revision, as of one now
+            now = memory.shown_at
             revision = memory.shown_revision if memory.shown_is_visible else None
         else:  # the change page
+            now = dialect.now()
             revision = Revision.objects.filter(memory=memory).visible(as_of=now).first()
         if revision is None:  # hidden now: its age says nothing
             return memory.recorded_state

@@ -77,9 +77,16 @@ def memories_export(
     if namespace is not None:
         namespace = validation.namespace(namespace)
     ids = _memory_ids(memory_ids) if memory_ids is not None else None
-    cutoff = parse_optional_instant(as_of, field="as_of") or dialect.now()
+    asked = parse_optional_instant(as_of, field="as_of")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InvalidInput(f"batch_size: {batch_size!r} is not a positive integer.", field="batch_size")
+    return _export(namespace, ids, asked, batch_size=batch_size, progress=progress)
+
+
+def _export(namespace, ids, asked, *, batch_size, progress) -> Iterator[str]:
+    """The document, from its first chunk's reading of the clock (nothing runs until that chunk is asked for)."""
+    now = dialect.now()
+    cutoff = asked or now
     memories = Memory.objects.filter(Exists(Revision.objects.filter(memory=OuterRef("pk")).known_by(cutoff)))
     if namespace is not None:
         # In the namespace at the cutoff; a memory without attribute rows (written outside the services) by its own.
@@ -91,11 +98,11 @@ def memories_export(
     header = {
         "format": EXPORT_FORMAT,
         "version": EXPORT_VERSION,
-        "exported_at": format_instant(dialect.now()),
+        "exported_at": format_instant(now),
         "as_of": format_instant(cutoff),
         "namespace": namespace,
     }
-    return _export_chunks(memories, header=header, cutoff=cutoff, batch_size=batch_size, progress=progress)
+    yield from _export_chunks(memories, header=header, cutoff=cutoff, batch_size=batch_size, progress=progress)
 
 
 def _export_chunks(memories, *, header, cutoff, batch_size, progress) -> Iterator[str]:
