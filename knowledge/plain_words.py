@@ -31,7 +31,6 @@ _CARRIED = re.compile(
 )
 
 
-# An adverb that opens the claim, capital and all: "Honestly, I'm not a fan of YAML".
 # What someone likes doing with a thing is a liking of the thing: "Leilani likes working with TypeScript".
 _DOING = re.compile(
     r"\b((?:like|love|enjoy|prefer|hate|dislike)s?)\s+(?:working|coding|programming|writing|building|"
@@ -54,6 +53,7 @@ _PARTICIPLE = re.compile(
     r"deployed|owned|maintained|written|built|led|run)\s+.+)$",
     re.I,
 )
+# An adverb that opens the claim, capital and all: "Honestly, I'm not a fan of YAML".
 _OPENING_ADVERB = re.compile(rf"^(?:{'|'.join(re.escape(word) for word in name_words.ADVERBS)}),?\s+", re.I)
 
 
