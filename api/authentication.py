@@ -1,4 +1,4 @@
-"""API-key authentication for the REST API: ``Authorization: Bearer <key>`` becomes a ``Caller``."""
+"""Bearer authentication for the REST API: an API key or an OAuth access token becomes a ``Caller``."""
 
 from dataclasses import dataclass
 
@@ -6,9 +6,9 @@ from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.permissions import BasePermission
 
-from api.exceptions import BEARER_CHALLENGE
 from memories.access import AuthenticationFailed, Caller
-from memories.services.keys import api_key_authenticate
+from oauth.resource import challenge, public_base, resources
+from oauth.tokens import bearer_authenticate
 
 
 @dataclass(frozen=True)
@@ -34,14 +34,14 @@ class ApiKeyAuthentication(BaseAuthentication):
         if scheme.lower() != b"bearer":
             raise exceptions.AuthenticationFailed("Send the API key as 'Authorization: Bearer <key>'.")
         try:
-            caller = api_key_authenticate(token.strip().decode("latin-1"), interface="api")
+            caller = bearer_authenticate(token.strip().decode("latin-1"), interface="api", accepted=resources(request))
         except AuthenticationFailed as error:
             raise exceptions.AuthenticationFailed(error.message) from None
         return KeyUser(caller.actor), caller
 
     def authenticate_header(self, request) -> str:
         # Also what makes DRF answer 401, not 403, to a request without a key.
-        return BEARER_CHALLENGE
+        return challenge(public_base(request))
 
 
 class HasApiKey(BasePermission):

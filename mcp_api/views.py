@@ -1,4 +1,4 @@
-"""``/mcp``: stateless Streamable HTTP, authenticated with an API key on every request.
+"""``/mcp``: stateless Streamable HTTP, authenticated with an API key or an OAuth token on every request.
 
 ``/mcp?tools=all`` lists the opt-in tools too (``mcp_api.server``).
 """
@@ -17,7 +17,8 @@ from mcp_api import transport
 from mcp_api.server import DEFAULT_TOOLS, TOOL_SETS, current_tool_set
 from mcp_api.tools import current_caller, server  # importing the tools registers them
 from memories.access import AuthenticationFailed
-from memories.services.keys import api_key_authenticate
+from oauth.resource import MCP_PATH, challenge, public_base, resources
+from oauth.tokens import bearer_authenticate
 
 
 class _AnyAccept(BaseContentNegotiation):
@@ -108,16 +109,16 @@ class MemoryMCPView(MCPServerStreamableHttpView):
                 401,
                 transport.UNAUTHORIZED,
                 "Missing API key: send 'Authorization: Bearer <key>'.",
-                WWW_Authenticate='Bearer realm="memory"',
+                WWW_Authenticate=challenge(public_base(request), MCP_PATH),
             )
         try:
-            caller = api_key_authenticate(token, interface="mcp")
+            caller = bearer_authenticate(token, interface="mcp", accepted=resources(request))
         except AuthenticationFailed as error:
             return _refusal(
                 401,
                 transport.UNAUTHORIZED,
                 error.message,
-                WWW_Authenticate='Bearer realm="memory", error="invalid_token"',
+                WWW_Authenticate=challenge(public_base(request), MCP_PATH, "invalid_token"),
             )
 
         # BodyLimit refuses these under ASGI before Django reads them; this covers WSGI and tests.

@@ -52,6 +52,8 @@ class Interface(models.TextChoices):
     API = "api"
     MCP = "mcp"
     CLI = "cli"
+    # The OAuth endpoints: approvals, tokens and revocations (oauth/).
+    OAUTH = "oauth"
 
 
 class Tag(models.Model):

@@ -26,9 +26,10 @@ from api.parsers import too_large_refusal  # noqa: E402
 from mcp_api import transport  # noqa: E402
 from mcp_api.transport import too_large_refusal as mcp_too_large_refusal  # noqa: E402
 from memories.access import AuthenticationFailed  # noqa: E402
-from memories.services.keys import api_key_authenticate  # noqa: E402
 from memoryproject.bodygate import BodyGate, Door  # noqa: E402
 from memoryproject.bodylimit import BodyLimit, Limit  # noqa: E402
+from oauth.resource import gate_challenge  # noqa: E402
+from oauth.tokens import bearer_authenticate  # noqa: E402
 
 # The body gate's answers at /mcp; -32000 is in the range JSON-RPC leaves to servers.
 _JSONRPC_CODES = {401: transport.UNAUTHORIZED, 408: transport.INVALID_REQUEST, 503: -32000}
@@ -43,10 +44,13 @@ def mcp_error(status: int, code: str, message: str) -> bytes:
 
 
 def key_refusal(token: str, interface: str) -> str | None:
-    """Why ``token`` is refused, or None for a valid key; on a server thread, with its connection, as a request."""
+    """Why ``token`` is refused, or None for a valid key or token; on a server thread, with its connection.
+
+    A token's resource is the view's to check: the gate has no request to compare it with.
+    """
     close_old_connections()
     try:
-        api_key_authenticate(token, interface=interface)
+        bearer_authenticate(token, interface=interface, accepted=None)
     except AuthenticationFailed as error:
         return error.message
     finally:
@@ -65,6 +69,7 @@ gated = BodyGate(
         Door("/api/v1/health", rest_error),
     ],
     check_key=key_refusal,
+    challenge=gate_challenge,
     run_in_thread=django_application.pool.submit,
     buffer_bytes=settings.MEMORY_BODY_BUFFER_BYTES,
     timeout=settings.MEMORY_BODY_TIMEOUT,

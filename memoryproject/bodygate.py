@@ -42,7 +42,6 @@ RETRY_AFTER_SECONDS = 2
 # once a second; the delay lets a burst end first). benchmarks/stalled_bodies.py measures what it returns.
 RETURN_MEMORY_AFTER_BYTES = 16 * 1024 * 1024
 RETURN_MEMORY_DELAY_SECONDS = 1.0
-BEARER_CHALLENGE = 'Bearer realm="memory"'
 MISSING_KEY = "Missing API key: send 'Authorization: Bearer <key>'."
 _DISCONNECT = {"type": "http.disconnect"}
 
@@ -107,7 +106,8 @@ class MemoryReturn:
 class BodyGate:
     """Wrap an ASGI app. The longest matching ``Door`` path decides a request's door; give one for "/".
 
-    ``check_key(token, interface)`` returns why a key is refused, or None for a valid key. It
+    ``check_key(token, interface)`` returns why a key is refused, or None for a valid key, and
+    ``challenge(scope, door path, error)`` the WWW-Authenticate of a refusal. ``check_key``
     reads the database, so it runs through ``run_in_thread`` (a function that returns a Future).
     """
 
@@ -117,6 +117,7 @@ class BodyGate:
         doors: list[Door],
         *,
         check_key: Callable[[str, str], str | None],
+        challenge: Callable[[dict, str, str], str],
         run_in_thread: Callable[..., Future],
         buffer_bytes: int,
         timeout: float,
@@ -124,6 +125,7 @@ class BodyGate:
         self.app = app
         self.doors = sorted(doors, key=lambda door: len(door.path), reverse=True)
         self.check_key = check_key
+        self.challenge = challenge
         self.run_in_thread = run_in_thread
         self.budget = BodyBudget(buffer_bytes)
         self.memory = MemoryReturn()
@@ -148,7 +150,7 @@ class BodyGate:
             return await self.app(scope, receive, send)
         door = self.door(scope["path"])
         reserved = 0 if chunked else declared
-        refusal = await self._refusal(door, authorization, reserved)
+        refusal = await self._refusal(scope, door, authorization, reserved)
         if refusal is not None:
             self.memory.let_go(declared)
             return await answer(send, door, *refusal)
@@ -159,13 +161,13 @@ class BodyGate:
             self.budget.give_back(reading.reserved)
             self.memory.let_go(reading.reserved)
 
-    async def _refusal(self, door: Door, authorization: bytes | None, reserved: int) -> tuple | None:
+    async def _refusal(self, scope, door: Door, authorization: bytes | None, reserved: int) -> tuple | None:
         """Status, code, message and headers of the answer to a request whose body is not to be read; None, with
         ``reserved`` bytes taken from the budget, for one whose body is."""
         if door.interface is not None:
             refusal = await self._key_refusal(authorization, door.interface)
             if refusal is not None:
-                challenge = BEARER_CHALLENGE if refusal == MISSING_KEY else f'{BEARER_CHALLENGE}, error="invalid_token"'
+                challenge = self.challenge(scope, door.path, "" if refusal == MISSING_KEY else "invalid_token")
                 return 401, "unauthenticated", refusal, [(b"www-authenticate", challenge.encode())]
         if reserved > self.budget.limit:  # only at a door without a body limit of its own: it could never fit
             return (

@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from memoryproject.loopback import https_or_loopback
+
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
@@ -214,3 +216,23 @@ def env_database_url(name: str) -> dict | None:
         "OPTIONS": options,
         **({"SCHEMA": schema} if schema else {}),
     }
+
+
+def env_public_url(name: str) -> str:
+    """Read the URL clients reach the server at (``https://host[:port]``), without a trailing slash.
+
+    http is accepted only for the loopback interface: OAuth sends codes and tokens through it.
+    Return "" when the variable is unset.
+    """
+    value = _raw(name)
+    if value is None:
+        return ""
+    accepted = "https://host[:port] (http only for localhost or 127.0.0.1), without a path, '?' or '#'"
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - raises ValueError on a port that is not a number
+    except ValueError:
+        raise SettingError(name, value, accepted) from None
+    if parts.path not in ("", "/") or parts.query or parts.fragment or not https_or_loopback(value):
+        raise SettingError(name, value, accepted)
+    return value.rstrip("/")

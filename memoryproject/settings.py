@@ -14,6 +14,7 @@ from memoryproject.env import (
     env_int,
     env_list,
     env_path,
+    env_public_url,
     env_str,
     env_weights,
     fail,
@@ -108,6 +109,9 @@ INSTALLED_APPS = [
     "telemetry",
     "api",
     "dashboard",
+    # The OAuth 2.1 authorization server for remote MCP connectors; oauth (after it) replaces its admin pages.
+    "oauth2_provider",
+    "oauth",
 ]
 
 MIDDLEWARE = [
@@ -391,6 +395,44 @@ MEMORY_BODY_BUFFER_BYTES = env_int(
     maximum=64 * 1024 * 1024 * 1024,
 )
 MEMORY_BODY_TIMEOUT = env_int("MEMORY_BODY_TIMEOUT", 30, minimum=1, maximum=3600)
+
+# OAuth 2.1 for MCP clients that add the server by URL (docs/mcp.md, "Adding the server by URL"; oauth/).
+# The URL clients reach the server at, behind any proxy: the issuer, and the base of the resources tokens are for.
+# Unset, each request's own URL is used, which suits loopback; behind a reverse proxy set it.
+MEMORY_PUBLIC_URL = env_public_url("MEMORY_PUBLIC_URL")
+MEMORY_OAUTH_ACCESS_TOKEN_SECONDS = env_int("MEMORY_OAUTH_ACCESS_TOKEN_SECONDS", 3600, minimum=60, maximum=86400)
+MEMORY_OAUTH_REFRESH_TOKEN_DAYS = env_int("MEMORY_OAUTH_REFRESH_TOKEN_DAYS", 30, minimum=1, maximum=365)
+# Whether any client may register itself (RFC 7591); off, only clients an admin adds can connect.
+MEMORY_OAUTH_REGISTRATION = env_bool("MEMORY_OAUTH_REGISTRATION", True)
+OAUTH2_PROVIDER = {
+    "SCOPES": {"read": "Read memories", "write": "Write memories"},
+    "DEFAULT_SCOPES": ["read"],
+    # read and write, plus namespace:<name> for each namespace a person grants on the consent page.
+    "SCOPES_BACKEND_CLASS": "oauth.scopes.NamespaceScopes",
+    "OAUTH2_VALIDATOR_CLASS": "oauth.validator.MemoryValidator",
+    "OIDC_ISS_ENDPOINT": MEMORY_PUBLIC_URL,
+    "ACCESS_TOKEN_EXPIRE_SECONDS": MEMORY_OAUTH_ACCESS_TOKEN_SECONDS,
+    "REFRESH_TOKEN_EXPIRE_SECONDS": MEMORY_OAUTH_REFRESH_TOKEN_DAYS * 86400,
+    "AUTHORIZATION_CODE_EXPIRE_SECONDS": 60,
+    "ROTATE_REFRESH_TOKEN": True,
+    # A rotated refresh token presented again revokes its whole family: it was stolen, or the client is broken.
+    "REFRESH_TOKEN_REUSE_PROTECTION": True,
+    "PKCE_REQUIRED": True,
+    # OAuth 2.1: S256 only; no implicit or password grant; tokens stored as hashes; the issuer in every redirect.
+    "COMPLIANT_BCP_RFC9700_PKCE_METHOD": True,
+    "COMPLIANT_BCP_RFC9700_IMPLICIT_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_PASSWORD_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_TOKEN_STORAGE": True,
+    "COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS": True,
+    "OAUTH2_RESPONSE_TYPES_SUPPORTED": ["code"],
+    "OAUTH2_GRANT_TYPES_SUPPORTED": ["authorization_code", "refresh_token"],
+    "OAUTH2_TOKEN_ENDPOINT_AUTH_METHODS_SUPPORTED": ["none", "client_secret_post", "client_secret_basic"],
+    "DCR_ENABLED": MEMORY_OAUTH_REGISTRATION,
+    "DCR_REGISTRATION_PERMISSION_CLASSES": ("oauth2_provider.dcr.AllowAllDCRPermission",),
+    "OAUTH2_PROTECTED_RESOURCE_NAME": "Memory server",
+}
+# The consent page sends people who are not signed in to the admin's sign-in.
+LOGIN_URL = "admin:login"
 
 # django-mcp-server adds a get_server_instructions tool unless told not to; the instructions
 # already reach clients in initialize.

@@ -11,5 +11,6 @@ urlpatterns = [
     path("mcp", MemoryMCPView.as_view(), name="mcp"),
     path("metrics", metrics, name="metrics"),
     path("api/", include("api.urls")),
+    path("", include("oauth.urls")),
     path("", include("dashboard.urls")),
 ]

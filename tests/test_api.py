@@ -17,6 +17,9 @@ from memories.services import batches
 from memories.services.keys import api_key_create, api_key_revoke
 from tests.helpers import error_of
 
+# A 401 names where an OAuth client discovers the server (the test client's host is testserver).
+CHALLENGE = 'Bearer realm="memory", resource_metadata="http://testserver/.well-known/oauth-protected-resource"'
+
 pytestmark = pytest.mark.django_db
 
 MEMORIES = "/api/v1/memories/"
@@ -97,7 +100,7 @@ def test_every_endpoint_but_health_needs_a_key(api):
             "code": "unauthenticated",
             "message": "Missing API key: send 'Authorization: Bearer <key>'.",
         }, path
-        assert response["WWW-Authenticate"] == 'Bearer realm="memory"'
+        assert response["WWW-Authenticate"] == CHALLENGE
     assert anonymous.get("/api/v1/health/").status_code == 200
 
 
@@ -113,7 +116,7 @@ def test_a_wrong_malformed_or_revoked_key_is_refused_with_401(api):
     basic.credentials(HTTP_AUTHORIZATION="Basic dXNlcjpwYXNz")
     response = basic.get(MEMORIES)
     assert error_of(response, 401)["message"] == "Send the API key as 'Authorization: Bearer <key>'."
-    assert response["WWW-Authenticate"] == 'Bearer realm="memory"'
+    assert response["WWW-Authenticate"] == CHALLENGE
 
 
 def test_a_read_only_key_reads_but_cannot_write(api):

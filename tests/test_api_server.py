@@ -96,7 +96,8 @@ def test_errors_limits_and_health_on_the_real_server(server):
     base, keys = server
 
     status, headers, error = call(base, "GET", "/api/v1/memories/")
-    assert status == 401 and headers["WWW-Authenticate"] == 'Bearer realm="memory"'
+    metadata = f"{base}/.well-known/oauth-protected-resource"
+    assert status == 401 and headers["WWW-Authenticate"] == f'Bearer realm="memory", resource_metadata="{metadata}"'
     assert error["error"]["code"] == "unauthenticated"
     big = json.dumps({"content": "x", "source": "y" * (BODY_LIMIT + 10)}).encode()
     status, _, error = call(base, "POST", "/api/v1/memories/", keys["writer"], big)

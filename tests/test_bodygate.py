@@ -12,6 +12,10 @@ import pytest
 
 from memoryproject import bodygate
 from memoryproject.bodygate import BodyBudget, BodyGate, Door
+from oauth.resource import gate_challenge
+
+# What a 401 at /api/v1 says: Bearer, and where an OAuth client discovers the server.
+CHALLENGE = b'Bearer realm="memory", resource_metadata="http://127.0.0.1:8000/.well-known/oauth-protected-resource"'
 
 GOOD_KEY = "mem_0000abcd_secret"
 
@@ -21,7 +25,13 @@ def words(status, code, message) -> bytes:
 
 
 def scope(path="/api/v1/memories/", *, headers=(), method="POST"):
-    return {"type": "http", "method": method, "path": path, "headers": list(headers)}
+    return {
+        "type": "http",
+        "scheme": "http",
+        "method": method,
+        "path": path,
+        "headers": [(b"host", b"127.0.0.1:8000"), *headers],
+    }
 
 
 def body_of(length: int, key: str | None = None):
@@ -50,6 +60,7 @@ def gate(app, checks=None, *, buffer_bytes=1000, timeout=5.0):
         app,
         [Door("/", words), Door("/api/v1", words, interface="api"), Door("/api/v1/health", words)],
         check_key=checks.check_key,
+        challenge=gate_challenge,
         run_in_thread=checks.run_in_thread,
         buffer_bytes=buffer_bytes,
         timeout=timeout,
@@ -105,7 +116,7 @@ def test_a_body_without_a_key_is_answered_401_at_once_and_never_read():
     sent, received = run(gate(app), scope(headers=body_of(1_048_000)), stall=True)
     status, headers, body = answer_of(sent)
     assert status == 401 and body["code"] == "unauthenticated" and body["message"] == bodygate.MISSING_KEY
-    assert headers[b"connection"] == b"close" and headers[b"www-authenticate"] == b'Bearer realm="memory"'
+    assert headers[b"connection"] == b"close" and headers[b"www-authenticate"] == CHALLENGE
     assert received == [] and app.bodies == []
 
 
@@ -116,7 +127,7 @@ def test_a_scheme_other_than_bearer_counts_as_no_key_and_an_unknown_key_is_refus
     sent, received = run(gate(ReadingApp(), checks), scope(headers=body_of(10, key="mem_1_2")), stall=True)
     status, headers, body = answer_of(sent)
     assert (status, body["message"]) == (401, "The API key is not valid.") and received == []
-    assert headers[b"www-authenticate"] == b'Bearer realm="memory", error="invalid_token"'
+    assert headers[b"www-authenticate"] == CHALLENGE + b', error="invalid_token"'
     assert checks.calls == [("mem_1_2", "api")]
 
 
@@ -142,6 +153,7 @@ def test_a_check_that_fails_leaves_the_key_to_the_view():
         app,
         [Door("/", words, interface="api")],
         check_key=Checks().check_key,
+        challenge=gate_challenge,
         run_in_thread=broken,
         buffer_bytes=100,
         timeout=5,
@@ -278,6 +290,7 @@ def test_answers_at_each_door_are_in_its_own_words():
         ReadingApp(),
         [Door("/", words), Door("/mcp", mcp_words, interface="mcp")],
         check_key=Checks().check_key,
+        challenge=gate_challenge,
         run_in_thread=Checks().run_in_thread,
         buffer_bytes=100,
         timeout=5,

@@ -92,7 +92,11 @@ def test_bodies_without_a_key_are_refused_at_once_unread_and_the_server_holds_no
     for number, connection in enumerate(connections):
         status, headers, body, seconds = answer(connection, within=5)
         assert status == 401 and headers["connection"] == "close" and seconds < 2
-        assert headers["www-authenticate"] == 'Bearer realm="memory"'
+        metadata = "http://127.0.0.1/.well-known/oauth-protected-resource"  # the Host stall() sends
+        assert (
+            headers["www-authenticate"]
+            == f'Bearer realm="memory", resource_metadata="{metadata}{"/mcp" if number % 2 else ""}"'
+        )
         if number % 2:
             assert body == {
                 "jsonrpc": "2.0",
@@ -106,7 +110,10 @@ def test_bodies_without_a_key_are_refused_at_once_unread_and_the_server_holds_no
 
     status, headers, body, _ = answer(stall(address, "/api/v1/memories/", key=keys["revoked"]), within=5)
     assert status == 401 and body["error"]["message"] == "This API key was revoked. Ask the operator for a new one."
-    assert headers["www-authenticate"] == 'Bearer realm="memory", error="invalid_token"'
+    metadata = "http://127.0.0.1/.well-known/oauth-protected-resource"  # the Host stall() sends
+    assert (
+        headers["www-authenticate"] == f'Bearer realm="memory", resource_metadata="{metadata}", error="invalid_token"'
+    )
     status, _, body, _ = answer(stall(address, "/mcp", key="mem_00000000_unknown"), within=5)
     assert status == 401 and body["error"]["code"] == -32001 and "not valid" in body["error"]["message"]
 

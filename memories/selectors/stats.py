@@ -82,6 +82,11 @@ def memory_stats(*, namespace: str | None = None) -> dict:
     }
 
 
+def namespace_names() -> list[str]:
+    """Return every namespace that holds a memory, in name order (the OAuth consent page offers them)."""
+    return list(Memory.objects.order_by("namespace").values_list("namespace", flat=True).distinct())
+
+
 def store_counts() -> dict:
     """Return the stored memories per (namespace, state) and revisions per (namespace, tombstone), for /metrics.
 

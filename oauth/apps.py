@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class OAuthConfig(AppConfig):
+    name = "oauth"
+    verbose_name = "OAuth connections"
