@@ -1,9 +1,9 @@
 """A loopback HTTP proxy that adds ``Authorization: Bearer <token>`` to every request it forwards.
 
 For clients that send no credentials of their own (the MCP conformance suite): they talk
-to the proxy, the proxy to the real server. Everything else passes as it came, the
-``Host`` and ``Origin`` headers included, so the server judges them as it would the
-client's own.
+to the proxy, the proxy to the real server. A ``Host`` naming the proxy is sent as the
+server's own, so the server sees the URL a token was issued for; any other ``Host`` (a
+DNS-rebinding probe's), ``Origin`` and the rest pass as they came, for the server to judge.
 """
 
 import contextlib
@@ -36,9 +36,12 @@ def _handler(upstream: str, token: str) -> type[BaseHTTPRequestHandler]:
             body = self.rfile.read(length) if length else None
             connection = http.client.HTTPConnection(target.hostname, target.port, timeout=30)
             try:
-                # skip_host: the client's Host goes through unchanged (the server checks it).
+                # skip_host: Host is sent from the client's, below, for the server to check.
                 connection.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
+                own = f"127.0.0.1:{self.server.server_address[1]}"
                 for name, value in self.headers.items():
+                    if name.lower() == "host" and value == own:
+                        value = target.netloc
                     if name.lower() not in HOP_BY_HOP and name.lower() != "authorization":
                         connection.putheader(name, value)
                 connection.putheader("Authorization", f"Bearer {token}")
