@@ -93,7 +93,7 @@ def run_scenario(url: str, scenario: str, output_dir) -> list[dict]:
 
 
 def bearer_token(instance) -> str:
-    """The token the proxy adds to every request: an API key with read and write on every namespace."""
+    """The token the proxy adds to every request, chosen here only: an API key for every namespace, read and write."""
     return instance.create_api_keys(conformance={})["conformance"]
 
 
