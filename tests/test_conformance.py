@@ -16,6 +16,7 @@ import pytest
 
 from mcp_api.transport import UNAUTHORIZED
 from tests.bearer_proxy import bearer_proxy
+from tests.oauth_flow import create_person, obtain_token
 from tests.subprocesses import BASE_DIR, serve
 
 pytestmark = pytest.mark.slow
@@ -92,9 +93,11 @@ def run_scenario(url: str, scenario: str, output_dir) -> list[dict]:
     return json.loads(results[0].read_text())
 
 
-def bearer_token(instance) -> str:
-    """The token the proxy adds to every request, chosen here only: an API key for every namespace, read and write."""
-    return instance.create_api_keys(conformance={})["conformance"]
+def bearer_token(instance, server: str) -> str:
+    """The token the proxy adds to every request, chosen here only: an OAuth access token a person approved for one
+    namespace, read and write, obtained through the whole flow (registration, sign-in, consent, code exchange)."""
+    create_person(instance, "conformance", "a-long-conformance-password")
+    return obtain_token(server, "conformance", "a-long-conformance-password", namespaces="conformance")["access_token"]
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +108,7 @@ def server(module_instance):
 
 @pytest.fixture(scope="module")
 def proxy(server, module_instance):
-    with bearer_proxy(server, bearer_token(module_instance)) as base:
+    with bearer_proxy(server, bearer_token(module_instance, server)) as base:
         yield base
 
 
