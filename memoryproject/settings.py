@@ -404,6 +404,9 @@ MEMORY_OAUTH_ACCESS_TOKEN_SECONDS = env_int("MEMORY_OAUTH_ACCESS_TOKEN_SECONDS",
 MEMORY_OAUTH_REFRESH_TOKEN_DAYS = env_int("MEMORY_OAUTH_REFRESH_TOKEN_DAYS", 30, minimum=1, maximum=365)
 # Whether any client may register itself (RFC 7591); off, only clients an admin adds can connect.
 MEMORY_OAUTH_REGISTRATION = env_bool("MEMORY_OAUTH_REGISTRATION", True)
+# Whether a client may name itself by the https URL of its metadata document, which the server then fetches:
+# off by default, for the server makes no outbound request unless told it may.
+MEMORY_OAUTH_CLIENT_METADATA_DOCUMENTS = env_bool("MEMORY_OAUTH_CLIENT_METADATA_DOCUMENTS", False)
 OAUTH2_PROVIDER = {
     "SCOPES": {"read": "Read memories", "write": "Write memories"},
     "DEFAULT_SCOPES": ["read"],
@@ -429,6 +432,7 @@ OAUTH2_PROVIDER = {
     "OAUTH2_TOKEN_ENDPOINT_AUTH_METHODS_SUPPORTED": ["none", "client_secret_post", "client_secret_basic"],
     "DCR_ENABLED": MEMORY_OAUTH_REGISTRATION,
     "DCR_REGISTRATION_PERMISSION_CLASSES": ("oauth2_provider.dcr.AllowAllDCRPermission",),
+    "CIMD_ENABLED": MEMORY_OAUTH_CLIENT_METADATA_DOCUMENTS,
     "OAUTH2_PROTECTED_RESOURCE_NAME": "Memory server",
 }
 # The consent page sends people who are not signed in to the admin's sign-in.

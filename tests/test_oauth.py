@@ -418,3 +418,63 @@ def test_removing_a_client_in_the_admin_ends_its_tokens(web, person):
     assert not Application.objects.filter(client_id=client_id).exists()
     assert api(tokens["access_token"], "GET", "/api/v1/memories/", {"namespace": "alpha"}).status_code == 401
     assert AuditEvent.objects.filter(action="oauth_client_remove", actor="user:ada").exists()
+
+
+# --- client ID metadata documents ------------------------------------------------------------------------------
+
+DOCUMENT_URL = "https://agent.example.com/oauth/client.json"
+
+
+class DocumentFetcher:
+    """Stands in for the internet: serves ``documents`` by URL, as the library's fetcher would return them."""
+
+    documents: dict = {}
+
+    def fetch(self, client_id):
+        return dict(self.documents[client_id]), 300
+
+
+@pytest.fixture
+def metadata_documents(settings):
+    settings.OAUTH2_PROVIDER = {
+        **settings.OAUTH2_PROVIDER,
+        "CIMD_ENABLED": True,
+        "CIMD_METADATA_FETCHER": "tests.test_oauth.DocumentFetcher",
+    }
+    DocumentFetcher.documents = {}
+    return DocumentFetcher.documents
+
+
+def test_a_client_named_by_its_metadata_document_is_approved_without_registering(web, person, metadata_documents):
+    metadata_documents[DOCUMENT_URL] = {
+        "client_id": DOCUMENT_URL,
+        "client_name": "Documented agent",
+        "redirect_uris": [REDIRECT],
+        "token_endpoint_auth_method": "none",
+    }
+    assert web.get("/.well-known/oauth-authorization-server").json()["client_id_metadata_document_supported"]
+    verifier, challenge = pkce()
+    web.force_login(person)
+    page = web.get(authorize_query(DOCUMENT_URL, challenge))
+    assert page.status_code == 200 and "Connect Documented agent?" in page.content.decode()
+    chosen = {**consent_form(page), "allow": "Allow", "read": "on", "new_namespaces": "alpha"}
+    code = parse_qs(urlsplit(web.post("/oauth/authorize/", chosen)["Location"]).query)["code"][0]
+    tokens = exchange(web, DOCUMENT_URL, code, verifier)
+    assert tokens.status_code == 200, tokens.content
+    assert api(tokens.json()["access_token"], "GET", "/api/v1/memories/", {"namespace": "alpha"}).status_code == 200
+
+
+def test_a_metadata_document_with_a_plain_http_redirect_gets_no_code(web, person, metadata_documents):
+    metadata_documents[DOCUMENT_URL] = {
+        "client_id": DOCUMENT_URL,
+        "client_name": "Careless agent",
+        "redirect_uris": ["http://agent.example.com/callback"],
+        "token_endpoint_auth_method": "none",
+    }
+    web.force_login(person)
+    answer = web.get(authorize_query(DOCUMENT_URL, pkce()[1], redirect_uri="http://agent.example.com/callback"))
+    assert answer.status_code == 400 and "Location" not in answer
+
+
+def test_metadata_documents_are_off_unless_the_operator_turns_them_on(web):
+    assert web.get("/.well-known/oauth-authorization-server").json()["client_id_metadata_document_supported"] is False
