@@ -16,7 +16,7 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-APPS = ("memories", "search", "knowledge", "telemetry", "api", "mcp_api", "dashboard", "memoryproject")
+APPS = ("memories", "search", "knowledge", "telemetry", "oauth", "api", "mcp_api", "dashboard", "memoryproject")
 # Loaded by name (ROOT_URLCONF, ASGI_APPLICATION, WSGI_APPLICATION), imported by no module.
 ENTRY_POINTS = {"memoryproject.urls", "memoryproject.asgi", "memoryproject.wsgi"}
 ENTRY_NODE = "memoryproject (entry points)"
@@ -201,6 +201,11 @@ def test_knowledge_imports_only_search_of_the_other_apps():
 def test_telemetry_imports_nothing_of_memories():
     found = _edges().get(("telemetry", "memories"), [])
     assert found == [], "telemetry sits below memories:\n" + "\n".join(found)
+
+
+def test_only_the_doors_and_the_entry_points_import_oauth():
+    importers = {source for source, target in _edges() if target == "oauth"}
+    assert importers <= {"api", "mcp_api", ENTRY_NODE}, importers
 
 
 def test_memories_reaches_telemetry_rows_only_through_telemetry_services_and_selectors():
