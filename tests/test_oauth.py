@@ -478,3 +478,10 @@ def test_a_metadata_document_with_a_plain_http_redirect_gets_no_code(web, person
 
 def test_metadata_documents_are_off_unless_the_operator_turns_them_on(web):
     assert web.get("/.well-known/oauth-authorization-server").json()["client_id_metadata_document_supported"] is False
+
+
+def test_with_registration_closed_no_client_can_register_and_the_metadata_says_so(web, settings):
+    settings.OAUTH2_PROVIDER = {**settings.OAUTH2_PROVIDER, "DCR_ENABLED": False}
+    assert register(web).status_code == 404
+    assert "registration_endpoint" not in web.get("/.well-known/oauth-authorization-server").json()
+    assert not Application.objects.exists()

@@ -9,6 +9,9 @@ from tests.subprocesses import clean_env, manage, python
 pytestmark = pytest.mark.slow
 
 
+PUBLIC_URL = "https://host[:port] (http only for localhost or 127.0.0.1), without a path, '?' or '#'"
+
+
 @pytest.mark.parametrize(
     ("name", "value", "accepted"),
     [
@@ -24,6 +27,12 @@ pytestmark = pytest.mark.slow
         # The budget for all bodies at once must hold the largest one a door takes (an import's, by default).
         ("MEMORY_BODY_BUFFER_BYTES", "1048576", "an integer from 67108864 to 68719476736"),
         ("MEMORY_BODY_TIMEOUT", "0", "an integer from 1 to 3600"),
+        # OAuth sends codes and tokens to the public URL: plain http only on loopback.
+        ("MEMORY_PUBLIC_URL", "http://memory.example.com", PUBLIC_URL),
+        ("MEMORY_PUBLIC_URL", "https://memory.example.com/memory", PUBLIC_URL),
+        ("MEMORY_PUBLIC_URL", "memory.example.com", PUBLIC_URL),
+        ("MEMORY_PUBLIC_URL", "https://memory.example.com:port", PUBLIC_URL),
+        ("MEMORY_OAUTH_ACCESS_TOKEN_SECONDS", "10", "an integer from 60 to 86400"),
         (
             "MEMORY_STALE_AFTER_DAYS",
             "note=0",
