@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from django import forms
 from django.conf import settings
-from django.http import JsonResponse
+from django.http import HttpResponse, JsonResponse
 from oauth2_provider.exceptions import OAuthToolkitError
 from oauth2_provider.forms import AllowForm
 from oauth2_provider.models import get_application_model
@@ -49,6 +49,27 @@ def over_https(view):
         )
 
     return guarded
+
+
+def from_any_origin(view):
+    """Let a client running in a browser call an endpoint that takes no cookies (metadata, registration, token).
+
+    Answers the CORS preflight itself; ``*`` is safe because these endpoints never read a session.
+    """
+
+    @wraps(view)
+    def shared(request, *args, **kwargs):
+        if request.method == "OPTIONS" and "HTTP_ACCESS_CONTROL_REQUEST_METHOD" in request.META:
+            response = HttpResponse(status=204)
+            response["Access-Control-Allow-Methods"] = "GET, POST, OPTIONS"
+            response["Access-Control-Allow-Headers"] = "Authorization, Content-Type, MCP-Protocol-Version"
+            response["Access-Control-Max-Age"] = "86400"
+        else:
+            response = view(request, *args, **kwargs)
+        response["Access-Control-Allow-Origin"] = "*"
+        return response
+
+    return shared
 
 
 class ConsentForm(AllowForm):

@@ -485,3 +485,17 @@ def test_with_registration_closed_no_client_can_register_and_the_metadata_says_s
     assert register(web).status_code == 404
     assert "registration_endpoint" not in web.get("/.well-known/oauth-authorization-server").json()
     assert not Application.objects.exists()
+
+
+def test_a_client_in_a_browser_may_call_the_cookieless_endpoints_but_not_the_consent_page(web, person):
+    preflight = web.options(
+        "/oauth/token/", HTTP_ORIGIN="http://localhost:6274", HTTP_ACCESS_CONTROL_REQUEST_METHOD="POST"
+    )
+    assert preflight.status_code == 204 and preflight["Access-Control-Allow-Origin"] == "*"
+    assert "Content-Type" in preflight["Access-Control-Allow-Headers"]
+    for path in ("/.well-known/oauth-authorization-server", "/.well-known/oauth-protected-resource/mcp"):
+        assert web.get(path)["Access-Control-Allow-Origin"] == "*"
+    assert register(web)["Access-Control-Allow-Origin"] == "*"
+    web.force_login(person)
+    client_id = Application.objects.get().client_id
+    assert "Access-Control-Allow-Origin" not in web.get(authorize_query(client_id, pkce()[1]))
