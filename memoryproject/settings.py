@@ -417,7 +417,7 @@ LOGGING.setdefault("loggers", {}).update(
         "mcp_server.djangomcp": {"level": "CRITICAL"},
         # A refused request is one line, without the traceback of the exception that refused it.
         "django.request": {"filters": ["client_errors_without_traceback"]},
-        # A Host not in MEMORY_ALLOWED_HOSTS too (scanners send them all day); a filter acts only where a record is made.
+        # A Host not in MEMORY_ALLOWED_HOSTS too (scanners send them all day); named, as filters act where logged.
         "django.security.DisallowedHost": {"filters": ["client_errors_without_traceback"]},
     }
 )
