@@ -268,6 +268,34 @@ def test_make_install_says_what_it_installs_before_pip_runs_and_lets_pip_show_it
     assert (venv / ".requirements.stamp").exists()
 
 
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_test_and_lint_install_the_test_tools_on_top_and_make_run_installs_only_what_running_needs(tmp_path):
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").write_text('#!/bin/sh\necho "python $*"\n')
+    (venv / "bin" / "python").chmod(0o755)
+
+    def installs(*targets: str) -> list[str]:
+        done = subprocess.run(
+            ["make", "--no-print-directory", "-n", *targets, f"VENV={venv}"],
+            cwd=BASE_DIR,
+            capture_output=True,
+            text=True,
+        )
+        assert done.returncode == 0, done.stderr
+        return [line.split(" -r ")[1] for line in done.stdout.splitlines() if " -m pip install " in line]
+
+    assert installs("run") == ["requirements.txt"]
+    for target in ("test", "lint", "test-postgres"):
+        assert installs(target) == ["requirements.txt", "requirements-test.txt"]
+    testing = (BASE_DIR / "requirements-test.txt").read_text().splitlines()
+    running = (BASE_DIR / "requirements.txt").read_text()
+    assert "-r requirements.txt" in testing
+    for tool in ("pytest", "pytest-django", "hypothesis", "schemathesis", "playwright", "ruff"):
+        assert any(line.startswith(f"{tool}==") for line in testing)
+        assert not re.search(rf"^{tool}==", running, re.MULTILINE)
+
+
 def _wait_for_line(log, process: subprocess.Popen, start: str, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while not any(line.startswith(start) for line in log.read_text().splitlines()):
