@@ -52,6 +52,13 @@ def unit_lines(text: str, key: str) -> list[str]:
     return [line.split("=", 1)[1] for line in text.splitlines() if line.startswith(f"{key}=")]
 
 
+@pytest.mark.parametrize(("example", "fence"), [(UNIT, "ini"), (SITE, "nginx")], ids=["unit", "nginx"])
+def test_docs_operations_shows_each_example_file_exactly_as_it_is(example, fence):
+    operations = (BASE_DIR / "docs" / "operations.md").read_text()
+
+    assert f"```{fence}\n{example.read_text()}```\n" in operations
+
+
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed")
 def test_the_systemd_unit_passes_systemd_analyze_verify_without_a_warning(tmp_path):
     unit = tmp_path / "memory-server.service"
