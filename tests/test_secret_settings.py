@@ -17,6 +17,13 @@ print(json.dumps({name: fields[name] for name in ("NAME", "USER", "PASSWORD", "H
 """
 
 
+def sqlite_env(data_dir, **extra: str) -> dict:
+    """``clean_env`` without the database URL `make test-postgres` adds: these tests give their own."""
+    env = clean_env(data_dir)
+    env.pop("MEMORY_DATABASE_URL", None)
+    return {**env, **extra}
+
+
 def settings_of(env: dict, code: str) -> str:
     done = python(code, env=env)
     assert done.returncode == 0, done.stderr
@@ -36,7 +43,7 @@ def test_the_secret_key_is_read_from_its_file_and_none_is_generated(tmp_path):
 def test_the_database_url_and_its_password_are_read_from_files_the_password_as_it_is(tmp_path):
     (tmp_path / "url").write_text("postgresql://memory@db.example:6543/memories\n")
     (tmp_path / "password").write_text("p@ss:w/o%rd x\n")  # a file needs no percent-encoding
-    env = clean_env(
+    env = sqlite_env(
         tmp_path, MEMORY_DATABASE_URL_FILE=str(tmp_path / "url"), MEMORY_DB_PASSWORD_FILE=str(tmp_path / "password")
     )
 
@@ -90,7 +97,7 @@ def test_a_secret_given_twice_or_a_file_that_cannot_be_read_stops_start_up_in_on
     (tmp_path / "empty").write_text("\n")
     files = {name: str(tmp_path / value) if name.endswith("_FILE") else value for name, value in given.items()}
 
-    done = manage("check", env=clean_env(tmp_path, **files))
+    done = manage("check", env=sqlite_env(tmp_path, **files))
 
     assert done.returncode != 0
     assert done.stderr.splitlines() == [refusal.format(dir=tmp_path)]
