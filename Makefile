@@ -3,10 +3,11 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements.stamp
+TEST_STAMP := $(VENV)/.requirements-test.stamp
 MEMORY_HOST ?= 127.0.0.1
 MEMORY_PORT ?= 8000
 
-.PHONY: install migrate run test test-postgres lint demo doctor
+.PHONY: install install-test migrate run test test-postgres lint demo doctor
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -19,22 +20,30 @@ $(STAMP): requirements.txt | $(PY)
 
 install: $(STAMP)
 
+# The test tools on top (pytest, playwright, ruff, ...): for the targets that test or lint, never for `make run`.
+$(TEST_STAMP): requirements-test.txt $(STAMP)
+	@echo "Installing requirements-test.txt (the test tools) into $(VENV)."
+	$(PY) -m pip install --disable-pip-version-check -r requirements-test.txt
+	touch $(TEST_STAMP)
+
+install-test: $(TEST_STAMP)
+
 migrate: install
 	$(PY) manage.py migrate --noinput -v 0
 
 run: migrate
 	$(PY) manage.py serve --host $(MEMORY_HOST) --port $(MEMORY_PORT)
 
-test: install
+test: install-test
 	$(PY) -m pytest
 
 # ruff's lint and its format check (pyproject.toml); `$(VENV)/bin/ruff format .` formats.
-lint: install
+lint: install-test
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
 # The suite against a throwaway PostgreSQL cluster (Debian's postgresql package).
-test-postgres: install
+test-postgres: install-test
 	$(PY) -m tests.postgres
 
 demo: migrate

@@ -87,6 +87,19 @@ def chunks(cursor, sql: str, params: list, *, size: int):
         yield rows
 
 
+def connection_limit() -> tuple[int, int] | None:
+    """On PostgreSQL, the server's max_connections and how many of them are reserved (for superusers, and from
+    PostgreSQL 16 for pg_use_reserved_connections); None on SQLite, which has no such limit."""
+    if not is_postgresql():
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT current_setting('max_connections')::int, current_setting('superuser_reserved_connections')::int"
+            " + coalesce(current_setting('reserved_connections', true), '0')::int"
+        )
+        return cursor.fetchone()
+
+
 def micros(column: str) -> str:
     """SQL for a stored datetime column as exact integer microseconds since the epoch (NULL stays NULL)."""
     if is_postgresql():

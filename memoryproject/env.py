@@ -5,16 +5,36 @@ accepts: a server that silently falls back to a default on a typo is worse than
 one that refuses to start.
 """
 
+import difflib
 import os
 import re
 import sys
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+<<<<<<< HEAD
 from memoryproject.loopback import https_or_loopback
 
+=======
+# Where a relative path is taken from, as for the path settings: the folder of manage.py.
+_CHECKOUT = Path(__file__).resolve().parent.parent
+>>>>>>> issue46b
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
+# Every MEMORY_* variable the settings have asked for, so a misspelt one can be named at start (unknown_variables).
+_READ: set[str] = set()
+# Read by the hooks and plugins of integrations/, not by the server: set in the same shell, they are not misspelt.
+CLIENT_VARIABLES = (
+    "MEMORY_URL",
+    "MEMORY_API_KEY",
+    "MEMORY_NAMESPACE",
+    "MEMORY_TIMEOUT",
+    "MEMORY_BUDGET",
+    "MEMORY_TOOLS",
+    "MEMORY_HARNESS",
+    "MEMORY_TURNS_DIR",
+    "MEMORY_TEST_PYTHON",
+)
 
 
 class SettingError(SystemExit):
@@ -25,6 +45,7 @@ class SettingError(SystemExit):
 
 
 def _raw(name: str) -> str | None:
+    _READ.add(name)
     value = os.environ.get(name)
     if value is None or value.strip() == "":
         return None
@@ -125,6 +146,44 @@ def env_path(name: str, default: Path, *, base: Path) -> Path:
     return path
 
 
+def env_secret(name: str) -> str:
+    """Return ``name``'s value, or the text of the file ``name``_FILE names (its ends stripped); "" if neither is set.
+
+    The file keeps a secret out of the environment, which ``ps e`` and /proc show to its owner and which crash
+    reporters copy. Both set is refused: which one wins would be a guess.
+    """
+    value, path = _raw(name), _raw(f"{name}_FILE")
+    if value is not None and path is not None:
+        fail(f"Both {name} and {name}_FILE are set: set only one of them.")
+    if path is None:
+        return value or ""
+    file = Path(path).expanduser()
+    if not file.is_absolute():
+        file = _CHECKOUT / file
+    try:
+        text = file.read_text(encoding="utf-8").strip()
+    except OSError as error:
+        fail(f"Bad setting {name}_FILE={path!r}: cannot read {file} ({error.strerror}).")
+    except UnicodeDecodeError:
+        fail(f"Bad setting {name}_FILE={path!r}: {file} is not UTF-8 text.")
+    if not text:
+        fail(f"Bad setting {name}_FILE={path!r}: {file} is empty.")
+    return text
+
+
+def unknown_variables(environ=os.environ) -> list[str]:
+    """Return a warning for each MEMORY_* variable in ``environ`` that neither the settings nor a client reads."""
+    known = sorted(_READ | set(CLIENT_VARIABLES))
+    warnings = []
+    for name in sorted(environ):
+        if not name.startswith("MEMORY_") or name in known:
+            continue
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.8)
+        guess = f"did you mean {close[0]}? " if close else ""
+        warnings.append(f"{name} is set but is not a setting of this server: {guess}It is ignored.")
+    return warnings
+
+
 def fail(message: str) -> None:
     """Stop start-up with one line (used for checks that are not about one variable)."""
     sys.exit(message)
@@ -163,9 +222,9 @@ def env_database_url(name: str) -> dict | None:
 
     User, password and database name are percent-decoded. After "?" only the parameters in
     ``_URL_PARAMETERS`` are accepted, each once; ``schema`` becomes the field SCHEMA, the others
-    OPTIONS for libpq. Return None when the variable is unset.
+    OPTIONS for libpq. Return None when neither the variable nor its _FILE is set.
     """
-    value = _raw(name)
+    value = env_secret(name) or None
     if value is None:
         return None
     # The message repeats the value: never its password.
@@ -218,6 +277,7 @@ def env_database_url(name: str) -> dict | None:
     }
 
 
+<<<<<<< HEAD
 def env_public_url(name: str) -> str:
     """Read the URL clients reach the server at (``https://host[:port]``), without a trailing slash.
 
@@ -236,3 +296,15 @@ def env_public_url(name: str) -> str:
     if parts.path not in ("", "/") or parts.query or parts.fragment or not https_or_loopback(value):
         raise SettingError(name, value, accepted)
     return value.rstrip("/")
+=======
+def env_database_password(fields: dict | None, name: str, *, url_name: str) -> dict | None:
+    """Return ``fields`` with the password ``name`` (or ``name``_FILE) gives, for a URL written without one."""
+    password = env_secret(name)
+    if not password:
+        return fields
+    if fields is None:
+        fail(f"{name} is set but {url_name} is not: the password is for the PostgreSQL server that URL names.")
+    if fields["PASSWORD"]:
+        fail(f"The database password is given twice, in {url_name} and in {name}: leave it out of the URL.")
+    return {**fields, "PASSWORD": password}
+>>>>>>> issue46b

@@ -8,6 +8,7 @@ from pathlib import Path
 from memoryproject.env import (
     env_bool,
     env_choice,
+    env_database_password,
     env_database_url,
     env_days,
     env_float,
@@ -15,6 +16,7 @@ from memoryproject.env import (
     env_list,
     env_path,
     env_public_url,
+    env_secret,
     env_str,
     env_weights,
     fail,
@@ -39,8 +41,8 @@ SECRET_KEY_MIN_LENGTH = 32
 
 
 def _secret_key() -> str:
-    """Return MEMORY_SECRET_KEY, or a generated key persisted under the data directory."""
-    given = env_str("MEMORY_SECRET_KEY")
+    """Return MEMORY_SECRET_KEY (or its _FILE's), or a generated key persisted under the data directory."""
+    given = env_secret("MEMORY_SECRET_KEY")
     if given:
         if len(given) < SECRET_KEY_MIN_LENGTH:
             fail(f"Bad setting MEMORY_SECRET_KEY: expected at least {SECRET_KEY_MIN_LENGTH} characters.")
@@ -92,6 +94,14 @@ SECRET_KEY = _secret_key()
 
 ALLOWED_HOSTS = env_list("MEMORY_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("MEMORY_CSRF_TRUSTED_ORIGINS", [])
+# Clients come over HTTPS (a proxy in front ends TLS): the admin's session and CSRF cookies are then never sent in
+# clear. uvicorn takes the scheme from X-Forwarded-Proto of a loopback proxy (FORWARDED_ALLOW_IPS).
+MEMORY_HTTPS = env_bool("MEMORY_HTTPS", False)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = MEMORY_HTTPS
+# What `first_run` makes on an empty database, given by the operator instead of drawn (the password, or an API key
+# in the form mem_<8 hex digits>_<43 or more URL-safe characters>); each may come from a file (..._FILE).
+MEMORY_FIRST_ADMIN_PASSWORD = env_secret("MEMORY_FIRST_ADMIN_PASSWORD")
+MEMORY_FIRST_API_KEY = env_secret("MEMORY_FIRST_API_KEY")
 
 INSTALLED_APPS = [
     "memoryproject.admin_site.MemoryAdminConfig",
@@ -188,7 +198,10 @@ DATABASES = {
 
 # Set, PostgreSQL holds the memories instead of the SQLite file (docs/postgresql.md); MEMORY_DB_PATH and
 # MEMORY_DB_MMAP_MB are then not read for the database.
-_postgresql = env_database_url("MEMORY_DATABASE_URL")
+# Either may come from a file (MEMORY_DATABASE_URL_FILE, MEMORY_DB_PASSWORD_FILE), out of the environment.
+_postgresql = env_database_password(
+    env_database_url("MEMORY_DATABASE_URL"), "MEMORY_DB_PASSWORD", url_name="MEMORY_DATABASE_URL"
+)
 if _postgresql is not None:
     DATABASES["default"] = {
         "ENGINE": "memoryproject.pg_backend",
@@ -277,7 +290,7 @@ MEMORY_MODEL_CACHE = Path(env_str("MEMORY_MODEL_CACHE", str(DATA_DIR / "models")
 if not MEMORY_MODEL_CACHE.is_absolute():
     MEMORY_MODEL_CACHE = BASE_DIR / MEMORY_MODEL_CACHE
 for _removed in ("MEMORY_EMBED_PRECISION", "MEMORY_EMBED_BATCH_PRECISION", "MEMORY_EMBED_BATCH_THREADS"):
-    if os.environ.get(_removed):
+    if env_str(_removed):
         fail(
             f"{_removed} is no longer read: models run in float32 through ONNX Runtime, one batch at a time; unset it."
         )
@@ -450,6 +463,8 @@ LOGGING.setdefault("loggers", {}).update(
         "mcp_server.djangomcp": {"level": "CRITICAL"},
         # A refused request is one line, without the traceback of the exception that refused it.
         "django.request": {"filters": ["client_errors_without_traceback"]},
+        # A Host not in MEMORY_ALLOWED_HOSTS too (scanners send them all day); named, as filters act where logged.
+        "django.security.DisallowedHost": {"filters": ["client_errors_without_traceback"]},
     }
 )
 

@@ -1,7 +1,13 @@
+import json
+
 from django.contrib import admin
+from django.core.exceptions import DisallowedHost
+from django.http import HttpResponse
 from django.urls import include, path
 
+from api.exceptions import error_body
 from api.metrics import metrics
+from mcp_api.transport import INVALID_REQUEST, jsonrpc_error
 from mcp_api.views import MemoryMCPView
 
 admin.autodiscover()  # here rather than at start-up (settings.INSTALLED_APPS says why)
@@ -14,3 +20,25 @@ urlpatterns = [
     path("", include("oauth.urls")),
     path("", include("dashboard.urls")),
 ]
+
+WRONG_HOST = (
+    "This server does not answer to the host name in the request's Host header. Use the name it is served "
+    "under, or add this one to the server's MEMORY_ALLOWED_HOSTS."
+)
+
+
+def bad_request(request, exception) -> HttpResponse:
+    """Django's own 400s, refused before any view (a Host not in MEMORY_ALLOWED_HOSTS): JSON, not an HTML page,
+    in the shape of the door asked (a JSON-RPC error at /mcp)."""
+    if isinstance(exception, DisallowedHost):
+        code, message = "disallowed_host", WRONG_HOST
+    else:  # their messages may echo the request
+        code, message = "bad_request", "The request is malformed and was refused."
+    if request.path == "/mcp":
+        body = jsonrpc_error(INVALID_REQUEST, message)
+    else:
+        body = json.dumps(error_body(code, message)).encode()
+    return HttpResponse(body, status=400, content_type="application/json")
+
+
+handler400 = bad_request

@@ -10,6 +10,7 @@ import datetime as dt
 import hashlib
 import hmac
 import json
+import re
 import secrets
 
 from django.db import IntegrityError, connection, transaction
@@ -31,6 +32,10 @@ NAME_MAX = 100
 LAST_USED_RESOLUTION = dt.timedelta(minutes=1)
 # Compared against when the prefix is unknown, so that case costs the same hash and compare.
 _NO_KEY_HASH = "0" * 64
+# A key an operator brings (MEMORY_FIRST_API_KEY) carries at least the randomness of a drawn one: 43 URL-safe
+# characters are 256 bits.
+_GIVEN_KEY = re.compile(rf"{KEY_PREFIX}_([0-9a-f]{{8}})_[A-Za-z0-9_-]{{43,}}")
+DRAW_A_KEY = "python3 -c \"import secrets; print(f'mem_{secrets.token_hex(4)}_{secrets.token_urlsafe(32)}')\""
 
 
 def _digest(token: str) -> str:
@@ -60,11 +65,12 @@ def _namespaces(values) -> list[str] | None:
 
 
 def api_key_create(
-    *, name: str, scopes, namespaces=None, trusted: bool = True, actor: str, interface: str
+    *, name: str, scopes, namespaces=None, trusted: bool = True, token: str | None = None, actor: str, interface: str
 ) -> tuple[ApiKey, str]:
     """Create a key and return it with its plaintext, which is not stored and cannot be shown again.
 
-    ``trusted`` False: the memories the key creates start as candidates (``memories.states``).
+    ``trusted`` False: the memories the key creates start as candidates (``memories.states``). ``token``: the
+    plaintext to store instead of a drawn one.
     """
     check_interface(interface)
     name = validation.short_text(name, field="name", limit=NAME_MAX)
@@ -74,9 +80,10 @@ def api_key_create(
     namespace_list = _namespaces(namespaces)
     if not isinstance(trusted, bool):
         raise InvalidInput("trusted: expected true or false.", field="trusted")
-    for _ in range(5):
-        prefix = secrets.token_hex(4)
-        token = f"{KEY_PREFIX}_{prefix}_{secrets.token_urlsafe(32)}"
+    given = _given_key(token) if token is not None else None
+    for _ in range(1 if given else 5):
+        prefix = given or secrets.token_hex(4)
+        token = token if given else f"{KEY_PREFIX}_{prefix}_{secrets.token_urlsafe(32)}"
         try:
             with transaction.atomic():
                 now = dialect.now()
@@ -105,7 +112,21 @@ def api_key_create(
             return key, token
         except IntegrityError:  # two keys drew the same 32-bit prefix; draw again
             continue
+    if given:
+        raise InvalidInput(f"token: a key with the prefix {given} exists already; draw another: {DRAW_A_KEY}")
     raise RuntimeError("could not draw an unused API key prefix")
+
+
+def _given_key(token) -> str:
+    """Return the prefix of a key given whole, or refuse it (without repeating it: it is a secret)."""
+    found = _GIVEN_KEY.fullmatch(token) if isinstance(token, str) else None
+    if found is None:
+        raise InvalidInput(
+            f"token: expected {KEY_PREFIX}_<8 lower-case hex digits>_<43 or more letters, digits, - or _>; draw one "
+            f"with {DRAW_A_KEY}",
+            field="token",
+        )
+    return found.group(1)
 
 
 def api_key_revoke(*, prefix: str, actor: str, interface: str) -> ApiKey:

@@ -1,6 +1,7 @@
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import sys
 import threading
@@ -11,11 +12,14 @@ from django.conf import settings
 from django.core.management import CommandError, call_command
 
 from memories.management.cli import ProjectCommand
+from memoryproject import dialect
+from memoryproject.env import unknown_variables
 from memoryproject.exceptions import ReadOnlyStorage
 from search.embeddings import warm_up
 
 # The line a parent process waits for; the JSON after it is the discovery file's content.
 LISTENING = "MEMORY_SERVER_LISTENING"
+logger = logging.getLogger(__name__)
 
 
 class Command(ProjectCommand):
@@ -35,6 +39,9 @@ class Command(ProjectCommand):
         )
 
     def handle(self, *args, host, port, **options):
+        # A misspelt name would otherwise leave its default on without a word.
+        for warning in unknown_variables():
+            logger.warning(warning)
         try:
             call_command("first_run", stdout=self.stdout)
         except CommandError as error:
@@ -42,6 +49,7 @@ class Command(ProjectCommand):
                 raise
             # A store on a read-only disk still answers reads (health says read-only).
             self.stderr.write(f"{error} No first admin login or API key was made; serving reads only.")
+        check_connection_budget()
         self.discovery = Discovery(Path(settings.MEMORY_DISCOVERY_FILE))
         command = self
 
@@ -108,6 +116,25 @@ class Command(ProjectCommand):
 
     def stopping(self) -> None:
         self.discovery.give_up()
+
+
+def check_connection_budget() -> None:
+    """Refuse a process that would hold more PostgreSQL connections than the server accepts at all."""
+    limit = dialect.connection_limit()
+    if limit is None:
+        return
+    allowed, reserved = limit
+    if settings.MEMORY_DB_POOL_SIZE:
+        wanted, setting = settings.MEMORY_DB_POOL_SIZE, f"MEMORY_DB_POOL_SIZE={settings.MEMORY_DB_POOL_SIZE}"
+    else:  # no pool: every request thread keeps a connection of its own
+        wanted = settings.MEMORY_SERVER_THREADS
+        setting = f"MEMORY_SERVER_THREADS={wanted} (a connection each, as MEMORY_DB_POOL_SIZE=0)"
+    if wanted > allowed - reserved:
+        raise CommandError(
+            f"{setting} asks for more connections than the PostgreSQL server at {dialect.location()} accepts: its "
+            f"max_connections is {allowed}, {reserved} of them reserved, so {allowed - reserved} at most for all "
+            "clients together. Lower the setting, or raise max_connections on the server."
+        )
 
 
 class Discovery:
