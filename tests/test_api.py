@@ -4,7 +4,6 @@ import json
 import re
 
 import pytest
-from django.core.cache import cache
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import connection
 from rest_framework.test import APIClient
@@ -22,13 +21,6 @@ pytestmark = pytest.mark.django_db
 MEMORIES = "/api/v1/memories/"
 RECALL = "/api/v1/recall/"
 MISSING = 987_654
-
-
-@pytest.fixture(autouse=True)
-def fresh_throttle_counts():
-    cache.clear()
-    yield
-    cache.clear()
 
 
 @pytest.fixture

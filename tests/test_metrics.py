@@ -5,7 +5,6 @@ import logging
 import urllib.request
 
 import pytest
-from django.core.cache import cache
 from prometheus_client.parser import text_string_to_metric_families
 from rest_framework.test import APIClient
 
@@ -16,13 +15,6 @@ from tests.helpers import error_of
 from tests.subprocesses import serve
 
 SECRET = "The vault combination is 4-8-15-16."
-
-
-@pytest.fixture(autouse=True)
-def fresh_throttle_counts():
-    cache.clear()
-    yield
-    cache.clear()
 
 
 @pytest.fixture
