@@ -2,14 +2,19 @@
 
 import json
 import logging
+import platform
 import urllib.request
 
 import pytest
+from django.db import IntegrityError, connection, transaction
 from prometheus_client.parser import text_string_to_metric_families
 from rest_framework.test import APIClient
 
+import memoryproject
 from memories import services
 from memories.services.keys import api_key_create
+from memoryproject import dialect
+from memoryproject.exceptions import ReadOnlyStorage
 from memoryproject.requestlog import JsonFormatter
 from tests.helpers import error_of
 from tests.subprocesses import serve
@@ -190,6 +195,42 @@ def test_index_drift_is_counted_at_scrape_time(remember):
 
     # The missing trigger, and the row it missed.
     assert scrape()[("memory_index_drift", ())] == 2
+
+
+def test_the_build_info_names_the_version_and_a_sqlite_store_has_no_pool(db):
+    samples = scrape()
+
+    assert (
+        samples[("memory_build_info", (("python", platform.python_version()), ("version", memoryproject.__version__)))]
+        == 1
+    )
+    assert not any(name.startswith("memory_db_pool_") for name, _ in samples) or dialect.is_postgresql()
+
+
+def test_database_errors_are_counted_by_kind(remember):
+    remember("A memory whose revision the triggers keep as it is.")
+    before = scrape()
+
+    with pytest.raises(IntegrityError), transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("UPDATE memories_revision SET content = 'changed'")  # append-only: refused by a trigger
+
+    assert grown(before, scrape(), "memory_database_errors_total", kind="integrity") == 1
+
+
+@pytest.mark.sqlite_only("PRAGMA query_only makes this connection read-only")
+def test_a_read_only_database_is_counted_as_its_own_kind(remember):
+    before = scrape()
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA query_only = 1")
+        try:
+            with pytest.raises(ReadOnlyStorage):
+                remember("Refused: the database is read-only.")
+        finally:
+            cursor.execute("PRAGMA query_only = 0")
+
+    after = scrape()
+    assert grown(before, after, "memory_database_errors_total", kind="read_only") == 1
+    assert grown(before, after, "memory_database_errors_total", kind="integrity") == 0
 
 
 def test_hook_telemetry_is_counted_by_kind(keys):
