@@ -363,6 +363,23 @@ def test_a_real_server_logs_json_lines_with_the_request_id_and_serves_metrics_to
 
 
 @pytest.mark.slow
+def test_the_request_log_names_the_client_a_trusted_proxy_forwards_else_the_peer(instance):
+    clients = []
+    for trusted in ("127.0.0.1", "192.0.2.1"):  # uvicorn's default: a proxy on loopback; then one elsewhere
+        with serve({**instance.env, "MEMORY_LOG_FORMAT": "json", "FORWARDED_ALLOW_IPS": trusted}) as base:
+            request = urllib.request.Request(
+                f"{base}/api/v1/health/", headers={"X-Forwarded-For": "203.0.113.9", "X-Request-Id": f"via-{trusted}"}
+            )
+            urllib.request.urlopen(request, timeout=30).close()
+            log = (instance.data_dir / "server.log").read_text()
+        entries = [json.loads(line) for line in log.splitlines() if line.startswith("{")]
+        clients += [entry["client"] for entry in entries if entry.get("request_id") == f"via-{trusted}"]
+
+    # A forwarded address is believed only from a proxy uvicorn trusts; otherwise the log names the peer.
+    assert clients == ["203.0.113.9", "127.0.0.1"]
+
+
+@pytest.mark.slow
 def test_write_lock_waits_and_timeouts_are_counted(instance):
     instance.env["MEMORY_DB_BUSY_TIMEOUT"] = "1"
     counted = json.loads(
