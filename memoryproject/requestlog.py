@@ -128,7 +128,7 @@ class ClientErrorsWithoutTraceback(logging.Filter):
 
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: time, level, logger, message, the request id while a request runs, and the
-    request line's fields."""
+    fields of the request line or of the command that logged it."""
 
     def format(self, record: logging.LogRecord) -> str:
         entry = {
@@ -142,6 +142,7 @@ class JsonFormatter(logging.Formatter):
         if request_id is not None:
             entry["request_id"] = request_id
         entry.update(getattr(record, "http", {}))
+        entry.update(getattr(record, "fields", {}))  # a command's own fields (serve's URLs, a migration applied)
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return json.dumps(entry, default=str)
