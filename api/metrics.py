@@ -1,5 +1,5 @@
-"""``/metrics``: the process's Prometheus metrics (``memoryproject.metrics``) and the store's counts, read at
-scrape time.
+"""``/metrics``: the process's Prometheus metrics (``memoryproject.metrics``), and read at scrape time the store's
+counts and PostgreSQL's connection pool.
 
 Open to loopback clients (Prometheus on the same host, or a proxy that passes the client's
 address on: uvicorn takes ``X-Forwarded-For`` from loopback proxies) and to API keys with
@@ -10,6 +10,7 @@ a key limited to one namespace cannot learn which others exist or their sizes.
 
 import ipaddress
 
+from django.db import connection
 from django.http import HttpResponse, JsonResponse
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
@@ -21,6 +22,7 @@ from memories.access import AuthenticationFailed, PermissionDenied
 from memories.models import Scope
 from memories.services.keys import api_key_authenticate
 from memoryproject import dialect
+from memoryproject.metrics import PoolCollector
 from search.indexing import index_drift
 
 REFUSED = (
@@ -125,6 +127,11 @@ def metrics(request) -> HttpResponse:
     if isinstance(allowed, JsonResponse):
         return allowed
     store = CollectorRegistry()
+    # PostgreSQL's connection pool, when there is one (MEMORY_DB_POOL_SIZE), read before the store's counts take a
+    # connection from it.
+    pool = getattr(connection, "pool", None)
+    if pool is not None:
+        store.register(PoolCollector(pool))
     store.register(StoreCollector(by_namespace=allowed))
     # Two expositions of distinct metric names, one after the other, are one valid exposition. The classic
     # text format: every Prometheus version reads it.

@@ -24,8 +24,8 @@ class Health(Record):
     )
     database_engine: str = Field(
         description=(
-            "The engine and its version, e.g. 'sqlite 3.46.1' or 'postgresql 15.18'; the engine alone when the "
-            "database cannot be read."
+            "The engine, with its version to an API key with the admin scope, e.g. 'postgresql 15.18' (without "
+            "one: 'postgresql'); the engine alone when the database cannot be read."
         )
     )
     search_mode: str

@@ -2,7 +2,7 @@
 
 import time
 
-from django.db import connection
+from django.db import DatabaseError, connection
 from django.http import StreamingHttpResponse
 from drf_spectacular.utils import extend_schema
 from rest_framework.permissions import AllowAny
@@ -21,8 +21,9 @@ from memories.health import database_state
 from memories.models import Scope
 from memories.records import AuditReport, ExportDocument, ImportResult, Stats, StoreStats
 from memories.selectors.audit import run_audit
+from memories.services.keys import api_key_authenticate
 from memoryproject import dialect
-from memoryproject.exceptions import InvalidInput
+from memoryproject.exceptions import InvalidInput, MemoryServiceError
 from search.embeddings import get_embedder
 
 API_VERSION = "v1"
@@ -136,6 +137,17 @@ class StatsView(ApiView):
         return answer((StoreStats if self.caller.namespaces is None else Stats).of(stats))
 
 
+def _from_an_admin(request) -> bool:
+    """Whether the request carries a valid API key with the admin scope (health answers without one, saying less)."""
+    scheme, _, token = request.META.get("HTTP_AUTHORIZATION", "").partition(" ")
+    if scheme.lower() != "bearer":
+        return False
+    try:
+        return api_key_authenticate(token.strip(), interface="api").has(Scope.ADMIN)
+    except (MemoryServiceError, DatabaseError):  # a wrong key, or no answer from the database: the short form
+        return False
+
+
 class HealthView(APIView):
     """No key needed: a liveness and readiness probe that shows no data and no secrets."""
 
@@ -152,9 +164,9 @@ class HealthView(APIView):
         operation_id="health",
         auth=[],
         responses={200: Health, 503: Health},
-        description="Status, API version, database, search mode, embedder and uptime. No key needed. "
-        "503 when the database cannot be read (database: error), or can be read but would "
-        "refuse writes (read-only, full).",
+        description="Status, API version, database, search mode, embedder and uptime. No key needed; the "
+        "database engine's version only to an API key with the admin scope. 503 when the database cannot be "
+        "read (database: error), or can be read but would refuse writes (read-only, full).",
     )
     def get(self, request):
         database = database_state()
@@ -165,7 +177,8 @@ class HealthView(APIView):
             version=memoryproject.__version__,
             api_version=API_VERSION,
             database=database,
-            database_engine=connection.vendor if database == "error" else dialect.engine(),
+            # The engine's version only to an admin key: to anyone else it says which exploits to try.
+            database_engine=dialect.engine() if database != "error" and _from_an_admin(request) else connection.vendor,
             # Without the model, hybrid recall falls back to keywords (search.engine.rank).
             search_mode="hybrid" if available else "keyword",
             embedder=EmbedderHealth(name=embedder.name, device=embedder.device, available=available),

@@ -1,10 +1,11 @@
 """What an HTTP request costs the server before any work: wall time and server CPU per request.
 
-    .venv/bin/python benchmarks/http_floor.py [--memories 10000] [--requests 300] \
+    .venv/bin/python benchmarks/http_floor.py [--memories 10000] [--requests 300] [--rate-limits] \
         [--output benchmarks/results/http_floor.json]
 
 A store of ``--memories`` memories (hash embedder, ``history.bulk_load``) is served as
-``make run`` serves it (uvicorn, one worker, ``memoryproject.asgi``) with throttling off;
+``make run`` serves it (uvicorn, one worker, ``memoryproject.asgi``) with throttling off
+(``--rate-limits``: on, with budgets no run reaches, so every keyed request is counted);
 one keep-alive connection (TCP_NODELAY, as urllib3 and httpx set it) sends each request
 ``--requests`` times after a warm-up. Per request kind: wall p50/p95 at the client, and the
 server process's CPU time per request (from /proc, user + system), which does not depend
@@ -39,6 +40,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--memories", type=int, default=10_000)
     parser.add_argument("--requests", type=int, default=300)
+    parser.add_argument("--rate-limits", action="store_true", help="count every keyed request against a budget")
     parser.add_argument("--output", default="benchmarks/results/http_floor.json")
     args = parser.parse_args()
 
@@ -57,11 +59,12 @@ def main():
     bulk_load(make_history(Corpus(0), args.memories, now=timezone.now(), namespace="bench"))
     _, key = api_key_create(name="http floor", scopes=["read"], actor="bench", interface="cli")
     connection.close()
+    budget = "1000000" if args.rate_limits else "0"
     env = clean_env(
         workdir,
         MEMORY_DB_PATH=str(db_path),
-        MEMORY_API_READS_PER_MINUTE="0",
-        MEMORY_API_WRITES_PER_MINUTE="0",
+        MEMORY_API_READS_PER_MINUTE=budget,
+        MEMORY_API_WRITES_PER_MINUTE=budget,
         MEMORY_LOG_LEVEL="ERROR",
     )
     query = {"query": "deploy database", "mode": "keyword", "limit": 10}
@@ -131,6 +134,7 @@ def main():
         "command": " ".join(sys.argv),
         "memories": args.memories,
         "requests_per_kind": args.requests,
+        "rate_limits": args.rate_limits,
         "environment": harness.environment(),
         "load_average": os.getloadavg(),
         "results": results,

@@ -21,6 +21,7 @@ import inspect
 import logging
 from dataclasses import dataclass
 
+from asgiref.sync import sync_to_async
 from mcp import types
 from mcp.server.fastmcp.exceptions import ToolError
 from mcp.types import ToolAnnotations
@@ -164,8 +165,9 @@ class MemoryMCP(DjangoMCP):
             if caller is None:
                 raise AuthenticationFailed("Not authenticated.")
             caller.require(spec.scope)
-            # The key's budget is the one REST spends too: a tool that only reads spends reads.
-            ratelimit.charge(caller, "read" if spec.annotations.readOnlyHint else "write")
+            # The key's budget is the one REST spends too: a tool that only reads spends reads. Counted in the
+            # database, on the request's thread and connection, as the tool itself runs.
+            await sync_to_async(ratelimit.charge)(caller, "read" if spec.annotations.readOnlyHint else "write")
         except MemoryServiceError as error:
             raise MemoryToolError(error.message) from None
         accepted = tool.fn_metadata.arg_model.model_fields

@@ -8,10 +8,14 @@ each one and sums (docs/operations.md, Metrics).
 """
 
 import functools
+import platform
 import time
 from collections.abc import Callable
 
-from prometheus_client import Counter, Histogram, disable_created_metrics
+from prometheus_client import Counter, Histogram, Info, disable_created_metrics
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+import memoryproject
 
 # No `*_created` series beside each counter and histogram: Prometheus does not use them, and they double the lines.
 disable_created_metrics()
@@ -57,11 +61,89 @@ WRITE_LOCK_CONTENDED = Counter(
 WRITE_LOCK_TIMEOUTS = Counter(
     "memory_write_lock_timeouts", "Transactions that waited the whole busy timeout and failed with busy."
 )
+DATABASE_ERRORS = Counter(
+    "memory_database_errors",
+    "Errors from the database, by kind: busy (a lock or the connection pool stayed taken for the busy timeout), "
+    "unavailable, read_only, storage_full, or the class of any other driver error (integrity, operational, "
+    "programming, data, internal, not_supported, interface, database).",
+    ["kind"],
+)
+BUILD = Info("memory_build", "The server's version and the Python that runs it; the value is always 1.")
+BUILD.info({"version": memoryproject.__version__, "python": platform.python_version()})
 TELEMETRY_EVENTS = Counter(
     "memory_telemetry_events",
     "Telemetry events: hook recalls, injection reports, injected memories an answer used, refused ingests.",
     ["kind"],
 )
+
+
+# Django's classes of driver errors in the order its error wrapper tries them (django.db.utils), each with its label.
+_DRIVER_ERROR_KINDS = (
+    ("DataError", "data"),
+    ("OperationalError", "operational"),
+    ("IntegrityError", "integrity"),
+    ("InternalError", "internal"),
+    ("ProgrammingError", "programming"),
+    ("NotSupportedError", "not_supported"),
+    ("DatabaseError", "database"),
+    ("InterfaceError", "interface"),
+)
+
+
+def count_database_error(driver, error_type: type, refused: Exception | None) -> None:
+    """Count a driver error (``driver``: the DB-API module): by the domain error it became, else by its class."""
+    kind = getattr(refused, "code", None) or next(
+        (label for name, label in _DRIVER_ERROR_KINDS if issubclass(error_type, getattr(driver, name))), "database"
+    )
+    DATABASE_ERRORS.labels(kind=kind).inc()
+
+
+class PoolCollector:
+    """The PostgreSQL connection pool of this process (psycopg_pool's statistics), read at scrape time."""
+
+    def __init__(self, pool):
+        self.pool = pool
+
+    def collect(self):
+        stats = self.pool.get_stats()  # counts appear once they are not zero
+        connections = GaugeMetricFamily(
+            "memory_db_pool_connections",
+            "Connections of this process's pool, in use (by a request, a scrape's own among them) or idle.",
+            labels=["state"],
+        )
+        connections.add_metric(["in_use"], stats["pool_size"] - stats["pool_available"])
+        connections.add_metric(["idle"], stats["pool_available"])
+        yield connections
+        yield GaugeMetricFamily(
+            "memory_db_pool_max", "The most connections the pool opens (MEMORY_DB_POOL_SIZE).", value=stats["pool_max"]
+        )
+        yield GaugeMetricFamily(
+            "memory_db_pool_waiting",
+            "Requests waiting now for a free connection.",
+            value=stats.get("requests_waiting", 0),
+        )
+        yield CounterMetricFamily(
+            "memory_db_pool_requests", "Connections asked of the pool.", value=stats.get("requests_num", 0)
+        )
+        yield CounterMetricFamily(
+            "memory_db_pool_wait_seconds",
+            "Time requests spent waiting for a free connection, summed.",
+            value=stats.get("requests_wait_ms", 0) / 1000,
+        )
+        errors = CounterMetricFamily(
+            "memory_db_pool_errors",
+            "Pool errors by kind: timeout (no connection free within the busy timeout), connect (a new connection "
+            "failed), lost (a connection found broken), bad_return (one given back in a bad state).",
+            labels=["kind"],
+        )
+        for kind, key in (
+            ("timeout", "requests_errors"),
+            ("connect", "connections_errors"),
+            ("lost", "connections_lost"),
+            ("bad_return", "returns_bad"),
+        ):
+            errors.add_metric([kind], stats.get(key, 0))
+        yield errors
 
 
 def observed(histogram: Histogram, labels_of: Callable[[object, dict], dict]):

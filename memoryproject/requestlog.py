@@ -7,7 +7,7 @@ files and errors included (bodies refused for size before Django, in
 does every log line written while the request runs (``JsonFormatter``).
 
 The request line names the route pattern, never the path or the query string (which
-carry recall queries), and the API key's public prefix, never the key: memory text and
+carry recall queries), the client's address, and the API key's public prefix, never the key: memory text and
 keys stay out of the log at INFO. With ``MEMORY_LOG_FORMAT=json`` it is logged at INFO;
 in the plain format at DEBUG, so the terminal of ``make run`` stays as quiet as before.
 """
@@ -99,15 +99,18 @@ class RequestLog:
                 "status": response.status_code,
                 "duration_ms": round(seconds * 1000, 2),
                 "key_prefix": key_prefix(request.META.get("HTTP_AUTHORIZATION", "")),
+                # The peer, or behind a proxy uvicorn trusts (FORWARDED_ALLOW_IPS) the client its X-Forwarded-For names.
+                "client": request.META.get("REMOTE_ADDR") or None,
             }
             logger.log(
                 level,
-                "%s %s %s %s %.1f ms",
+                "%s %s %s %s %.1f ms from %s",
                 door,
                 method,
                 route,
                 response.status_code,
                 seconds * 1000,
+                fields["client"],
                 extra={"http": fields},
             )
 
@@ -125,7 +128,7 @@ class ClientErrorsWithoutTraceback(logging.Filter):
 
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: time, level, logger, message, the request id while a request runs, and the
-    request line's fields."""
+    fields of the request line or of the command that logged it."""
 
     def format(self, record: logging.LogRecord) -> str:
         entry = {
@@ -139,6 +142,7 @@ class JsonFormatter(logging.Formatter):
         if request_id is not None:
             entry["request_id"] = request_id
         entry.update(getattr(record, "http", {}))
+        entry.update(getattr(record, "fields", {}))  # a command's own fields (serve's URLs, a migration applied)
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return json.dumps(entry, default=str)

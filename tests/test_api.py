@@ -4,7 +4,6 @@ import json
 import re
 
 import pytest
-from django.core.cache import cache
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import connection
 from rest_framework.test import APIClient
@@ -25,13 +24,6 @@ pytestmark = pytest.mark.django_db
 MEMORIES = "/api/v1/memories/"
 RECALL = "/api/v1/recall/"
 MISSING = 987_654
-
-
-@pytest.fixture(autouse=True)
-def fresh_throttle_counts():
-    cache.clear()
-    yield
-    cache.clear()
 
 
 @pytest.fixture
@@ -825,9 +817,16 @@ def test_health_needs_no_key_and_shows_no_secrets(api, settings):
     assert body["version"] == memoryproject.__version__
     assert body["embedder"] == {"name": "hash-v1", "device": "cpu", "available": True}
     assert body["search_mode"] == "hybrid" and isinstance(body["uptime_seconds"], int)
-    assert re.fullmatch(rf"{connection.vendor} \d+\.\d+(\.\d+)?", body["database_engine"])
+    assert body["database_engine"] == connection.vendor  # the engine's version is for admin keys
     text = response.content.decode()
     assert settings.SECRET_KEY not in text and str(settings.MEMORY_DB_PATH) not in text
+
+
+def test_health_shows_the_database_engine_s_version_only_to_an_admin_key(api):
+    engines = {name: api(name).get("/api/v1/health/").json()["database_engine"] for name in ("admin", "writer", "bad")}
+
+    assert re.fullmatch(rf"{connection.vendor} \d+\.\d+(\.\d+)?", engines["admin"])
+    assert engines["writer"] == engines["bad"] == connection.vendor
 
 
 # --- errors, throttling ------------------------------------------------------------------------------------------

@@ -4,7 +4,6 @@ import datetime as dt
 import json
 
 import pytest
-from django.core.cache import cache
 from rest_framework.test import APIClient
 
 from memories import selectors, services
@@ -209,7 +208,6 @@ def test_min_confidence_ranks_more_candidates_when_the_first_ones_fall_below_it(
 
 @pytest.mark.django_db
 def test_rest_and_mcp_arguments_take_min_confidence():
-    cache.clear()
     token = api_key_create(name="reader", actor="tester", interface="cli", scopes=["read", "write"])[1]
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
@@ -221,7 +219,6 @@ def test_rest_and_mcp_arguments_take_min_confidence():
     assert [hit["confidence"] for hit in body["hits"]] == [0.9] and "held back" in body["note"]
     bad = client.get("/api/v1/recall/", {"query": "cache", "min_confidence": "2"})
     assert bad.status_code == 400 and bad.json()["error"]["field"] == "min_confidence"
-    cache.clear()
 
 
 @pytest.mark.django_db

@@ -4,7 +4,6 @@ import io
 import json
 
 import pytest
-from django.core.cache import cache
 from django.core.management import call_command
 from rest_framework.test import APIClient
 
@@ -16,13 +15,6 @@ from tests.helpers import error_of
 pytestmark = pytest.mark.django_db
 
 CONFLICTS = "/api/v1/conflicts/"
-
-
-@pytest.fixture(autouse=True)
-def fresh_throttle_counts():
-    cache.clear()
-    yield
-    cache.clear()
 
 
 @pytest.fixture

@@ -18,7 +18,6 @@ import random
 from urllib.parse import urlencode
 
 import pytest
-from django.core.cache import cache
 from django.test import Client
 
 from api.docs import openapi_schema
@@ -170,7 +169,6 @@ REST_CASES = _rest_cases()
 def rest(settings):
     """A test client with a key for everything, throttling off; an existing memory for paths with an id."""
     settings.MEMORY_API_READS_PER_MINUTE = settings.MEMORY_API_WRITES_PER_MINUTE = 0
-    cache.clear()
     _, token = api_key_create(name="fuzzer", scopes=["read", "write", "admin"], actor="tester", interface="cli")
     client = Client(HTTP_AUTHORIZATION=f"Bearer {token}")
     created = client.post(

@@ -2,27 +2,24 @@
 
 import json
 import logging
+import platform
 import urllib.request
 
 import pytest
-from django.core.cache import cache
+from django.db import IntegrityError, connection, transaction
 from prometheus_client.parser import text_string_to_metric_families
 from rest_framework.test import APIClient
 
+import memoryproject
 from memories import services
 from memories.services.keys import api_key_create
+from memoryproject import dialect
+from memoryproject.exceptions import ReadOnlyStorage
 from memoryproject.requestlog import JsonFormatter
 from tests.helpers import error_of
 from tests.subprocesses import serve
 
 SECRET = "The vault combination is 4-8-15-16."
-
-
-@pytest.fixture(autouse=True)
-def fresh_throttle_counts():
-    cache.clear()
-    yield
-    cache.clear()
 
 
 @pytest.fixture
@@ -200,6 +197,42 @@ def test_index_drift_is_counted_at_scrape_time(remember):
     assert scrape()[("memory_index_drift", ())] == 2
 
 
+def test_the_build_info_names_the_version_and_a_sqlite_store_has_no_pool(db):
+    samples = scrape()
+
+    assert (
+        samples[("memory_build_info", (("python", platform.python_version()), ("version", memoryproject.__version__)))]
+        == 1
+    )
+    assert not any(name.startswith("memory_db_pool_") for name, _ in samples) or dialect.is_postgresql()
+
+
+def test_database_errors_are_counted_by_kind(remember):
+    remember("A memory whose revision the triggers keep as it is.")
+    before = scrape()
+
+    with pytest.raises(IntegrityError), transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("UPDATE memories_revision SET content = 'changed'")  # append-only: refused by a trigger
+
+    assert grown(before, scrape(), "memory_database_errors_total", kind="integrity") == 1
+
+
+@pytest.mark.sqlite_only("PRAGMA query_only makes this connection read-only")
+def test_a_read_only_database_is_counted_as_its_own_kind(remember):
+    before = scrape()
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA query_only = 1")
+        try:
+            with pytest.raises(ReadOnlyStorage):
+                remember("Refused: the database is read-only.")
+        finally:
+            cursor.execute("PRAGMA query_only = 0")
+
+    after = scrape()
+    assert grown(before, after, "memory_database_errors_total", kind="read_only") == 1
+    assert grown(before, after, "memory_database_errors_total", kind="integrity") == 0
+
+
 def test_hook_telemetry_is_counted_by_kind(keys):
     services.memory_remember(namespace="acme", content="Deploys go out on Tuesdays.", actor="tester", interface="cli")
     before = scrape()
@@ -327,6 +360,23 @@ def test_a_real_server_logs_json_lines_with_the_request_id_and_serves_metrics_to
     )
     assert line["key_prefix"] == token.split("_")[1]
     assert "vault" not in log and token not in log
+
+
+@pytest.mark.slow
+def test_the_request_log_names_the_client_a_trusted_proxy_forwards_else_the_peer(instance):
+    clients = []
+    for trusted in ("127.0.0.1", "192.0.2.1"):  # uvicorn's default: a proxy on loopback; then one elsewhere
+        with serve({**instance.env, "MEMORY_LOG_FORMAT": "json", "FORWARDED_ALLOW_IPS": trusted}) as base:
+            request = urllib.request.Request(
+                f"{base}/api/v1/health/", headers={"X-Forwarded-For": "203.0.113.9", "X-Request-Id": f"via-{trusted}"}
+            )
+            urllib.request.urlopen(request, timeout=30).close()
+            log = (instance.data_dir / "server.log").read_text()
+        entries = [json.loads(line) for line in log.splitlines() if line.startswith("{")]
+        clients += [entry["client"] for entry in entries if entry.get("request_id") == f"via-{trusted}"]
+
+    # A forwarded address is believed only from a proxy uvicorn trusts; otherwise the log names the peer.
+    assert clients == ["203.0.113.9", "127.0.0.1"]
 
 
 @pytest.mark.slow

@@ -2,6 +2,7 @@
 
 import contextlib
 import fcntl
+import json
 import os
 import sqlite3
 
@@ -71,3 +72,24 @@ def test_migrate_on_a_read_only_disk_runs_without_the_lock_file_it_cannot_make(i
     assert (done.returncode, done.stderr) == (0, ""), done.stderr
     assert done.stdout.splitlines()[-1] == "  No migrations to apply."
     assert not (instance.data_dir / "memory.db-migratelock").exists()
+
+
+def test_with_json_logs_migrate_says_each_migration_and_its_end_as_json_lines(tmp_path):
+    env = clean_env(tmp_path, MEMORY_LOG_FORMAT="json")
+
+    first, second = (manage("migrate", env=env, timeout=180) for _ in range(2))
+
+    for done in (first, second):
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == ""  # Django's text is off: every line is a JSON log line on stderr
+    applied = [json.loads(line) for line in first.stderr.splitlines()]
+    *steps, end = applied
+    assert {entry["logger"] for entry in applied} == {"memory.migrate"}
+    assert (
+        steps[0]["migration"] == "contenttypes.0001_initial"
+        and steps[0]["message"] == "Applied contenttypes.0001_initial"
+    )
+    assert all(step["action"] == "applied" and step["duration_ms"] >= 0 for step in steps)
+    assert end["message"] == f"{len(steps)} migration(s) applied"
+    assert end["migrations"] == [step["migration"] for step in steps]
+    assert [json.loads(line)["message"] for line in second.stderr.splitlines()] == ["No migrations to apply"]

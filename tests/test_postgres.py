@@ -15,6 +15,7 @@ import urllib.request
 
 import pytest
 from django.db import IntegrityError, connections, transaction
+from prometheus_client.parser import text_string_to_metric_families
 
 from memoryproject.env import SettingError, env_database_url
 from memoryproject.exceptions import Busy, ReadOnlyStorage, Unavailable
@@ -507,9 +508,29 @@ def test_a_memory_is_remembered_and_recalled_and_health_names_postgresql(cluster
     assert remembered.returncode == 0, remembered.stderr
     recalled = manage("memory", "recall", "staging database", "--namespace", "acme", env=env)
     assert json.loads(recalled.stdout)["hits"][0]["id"] == json.loads(remembered.stdout)["id"]
-    with serve(env) as url, urllib.request.urlopen(f"{url}/api/v1/health/", timeout=10) as response:
-        health = json.loads(response.read())
-    assert (health["database"], health["database_engine"].split()[0]) == ("ok", "postgresql")
+    made = manage("create_api_key", "--name", "operator", "--scopes", "admin", env=env)
+    assert made.returncode == 0, made.stderr
+    admin = {"Authorization": f"Bearer {made.stdout.strip().splitlines()[-1]}"}
+    with serve(env) as url:
+        health, to_admin = (
+            json.loads(urllib.request.urlopen(urllib.request.Request(f"{url}/api/v1/health/", headers=headers)).read())
+            for headers in ({}, admin)
+        )
+        with urllib.request.urlopen(f"{url}/metrics", timeout=10) as response:
+            exposition = response.read().decode()
+    assert (health["database"], health["database_engine"]) == ("ok", "postgresql")  # the version only to an admin
+    assert re.fullmatch(r"postgresql \d+\.\d+", to_admin["database_engine"])
+    # The pool of the server's connections, for Prometheus (MEMORY_DB_POOL_SIZE: 8 by default).
+    samples = {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(exposition)
+        for sample in family.samples
+    }
+    assert samples[("memory_db_pool_max", ())] == 8
+    opened = sum(samples[("memory_db_pool_connections", (("state", state),))] for state in ("in_use", "idle"))
+    assert 1 <= opened <= 8
+    assert samples[("memory_db_pool_requests_total", ())] == 2  # one a request: the two health checks
+    assert samples[("memory_db_pool_errors_total", (("kind", "timeout"),))] == 0
 
     for command in (["backup", str(tmp_path / "copy.db")], ["restore", str(tmp_path / "copy.db"), "--yes"]):
         refused = manage(*command, env=env)
@@ -818,6 +839,61 @@ def test_a_request_that_finds_no_free_connection_in_the_busy_timeout_gets_the_bu
     assert lines[0].startswith("busy 1 Every database connection of this server process stayed in use"), lines
     assert "MEMORY_DB_POOL_SIZE" in lines[0]
     assert lines[1] == "then 1s"  # the pooled connection, once free, carries the busy timeout as lock_timeout
+
+
+@on_a_cluster
+def test_the_pool_s_connections_waiters_and_timeouts_are_counted_for_prometheus(migrated, tmp_path):
+    # One connection in the pool, held in a transaction; a second thread waits for it past the busy timeout.
+    code = (
+        "import json, threading, time\n"
+        "from django.db import connection, transaction\n"
+        "from prometheus_client import REGISTRY, CollectorRegistry\n"
+        "from memoryproject.exceptions import Busy\n"
+        "from memoryproject.metrics import PoolCollector\n"
+        "pool = CollectorRegistry()\n"
+        "pool.register(PoolCollector(connection.pool))\n"
+        "def seen():\n"
+        "    found = {f'{s.name}{sorted(s.labels.values())}': s.value for r in (pool, REGISTRY) for f in r.collect()\n"
+        "             for s in f.samples if s.name.startswith(('memory_db_pool', 'memory_database_errors_total'))}\n"
+        "    return {name: value for name, value in found.items() if value}\n"
+        "taken, release = threading.Event(), threading.Event()\n"
+        "def holder():\n"
+        "    with transaction.atomic():\n"
+        "        taken.set()\n"
+        "        release.wait()\n"
+        "    connection.close()\n"
+        "def needs_one():\n"
+        "    try:\n"
+        "        with connection.cursor() as cursor:\n"
+        "            cursor.execute('SELECT 1')\n"
+        "    except Busy:\n"
+        "        pass\n"
+        "holding = threading.Thread(target=holder)\n"
+        "holding.start()\n"
+        "taken.wait()\n"
+        "waiter = threading.Thread(target=needs_one)\n"
+        "waiter.start()\n"
+        "time.sleep(0.5)\n"
+        "waiting = seen()\n"
+        "waiter.join()\n"
+        "release.set()\n"
+        "holding.join()\n"
+        "print(json.dumps([waiting, seen()]))\n"
+    )
+
+    done = python(
+        code, env=clean_env(tmp_path, MEMORY_DATABASE_URL=migrated, MEMORY_DB_POOL_SIZE="1", MEMORY_DB_BUSY_TIMEOUT="1")
+    )
+
+    assert done.returncode == 0, done.stderr
+    waiting, after = json.loads(done.stdout)
+    assert waiting["memory_db_pool_connections['in_use']"] == 1 and waiting["memory_db_pool_max[]"] == 1
+    assert waiting["memory_db_pool_waiting[]"] == 1
+    assert "memory_db_pool_errors_total['timeout']" not in waiting
+    assert after["memory_db_pool_errors_total['timeout']"] == 1
+    assert after.get("memory_db_pool_waiting[]", 0) == 0  # the waiter that gave up leaves when a connection returns
+    # The request that found no connection is a database error too, of the kind its message names.
+    assert sum(value for name, value in after.items() if name.startswith("memory_database_errors_total")) == 1
 
 
 @on_a_cluster

@@ -101,6 +101,29 @@ def test_serve_says_where_the_first_credentials_are_then_prints_the_urls_once_th
     assert status == 200
 
 
+def test_with_json_logs_the_urls_are_one_json_log_line_and_the_listening_line_stays(instance, tmp_path):
+    errors = (tmp_path / "stderr").open("w+")
+    process, found = _start({**instance.env, "MEMORY_LOG_FORMAT": "json"}, stderr=errors)
+    try:
+        base = found["url"]
+        assert get(f"{base}/admin/login/")[0] == 200
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    errors.seek(0)
+    entries = [json.loads(line) for line in errors.read().splitlines()]  # every line JSON
+
+    [listening] = [entry for entry in entries if entry["logger"] == "memory.serve"]
+    assert listening["message"] == f"Listening on {base}"
+    assert (listening["dashboard_url"], listening["admin_url"], listening["rest_docs_url"], listening["mcp_url"]) == (
+        f"{base}/",
+        f"{base}/admin/",
+        f"{base}/api/docs/",
+        f"{base}/mcp",
+    )
+    assert (listening["port"], listening["pid"]) == (found["port"], process.pid)
+
+
 def _start(env: dict, *, stderr=subprocess.DEVNULL) -> tuple[subprocess.Popen, dict]:
     """Start `serve` with MEMORY_PORT=0 and return it with the JSON of its MEMORY_SERVER_LISTENING line."""
     process = subprocess.Popen(

@@ -86,6 +86,7 @@ class _ErrorWrapper(DatabaseErrorWrapper):
     def __exit__(self, exc_type, exc_value, traceback):
         if exc_type is not None and issubclass(exc_type, Database.Error):
             refused = refusal(exc_value, connected=self.wrapper.connection is not None)
+            metrics.count_database_error(Database, exc_type, refused)
             if refused is not None:
                 self.wrapper.errors_occurred = True
                 raise refused from exc_value

@@ -56,8 +56,11 @@ class _ErrorWrapper(DatabaseErrorWrapper):
     database into errors that are both database errors and domain errors (what every door maps)."""
 
     def __exit__(self, exc_type, exc_value, traceback):
-        if exc_type is not None and issubclass(exc_type, Database.OperationalError):
-            refused = DatabaseLocked(LOCKED_MESSAGE) if is_lock_timeout(exc_value) else refusal(exc_value)
+        if exc_type is not None and issubclass(exc_type, Database.Error):
+            refused = None
+            if issubclass(exc_type, Database.OperationalError):
+                refused = DatabaseLocked(LOCKED_MESSAGE) if is_lock_timeout(exc_value) else refusal(exc_value)
+            metrics.count_database_error(Database, exc_type, refused)
             if refused is not None:
                 self.wrapper.errors_occurred = True
                 raise refused from exc_value
@@ -77,6 +80,7 @@ class DatabaseWrapper(sqlite3_base.DatabaseWrapper):
                 waited = self.write_lock.acquire()
             except OperationalError as error:  # waited the whole busy timeout in line
                 metrics.WRITE_LOCK_TIMEOUTS.inc()
+                metrics.DATABASE_ERRORS.labels(kind="busy").inc()
                 raise DatabaseLocked(LOCKED_MESSAGE) from error
             metrics.WRITE_LOCK_WAIT_SECONDS.observe(time.perf_counter() - started)
             if waited:

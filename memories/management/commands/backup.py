@@ -19,6 +19,7 @@ POSTGRESQL_MESSAGE = (
 def store_files(database: Path) -> list[Path]:
     """The files the store keeps beside its database and in its data directory: a backup never takes their place."""
     suffixes = ("-wal", "-shm", "-journal", "-writelock", "-migratelock", "-serving")
+    suffixes += ("-ratelimit", "-ratelimit-wal", "-ratelimit-shm")  # the rate limits' counts (memories.ratelimit)
     beside = [Path(f"{database}{suffix}") for suffix in suffixes]
     discovery = Path(settings.MEMORY_DISCOVERY_FILE)
     return [database, *beside, discovery, Path(f"{discovery}.lock"), Path(settings.DATA_DIR) / "secret_key"]

@@ -21,6 +21,8 @@ from search.embeddings import warm_up
 LISTENING = "MEMORY_SERVER_LISTENING"
 logger = logging.getLogger(__name__)
 
+logger = logging.getLogger("memory.serve")
+
 
 class Command(ProjectCommand):
     help = (
@@ -90,29 +92,45 @@ class Command(ProjectCommand):
         # A server bound to every address is reached on loopback from this machine.
         reachable = "127.0.0.1" if host in ("0.0.0.0", "") else "[::1]" if host == "::" else host
         base = f"http://{reachable}:{port}"
-        self.stdout.write(f"Dashboard: {base}/")
-        self.stdout.write(f"Admin:     {base}/admin/")
-        self.stdout.write(f"REST docs: {base}/api/docs/")
-        self.stdout.write(f"MCP:       {base}/mcp")
+        urls = {
+            "Dashboard": f"{base}/",
+            "Admin": f"{base}/admin/",
+            "REST docs": f"{base}/api/docs/",
+            "MCP": f"{base}/mcp",
+        }
+        if settings.MEMORY_LOG_FORMAT == "json":
+            fields = {name.lower().replace(" ", "_") + "_url": url for name, url in urls.items()}
+            logger.info("Listening on %s", base, extra={"fields": {**fields, "port": port, "pid": os.getpid()}})
+        else:
+            for name, url in urls.items():
+                self.stdout.write(f"{name + ':':10} {url}")
         found = {"url": base, "mcp_url": f"{base}/mcp", "port": port, "pid": os.getpid()}
         try:
             owner = self.discovery.claim(found)
         except OSError as error:  # a read-only disk: the server answers reads all the same
-            self.stderr.write(
+            self.warn(
                 f"Cannot write the discovery file {self.discovery.path}: {error.strerror}. "
                 "Local clients must be given this server's URL (MEMORY_URL)."
             )
         else:
             if owner is not None:
-                self.stderr.write(
+                self.warn(
                     f"The discovery file {self.discovery.path} names {owner}, started first on "
                     "this database; it stays that server's, and passes to this one when that one stops. "
                     f"Until then local clients reach this server with MEMORY_URL={base}."
                 )
+        # The line a parent process waits for, in both log formats (its JSON is the discovery file's).
         self.stdout.write(f"{LISTENING} {json.dumps(found)}")
         self.stdout.flush()
         # The model loads beside the first requests, not under the first write's lock.
         threading.Thread(target=warm_up, name="warm-up", daemon=True).start()
+
+    def warn(self, message: str) -> None:
+        """A notice to the operator: a line on stderr, or a JSON log line with JSON logs on."""
+        if settings.MEMORY_LOG_FORMAT == "json":
+            logger.warning(message)
+        else:
+            self.stderr.write(message)
 
     def stopping(self) -> None:
         self.discovery.give_up()
