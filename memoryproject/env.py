@@ -12,13 +12,10 @@ import sys
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-<<<<<<< HEAD
 from memoryproject.loopback import https_or_loopback
 
-=======
 # Where a relative path is taken from, as for the path settings: the folder of manage.py.
 _CHECKOUT = Path(__file__).resolve().parent.parent
->>>>>>> issue46b
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 # Every MEMORY_* variable the settings have asked for, so a misspelt one can be named at start (unknown_variables).
@@ -277,7 +274,6 @@ def env_database_url(name: str) -> dict | None:
     }
 
 
-<<<<<<< HEAD
 def env_public_url(name: str) -> str:
     """Read the URL clients reach the server at (``https://host[:port]``), without a trailing slash.
 
@@ -296,7 +292,8 @@ def env_public_url(name: str) -> str:
     if parts.path not in ("", "/") or parts.query or parts.fragment or not https_or_loopback(value):
         raise SettingError(name, value, accepted)
     return value.rstrip("/")
-=======
+
+
 def env_database_password(fields: dict | None, name: str, *, url_name: str) -> dict | None:
     """Return ``fields`` with the password ``name`` (or ``name``_FILE) gives, for a URL written without one."""
     password = env_secret(name)
@@ -307,4 +304,3 @@ def env_database_password(fields: dict | None, name: str, *, url_name: str) -> d
     if fields["PASSWORD"]:
         fail(f"The database password is given twice, in {url_name} and in {name}: leave it out of the URL.")
     return {**fields, "PASSWORD": password}
->>>>>>> issue46b

@@ -10,7 +10,7 @@ from memoryproject.migration_ops import EngineSQL
 
 
 class Migration(migrations.Migration):
-    dependencies = [("memories", "0014_graph_question_rule")]
+    dependencies = [("memories", "0015_oauth_interface")]
 
     operations = [
         EngineSQL(
