@@ -81,7 +81,8 @@ def charge(caller, bucket: str) -> None:
     if spent > per_minute:
         wait = max(1, math.ceil(seconds_left))
         raise RateLimited(
-            f"This API key is over its {per_minute} {bucket}s a minute ({setting}), counted across REST "
+            f"{caller.held_by[0].upper()}{caller.held_by[1:]} is over its {per_minute} {bucket}s a minute "
+            f"({setting}), counted across REST "
             f"and MCP on every server; nothing was done. Retry in {wait} s.",
             retry_after_seconds=wait,
         )

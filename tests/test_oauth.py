@@ -499,3 +499,12 @@ def test_a_client_in_a_browser_may_call_the_cookieless_endpoints_but_not_the_con
     web.force_login(person)
     client_id = Application.objects.get().client_id
     assert "Access-Control-Allow-Origin" not in web.get(authorize_query(client_id, pkce()[1]))
+
+
+def test_a_token_spends_its_grants_rate_limit_and_is_told_so_in_its_own_words(web, person, settings):
+    settings.MEMORY_API_READS_PER_MINUTE = 1
+    _, tokens = tokens_for(web, person)
+    assert api(tokens["access_token"], "GET", "/api/v1/memories/", {"namespace": "alpha"}).status_code == 200
+    over = api(tokens["access_token"], "GET", "/api/v1/memories/", {"namespace": "alpha"})
+    assert over.status_code == 429
+    assert over.json()["error"]["message"].startswith("This OAuth grant is over its 1 reads a minute")
