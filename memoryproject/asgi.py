@@ -30,8 +30,8 @@ from memories.services.keys import api_key_authenticate  # noqa: E402
 from memoryproject.bodygate import BodyGate, Door  # noqa: E402
 from memoryproject.bodylimit import BodyLimit, Limit  # noqa: E402
 
-# The body gate's answers at /mcp; -32000 is in the range JSON-RPC leaves to servers.
-_JSONRPC_CODES = {401: transport.UNAUTHORIZED, 408: transport.INVALID_REQUEST, 503: -32000}
+# The body gate's answers at /mcp.
+_JSONRPC_CODES = {401: transport.UNAUTHORIZED, 408: transport.INVALID_REQUEST, 503: transport.UNAVAILABLE}
 
 
 def rest_error(status: int, code: str, message: str) -> bytes:

@@ -98,7 +98,8 @@ def test_every_endpoint_but_health_needs_a_key(api):
             "message": "Missing API key: send 'Authorization: Bearer <key>'.",
         }, path
         assert response["WWW-Authenticate"] == 'Bearer realm="memory"'
-    assert anonymous.get("/api/v1/health/").status_code == 200
+    for probe in ("/api/v1/health/", "/api/v1/health/live/", "/api/v1/health/ready/"):
+        assert anonymous.get(probe).status_code == 200
 
 
 def test_a_wrong_malformed_or_revoked_key_is_refused_with_401(api):
@@ -930,6 +931,8 @@ ENDPOINTS = {
     "/api/v1/import/": {"post"},
     "/api/v1/stats/": {"get"},
     "/api/v1/health/": {"get"},
+    "/api/v1/health/live/": {"get"},
+    "/api/v1/health/ready/": {"get"},
 }
 
 
@@ -952,7 +955,7 @@ def test_the_openapi_schema_validates_and_lists_every_endpoint(api):
             assert "200" in operation["responses"] or "201" in operation["responses"], (path, method)
             if method in ("post", "patch"):
                 assert "requestBody" in operation, (path, method)
-            keyed = path != "/api/v1/health/"
+            keyed = not path.startswith("/api/v1/health/")
             assert (operation.get("security") == [{"ApiKey": []}]) == keyed, (path, method)
     assert schema["components"]["securitySchemes"]["ApiKey"] == {
         "type": "http",

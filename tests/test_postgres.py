@@ -357,7 +357,7 @@ def test_an_unreachable_server_is_the_unavailable_error_and_doctor_says_so(tmp_p
         }
     )["unreachable"]
     try:
-        with django_db_blocker.unblock(), pytest.raises(Unavailable, match="cannot be reached"):
+        with django_db_blocker.unblock(), pytest.raises(Unavailable, match="Cannot connect to the database: "):
             connections["unreachable"].ensure_connection()
     finally:
         del connections.settings["unreachable"]
