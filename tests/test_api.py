@@ -828,6 +828,33 @@ def test_health_needs_no_key_and_shows_no_secrets(api, settings):
     assert settings.SECRET_KEY not in text and str(settings.MEMORY_DB_PATH) not in text
 
 
+def test_liveness_asks_the_database_nothing(api, django_assert_num_queries):
+    with django_assert_num_queries(0):
+        response = api(None).get("/api/v1/health/live/")
+
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok", "version": memoryproject.__version__}
+
+
+def test_readiness_answers_ready_and_names_a_migration_the_database_lacks(api):
+    assert api(None).get("/api/v1/health/ready/").json() == {
+        "status": "ready",
+        "database": "ok",
+        "unapplied_migrations": [],
+    }
+    with connection.cursor() as cursor:  # as a database restored from before the last upgrade would be
+        cursor.execute("DELETE FROM django_migrations WHERE app = 'telemetry' AND name LIKE '0001%%'")
+
+    response = api(None).get("/api/v1/health/ready/")
+
+    assert response.status_code == 503
+    body = response.json()
+    assert body["status"] == "not_ready" and body["database"] == "ok"
+    assert [name.split("_")[0] for name in body["unapplied_migrations"]] == ["telemetry.0001"]
+    assert body["message"].startswith("The database's schema is behind this server's code: 1 unapplied migration")
+    assert "Retry-After" not in response
+
+
 # --- errors, throttling ------------------------------------------------------------------------------------------
 
 
