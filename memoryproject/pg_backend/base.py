@@ -14,6 +14,7 @@ locks are its own.
 """
 
 import contextlib
+import re
 import time
 import zlib
 from collections.abc import Callable, Iterator
@@ -60,10 +61,17 @@ POOL_BUSY_MESSAGE = (
 )
 
 
+# What libpq puts before its reason: where it tried, which a client need not learn (doctor shows it to the operator).
+_WHERE_TRIED = re.compile(
+    r"^(connection failed: )?connection to server "
+    r'(at "[^"]*"( \([^)]*\))?, port \d+|on socket "[^"]*") failed: (FATAL: )?'
+)
+
+
 def cannot_connect(error: BaseException) -> DatabaseUnreachable:
     """The domain error for a connection that could not be made, with libpq's reason (which never holds the
     password): refused, timed out, no such user or database, password authentication failed, too many clients."""
-    reason = " ".join(str(error).split("\n", 1)[0].split()).removeprefix("connection failed: ")
+    reason = _WHERE_TRIED.sub("", " ".join(str(error).split("\n", 1)[0].split()))
     return DatabaseUnreachable(
         f"Cannot connect to the database: {reason[:300]}. Nothing was read or written. Check that PostgreSQL is "
         "running and accepts this server's connections, and the host, port, user, password and database name in "

@@ -9,8 +9,9 @@ off longer after each, and retry connecting minutes apart. Here:
   attempt's reason (connection refused, password authentication failed, ...);
 - a connection that fails its check before use empties the pool of the others: they were
   opened to the same server, and after a restart they are as dead;
-- the pool stops retrying in the background after ``RECONNECT_SECONDS``, so the next
-  request connects at once: the first one after the database is back is served.
+- a connection the pool could not open is not retried in the background: the next request
+  that finds no free connection opens one at once, so each request while the database is
+  down fails in the time of one attempt, and the first one after it is back is served.
 
 A wait for a free connection while the database answers is still bounded by the busy timeout.
 """
@@ -18,8 +19,9 @@ A wait for a free connection while the database answers is still bounded by the 
 import psycopg
 import psycopg_pool
 
-# How long a connection the pool lost is retried in the background before the pool leaves it to the next request.
-RECONNECT_SECONDS = 1.0
+# How long psycopg_pool retries a failed connect in the background: not past its one immediate retry, since a retry
+# backing off would keep the next request waiting for it, and that request opens a connection of its own anyway.
+RECONNECT_SECONDS = 0.0
 
 
 class ConnectionPool(psycopg_pool.ConnectionPool):
