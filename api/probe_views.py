@@ -48,7 +48,8 @@ class ReadyView(ProbeView):
         responses={200: Readiness, 503: Readiness},
         description="200 when the database answers and has every migration of this server's code applied; "
         "503 when it cannot be reached (with Retry-After) or its schema is behind the code (naming the unapplied "
-        "migrations). One query. No key needed. For a readiness probe: send requests only while it answers 200.",
+        "migrations). Two small queries (is the migrations table there, what it holds). No key needed. "
+        "For a readiness probe: send requests only while it answers 200.",
     )
     def get(self, request):
         try:

@@ -140,7 +140,7 @@ def integrity() -> Check:
 
 
 def unapplied_migrations() -> list[str]:
-    """Every migration of this code that the database has not applied, as ``app.name``, in order; one query.
+    """Every migration of this code that the database has not applied, as ``app.name``, in order; two small queries.
 
     Raises the database's error when it cannot be read.
     """
