@@ -453,7 +453,7 @@ def test_migrations_run_back_to_zero_and_forward_again(cluster, tmp_path):
         database="round_trip",
     )
 
-    for app in ("telemetry", "knowledge", "search", "memories"):
+    for app in ("oauth", "oauth2_provider", "telemetry", "knowledge", "search", "memories"):
         done = manage("migrate", app, "zero", env=env, timeout=180)
         assert done.returncode == 0, done.stdout + done.stderr
     left = cluster.sql(
