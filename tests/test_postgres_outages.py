@@ -12,6 +12,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+import httpx
 import pytest
 
 from memoryproject.env import SettingError, env_database_url
@@ -45,6 +46,35 @@ def call(base: str, path: str, *, token: str | None = None, body: dict | None = 
         json.loads(content),
         time.monotonic() - started,
     )
+
+
+def signed_in(base: str, env: dict) -> httpx.Client:
+    """A browser's session with the admin, as a person who curates memories has one."""
+    made = manage(
+        "createsuperuser",
+        "--noinput",
+        "--username",
+        "curator",
+        "--email",
+        "c@example.com",
+        env={**env, "DJANGO_SUPERUSER_PASSWORD": "a-long-curator-password"},
+    )
+    assert made.returncode == 0, made.stderr
+    browser = httpx.Client(base_url=base, timeout=60)
+    form = browser.get("/admin/login/")
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form.text)[1]
+    answer = browser.post(
+        "/admin/login/?next=/admin/",
+        data={
+            "csrfmiddlewaretoken": token,
+            "username": "curator",
+            "password": "a-long-curator-password",
+            "next": "/admin/",
+        },
+        headers={"Referer": f"{base}/admin/login/"},
+    )
+    assert answer.status_code == 302, answer.text[:500]
+    return browser
 
 
 def mcp_recall(base: str, token: str) -> tuple[int, dict, dict, float]:
@@ -105,9 +135,11 @@ def test_a_stopped_database_is_unavailable_at_every_door_within_seconds_and_serv
         assert stored[0] == 201, stored
         assert call(base, RECALL, token=token)[0] == mcp_recall(base, token)[0] == 200
         assert call(base, "/api/v1/health/ready/")[0] == 200
+        browser = signed_in(base, env)
 
         cluster.halt()
         try:
+            admin = browser.get("/admin/")  # the session is read from the database first
             rest = call(base, RECALL, token=token)
             write = call(base, "/api/v1/memories/", token=token, body={"content": "The kettle leaks."})
             mcp = mcp_recall(base, token)
@@ -147,6 +179,8 @@ def test_a_stopped_database_is_unavailable_at_every_door_within_seconds_and_serv
     assert live[0] == 200 and live[2]["status"] == "ok"
     assert ready[0] == 503 and ready[2]["status"] == "not_ready" and ready[2]["database"] == "error"
     assert ready[1]["retry-after"] == "5"
+    assert admin.status_code == 503 and admin.headers["retry-after"] == "5"
+    assert "Cannot connect to the database" in admin.text and "Server Error" not in admin.text
     print(
         f"\nMEMORY_DB_POOL_SIZE={pool_size}: "
         + ", ".join(f"{name} {seconds:.2f} s" for name, seconds in figures.items())
