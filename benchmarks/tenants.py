@@ -228,6 +228,7 @@ def measure(task: dict) -> dict:
     """Time the recalls ``task`` names in ``task['store']``, in this fresh process."""
     from latency import MINILM_NAME
 
+    started = time.perf_counter()
     store = Path(task["store"])
     harness.setup(store, embedder="hash", fresh=False)
     from django.conf import settings
@@ -260,6 +261,7 @@ def measure(task: dict) -> dict:
         result["floor"] = matrix_floor(embedder, queries[first])
     result["load_average_at_end"] = os.getloadavg()
     result["process"] = {"peak_rss_mb": harness.peak_rss_mb(), "rss_mb": harness.current_rss_mb()}
+    result["seconds"] = round(time.perf_counter() - started, 1)
     return result
 
 
