@@ -166,8 +166,10 @@ class MemoryMCP(DjangoMCP):
                 raise AuthenticationFailed("Not authenticated.")
             caller.require(spec.scope)
             # The key's budget is the one REST spends too: a tool that only reads spends reads. Counted in the
-            # database, on the request's thread and connection, as the tool itself runs.
-            await sync_to_async(ratelimit.charge)(caller, "read" if spec.annotations.readOnlyHint else "write")
+            # database, on the request's thread and connection, as the tool itself runs (no hop when uncounted).
+            bucket = "read" if spec.annotations.readOnlyHint else "write"
+            if ratelimit.counted(caller, bucket):
+                await sync_to_async(ratelimit.charge)(caller, bucket)
         except MemoryServiceError as error:
             raise MemoryToolError(error.message) from None
         accepted = tool.fn_metadata.arg_model.model_fields

@@ -64,20 +64,23 @@ _SQLITE_TABLE = (
 _sqlite = threading.local()
 
 
-def charge(caller, bucket: str) -> None:
-    """Count one request of ``caller`` against its ``bucket`` ("read" or "write"), or raise RateLimited.
+def counted(caller, bucket: str) -> bool:
+    """Whether ``caller``'s requests in ``bucket`` are counted: callers without a key (``caller.rate_limited``
+    false: mcp_stdio, whose user can open the database anyway) are not, nor is anything while the bucket's
+    setting is 0."""
+    return caller.rate_limited and bool(getattr(settings, RATE_SETTINGS[bucket]))
 
-    Callers without a key (``caller.rate_limited`` false: mcp_stdio, whose user can open the
-    database anyway) are not counted; nor is anything while the bucket's setting is 0.
-    """
+
+def charge(caller, bucket: str) -> None:
+    """Count one request of ``caller`` against its ``bucket`` ("read" or "write"), or raise RateLimited."""
+    if not counted(caller, bucket):
+        return
     setting = RATE_SETTINGS[bucket]
     per_minute = getattr(settings, setting)
-    if not caller.rate_limited or not per_minute:
+    spending = _spend(caller.actor, reads=int(bucket == "read"), writes=int(bucket == "write"))
+    if spending is None:
         return
-    counted = _spend(caller.actor, reads=int(bucket == "read"), writes=int(bucket == "write"))
-    if counted is None:
-        return
-    spent, seconds_left = counted
+    spent, seconds_left = spending
     if spent > per_minute:
         wait = max(1, math.ceil(seconds_left))
         raise RateLimited(
