@@ -188,7 +188,7 @@ def _channels(
     query_cosines = None
     if mode != "keyword" and size:
         try:
-            query_cosines = _cosines(scope.view, query, pending)
+            query_cosines = _cosines(scope, query, pending)
         except Unavailable as error:
             if mode == "semantic":
                 raise
@@ -233,13 +233,13 @@ def _hold_back(
     return rows, scores, notes
 
 
-def _cosines(view, query: str, pending) -> cosines.Cosines | None:
-    """The query's cosines with the view's rows; None when nothing has been embedded yet."""
-    stored = cosines.stored_vectors()
-    if stored is None:
+def _cosines(scope: channels.Scope, query: str, pending) -> cosines.Cosines | None:
+    """The query's cosines with the view's rows in the namespaces searched; None when nothing has been embedded yet."""
+    parts = cosines.namespace_vectors(scope.view, scope.namespaces)
+    if parts is None:
         return None
     vector = pending.result() if pending is not None else cosines.embed(lambda embedder: embedder.embed_query(query))
-    return cosines.Cosines(view, stored, vector)
+    return cosines.Cosines(scope.view, parts, vector)
 
 
 def _injection_boost(view, injections: dict[int, int], a: float) -> np.ndarray:
