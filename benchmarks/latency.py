@@ -258,7 +258,7 @@ def run_size(size, args, corpus_seed, database="sqlite"):
     _, snapshot_seconds = harness.timed(snapshot.current)
     _, first_seconds = harness.timed(memory_recall, query="warm up", mode="semantic")
     held = cosines._copies[dialect.database_key()].partitions.values()
-    stored = cosines.namespace_vectors(snapshot.current(), ["bench"])[0]  # the one namespace: every vector
+    stored = cosines.namespace_vectors(snapshot.current(), ["bench"]).parts[0]  # the one namespace: every vector
     # A word no text holds: the keyword channel finds nothing, the trigram channel searches for it.
     _, absent_seconds = harness.timed(memory_recall, query="qzxwvkjplmbq", mode="keyword")
     result["cold"] = {

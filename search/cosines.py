@@ -52,6 +52,21 @@ def dots(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
     return out
 
 
+class Load(NamedTuple):
+    """A namespace's vectors read from the database for one call: first use, or use after eviction."""
+
+    namespace: str
+    rows: int
+    seconds: float
+
+
+class Vectors(NamedTuple):
+    """The vectors a call scans, one Stored per namespace, and the namespaces it had to read first."""
+
+    parts: list[Stored]
+    loads: list[Load]
+
+
 class Partition:
     """The vectors of one namespace's memories (every memory ever in it), kept in this process.
 
@@ -91,22 +106,25 @@ class VectorCopy:
         self.through = 0  # the partitions hold every vector of a revision up to this id
         self.partitions: OrderedDict[str, Partition] = OrderedDict()  # least recently used first
 
-    def current(self, space: vectors.EmbeddingSpace, view, namespaces) -> list[Stored]:
+    def current(self, space: vectors.EmbeddingSpace, view, namespaces) -> Vectors:
         """The vectors of ``namespaces`` as of ``space`` (the recorded space the caller read, after taking
         ``view``) or later, each partition holding every memory ``view`` shows in it at any time."""
         if connection.in_atomic_block:  # may roll back: nothing read here is kept
-            return [self._private(name, view) for name in namespaces]
+            return Vectors([self._private(name, view) for name in namespaces], [])
         with self.lock:
             self._poll(space)
-            found = []
+            found, loads = [], []
             for name in namespaces:
-                partition = self.partitions.get(name) or self._load(name, view)
+                partition = self.partitions.get(name)
+                if partition is None:
+                    partition, load = self._load(name, view)
+                    loads.append(load)
                 _follow_moves(partition, name, view, through=self.through)
                 self.partitions.move_to_end(name)
                 found.append(partition.stored)
             self._evict(keep=set(namespaces))
             metrics.VECTOR_PARTITION_BYTES.set(sum(partition.nbytes for partition in self.partitions.values()))
-            return found
+            return Vectors(found, loads)
 
     def _poll(self, space: vectors.EmbeddingSpace) -> None:
         """Bring the partitions up to ``space`` or later: append what was written since, or start over."""
@@ -131,14 +149,15 @@ class VectorCopy:
         self.partitions.clear()
         self.state, self.through = vectors.vector_state()
 
-    def _load(self, name: str, view) -> Partition:
+    def _load(self, name: str, view) -> tuple[Partition, Load]:
         started = time.perf_counter()
         partition = Partition(vectors.namespace_vectors(name, up_to_id=self.through))
         _follow_moves(partition, name, view, through=self.through)
         self.partitions[name] = partition
+        seconds = time.perf_counter() - started
         metrics.VECTOR_PARTITION_LOADS.inc()
-        metrics.VECTOR_PARTITION_LOAD_SECONDS.inc(time.perf_counter() - started)
-        return partition
+        metrics.VECTOR_PARTITION_LOAD_SECONDS.inc(seconds)
+        return partition, Load(name, len(partition.stored.ids), seconds)
 
     def _evict(self, *, keep: set[str]) -> None:
         """Drop partitions, least recently used first, while they hold more than the budget (never those in use)."""
@@ -179,7 +198,7 @@ _copies: dict[str, VectorCopy] = {}
 _copies_lock = threading.Lock()
 
 
-def namespace_vectors(view, namespaces) -> list[Stored] | None:
+def namespace_vectors(view, namespaces) -> Vectors | None:
     """This process's vectors of ``namespaces`` (None: every namespace ``view`` knows), up to date; None when
     nothing has been embedded yet.
 
@@ -214,10 +233,11 @@ class Cosines:
     """The cosine of one vector with each row of a view: NaN where a revision has no vector (yet) or sits
     outside the namespaces scanned."""
 
-    def __init__(self, view, parts: list[Stored], vector: np.ndarray):
+    def __init__(self, view, scanned: Vectors, vector: np.ndarray):
         self.values = np.full(len(view.columns.revision), np.nan)
         self.has_vector = np.zeros(len(view.columns.revision), dtype=bool)
-        for stored in parts:
+        self.loads = scanned.loads
+        for stored in scanned.parts:
             sources, rows, has_vector = _placement(view, stored)
             self.values[rows] = dots(stored.matrix, vector)[sources]
             self.has_vector |= has_vector

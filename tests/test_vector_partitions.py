@@ -64,6 +64,7 @@ def test_a_rows_cosine_is_the_same_to_the_bit_as_in_a_scan_of_every_stored_vecto
     everything = dict(zip(ids.tolist(), cosines.dots(matrix, query).tolist()))
     view = snapshot.current()
     found = cosines.Cosines(view, cosines.namespace_vectors(view, ["beta"]), query)
+    assert [load.namespace for load in found.loads] == ["beta"]
     rows = np.flatnonzero(found.has_vector)
     assert sorted(view.columns.revision[rows].tolist()) == revisions_of("beta")
     assert {int(view.columns.revision[row]): float(found.values[row]) for row in rows} == {
@@ -127,3 +128,12 @@ def test_a_near_twin_is_looked_for_in_its_own_namespace_only(store):
     twin = services.memory_remember(namespace="gamma", content="gamma note 1 about the harbour crane rota!", **ACTOR)
     assert twin.near_twin is not None and twin.near_twin.memory_id == store[("gamma", 1)]
     assert "alpha" not in copy().partitions
+
+
+def test_explain_says_what_reading_a_namespaces_vectors_cost(store):
+    first = memory_recall(query="crane rota", namespace="gamma", mode="hybrid", explain=True)
+    assert "The vectors of gamma (5 revisions) were read from the database first" in first.note
+    again = memory_recall(query="crane rota", namespace="gamma", mode="hybrid", explain=True)
+    assert "were read from the database" not in (again.note or "")
+    quiet = memory_recall(query="crane rota", namespace="alpha", mode="hybrid")
+    assert "were read from the database" not in (quiet.note or "")
