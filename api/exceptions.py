@@ -25,7 +25,6 @@ from rest_framework.views import set_rollback
 from api.records import ErrorDetail, ErrorResponse
 from memories.access import AuthenticationFailed, PermissionDenied
 from memoryproject.exceptions import (
-    Busy,
     Conflict,
     DuplicateContent,
     InvalidInput,
@@ -118,8 +117,8 @@ def _domain_response(exc: MemoryServiceError) -> Response:
     # A duplicate names its twin, to update or tag instead.
     twin = exc.memory_id if isinstance(exc, DuplicateContent) else None
     headers = {"WWW-Authenticate": BEARER_CHALLENGE} if code == status.HTTP_401_UNAUTHORIZED else None
-    # The database stayed locked (memoryproject.sqlite_backend), or the key spent its minute: worth a retry.
-    if isinstance(exc, (Busy, RateLimited)):
+    # The database stayed locked or cannot be reached, or the key spent its minute: worth a retry.
+    if exc.retry_after_seconds is not None:
         headers = {"Retry-After": str(exc.retry_after_seconds)}
     return Response(error_body(exc.code, exc.message, exc.field, memory_id=twin), status=code, headers=headers)
 

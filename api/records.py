@@ -1,4 +1,4 @@
-"""Records only REST sends: the health probe and the error body (the shape every error takes)."""
+"""Records only REST sends: the health probes and the error body (the shape every error takes)."""
 
 from typing import Literal
 
@@ -31,6 +31,21 @@ class Health(Record):
     search_mode: str
     embedder: EmbedderHealth
     uptime_seconds: int
+
+
+class Liveness(Record):
+    status: str = Field(description="Always ok: the process answers. The database is not asked.")
+    version: str = Field(description="The version of the server that answered (as health/ gives it).")
+
+
+class Readiness(Record):
+    status: Literal["ready", "not_ready"]
+    database: Literal["ok", "error"] = Field(description="ok: it answered; error: it cannot be reached or read.")
+    unapplied_migrations: list[str] = Field(
+        description="Migrations of this server's code the database has not applied ('app.name'): the schema is "
+        "behind the code until 'manage.py migrate' runs."
+    )
+    message: OmittedWhenEmpty[str] = Field(default=None, description="Why the server is not ready, when it is not.")
 
 
 class ErrorDetail(Record):

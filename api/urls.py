@@ -3,7 +3,7 @@
 from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView
 
-from api import hook_views, knowledge_views, memory_views, store_views
+from api import hook_views, knowledge_views, memory_views, probe_views, store_views
 from api.docs import docs
 from api.exceptions import not_found
 
@@ -28,6 +28,8 @@ urlpatterns = [
     path("v1/stats/", store_views.StatsView.as_view(), name="stats"),
     path("v1/audit/", store_views.AuditView.as_view(), name="audit"),
     path("v1/health/", store_views.HealthView.as_view(), name="health"),
+    path("v1/health/live/", probe_views.LiveView.as_view(), name="health-live"),
+    path("v1/health/ready/", probe_views.ReadyView.as_view(), name="health-ready"),
     path("v1/hooks/recall/", hook_views.HookRecallView.as_view(), name="hooks-recall"),
     path("v1/hooks/ingest/", hook_views.HookIngestView.as_view(), name="hooks-ingest"),
     path("v1/hooks/report/", hook_views.HookReportView.as_view(), name="hooks-report"),

@@ -14,12 +14,14 @@ from pydantic import ValidationError
 from memoryproject.exceptions import encodable
 from memoryproject.jsontext import parse_strict_json
 
-# JSON-RPC 2.0 error codes; -32001 is in the range the spec leaves to servers.
+# JSON-RPC 2.0 error codes; -32001 and -32000 are in the range the spec leaves to servers.
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 UNAUTHORIZED = -32001
+# The server cannot answer now (its database is unreachable or busy, or it holds too many bodies): HTTP 503.
+UNAVAILABLE = -32000
 
 
 # The requests the SDK's session accepts, by method; it answers others, and bad params, with a vague

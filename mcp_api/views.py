@@ -17,6 +17,7 @@ from mcp_api import transport
 from mcp_api.server import DEFAULT_TOOLS, TOOL_SETS, current_tool_set
 from mcp_api.tools import current_caller, server  # importing the tools registers them
 from memories.access import AuthenticationFailed
+from memoryproject.exceptions import Unavailable
 from oauth.resource import MCP_PATH, challenge, public_base, resources
 from oauth.tokens import bearer_authenticate
 
@@ -120,6 +121,10 @@ class MemoryMCPView(MCPServerStreamableHttpView):
                 error.message,
                 WWW_Authenticate=challenge(public_base(request), MCP_PATH, "invalid_token"),
             )
+        except Unavailable as error:
+            # The key is read from the database first: one that cannot be reached (or is busy) stops the request here.
+            retry = {"Retry_After": str(error.retry_after_seconds)} if error.retry_after_seconds else {}
+            return _refusal(503, transport.UNAVAILABLE, error.message, **retry)
 
         # BodyLimit refuses these under ASGI before Django reads them; this covers WSGI and tests.
         limit = settings.MEMORY_MCP_MAX_BODY_BYTES

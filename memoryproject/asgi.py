@@ -31,8 +31,8 @@ from memoryproject.bodylimit import BodyLimit, Limit  # noqa: E402
 from oauth.resource import gate_challenge  # noqa: E402
 from oauth.tokens import bearer_authenticate  # noqa: E402
 
-# The body gate's answers at /mcp; -32000 is in the range JSON-RPC leaves to servers.
-_JSONRPC_CODES = {401: transport.UNAUTHORIZED, 408: transport.INVALID_REQUEST, 503: -32000}
+# The body gate's answers at /mcp.
+_JSONRPC_CODES = {401: transport.UNAUTHORIZED, 408: transport.INVALID_REQUEST, 503: transport.UNAVAILABLE}
 
 
 def rest_error(status: int, code: str, message: str) -> bytes:

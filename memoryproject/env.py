@@ -231,6 +231,14 @@ def env_database_url(name: str) -> dict | None:
     def refuse(why: str):
         raise SettingError(name, shown, f"{accepted}; {why}")
 
+    # A '/', '?' or '#' as it is in the password ends the address early, and the rest would be read (and quoted in
+    # the refusal) as a port, a path or a query; '@' and ':' as they are parse unambiguously.
+    user_info = value.partition("://")[2].rpartition("@")[0]
+    if any(character in user_info for character in "/?#"):
+        refuse(
+            "the user or password holds '/', '?' or '#' as it is: percent-encode them "
+            "(/ as %2F, ? as %3F, # as %23, and @ as %40, : as %3A)"
+        )
     try:
         parts = urlsplit(value)
         port = parts.port

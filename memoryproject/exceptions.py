@@ -17,6 +17,8 @@ def encodable(text: str) -> str:
 
 class MemoryServiceError(Exception):
     code = "error"
+    # Seconds after which the same request may succeed (REST's Retry-After, MCP's): None when waiting will not help.
+    retry_after_seconds: int | None = None
 
     def __init__(self, message: str, *, field: str | None = None):
         # Messages echo what a client sent: made safe here, once, for every door.
@@ -86,6 +88,14 @@ class Unavailable(MemoryServiceError):
     """A part of the server the request needs cannot run here (for example, no embedding model)."""
 
     code = "unavailable"
+
+
+class Unreachable(Unavailable):
+    """No connection to the database server could be made (it is down or restarting, or refused this server's
+    address, user or password); the message carries its reason. Nothing was read or written."""
+
+    # A restart takes a few seconds; the server connects again on the first request after it.
+    retry_after_seconds = 5
 
 
 class StorageFull(MemoryServiceError):

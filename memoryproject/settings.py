@@ -166,6 +166,9 @@ ASGI_APPLICATION = "memoryproject.asgi.application"
 
 # How long a transaction waits for the write lock (and any other lock) before giving up as busy.
 MEMORY_DB_BUSY_TIMEOUT = env_int("MEMORY_DB_BUSY_TIMEOUT", 30, minimum=1, maximum=600)
+# On PostgreSQL, how long opening a connection waits for the server (libpq's connect_timeout, unless the URL gives
+# one; libpq's least is 2): a database that is down or unreachable is reported this soon, not after the busy timeout.
+MEMORY_DB_CONNECT_TIMEOUT = env_int("MEMORY_DB_CONNECT_TIMEOUT", 3, minimum=2, maximum=600)
 
 # Threads of the server process that run requests (memoryproject/wsgibridge.py): this many
 # requests are handled at once, each thread with a database connection.
@@ -209,6 +212,7 @@ if _postgresql is not None:
         # lock_timeout bounds the wait for the write lock (memoryproject/pg_backend) as busy_timeout does on SQLite;
         # a schema in the URL is the only one the server's tables are made in and read from.
         "OPTIONS": {
+            "connect_timeout": MEMORY_DB_CONNECT_TIMEOUT,
             **_postgresql["OPTIONS"],
             "options": f"-c lock_timeout={MEMORY_DB_BUSY_TIMEOUT * 1000:d}"
             + (f" -c search_path={_postgresql['SCHEMA']}" if "SCHEMA" in _postgresql else ""),
@@ -469,6 +473,8 @@ LOGGING.setdefault("loggers", {}).update(
         "django.request": {"filters": ["client_errors_without_traceback"]},
         # A Host not in MEMORY_ALLOWED_HOSTS too (scanners send them all day); named, as filters act where logged.
         "django.security.DisallowedHost": {"filters": ["client_errors_without_traceback"]},
+        # The pool warns of each failed connect; the request or command it failed says why, once (pg_backend/pool.py).
+        "psycopg.pool": {"level": "ERROR"},
     }
 )
 

@@ -12,7 +12,14 @@ health probe's view of the same conditions is ``memories.health.database_state``
 
 from django.db.utils import OperationalError
 
-from memoryproject.exceptions import Busy, MemoryServiceError, ReadOnlyStorage, StorageFull, Unavailable
+from memoryproject.exceptions import (
+    Busy,
+    MemoryServiceError,
+    ReadOnlyStorage,
+    StorageFull,
+    Unavailable,
+    Unreachable,
+)
 
 # SQLite's primary result codes (extended codes carry them in the low byte).
 SQLITE_ERROR = 1
@@ -81,6 +88,10 @@ class DatabaseReadOnly(OperationalError, ReadOnlyStorage):
 
 
 class DatabaseCannotOpen(OperationalError, Unavailable):
+    pass
+
+
+class DatabaseUnreachable(OperationalError, Unreachable):
     pass
 
 

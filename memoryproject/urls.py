@@ -1,14 +1,18 @@
 import json
+import sys
 
 from django.contrib import admin
 from django.core.exceptions import DisallowedHost
 from django.http import HttpResponse
 from django.urls import include, path
+from django.utils.html import escape
+from django.views.defaults import server_error as django_server_error
 
 from api.exceptions import error_body
 from api.metrics import metrics
 from mcp_api.transport import INVALID_REQUEST, jsonrpc_error
 from mcp_api.views import MemoryMCPView
+from memoryproject.exceptions import Busy, Unavailable
 
 admin.autodiscover()  # here rather than at start-up (settings.INSTALLED_APPS says why)
 
@@ -42,3 +46,19 @@ def bad_request(request, exception) -> HttpResponse:
 
 
 handler400 = bad_request
+
+
+def server_error(request) -> HttpResponse:
+    """An error no door answered itself: a database that cannot be reached or stayed busy is a 503 that says so
+    (the admin's and dashboard's pages, whose middleware reads the session first), anything else Django's 500."""
+    error = sys.exc_info()[1]
+    if not isinstance(error, (Unavailable, Busy)):
+        return django_server_error(request)
+    page = f"<!doctype html><title>Unavailable</title><h1>Unavailable</h1><p>{escape(error.message)}</p>"
+    response = HttpResponse(page, status=503, content_type="text/html; charset=utf-8")
+    if getattr(error, "retry_after_seconds", None):
+        response["Retry-After"] = str(error.retry_after_seconds)
+    return response
+
+
+handler500 = server_error

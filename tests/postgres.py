@@ -79,17 +79,45 @@ class Cluster:
             capture_output=True,
         )
         # Loopback only, its socket in its own folder; a test cluster without durability.
-        options = f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.folder} -c max_connections=200"
+        self.options = f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.folder} -c max_connections=200"
         if not durable:
-            options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+            self.options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+        self.start()
+        atexit.register(self.stop)
+
+    def start(self):
+        """Start the server (again, after ``halt``); return once it accepts connections."""
         subprocess.run(
             _as_owner(
-                [_tool("pg_ctl"), "-D", str(self.data), "-o", options, "-w", "-l", str(self.folder / "log"), "start"]
+                [
+                    _tool("pg_ctl"),
+                    "-D",
+                    str(self.data),
+                    "-o",
+                    self.options,
+                    "-w",
+                    "-l",
+                    str(self.folder / "log"),
+                    "start",
+                ]
             ),
             check=True,
             capture_output=True,
         )
-        atexit.register(self.stop)
+
+    def halt(self):
+        """Stop the server as an operator does (``pg_ctl stop``, fast mode: sessions are ended), keeping its data."""
+        subprocess.run(
+            _as_owner([_tool("pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop"]),
+            check=True,
+            capture_output=True,
+        )
+
+    def require_passwords(self, user: str):
+        """Make ``user`` log in with its password over TCP (every other user stays trusted)."""
+        hba = self.data / "pg_hba.conf"
+        hba.write_text(f"host all {user} 127.0.0.1/32 scram-sha-256\n" + hba.read_text())
+        self.sql("SELECT pg_reload_conf()")
 
     def url(self, name: str = "postgres") -> str:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{name}"

@@ -93,7 +93,8 @@ def test_every_endpoint_but_health_needs_a_key(api):
             "message": "Missing API key: send 'Authorization: Bearer <key>'.",
         }, path
         assert response["WWW-Authenticate"] == CHALLENGE
-    assert anonymous.get("/api/v1/health/").status_code == 200
+    for probe in ("/api/v1/health/", "/api/v1/health/live/", "/api/v1/health/ready/"):
+        assert anonymous.get(probe).status_code == 200
 
 
 def test_a_wrong_malformed_or_revoked_key_is_refused_with_401(api):
@@ -829,6 +830,33 @@ def test_health_shows_the_database_engine_s_version_only_to_an_admin_key(api):
     assert engines["writer"] == engines["bad"] == connection.vendor
 
 
+def test_liveness_asks_the_database_nothing(api, django_assert_num_queries):
+    with django_assert_num_queries(0):
+        response = api(None).get("/api/v1/health/live/")
+
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok", "version": memoryproject.__version__}
+
+
+def test_readiness_answers_ready_and_names_a_migration_the_database_lacks(api):
+    assert api(None).get("/api/v1/health/ready/").json() == {
+        "status": "ready",
+        "database": "ok",
+        "unapplied_migrations": [],
+    }
+    with connection.cursor() as cursor:  # as a database restored from before the last upgrade would be
+        cursor.execute("DELETE FROM django_migrations WHERE app = 'telemetry' AND name LIKE '0001%%'")
+
+    response = api(None).get("/api/v1/health/ready/")
+
+    assert response.status_code == 503
+    body = response.json()
+    assert body["status"] == "not_ready" and body["database"] == "ok"
+    assert [name.split("_")[0] for name in body["unapplied_migrations"]] == ["telemetry.0001"]
+    assert body["message"].startswith("The database's schema is behind this server's code: 1 unapplied migration")
+    assert "Retry-After" not in response
+
+
 # --- errors, throttling ------------------------------------------------------------------------------------------
 
 
@@ -932,6 +960,8 @@ ENDPOINTS = {
     "/api/v1/import/": {"post"},
     "/api/v1/stats/": {"get"},
     "/api/v1/health/": {"get"},
+    "/api/v1/health/live/": {"get"},
+    "/api/v1/health/ready/": {"get"},
 }
 
 
@@ -954,7 +984,7 @@ def test_the_openapi_schema_validates_and_lists_every_endpoint(api):
             assert "200" in operation["responses"] or "201" in operation["responses"], (path, method)
             if method in ("post", "patch"):
                 assert "requestBody" in operation, (path, method)
-            keyed = path != "/api/v1/health/"
+            keyed = not path.startswith("/api/v1/health/")
             assert (operation.get("security") == [{"ApiKey": []}]) == keyed, (path, method)
     assert schema["components"]["securitySchemes"]["ApiKey"] == {
         "type": "http",

@@ -24,7 +24,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 from rest_framework.test import APIClient
 
-from api.records import ErrorResponse, Health
+from api.records import ErrorResponse, Health, Liveness, Readiness
 from mcp_api.server import ALL_TOOLS, current_tool_set
 from mcp_api.tools import STATE_SERVICES, current_caller, server, tool_description
 from memories import arguments as declared
@@ -165,6 +165,8 @@ OPERATIONS = {
     "export": Operation(declared.ExportArgs, [Rest("get", "/api/v1/export/", "200", ExportDocument)]),
     "import": Operation(declared.ImportArgs, [Rest("post", "/api/v1/import/", "200", ImportResult)]),
     "health": Operation(None, [Rest("get", "/api/v1/health/", "200", Health)]),
+    "liveness": Operation(None, [Rest("get", "/api/v1/health/live/", "200", Liveness)]),
+    "readiness": Operation(None, [Rest("get", "/api/v1/health/ready/", "200", Readiness)]),
     "hook recall": Operation(
         declared.HookRecallArgs, [Rest("post", "/api/v1/hooks/recall/", "200", HookBlock, body=True)]
     ),

@@ -287,7 +287,7 @@ def test_serve_names_a_misspelt_setting_with_the_closest_one_and_not_the_hooks_v
     warnings = [line for line in stderr.splitlines() if "is not a setting of this server" in line]
     assert len(warnings) == 1
     assert warnings[0].endswith(
-        "WARNING memories.management.commands.serve: MEMORY_SERVER_THREDS is set but is not a setting of this "
+        "WARNING memory.serve: MEMORY_SERVER_THREDS is set but is not a setting of this "
         "server: did you mean MEMORY_SERVER_THREADS? It is ignored."
     )
 

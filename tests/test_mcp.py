@@ -710,7 +710,8 @@ def test_the_error_mapping_passes_domain_messages_and_hides_everything_else(capl
         (None, "Missing API key"),
         ("Bearer", "Missing API key"),
         ("Basic dXNlcjpwYXNz", "Missing API key"),
-        ("Bearer not-a-key", "The API key is not valid"),
+        # Not an API key's shape: read as an OAuth token, which this server did not issue.
+        ("Bearer not-a-key", "The token is not valid: it was revoked, or this server did not issue it"),
         ("Bearer mem_00000000_" + "A" * 43, "The API key is not valid"),
     ],
 )

@@ -14,10 +14,12 @@ locks are its own.
 """
 
 import contextlib
+import re
 import time
 import zlib
 from collections.abc import Callable, Iterator
 
+from django.db.backends.base.base import NO_DB_ALIAS
 from django.db.backends.postgresql import base as postgresql_base
 from django.db.utils import DatabaseErrorWrapper
 from django.utils.functional import cached_property
@@ -25,14 +27,15 @@ from psycopg_pool import PoolTimeout
 
 from memoryproject import metrics
 from memoryproject.exceptions import Busy
+from memoryproject.pg_backend.pool import ConnectionPool
 from memoryproject.storage import (
     FULL_MESSAGE,
     LOCKED_MESSAGE,
     MIGRATION_LOCKED_MESSAGE,
-    DatabaseCannotOpen,
     DatabaseFull,
     DatabaseLocked,
     DatabaseReadOnly,
+    DatabaseUnreachable,
 )
 
 Database = postgresql_base.Database
@@ -42,6 +45,11 @@ WRITE_LOCK_KEY = 0x6D656D6F7279776C
 # the low 32, so the two keys never meet, whatever the schemas.
 MIGRATION_LOCK_KEY = 0x6D6967726C6F636B
 
+# The server went away in the middle of a request (it stopped, restarted or ended the session).
+LOST_MESSAGE = (
+    "The connection to the database was lost (PostgreSQL stopped or restarted), so the request was not "
+    "completed and any write in it was rolled back. Retry in a few seconds."
+)
 READ_ONLY_MESSAGE = (
     "The database is read-only (a standby, or default_transaction_read_only), so nothing was "
     "written. Point MEMORY_DATABASE_URL at the primary (or make the database writable), then retry."
@@ -51,17 +59,30 @@ POOL_BUSY_MESSAGE = (
     "nothing was read or written. Try again in a few seconds; if it recurs, raise "
     "MEMORY_DB_POOL_SIZE (within the database's max_connections)."
 )
-CANT_CONNECT_MESSAGE = (
-    "The database server cannot be reached, so nothing was read or written. Check "
-    "MEMORY_DATABASE_URL and that PostgreSQL is running and accepts the server's connections, "
-    "then retry."
+
+
+# What libpq puts before its reason: where it tried, which a client need not learn (doctor shows it to the operator).
+_WHERE_TRIED = re.compile(
+    r"^(connection failed: )?connection to server "
+    r'(at "[^"]*"( \([^)]*\))?, port \d+|on socket "[^"]*") failed: (FATAL: )?'
 )
+
+
+def cannot_connect(error: BaseException) -> DatabaseUnreachable:
+    """The domain error for a connection that could not be made, with libpq's reason (which never holds the
+    password): refused, timed out, no such user or database, password authentication failed, too many clients."""
+    reason = _WHERE_TRIED.sub("", " ".join(str(error).split("\n", 1)[0].split()))
+    return DatabaseUnreachable(
+        f"Cannot connect to the database: {reason[:300]}. Nothing was read or written. Check that PostgreSQL is "
+        "running and accepts this server's connections, and the host, port, user, password and database name in "
+        "MEMORY_DATABASE_URL; then retry."
+    )
 
 
 def refusal(error: BaseException, *, connected: bool) -> Exception | None:
     """The domain error for a psycopg error that says busy, full, read-only or unreachable, else None."""
     state = getattr(error, "sqlstate", None) or ""
-    if isinstance(error, PoolTimeout):  # no free connection in the pool within the busy timeout
+    if isinstance(error, PoolTimeout):  # no connection of the pool came free within the busy timeout
         return DatabaseLocked(POOL_BUSY_MESSAGE)
     if state == "55P03":  # lock_not_available: lock_timeout ran out
         return DatabaseLocked(LOCKED_MESSAGE)
@@ -69,13 +90,11 @@ def refusal(error: BaseException, *, connected: bool) -> Exception | None:
         return DatabaseFull(FULL_MESSAGE)
     if state == "25006":  # read_only_sql_transaction
         return DatabaseReadOnly(READ_ONLY_MESSAGE)
-    # Connection exceptions (class 08), the server shutting down or starting (57P01-57P03), a failed connect.
-    if (
-        state.startswith("08")
-        or state in ("57P01", "57P02", "57P03")
-        or (not connected and isinstance(error, Database.OperationalError))
-    ):
-        return DatabaseCannotOpen(CANT_CONNECT_MESSAGE)
+    if not connected and isinstance(error, Database.OperationalError):  # a connect that failed, for any reason
+        return cannot_connect(error)
+    # Connection exceptions (class 08), the server shutting down or starting (57P01-57P03).
+    if state.startswith("08") or state in ("57P01", "57P02", "57P03"):
+        return DatabaseUnreachable(LOST_MESSAGE)
     return None
 
 
@@ -142,7 +161,7 @@ class DatabaseWrapper(postgresql_base.DatabaseWrapper):
         try:
             session = Database.connect(**self.get_connection_params(), autocommit=True)
         except Database.OperationalError as error:
-            raise DatabaseCannotOpen(CANT_CONNECT_MESSAGE) from error
+            raise cannot_connect(error) from error
         with session:
             if not session.execute("SELECT pg_try_advisory_lock(%s)", [self.migration_lock_key]).fetchone()[0]:
                 on_wait()
@@ -163,6 +182,24 @@ class DatabaseWrapper(postgresql_base.DatabaseWrapper):
                 cursor.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", [schema])
                 if cursor.fetchone() is None:
                     cursor.execute(f"CREATE SCHEMA {schema}")  # a plain name: checked by memoryproject.env
+
+    @property
+    def pool(self) -> ConnectionPool | None:
+        """This process's pool for the alias (``memoryproject.pg_backend.pool``'s, not psycopg_pool's), or None."""
+        options = self.settings_dict["OPTIONS"].get("pool")
+        if self.alias == NO_DB_ALIAS or not options:
+            return None
+        if self.alias not in self._connection_pools:
+            # As Django makes its own: opened on first use, each connection set up as Django sets one up.
+            pool = ConnectionPool(
+                kwargs={**self.get_connection_params(), "autocommit": True},
+                open=False,
+                configure=self._configure_connection,
+                check=self.settings_dict["CONN_HEALTH_CHECKS"],
+                **({} if options is True else options),
+            )
+            self._connection_pools.setdefault(self.alias, pool)  # of two threads making one at once, the first wins
+        return self._connection_pools[self.alias]
 
     @cached_property
     def wrap_database_errors(self):

@@ -19,8 +19,6 @@ from search.embeddings import warm_up
 
 # The line a parent process waits for; the JSON after it is the discovery file's content.
 LISTENING = "MEMORY_SERVER_LISTENING"
-logger = logging.getLogger(__name__)
-
 logger = logging.getLogger("memory.serve")
 
 
