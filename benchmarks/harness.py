@@ -107,6 +107,14 @@ def current_rss_mb() -> float:
     return round(pages * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
 
 
+def current_anonymous_mb() -> float:
+    """The memory this process owns now (RssAnon), in MiB: its resident memory less the files it maps, such as
+    the SQLite database under MEMORY_DB_MMAP_MB, whose pages are the kernel's page cache."""
+    with open("/proc/self/status") as handle:
+        kilobytes = next(int(line.split()[1]) for line in handle if line.startswith("RssAnon:"))
+    return round(kilobytes / 1024, 1)
+
+
 def environment() -> dict:
     """The machine and library versions a result was measured with."""
     import numpy

@@ -257,7 +257,8 @@ def run_size(size, args, corpus_seed, database="sqlite"):
     rss_before = harness.current_rss_mb()
     _, snapshot_seconds = harness.timed(snapshot.current)
     _, first_seconds = harness.timed(memory_recall, query="warm up", mode="semantic")
-    stored = cosines._copies[dialect.database_key()].stored
+    held = cosines._copies[dialect.database_key()].partitions.values()
+    stored = cosines.namespace_vectors(snapshot.current(), ["bench"]).parts[0]  # the one namespace: every vector
     # A word no text holds: the keyword channel finds nothing, the trigram channel searches for it.
     _, absent_seconds = harness.timed(memory_recall, query="qzxwvkjplmbq", mode="keyword")
     result["cold"] = {
@@ -265,7 +266,7 @@ def run_size(size, args, corpus_seed, database="sqlite"):
         "first_semantic_recall_ms (loads the vector matrix)": round(first_seconds * 1000, 1),
         "first_keyword_recall_with_a_word_no_text_holds_ms": round(absent_seconds * 1000, 1),
         "rss_growth_mb": round(harness.current_rss_mb() - rss_before, 1),
-        "vector_matrix_mb": round(stored.matrix.nbytes / 2**20, 1),
+        "vector_matrix_mb": round(sum(partition.stored.matrix.nbytes for partition in held) / 2**20, 1),
         "snapshot_columns_mb": round(
             sum(getattr(snapshot.current().columns, name).nbytes for name in snapshot._COLUMNS) / 2**20, 1
         ),
@@ -472,15 +473,15 @@ def concurrent_latency(args, corpus, queries: list[str]) -> dict:
 
     per_thread = max(1, args.writes // 4)
     reloads = {"snapshot_from_row_0": 0, "vector_copy_from_vector_0": 0}
-    real_extend, real_load = snapshot._extend, vectors.load_vectors
+    real_extend, real_start_over = snapshot._extend, vectors.vector_state
 
     def extend(view, *, after, shared=False):
         reloads["snapshot_from_row_0"] += after == 0
         return real_extend(view, after=after, shared=shared)
 
-    def load(*, after_id=0):
-        reloads["vector_copy_from_vector_0"] += after_id == 0
-        return real_load(after_id=after_id)
+    def start_over():
+        reloads["vector_copy_from_vector_0"] += 1
+        return real_start_over()
 
     texts = [[corpus.text() for _ in range(per_thread)] for _ in range(args.writers)]
     times = {"remember": [], "hybrid_recall": []}
@@ -523,7 +524,7 @@ def concurrent_latency(args, corpus, queries: list[str]) -> dict:
         )
         for reader in range(args.readers)
     ]
-    snapshot._extend, vectors.load_vectors = extend, load
+    snapshot._extend, vectors.vector_state = extend, start_over
     try:
         began = time.perf_counter()
         for thread in threads:
@@ -532,7 +533,7 @@ def concurrent_latency(args, corpus, queries: list[str]) -> dict:
             thread.join()
         wall = time.perf_counter() - began
     finally:
-        snapshot._extend, vectors.load_vectors = real_extend, real_load
+        snapshot._extend, vectors.vector_state = real_extend, real_start_over
     return {
         "writers": args.writers,
         "readers": args.readers,

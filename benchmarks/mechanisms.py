@@ -64,7 +64,7 @@ def main():
     memories = make_history(corpus, args.size, now=timezone.now(), namespace="bench")
     bulk_load(memories)
     queries = make_queries(corpus, memories, args.queries, random.Random(1))
-    stored = cosines.stored_vectors()
+    stored = cosines.namespace_vectors(snapshot.current(), ["bench"]).parts[0]
     vector = stored.matrix[len(stored.matrix) // 2].copy()
     split_min = cosines._SPLIT_MIN_ROWS
     samples = {

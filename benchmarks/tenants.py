@@ -300,7 +300,7 @@ def rotate(recall, task: dict, queries: dict) -> dict:
     A first touch counts only namespaces no recall of this process read before (not those timed in step 2).
     """
     rotated, rounds = task["rotation"], task["rounds"]
-    rss, rounds_ms, first_touch, times = [], [], {}, []
+    rss, anonymous, rounds_ms, first_touch, times = [], [], [], {}, []
     for number in range(rounds):
         times = []
         for name in rotated:
@@ -309,6 +309,7 @@ def rotate(recall, task: dict, queries: dict) -> dict:
             if number == 0 and name not in task["timed"]:
                 first_touch[name] = seconds
             rss.append(harness.current_rss_mb())
+            anonymous.append(harness.current_anonymous_mb())
         rounds_ms.append(harness.summary_ms(times))
     warm = {name: seconds for name, seconds in zip(rotated, times)}
     others = [name for name in task["namespaces"] if name not in rotated and name not in task["timed"]]
@@ -329,6 +330,7 @@ def rotate(recall, task: dict, queries: dict) -> dict:
         "rotated": rotated,
         "rounds": rounds,
         "rss_mb": {"max": max(rss), "last": rss[-1], "after_round_1": rss[len(rotated) - 1], "samples": rss},
+        "anonymous_mb": {"max": max(anonymous), "last": anonymous[-1], "samples": anonymous},
         "round_ms": rounds_ms,
         "first_touch_ms": by_class(first_touch),
         "warm_last_round_ms": by_class(warm),
@@ -386,6 +388,8 @@ def run_mixed(args) -> dict:
     }
     figures["rss_mb_during_rotation"] = {
         "max": rotated["rss_mb"]["max"],
+        # Less the database file's pages SQLite maps (MEMORY_DB_MMAP_MB): the page cache's, not the process's.
+        "anonymous_max": rotated.get("anonymous_mb", {}).get("max"),
         "goal_at_most": GOALS["rss_mb_during_rotation"],
         "after_model_load": mixed["rss_mb_after_model"],
         "floor_alone_big_peak": stores["big_alone"]["process"]["peak_rss_mb"],
@@ -473,6 +477,7 @@ def print_table(output: dict) -> None:
     if "rss_mb_during_rotation" in figures:
         rss = figures["rss_mb_during_rotation"]
         print(f"{'RSS MB, rotating over 50 namespaces (max)':<46} {rss['max']:>22} {rss['after_model_load']:>22}")
+        print(f"{'  of which the process owns (RssAnon, max)':<46} {rss['anonymous_max']!s:>22}")
         print("  (floor: the process after loading the model, before any recall)")
     cold = figures["cold"]
     print(f"{'first recall of the process, ms':<46} {cold['first_recall_of_the_process_ms']:>22}")

@@ -12,7 +12,7 @@ import platform
 import time
 from collections.abc import Callable
 
-from prometheus_client import Counter, Histogram, Info, disable_created_metrics
+from prometheus_client import Counter, Gauge, Histogram, Info, disable_created_metrics
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 import memoryproject
@@ -70,6 +70,19 @@ DATABASE_ERRORS = Counter(
 )
 BUILD = Info("memory_build", "The server's version and the Python that runs it; the value is always 1.")
 BUILD.info({"version": memoryproject.__version__, "python": platform.python_version()})
+VECTOR_PARTITION_LOADS = Counter(
+    "memory_vector_partition_loads",
+    "Namespaces whose vectors this process read from the database: first use, or use after eviction.",
+)
+VECTOR_PARTITION_LOAD_SECONDS = Counter(
+    "memory_vector_partition_load_seconds", "Time spent reading namespaces' vectors from the database."
+)
+VECTOR_PARTITION_EVICTIONS = Counter(
+    "memory_vector_partition_evictions", "Namespaces' vectors dropped to stay within MEMORY_VECTOR_MEMORY_MB."
+)
+VECTOR_PARTITION_BYTES = Gauge(
+    "memory_vector_partition_bytes", "Bytes of vectors this process holds, all namespaces together."
+)
 TELEMETRY_EVENTS = Counter(
     "memory_telemetry_events",
     "Telemetry events: hook recalls, injection reports, injected memories an answer used, refused ingests.",

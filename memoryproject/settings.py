@@ -327,6 +327,10 @@ MEMORY_INJECTION_BOOST = env_float("MEMORY_INJECTION_BOOST", 0.0, minimum=0.0, m
 # reports that memory as its near twin (search/duplicates.py). Above 1: off.
 MEMORY_NEAR_DUPLICATE_COSINE = env_float("MEMORY_NEAR_DUPLICATE_COSINE", 0.9, minimum=0.0, maximum=1.01)
 
+# The stored vectors each process keeps, per namespace, loaded on first use (search/cosines.py): past this many
+# MiB the namespaces used least recently are dropped, and read again when next asked for.
+MEMORY_VECTOR_MEMORY_MB = env_int("MEMORY_VECTOR_MEMORY_MB", 512, minimum=16, maximum=1024 * 1024)
+
 # The kinds memories.models.Kind declares (settings load before the models; a test keeps the two equal).
 MEMORY_KINDS = ("fact", "preference", "decision", "skill", "note", "artifact", "event")
 # An active memory whose visible text was learned more than this many days before a read's as_of reads as

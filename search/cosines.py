@@ -1,21 +1,29 @@
-"""The cosine of a vector with every revision a view holds, from this process's copy of the stored vectors.
+"""The cosine of a vector with the revisions a view holds, from this process's copy of the stored vectors,
+kept per namespace.
 
-Each process keeps the database's vectors as one float32 matrix in revision-id order
-(``VectorCopy``), loaded on first use and extended with the rows written since; an
-erasure, a backfill or a switch of embedder reloads it. A scan sums each row's products
-with ``einsum``, the same way wherever the row sits, so a revision's cosine is the same
-to the bit whatever else the store holds: a recall as of an earlier time ranks exactly
-as a store holding only what was visible then would.
+Each process keeps the vectors of the namespaces it has recently served, one ``Partition``
+each: the vectors of every revision of every memory that was ever in the namespace, so a
+recall as of a time before a move finds a memory's revisions where it was then. A partition
+is loaded on first use, kept current by a poll of the rows written since the last look
+(each routed to the partitions of its memory), and dropped least recently used first once
+the partitions hold more than MEMORY_VECTOR_MEMORY_MB; an erasure, a backfill or a switch
+of embedder drops them all. A scan sums each row's products with ``einsum``, the same way
+wherever the row sits, so a revision's cosine is the same to the bit whatever else the
+store or the partition holds: a recall as of an earlier time ranks exactly as a store
+holding only what was visible then would.
 """
 
 import threading
+import time
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import numpy as np
+from django.conf import settings
 from django.db import connection
 
-from memoryproject import dialect
+from memoryproject import dialect, metrics
 from search import vectors
 from search.embeddings import EmbedderUnavailable, get_embedder
 from search.errors import Unavailable
@@ -26,7 +34,7 @@ _helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cosine-scan")
 
 
 class Stored(NamedTuple):
-    """One database's vectors as this process holds them: revision ids (ascending) and unit float32 rows."""
+    """Vectors as this process holds them: revision ids and unit float32 rows."""
 
     ids: np.ndarray
     matrix: np.ndarray
@@ -44,66 +52,155 @@ def dots(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
     return out
 
 
-_EMPTY = Stored(np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32))
+class Load(NamedTuple):
+    """A namespace's vectors read from the database for one call: first use, or use after eviction."""
+
+    namespace: str
+    rows: int
+    seconds: float
 
 
-class VectorCopy:
-    """The stored vectors of one database, kept in this process and brought up to date before each use."""
+class Vectors(NamedTuple):
+    """The vectors a call scans, one Stored per namespace, and the namespaces it had to read first."""
 
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.state = None  # (generation, embedder) of the space the rows were read at
-        self.stored = _EMPTY
-        # ``stored`` holds the first rows of these; new rows are written after them, so a
-        # write costs its own rows, not a copy of the matrix. Views taken earlier hold
-        # shorter prefixes and never see a row change.
-        self.room = self.stored
+    parts: list[Stored]
+    loads: list[Load]
 
-    def current(self, space: vectors.EmbeddingSpace) -> Stored:
-        """The stored vectors as of ``space`` (the recorded space the caller read) or later."""
-        with self.lock:
-            stored = self.stored
-            if self.state is not None and self.state[1] == space.embedder and space.generation <= self.state[0]:
-                return stored  # generations only grow: rows added since have ids the caller's view lacks
-            after = (
-                int(stored.ids[-1])
-                if self.state is not None and self.state[1] == space.embedder and len(stored.ids)
-                else None
-            )
-            # Read with the space in one statement, so both are one state of the database.
-            state, ids, matrix = vectors.load_vectors(after_id=after or 0)
-            if after is not None and state == (self.state[0] + len(ids), self.state[1]):
-                if connection.in_atomic_block:  # may roll back: a private copy, never the shared room
-                    return Stored(np.concatenate([stored.ids, ids]), np.concatenate([stored.matrix, matrix]))
-                stored = self._append(ids, matrix)
-            else:  # first use, or something else changed (an erasure, a backfill, a switch): start over
-                if after is not None:
-                    state, ids, matrix = vectors.load_vectors(after_id=0)
-                if connection.in_atomic_block:
-                    return Stored(ids, matrix)
-                self.stored = self.room = _EMPTY
-                stored = self._append(ids, matrix)  # with room to grow, so the next write copies nothing
-            self.stored, self.state = stored, state
-            return stored
 
-    def _append(self, ids: np.ndarray, matrix: np.ndarray) -> Stored:
-        count, added = len(self.stored.ids), len(ids)
-        if count + added > len(self.room.ids) or self.room.matrix.shape[1:] != matrix.shape[1:]:
-            capacity = count + added + max(4096, count // 8)
-            room = Stored(np.empty(capacity, dtype=np.int64), np.empty((capacity, matrix.shape[1]), np.float32))
+class Partition:
+    """The vectors of one namespace's memories (every memory ever in it), kept in this process.
+
+    ``stored`` holds the first rows of ``room``; rows written later go after them, so a write
+    costs its own rows, not a copy of the matrix, and what was handed out never changes.
+    """
+
+    def __init__(self, rows: vectors.VectorRows):
+        self.stored = self.room = Stored(rows.ids[:0], rows.matrix[:0])
+        self.members: set[int] = set()  # memory ids whose vectors are here
+        self.attributes_seen = 0  # the attribute rows the membership reflects: ids up to this
+        self.append(rows)  # with room to grow, so the next write copies nothing
+
+    @property
+    def nbytes(self) -> int:
+        return self.room.ids.nbytes + self.room.matrix.nbytes
+
+    def append(self, rows: vectors.VectorRows) -> None:
+        count, added = len(self.stored.ids), len(rows.ids)
+        if count + added > len(self.room.ids) or self.room.matrix.shape[1:] != rows.matrix.shape[1:]:
+            capacity = count + added + max(256, count // 8)
+            room = Stored(np.empty(capacity, dtype=np.int64), np.empty((capacity, rows.matrix.shape[1]), np.float32))
             if count:
                 room.ids[:count], room.matrix[:count] = self.stored.ids, self.stored.matrix
             self.room = room
-        self.room.ids[count : count + added], self.room.matrix[count : count + added] = ids, matrix
-        return Stored(self.room.ids[: count + added], self.room.matrix[: count + added])
+        self.room.ids[count : count + added], self.room.matrix[count : count + added] = rows.ids, rows.matrix
+        self.stored = Stored(self.room.ids[: count + added], self.room.matrix[: count + added])
+        self.members.update(rows.memories.tolist())
+
+
+class VectorCopy:
+    """One database's stored vectors, per namespace, brought up to date before each use."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.state = None  # (generation, embedder) of the space the partitions are complete for
+        self.through = 0  # the partitions hold every vector of a revision up to this id
+        self.partitions: OrderedDict[str, Partition] = OrderedDict()  # least recently used first
+
+    def current(self, space: vectors.EmbeddingSpace, view, namespaces) -> Vectors:
+        """The vectors of ``namespaces`` as of ``space`` (the recorded space the caller read, after taking
+        ``view``) or later, each partition holding every memory ``view`` shows in it at any time."""
+        if connection.in_atomic_block:  # may roll back: nothing read here is kept
+            return Vectors([self._private(name, view) for name in namespaces], [])
+        with self.lock:
+            self._poll(space)
+            found, loads = [], []
+            for name in namespaces:
+                partition = self.partitions.get(name)
+                if partition is None:
+                    partition, load = self._load(name, view)
+                    loads.append(load)
+                _follow_moves(partition, name, view, through=self.through)
+                self.partitions.move_to_end(name)
+                found.append(partition.stored)
+            self._evict(keep=set(namespaces))
+            metrics.VECTOR_PARTITION_BYTES.set(sum(partition.nbytes for partition in self.partitions.values()))
+            return Vectors(found, loads)
+
+    def _poll(self, space: vectors.EmbeddingSpace) -> None:
+        """Bring the partitions up to ``space`` or later: append what was written since, or start over."""
+        if self.state is not None and self.state[1] == space.embedder and space.generation <= self.state[0]:
+            return  # generations only grow: rows added since have ids the caller's view lacks
+        if self.state is not None and self.state[1] == space.embedder:
+            state, rows, namespaces = vectors.poll_vectors(after_id=self.through)
+            if state == (self.state[0] + len(rows.ids), self.state[1]):
+                for name, partition in self.partitions.items():
+                    mine = np.array(
+                        [
+                            where == name or memory in partition.members
+                            for where, memory in zip(namespaces, rows.memories)
+                        ],
+                        dtype=bool,
+                    )
+                    if mine.any():
+                        partition.append(vectors.VectorRows(rows.ids[mine], rows.memories[mine], rows.matrix[mine]))
+                self.state, self.through = state, max(self.through, int(rows.ids[-1]) if len(rows.ids) else 0)
+                return
+        # First use, or something else changed (an erasure, a backfill, a switch): start over.
+        self.partitions.clear()
+        self.state, self.through = vectors.vector_state()
+
+    def _load(self, name: str, view) -> tuple[Partition, Load]:
+        started = time.perf_counter()
+        partition = Partition(vectors.namespace_vectors(name, up_to_id=self.through))
+        _follow_moves(partition, name, view, through=self.through)
+        self.partitions[name] = partition
+        seconds = time.perf_counter() - started
+        metrics.VECTOR_PARTITION_LOADS.inc()
+        metrics.VECTOR_PARTITION_LOAD_SECONDS.inc(seconds)
+        return partition, Load(name, len(partition.stored.ids), seconds)
+
+    def _evict(self, *, keep: set[str]) -> None:
+        """Drop partitions, least recently used first, while they hold more than the budget (never those in use)."""
+        budget = settings.MEMORY_VECTOR_MEMORY_MB * 1024 * 1024
+        held = sum(partition.nbytes for partition in self.partitions.values())
+        for name in list(self.partitions):
+            if held <= budget:
+                break
+            if name not in keep:
+                held -= self.partitions.pop(name).nbytes
+                metrics.VECTOR_PARTITION_EVICTIONS.inc()
+
+    def _private(self, name: str, view) -> Stored:
+        """The vectors of ``name`` read now, for a caller inside a transaction; kept by nobody."""
+        _, through = vectors.vector_state()
+        partition = Partition(vectors.namespace_vectors(name, up_to_id=through))
+        _follow_moves(partition, name, view, through=through)
+        return partition.stored
+
+
+def _follow_moves(partition: Partition, name: str, view, *, through: int) -> None:
+    """Add to ``name``'s partition the memories ``view`` shows in it at some time that it lacks (they moved away)."""
+    if view.attributes is None or view.attributes_max_id <= partition.attributes_seen:
+        return
+    if name in view.namespaces:
+        attributes = view.attributes
+        newer = (attributes.id > partition.attributes_seen) & (attributes.namespace == view.namespaces.index(name))
+        missing = set(attributes.memory[newer].tolist()) - partition.members
+        if missing:
+            rows = vectors.memory_vectors(missing, up_to_id=through)
+            fresh = ~np.isin(rows.ids, partition.stored.ids)
+            partition.append(vectors.VectorRows(rows.ids[fresh], rows.memories[fresh], rows.matrix[fresh]))
+            partition.members.update(missing)
+    partition.attributes_seen = view.attributes_max_id
 
 
 _copies: dict[str, VectorCopy] = {}
 _copies_lock = threading.Lock()
 
 
-def stored_vectors() -> Stored | None:
-    """This process's copy of the stored vectors, up to date; None when nothing has been embedded yet.
+def namespace_vectors(view, namespaces) -> Vectors | None:
+    """This process's vectors of ``namespaces`` (None: every namespace ``view`` knows), up to date; None when
+    nothing has been embedded yet.
 
     Raises Unavailable when the model cannot load or the stored vectors come from another model.
     """
@@ -120,8 +217,8 @@ def stored_vectors() -> Stored | None:
         )
     with _copies_lock:
         copy = _copies.setdefault(dialect.database_key(), VectorCopy())
-    stored = copy.current(space)
-    return stored if len(stored.ids) else None
+    names = list(view.namespaces) if namespaces is None else sorted(set(namespaces))
+    return copy.current(space, view, names)
 
 
 def embed(text_to_vector) -> np.ndarray:
@@ -133,12 +230,17 @@ def embed(text_to_vector) -> np.ndarray:
 
 
 class Cosines:
-    """The cosine of one vector with each row of a view: NaN where a revision has no vector (yet)."""
+    """The cosine of one vector with each row of a view: NaN where a revision has no vector (yet) or sits
+    outside the namespaces scanned."""
 
-    def __init__(self, view, stored: Stored, vector: np.ndarray):
-        sources, rows, self.has_vector = _placement(view, stored)
+    def __init__(self, view, scanned: Vectors, vector: np.ndarray):
         self.values = np.full(len(view.columns.revision), np.nan)
-        self.values[rows] = dots(stored.matrix, vector)[sources]
+        self.has_vector = np.zeros(len(view.columns.revision), dtype=bool)
+        self.loads = scanned.loads
+        for stored in scanned.parts:
+            sources, rows, has_vector = _placement(view, stored)
+            self.values[rows] = dots(stored.matrix, vector)[sources]
+            self.has_vector |= has_vector
 
 
 def _placement(view, stored: Stored) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

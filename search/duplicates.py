@@ -60,9 +60,10 @@ def find_near_twin(
     if namespace not in view.namespaces:
         return None
     try:
-        stored = cosines.stored_vectors()
-        if stored is None:
+        scanned = cosines.namespace_vectors(view, [namespace])
+        if scanned is None:
             return None
+        stored = scanned.parts[0]
         vector = cosines.embed(lambda embedder: indexing.text_vector(embedder, title, content))
     except Unavailable as error:
         logger.info("Near-duplicate check skipped: %s", error.message)

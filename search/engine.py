@@ -86,6 +86,8 @@ def rank(
         valid_at=valid_at,
     )
     found, words, query_cosines, notes = _channels(scope, cleaned, query=query, pending=pending, match=match, mode=mode)
+    if explain and query_cosines is not None:
+        notes.extend(_loaded(load) for load in query_cosines.loads)
     boost = _injection_boost(scope.view, injections, injection_boost) if injection_boost and injections else None
     rows, scores, context = fusion.fuse(found, scope=scope, limit=limit, hybrid=mode == "hybrid", boost=boost)
     rows, scores, notes = _hold_back(rows, scores, notes, found=found, words=words, min_score=min_score, mode=mode)
@@ -188,7 +190,7 @@ def _channels(
     query_cosines = None
     if mode != "keyword" and size:
         try:
-            query_cosines = _cosines(scope.view, query, pending)
+            query_cosines = _cosines(scope, query, pending)
         except Unavailable as error:
             if mode == "semantic":
                 raise
@@ -233,13 +235,21 @@ def _hold_back(
     return rows, scores, notes
 
 
-def _cosines(view, query: str, pending) -> cosines.Cosines | None:
-    """The query's cosines with the view's rows; None when nothing has been embedded yet."""
-    stored = cosines.stored_vectors()
-    if stored is None:
+def _cosines(scope: channels.Scope, query: str, pending) -> cosines.Cosines | None:
+    """The query's cosines with the view's rows in the namespaces searched; None when nothing has been embedded yet."""
+    scanned = cosines.namespace_vectors(scope.view, scope.namespaces)
+    if scanned is None:
         return None
     vector = pending.result() if pending is not None else cosines.embed(lambda embedder: embedder.embed_query(query))
-    return cosines.Cosines(view, stored, vector)
+    return cosines.Cosines(scope.view, scanned, vector)
+
+
+def _loaded(load: cosines.Load) -> str:
+    """What reading a namespace's vectors cost this recall (shown with explain)."""
+    return (
+        f"The vectors of {load.namespace} ({load.rows} revisions) were read from the database first, "
+        f"in {load.seconds * 1000:.0f} ms: this server process had not searched it recently."
+    )
 
 
 def _injection_boost(view, injections: dict[int, int], a: float) -> np.ndarray:

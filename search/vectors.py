@@ -405,6 +405,103 @@ def load_vectors(*, after_id: int = 0) -> tuple[tuple[int, str] | None, np.ndarr
     return state, np.array(ids, dtype=np.int64), np.concatenate(blocks)
 
 
+class VectorRows(NamedTuple):
+    """Stored vectors with whose they are: revision ids, memory ids, and float32 rows."""
+
+    ids: np.ndarray
+    memories: np.ndarray
+    matrix: np.ndarray
+
+
+def _rows(chunks, dim: int, *, extra: int = 0) -> tuple[VectorRows, list]:
+    """Rows of (revision id, memory id, [``extra`` columns,] embedding, ...) as VectorRows, with the extra columns."""
+    ids, memories, blocks, extras = [], [], [], []
+    for rows in chunks:
+        ids.extend(row[0] for row in rows)
+        memories.extend(row[1] for row in rows)
+        extras.extend(row[2 : 2 + extra] for row in rows)
+        embeddings = b"".join(row[2 + extra] for row in rows)
+        blocks.append(np.frombuffer(embeddings, dtype=np.float32).reshape(len(rows), -1))
+    matrix = np.concatenate(blocks) if blocks else np.zeros((0, dim), dtype=np.float32)
+    return VectorRows(np.array(ids, dtype=np.int64), np.array(memories, dtype=np.int64), matrix), extras
+
+
+def vector_state() -> tuple[tuple[int, str] | None, int]:
+    """The space's (generation, embedder) and the highest revision id, read by one statement: a copy that starts
+    over from these holds every vector of a revision up to that id."""
+    with connection.cursor() as cursor:
+        # Primary-key lookups: the space's one row, the revisions' last id.
+        cursor.execute(
+            "SELECT generation, embedder, (SELECT max(id) FROM memories_revision) FROM search_embedding_space "
+            "WHERE id = 1"
+        )
+        row = cursor.fetchone()
+    return ((row[0], row[1]), row[2] or 0) if row else (None, 0)
+
+
+def poll_vectors(*, after_id: int) -> tuple[tuple[int, str] | None, VectorRows, list[str]]:
+    """The space's (generation, embedder), and the vectors of revisions above ``after_id`` with each one's memory
+    and that memory's namespace now, in id order: what was written since a copy's last look.
+
+    Read by one statement, as ``load_vectors`` reads them, so the space and the rows are one state.
+    """
+    space = current_space()
+    if space is None:
+        return None, VectorRows(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros((0, 0))), []
+    with connection.cursor() as cursor:
+        # As load_vectors: the revisions' primary key past after_id, one vec0 rowid lookup and one memory
+        # lookup by primary key each.
+        cursor.execute(
+            "SELECT r.id, r.memory_id, m.namespace, v.embedding, "
+            "(SELECT generation FROM search_embedding_space WHERE id = 1), "
+            "(SELECT embedder FROM search_embedding_space WHERE id = 1) "
+            f"FROM memories_revision r {dialect.ordered_join()} search_vectors v ON v.{_id_column()} = r.id "
+            f"{dialect.ordered_join()} memories_memory m ON m.id = r.memory_id WHERE r.id > %s ORDER BY r.id",
+            [after_id],
+        )
+        found = cursor.fetchall()
+    if not found:
+        space = current_space()  # no row to read it with; a write landing in between costs a start over
+        state = (space.generation, space.embedder) if space else None
+    else:
+        state = tuple(found[-1][4:6])
+    rows, extras = _rows([found] if found else [], space.dim if space else 0, extra=1)
+    return state, rows, [extra[0] for extra in extras]
+
+
+def namespace_vectors(namespace: str, *, up_to_id: int) -> VectorRows:
+    """The vectors of every revision up to ``up_to_id`` of the memories in ``namespace`` now."""
+    space = current_space()
+    with connection.cursor() as cursor:
+        # The memories by the (namespace, key) index, their revisions by memory, one vec0 rowid lookup each.
+        sql = (
+            "SELECT r.id, r.memory_id, v.embedding FROM memories_memory m "
+            f"{dialect.ordered_join()} memories_revision r ON r.memory_id = m.id "
+            f"{dialect.ordered_join()} search_vectors v ON v.{_id_column()} = r.id "
+            "WHERE m.namespace = %s AND r.id <= %s"
+        )
+        rows, _ = _rows(dialect.chunks(cursor, sql, [namespace, up_to_id], size=_FETCH_ROWS), space.dim if space else 0)
+    return rows
+
+
+def memory_vectors(memory_ids, *, up_to_id: int) -> VectorRows:
+    """The vectors of every revision up to ``up_to_id`` of ``memory_ids`` (memories that moved, a few)."""
+    space = current_space()
+    found = []
+    with connection.cursor() as cursor:
+        for chunk in _slices(sorted(memory_ids), _IDS_PER_QUERY):
+            # Revisions by memory, one vec0 rowid lookup each.
+            cursor.execute(
+                f"SELECT r.id, r.memory_id, v.embedding FROM memories_revision r {dialect.ordered_join()} "
+                f"search_vectors v ON v.{_id_column()} = r.id WHERE r.memory_id IN ({','.join(['%s'] * len(chunk))}) "
+                "AND r.id <= %s",
+                [*chunk, up_to_id],
+            )
+            found.append(cursor.fetchall())
+    rows, _ = _rows([chunk for chunk in found if chunk], space.dim if space else 0)
+    return rows
+
+
 def vec0_knn(query_vector: np.ndarray, *, k: int) -> list[Neighbour]:
     """Return the ``k`` stored vectors nearest to ``query_vector`` by sqlite-vec, best first, with their cosines.
 

@@ -147,19 +147,22 @@ for number in range(20):
     services.memory_remember(namespace="race", content=f"Seed note {number} about the nightly backup.", **ACTOR)
 memory_recall(query="nightly backup", namespace="race", mode="hybrid")  # the copies, loaded once
 reloads, failures, found = [], [], []
-real_extend, real_load = snapshot._extend, vectors.load_vectors
+real_extend, real_start_over, real_load = snapshot._extend, vectors.vector_state, vectors.namespace_vectors
 
 def extend(view, *, after, shared=False):
     if after == 0:
         reloads.append("snapshot")
     return real_extend(view, after=after, shared=shared)
 
-def load(*, after_id=0):
-    if after_id == 0:
-        reloads.append("vectors")
-    return real_load(after_id=after_id)
+def start_over():
+    reloads.append("vectors")
+    return real_start_over()
 
-snapshot._extend, vectors.load_vectors = extend, load
+def load(namespace, *, up_to_id):
+    reloads.append(f"vectors of {namespace}")
+    return real_load(namespace, up_to_id=up_to_id)
+
+snapshot._extend, vectors.vector_state, vectors.namespace_vectors = extend, start_over, load
 start = threading.Barrier(6)
 
 def writer(name):

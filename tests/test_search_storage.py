@@ -350,21 +350,21 @@ def test_cached_visible_rows_follow_the_clock_without_a_write(db):
     assert recall(query="ephemeral", mode="keyword", as_of="2024-01-12").hits == []
 
 
-def test_the_vector_copy_appends_in_place_without_changing_what_it_handed_out(monkeypatch):
-    copy = cosines.VectorCopy()
+def test_a_namespaces_vectors_grow_in_place_without_changing_what_was_handed_out():
     rng = np.random.default_rng(0)
     ids, matrix = np.arange(1, 4), rng.random((3, 8), dtype=np.float32)
-    copy.stored = copy.room = cosines.Stored(ids, matrix)
+    partition = cosines.Partition(vectors.VectorRows(ids, ids * 10, matrix))
     handed_out, rooms = [], set()
     for start in range(4, 5000, 7):
         new_ids, new_rows = np.arange(start, start + 7), rng.random((7, 8), dtype=np.float32)
         ids, matrix = np.concatenate([ids, new_ids]), np.concatenate([matrix, new_rows])
-        copy.stored = copy._append(new_ids, new_rows)
-        rooms.add(id(copy.room.matrix))
-        handed_out.append((copy.stored, copy.stored.ids.copy(), copy.stored.matrix.copy()))
-        assert copy.stored.ids.tolist() == ids.tolist()
-        assert np.array_equal(copy.stored.matrix, matrix)
-    assert len(rooms) < 5  # grown in place, not copied on every write
+        partition.append(vectors.VectorRows(new_ids, new_ids * 10, new_rows))
+        rooms.add(id(partition.room.matrix))
+        handed_out.append((partition.stored, partition.stored.ids.copy(), partition.stored.matrix.copy()))
+        assert partition.stored.ids.tolist() == ids.tolist()
+        assert np.array_equal(partition.stored.matrix, matrix)
+    assert len(rooms) < 20  # grown in place, not copied on every write
+    assert partition.members == set((ids * 10).tolist())
     assert all(
         np.array_equal(stored.ids, kept_ids) and np.array_equal(stored.matrix, kept_rows)
         for stored, kept_ids, kept_rows in handed_out
@@ -390,16 +390,18 @@ def counted(module, name, calls):
 
 for number in range(3):
     write(number)
-cosines.stored_vectors()
+cosines.namespace_vectors(snapshot.current(), ["acme"])
 copy = cosines._copies[dialect.database_key()]
 loads = []
-counted(vectors, "load_vectors", loads)
+counted(vectors, "poll_vectors", loads)
+counted(vectors, "vector_state", loads)
 stale = vectors.current_space()
 write(3)
 fresh = vectors.current_space()
 write(4)  # lands between a caller's read of the space and the copy's load
-grown = copy.current(fresh).ids.tolist()
-again = copy.current(stale).ids.tolist()  # read before the copy moved on
+view = snapshot.current()
+grown = sorted(copy.current(fresh, view, ["acme"])[0].ids.tolist())
+again = sorted(copy.current(stale, view, ["acme"])[0].ids.tolist())  # read before the copy moved on
 loaded = list(loads)
 
 # A refresh whose lock is taken just after another thread's refresh brought the view further.
