@@ -400,8 +400,8 @@ write(3)
 fresh = vectors.current_space()
 write(4)  # lands between a caller's read of the space and the copy's load
 view = snapshot.current()
-grown = sorted(copy.current(fresh, view, ["acme"])[0].ids.tolist())
-again = sorted(copy.current(stale, view, ["acme"])[0].ids.tolist())  # read before the copy moved on
+grown = sorted(copy.current(fresh, view, ["acme"]).parts[0].ids.tolist())
+again = sorted(copy.current(stale, view, ["acme"]).parts[0].ids.tolist())  # read before the copy moved on
 loaded = list(loads)
 
 # A refresh whose lock is taken just after another thread's refresh brought the view further.
