@@ -255,9 +255,24 @@ def env_database_url(name: str) -> dict | None:
         refuse("the path must be one database name")
     if parts.fragment:
         refuse("a '#' part is not accepted")
+    options = _url_options(parts.query, refuse)
+    schema = options.pop("schema", None)
+    return {
+        "NAME": database,
+        "USER": unquote(parts.username),
+        "PASSWORD": unquote(parts.password or ""),
+        "HOST": parts.hostname,
+        "PORT": str(port or 5432),
+        "OPTIONS": options,
+        **({"SCHEMA": schema} if schema else {}),
+    }
+
+
+def _url_options(query: str, refuse) -> dict:
+    """The parameters after "?" of a database URL, each checked; ``refuse(why)`` stops start-up."""
     options = {}
     try:
-        pairs = parse_qsl(parts.query, keep_blank_values=True, strict_parsing=bool(parts.query))
+        pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
     except ValueError:
         refuse("the part after '?' must be key=value pairs joined by '&'")
     for key, item in pairs:
@@ -270,16 +285,7 @@ def env_database_url(name: str) -> dict | None:
         if key == "schema" and (not _SCHEMA_NAME.fullmatch(item) or item.startswith("pg_")):
             refuse("schema must be 1 to 63 lower-case letters, digits and _, not starting with a digit or pg_")
         options[key] = item
-    schema = options.pop("schema", None)
-    return {
-        "NAME": database,
-        "USER": unquote(parts.username),
-        "PASSWORD": unquote(parts.password or ""),
-        "HOST": parts.hostname,
-        "PORT": str(port or 5432),
-        "OPTIONS": options,
-        **({"SCHEMA": schema} if schema else {}),
-    }
+    return options
 
 
 def env_public_url(name: str) -> str:

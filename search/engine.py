@@ -86,8 +86,7 @@ def rank(
         valid_at=valid_at,
     )
     found, words, query_cosines, notes = _channels(scope, cleaned, query=query, pending=pending, match=match, mode=mode)
-    if explain and query_cosines is not None:
-        notes.extend(_loaded(load) for load in query_cosines.loads)
+    notes.extend(_loaded(load) for load in (query_cosines.loads if explain and query_cosines is not None else []))
     boost = _injection_boost(scope.view, injections, injection_boost) if injection_boost and injections else None
     rows, scores, context = fusion.fuse(found, scope=scope, limit=limit, hybrid=mode == "hybrid", boost=boost)
     rows, scores, notes = _hold_back(rows, scores, notes, found=found, words=words, min_score=min_score, mode=mode)
