@@ -5,29 +5,15 @@
 
 from django.db import DatabaseError
 from drf_spectacular.utils import extend_schema
-from rest_framework.permissions import AllowAny
-from rest_framework.renderers import JSONRenderer
-from rest_framework.views import APIView
 
 import memoryproject
-from api.exceptions import handler
 from api.records import Liveness, Readiness
-from api.views import answer
+from api.views import KeylessView, answer
 from memories.health import unapplied_migrations
 from memoryproject.exceptions import MemoryServiceError
 
 
-class ProbeView(APIView):
-    authentication_classes = []
-    permission_classes = [AllowAny]
-    throttle_classes = []
-    renderer_classes = [JSONRenderer]
-
-    def get_exception_handler(self):
-        return handler
-
-
-class LiveView(ProbeView):
+class LiveView(KeylessView):
     @extend_schema(
         summary="Liveness",
         operation_id="health_live",
@@ -40,7 +26,7 @@ class LiveView(ProbeView):
         return answer(Liveness(status="ok", version=memoryproject.__version__))
 
 
-class ReadyView(ProbeView):
+class ReadyView(KeylessView):
     @extend_schema(
         summary="Readiness",
         operation_id="health_ready",

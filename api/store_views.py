@@ -5,15 +5,11 @@ import time
 from django.db import DatabaseError, connection
 from django.http import StreamingHttpResponse
 from drf_spectacular.utils import extend_schema
-from rest_framework.permissions import AllowAny
-from rest_framework.renderers import JSONRenderer
-from rest_framework.views import APIView
 
 import memoryproject
-from api.exceptions import handler
 from api.records import EmbedderHealth, Health
 from api.schema import parameters
-from api.views import ApiView, answer, errors
+from api.views import ApiView, KeylessView, answer, errors
 from memories import selectors, services
 from memories.access import PermissionDenied
 from memories.arguments import AuditArgs, ExportArgs, ImportArgs, StatsArgs
@@ -148,16 +144,8 @@ def _from_an_admin(request) -> bool:
         return False
 
 
-class HealthView(APIView):
+class HealthView(KeylessView):
     """No key needed: a liveness and readiness probe that shows no data and no secrets."""
-
-    authentication_classes = []
-    permission_classes = [AllowAny]
-    throttle_classes = []
-    renderer_classes = [JSONRenderer]
-
-    def get_exception_handler(self):
-        return handler
 
     @extend_schema(
         summary="Health",

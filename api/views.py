@@ -16,7 +16,7 @@ conflicts and the knowledge graph (``api.knowledge_views``), the harness hooks
 from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework.exceptions import NotAuthenticated
-from rest_framework.permissions import SAFE_METHODS
+from rest_framework.permissions import SAFE_METHODS, AllowAny
 from rest_framework.renderers import JSONRenderer
 from rest_framework.views import APIView
 
@@ -45,6 +45,18 @@ def answer(record, *, status: int = 200, headers: dict | None = None) -> HttpRes
     # As DRF's JSONRenderer does: the two line separators JSON allows raw would end a line of JavaScript.
     body = record.as_json().replace("\u2028".encode(), b"\\u2028").replace("\u2029".encode(), b"\\u2029")
     return HttpResponse(body, status=status, headers=headers, content_type="application/json")
+
+
+class KeylessView(APIView):
+    """Base of the endpoints that need no key (health and the probes): no auth, no throttling, one error shape."""
+
+    authentication_classes = []
+    permission_classes = [AllowAny]
+    throttle_classes = []
+    renderer_classes = [JSONRenderer]
+
+    def get_exception_handler(self):
+        return handler
 
 
 class ApiView(APIView):
