@@ -7,7 +7,7 @@ from rest_framework.authentication import BaseAuthentication, get_authorization_
 from rest_framework.permissions import BasePermission
 
 from memories.access import AuthenticationFailed, Caller
-from oauth.resource import challenge, public_base, resources
+from oauth.resource import challenge, public_base
 from oauth.tokens import bearer_authenticate
 
 
@@ -34,7 +34,7 @@ class ApiKeyAuthentication(BaseAuthentication):
         if scheme.lower() != b"bearer":
             raise exceptions.AuthenticationFailed("Send the API key as 'Authorization: Bearer <key>'.")
         try:
-            caller = bearer_authenticate(token.strip().decode("latin-1"), interface="api", accepted=resources(request))
+            caller = bearer_authenticate(token.strip().decode("latin-1"), interface="api", request=request)
         except AuthenticationFailed as error:
             raise exceptions.AuthenticationFailed(error.message) from None
         return KeyUser(caller.actor), caller

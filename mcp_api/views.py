@@ -18,7 +18,7 @@ from mcp_api.server import DEFAULT_TOOLS, TOOL_SETS, current_tool_set
 from mcp_api.tools import current_caller, server  # importing the tools registers them
 from memories.access import AuthenticationFailed
 from memoryproject.exceptions import Unavailable
-from oauth.resource import MCP_PATH, challenge, public_base, resources
+from oauth.resource import MCP_PATH, challenge, public_base
 from oauth.tokens import bearer_authenticate
 
 
@@ -113,7 +113,7 @@ class MemoryMCPView(MCPServerStreamableHttpView):
                 WWW_Authenticate=challenge(public_base(request), MCP_PATH),
             )
         try:
-            caller = bearer_authenticate(token, interface="mcp", accepted=resources(request))
+            caller = bearer_authenticate(token, interface="mcp", request=request)
         except AuthenticationFailed as error:
             return _refusal(
                 401,

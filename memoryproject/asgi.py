@@ -50,7 +50,7 @@ def key_refusal(token: str, interface: str) -> str | None:
     """
     close_old_connections()
     try:
-        bearer_authenticate(token, interface=interface, accepted=None)
+        bearer_authenticate(token, interface=interface, request=None)
     except AuthenticationFailed as error:
         return error.message
     finally:

@@ -11,18 +11,20 @@ from oauth2_provider.models import get_access_token_model
 from memories.access import AuthenticationFailed, Caller
 from memories.services.keys import KEY_PREFIX, api_key_authenticate
 from memoryproject import dialect
+from oauth.resource import resources
 from oauth.scopes import person_access, read_scope
 from oauth.services import oauth_actor
 
 
-def bearer_authenticate(token: str, *, interface: str, accepted: set[str] | None) -> Caller:
+def bearer_authenticate(token: str, *, interface: str, request) -> Caller:
     """Return the Caller an API key or an OAuth access token stands for, or raise AuthenticationFailed.
 
-    A token must be for one of the ``accepted`` resources (``oauth.resource.resources``); None
-    leaves that to a later check (the body gate knows no request yet, the view checks again).
+    A token must be for one of this server's resources as ``request`` reaches it; ``request`` None
+    leaves that to a later check (the body gate has no request yet; the view checks again).
     """
     if token.startswith(f"{KEY_PREFIX}_"):
         return api_key_authenticate(token, interface=interface)
+    accepted = resources(request) if request is not None else None
     return oauth_token_authenticate(token, interface=interface, accepted=accepted)
 
 
