@@ -122,8 +122,7 @@ class VectorCopy:
                 _follow_moves(partition, name, view, through=self.through)
                 self.partitions.move_to_end(name)
                 found.append(partition.stored)
-            self._evict(keep=set(namespaces))
-            metrics.VECTOR_PARTITION_BYTES.set(sum(partition.nbytes for partition in self.partitions.values()))
+            metrics.VECTOR_PARTITION_BYTES.set(self._evict(keep=set(namespaces)))
             return Vectors(found, loads)
 
     def _poll(self, space: vectors.EmbeddingSpace) -> None:
@@ -159,8 +158,9 @@ class VectorCopy:
         metrics.VECTOR_PARTITION_LOAD_SECONDS.inc(seconds)
         return partition, Load(name, len(partition.stored.ids), seconds)
 
-    def _evict(self, *, keep: set[str]) -> None:
-        """Drop partitions, least recently used first, while they hold more than the budget (never those in use)."""
+    def _evict(self, *, keep: set[str]) -> int:
+        """Drop partitions, least recently used first, while they hold more than the budget (never those in use);
+        return the bytes the rest hold."""
         budget = settings.MEMORY_VECTOR_MEMORY_MB * 1024 * 1024
         held = sum(partition.nbytes for partition in self.partitions.values())
         for name in list(self.partitions):
@@ -169,6 +169,7 @@ class VectorCopy:
             if name not in keep:
                 held -= self.partitions.pop(name).nbytes
                 metrics.VECTOR_PARTITION_EVICTIONS.inc()
+        return held
 
     def _private(self, name: str, view) -> Stored:
         """The vectors of ``name`` read now, for a caller inside a transaction; kept by nobody."""
