@@ -28,15 +28,23 @@ for model in (
         admin.site.unregister(model)
 
 
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}{'' if count == 1 else 's'}"
-
-
 class _ListOnly(admin.ModelAdmin):
     """Rows the OAuth flows write: people read and revoke them, never add or edit them."""
 
     def has_add_permission(self, request):
         return False
+
+    def each(self, request, queryset, act, *, done: str, undone: str) -> None:
+        """``act`` on each selected row's id in one transaction (all or none), and say how it went."""
+        ids = list(queryset.order_by("pk").values_list("pk", flat=True))
+        try:
+            with transaction.atomic():
+                for row_id in ids:
+                    act(row_id)
+        except MemoryServiceError as error:
+            self.message_user(request, f"Nothing was {undone}: {error.message}", messages.ERROR)
+            return
+        self.message_user(request, done.format(len(ids), "" if len(ids) == 1 else "s"), messages.SUCCESS)
 
     def has_change_permission(self, request, obj=None):
         return obj is None and super().has_change_permission(request)
@@ -56,15 +64,10 @@ class ClientAdmin(_ListOnly):
 
     @admin.action(description="Remove selected clients and revoke their grants", permissions=["change"])
     def remove_clients(self, request, queryset):
-        ids = list(queryset.order_by("pk").values_list("pk", flat=True))
-        try:
-            with transaction.atomic():
-                for application_id in ids:
-                    oauth_client_remove(application_id=application_id, actor=admin_actor(request), interface="admin")
-        except MemoryServiceError as error:
-            self.message_user(request, f"Nothing was removed: {error.message}", messages.ERROR)
-            return
-        self.message_user(request, f"Removed {_plural(len(ids), 'client')}; their tokens now fail.", messages.SUCCESS)
+        def remove(application_id):
+            oauth_client_remove(application_id=application_id, actor=admin_actor(request), interface="admin")
+
+        self.each(request, queryset, remove, done="Removed {} client{}; their tokens now fail.", undone="removed")
 
 
 @admin.register(Grant)
@@ -94,14 +97,8 @@ class GrantAdmin(_ListOnly):
 
     @admin.action(description="Revoke selected grants", permissions=["change"])
     def revoke_grants(self, request, queryset):
-        ids = list(queryset.order_by("pk").values_list("pk", flat=True))
-        try:
-            with transaction.atomic():
-                for grant_id in ids:
-                    oauth_grant_revoke(refresh_token_id=grant_id, actor=admin_actor(request), interface="admin")
-        except MemoryServiceError as error:
-            self.message_user(request, f"Nothing was revoked: {error.message}", messages.ERROR)
-            return
-        self.message_user(
-            request, f"Revoked {_plural(len(ids), 'grant')}; the client's next request fails.", messages.SUCCESS
-        )
+        def revoke(grant_id):
+            oauth_grant_revoke(refresh_token_id=grant_id, actor=admin_actor(request), interface="admin")
+
+        done = "Revoked {} grant{}; the client's next request fails."
+        self.each(request, queryset, revoke, done=done, undone="revoked")
