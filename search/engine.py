@@ -149,6 +149,8 @@ def _scope(
 ) -> channels.Scope:
     """The rows visible at (``as_of``, ``valid_at``) in the namespaces searched, and which of them may be returned."""
     view = snapshot.current()
+    if namespaces is not None:  # the memories of those namespaces: the work follows them, not the store
+        view = view.narrowed(namespaces)
     # BM25 statistics come from every visible row of the namespaces searched; kinds and
     # tags only choose which of them may be returned. Namespace and kind are the memory's as of as_of.
     as_of_micros = snapshot.to_micros(as_of)

@@ -10,18 +10,21 @@ the property tests check the two agree.
 """
 
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from search.memory_attributes import AttributesAt
-from search.snapshot_columns import _ATTRIBUTE_COLUMNS, AttributeColumns, Columns, Events
+from search.snapshot_columns import _ATTRIBUTE_COLUMNS, _COLUMNS, AttributeColumns, Columns, Events
 
 # Visible sets kept per view: "now" and a few points in the past, per namespace choice.
 _VISIBLE_CACHE_SIZE = 16
 # visible_memo entries per visible set, at most: its mask, the statistics and BM25 length norms
 # of ntok and of nbigram, the engine's neighbours; and per view the vectors' placement and the script shares.
 _MEMOS_PER_SET = 8
+# Views cut to the memories of a few namespaces (View.narrowed), kept per view, most recently used last.
+_NARROWED_VIEWS = 8
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,7 @@ class View:
     lock: threading.Lock = field(default_factory=threading.Lock, compare=False, repr=False)
     room: object = field(default=None, compare=False, repr=False)  # snapshot._Room: see snapshot._extend
     attributes_cache: dict = field(default_factory=dict, compare=False, repr=False)
+    narrowed_views: OrderedDict = field(default_factory=OrderedDict, compare=False, repr=False)
 
     def attributes_at(self, as_of: int) -> AttributesAt:
         """The namespace and kind of each memory as of ``as_of``: its newest attribute row known by then that
@@ -91,6 +95,61 @@ class View:
                 del self.attributes_cache[next(iter(self.attributes_cache))]
             self.attributes_cache[key] = found
         return found
+
+    def narrowed(self, namespaces: list[str]) -> "View":
+        """This view cut to the memories ever in ``namespaces`` (by a revision row or an attribute row), each with
+        all its rows; itself when they hold half its rows or more. Every memory keeps its whole history, so the
+        visibility rule, the statistics and every score come out the same as on the whole view, while the work of
+        a recall follows those memories rather than the store. Kept with the view (a write makes a new one)."""
+        key = tuple(sorted(set(namespaces)))
+        with self.lock:
+            found = self.narrowed_views.get(key)
+            if found is not None:
+                self.narrowed_views.move_to_end(key)
+                return found
+        found = self._cut([code for code, name in enumerate(self.namespaces) if name in key])
+        with self.lock:
+            if len(self.narrowed_views) >= _NARROWED_VIEWS:
+                self.narrowed_views.popitem(last=False)
+            self.narrowed_views[key] = found
+        return found
+
+    def _cut(self, codes: list[int]) -> "View":
+        """``narrowed`` for the namespaces of ``codes``."""
+        c, a = self.columns, self.attributes
+        top = max(int(c.memory[-1]) if len(c.memory) else 0, int(a.memory[-1]) if a is not None and len(a.id) else 0)
+        # By memory id: whether a revision row or an attribute row puts it in one of the namespaces.
+        ever = np.zeros(top + 1, dtype=bool)
+        ever[c.memory[np.isin(c.namespace, codes)]] = True
+        if a is not None:
+            ever[a.memory[np.isin(a.namespace, codes)]] = True
+        rows = np.flatnonzero(ever[c.memory])
+        if 2 * len(rows) >= len(c.revision):
+            return self
+        # Half the bytes of the whole view's positions: a few of these are kept beside it.
+        position = np.full(len(self.position), -1, dtype=np.int32)
+        position[c.revision[rows]] = np.arange(len(rows), dtype=np.int32)
+        if a is not None:
+            kept = np.flatnonzero(ever[a.memory])
+            a = AttributeColumns(*(getattr(a, name)[kept] for name in _ATTRIBUTE_COLUMNS))
+        # The times of the whole view key the caches: finer than these rows need, never wrong.
+        return View(
+            columns=Columns(*(getattr(c, name)[rows] for name in _COLUMNS)),
+            position=position,
+            namespaces=self.namespaces,
+            kinds=self.kinds,
+            max_id=self.max_id,
+            anchor=self.anchor,
+            import_times=self.import_times,
+            attributes=a,
+            attributes_max_id=self.attributes_max_id,
+            attributes_anchor=self.attributes_anchor,
+            attribute_times=self.attribute_times,
+            moved=self.moved,
+            rekinded=self.rekinded,
+            states=self.states,
+            lifecycled=self.lifecycled,
+        )
 
     def visible_rows(
         self, *, as_of: int, valid_at: int, namespaces: list[str] | None = None, kinds: list[str] | None = None
