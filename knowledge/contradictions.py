@@ -119,6 +119,8 @@ def find_conflicts(*, namespaces: list[str] | None, as_of: dt.datetime, valid_at
     other namespace's facts are read.
     """
     view = snapshot.current()
+    if namespaces is not None:
+        view = view.narrowed(namespaces)
     as_of_micros = snapshot.to_micros(as_of)
     rows = view.visible_rows(as_of=as_of_micros, valid_at=snapshot.to_micros(valid_at), namespaces=namespaces)
     # Each visible revision's namespace as of as_of (a memory may have moved since).
@@ -181,8 +183,9 @@ def conflicts_of(probes: list[Probe], *, as_of: dt.datetime, valid_at: dt.dateti
     for probe in probes:
         subject, predicate, object_ = normal[probe.revision_id]
         # Which rows are visible in the probe's namespace then: kept with the view, shared by every probe of it.
-        visible = view.visible_mask(
-            view.visible_rows(as_of=as_of_micros, valid_at=valid_at_micros, namespaces=[probe.namespace])
+        there = view.narrowed([probe.namespace])
+        visible = there.visible_mask(
+            there.visible_rows(as_of=as_of_micros, valid_at=valid_at_micros, namespaces=[probe.namespace])
         )
         others = []
         # The (subject, predicate) index: this subject's facts with this predicate, of every time.
@@ -194,7 +197,7 @@ def conflicts_of(probes: list[Probe], *, as_of: dt.datetime, valid_at: dt.dateti
             .values_list("revision_id", "memory_id")
         ):
             # A fact row newer than the view (written since it was read) is not visible in it.
-            row = view.position[revision_id] if revision_id < len(view.position) else -1
+            row = there.position[revision_id] if revision_id < len(there.position) else -1
             if visible[row]:
                 others.append(Side(memory_id, revision_id))
         if others:

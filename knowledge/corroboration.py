@@ -26,8 +26,9 @@ def same_facts(probes: list[Probe], *, as_of: dt.datetime, valid_at: dt.datetime
     found = {}
     for probe in probes:
         subject, predicate, object_ = normal[probe.revision_id]
-        visible = view.visible_mask(
-            view.visible_rows(as_of=as_of_micros, valid_at=valid_at_micros, namespaces=[probe.namespace])
+        there = view.narrowed([probe.namespace])  # the namespace's memories: the work follows them
+        visible = there.visible_mask(
+            there.visible_rows(as_of=as_of_micros, valid_at=valid_at_micros, namespaces=[probe.namespace])
         )
         same = []
         # The (subject, predicate) index: this subject's facts with this predicate, of every time.
@@ -38,7 +39,7 @@ def same_facts(probes: list[Probe], *, as_of: dt.datetime, valid_at: dt.datetime
             .values_list("revision_id", "memory_id")
         ):
             # A fact row newer than the view (written since it was read) is not visible in it.
-            row = view.position[revision_id] if revision_id < len(view.position) else -1
+            row = there.position[revision_id] if revision_id < len(there.position) else -1
             if visible[row]:
                 same.append(Side(memory_id, revision_id))
         if same:

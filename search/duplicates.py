@@ -54,11 +54,12 @@ def find_near_twin(
     if threshold > 1.0:
         return None
     view = snapshot.current()
-    now = snapshot.to_micros(at or dialect.now())
-    # The visible set every recall "now" shares; the few rows close enough are then checked for the namespace.
-    visible = view.visible_rows(as_of=now, valid_at=now)
     if namespace not in view.namespaces:
         return None
+    view = view.narrowed([namespace])  # the namespace's memories: the check costs what they hold
+    now = snapshot.to_micros(at or dialect.now())
+    # The visible set recalls in the namespace "now" share; the few rows close enough are then checked against it.
+    visible = view.visible_rows(as_of=now, valid_at=now, namespaces=[namespace])
     try:
         scanned = cosines.namespace_vectors(view, [namespace])
         if scanned is None:
@@ -73,9 +74,7 @@ def find_near_twin(
     sources = np.flatnonzero(dots >= threshold)
     sources = sources[stored.ids[sources] <= view.max_id]
     found = view.position[stored.ids[sources]]
-    keep = view.visible_mask(visible)[found] & (
-        view.attributes_at(now).namespace(found) == view.namespaces.index(namespace)
-    )
+    keep = view.visible_mask(visible)[found]
     if exclude_memory_id is not None:
         keep &= view.columns.memory[found] != exclude_memory_id
     rows, scores = found[keep], dots[sources][keep]
