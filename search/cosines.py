@@ -113,6 +113,10 @@ class VectorCopy:
             return Vectors([self._private(name, view) for name in namespaces], [])
         with self.lock:
             self._poll(space)
+            if any(name not in self.partitions for name in namespaces):
+                # Room first: the process holds the budget, not the budget and what it is about to read (at most
+                # the revisions of the view, which holds the memories of the namespaces asked for).
+                self._evict(keep=set(namespaces), reading=len(view.columns.revision) * (8 + 4 * space.dim))
             found, loads = [], []
             for name in namespaces:
                 partition = self.partitions.get(name)
@@ -158,10 +162,10 @@ class VectorCopy:
         metrics.VECTOR_PARTITION_LOAD_SECONDS.inc(seconds)
         return partition, Load(name, len(partition.stored.ids), seconds)
 
-    def _evict(self, *, keep: set[str]) -> int:
-        """Drop partitions, least recently used first, while they hold more than the budget (never those in use);
-        return the bytes the rest hold."""
-        budget = settings.MEMORY_VECTOR_MEMORY_MB * 1024 * 1024
+    def _evict(self, *, keep: set[str], reading: int = 0) -> int:
+        """Drop partitions, least recently used first, while they hold more than the budget less the bytes about to
+        be read (never those in use); return the bytes the rest hold."""
+        budget = settings.MEMORY_VECTOR_MEMORY_MB * 1024 * 1024 - reading
         held = sum(partition.nbytes for partition in self.partitions.values())
         for name in list(self.partitions):
             if held <= budget:

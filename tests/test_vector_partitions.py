@@ -115,6 +115,21 @@ def test_past_the_budget_the_namespace_used_least_recently_is_dropped_and_read_a
     assert list(copy().partitions) == ["alpha"]
 
 
+def test_room_is_made_before_a_namespace_is_read_so_the_process_holds_its_budget_while_reading(
+    store, settings, monkeypatch
+):
+    semantic("crane rota", "alpha")
+    semantic("crane rota", "gamma")
+    held = sum(partition.nbytes for partition in copy().partitions.values())
+    settings.MEMORY_VECTOR_MEMORY_MB = (held + 1000) / 2**20  # both fit, with no room for beta beside them
+    seen, read = [], vectors.namespace_vectors
+    monkeypatch.setattr(
+        vectors, "namespace_vectors", lambda name, **kwargs: seen.append(set(copy().partitions)) or read(name, **kwargs)
+    )
+    semantic("crane rota", "beta")
+    assert seen == [{"gamma"}]  # alpha, used least recently, went before beta was read
+
+
 def test_a_recall_over_several_namespaces_scores_them_all(store):
     found = memory_recall(
         query="gamma note 2 about the harbour crane rota", namespace=["alpha", "gamma"], mode="semantic"
