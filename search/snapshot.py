@@ -29,6 +29,8 @@ OPEN = np.iinfo(np.int64).max  # valid_to / expires_at that never come
 ALWAYS = -OPEN  # counts_from of a revision written outside an import
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 _MICRO = dt.timedelta(microseconds=1)
+# Rows read per chunk when loading: the rows in hand are Python objects, many times their columns' bytes.
+_CHUNK = 65_536
 
 
 def to_micros(moment: dt.datetime) -> int:
@@ -190,27 +192,21 @@ def _republished(view: View) -> View:
 
 def _extend_attributes(view: View, *, after: int) -> View:
     """Return ``view`` plus the attribute rows with ids above ``after``, merged into their sorted place."""
+    namespaces, kinds, states = list(view.namespaces), list(view.kinds), list(view.states)
     with connection.cursor() as cursor:
-        # The primary key's range: rows written since the view was taken.
-        cursor.execute(_load_attributes(), [after])
-        rows = cursor.fetchall()
-        if not rows:
+        # The primary key's range: rows written since the view was taken, in chunks (see _CHUNK).
+        parts = [
+            _attribute_columns(rows, namespaces, kinds, states)
+            for rows in dialect.chunks(cursor, _load_attributes(), [after], size=_CHUNK)
+        ]
+        if not parts:
             return view
         # The same text the refresh check reads, so the two compare equal.
-        cursor.execute("SELECT memory_id || ' ' || known_at FROM memories_attributes WHERE id = %s", [rows[-1][0]])
+        cursor.execute(
+            "SELECT memory_id || ' ' || known_at FROM memories_attributes WHERE id = %s", [int(parts[-1].id[-1])]
+        )
         anchor = cursor.fetchone()[0]
-    fields = list(zip(*rows))
-    namespaces, kinds, states = list(view.namespaces), list(view.kinds), list(view.states)
-    new = AttributeColumns(
-        id=np.asarray(fields[0], dtype=np.int64),
-        memory=np.asarray(fields[1], dtype=np.int64),
-        namespace=_codes(namespaces, fields[2]),
-        kind=_codes(kinds, fields[3]),
-        state=_codes(states, fields[4]),
-        known=np.asarray(fields[5], dtype=np.int64),
-        counts_from=np.asarray(fields[6], dtype=np.int64),
-        batch=np.asarray(fields[7], dtype=np.int64),
-    )
+    new = AttributeColumns(*(np.concatenate([getattr(part, name) for part in parts]) for name in _ATTRIBUTE_COLUMNS))
     order = np.lexsort((new.id, new.known, new.memory))
     new = AttributeColumns(*(getattr(new, name)[order] for name in _ATTRIBUTE_COLUMNS))
     old = view.attributes
@@ -237,7 +233,25 @@ def _extend_attributes(view: View, *, after: int) -> View:
         moved=moved,
         rekinded=rekinded,
         states=tuple(states),
-        lifecycled=view.lifecycled or any(state != ACTIVE for state in fields[4]),
+        lifecycled=view.lifecycled or any(states[code] != ACTIVE for code in np.unique(new.state).tolist()),
+    )
+
+
+def _attribute_columns(
+    rows: list[tuple], namespaces: list[str], kinds: list[str], states: list[str]
+) -> AttributeColumns:
+    """Attribute ``rows`` as ``_load_attributes`` reads them, as columns in their order; new names are added to
+    ``namespaces``, ``kinds`` and ``states``."""
+    fields = list(zip(*rows))
+    return AttributeColumns(
+        id=np.asarray(fields[0], dtype=np.int64),
+        memory=np.asarray(fields[1], dtype=np.int64),
+        namespace=_codes(namespaces, fields[2]),
+        kind=_codes(kinds, fields[3]),
+        state=_codes(states, fields[4]),
+        known=np.asarray(fields[5], dtype=np.int64),
+        counts_from=np.asarray(fields[6], dtype=np.int64),
+        batch=np.asarray(fields[7], dtype=np.int64),
     )
 
 
@@ -257,16 +271,18 @@ def _extend(view: View, *, after: int, shared: bool = False) -> View:
 
     ``shared``: the result may grow into the room after ``view``'s arrays (``_Room``).
     """
+    namespaces, kinds = list(view.namespaces), list(view.kinds)
     with connection.cursor() as cursor:
-        cursor.execute(_load(), [after])
-        rows = cursor.fetchall()
-        if not rows:
+        # In chunks: a first load reads every revision, and only one chunk's rows are Python objects at a time.
+        parts = [_columns(rows, namespaces, kinds) for rows in dialect.chunks(cursor, _load(), [after], size=_CHUNK)]
+        if not parts:
             return view
         # The same text the refresh check reads, so the two compare equal.
-        cursor.execute("SELECT memory_id || ' ' || known_at FROM memories_revision WHERE id = %s", [rows[-1][0]])
+        cursor.execute(
+            "SELECT memory_id || ' ' || known_at FROM memories_revision WHERE id = %s", [int(parts[-1].revision[-1])]
+        )
         anchor = cursor.fetchone()[0]
-    namespaces, kinds = list(view.namespaces), list(view.kinds)
-    new = _sorted_columns(rows, namespaces, kinds)
+    new = _sorted(Columns(*(np.concatenate([getattr(part, name) for part in parts]) for name in _COLUMNS)))
     max_id = int(new.revision.max())  # new ids are above every old one
     # The fields besides the arrays: the same whichever way the new rows join the old.
     other_fields = dict(
@@ -295,11 +311,11 @@ def _extend(view: View, *, after: int, shared: bool = False) -> View:
     return View(columns=columns, position=position, events=events, **other_fields)
 
 
-def _sorted_columns(rows: list[tuple], namespaces: list[str], kinds: list[str]) -> Columns:
-    """Revision ``rows`` as ``_load`` reads them, as columns sorted by (memory, known_at, id); new namespaces and
-    kinds are added to ``namespaces`` and ``kinds``."""
+def _columns(rows: list[tuple], namespaces: list[str], kinds: list[str]) -> Columns:
+    """Revision ``rows`` as ``_load`` reads them, as columns in their order; new namespaces and kinds are added to
+    ``namespaces`` and ``kinds``."""
     fields = list(zip(*rows))
-    new = Columns(
+    return Columns(
         revision=np.asarray(fields[0], dtype=np.int64),
         memory=np.asarray(fields[1], dtype=np.int64),
         namespace=_codes(namespaces, fields[2]),
@@ -314,9 +330,12 @@ def _sorted_columns(rows: list[tuple], namespaces: list[str], kinds: list[str]) 
         counts_from=np.asarray(fields[11], dtype=np.int64),
         batch=np.asarray(fields[12], dtype=np.int64),
     )
-    # Sort by (memory, known_at, id); np.lexsort takes the primary key last.
-    order = np.lexsort((new.revision, new.known, new.memory))
-    return Columns(*(getattr(new, name)[order] for name in _COLUMNS))
+
+
+def _sorted(columns: Columns) -> Columns:
+    """``columns`` sorted by (memory, known_at, id); np.lexsort takes the primary key last."""
+    order = np.lexsort((columns.revision, columns.known, columns.memory))
+    return Columns(*(getattr(columns, name)[order] for name in _COLUMNS))
 
 
 def _sorts_after(old: Columns, new: Columns) -> bool:
