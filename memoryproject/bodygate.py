@@ -21,12 +21,13 @@ JSON-RPC error at /mcp. Requests without a body pass straight through.
 """
 
 import asyncio
-import ctypes
 import hashlib
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
+
+from memoryproject import heap
 
 # A key the check accepted passes again without a database read for this long, so a busy
 # client costs one check a minute rather than one per request (and no second wait for a
@@ -86,10 +87,7 @@ class MemoryReturn:
     def __init__(self):
         self.let_go_bytes = 0
         self.asked = False  # a request is scheduled
-        try:
-            self._malloc_trim = ctypes.CDLL(None).malloc_trim
-        except (OSError, AttributeError):  # not glibc
-            self._malloc_trim = None
+        self._malloc_trim = heap.MALLOC_TRIM  # None where the C library is not glibc
 
     def let_go(self, size: int) -> None:
         """Count a body the server no longer holds (or never read, though uvicorn may have buffered some of it)."""

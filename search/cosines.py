@@ -23,7 +23,7 @@ import numpy as np
 from django.conf import settings
 from django.db import connection
 
-from memoryproject import dialect, metrics
+from memoryproject import dialect, heap, metrics
 from search import vectors
 from search.embeddings import EmbedderUnavailable, get_embedder
 from search.errors import Unavailable
@@ -127,6 +127,8 @@ class VectorCopy:
                 self.partitions.move_to_end(name)
                 found.append(partition.stored)
             metrics.VECTOR_PARTITION_BYTES.set(self._evict(keep=set(namespaces)))
+            if loads:  # a read leaves its chunks' pages in the heap, and what it evicted
+                heap.return_freed()
             return Vectors(found, loads)
 
     def _poll(self, space: vectors.EmbeddingSpace) -> None:
