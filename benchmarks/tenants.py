@@ -257,6 +257,7 @@ def measure(task: dict) -> dict:
     result["first_recall_of_the_process_ms"] = round(harness.timed(recall, first, queries[first][0])[1] * 1000, 1)
     result["same_recall_again_ms"] = round(harness.timed(recall, first, queries[first][0])[1] * 1000, 1)
     result["rss_mb_after_first_recall"] = harness.current_rss_mb()
+    result["anonymous_mb_after_first_recall"] = harness.current_anonymous_mb()  # what the process owns
     embedder = get_embedder()
     result["hybrid"] = {name: timed_recalls(recall, embedder, name, queries[name]) for name in task["timed"]}
     if task.get("rotation"):
