@@ -102,6 +102,8 @@ class View:
         visibility rule, the statistics and every score come out the same as on the whole view, while the work of
         a recall follows those memories rather than the store. Kept with the view (a write makes a new one)."""
         key = tuple(sorted(set(namespaces)))
+        if set(self.namespaces) <= set(key):  # every namespace there is: nothing to cut
+            return self
         with self.lock:
             found = self.narrowed_views.get(key)
             if found is not None:
