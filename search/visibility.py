@@ -281,7 +281,7 @@ class View:
             return rows
         winners = _winners(c, rows)
         # Namespace and kind as of as_of are one per memory: choosing winners by them is choosing memories.
-        if namespaces is not None:
+        if namespaces is not None and not set(self.namespaces) <= set(namespaces):
             winners = winners[
                 np.isin(
                     attributes.namespace(winners),
