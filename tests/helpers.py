@@ -17,6 +17,17 @@ class Committed:
         return getattr(connection, name)
 
 
+def copies_as_in_a_server(monkeypatch) -> None:
+    """Start this process's snapshot and vector copies empty, seeing through the test's transaction as a server's
+    do; dropped after the test (its rows roll back, and later tests reuse their ids)."""
+    from search import cosines, snapshot
+
+    monkeypatch.setattr(snapshot, "connection", Committed())
+    monkeypatch.setattr(cosines, "connection", Committed())
+    monkeypatch.setattr(snapshot, "_snapshots", {})
+    monkeypatch.setattr(cosines, "_copies", {})
+
+
 def key_caller(*namespaces: str, scopes=("read", "write"), interface: str = "api") -> Caller:
     """The Caller an API key with these scopes stands for; no namespaces means every namespace."""
     return Caller(actor="key:hooks", interface=interface, scopes=frozenset(scopes), namespaces=namespaces or None)

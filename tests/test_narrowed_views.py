@@ -7,8 +7,8 @@ from django.utils import timezone
 
 from memories import services
 from memories.selectors import memory_recall
-from search import cosines, snapshot, visibility
-from tests.helpers import Committed
+from search import snapshot, visibility
+from tests.helpers import copies_as_in_a_server
 
 ACTOR = {"actor": "tester", "interface": "cli"}
 QUERIES = ["harbour crane rota", "tide table", "crane", "night shift handover notes", "zebra"]
@@ -18,10 +18,7 @@ ASKED = [["small"], ["other"], ["small", "other"], ["big"]]
 @pytest.fixture
 def history(db, monkeypatch):
     """A big namespace beside two small ones, changed step by step; the moments between the steps."""
-    monkeypatch.setattr(snapshot, "connection", Committed())
-    monkeypatch.setattr(cosines, "connection", Committed())
-    monkeypatch.setattr(snapshot, "_snapshots", {})
-    monkeypatch.setattr(cosines, "_copies", {})
+    copies_as_in_a_server(monkeypatch)
     topics = ["harbour crane rota", "tide table", "night shift handover", "pilot boarding ladder", "crane oil"]
     ids = {}
     for namespace, count in (("big", 40), ("small", 8), ("other", 6)):

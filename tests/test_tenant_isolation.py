@@ -10,8 +10,7 @@ from django.db import connection
 
 from memories import services
 from memories.selectors import memory_recall
-from search import cosines, snapshot
-from tests.helpers import Committed
+from tests.helpers import copies_as_in_a_server
 
 ACTOR = {"actor": "tester", "interface": "cli"}
 
@@ -41,10 +40,7 @@ def alpha(db, monkeypatch):
     The per-process caches see through the test's transaction, as they work in a server, and
     are dropped after it: its rows roll back, and later tests reuse their ids.
     """
-    monkeypatch.setattr(snapshot, "connection", Committed())
-    monkeypatch.setattr(cosines, "connection", Committed())
-    monkeypatch.setattr(snapshot, "_snapshots", {})
-    monkeypatch.setattr(cosines, "_copies", {})
+    copies_as_in_a_server(monkeypatch)
     for number in range(20):
         services.memory_remember(namespace="alpha", content=f"Alpha note {number} about the quarterly budget.", **ACTOR)
     services.memory_remember(namespace="omega", content="Omega keeps the last word.", **ACTOR)

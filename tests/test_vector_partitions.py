@@ -10,7 +10,7 @@ from memories import selectors, services
 from memories.selectors import memory_recall
 from memoryproject import dialect, metrics
 from search import cosines, engine, snapshot, vectors
-from tests.helpers import Committed
+from tests.helpers import copies_as_in_a_server
 
 ACTOR = {"actor": "tester", "interface": "cli"}
 
@@ -18,10 +18,7 @@ ACTOR = {"actor": "tester", "interface": "cli"}
 @pytest.fixture
 def store(db, monkeypatch):
     """Three namespaces of notes; the per-process copies see through the test's transaction, as in a server."""
-    monkeypatch.setattr(snapshot, "connection", Committed())
-    monkeypatch.setattr(cosines, "connection", Committed())
-    monkeypatch.setattr(snapshot, "_snapshots", {})
-    monkeypatch.setattr(cosines, "_copies", {})
+    copies_as_in_a_server(monkeypatch)
     ids = {}
     for namespace, count in (("alpha", 12), ("beta", 30), ("gamma", 5)):
         for number in range(count):
