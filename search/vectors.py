@@ -353,11 +353,8 @@ def backfill_batch(*, after_id: int, limit: int, embedder: Embedder | None = Non
 
 
 def load_matrix(*, after_id: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Return (revision ids as int64, vectors as a float32 (n, dim) matrix) above ``after_id``, in id order.
-
-    For an in-process exact cosine scan (``matrix @ query``); to keep a copy current,
-    use ``load_vectors``, which says which generation the rows are.
-    """
+    """Return (revision ids as int64, vectors as a float32 (n, dim) matrix) above ``after_id``, in id order: every
+    stored vector, for a scan of the whole store (vec0_knn on PostgreSQL, the benchmarks' floors)."""
     _, ids, matrix = load_vectors(after_id=after_id)
     return ids, matrix
 
@@ -365,37 +362,28 @@ def load_matrix(*, after_id: int = 0) -> tuple[np.ndarray, np.ndarray]:
 def load_vectors(*, after_id: int = 0) -> tuple[tuple[int, str] | None, np.ndarray, np.ndarray]:
     """Return ((the space's generation, embedder), revision ids, float32 vectors) above ``after_id``, in id order.
 
-    The space is read by the statement that reads the rows, so they are one state of
-    the database: if it grew past a copy's by exactly the number of rows a
-    load past the copy's last id returns, appending them is enough; otherwise (an
-    erasure, a backfill, a switch) reload from 0. Read by a statement of its own, a
-    write landing in between would make the two disagree and cost a full reload.
-    None (and no rows) when no vectors have been stored yet.
+    The space is read by the statement that reads the rows, so the two are one state of the database. None (and
+    no rows) when no vectors have been stored yet.
     """
     ids, blocks, state = [], [], None
     if current_space() is None:
         return None, np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
     with connection.cursor() as cursor:
-        # CROSS JOIN keeps memories_revision outside: its primary key gives the id range in
-        # order, then one vec0 rowid lookup per revision: a poll past a recent id touches only
-        # the new rows. The scalar subqueries are evaluated once each, by primary key.
+        # The join's order keeps memories_revision outside: its primary key gives the id range in order, then one
+        # vec0 rowid lookup per revision; the scalar subqueries are evaluated once each, by primary key. Read in
+        # chunks: never the whole result in memory at once.
         sql = (
             "SELECT r.id, v.embedding, (SELECT generation FROM search_embedding_space WHERE id = 1), "
             "(SELECT embedder FROM search_embedding_space WHERE id = 1) "
             f"FROM memories_revision r {dialect.ordered_join()} search_vectors v ON v.{_id_column()} = r.id "
             "WHERE r.id > %s ORDER BY r.id"
         )
-        if after_id:  # a poll: the few rows written since, by a statement the server keeps prepared
-            cursor.execute(sql, [after_id])
-            chunks = iter(lambda: cursor.fetchmany(_FETCH_ROWS), [])
-        else:  # every vector: never the whole result in memory at once
-            chunks = dialect.chunks(cursor, sql, [after_id], size=_FETCH_ROWS)
-        for rows in chunks:
+        for rows in dialect.chunks(cursor, sql, [after_id], size=_FETCH_ROWS):
             state = rows[0][2:]
             ids.extend(row[0] for row in rows)
             blocks.append(np.frombuffer(b"".join(row[1] for row in rows), dtype=np.float32).reshape(len(rows), -1))
     if not blocks:
-        # No rows to read it with: read it now (a write landing in between costs a reload).
+        # No rows to read it with: read it now.
         space = current_space()
         return (
             (space.generation, space.embedder) if space else None,
@@ -443,14 +431,14 @@ def poll_vectors(*, after_id: int) -> tuple[tuple[int, str] | None, VectorRows, 
     """The space's (generation, embedder), and the vectors of revisions above ``after_id`` with each one's memory
     and that memory's namespace now, in id order: what was written since a copy's last look.
 
-    Read by one statement, as ``load_vectors`` reads them, so the space and the rows are one state.
+    Read by one statement, so the space and the rows are one state: a copy appends them when the space grew by
+    exactly their number, and otherwise starts over.
     """
     space = current_space()
     if space is None:
         return None, VectorRows(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros((0, 0))), []
     with connection.cursor() as cursor:
-        # As load_vectors: the revisions' primary key past after_id, one vec0 rowid lookup and one memory
-        # lookup by primary key each.
+        # The revisions' primary key past after_id, one vec0 rowid lookup and one memory lookup by primary key each.
         cursor.execute(
             "SELECT r.id, r.memory_id, m.namespace, v.embedding, "
             "(SELECT generation FROM search_embedding_space WHERE id = 1), "
