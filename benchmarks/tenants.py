@@ -250,8 +250,14 @@ def measure(task: dict) -> dict:
     result["rss_mb_at_start"] = harness.current_rss_mb()
     warm_up()  # as a server does at start
     result["rss_mb_after_model"] = harness.current_rss_mb()
-    _, seconds = harness.timed(snapshot.current)
+    result["anonymous_mb_after_model"] = harness.current_anonymous_mb()
+    view, seconds = harness.timed(snapshot.current)
     result["snapshot_load_ms"] = round(seconds * 1000, 1)
+    result["anonymous_mb_after_snapshot"] = harness.current_anonymous_mb()  # less the figure above: the snapshot
+    # The cut a recall's first use of a namespace makes after each write (View.narrowed), uncached here.
+    result["namespace_cut_ms"] = {
+        name: round(harness.timed(view._cut, [view.namespaces.index(name)])[1] * 1000, 1) for name in task["timed"]
+    }
     first = task["timed"][0]
     recall = _recaller(memory_recall)
     result["first_recall_of_the_process_ms"] = round(harness.timed(recall, first, queries[first][0])[1] * 1000, 1)
