@@ -71,14 +71,15 @@ class Partition:
     """The vectors of one namespace's memories (every memory ever in it), kept in this process.
 
     ``stored`` holds the first rows of ``room``; rows written later go after them, so a write
-    costs its own rows, not a copy of the matrix, and what was handed out never changes.
+    costs its own rows, not a copy of the matrix (the first write after a read makes the room),
+    and what was handed out never changes.
     """
 
     def __init__(self, rows: vectors.VectorRows):
-        self.stored = self.room = Stored(rows.ids[:0], rows.matrix[:0])
-        self.members: set[int] = set()  # memory ids whose vectors are here
+        # The rows as read, not a copy: a namespace's vectors are held once; the first write makes room to grow.
+        self.stored = self.room = Stored(rows.ids, rows.matrix)
+        self.members: set[int] = set(rows.memories.tolist())  # memory ids whose vectors are here
         self.attributes_seen = 0  # the attribute rows the membership reflects: ids up to this
-        self.append(rows)  # with room to grow, so the next write copies nothing
 
     @property
     def nbytes(self) -> int:

@@ -20,7 +20,7 @@ import threading
 import numpy as np
 from django.db import connection
 
-from memoryproject import dialect
+from memoryproject import dialect, heap
 from search.memory_attributes import ACTIVE
 from search.snapshot_columns import _ATTRIBUTE_COLUMNS, _COLUMNS, _EVENT_COLUMNS, AttributeColumns, Columns, Events
 from search.visibility import View
@@ -124,11 +124,17 @@ class Snapshot:
                 view = _EMPTY
             elif published != self.published:
                 view = _republished(view)
+            rows = _rows(view)
             if max_id > view.max_id:
                 # Rows this connection has not committed may roll back: never in the shared room.
                 view = _extend(view, after=view.max_id, shared=not connection.in_atomic_block)
             if attributes_max_id > view.attributes_max_id:
                 view = _extend_attributes(view, after=view.attributes_max_id)
+            if (
+                len(view.columns.revision) + len(view.attributes.id if view.attributes is not None else ())
+                > rows + _CHUNK
+            ):
+                heap.return_freed()  # a read of many rows leaves its chunks' pages, and the sorts' copies, in the heap
             if not connection.in_atomic_block:
                 self.view, self.generation, self.published = view, generation, published
             return view
@@ -437,6 +443,11 @@ def _merged(old, new, *, names=_COLUMNS, ids="revision"):
 
 _snapshots: dict[str, Snapshot] = {}
 _snapshots_lock = threading.Lock()
+
+
+def _rows(view: View) -> int:
+    """The revision and attribute rows ``view`` holds."""
+    return len(view.columns.revision) + (len(view.attributes.id) if view.attributes is not None else 0)
 
 
 def current() -> View:

@@ -401,16 +401,25 @@ class VectorRows(NamedTuple):
     matrix: np.ndarray
 
 
-def _rows(chunks, dim: int, *, extra: int = 0) -> tuple[VectorRows, list]:
-    """Rows of (revision id, memory id, [``extra`` columns,] embedding, ...) as VectorRows, with the extra columns."""
-    ids, memories, blocks, extras = [], [], [], []
+def _rows(chunks, dim: int, *, extra: int = 0, expected: int = 0) -> tuple[VectorRows, list]:
+    """Rows of (revision id, memory id, [``extra`` columns,] embedding, ...) as VectorRows, with the extra columns.
+
+    ``expected``: about how many rows will come; the first that many go straight into one matrix, so a large
+    read holds its vectors once rather than its chunks and their concatenation both.
+    """
+    ids, memories, extras = [], [], []
+    matrix, filled, blocks = np.empty((expected, dim), dtype=np.float32), 0, []
     for rows in chunks:
         ids.extend(row[0] for row in rows)
         memories.extend(row[1] for row in rows)
         extras.extend(row[2 : 2 + extra] for row in rows)
-        embeddings = b"".join(row[2 + extra] for row in rows)
-        blocks.append(np.frombuffer(embeddings, dtype=np.float32).reshape(len(rows), -1))
-    matrix = np.concatenate(blocks) if blocks else np.zeros((0, dim), dtype=np.float32)
+        block = np.frombuffer(b"".join(row[2 + extra] for row in rows), dtype=np.float32).reshape(len(rows), -1)
+        if not blocks and filled + len(rows) <= expected:
+            matrix[filled : filled + len(rows)] = block
+            filled += len(rows)
+        else:
+            blocks.append(block)
+    matrix = matrix[:filled] if not blocks else np.concatenate([matrix[:filled], *blocks])
     return VectorRows(np.array(ids, dtype=np.int64), np.array(memories, dtype=np.int64), matrix), extras
 
 
@@ -460,7 +469,14 @@ def poll_vectors(*, after_id: int) -> tuple[tuple[int, str] | None, VectorRows, 
 def namespace_vectors(namespace: str, *, up_to_id: int) -> VectorRows:
     """The vectors of every revision up to ``up_to_id`` of the memories in ``namespace`` now."""
     space = current_space()
+    revisions = (
+        f"FROM memories_memory m {dialect.ordered_join()} memories_revision r ON r.memory_id = m.id "
+        "WHERE m.namespace = %s AND r.id <= %s"
+    )
     with connection.cursor() as cursor:
+        # The revisions, counted by the indexes alone: about how many vectors will come.
+        cursor.execute(f"SELECT count(*) {revisions}", [namespace, up_to_id])
+        expected = cursor.fetchone()[0]
         # The memories by the (namespace, key) index, their revisions by memory, one vec0 rowid lookup each.
         sql = (
             "SELECT r.id, r.memory_id, v.embedding FROM memories_memory m "
@@ -468,7 +484,8 @@ def namespace_vectors(namespace: str, *, up_to_id: int) -> VectorRows:
             f"{dialect.ordered_join()} search_vectors v ON v.{_id_column()} = r.id "
             "WHERE m.namespace = %s AND r.id <= %s"
         )
-        rows, _ = _rows(dialect.chunks(cursor, sql, [namespace, up_to_id], size=_FETCH_ROWS), space.dim if space else 0)
+        chunks = dialect.chunks(cursor, sql, [namespace, up_to_id], size=_FETCH_ROWS)
+        rows, _ = _rows(chunks, space.dim if space else 0, expected=expected)
     return rows
 
 
