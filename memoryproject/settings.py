@@ -329,7 +329,7 @@ MEMORY_NEAR_DUPLICATE_COSINE = env_float("MEMORY_NEAR_DUPLICATE_COSINE", 0.9, mi
 
 # The stored vectors each process keeps, per namespace, loaded on first use (search/cosines.py): past this many
 # MiB the namespaces used least recently are dropped, and read again when next asked for.
-MEMORY_VECTOR_MEMORY_MB = env_int("MEMORY_VECTOR_MEMORY_MB", 512, minimum=16, maximum=1024 * 1024)
+MEMORY_VECTOR_MEMORY_MB = env_int("MEMORY_VECTOR_MEMORY_MB", 384, minimum=16, maximum=1024 * 1024)
 
 # The kinds memories.models.Kind declares (settings load before the models; a test keeps the two equal).
 MEMORY_KINDS = ("fact", "preference", "decision", "skill", "note", "artifact", "event")
