@@ -130,10 +130,7 @@ class Snapshot:
                 view = _extend(view, after=view.max_id, shared=not connection.in_atomic_block)
             if attributes_max_id > view.attributes_max_id:
                 view = _extend_attributes(view, after=view.attributes_max_id)
-            if (
-                len(view.columns.revision) + len(view.attributes.id if view.attributes is not None else ())
-                > rows + _CHUNK
-            ):
+            if _rows(view) > rows + _CHUNK:
                 heap.return_freed()  # a read of many rows leaves its chunks' pages, and the sorts' copies, in the heap
             if not connection.in_atomic_block:
                 self.view, self.generation, self.published = view, generation, published

@@ -469,20 +469,17 @@ def poll_vectors(*, after_id: int) -> tuple[tuple[int, str] | None, VectorRows, 
 def namespace_vectors(namespace: str, *, up_to_id: int) -> VectorRows:
     """The vectors of every revision up to ``up_to_id`` of the memories in ``namespace`` now."""
     space = current_space()
-    revisions = (
-        f"FROM memories_memory m {dialect.ordered_join()} memories_revision r ON r.memory_id = m.id "
-        "WHERE m.namespace = %s AND r.id <= %s"
-    )
+    # The memories by the (namespace, key) index, their revisions by memory.
+    revisions = f"FROM memories_memory m {dialect.ordered_join()} memories_revision r ON r.memory_id = m.id "
+    where = "WHERE m.namespace = %s AND r.id <= %s"
     with connection.cursor() as cursor:
-        # The revisions, counted by the indexes alone: about how many vectors will come.
-        cursor.execute(f"SELECT count(*) {revisions}", [namespace, up_to_id])
+        # Counted by the indexes alone: about how many vectors will come.
+        cursor.execute(f"SELECT count(*) {revisions}{where}", [namespace, up_to_id])
         expected = cursor.fetchone()[0]
-        # The memories by the (namespace, key) index, their revisions by memory, one vec0 rowid lookup each.
+        # Then each revision's vector, one vec0 rowid lookup each.
         sql = (
-            "SELECT r.id, r.memory_id, v.embedding FROM memories_memory m "
-            f"{dialect.ordered_join()} memories_revision r ON r.memory_id = m.id "
-            f"{dialect.ordered_join()} search_vectors v ON v.{_id_column()} = r.id "
-            "WHERE m.namespace = %s AND r.id <= %s"
+            f"SELECT r.id, r.memory_id, v.embedding {revisions}"
+            f"{dialect.ordered_join()} search_vectors v ON v.{_id_column()} = r.id {where}"
         )
         chunks = dialect.chunks(cursor, sql, [namespace, up_to_id], size=_FETCH_ROWS)
         rows, _ = _rows(chunks, space.dim if space else 0, expected=expected)

@@ -150,3 +150,13 @@ def test_explain_says_what_reading_a_namespaces_vectors_cost(store):
     assert "were read from the database" not in (again.note or "")
     quiet = memory_recall(query="crane rota", namespace="alpha", mode="hybrid")
     assert "were read from the database" not in (quiet.note or "")
+
+
+@pytest.mark.parametrize("expected", [0, 3, 5, 9])
+def test_a_read_fills_one_matrix_and_keeps_every_row_whatever_the_count_said(expected):
+    rng = np.random.default_rng(5)
+    matrix = rng.standard_normal((5, 4)).astype(np.float32)
+    rows = [(10 + index, 100 + index, matrix[index].tobytes()) for index in range(5)]
+    found, _ = vectors._rows([rows[:2], rows[2:]], 4, expected=expected)  # a count can miss rows written after it
+    assert found.ids.tolist() == [10, 11, 12, 13, 14] and found.memories.tolist() == [100, 101, 102, 103, 104]
+    assert found.matrix.tobytes() == matrix.tobytes() and found.matrix.flags.writeable
