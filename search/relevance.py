@@ -28,9 +28,10 @@ def evidence(channels: dict[str, Found]) -> tuple[float, float]:
     coverage, cosine = 0.0, 0.0
     for name, found in channels.items():
         if name == "vector":
-            cosine = max(cosine, float(np.max(np.nan_to_num(found.raw, nan=0.0), where=found.held, initial=0.0)))
+            # Over the held rows alone: a large namespace's vector channel scores every row, and holds few.
+            cosine = max(cosine, float(np.max(np.nan_to_num(found.raw[found.rows], nan=0.0), initial=0.0)))
         elif found.coverage is not None:
-            coverage = max(coverage, float(np.max(found.coverage, where=found.held, initial=0.0)))
+            coverage = max(coverage, float(np.max(found.coverage[found.rows], initial=0.0)))
     return coverage, cosine
 
 
