@@ -54,14 +54,14 @@ ABLATIONS = {
         "RRF k=60 plus the same neighbour context (0.5)",
     ),
     "no-context": ({"MEMORY_FUSION_CONTEXT": 0.0}, {}, "scores without neighbour context"),
-    "context-reach-1": ({}, {"CONTEXT_REACH": 1}, "context from the adjacent memory only"),
+    "context-reach-1": ({}, {"REACH": 1}, "context from the adjacent memory only"),
     "no-coverage": ({}, {"COVERAGE_POWER": 0.0}, "BM25 share without the matched-idf factor"),
     "no-top-bonus": ({}, {"TOP_MATCH_SHARE": 0.0}, "vector score = cosine alone"),
 }
 SENSITIVITY = {
     "context-0.3": ({"MEMORY_FUSION_CONTEXT": 0.3}, {}, "less context"),
     "context-0.7": ({"MEMORY_FUSION_CONTEXT": 0.7}, {}, "more context"),
-    "context-reach-3": ({}, {"CONTEXT_REACH": 3}, "context from three memories each side"),
+    "context-reach-3": ({}, {"REACH": 3}, "context from three memories each side"),
     "coverage-1": ({}, {"COVERAGE_POWER": 1.0}, "matched-idf share to the power 1"),
     "top-bonus-0.3": ({}, {"TOP_MATCH_SHARE": 0.3}, "a smaller bonus near the best cosine"),
     "top-bonus-0.5": ({}, {"TOP_MATCH_SHARE": 0.5}, "a larger bonus near the best cosine"),
@@ -102,13 +102,13 @@ def _cached_query_embeddings():
 def run_variant(name, samples, keys, rd_queries) -> dict:
     from django.test import override_settings
 
-    from search import channels, fusion
+    from search import channels, context, fusion
 
     overrides, constants, _ = VARIANTS[name]
     with ExitStack() as stack:
         stack.enter_context(override_settings(**overrides))
         for constant, value in constants.items():
-            module = channels if hasattr(channels, constant) else fusion
+            module = next(module for module in (channels, context, fusion) if hasattr(module, constant))
             stack.enter_context(mock.patch.object(module, constant, value))
         # The ranking alone: min_score=0 keeps the hits the relevance decision would hold back.
         rd = recall_dev.evaluate(rd_queries, modes=("hybrid",), min_score=0)["hybrid"]

@@ -44,7 +44,7 @@ def fusion_settings() -> dict:
     """The fusion settings in force, as recorded beside every result."""
     from django.conf import settings
 
-    from search import channels, fusion
+    from search import channels, context, fusion
 
     found = {
         name: getattr(settings, name)
@@ -53,8 +53,8 @@ def fusion_settings() -> dict:
     }
     found["MEMORY_EMBEDDER"] = settings.MEMORY_EMBEDDER
     # The search package's fusion constants.
-    for module in (channels, fusion):
-        for name in ("COVERAGE_POWER", "TOP_MATCH_SHARE", "TOP_MATCH_WIDTH", "CONTEXT_REACH", "CHANNEL_DEPTH"):
+    for module in (channels, context, fusion):
+        for name in ("COVERAGE_POWER", "TOP_MATCH_SHARE", "TOP_MATCH_WIDTH", "REACH", "CHANNEL_DEPTH"):
             if hasattr(module, name):
                 found[f"{module.__name__.split('.')[-1]}.{name}"] = getattr(module, name)
     return found

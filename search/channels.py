@@ -59,6 +59,8 @@ class Found:
     ties to the lower memory id); ``score`` runs from 0 to about 1 and is 0 where the
     channel has nothing to say (the vector channel scores every row with a vector).
     ``coverage`` (word channels): per row, the share of the query's words it matched, weighted by idf.
+    ``bounds``: where the channel knows most scores only within bounds (``bounded.Bounds``); ``held`` is exact,
+    ``raw``, ``score`` and ``order`` only at the rows it has worked out.
     """
 
     held: np.ndarray
@@ -66,6 +68,7 @@ class Found:
     score: np.ndarray
     order: tuple[np.ndarray, ...]
     coverage: np.ndarray | None = None
+    bounds: object | None = None
 
     @functools.cached_property
     def rows(self) -> np.ndarray:
@@ -87,7 +90,8 @@ class Words:
 
     def found_rows(self) -> np.ndarray:
         """Per row, whether any query word or CJK bigram matched it."""
-        return (self.counts > 0) | (self.bigram > 0)
+        found = self.counts > 0
+        return found | (self.bigram > 0) if "bigram" in self.channels else found
 
     def matched(self, rows: np.ndarray) -> np.ndarray:
         """Per query term and each of ``rows``, whether the row holds the term."""
@@ -315,7 +319,7 @@ def vector(scope: Scope, cosines, *, found_by_words: np.ndarray | None, query_sh
     cosine = cosines.values
     usable = scope.eligible & cosines.has_vector & ~np.isnan(cosine)
     known = np.where(usable, cosine, 0.0)
-    weight = 1.0 if query_share is None else query_share * _script_shares(scope.view)
+    weight = 1.0 if query_share is None else query_share * script_shares(scope.view)
     judged = known * weight
     held = usable
     if found_by_words is not None:
@@ -323,15 +327,19 @@ def vector(scope: Scope, cosines, *, found_by_words: np.ndarray | None, query_sh
         held = usable & (found_by_words | (judged >= settings.MEMORY_COSINE_FLOOR))
     if not held.any():
         return None
-    # Near the best judged cosine: a text the model cannot read does not set the mark.
-    near_best = np.exp(np.minimum(judged - np.max(judged, where=usable, initial=-1.0), 0.0) / TOP_MATCH_WIDTH)
-    score = np.where(
-        usable, weight * ((1.0 - TOP_MATCH_SHARE) * np.maximum(known, 0.0) + TOP_MATCH_SHARE * near_best), 0.0
-    )
+    score = np.where(usable, vector_score(known, judged, np.max(judged, where=usable, initial=-1.0), weight), 0.0)
     return Found(held, np.where(usable, judged, np.nan), score, (judged,))
 
 
-def _script_shares(view) -> np.ndarray:
+def vector_score(known: np.ndarray, judged: np.ndarray, best: float, weight) -> np.ndarray:
+    """The vector channel's score of rows with these cosines and judged cosines (``vector``), ``best`` the best
+    judged cosine of the rows it may return."""
+    # Near the best judged cosine: a text the model cannot read does not set the mark.
+    near_best = np.exp(np.minimum(judged - best, 0.0) / TOP_MATCH_WIDTH)
+    return weight * ((1.0 - TOP_MATCH_SHARE) * np.maximum(known, 0.0) + TOP_MATCH_SHARE * near_best)
+
+
+def script_shares(view) -> np.ndarray:
     """Per row of ``view``, the share of its text outside CJK scripts (``text.script_share``)."""
     return view.visible_memo(
         view.columns.ntok, "script shares", lambda: text.script_share(view.columns.ntok, view.columns.nbigram)

@@ -11,6 +11,10 @@ of embedder drops them all. A scan sums each row's products with ``einsum``, the
 wherever the row sits, so a revision's cosine is the same to the bit whatever else the
 store or the partition holds: a recall as of an earlier time ranks exactly as a store
 holding only what was visible then would.
+
+A partition of at least MEMORY_COMPACT_BLOCK_ROWS rows also keeps its whole blocks as int8
+(``compact``): a hybrid recall scans those, which bounds each row's cosine, and works out the
+float32 cosine of the rows that can matter (``Cosines.exact``), the same bits as a full scan.
 """
 
 import threading
@@ -24,20 +28,28 @@ from django.conf import settings
 from django.db import connection
 
 from memoryproject import dialect, heap, metrics
-from search import vectors
+from search import compact, vectors
 from search.embeddings import EmbedderUnavailable, get_embedder
 from search.errors import Unavailable
 
 # From this many rows a scan is split between the calling thread and a helper.
 _SPLIT_MIN_ROWS = 16_384
+# Past this share of a packed part's rows, ``Cosines.exact`` scans them all: copying rows out costs more.
+WHOLE_SCAN_SHARE = 1 / 8
 _helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cosine-scan")
 
 
 class Stored(NamedTuple):
-    """Vectors as this process holds them: revision ids and unit float32 rows."""
+    """Vectors as this process holds them: revision ids and unit float32 rows, the first of them also packed."""
 
     ids: np.ndarray
     matrix: np.ndarray
+    blocks: tuple[compact.Block, ...] = ()
+
+    @property
+    def packed(self) -> int:
+        """How many of the first rows ``blocks`` hold."""
+        return sum(block.rows for block in self.blocks)
 
 
 def dots(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
@@ -50,6 +62,11 @@ def dots(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
     np.einsum("ij,j->i", matrix[:half], vector, out=out[:half])
     other.result()
     return out
+
+
+def held_bytes(rows: int, dim: int) -> int:
+    """At most what a partition of ``rows`` vectors holds: an id, a float32 row and its int8 copy each."""
+    return rows * (8 + 5 * dim)
 
 
 class Load(NamedTuple):
@@ -77,13 +94,14 @@ class Partition:
 
     def __init__(self, rows: vectors.VectorRows):
         # The rows as read, not a copy: a namespace's vectors are held once; the first write makes room to grow.
-        self.stored = self.room = Stored(rows.ids, rows.matrix)
+        self.blocks = tuple(compact.pack(rows.matrix)) if compact.enabled() else ()
+        self.stored = self.room = Stored(rows.ids, rows.matrix, self.blocks)
         self.members: set[int] = set(rows.memories.tolist())  # memory ids whose vectors are here
         self.attributes_seen = 0  # the attribute rows the membership reflects: ids up to this
 
     @property
     def nbytes(self) -> int:
-        return self.room.ids.nbytes + self.room.matrix.nbytes
+        return self.room.ids.nbytes + self.room.matrix.nbytes + sum(block.nbytes for block in self.blocks)
 
     def append(self, rows: vectors.VectorRows) -> None:
         count, added = len(self.stored.ids), len(rows.ids)
@@ -94,7 +112,10 @@ class Partition:
                 room.ids[:count], room.matrix[:count] = self.stored.ids, self.stored.matrix
             self.room = room
         self.room.ids[count : count + added], self.room.matrix[count : count + added] = rows.ids, rows.matrix
-        self.stored = Stored(self.room.ids[: count + added], self.room.matrix[: count + added])
+        packed = self.stored.packed
+        if compact.enabled() and count + added - packed >= settings.MEMORY_COMPACT_BLOCK_ROWS:
+            self.blocks += tuple(compact.pack(self.room.matrix[packed : count + added]))
+        self.stored = Stored(self.room.ids[: count + added], self.room.matrix[: count + added], self.blocks)
         self.members.update(rows.memories.tolist())
 
 
@@ -117,7 +138,7 @@ class VectorCopy:
             if any(name not in self.partitions for name in namespaces):
                 # Room first: the process holds the budget, not the budget and what it is about to read (at most
                 # the revisions of the view, which holds the memories of the namespaces asked for).
-                self._evict(keep=set(namespaces), reading=len(view.columns.revision) * (8 + 4 * space.dim))
+                self._evict(keep=set(namespaces), reading=held_bytes(len(view.columns.revision), space.dim))
             found, loads = [], []
             for name in namespaces:
                 partition = self.partitions.get(name)
@@ -239,16 +260,47 @@ def embed(text_to_vector) -> np.ndarray:
 
 class Cosines:
     """The cosine of one vector with each row of a view: NaN where a revision has no vector (yet) or sits
-    outside the namespaces scanned."""
+    outside the namespaces scanned.
 
-    def __init__(self, view, scanned: Vectors, vector: np.ndarray):
-        self.values = np.full(len(view.columns.revision), np.nan)
-        self.has_vector = np.zeros(len(view.columns.revision), dtype=bool)
-        self.loads = scanned.loads
+    With ``compact_scan``, the packed rows of each partition are scanned as int8 first: ``upper``
+    (float32 per row, NaN where no vector) then holds the most each row's cosine can be, the
+    cosine itself where it is known, and ``values`` holds a packed row's cosine only once
+    ``exact`` has worked it out.
+    """
+
+    def __init__(self, view, scanned: Vectors, vector: np.ndarray, *, compact_scan: bool = False):
+        size = len(view.columns.revision)
+        self.view, self.vector, self.loads = view, vector, scanned.loads
+        self.values = np.full(size, np.nan)
+        masks = [_placement(view, stored)[2] for stored in scanned.parts]
+        self.has_vector = masks[0] if len(masks) == 1 else np.logical_or.reduce([np.zeros(size, dtype=bool), *masks])
+        self.packed = [stored for stored in scanned.parts if compact_scan and stored.blocks]
+        self.upper = None
+        for stored in self.packed:
+            # Per view row, its packed vector's bound (NaN, the last, where it has none here).
+            found = np.append(compact.upper(stored.blocks, vector), np.float32(np.nan))[_packed_sources(view, stored)]
+            self.upper = found if self.upper is None else np.fmax(self.upper, found)
         for stored in scanned.parts:
-            sources, rows, has_vector = _placement(view, stored)
-            self.values[rows] = dots(stored.matrix, vector)[sources]
-            self.has_vector |= has_vector
+            start = stored.packed if compact_scan else 0
+            sources, rows = _unpacked(view, stored, start)
+            self.values[rows] = found = dots(stored.matrix[start:], vector)[sources - start]
+            if self.upper is not None:
+                self.upper[rows] = found
+
+    def exact(self, rows: np.ndarray) -> np.ndarray:
+        """The float32 cosine of each of ``rows`` (NaN where none), worked out where only the compact scan had it."""
+        missing = rows[np.isnan(self.values[rows])]
+        for stored in self.packed:
+            packed = stored.packed
+            sources = _packed_sources(self.view, stored)[missing]
+            inside = sources >= 0
+            if np.count_nonzero(inside) > packed * WHOLE_SCAN_SHARE:
+                every, at, _ = _placement(self.view, stored)
+                kept = every < packed
+                self.values[at[kept]] = dots(stored.matrix[:packed], self.vector)[every[kept]]
+            elif inside.any():
+                self.values[missing[inside]] = dots(stored.matrix[sources[inside]], self.vector)
+        return self.values[rows]
 
 
 def _placement(view, stored: Stored) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -266,3 +318,29 @@ def _placement(view, stored: Stored) -> tuple[np.ndarray, np.ndarray, np.ndarray
         return sources[held], rows[held], has_vector
 
     return view.visible_memo(stored.ids, "vector placement", placement)
+
+
+def _unpacked(view, stored: Stored, start: int) -> tuple[np.ndarray, np.ndarray]:
+    """Which of ``stored``'s vectors from ``start`` on the view holds (their positions), and the rows they land in."""
+    sources, rows, _ = _placement(view, stored)
+    if not start:
+        return sources, rows
+
+    def unpacked():
+        tail = sources >= start
+        return sources[tail], rows[tail]
+
+    return view.visible_memo(stored.ids, ("unpacked", start), unpacked)
+
+
+def _packed_sources(view, stored: Stored) -> np.ndarray:
+    """Per view row, the position of its vector among ``stored``'s packed rows (-1: none there)."""
+
+    def sources():
+        sources, rows, _ = _placement(view, stored)
+        found = np.full(len(view.columns.revision), -1, dtype=np.int64)
+        packed = sources < stored.packed
+        found[rows[packed]] = sources[packed]
+        return found
+
+    return view.visible_memo(stored.ids, ("packed sources", stored.packed), sources)

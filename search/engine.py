@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from search import channels, cosines, fusion, hits, relevance, snapshot, text
+from search import bounded, channels, cosines, fusion, hits, relevance, snapshot, text
 from search.embeddings import get_embedder
 from search.errors import Unavailable
 
@@ -191,7 +191,7 @@ def _channels(
     query_cosines = None
     if mode != "keyword" and size:
         try:
-            query_cosines = _cosines(scope, query, pending)
+            query_cosines = _cosines(scope, query, pending, compact_scan=mode == "hybrid")
         except Unavailable as error:
             if mode == "semantic":
                 raise
@@ -202,7 +202,10 @@ def _channels(
             )
             # Semantic mode asked for meaning alone: it keeps the model's own cosine order.
             query_share = text.english_share(query) if mode == "hybrid" and get_embedder().english_only else None
-            vector = channels.vector(scope, query_cosines, found_by_words=by_words, query_share=query_share)
+            if query_cosines.upper is None:
+                vector = channels.vector(scope, query_cosines, found_by_words=by_words, query_share=query_share)
+            else:  # the compact scan bounded most cosines
+                vector = bounded.vector(scope, query_cosines, found_by_words=by_words, query_share=query_share)
             if vector is not None:
                 found["vector"] = vector
     return found, words, query_cosines, notes
@@ -236,13 +239,14 @@ def _hold_back(
     return rows, scores, notes
 
 
-def _cosines(scope: channels.Scope, query: str, pending) -> cosines.Cosines | None:
-    """The query's cosines with the view's rows in the namespaces searched; None when nothing has been embedded yet."""
+def _cosines(scope: channels.Scope, query: str, pending, *, compact_scan: bool) -> cosines.Cosines | None:
+    """The query's cosines with the view's rows in the namespaces searched (``compact_scan``: bounded first where a
+    partition is packed, ``cosines.Cosines``); None when nothing has been embedded yet."""
     scanned = cosines.namespace_vectors(scope.view, scope.namespaces)
     if scanned is None:
         return None
     vector = pending.result() if pending is not None else cosines.embed(lambda embedder: embedder.embed_query(query))
-    return cosines.Cosines(scope.view, scanned, vector)
+    return cosines.Cosines(scope.view, scanned, vector, compact_scan=compact_scan)
 
 
 def _loaded(load: cosines.Load) -> str:

@@ -38,7 +38,7 @@ def hits(
     words: Words | None,
     cosines,
     terms: list[text.QueryToken],
-    context: np.ndarray | None,
+    context: np.ndarray | None,  # per one of ``rows``, the part of its score its context lent
     boost: np.ndarray | None,
     explain: bool,
 ) -> list[Ranked]:
@@ -70,7 +70,7 @@ def hits(
                 "bigram_bm25": float(bigram) if bigram else None,
                 "cosine": None if math.isnan(cosine) else float(cosine),
                 # Hybrid: the part of the score lent by neighbouring memories (MEMORY_FUSION_CONTEXT).
-                "context": None if context is None else float(context[row]),
+                "context": None if context is None else float(context[at]),
                 # The factor injection-aware ranking multiplied the score by (MEMORY_INJECTION_BOOST).
                 "injection_boost": None if boost is None else float(boost[row]),
             }

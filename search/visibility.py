@@ -21,8 +21,9 @@ from search.snapshot_columns import _ATTRIBUTE_COLUMNS, _COLUMNS, AttributeColum
 # Visible sets kept per view: "now" and a few points in the past, per namespace choice.
 _VISIBLE_CACHE_SIZE = 16
 # visible_memo entries per visible set, at most: its mask, the statistics and BM25 length norms
-# of ntok and of nbigram, the engine's neighbours; and per view the vectors' placement and the script shares.
-_MEMOS_PER_SET = 8
+# of ntok and of nbigram, the engine's neighbours; and per view the vectors' placement (of their packed rows and
+# of the others apart) and the script shares.
+_MEMOS_PER_SET = 10
 # Views cut to the memories of a few namespaces (View.narrowed), kept per view, most recently used last.
 _NARROWED_VIEWS = 8
 

@@ -11,7 +11,7 @@ from memories import services
 from memories.selectors import memory_history
 from memories.selectors import memory_recall as recall
 from memoryproject.exceptions import InvalidInput, Unavailable
-from search import channels, fusion, postings, snapshot
+from search import channels, context, postings, snapshot
 from search.embeddings import EmbedderUnavailable, get_embedder
 
 ACTOR = {"actor": "tester", "interface": "cli"}
@@ -251,7 +251,7 @@ def test_neighbours_are_kept_with_the_visible_set_unless_kinds_or_tags_narrow_it
     every = view.visible_mask(visible)[: len(view.columns.revision)]
 
     def neighbours(eligible, narrowed):
-        return fusion._neighbours(
+        return context._table(
             channels.Scope(view, view.namespaces, visible, eligible, narrowed, attributes=view.attributes_at(now))
         )
 
@@ -259,8 +259,9 @@ def test_neighbours_are_kept_with_the_visible_set_unless_kinds_or_tags_narrow_it
     assert neighbours(every, False) is whole  # one per visible set
     decisions = every & (view.attributes_at(now).kind(np.arange(len(every))) == view.kinds.index("decision"))
     narrowed = neighbours(decisions, True)
-    assert narrowed is not whole and narrowed[0].tolist() == np.flatnonzero(decisions).tolist()
-    assert whole[0].tolist() == np.flatnonzero(every).tolist()
+    first, middle, last = np.flatnonzero(every)
+    assert whole[first].tolist() == [-1, -1, middle, last] and whole[last].tolist() == [middle, first, -1, -1]
+    assert narrowed is not whole and narrowed[first].tolist() == [-1, -1, last, -1]  # the note is no neighbour
 
 
 def test_explain_shows_where_a_score_came_from(corpus):

@@ -117,8 +117,10 @@ def test_room_is_made_before_a_namespace_is_read_so_the_process_holds_its_budget
 ):
     semantic("crane rota", "alpha")
     semantic("crane rota", "gamma")
-    # What reading beta will take (the revisions of its cut view, each an id and a row), beside gamma alone.
-    reading = len(snapshot.current().narrowed(["beta"]).columns.revision) * (8 + 4 * vectors.current_space().dim)
+    # What reading beta will take (the revisions of its cut view), beside gamma alone.
+    reading = cosines.held_bytes(
+        len(snapshot.current().narrowed(["beta"]).columns.revision), vectors.current_space().dim
+    )
     settings.MEMORY_VECTOR_MEMORY_MB = (copy().partitions["gamma"].nbytes + reading + 1000) / 2**20
     seen, read = [], vectors.namespace_vectors
     monkeypatch.setattr(
