@@ -1,7 +1,7 @@
 """A compact copy of a large partition's vectors: a scan reads a quarter of the bytes and says, per row, the most
 the exact float32 cosine can be.
 
-Rows are packed in blocks of MEMORY_COMPACT_BLOCK_ROWS as int8 with one scale per row and
+Rows are packed in blocks of BLOCK_ROWS as int8 with one scale per row and
 scanned with torch's fbgemm int8 kernel, which quantizes the query on the fly (to 7 bits,
 ``reduce_range``, so no 16-bit sum can saturate). Each block keeps the largest norm of a
 row's rounding error ``e = a - ã`` and of a row's int8 form ``ã``; the query's own rounding
@@ -28,17 +28,19 @@ except ImportError:  # the embedder's torch is optional in principle; without it
 
 # Float32 roundings of the kernel's scaling and of our norms: far above them, far below any cosine gap that counts.
 _SLACK = 1e-5
+# Rows per packed block: a partition's rows past its last whole block are scanned as float32.
+BLOCK_ROWS = 65_536
 # Rows quantized at a time: small pieces keep the float32 temporaries in cache.
 _STEP = 4096
 
 
-def enabled() -> bool:
-    """Whether partitions are packed: a block size is set and torch's int8 kernel is there."""
-    return bool(settings.MEMORY_COMPACT_BLOCK_ROWS) and bool(_KERNEL)
+def packs(rows: int) -> bool:
+    """Whether a partition of ``rows`` vectors is packed: MEMORY_COMPACT_MIN_ROWS or more, and the kernel is there."""
+    return bool(_KERNEL) and 0 < settings.MEMORY_COMPACT_MIN_ROWS <= rows
 
 
 class Block:
-    """MEMORY_COMPACT_BLOCK_ROWS rows (or fewer) packed for the int8 kernel, with each row's error norms."""
+    """BLOCK_ROWS rows packed for the int8 kernel, with each row's error norms."""
 
     def __init__(self, matrix: np.ndarray):
         scale = np.abs(matrix).max(axis=1) / np.float32(127)
@@ -68,7 +70,7 @@ class Block:
 
 def pack(matrix: np.ndarray) -> list[Block]:
     """``matrix``'s whole blocks packed (the rows past the last whole block stay float32 only)."""
-    size = settings.MEMORY_COMPACT_BLOCK_ROWS
+    size = BLOCK_ROWS
     return [Block(matrix[start : start + size]) for start in range(0, len(matrix) - size + 1, size)]
 
 

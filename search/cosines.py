@@ -12,7 +12,7 @@ wherever the row sits, so a revision's cosine is the same to the bit whatever el
 store or the partition holds: a recall as of an earlier time ranks exactly as a store
 holding only what was visible then would.
 
-A partition of at least MEMORY_COMPACT_BLOCK_ROWS rows also keeps its whole blocks as int8
+A partition of at least MEMORY_COMPACT_MIN_ROWS rows also keeps its whole blocks as int8
 (``compact``): a hybrid recall scans those, which bounds each row's cosine, and works out the
 float32 cosine of the rows that can matter (``Cosines.exact``), the same bits as a full scan.
 """
@@ -94,7 +94,7 @@ class Partition:
 
     def __init__(self, rows: vectors.VectorRows):
         # The rows as read, not a copy: a namespace's vectors are held once; the first write makes room to grow.
-        self.blocks = tuple(compact.pack(rows.matrix)) if compact.enabled() else ()
+        self.blocks = tuple(compact.pack(rows.matrix)) if compact.packs(len(rows.ids)) else ()
         self.stored = self.room = Stored(rows.ids, rows.matrix, self.blocks)
         self.members: set[int] = set(rows.memories.tolist())  # memory ids whose vectors are here
         self.attributes_seen = 0  # the attribute rows the membership reflects: ids up to this
@@ -113,7 +113,7 @@ class Partition:
             self.room = room
         self.room.ids[count : count + added], self.room.matrix[count : count + added] = rows.ids, rows.matrix
         packed = self.stored.packed
-        if compact.enabled() and count + added - packed >= settings.MEMORY_COMPACT_BLOCK_ROWS:
+        if compact.packs(count + added) and count + added - packed >= compact.BLOCK_ROWS:
             self.blocks += tuple(compact.pack(self.room.matrix[packed : count + added]))
         self.stored = Stored(self.room.ids[: count + added], self.room.matrix[: count + added], self.blocks)
         self.members.update(rows.memories.tolist())

@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from memories import services
 from memories.selectors import memory_recall
+from memoryproject import dialect
 from search import bounded, channels, compact, cosines, fusion, relevance
 from tests.helpers import copies_as_in_a_server
 
@@ -26,8 +27,8 @@ def unit_rows(count: int, dim: int, seed: int) -> np.ndarray:
     return rows / np.linalg.norm(rows, axis=1, keepdims=True)
 
 
-def test_no_rows_exact_cosine_lies_above_the_bound_the_scan_reports(settings):
-    settings.MEMORY_COMPACT_BLOCK_ROWS = 700
+def test_no_rows_exact_cosine_lies_above_the_bound_the_scan_reports(monkeypatch):
+    monkeypatch.setattr(compact, "BLOCK_ROWS", 700)
     matrix = unit_rows(3000, 384, seed=1)
     matrix[5] = 0.0  # a row without direction packs exactly
     matrix[6] = 0.0
@@ -47,8 +48,8 @@ def test_no_rows_exact_cosine_lies_above_the_bound_the_scan_reports(settings):
         assert np.median(upper - exact) < 0.05  # tight enough to rule most rows out
 
 
-def test_the_kernel_rounds_the_query_as_the_bound_assumes(settings):
-    settings.MEMORY_COMPACT_BLOCK_ROWS = 500
+def test_the_kernel_rounds_the_query_as_the_bound_assumes(monkeypatch):
+    monkeypatch.setattr(compact, "BLOCK_ROWS", 500)
     matrix = unit_rows(500, 384, seed=4)
     (block,) = compact.pack(matrix)
     for seed in range(5):
@@ -64,7 +65,8 @@ def test_the_kernel_rounds_the_query_as_the_bound_assumes(settings):
 def history(db, monkeypatch, settings):
     """A namespace of a few hundred memories beside a small one, revised, moved and forgotten step by step."""
     copies_as_in_a_server(monkeypatch)
-    settings.MEMORY_COMPACT_BLOCK_ROWS = 48
+    settings.MEMORY_COMPACT_MIN_ROWS = 100  # the big namespace is packed, the small one not
+    monkeypatch.setattr(compact, "BLOCK_ROWS", 48)
     rng = np.random.default_rng(7)
     ids = []
     for number in range(330):
@@ -130,7 +132,7 @@ def test_a_recall_over_packed_partitions_equals_the_float32_scan_to_the_bit(
     # Rows with a vector whose exact cosine the recall never needed: most, where the floor is above zero.
     left = [int(np.count_nonzero(np.isnan(each.values[each.has_vector]))) for each in scanned]
     assert max(left) > (200 if floor > 0 else -1)
-    monkeypatch.setattr(compact, "enabled", lambda: False)
+    settings.MEMORY_COMPACT_MIN_ROWS = 0
     cosines._copies.clear()
     memory_recall(query="warm", namespace=["big", "small"])  # read the partitions again, without packing them
     assert answers(history, monkeypatch) == (packed, evidence)
@@ -182,3 +184,24 @@ def test_the_bounded_vector_channel_ranks_and_reports_evidence_as_the_full_one(h
                     assert got.held.tolist() == expected.held.tolist()
                     assert fusion.ranked(got, memory, 20).tolist() == fusion.ranked(expected, memory, 20).tolist()
             assert np.count_nonzero(np.isnan(partial.values[partial.has_vector])) > 0  # some were never needed
+
+
+def test_writes_that_complete_a_block_are_packed_and_recalled_as_the_float32_scan_would(history, settings):
+    def recalled():
+        return [
+            [(hit.memory.id, hit.score, hit.explain) for hit in result.hits]
+            for query in QUERIES
+            for result in [memory_recall(query=query, namespace=["big"], explain=True, min_score=0)]
+        ]
+
+    recalled()
+    partition = cosines._copies[dialect.database_key()].partitions["big"]
+    blocks = len(partition.blocks)
+    for number in range(60):
+        words = " ".join(WORDS[(number * 7 + step) % len(WORDS)] for step in range(5))
+        services.memory_remember(namespace="big", content=f"Later: {words} {number}.", **ACTOR)
+    packed = recalled()
+    assert len(partition.blocks) > blocks and partition.stored.packed == len(partition.blocks) * compact.BLOCK_ROWS
+    settings.MEMORY_COMPACT_MIN_ROWS = 0
+    cosines._copies.clear()
+    assert recalled() == packed
