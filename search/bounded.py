@@ -22,11 +22,15 @@ _OUT = np.float32(4.0)
 
 
 class Bounds:
-    """The rows of the vector channel ``found`` worked out so far (``settled``), and the most the others' scores can
-    be (``most``, float32 per row)."""
+    """The rows of a vector channel worked out so far (``settled``), written into its ``held``, ``raw`` and ``score``,
+    and the most the others' scores can be (``most``, float32 per row).
+
+    It holds the channel's arrays, not the channel: no cycle keeps them alive past the recall.
+    """
 
     def __init__(self, found: Found, cosines, usable: np.ndarray, weight):
-        self.found, self.cosines, self.usable, self.weight = found, cosines, usable, weight
+        self.held, self.raw, self.score = found.held, found.raw, found.score
+        self.cosines, self.usable, self.weight = cosines, usable, weight
         # The most each row's cosine can be, far below -1 where the row is not usable.
         self.reach = np.fmax(cosines.upper, np.float32(-1.0)) - _OUT * ~usable
         self.settled = np.zeros(len(usable), dtype=bool)
@@ -36,13 +40,13 @@ class Bounds:
     def settle(self, rows: np.ndarray) -> None:
         """Work out the cosine, judged cosine and score of each usable one of ``rows`` (without repeats)."""
         rows = rows[self.usable[rows] & ~self.settled[rows]]
-        self.found.raw[rows] = self.cosines.exact(rows) * self.weight(rows)
+        self.raw[rows] = self.cosines.exact(rows) * self.weight(rows)
         self.settled[rows] = True
         self._score(rows)
 
     def _score(self, rows: np.ndarray) -> None:
         weight = self.weight(rows)
-        self.found.score[rows] = vector_score(self.cosines.values[rows], self.found.raw[rows], self.best, weight)
+        self.score[rows] = vector_score(self.cosines.values[rows], self.raw[rows], self.best, weight)
 
     def settle_best(self, among: np.ndarray | None, count: int) -> float:
         """Work out each row of ``among`` (a mask; None: every usable row) whose judged cosine can be among their
@@ -53,17 +57,16 @@ class Bounds:
         self.settle(first)
         if len(first) < count:
             return -1.0
-        mark = float(np.partition(self.found.raw[first], len(first) - count)[len(first) - count])
+        mark = float(np.partition(self.raw[first], len(first) - count)[len(first) - count])
         # Only a row whose cosine can reach a positive mark can reach it judged; below 0, any row can.
         rows = np.flatnonzero(reach >= (mark if mark > 0 else -1.0))
         self.settle(rows)
-        return float(np.partition(self.found.raw[rows], len(rows) - count)[len(rows) - count])
+        return float(np.partition(self.raw[rows], len(rows) - count)[len(rows) - count])
 
     def ranking(self, depth: int) -> np.ndarray:
         """The held rows that can be among the channel's first ``depth``, worked out (ascending)."""
-        self.settle_best(self.found.held, depth)
-        held = self.found.rows
-        return held[self.settled[held]]
+        self.settle_best(self.held, depth)
+        return np.flatnonzero(self.held & self.settled)
 
 
 def vector(scope: Scope, cosines, *, found_by_words: np.ndarray, query_share: float | None) -> Found | None:
