@@ -84,14 +84,14 @@ class Words:
     scope: Scope
     terms: list  # per query term, the visible rows holding it, their counts and the term's idf
     counts: np.ndarray  # per row, how many terms it holds
-    bigram: np.ndarray  # BM25 over the query's CJK bigrams, on eligible rows
+    bigram: np.ndarray | None  # BM25 over the query's CJK bigrams, on eligible rows; None where none matched
     match_used: str
     note: str | None
 
     def found_rows(self) -> np.ndarray:
         """Per row, whether any query word or CJK bigram matched it."""
         found = self.counts > 0
-        return found | (self.bigram > 0) if "bigram" in self.channels else found
+        return found if self.bigram is None else found | (self.bigram > 0)
 
     def matched(self, rows: np.ndarray) -> np.ndarray:
         """Per query term and each of ``rows``, whether the row holds the term."""
@@ -249,14 +249,13 @@ def _keyword(scope: Scope, found, idf_total: float, counts: np.ndarray, *, held:
     return keyword
 
 
-def _bigram(scope: Scope, terms: list[text.QueryToken]) -> tuple[np.ndarray, Found | None]:
-    """Per row, BM25 over the query's CJK bigrams (0 where none, or not eligible); and the bigram channel, None
+def _bigram(scope: Scope, terms: list[text.QueryToken]) -> tuple[np.ndarray | None, Found | None]:
+    """Per row, BM25 over the query's CJK bigrams (0 where none, or not eligible), and the bigram channel; both None
     when it holds no row."""
     eligible = scope.eligible
-    bigram = np.zeros(len(eligible))
     grams = list(dict.fromkeys(text.cjk_bigrams(" ".join(token.raw for token in terms))))
     if not grams:
-        return bigram, None
+        return None, None
     found, bigram_idf_total = _postings(
         scope,
         "nbigram",
@@ -268,7 +267,7 @@ def _bigram(scope: Scope, terms: list[text.QueryToken]) -> tuple[np.ndarray, Fou
     bigram, bigram_idf = _bm25(scope, "nbigram", found, eligible)
     held = (bigram > 0) & eligible
     if not held.any():
-        return bigram, None
+        return None, None
     channel = Found(held, bigram, None, (bigram,))
     channel.score, channel.coverage = _share_score(bigram, bigram_idf, bigram_idf_total, channel.rows)
     return bigram, channel

@@ -74,9 +74,9 @@ def pack(matrix: np.ndarray) -> list[Block]:
     return [Block(matrix[start : start + size]) for start in range(0, len(matrix) - size + 1, size)]
 
 
-def upper(blocks: list[Block], vector: np.ndarray) -> np.ndarray:
-    """Per row of ``blocks`` in order: the most its exact cosine with ``vector`` can be (float32)."""
-    found = np.empty(sum(block.rows for block in blocks), dtype=np.float32)
+def upper(blocks: list[Block], vector: np.ndarray, out: np.ndarray) -> None:
+    """Per row of ``blocks`` in order, into ``out`` (float32): the most its exact cosine with ``vector`` can be."""
+    found = out
     query = torch.from_numpy(np.ascontiguousarray(vector, dtype=np.float32)).reshape(1, -1)
     query_error, query_norm = _query_error(query), float(np.linalg.norm(vector))
     start = 0
@@ -85,7 +85,6 @@ def upper(blocks: list[Block], vector: np.ndarray) -> np.ndarray:
         found[start:end] = torch.ops.quantized.linear_dynamic(query, block.packed, True).numpy()[0]
         found[start:end] += np.float32(block.error * query_norm + block.norm * query_error + _SLACK)
         start = end
-    return found
 
 
 def _query_error(query) -> float:

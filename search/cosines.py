@@ -277,8 +277,10 @@ class Cosines:
         self.packed = [stored for stored in scanned.parts if compact_scan and stored.blocks]
         self.upper = None
         for stored in self.packed:
-            # Per view row, its packed vector's bound (NaN, the last, where it has none here).
-            found = np.append(compact.upper(stored.blocks, vector), np.float32(np.nan))[_packed_sources(view, stored)]
+            bounds = np.empty(stored.packed + 1, dtype=np.float32)
+            bounds[-1] = np.nan  # the bound of a view row with no vector here (-1)
+            compact.upper(stored.blocks, vector, out=bounds[:-1])
+            found = bounds[_packed_sources(view, stored)]
             self.upper = found if self.upper is None else np.fmax(self.upper, found)
         for stored in scanned.parts:
             start = stored.packed if compact_scan else 0

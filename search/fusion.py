@@ -72,7 +72,8 @@ def _final(
     """
     if scores is None:
         needed = rows if near is None else _union(size, rows, near)
-        scores = np.zeros(size + 1)  # the last stays 0: what a missing neighbour (-1) lends
+        scores = np.empty(size + 1)  # read only where set: at the rows needed, and the last (a missing neighbour)
+        scores[-1] = 0.0
         weights = settings.MEMORY_FUSION_WEIGHTS
         scores[needed] = sum(weights[name] * found.score[needed] for name, found in channels.items())
     if near is None:

@@ -57,7 +57,7 @@ def hits(
     alone = relevance.relevant_rows(channels, rows)
     found = []
     for at, (row, revision_id, score) in enumerate(zip(rows.tolist(), revision_ids, scores.tolist())):
-        bigram = words.bigram[row] if words is not None else 0.0
+        bigram = words.bigram[row] if words is not None and words.bigram is not None else 0.0
         hit_terms = [
             token.raw for index, token in enumerate(terms) if matched[index, at] or (bigram and text.has_cjk(token.raw))
         ]

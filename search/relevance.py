@@ -29,7 +29,7 @@ def evidence(channels: dict[str, Found]) -> tuple[float, float]:
     for name, found in channels.items():
         if name == "vector":
             # Over the held rows alone: a large namespace's vector channel scores every row, and holds few.
-            cosine = max(cosine, float(np.max(np.nan_to_num(found.raw[found.rows], nan=0.0), initial=0.0)))
+            cosine = max(cosine, float(np.fmax.reduce(found.raw[found.rows], initial=0.0)))  # NaN: no cosine
         elif found.coverage is not None:
             coverage = max(coverage, float(np.max(found.coverage[found.rows], initial=0.0)))
     return coverage, cosine

@@ -42,7 +42,8 @@ def test_no_rows_exact_cosine_lies_above_the_bound_the_scan_reports(monkeypatch)
     queries += [unit_rows(1, 384, seed=seed)[0] for seed in range(3, 13)]
     queries += [(matrix[12] + 0.05 * rng.standard_normal(384)).astype(np.float32) for _ in range(5)]
     for query in queries:
-        upper = compact.upper(blocks, query)
+        upper = np.empty(2800, dtype=np.float32)
+        compact.upper(blocks, query, out=upper)
         exact = np.einsum("ij,j->i", matrix[:2800].astype(np.float64), query.astype(np.float64))
         assert np.all(exact <= upper)
         assert np.median(upper - exact) < 0.05  # tight enough to rule most rows out
