@@ -14,17 +14,11 @@ few float32 roundings gives a bound that holds for every row. The caller works o
 cosine (``cosines.dots``) of each row whose bound could matter (``cosines.Cosines``).
 """
 
+import functools
 import warnings
 
 import numpy as np
 from django.conf import settings
-
-try:
-    import torch
-
-    _KERNEL = torch.backends.quantized.supported_engines and "fbgemm" in torch.backends.quantized.supported_engines
-except ImportError:  # the embedder's torch is optional in principle; without it every scan is float32
-    torch, _KERNEL = None, False
 
 # Float32 roundings of the kernel's scaling and of our norms: far above them, far below any cosine gap that counts.
 _SLACK = 1e-5
@@ -36,7 +30,20 @@ _STEP = 4096
 
 def packs(rows: int) -> bool:
     """Whether a partition of ``rows`` vectors is packed: MEMORY_COMPACT_MIN_ROWS or more, and the kernel is there."""
-    return bool(_KERNEL) and 0 < settings.MEMORY_COMPACT_MIN_ROWS <= rows
+    return 0 < settings.MEMORY_COMPACT_MIN_ROWS <= rows and _torch() is not None
+
+
+@functools.cache
+def _torch():
+    """torch, where it has the int8 kernel (fbgemm: x86); None otherwise, and every scan stays float32.
+
+    Imported on first use: a process that never packs a partition never loads it (150 MB).
+    """
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch if "fbgemm" in torch.backends.quantized.supported_engines else None
 
 
 class Block:
@@ -54,6 +61,7 @@ class Block:
             packed *= step
             self.norm = max(self.norm, float(np.linalg.norm(packed, axis=1).max()))
             self.error = max(self.error, float(np.linalg.norm(part - packed, axis=1).max()))
+        torch = _torch()
         with warnings.catch_warnings():  # torch marks its quantized tensors deprecated; the pinned kernel is kept
             warnings.simplefilter("ignore")
             weight = torch._make_per_channel_quantized_tensor(
@@ -76,7 +84,7 @@ def pack(matrix: np.ndarray) -> list[Block]:
 
 def upper(blocks: list[Block], vector: np.ndarray, out: np.ndarray) -> None:
     """Per row of ``blocks`` in order, into ``out`` (float32): the most its exact cosine with ``vector`` can be."""
-    found = out
+    found, torch = out, _torch()
     query = torch.from_numpy(np.ascontiguousarray(vector, dtype=np.float32)).reshape(1, -1)
     query_error, query_norm = _query_error(query), float(np.linalg.norm(vector))
     start = 0
@@ -89,6 +97,7 @@ def upper(blocks: list[Block], vector: np.ndarray, out: np.ndarray) -> None:
 
 def _query_error(query) -> float:
     """``|x - x̃|``: the query against its 7-bit form, chosen and rounded as the kernel does (a test checks it)."""
+    torch = _torch()
     scale, zero_point = torch._choose_qparams_per_tensor(query, True)
     rounded = torch.quantize_per_tensor(query, scale, zero_point, torch.quint8).dequantize()
     return float(torch.linalg.vector_norm(query - rounded))
