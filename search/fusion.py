@@ -58,6 +58,7 @@ def fuse(
     if boost is not None:
         final = final * boost[rows]
     top = best(rows, final, memory, limit)
+    _settle(channels, rows[top])  # RRF ranked them by ranks alone: what each hit says of itself is worked out too
     return rows[top], final[top], None if lent is None else lent[top]
 
 

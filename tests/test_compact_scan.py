@@ -113,11 +113,12 @@ def answers(moments, monkeypatch) -> list:
     return found, evidence
 
 
-@pytest.mark.parametrize("floor, fusion", [(0.2, "weighted"), (0.6, "weighted"), (-0.1, "weighted"), (0.2, "rrf")])
+@pytest.mark.parametrize("floor, method", [(0.2, "weighted"), (0.6, "weighted"), (-0.1, "weighted"), (0.2, "rrf")])
 def test_a_recall_over_packed_partitions_equals_the_float32_scan_to_the_bit(
-    history, monkeypatch, settings, floor, fusion
+    history, monkeypatch, settings, floor, method
 ):
-    settings.MEMORY_COSINE_FLOOR, settings.MEMORY_FUSION = floor, fusion
+    settings.MEMORY_COSINE_FLOOR, settings.MEMORY_FUSION = floor, method
+    monkeypatch.setattr(fusion, "CHANNEL_DEPTH", 12)  # RRF's ranks: a hit can come from one channel's alone
     monkeypatch.setattr(cosines, "WHOLE_SCAN_SHARE", 1.0)  # a speed choice: off, so the bounds alone decide
     scanned = []  # the cosines of each recall that scanned packed rows
     bounded_vector = bounded.vector
@@ -143,6 +144,7 @@ def test_a_recall_over_packed_partitions_equals_the_float32_scan_to_the_bit(
 def test_the_bounded_vector_channel_ranks_and_reports_evidence_as_the_full_one(history, monkeypatch, settings, floor):
     settings.MEMORY_COSINE_FLOOR = floor  # 0.5: the best cosine is held only where a word found it
     monkeypatch.setattr(cosines, "WHOLE_SCAN_SHARE", 1.0)
+    monkeypatch.setattr(fusion, "CHANNEL_DEPTH", 12)  # RRF's ranks: a hit can come from one channel's alone
     caught = []
     bounded_vector = bounded.vector
     monkeypatch.setattr(bounded, "vector", lambda scope, found, **rest: caught.append((scope, found)))
@@ -162,24 +164,25 @@ def test_the_bounded_vector_channel_ranks_and_reports_evidence_as_the_full_one(h
             words = {"keyword": channels.Found(keyword, None, np.where(keyword, rng.random(len(memory)) / 3, 0.0), ())}
             expected = channels.vector(scope, full, found_by_words=found_by_words, query_share=0.8)
             boost = 1.0 + rng.random(len(memory)) * (rng.random(len(memory)) < 0.05)  # injection-aware ranking
-            fused = [
-                fusion.fuse({**words, "vector": expected}, scope=scope, limit=5, hybrid=True, boost=each)
-                for each in (None, boost)
-            ]
-            for question in ("fusion", "boosted", "ranking"):  # each on bounds fresh from the scan
+            ways = {"fusion": ("weighted", None), "boosted": ("weighted", boost), "rrf": ("rrf", None)}
+            for question in (*ways, "ranking"):  # each on bounds fresh from the scan
                 partial = copy.copy(scanned)
                 partial.values = scanned.values.copy()
                 got = bounded_vector(scope, partial, found_by_words=found_by_words, query_share=0.8)
-                if question != "ranking":
-                    each = fused[question == "boosted"]
-                    bounded_fused = fusion.fuse(
-                        {**words, "vector": got},
-                        scope=scope,
-                        limit=5,
-                        hybrid=True,
-                        boost=boost if question == "boosted" else None,
+                if question in ways:
+                    settings.MEMORY_FUSION, boosts = ways[question]
+                    fused = [
+                        fusion.fuse({**words, "vector": vector}, scope=scope, limit=5, hybrid=True, boost=boosts)
+                        for vector in (expected, got)
+                    ]
+                    assert [part.tolist() for part in fused[0]] == [part.tolist() for part in fused[1]]
+                    hit = fused[0][0]  # what each hit says of itself: relevant alone, its judged cosine
+                    assert np.array_equal(got.raw[hit], expected.raw[hit], equal_nan=True)
+                    assert np.array_equal(
+                        relevance.relevant_rows({"vector": got}, hit),
+                        relevance.relevant_rows({"vector": expected}, hit),
                     )
-                    assert [part.tolist() for part in each] == [part.tolist() for part in bounded_fused]
+                    settings.MEMORY_FUSION = "weighted"
                 else:
                     assert relevance.evidence({"vector": got}) == relevance.evidence({"vector": expected})
                     assert got.held.tolist() == expected.held.tolist()
