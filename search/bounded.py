@@ -52,7 +52,11 @@ class Bounds:
         """Work out each row of ``among`` (a mask; None: every usable row) whose judged cosine can be among their
         ``count`` best; return the count-th best (-1.0 where there are fewer rows)."""
         reach = self.reach if among is None else self.reach - _OUT * ~among
-        first = np.argpartition(-reach, min(count, len(reach)) - 1)[:count] if count > 1 else np.argmax(reach, keepdims=True)
+        first = (
+            np.argpartition(-reach, min(count, len(reach)) - 1)[:count]
+            if count > 1
+            else np.argmax(reach, keepdims=True)
+        )
         first = first[reach[first] >= -1.0]  # no further than -1: usable, and among
         self.settle(first)
         if len(first) < count:

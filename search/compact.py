@@ -47,7 +47,8 @@ def _torch():
 
 
 class Block:
-    """BLOCK_ROWS rows packed for the int8 kernel, with each row's error norms."""
+    """BLOCK_ROWS rows packed for the int8 kernel, with the largest norm of a row's rounding error and of its int8
+    form."""
 
     def __init__(self, matrix: np.ndarray):
         scale = np.abs(matrix).max(axis=1) / np.float32(127)
@@ -78,20 +79,19 @@ class Block:
 
 def pack(matrix: np.ndarray) -> list[Block]:
     """``matrix``'s whole blocks packed (the rows past the last whole block stay float32 only)."""
-    size = BLOCK_ROWS
-    return [Block(matrix[start : start + size]) for start in range(0, len(matrix) - size + 1, size)]
+    return [Block(matrix[start : start + BLOCK_ROWS]) for start in range(0, len(matrix) - BLOCK_ROWS + 1, BLOCK_ROWS)]
 
 
 def upper(blocks: list[Block], vector: np.ndarray, out: np.ndarray) -> None:
     """Per row of ``blocks`` in order, into ``out`` (float32): the most its exact cosine with ``vector`` can be."""
-    found, torch = out, _torch()
+    torch = _torch()
     query = torch.from_numpy(np.ascontiguousarray(vector, dtype=np.float32)).reshape(1, -1)
     query_error, query_norm = _query_error(query), float(np.linalg.norm(vector))
     start = 0
     for block in blocks:
         end = start + block.rows
-        found[start:end] = torch.ops.quantized.linear_dynamic(query, block.packed, True).numpy()[0]
-        found[start:end] += np.float32(block.error * query_norm + block.norm * query_error + _SLACK)
+        out[start:end] = torch.ops.quantized.linear_dynamic(query, block.packed, True).numpy()[0]
+        out[start:end] += np.float32(block.error * query_norm + block.norm * query_error + _SLACK)
         start = end
 
 

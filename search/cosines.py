@@ -92,9 +92,10 @@ class Partition:
     and what was handed out never changes.
     """
 
-    def __init__(self, rows: vectors.VectorRows):
+    def __init__(self, rows: vectors.VectorRows, *, packing: bool = True):
         # The rows as read, not a copy: a namespace's vectors are held once; the first write makes room to grow.
-        self.blocks = tuple(compact.pack(rows.matrix)) if compact.packs(len(rows.ids)) else ()
+        self.packing = packing  # packing pays over many recalls, not for one read kept by nobody
+        self.blocks = tuple(compact.pack(rows.matrix)) if packing and compact.packs(len(rows.ids)) else ()
         self.stored = self.room = Stored(rows.ids, rows.matrix, self.blocks)
         self.members: set[int] = set(rows.memories.tolist())  # memory ids whose vectors are here
         self.attributes_seen = 0  # the attribute rows the membership reflects: ids up to this
@@ -113,7 +114,7 @@ class Partition:
             self.room = room
         self.room.ids[count : count + added], self.room.matrix[count : count + added] = rows.ids, rows.matrix
         packed = self.stored.packed
-        if compact.packs(count + added) and count + added - packed >= compact.BLOCK_ROWS:
+        if self.packing and compact.packs(count + added) and count + added - packed >= compact.BLOCK_ROWS:
             self.blocks += tuple(compact.pack(self.room.matrix[packed : count + added]))
         self.stored = Stored(self.room.ids[: count + added], self.room.matrix[: count + added], self.blocks)
         self.members.update(rows.memories.tolist())
@@ -202,7 +203,7 @@ class VectorCopy:
     def _private(self, name: str, view) -> Stored:
         """The vectors of ``name`` read now, for a caller inside a transaction; kept by nobody."""
         _, through = vectors.vector_state()
-        partition = Partition(vectors.namespace_vectors(name, up_to_id=through))
+        partition = Partition(vectors.namespace_vectors(name, up_to_id=through), packing=False)
         _follow_moves(partition, name, view, through=through)
         return partition.stored
 
