@@ -1,5 +1,5 @@
-"""The compact scan (``search.compact``): each row's exact cosine lies within the bound it reports, and a hybrid
-recall that scans packed partitions answers to the bit as the float32 scan does, at every point in time."""
+"""The compact scan (``search.compact``): no row's exact cosine lies above the bound it reports, and a hybrid recall
+that scans packed partitions answers to the bit as the float32 scan does, at every point in time."""
 
 import copy
 import itertools
