@@ -330,7 +330,7 @@ MEMORY_NEAR_DUPLICATE_COSINE = env_float("MEMORY_NEAR_DUPLICATE_COSINE", 0.9, mi
 # The stored vectors each process keeps, per namespace, loaded on first use (search/cosines.py): past this many
 # MiB the namespaces used least recently are dropped, and read again when next asked for.
 MEMORY_VECTOR_MEMORY_MB = env_int("MEMORY_VECTOR_MEMORY_MB", 384, minimum=16, maximum=1024 * 1024)
-# A namespace of at least this many vectors keeps them also as int8, about a third more memory (search/compact.py):
+# A namespace of at least this many vectors keeps them also as int8, about 30% more memory (search/compact.py):
 # a hybrid recall there scans those, then works out the exact cosine of the rows that can matter. 0: never.
 MEMORY_COMPACT_MIN_ROWS = env_int("MEMORY_COMPACT_MIN_ROWS", 524_288, minimum=0, maximum=1 << 31)
 

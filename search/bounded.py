@@ -15,7 +15,7 @@ positive it is at most the cosine, and so at most the most the cosine can be.
 import numpy as np
 from django.conf import settings
 
-from search.channels import TOP_MATCH_SHARE, TOP_MATCH_WIDTH, Found, Scope, script_shares, vector_score
+from search.channels import Found, Scope, script_shares, vector_score
 
 # Subtracted from the bound of a row the channel may not score: no cosine reaches -1 less this.
 _OUT = np.float32(4.0)
@@ -100,13 +100,9 @@ def vector(scope: Scope, cosines, *, found_by_words: np.ndarray, query_share: fl
 
 
 def _most(reach: np.ndarray, best: float) -> np.ndarray:
-    """The most each row's score can be, in float32 (fusion allows for its roundings)."""
+    """The most each row's score can be: the score at its weight's most (1), at the most its judged cosine can be.
+
+    In float32, as ``reach`` is (fusion allows for the roundings).
+    """
     cosine = np.maximum(reach, np.float32(0.0))
-    near_best = np.minimum(cosine, np.float32(best))
-    near_best -= np.float32(best)
-    near_best *= np.float32(1.0 / TOP_MATCH_WIDTH)
-    np.exp(near_best, out=near_best)
-    near_best *= np.float32(TOP_MATCH_SHARE)
-    cosine *= np.float32(1.0 - TOP_MATCH_SHARE)
-    cosine += near_best
-    return cosine
+    return vector_score(cosine, cosine, best, 1.0)
